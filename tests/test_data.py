@@ -1,0 +1,137 @@
+"""Loaders on the real Fashion-MNIST files and on other formats; splits, subsets, augmentation."""
+
+import gzip
+import struct
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from workers.data import DataError, augment_batch, fingerprint, load_images, load_splits, to_model_input
+from workers.data.sources import FASHION_MNIST_CLASSES, read_idx
+
+
+def test_fashion_mnist_from_the_debian_package(fashion_mnist):
+    s = fashion_mnist
+    assert (len(s.train), len(s.val), len(s.eval)) == (54000, 6000, 10000)
+    assert s.train.images.shape[1:] == (1, 28, 28) and s.train.images.dtype == torch.uint8
+    assert s.eval.classes == FASHION_MNIST_CLASSES
+    # the official test set is balanced: 1,000 images a class
+    assert torch.bincount(s.eval.labels).tolist() == [1000] * 10
+    assert 70 < s.train.images.float().mean().item() < 75  # Fashion-MNIST's mean pixel is ~72.9
+
+
+def test_splits_are_deterministic_and_disjoint(fashion_mnist):
+    again = load_splits("fashion-mnist")
+    assert again.fingerprint == fashion_mnist.fingerprint
+    assert torch.equal(again.val.images, fashion_mnist.val.images)
+    pool, _ = load_images("fashion-mnist")
+    # train and val are a partition of the 60k training file: no image index in both
+    train_keys = {hash(img.numpy().tobytes()) for img in fashion_mnist.train.images[:3000]}
+    val_keys = {hash(img.numpy().tobytes()) for img in fashion_mnist.val.images}
+    assert len(train_keys & val_keys) <= 5  # Fashion-MNIST holds a few exact duplicate images
+    assert len(fashion_mnist.train) + len(fashion_mnist.val) == len(pool)
+
+
+def test_fingerprint_follows_the_eval_split(fashion_mnist):
+    sliced = load_splits("fashion-mnist", eval_limit=500, train_limit=100)
+    assert len(sliced.eval) == 500 and len(sliced.train) == 100
+    assert sliced.fingerprint != fashion_mnist.fingerprint
+    assert sliced.fingerprint == fingerprint(fashion_mnist.eval.take(slice(0, 500)))
+    flipped = fashion_mnist.eval.take(slice(0, 500))
+    flipped.labels[0] = (flipped.labels[0] + 1) % 10
+    assert fingerprint(flipped) != sliced.fingerprint
+
+
+def test_data_growth_subsets(fashion_mnist):
+    half_c = load_splits("fashion-mnist", subset="half-classes")
+    assert set(torch.unique(half_c.train.labels).tolist()) == {0, 1, 2, 3, 4}
+    assert half_c.num_classes == 10 and len(half_c.eval) == 10000
+    assert half_c.fingerprint == fashion_mnist.fingerprint  # eval split untouched
+    half_s = load_splits("fashion-mnist", subset="half-samples")
+    full_counts = torch.bincount(fashion_mnist.train.labels)
+    assert torch.equal(torch.bincount(half_s.train.labels), (full_counts + 1) // 2)
+    with pytest.raises(DataError, match="subset"):
+        load_splits("fashion-mnist", subset="most")
+
+
+def _write_idx(path, array):
+    codes = {np.uint8: 0x08}
+    header = bytes([0, 0, codes[array.dtype.type], array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wb") as f:
+        f.write(header + array.tobytes())
+
+
+def test_idx_directory_of_real_images(tmp_path, fashion_mnist):
+    images = fashion_mnist.train.images[:200, 0].numpy()
+    labels = fashion_mnist.train.labels[:200].numpy().astype(np.uint8)
+    _write_idx(tmp_path / "train-images-idx3-ubyte", images)
+    _write_idx(tmp_path / "train-labels-idx1-ubyte.gz", labels)
+    pool, test = load_images(tmp_path)
+    assert test is None and torch.equal(pool.images[:, 0], torch.from_numpy(images))
+    splits = load_splits(tmp_path, val_fraction=0.1, eval_fraction=0.2)
+    assert (len(splits.train), len(splits.val), len(splits.eval)) == (144, 16, 40)
+    (tmp_path / "bad-images-idx3-ubyte").write_bytes(b"\x01\x02\x03\x04")
+    with pytest.raises(DataError, match="bad magic"):
+        read_idx(tmp_path / "bad-images-idx3-ubyte")
+
+
+def test_image_folder_tree_of_real_images(tmp_path, fashion_mnist):
+    for i in range(30):
+        label = int(fashion_mnist.eval.labels[i])
+        folder = tmp_path / f"class_{label}"
+        folder.mkdir(exist_ok=True)
+        Image.fromarray(fashion_mnist.eval.images[i, 0].numpy()).save(folder / f"{i}.png")
+    pool, test = load_images(tmp_path)
+    assert test is None and len(pool) == 30 and pool.images.shape[1:] == (1, 28, 28)
+    first_class = sorted(p.name for p in tmp_path.iterdir())[0]
+    assert pool.classes[0] == first_class
+
+
+def test_npz_file(tmp_path, fashion_mnist):
+    x = fashion_mnist.eval.images[:50, 0].numpy()
+    np.savez(tmp_path / "d.npz", x=x, y=fashion_mnist.eval.labels[:50].numpy())
+    pool, _ = load_images(tmp_path / "d.npz")
+    assert pool.images.shape == (50, 1, 28, 28) and torch.equal(pool.images[:, 0], torch.from_numpy(x))
+    np.savez(tmp_path / "float.npz", x=x[..., None] / 255.0, y=np.arange(50) % 3)  # N×H×W×1 floats
+    pool, _ = load_images(tmp_path / "float.npz")
+    assert torch.equal(pool.images[:, 0], torch.from_numpy(x)) and pool.num_classes == 3
+
+
+@pytest.mark.parametrize(
+    "make,problem",
+    [
+        (lambda p: p / "missing", "no such file"),
+        (lambda p: (p / "empty").mkdir() or p / "empty", "ImageFolder"),
+        (lambda p: np.savez(p / "x.npz", x=np.zeros((2, 4, 4), np.uint8)) or p / "x.npz", "'x' and 'y'"),
+        (lambda p: (p / "n.txt").write_text("hi") and p / "n.txt", "must be an .npz"),
+    ],
+)
+def test_bad_sources_name_the_problem(tmp_path, make, problem):
+    with pytest.raises(DataError, match=problem):
+        load_images(make(tmp_path))
+
+
+def test_augment_batch_shifts_and_flips():
+    image = torch.zeros(1, 1, 8, 8, dtype=torch.uint8)
+    image[0, 0, 4, 5] = 255
+    unchanged = augment_batch(image, torch.Generator().manual_seed(0), padding=0, flip=False)
+    assert torch.equal(unchanged, image)
+    positions = set()
+    for seed in range(40):
+        out = augment_batch(image, torch.Generator().manual_seed(seed), padding=2, flip=False)
+        assert out.shape == image.shape and out.dtype == torch.uint8
+        if out.sum() > 0:
+            r, c = torch.nonzero(out[0, 0])[0].tolist()
+            assert abs(r - 4) <= 2 and abs(c - 5) <= 2
+            positions.add((r, c))
+    assert len(positions) > 5
+    flips = [augment_batch(image, torch.Generator().manual_seed(s), padding=0)[0, 0, 4, 2].item() for s in range(20)]
+    assert 0 < flips.count(255) < 20  # mirrored column 7 − 5 = 2 in some draws, not all
+
+
+def test_model_input_range():
+    x = to_model_input(torch.tensor([[[[0, 255]]]], dtype=torch.uint8))
+    assert x.tolist() == [[[[-1.0, 1.0]]]]

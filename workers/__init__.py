@@ -1,0 +1,1 @@
+"""Workers: model-side code and the regression metrics."""

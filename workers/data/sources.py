@@ -1,0 +1,207 @@
+"""Reading image datasets from disk into memory: IDX directories, ImageFolder trees, .npz files.
+
+Everything lands in an :class:`ImageSet`: uint8 images N×C×H×W and int64 labels, kept in memory
+(Fashion-MNIST is 55 MB as uint8), so that batching, augmentation and teacher inference all see the
+same tensors without DataLoader worker processes on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")  # Debian: dataset-fashion-mnist
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+)
+_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
+               0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+
+
+class DataError(ValueError):
+    """A dataset that cannot be used; the message names the path and the problem."""
+
+
+@dataclass(frozen=True)
+class ImageSet:
+    """Images as uint8 N×C×H×W, labels as int64 N, and the class names."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    classes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.images.dtype != torch.uint8 or self.images.ndim != 4:
+            raise DataError(f"images must be uint8 N×C×H×W, got {self.images.dtype} {tuple(self.images.shape)}")
+        if self.labels.ndim != 1 or len(self.labels) != len(self.images):
+            raise DataError(f"{len(self.labels)} labels for {len(self.images)} images")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def in_channels(self) -> int:
+        return int(self.images.shape[1])
+
+    @property
+    def image_size(self) -> int:
+        return int(self.images.shape[2])
+
+    def take(self, index: torch.Tensor | np.ndarray | slice) -> "ImageSet":
+        """The samples at `index`, same class list."""
+        if isinstance(index, np.ndarray):
+            index = torch.from_numpy(index)
+        return ImageSet(self.images[index], self.labels[index], self.classes)
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """Parse one IDX file (optionally gzipped): magic 0x0000 dtype ndim, big-endian dims, data."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError) as e:
+        raise DataError(f"{path}: cannot read IDX file ({e})") from None
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        raise DataError(f"{path}: not an IDX file (bad magic number)")
+    ndim = raw[3]
+    dims = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
+    dtype = np.dtype(_IDX_DTYPES[raw[2]])
+    expected = int(np.prod(dims)) * dtype.itemsize
+    body = raw[4 + 4 * ndim :]
+    if len(body) != expected:
+        raise DataError(f"{path}: IDX body has {len(body)} bytes, header says {expected}")
+    return np.frombuffer(body, dtype=dtype).reshape(dims)
+
+
+def _find_idx(directory: Path, prefix: str, kind: str) -> Path | None:
+    for suffix in ("", ".gz"):
+        for sep in ("-", "."):
+            candidate = directory / f"{prefix}-{kind}{sep}ubyte{suffix}"
+            if candidate.exists():
+                return candidate
+    return None
+
+
+def _idx_pair(directory: Path, prefix: str, classes: tuple[str, ...] | None) -> ImageSet | None:
+    images_path = _find_idx(directory, prefix, "images-idx3")
+    labels_path = _find_idx(directory, prefix, "labels-idx1")
+    if images_path is None or labels_path is None:
+        return None
+    images = read_idx(images_path)
+    labels = read_idx(labels_path).astype(np.int64)
+    if images.ndim == 3:
+        images = images[:, None]
+    if images.dtype != np.uint8:
+        raise DataError(f"{images_path}: expected uint8 pixels, got {images.dtype}")
+    if classes is None:
+        classes = tuple(str(c) for c in range(int(labels.max()) + 1))
+    return ImageSet(torch.from_numpy(images.copy()), torch.from_numpy(labels), classes)
+
+
+def load_idx_directory(directory: Path, classes: tuple[str, ...] | None = None) -> tuple[ImageSet, ImageSet | None]:
+    """A directory with train-{images-idx3,labels-idx1}-ubyte[.gz] and optionally t10k-… files.
+
+    Returns (train, test); test is None when there are no t10k files.
+    """
+    train = _idx_pair(directory, "train", classes)
+    if train is None:
+        raise DataError(f"{directory}: no train-images-idx3-ubyte / train-labels-idx1-ubyte files")
+    test = _idx_pair(directory, "t10k", train.classes)
+    return train, test
+
+
+def load_image_folder(directory: Path) -> ImageSet:
+    """An ImageFolder tree (one sub-directory per class), read with torchvision, kept as uint8."""
+    from PIL import Image
+    from torchvision.datasets import ImageFolder
+
+    try:
+        folder = ImageFolder(str(directory))
+    except (FileNotFoundError, RuntimeError) as e:
+        raise DataError(f"{directory}: not a usable ImageFolder tree ({e})") from None
+    images = []
+    for path, _ in folder.samples:
+        with Image.open(path) as img:
+            mode = "L" if img.mode in ("L", "1", "I;16", "I") else "RGB"
+            images.append(np.asarray(img.convert(mode)))
+    shapes = {a.shape for a in images}
+    if len(shapes) != 1:
+        raise DataError(f"{directory}: images differ in size or channels ({sorted(shapes)[:3]}…); resize them first")
+    stacked = np.stack(images)
+    stacked = stacked[:, None] if stacked.ndim == 3 else stacked.transpose(0, 3, 1, 2)
+    labels = np.array([target for _, target in folder.samples], dtype=np.int64)
+    return ImageSet(torch.from_numpy(np.ascontiguousarray(stacked)), torch.from_numpy(labels), tuple(folder.classes))
+
+
+def load_npz(path: Path) -> ImageSet:
+    """An .npz with `x` (N×H×W, N×H×W×C or N×C×H×W; uint8, or floats in [0, 1]) and `y` (N ints)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if "x" not in archive or "y" not in archive:
+                raise DataError(f"{path}: .npz must hold arrays 'x' and 'y', found {sorted(archive.files)}")
+            x, y = archive["x"], archive["y"]
+    except (OSError, ValueError) as e:
+        if isinstance(e, DataError):
+            raise
+        raise DataError(f"{path}: cannot read .npz ({e})") from None
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer) or (y.size and y.min() < 0):
+        raise DataError(f"{path}: 'y' must be a 1-D array of non-negative integers")
+    if np.issubdtype(x.dtype, np.floating):
+        if not np.isfinite(x).all() or x.min() < 0 or x.max() > 1:
+            raise DataError(f"{path}: float 'x' must be finite and within [0, 1]")
+        x = np.round(x * 255).astype(np.uint8)
+    elif x.dtype != np.uint8:
+        raise DataError(f"{path}: 'x' must be uint8 or float, got {x.dtype}")
+    if x.ndim == 3:
+        x = x[:, None]
+    elif x.ndim == 4 and x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
+        x = x.transpose(0, 3, 1, 2)
+    if x.ndim != 4 or len(x) != len(y):
+        raise DataError(f"{path}: 'x' of shape {x.shape} does not match {len(y)} labels")
+    classes = tuple(str(c) for c in range(int(y.max()) + 1)) if y.size else ()
+    return ImageSet(torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(y.astype(np.int64)), classes)
+
+
+def fashion_mnist_dir() -> Path:
+    """Where the Debian package puts Fashion-MNIST; `CONGRUENT_FASHION_MNIST_DIR` overrides it."""
+    return Path(os.environ.get("CONGRUENT_FASHION_MNIST_DIR", FASHION_MNIST_DIR))
+
+
+def load_images(source: str | os.PathLike) -> tuple[ImageSet, ImageSet | None]:
+    """Load `fashion-mnist` or a path (IDX directory, ImageFolder tree, .npz file).
+
+    Returns (pool, test): `test` is the source's own held-out set when it has one (IDX t10k files),
+    else None and the splits are carved out of `pool`.
+    """
+    if str(source) == "fashion-mnist":
+        directory = fashion_mnist_dir()
+        if not directory.is_dir():
+            raise DataError(
+                f"{directory}: Fashion-MNIST is not installed (apt-get install -y dataset-fashion-mnist)"
+            )
+        return load_idx_directory(directory, FASHION_MNIST_CLASSES)
+    path = Path(source)
+    if not path.exists():
+        raise DataError(f"{path}: no such file or directory")
+    if path.is_file():
+        if path.suffix != ".npz":
+            raise DataError(f"{path}: a data file must be an .npz holding x and y")
+        return load_npz(path), None
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise DataError(f"{path}: directory is not readable")
+    if _find_idx(path, "train", "images-idx3") is not None:
+        return load_idx_directory(path)
+    return load_image_folder(path), None
