@@ -1,0 +1,140 @@
+"""Losses for positive-congruent training. Each is a small pure function: tensors in, scalar out.
+
+Shapes: logits B×C (student/new `s`, teacher `t`, old model `o`), labels B (int64).
+Every loss is a mean over the batch unless its docstring says otherwise.
+
+Example::
+
+    loss = (1 - a) * cross_entropy(s, y) + a * fd_lm(s, o, y, alpha=1.0, beta=5.0)
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+TopKBy = Literal["teacher", "student", "union"]
+
+
+def cross_entropy(student: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """CE = −(1/B) Σ_i log softmax(s_i)[ℓ_i]."""
+    return F.cross_entropy(student, labels)
+
+
+def kl_per_sample(student: torch.Tensor, teacher: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """T² · KL(softmax(t/T) ‖ softmax(s/T)) for each sample: a vector of length B."""
+    log_p_teacher = F.log_softmax(teacher / temperature, dim=1)
+    log_p_student = F.log_softmax(student / temperature, dim=1)
+    kl = (log_p_teacher.exp() * (log_p_teacher - log_p_student)).sum(dim=1)
+    return temperature**2 * kl
+
+
+def logit_matching_per_sample(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """½ ‖s − t‖² for each sample: a vector of length B."""
+    return 0.5 * (student - teacher).pow(2).sum(dim=1)
+
+
+def knowledge_distillation(student: torch.Tensor, teacher: torch.Tensor, temperature: float = 4.0) -> torch.Tensor:
+    """KD (Hinton et al.): (1/B) Σ_i T² · KL(softmax(t_i/T) ‖ softmax(s_i/T))."""
+    return kl_per_sample(student, teacher, temperature).mean()
+
+
+def focal_weights(old: torch.Tensor, labels: torch.Tensor, alpha: float = 1.0, beta: float = 5.0) -> torch.Tensor:
+    """Focal Distillation weights w_i = α + β · 1[argmax o_i = ℓ_i] (Yan et al. 2021, Eq. 5)."""
+    return alpha + beta * (old.argmax(dim=1) == labels).to(old.dtype)
+
+
+def dynamic_focal_weights(
+    student: torch.Tensor, old: torch.Tensor, labels: torch.Tensor, alpha: float = 1.0, beta: float = 5.0
+) -> torch.Tensor:
+    """Dynamic FD weights w_i = α + β · 1[p_old(ℓ_i|x_i) > p_new(ℓ_i|x_i)], re-evaluated every step
+    (Xie et al. 2021); the indicator carries no gradient."""
+    p_old = F.softmax(old, dim=1).gather(1, labels[:, None]).squeeze(1)
+    p_new = F.softmax(student.detach(), dim=1).gather(1, labels[:, None]).squeeze(1)
+    return alpha + beta * (p_old > p_new).to(student.dtype)
+
+
+def fd_kl(
+    student: torch.Tensor, old: torch.Tensor, labels: torch.Tensor,
+    alpha: float = 1.0, beta: float = 5.0, temperature: float = 100.0,
+) -> torch.Tensor:
+    """FD-KL: (1/B) Σ_i w_i · T² · KL(softmax(o_i/T) ‖ softmax(s_i/T)), w_i = α + β·1[old correct]."""
+    return (focal_weights(old, labels, alpha, beta) * kl_per_sample(student, old, temperature)).mean()
+
+
+def fd_lm(
+    student: torch.Tensor, old: torch.Tensor, labels: torch.Tensor, alpha: float = 1.0, beta: float = 5.0
+) -> torch.Tensor:
+    """FD-LM: (1/B) Σ_i w_i · ½ ‖s_i − o_i‖², w_i = α + β·1[old correct]."""
+    return (focal_weights(old, labels, alpha, beta) * logit_matching_per_sample(student, old)).mean()
+
+
+def dynamic_fd(
+    student: torch.Tensor, old: torch.Tensor, labels: torch.Tensor,
+    alpha: float = 1.0, beta: float = 5.0, distance: Literal["lm", "kl"] = "lm", temperature: float = 100.0,
+) -> torch.Tensor:
+    """Dynamic FD: (1/B) Σ_i w_i · d(s_i, o_i), w_i = α + β·1[p_old(ℓ|x) > p_new(ℓ|x)],
+    d = ½‖s − o‖² (`lm`) or T²·KL (`kl`)."""
+    weights = dynamic_focal_weights(student, old, labels, alpha, beta)
+    if distance == "lm":
+        per_sample = logit_matching_per_sample(student, old)
+    elif distance == "kl":
+        per_sample = kl_per_sample(student, old, temperature)
+    else:
+        raise ValueError(f"distance must be 'lm' or 'kl', got {distance!r}")
+    return (weights * per_sample).mean()
+
+
+def topk_class_mask(
+    student: torch.Tensor, teacher: torch.Tensor, k: int, by: TopKBy = "teacher"
+) -> torch.Tensor:
+    """Boolean B×C mask of the classes K(x) of each sample (ELODI Eq. 5): the K largest teacher
+    logits of that sample (`teacher`), of the student (`student`), or their union. K ≥ C: all."""
+    if k < 1:
+        raise ValueError(f"k must be ≥ 1, got {k}")
+    num_classes = teacher.shape[1]
+    if k >= num_classes:
+        return torch.ones_like(teacher, dtype=torch.bool)
+
+    def top(logits: torch.Tensor) -> torch.Tensor:
+        mask = torch.zeros_like(logits, dtype=torch.bool)
+        return mask.scatter_(1, logits.detach().topk(k, dim=1).indices, True)
+
+    if by == "teacher":
+        return top(teacher)
+    if by == "student":
+        return top(student)
+    if by == "union":
+        return top(teacher) | top(student)
+    raise ValueError(f"topk_by must be teacher, student or union, got {by!r}")
+
+
+def logit_difference_inhibition(
+    student: torch.Tensor, teacher: torch.Tensor, k: int = 10,
+    p: float = 2.0, margin: float = 0.0, by: TopKBy = "teacher",
+) -> torch.Tensor:
+    """LDI (ELODI Eq. 8): (1/B) Σ_i Σ_{k ∈ K(x_i)} max(|s_ik − t_ik| − margin, 0)^p,
+    K(x_i) chosen per sample by :func:`topk_class_mask`."""
+    mask = topk_class_mask(student, teacher, k, by)
+    gap = ((student - teacher).abs() - margin).clamp(min=0).pow(p)
+    return (gap * mask).sum(dim=1).mean()
+
+
+def elodi(
+    student: torch.Tensor, labels: torch.Tensor, ensemble: torch.Tensor,
+    alpha: float = 0.8, k: int = 10, p: float = 2.0, margin: float = 0.0, by: TopKBy = "teacher",
+    old: torch.Tensor | None = None, legacy_weight: float | None = None,
+) -> torch.Tensor:
+    """ELODI: (1−α)·CE + α·LDI(s; ens). With a legacy old model (ELODI Eq. 9):
+    (1−α)·CE + α·[λ·LDI(s; ens) + (1−λ)·LDI(s; old)], λ = `legacy_weight`."""
+    distill = logit_difference_inhibition(student, ensemble, k, p, margin, by)
+    if legacy_weight is not None:
+        if old is None:
+            raise ValueError("legacy_weight needs the old model's logits")
+        if not 0.0 <= legacy_weight <= 1.0:
+            raise ValueError(f"legacy_weight must lie in [0, 1], got {legacy_weight}")
+        legacy = logit_difference_inhibition(student, old, k, p, margin, by)
+        distill = legacy_weight * distill + (1.0 - legacy_weight) * legacy
+    return (1.0 - alpha) * cross_entropy(student, labels) + alpha * distill

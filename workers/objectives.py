@@ -1,0 +1,87 @@
+"""Training objectives by method name: which loss a run minimises and which reference logits it needs.
+
+Every objective has the form (1−α)·CE + α·D(student; references), α = `alpha`:
+
+| method       | D                                   | references   |
+|--------------|-------------------------------------|--------------|
+| `none`       | — (α ignored: plain CE)             | —            |
+| `kd`         | T²·KL toward the old model          | old          |
+| `fd-kl`      | Focal Distillation, KL, T = 100     | old          |
+| `fd-lm`      | Focal Distillation, logit matching  | old          |
+| `dynamic-fd` | Dynamic FD (logit matching or KL)   | old          |
+| `elodi`      | LDI toward the ensemble (+ legacy)  | teacher (+ old) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from workers import losses
+
+METHODS = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi")
+DEFAULT_ALPHA = {"none": 0.0, "kd": 0.5, "fd-kl": 0.9, "fd-lm": 0.9, "dynamic-fd": 0.9, "elodi": 0.8}
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A method and its settings. Call it with student logits, labels and reference logits."""
+
+    method: str = "none"
+    alpha: float | None = None  # None: the method's default (DEFAULT_ALPHA)
+    temperature: float | None = None  # KD: 4, FD-KL / dynamic-FD-KL: 100
+    focal_alpha: float = 1.0
+    focal_beta: float = 5.0
+    distance: Literal["lm", "kl"] = "lm"  # dynamic-fd only
+    k: int = 10
+    p: float = 2.0
+    margin: float = 0.0
+    topk_by: losses.TopKBy = "teacher"
+    legacy_weight: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if not 0.0 <= self.weight <= 1.0:
+            raise ValueError(f"alpha must lie in [0, 1], got {self.alpha}")
+        if self.k < 1:
+            raise ValueError(f"k must be ≥ 1, got {self.k}")
+
+    @property
+    def weight(self) -> float:
+        """α, the weight of the distillation term."""
+        return DEFAULT_ALPHA[self.method] if self.alpha is None else self.alpha
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        """Names of the reference logits this objective needs: `old`, `teacher`."""
+        if self.method == "none":
+            return ()
+        if self.method == "elodi":
+            return ("teacher", "old") if self.legacy_weight is not None else ("teacher",)
+        return ("old",)
+
+    def __call__(self, student: torch.Tensor, labels: torch.Tensor, refs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        if self.method == "elodi":
+            return losses.elodi(
+                student, labels, refs["teacher"], self.weight, self.k, self.p, self.margin, self.topk_by,
+                old=refs.get("old"), legacy_weight=self.legacy_weight,
+            )
+        ce = losses.cross_entropy(student, labels)
+        if self.method == "none":
+            return ce
+        old = refs["old"]
+        if self.method == "kd":
+            distill = losses.knowledge_distillation(student, old, self.temperature or 4.0)
+        elif self.method == "fd-kl":
+            distill = losses.fd_kl(student, old, labels, self.focal_alpha, self.focal_beta, self.temperature or 100.0)
+        elif self.method == "fd-lm":
+            distill = losses.fd_lm(student, old, labels, self.focal_alpha, self.focal_beta)
+        else:
+            distill = losses.dynamic_fd(
+                student, old, labels, self.focal_alpha, self.focal_beta, self.distance, self.temperature or 100.0
+            )
+        return (1.0 - self.weight) * ce + self.weight * distill
