@@ -1,0 +1,133 @@
+"""Regression metrics for classifier updates.
+
+Notation: N samples with labels ℓ, predicted class ids ŷ. Every rate is a
+global count over all N samples divided by N (never a mean of per-batch rates).
+Inputs may be numpy arrays or torch tensors: 1-D integer class ids, or 2-D
+float logits (N×C) that are reduced to class ids with argmax.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+# Samples per block in `nfr_matrix` (bounds memory); float32 sums of 0/1 values stay
+# exact integers up to 2**24, so each block's counts are exact.
+_EXACT_FLOAT32_BLOCK = 1 << 16
+
+
+def _as_numpy(values: Any) -> np.ndarray:
+    """Return `values` as a numpy array (torch tensors via detach/cpu/numpy)."""
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    return np.asarray(values)
+
+
+def class_ids(predictions: Any) -> np.ndarray:
+    """Class ids as int64: ŷ = ids for 1-D integer input, ŷ_n = argmax_c z_nc for 2-D logits.
+
+    Ties in the logits resolve to the lowest class index (np.argmax).
+    """
+    array = _as_numpy(predictions)
+    if array.ndim == 1 and np.issubdtype(array.dtype, np.integer):
+        return array.astype(np.int64, copy=False)
+    if array.ndim == 2 and np.issubdtype(array.dtype, np.floating):
+        if array.shape[1] == 0:
+            raise ValueError("logits have zero classes (shape N×0)")
+        if not np.isfinite(array).all():
+            raise ValueError("logits contain NaN or Inf")
+        return np.argmax(array, axis=1).astype(np.int64)
+    raise ValueError(
+        "predictions must be 1-D integer class ids or 2-D float logits (N×C), "
+        f"got a {array.ndim}-D array of dtype {array.dtype}"
+    )
+
+
+def _labels(labels: Any) -> np.ndarray:
+    """Labels as a non-empty 1-D int64 array."""
+    array = _as_numpy(labels)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(
+            f"labels must be a 1-D integer array, got a {array.ndim}-D array of dtype {array.dtype}"
+        )
+    if array.size == 0:
+        raise ValueError("metrics are undefined on an empty set (N = 0)")
+    return array.astype(np.int64, copy=False)
+
+
+def _correct(predictions: Any, labels: np.ndarray, name: str) -> np.ndarray:
+    """Boolean vector 1[ŷ = ℓ], after checking that lengths match."""
+    ids = class_ids(predictions)
+    if len(ids) != len(labels):
+        raise ValueError(f"{name} has {len(ids)} samples but labels have {len(labels)}")
+    return ids == labels
+
+
+def error_rate(predictions: Any, labels: Any) -> float:
+    """ER = (1/N) Σ 1[ŷ ≠ ℓ]."""
+    truth = _labels(labels)
+    return float(np.count_nonzero(~_correct(predictions, truth, "predictions")) / len(truth))
+
+
+def negative_flip_rate(old: Any, new: Any, labels: Any) -> float:
+    """NFR = (1/N) Σ 1[ŷ_old = ℓ ∧ ŷ_new ≠ ℓ]."""
+    truth = _labels(labels)
+    old_correct = _correct(old, truth, "old predictions")
+    new_correct = _correct(new, truth, "new predictions")
+    return float(np.count_nonzero(old_correct & ~new_correct) / len(truth))
+
+
+def positive_flip_rate(old: Any, new: Any, labels: Any) -> float:
+    """PFR = (1/N) Σ 1[ŷ_old ≠ ℓ ∧ ŷ_new = ℓ]."""
+    truth = _labels(labels)
+    old_correct = _correct(old, truth, "old predictions")
+    new_correct = _correct(new, truth, "new predictions")
+    return float(np.count_nonzero(~old_correct & new_correct) / len(truth))
+
+
+def relative_nfr(nfr: float, er_old: float, er_new: float) -> float | None:
+    """Rel-NFR = NFR / ((1 − ER_old) · ER_new); None (undefined) when the denominator is 0.
+
+    The denominator is the NFR expected if old and new errors were independent.
+    """
+    denominator = (1.0 - er_old) * er_new
+    if denominator == 0:
+        return None
+    return float(nfr / denominator)
+
+
+def nfr_matrix(predictions_list: Sequence[Any], labels: Any) -> np.ndarray:
+    """V×V matrix M[i, j] = NFR of version j relative to version i; diagonal 0.
+
+    With correctness C (V×N, C[v, n] = 1[ŷ_v,n = ℓ_n]) and Gram matrix G = C·Cᵀ
+    (G[i, j] = #both correct): M[i, j] = (G[i, i] − G[i, j]) / N.
+    G is accumulated blockwise in float32 (exact per block) into int64 counts.
+    """
+    truth = _labels(labels)
+    if len(predictions_list) == 0:
+        raise ValueError("nfr_matrix needs at least one prediction set")
+    correct = np.stack(
+        [_correct(p, truth, f"predictions[{v}]") for v, p in enumerate(predictions_list)]
+    )
+    both_correct = np.zeros((len(correct), len(correct)), dtype=np.int64)
+    for start in range(0, len(truth), _EXACT_FLOAT32_BLOCK):
+        block = correct[:, start : start + _EXACT_FLOAT32_BLOCK].astype(np.float32)
+        both_correct += (block @ block.T).astype(np.int64)
+    only_old_correct = np.diag(both_correct)[:, None] - both_correct
+    return only_old_correct / len(truth)
+
+
+def update_report(old: Any, new: Any, labels: Any) -> dict[str, Any]:
+    """JSON-ready summary of one update: n, er_old, er_new, nfr, pfr, rel_nfr (None: undefined)."""
+    er_old = error_rate(old, labels)
+    er_new = error_rate(new, labels)
+    nfr = negative_flip_rate(old, new, labels)
+    return {
+        "n": int(len(_labels(labels))),
+        "er_old": er_old,
+        "er_new": er_new,
+        "nfr": nfr,
+        "pfr": positive_flip_rate(old, new, labels),
+        "rel_nfr": relative_nfr(nfr, er_old, er_new),
+    }
