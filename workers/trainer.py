@@ -1,0 +1,199 @@
+"""The training loop every stage runs: plain PyTorch, no Ray inside.
+
+    model = build_model("small-cnn", 10, seed=0)
+    result = train(model, splits.train, TrainConfig(epochs=5), Objective("fd-lm"),
+                   references={"old": FrozenModels([old_model])}, val=splits.val)
+
+SGD with momentum and a cosine or step schedule; each step draws a batch from a seeded order,
+augments it (the same view goes to the student and to every reference), asks the reference logit
+sources for that view one batch ahead, and minimises the objective. A non-finite loss stops the run
+with the step number. Checkpoints (`checkpoint_path`) are written at each epoch end and hold what a
+resumed run needs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import nn
+
+from workers.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
+from workers.data import ImageSet, augment_batch, to_model_input
+from workers.inference import LogitSource, predict_logits
+from workers.metrics import error_rate
+from workers.objectives import Objective
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or Inf; training stopped at `step`."""
+
+    def __init__(self, step: int, epoch: int, value: float) -> None:
+        super().__init__(f"loss is {value} at step {step} (epoch {epoch}); training stopped")
+        self.step, self.epoch = step, epoch
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimiser, schedule and loop settings (defaults in one place)."""
+
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    schedule: Literal["cosine", "step"] = "cosine"  # step: ×0.1 at 50 % and 75 % of the epochs
+    seed: int = 0
+    augment: bool = True
+    augment_padding: int = 2
+    augment_flip: bool = True
+    max_grad_norm: float | None = 5.0  # clip the gradient norm (LDI starts large); None: no clipping
+    prefetch: int = 2  # reference batches requested ahead of the step
+    threads: int = 1  # torch intra-op threads; more than the cores held slows training down
+    device: str = "cpu"
+    eval_batch_size: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.prefetch < 1:
+            raise ValueError("epochs, batch_size, prefetch must be ≥ 1 and lr > 0")
+
+
+@dataclass
+class EpochStats:
+    epoch: int
+    loss: float
+    lr: float
+    seconds: float
+    samples_per_second: float
+    clipped_fraction: float
+    val_error_rate: float | None = None
+
+
+@dataclass
+class TrainResult:
+    model: nn.Module
+    history: list[EpochStats] = field(default_factory=list)
+    steps: int = 0
+
+
+def _schedule(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_epoch: int):
+    total = config.epochs * steps_per_epoch
+    if config.schedule == "cosine":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * s / total)))
+    if config.schedule == "step":
+        milestones = [int(total * 0.5), int(total * 0.75)]
+        return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones, gamma=0.1)
+    raise ValueError(f"schedule must be cosine or step, got {config.schedule!r}")
+
+
+def batches(data: ImageSet, config: TrainConfig, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(model input, labels) batches of one epoch: a permutation seeded by (seed, epoch), augmented
+    with a generator seeded the same way, so a resumed run sees the same batches."""
+    generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
+    order = torch.randperm(len(data), generator=generator)
+    for start in range(0, len(order), config.batch_size):
+        index = order[start : start + config.batch_size]
+        images = data.images[index]
+        if config.augment:
+            images = augment_batch(images, generator, config.augment_padding, config.augment_flip)
+        yield to_model_input(images), data.labels[index]
+
+
+def _with_references(
+    stream: Iterator[tuple[torch.Tensor, torch.Tensor]], references: Mapping[str, LogitSource], depth: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, dict[str, Callable[[], torch.Tensor]]]]:
+    """Yield each batch with pending reference requests, keeping `depth` batches requested ahead."""
+    pending: deque = deque()
+    for inputs, labels in stream:
+        pending.append((inputs, labels, {name: src.request(inputs) for name, src in references.items()}))
+        if len(pending) > depth:
+            yield pending.popleft()
+    yield from pending
+
+
+def train(
+    model: nn.Module,
+    data: ImageSet,
+    config: TrainConfig,
+    objective: Objective | None = None,
+    references: Mapping[str, LogitSource] | None = None,
+    val: ImageSet | None = None,
+    settings: ModelSettings | None = None,
+    checkpoint_path: str | Path | None = None,
+    on_epoch: Callable[[EpochStats], None] | None = None,
+) -> TrainResult:
+    """Train `model` in place on `data` and return it with per-epoch statistics.
+
+    `references` maps the names in `objective.references` ("teacher", "old") to logit sources.
+    With `checkpoint_path` (and `settings`), a checkpoint is written at each epoch end, and an
+    existing one is resumed from (model, optimizer, schedule and epoch).
+    """
+    objective = objective or Objective("none")
+    references = dict(references or {})
+    missing = [name for name in objective.references if name not in references]
+    if missing:
+        raise ValueError(f"method {objective.method!r} needs reference logits: {', '.join(missing)}")
+    if checkpoint_path is not None and settings is None:
+        raise ValueError("checkpoint_path needs the model settings")
+    torch.set_num_threads(config.threads)
+    device = torch.device(config.device)
+    model.to(device)
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, nesterov=True
+    )
+    steps_per_epoch = math.ceil(len(data) / config.batch_size)
+    scheduler = _schedule(optimizer, config, steps_per_epoch)
+    result = TrainResult(model)
+    first_epoch = 0
+    if checkpoint_path is not None and Path(checkpoint_path).exists():
+        state = read_checkpoint(checkpoint_path)
+        model.load_state_dict(state["state_dict"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        first_epoch, result.steps = state["epoch"], state["steps"]
+        result.history = [EpochStats(**h) for h in state["history"]]
+    for epoch in range(first_epoch, config.epochs):
+        model.train()
+        started, loss_sum, seen, clipped = time.perf_counter(), 0.0, 0, 0
+        stream = _with_references(batches(data, config, epoch), references, config.prefetch)
+        for inputs, labels, pending in stream:
+            inputs, labels = inputs.to(device), labels.to(device)
+            student = model(inputs)
+            refs = {name: get().to(device) for name, get in pending.items()}
+            loss = objective(student, labels, refs)
+            result.steps += 1
+            if not torch.isfinite(loss):
+                raise NonFiniteLossError(result.steps, epoch, loss.item())
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.max_grad_norm is not None:
+                norm = nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                clipped += int(norm > config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            loss_sum += loss.item() * len(labels)
+            seen += len(labels)
+        seconds = time.perf_counter() - started
+        stats = EpochStats(
+            epoch=epoch + 1, loss=loss_sum / seen, lr=optimizer.param_groups[0]["lr"], seconds=seconds,
+            samples_per_second=seen / seconds, clipped_fraction=clipped / steps_per_epoch,
+        )
+        if val is not None:
+            logits = predict_logits(model, val, config.eval_batch_size, device)
+            stats.val_error_rate = error_rate(logits, val.labels)
+        result.history.append(stats)
+        if checkpoint_path is not None:
+            save_checkpoint(
+                checkpoint_path, model, settings, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
+                epoch=epoch + 1, steps=result.steps, history=[asdict(h) for h in result.history],
+                config=asdict(config),
+            )
+        if on_epoch is not None:
+            on_epoch(stats)
+    return result
