@@ -1,0 +1,1 @@
+"""Command-line orchestration: the `congruent` entry point and its subcommands."""

@@ -1,0 +1,7 @@
+"""`python -m orchestrator`: the `congruent` command line."""
+
+import sys
+
+from orchestrator.cli import main
+
+sys.exit(main())

@@ -1,0 +1,219 @@
+"""`congruent compare`: regression metrics between saved prediction files.
+
+    congruent compare --labels Y.npy A.npy B.npy [C.npy ...] [--json]
+
+Each file is a single NumPy array saved with `np.save`: labels are 1-D
+non-negative integer class ids; a prediction file holds 1-D class ids or 2-D
+float logits (N×C). Files are versions in the order given: 0, 1, 2, ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+import numpy as np
+
+from workers import metrics
+
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+class InputError(Exception):
+    """An input file that cannot be used, with the problem in one line."""
+
+    def __init__(self, path: str | os.PathLike, problem: str) -> None:
+        self.path = os.fspath(path)
+        self.problem = " ".join(problem.split())
+        super().__init__(f"{self.path}: {self.problem}")
+
+
+def _load_array(path: str | os.PathLike) -> np.ndarray:
+    """Load one plain (non-pickled) array from a .npy file, or raise InputError."""
+    if not os.path.exists(path):
+        raise InputError(path, "no such file")
+    if not os.path.isfile(path):
+        raise InputError(path, "not a regular file")
+    try:
+        with open(path, "rb") as file:
+            head = file.read(len(_NPY_MAGIC))
+        if head.startswith(_ZIP_MAGIC):
+            raise InputError(path, "is a .npz archive; expected a single-array .npy file")
+        if head != _NPY_MAGIC:
+            raise InputError(path, "not a .npy file (no NumPy header)")
+        return np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        if "allow_pickle" in str(exc):
+            raise InputError(path, "holds pickled Python objects; save a numeric array") from None
+        raise InputError(path, f"corrupt .npy file ({exc})") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read file ({exc})") from None
+
+
+def load_labels(path: str | os.PathLike) -> np.ndarray:
+    """Labels ℓ from a .npy file: non-empty, 1-D, integer, non-negative (returned as int64)."""
+    labels = _load_array(path)
+    if labels.ndim != 1:
+        raise InputError(path, f"labels must be a 1-D array, got shape {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise InputError(path, f"labels must be integer class ids, got dtype {labels.dtype}")
+    if labels.size == 0:
+        raise InputError(path, "labels are empty")
+    if labels.min() < 0:
+        raise InputError(path, f"labels contain negative class ids (min {labels.min()})")
+    return labels.astype(np.int64, copy=False)
+
+
+def load_prediction_file(path: str | os.PathLike, n: int | None = None) -> np.ndarray:
+    """Predictions from a .npy file: 1-D non-negative integer ids or 2-D finite float logits.
+
+    When `n` is given, the file must hold exactly n predictions. Returns the array as stored.
+    """
+    predictions = _load_array(path)
+    if predictions.ndim == 1:
+        if not np.issubdtype(predictions.dtype, np.integer):
+            raise InputError(
+                path, f"1-D predictions must be integer class ids, got dtype {predictions.dtype}"
+            )
+        if predictions.size and predictions.min() < 0:
+            raise InputError(
+                path, f"predictions contain negative class ids (min {predictions.min()})"
+            )
+    elif predictions.ndim == 2:
+        if not np.issubdtype(predictions.dtype, np.floating):
+            raise InputError(
+                path, f"2-D predictions must be float logits, got dtype {predictions.dtype}"
+            )
+        if predictions.shape[1] == 0:
+            raise InputError(path, f"logits have zero classes (shape {predictions.shape})")
+        finite_rows = np.isfinite(predictions).all(axis=1)
+        if not finite_rows.all():
+            row = int(np.argmin(finite_rows))
+            raise InputError(path, f"logits contain NaN or Inf (first in row {row})")
+    else:
+        raise InputError(
+            path,
+            "predictions must be 1-D class ids or 2-D logits, "
+            f"got a {predictions.ndim}-D array of shape {predictions.shape}",
+        )
+    if len(predictions) == 0:
+        raise InputError(path, "predictions are empty")
+    if n is not None and len(predictions) != n:
+        raise InputError(path, f"has {len(predictions)} predictions but the labels have {n}")
+    return predictions
+
+
+def compare_predictions(labels: Any, predictions_list: Sequence[Any]) -> dict[str, Any]:
+    """Metrics of versions 0..V−1 against `labels`, as the `--json` dict.
+
+    error_rate[v] = ER of version v; pairs = consecutive updates v → v+1 with
+    NFR, PFR and Rel-NFR (None if undefined); nfr_matrix[i][j] = NFR of j relative to i.
+    """
+    ids = [metrics.class_ids(predictions) for predictions in predictions_list]
+    error_rates = [metrics.error_rate(version, labels) for version in ids]
+    pairs = []
+    for old in range(len(ids) - 1):
+        new = old + 1
+        nfr = metrics.negative_flip_rate(ids[old], ids[new], labels)
+        pairs.append(
+            {
+                "old": old,
+                "new": new,
+                "nfr": nfr,
+                "pfr": metrics.positive_flip_rate(ids[old], ids[new], labels),
+                "rel_nfr": metrics.relative_nfr(nfr, error_rates[old], error_rates[new]),
+            }
+        )
+    return {
+        "n": int(len(labels)),
+        "error_rate": error_rates,
+        "pairs": pairs,
+        "nfr_matrix": metrics.nfr_matrix(ids, labels).tolist(),
+    }
+
+
+def _percent(fraction: float | None) -> str:
+    """A fraction as a percentage with two decimals, or "undefined" for None."""
+    return "undefined" if fraction is None else f"{100 * fraction:.2f}%"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 0) -> list[str]:
+    """Lines of a table: the first `left` columns left-aligned, the others right-aligned."""
+    widths = [max(len(row[c]) for row in (header, *rows)) for c in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  " + "  ".join(
+            cell.ljust(width) if c < left else cell.rjust(width)
+            for c, (cell, width) in enumerate(zip(cells, widths))
+        )
+
+    return [line(header)] + [line(row) for row in rows]
+
+
+def format_comparison(result: dict[str, Any], names: Sequence[str]) -> str:
+    """Human-readable rendering of a `compare_predictions` result; names label the versions."""
+    versions = range(len(result["error_rate"]))
+    lines = [f"{result['n']} samples, {len(names)} prediction files", "", "Error rate (ER)"]
+    lines += _table(
+        ["#", "file", "ER"],
+        [[str(v), names[v], _percent(result["error_rate"][v])] for v in versions],
+        left=2,
+    )
+    lines += ["", "Consecutive updates (old -> new)"]
+    lines += _table(
+        ["old", "new", "NFR", "PFR", "Rel-NFR"],
+        [
+            [str(p["old"]), str(p["new"]), _percent(p["nfr"]), _percent(p["pfr"]),
+             _percent(p["rel_nfr"])]
+            for p in result["pairs"]
+        ],
+    )
+    lines += ["", "NFR matrix (rows = old, columns = new)"]
+    lines += _table(
+        ["old\\new", *map(str, versions)],
+        [[str(i), *map(_percent, result["nfr_matrix"][i])] for i in versions],
+    )
+    return "\n".join(lines)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `compare` subcommand to the `congruent` parser."""
+    parser = subparsers.add_parser(
+        "compare",
+        help="regression metrics (ER, NFR, PFR, Rel-NFR) between prediction files",
+        description="Compare saved predictions of successive model versions on the same labels.",
+    )
+    parser.add_argument(
+        "--labels", required=True, metavar="LABELS.npy", help="1-D non-negative integer labels"
+    )
+    parser.add_argument(
+        "predictions",
+        nargs="+",
+        metavar="PREDICTIONS.npy",
+        help="two or more files, oldest first: 1-D integer class ids or 2-D float logits",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `congruent compare`; 0 on success, 2 on bad input (one line on stderr)."""
+    if len(args.predictions) < 2:
+        print(
+            "congruent compare: error: needs at least two prediction files (old and new)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        labels = load_labels(args.labels)
+        predictions_list = [load_prediction_file(path, n=len(labels)) for path in args.predictions]
+    except InputError as error:
+        print(f"congruent compare: error: {error}", file=sys.stderr)
+        return 2
+    result = compare_predictions(labels, predictions_list)
+    print(json.dumps(result) if args.json else format_comparison(result, args.predictions))
+    return 0
