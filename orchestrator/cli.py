@@ -10,9 +10,9 @@ import argparse
 import sys
 from typing import NoReturn, Sequence
 
-from orchestrator import compare, demo
+from orchestrator import compare, demo, run
 
-SUBCOMMANDS = (compare, demo)
+SUBCOMMANDS = (compare, demo, run)
 
 
 class UsageError(Exception):

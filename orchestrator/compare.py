@@ -136,12 +136,12 @@ def compare_predictions(labels: Any, predictions_list: Sequence[Any]) -> dict[st
     }
 
 
-def _percent(fraction: float | None) -> str:
+def format_percent(fraction: float | None) -> str:
     """A fraction as a percentage with two decimals, or "undefined" for None."""
     return "undefined" if fraction is None else f"{100 * fraction:.2f}%"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 0) -> list[str]:
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 0) -> list[str]:
     """Lines of a table: the first `left` columns left-aligned, the others right-aligned."""
     widths = [max(len(row[c]) for row in (header, *rows)) for c in range(len(header))]
 
@@ -158,24 +158,24 @@ def format_comparison(result: dict[str, Any], names: Sequence[str]) -> str:
     """Human-readable rendering of a `compare_predictions` result; names label the versions."""
     versions = range(len(result["error_rate"]))
     lines = [f"{result['n']} samples, {len(names)} prediction files", "", "Error rate (ER)"]
-    lines += _table(
+    lines += format_table(
         ["#", "file", "ER"],
-        [[str(v), names[v], _percent(result["error_rate"][v])] for v in versions],
+        [[str(v), names[v], format_percent(result["error_rate"][v])] for v in versions],
         left=2,
     )
     lines += ["", "Consecutive updates (old -> new)"]
-    lines += _table(
+    lines += format_table(
         ["old", "new", "NFR", "PFR", "Rel-NFR"],
         [
-            [str(p["old"]), str(p["new"]), _percent(p["nfr"]), _percent(p["pfr"]),
-             _percent(p["rel_nfr"])]
+            [str(p["old"]), str(p["new"]), format_percent(p["nfr"]), format_percent(p["pfr"]),
+             format_percent(p["rel_nfr"])]
             for p in result["pairs"]
         ],
     )
     lines += ["", "NFR matrix (rows = old, columns = new)"]
-    lines += _table(
+    lines += format_table(
         ["old\\new", *map(str, versions)],
-        [[str(i), *map(_percent, result["nfr_matrix"][i])] for i in versions],
+        [[str(i), *map(format_percent, result["nfr_matrix"][i])] for i in versions],
     )
     return "\n".join(lines)
 

@@ -18,7 +18,7 @@ import numpy as np
 from orchestrator.compare import compare_predictions, format_comparison
 from workers.checkpoints import ModelSettings, save_checkpoint
 from workers.data import DataError, load_splits
-from workers.inference import FrozenModels, predict_logits
+from workers.inference import FrozenModels, LocalReferences, predict_logits
 from workers.objectives import Objective
 from workers.trainer import EpochStats, TrainConfig, train
 
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         ("v2-none", "mlp", Objective("none")),
         ("v2-fd-lm", "mlp", Objective("fd-lm")),
     ]
-    references: dict[str, FrozenModels] = {}
+    references = None
     paths, predictions = [], []
     started = time.perf_counter()
     for name, arch, objective in versions:
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         np.save(paths[-1], logits.numpy())
         predictions.append(logits.numpy())
         if name == "v1-old":
-            references["old"] = FrozenModels([model])
+            references = LocalReferences(old=FrozenModels([model]))
     labels_path = out / "labels.npy"
     np.save(labels_path, splits.eval.labels.numpy())
     result = compare_predictions(splits.eval.labels.numpy(), predictions)

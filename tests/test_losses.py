@@ -108,3 +108,18 @@ def test_objectives_compose_ce_and_distillation():
         Objective("kd", alpha=1.5)
     with pytest.raises(ValueError, match="method"):
         Objective("magic")
+
+
+def test_ldi_from_top_k_teacher_logits_equals_dense_ldi():
+    generator = torch.Generator().manual_seed(0)
+    student, teacher = torch.randn(6, 10, generator=generator), torch.randn(6, 10, generator=generator)
+    compact = losses.TopKLogits.of(teacher, 3)
+    assert compact.values.shape == (6, 3) and compact.indices.dtype == torch.int32
+    dense = losses.logit_difference_inhibition(student, teacher, k=3)
+    assert losses.ldi_topk(student, compact).item() == pytest.approx(dense.item())
+    labels = torch.arange(6) % 10
+    assert losses.elodi(student, labels, compact, k=3).item() == pytest.approx(
+        losses.elodi(student, labels, teacher, k=3).item()
+    )
+    with pytest.raises(ValueError, match="selection by the teacher"):
+        losses.elodi(student, labels, compact, k=3, by="union")

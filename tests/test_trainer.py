@@ -8,7 +8,7 @@ import torch
 
 from workers.checkpoints import ModelSettings, read_checkpoint
 from workers.data import ImageSet
-from workers.inference import FrozenModels, FunctionSource, predict_logits
+from workers.inference import FrozenModels, LocalReferences, predict_logits
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models import build_model
 from workers.objectives import Objective
@@ -48,6 +48,8 @@ def test_references_see_the_students_augmented_batch_ahead_of_its_step(small):
     events, seen_inputs = [], []
 
     class Recorder:
+        names = ("old",)
+
         def request(self, inputs):
             index = len(seen_inputs)
             seen_inputs.append(inputs)
@@ -55,14 +57,14 @@ def test_references_see_the_students_augmented_batch_ahead_of_its_step(small):
 
             def get():
                 events.append(("get", index))
-                return torch.zeros(len(inputs), 10)
+                return {"old": torch.zeros(len(inputs), 10)}
 
             return get
 
     model = build_model("mlp-small", 10, seed=0)
     student_inputs = []
     model.register_forward_pre_hook(lambda module, args: student_inputs.append(args[0]) if module.training else None)
-    train(model, subset, TrainConfig(epochs=1, batch_size=64, prefetch=2), Objective("fd-lm"), {"old": Recorder()})
+    train(model, subset, TrainConfig(epochs=1, batch_size=64, prefetch=2), Objective("fd-lm"), Recorder())
     assert len(seen_inputs) == 10 and all(torch.equal(a, b) for a, b in zip(seen_inputs, student_inputs))
     assert not torch.equal(seen_inputs[0], student_inputs[1])
     # batch i+2 is requested before batch i's logits are collected
@@ -75,9 +77,9 @@ def test_missing_reference_is_refused(small):
 
 
 def test_non_finite_loss_stops_with_the_step_number(small):
-    nan_old = FunctionSource(lambda x: torch.full((len(x), 10), math.nan))
+    nan_old = LocalReferences(old=lambda x: torch.full((len(x), 10), math.nan))
     with pytest.raises(NonFiniteLossError, match="at step 1 "):
-        train(build_model("mlp-small", 10), small[0], TrainConfig(epochs=1), Objective("fd-lm"), {"old": nan_old})
+        train(build_model("mlp-small", 10), small[0], TrainConfig(epochs=1), Objective("fd-lm"), nan_old)
 
 
 def test_checkpoint_each_epoch_and_resume(small, tmp_path):
@@ -118,6 +120,6 @@ def test_fd_lm_lowers_negative_flips_on_the_same_seed(fashion_mnist):
     for method in ("none", "fd-lm"):
         new = build_model("mlp", 10, seed=1)
         config = TrainConfig(epochs=6, lr=0.05, augment=False, seed=1)
-        train(new, train_set, config, Objective(method), {"old": FrozenModels([old])})
+        train(new, train_set, config, Objective(method), LocalReferences(old=FrozenModels([old])))
         nfr[method] = negative_flip_rate(old_logits, predict_logits(new, eval_set), eval_set.labels)
     assert nfr["fd-lm"] < 0.8 * nfr["none"], nfr

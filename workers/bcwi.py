@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import torch
 
 
@@ -26,3 +28,20 @@ def interpolate_state_dicts(
         else:
             mixed[name] = new_value.clone()
     return mixed
+
+
+def sweep_bcwi(
+    old_state: dict[str, torch.Tensor], new_state: dict[str, torch.Tensor],
+    evaluate: Callable[[dict[str, torch.Tensor]], tuple[float, float]],
+    alphas: Sequence[float], er_tolerance: float,
+) -> tuple[float, list[dict[str, float]]]:
+    """Pick BCWI's α after training: `evaluate(state) -> (ER, NFR)` on a validation split for each
+    α; the pick is the lowest NFR among the α whose ER ≤ ER(α = 0, the fine-tuned model) + tolerance.
+    Returns (α, table of {alpha, error_rate, nfr})."""
+    table = []
+    for alpha in sorted(set(alphas) | {0.0}):
+        er, nfr = evaluate(interpolate_state_dicts(old_state, new_state, alpha))
+        table.append({"alpha": alpha, "error_rate": er, "nfr": nfr})
+    limit = table[0]["error_rate"] + er_tolerance
+    best = min((row for row in table if row["error_rate"] <= limit), key=lambda row: (row["nfr"], row["alpha"]))
+    return best["alpha"], table

@@ -1,14 +1,14 @@
-"""Inference: logits of a model over a dataset, and frozen models as logit sources for training.
+"""Inference: logits of a model over a dataset, and reference logits for training.
 
-A *logit source* gives reference logits (a teacher ensemble, an old model) for the batch the student
-is training on. `request(x)` starts the work and returns a zero-argument callable that yields the
-B×C logits; the trainer requests the next batch before it runs the current step, so a remote source
-(the Ray teacher pool) computes while the student trains.
+A *reference source* gives the named reference logits ("teacher": the replica ensemble, "old": the
+deployed model) for the batch the student is training on. `request(x)` starts the work and returns
+a zero-argument callable that yields {name: logits}; the trainer requests batches ahead of its step,
+so a remote source (the Ray teacher pool in workers/teachers.py) computes while the student trains.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import torch
@@ -16,13 +16,17 @@ from torch import nn
 
 from workers.data import ImageSet, to_model_input
 
+Logits = torch.Tensor  # or losses.TopKLogits, from a pool that sends only the top-K
 
-class LogitSource(Protocol):
-    def request(self, inputs: torch.Tensor) -> Callable[[], torch.Tensor]: ...
+
+class ReferenceSource(Protocol):
+    names: tuple[str, ...]
+
+    def request(self, inputs: torch.Tensor) -> Callable[[], Mapping[str, Logits]]: ...
 
 
 class FrozenModels:
-    """Mean logits of one or more models, in eval mode without gradients, in this process:
+    """Mean logits of one or more models, in eval mode without gradients:
     φ_ens(x) = (1/m) Σ_i φ^(i)(x) (the ensemble of ELODI; with one model, that model)."""
 
     def __init__(self, models: Sequence[nn.Module], device: str | torch.device = "cpu") -> None:
@@ -32,25 +36,24 @@ class FrozenModels:
         self.models = [m.to(self.device).eval().requires_grad_(False) for m in models]
 
     @torch.no_grad()
-    def logits(self, inputs: torch.Tensor) -> torch.Tensor:
+    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         inputs = inputs.to(self.device)
         total = self.models[0](inputs)
         for model in self.models[1:]:
             total = total + model(inputs)
         return total / len(self.models)
 
-    def request(self, inputs: torch.Tensor) -> Callable[[], torch.Tensor]:
-        return lambda: self.logits(inputs)
 
+class LocalReferences:
+    """Reference logits computed in this process, serially: name → FrozenModels or any function
+    `inputs -> logits`. `LocalReferences(old=FrozenModels([old_model]))`."""
 
-class FunctionSource:
-    """Adapts a plain callable `inputs -> logits` to a logit source."""
+    def __init__(self, **functions: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.functions = functions
+        self.names = tuple(functions)
 
-    def __init__(self, function: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        self.function = function
-
-    def request(self, inputs: torch.Tensor) -> Callable[[], torch.Tensor]:
-        return lambda: self.function(inputs)
+    def request(self, inputs: torch.Tensor) -> Callable[[], Mapping[str, Logits]]:
+        return lambda: {name: function(inputs) for name, function in self.functions.items()}
 
 
 @torch.no_grad()

@@ -2,7 +2,7 @@
 
     model = build_model("small-cnn", 10, seed=0)
     result = train(model, splits.train, TrainConfig(epochs=5), Objective("fd-lm"),
-                   references={"old": FrozenModels([old_model])}, val=splits.val)
+                   references=LocalReferences(old=FrozenModels([old_model])), val=splits.val)
 
 SGD with momentum and a cosine or step schedule; each step draws a batch from a seeded order,
 augments it (the same view goes to the student and to every reference), asks the reference logit
@@ -26,7 +26,7 @@ from torch import nn
 
 from workers.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
 from workers.data import ImageSet, augment_batch, to_model_input
-from workers.inference import LogitSource, predict_logits
+from workers.inference import Logits, ReferenceSource, predict_logits
 from workers.metrics import error_rate
 from workers.objectives import Objective
 
@@ -106,12 +106,15 @@ def batches(data: ImageSet, config: TrainConfig, epoch: int) -> Iterator[tuple[t
 
 
 def _with_references(
-    stream: Iterator[tuple[torch.Tensor, torch.Tensor]], references: Mapping[str, LogitSource], depth: int
-) -> Iterator[tuple[torch.Tensor, torch.Tensor, dict[str, Callable[[], torch.Tensor]]]]:
-    """Yield each batch with pending reference requests, keeping `depth` batches requested ahead."""
+    stream: Iterator[tuple[torch.Tensor, torch.Tensor]], references: ReferenceSource | None, depth: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, Callable[[], Mapping[str, Logits]]]]:
+    """Yield each batch with its pending reference request, keeping `depth` batches requested ahead."""
+    if references is None:
+        yield from ((inputs, labels, dict) for inputs, labels in stream)
+        return
     pending: deque = deque()
     for inputs, labels in stream:
-        pending.append((inputs, labels, {name: src.request(inputs) for name, src in references.items()}))
+        pending.append((inputs, labels, references.request(inputs)))
         if len(pending) > depth:
             yield pending.popleft()
     yield from pending
@@ -122,7 +125,7 @@ def train(
     data: ImageSet,
     config: TrainConfig,
     objective: Objective | None = None,
-    references: Mapping[str, LogitSource] | None = None,
+    references: ReferenceSource | None = None,
     val: ImageSet | None = None,
     settings: ModelSettings | None = None,
     checkpoint_path: str | Path | None = None,
@@ -130,13 +133,12 @@ def train(
 ) -> TrainResult:
     """Train `model` in place on `data` and return it with per-epoch statistics.
 
-    `references` maps the names in `objective.references` ("teacher", "old") to logit sources.
+    `references` serves the logits named in `objective.references` ("teacher", "old").
     With `checkpoint_path` (and `settings`), a checkpoint is written at each epoch end, and an
     existing one is resumed from (model, optimizer, schedule and epoch).
     """
     objective = objective or Objective("none")
-    references = dict(references or {})
-    missing = [name for name in objective.references if name not in references]
+    missing = [name for name in objective.references if name not in (references.names if references else ())]
     if missing:
         raise ValueError(f"method {objective.method!r} needs reference logits: {', '.join(missing)}")
     if checkpoint_path is not None and settings is None:
@@ -165,7 +167,7 @@ def train(
         for inputs, labels, pending in stream:
             inputs, labels = inputs.to(device), labels.to(device)
             student = model(inputs)
-            refs = {name: get().to(device) for name, get in pending.items()}
+            refs = {name: logits.to(device) for name, logits in pending().items()}
             loss = objective(student, labels, refs)
             result.steps += 1
             if not torch.isfinite(loss):

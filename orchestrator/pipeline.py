@@ -1,0 +1,220 @@
+"""The update pipeline: stages composed by the Ray driver.
+
+    replicas (m Ray tasks, in parallel) → teacher pool (Ray actors) → student (a Ray task that
+    distils online from the pool) → BCWI sweep (bcwi only) → evaluation on the regression-eval split
+
+Stage bodies live in workers/ (plain functions); this module only decides what runs where, with
+which resources, and wires the results together. Ray is initialised by the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+import torch
+
+from pipelines.spec import SpecError, UpdateSpec
+from workers import storage
+from workers.checkpoints import CheckpointError, ModelSettings, read_checkpoint
+from workers.data import DataError, DataSplits
+from workers.stages import DataRequest, TrainJob, cached_splits, train_job
+from workers.teachers import TeacherActor, TeacherPool, fetch_checkpoint
+
+REPLICA_METHODS = ("elodi", "ensemble")
+Say = Callable[[str], None]
+
+
+@dataclass
+class StageOutputs:
+    """What the stages produced, for evaluation and the run record."""
+
+    splits: DataSplits
+    old_checkpoint: str | None = None
+    model_checkpoint: str | None = None  # None for the ensemble paragon (nothing single to deploy)
+    replicas: list[dict[str, Any]] = field(default_factory=list)
+    student: dict[str, Any] | None = None
+    teacher_pool: dict[str, Any] | None = None
+    paragon_logits: torch.Tensor | None = None
+    bcwi: dict[str, Any] | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def data_request(spec: UpdateSpec) -> DataRequest:
+    d = spec.data
+    return DataRequest(d.source, d.subset, d.val_fraction, d.eval_fraction, d.train_limit, d.eval_limit)
+
+
+def replica_key(spec: UpdateSpec) -> str:
+    """Replicas depend on data, architecture and training settings only, not on the method."""
+    parts = {"data": spec.data.model_dump(mode="json"), "arch": spec.arch, "train": spec.train.model_dump(mode="json")}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def prepare(spec: UpdateSpec) -> tuple[DataSplits, ModelSettings | None]:
+    """Checks that need the data and the old checkpoint, before any training: SpecError if bad."""
+    try:
+        splits = cached_splits(data_request(spec))
+    except DataError as e:
+        raise SpecError(f"data: {e}") from None
+    if spec.old is None:
+        return splits, None
+    try:
+        old = ModelSettings(**read_checkpoint(fetch_checkpoint(spec.old))["model"])
+    except (CheckpointError, FileNotFoundError, TypeError) as e:
+        raise SpecError(f"old: {e}") from None
+    if old.num_classes != splits.num_classes:
+        raise SpecError(f"old: {spec.old} has {old.num_classes} classes, the data has {splits.num_classes}")
+    if (old.in_channels, old.image_size) != (splits.in_channels, splits.image_size):
+        raise SpecError(f"old: {spec.old} takes {old.in_channels}×{old.image_size}² images, the data has "
+                        f"{splits.in_channels}×{splits.image_size}²")
+    if spec.method.name == "bcwi" and old.arch != spec.arch:
+        raise SpecError(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
+    return splits, old
+
+
+def check_resources(spec: UpdateSpec) -> None:
+    """Fail fast when the cluster can never hold a stage (Ray would wait forever)."""
+    total = ray.cluster_resources()
+    cpus, gpus = total.get("CPU", 0.0), total.get("GPU", 0.0)
+    r = spec.resources
+    if r.replica.cpus > cpus or r.replica.gpus > gpus:
+        raise SpecError(f"resources.replica: asks {r.replica.cpus} CPU / {r.replica.gpus} GPU, cluster has {cpus} / {gpus}")
+    distill_cpus = r.student.cpus + r.teacher_actors * r.teacher.cpus
+    distill_gpus = r.student.gpus + r.teacher_actors * r.teacher.gpus
+    if distill_cpus > cpus or distill_gpus > gpus:
+        raise SpecError(f"resources: student + {r.teacher_actors} teacher actors need {distill_cpus} CPU / "
+                        f"{distill_gpus} GPU at once, cluster has {cpus} / {gpus}")
+
+
+def _on_worker(function: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """Run a stage body in a Ray worker and note which node ran it."""
+    record = function(*args)
+    record["node_id"] = ray.get_runtime_context().get_node_id()
+    return record
+
+
+def _threads(cpus: float) -> int:
+    return max(1, int(cpus))
+
+
+def _device(gpus: float) -> str:
+    return "cuda" if gpus > 0 else "cpu"
+
+
+def train_replicas(spec: UpdateSpec, request: DataRequest, say: Say) -> list[dict[str, Any]]:
+    """m replicas of the new architecture, seeds train.seed + 1 … train.seed + m, as parallel Ray
+    tasks; a replica whose finished checkpoint exists is reused, a partial one is resumed."""
+    res = spec.resources.replica
+    base = storage.join(spec.storage, spec.model, "replicas", replica_key(spec))
+    remote = ray.remote(_on_worker)
+    refs = {}
+    for i in range(spec.method.m):
+        job = TrainJob(
+            name=f"replica-{i}", data=request, arch=spec.arch,
+            config=spec.train.config(spec.train.seed + 1 + i, _threads(res.cpus), _device(res.gpus)),
+            checkpoint_uri=storage.join(base, f"replica-{i}.pt"), allow_user_factories=spec.allow_user_factories,
+        )
+        options = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": job.name}
+        refs[remote.options(**options).remote(train_job, job)] = i
+    records: list[dict[str, Any] | None] = [None] * spec.method.m
+    pending = list(refs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        record = ray.get(done[0])
+        records[refs[done[0]]] = record
+        say(f"  replica {refs[done[0]] + 1}/{spec.method.m} done: val ER {100 * record['val_error_rate']:.2f} %, "
+            f"{record['seconds']:.0f} s (pid {record['pid']})")
+    return records  # type: ignore[return-value]
+
+
+def start_teacher_pool(spec: UpdateSpec, groups: dict[str, list[str]]) -> list:
+    res = spec.resources.teacher
+    actor_class = ray.remote(TeacherActor).options(
+        num_cpus=res.cpus, num_gpus=res.gpus, max_restarts=2, max_task_retries=2
+    )
+    return [
+        actor_class.remote(groups, _threads(res.cpus), _device(res.gpus), spec.allow_user_factories)
+        for _ in range(spec.resources.teacher_actors)
+    ]
+
+
+def _distil(job: TrainJob, actors: list, names: tuple[str, ...], topk: dict[str, int]) -> dict[str, Any]:
+    """The student task: trains with reference logits streamed from the teacher pool."""
+    return train_job(job, TeacherPool(actors, names, topk))
+
+
+def run_stages(spec: UpdateSpec, say: Say = print) -> StageOutputs:
+    """Run every stage the spec's method needs and return their outputs."""
+    splits, _ = prepare(spec)
+    check_resources(spec)
+    request = data_request(spec)
+    out = StageOutputs(splits=splits, old_checkpoint=spec.old)
+    method = spec.method.name
+    objective = spec.method.objective()
+    if method in REPLICA_METHODS:
+        say(f"stage 1/3: training {spec.method.m} replicas of {spec.arch} in parallel")
+        t = time.perf_counter()
+        out.replicas = train_replicas(spec, request, say)
+        out.seconds["replicas"] = time.perf_counter() - t
+    groups: dict[str, list[str]] = {}
+    if out.replicas:
+        groups["teacher"] = [r["checkpoint"] for r in out.replicas]
+    if "old" in objective.references:
+        groups["old"] = [spec.old]
+    actors = start_teacher_pool(spec, groups) if groups else []
+    try:
+        if method != "ensemble":
+            out.student = _train_student(spec, request, objective, actors, say)
+            out.model_checkpoint = out.student["checkpoint"]
+        if actors:
+            out.teacher_pool = _pool_info(actors, out.student)
+        if out.replicas:
+            say("evaluating the ensemble paragon through the teacher pool")
+            out.paragon_logits = TeacherPool(actors, ("teacher",)).predict(splits.eval, "teacher")
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+    return out
+
+
+def _train_student(spec: UpdateSpec, request: DataRequest, objective, actors: list, say: Say) -> dict[str, Any]:
+    res = spec.resources.student
+    method = spec.method.name
+    job = TrainJob(
+        name="student", data=request, arch=spec.arch,
+        config=spec.train.config(spec.train.seed, _threads(res.cpus), _device(res.gpus)),
+        checkpoint_uri=storage.join(spec.storage, spec.model, spec.version, spec.spec_hash, "model.pt"),
+        objective=objective, init_from=spec.old if method == "bcwi" else None,
+        allow_user_factories=spec.allow_user_factories,
+    )
+    options = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": "student"}
+    t = time.perf_counter()
+    if objective.references:
+        names = objective.references
+        compact = objective.method == "elodi" and objective.topk_by == "teacher"
+        topk = {"teacher": objective.k} if compact and objective.k < cached_splits(request).num_classes else {}
+        say(f"stage 2/3: distilling the student ({method}) online from {len(actors)} teacher actors")
+        ref = ray.remote(_on_worker).options(**options).remote(_distil, job, actors, names, topk)
+    else:
+        say(f"stage 2/3: training the model ({method})")
+        ref = ray.remote(_on_worker).options(**options).remote(train_job, job)
+    record = ray.get(ref)
+    say(f"  done: val ER {100 * record['val_error_rate']:.2f} %, {record['seconds']:.0f} s "
+        f"({record['steps']} steps)")
+    return record
+
+
+def _pool_info(actors: list, student: dict[str, Any] | None) -> dict[str, Any]:
+    infos = ray.get([actor.info.remote() for actor in actors])
+    return {
+        "actors": len(actors),
+        "pids": [i["pid"] for i in infos],
+        "batches_served": sum(i["batches_served"] for i in infos),
+        "student_steps": student["steps"] if student else 0,
+    }

@@ -1,0 +1,94 @@
+"""Stage bodies that Ray workers run: plain functions over plain records, no Ray calls inside.
+
+`train_job` trains one model (a replica, a student, a fine-tuned model) and stores its checkpoint;
+the orchestrator decides where and with which resources it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import torch
+
+from workers import storage
+from workers.checkpoints import CheckpointError, ModelSettings, load_model
+from workers.data import DataSplits, load_splits
+from workers.inference import ReferenceSource
+from workers.objectives import Objective
+from workers.teachers import fetch_checkpoint
+from workers.trainer import TrainConfig, train
+
+
+@dataclass(frozen=True)
+class DataRequest:
+    """What `load_splits` needs; hashable so each worker process loads a dataset once."""
+
+    source: str = "fashion-mnist"
+    subset: str = "all"
+    val_fraction: float = 0.1
+    eval_fraction: float = 0.2
+    train_limit: int | None = None
+    eval_limit: int | None = None
+
+
+@lru_cache(maxsize=2)
+def cached_splits(request: DataRequest) -> DataSplits:
+    return load_splits(**asdict(request))
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """One model to train and where its checkpoint goes (a local path or an S3 URI)."""
+
+    name: str
+    data: DataRequest
+    arch: str
+    config: TrainConfig
+    checkpoint_uri: str
+    objective: Objective = field(default_factory=Objective)
+    init_from: str | None = None  # start from these weights (BCWI fine-tuning from the old model)
+    allow_user_factories: bool = False
+
+
+def train_job(job: TrainJob, references: ReferenceSource | None = None) -> dict[str, Any]:
+    """Train `job`, resuming from its checkpoint if one exists (a finished one is reused as is).
+
+    Returns a plain record: name, seed, checkpoint, history, pid, host, seconds, val_error_rate.
+    """
+    started = time.perf_counter()
+    torch.set_num_threads(job.config.threads)
+    splits = cached_splits(job.data)
+    settings = ModelSettings(job.arch, splits.num_classes, splits.in_channels, splits.image_size)
+    model = settings.build(job.config.seed, job.allow_user_factories)
+    if job.init_from is not None:
+        start, start_settings = load_model(fetch_checkpoint(job.init_from), job.allow_user_factories)
+        if start_settings != settings:
+            raise CheckpointError(f"{job.init_from}: built as {start_settings}, cannot start {settings}")
+        model.load_state_dict(start.state_dict())
+    if storage.is_s3(job.checkpoint_uri):
+        local = os.path.join(tempfile.mkdtemp(prefix="congruent-"), f"{job.name}.pt")
+        storage.download(job.checkpoint_uri, local)  # resume from a checkpoint an earlier try left
+    else:
+        local = job.checkpoint_uri
+
+    def keep(_stats) -> None:  # every epoch's checkpoint reaches storage, so a retry resumes from it
+        storage.upload(local, job.checkpoint_uri)
+
+    result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, local, keep)
+    return {
+        "name": job.name,
+        "seed": job.config.seed,
+        "checkpoint": job.checkpoint_uri,
+        "history": [asdict(h) for h in result.history],
+        "steps": result.steps,
+        "val_error_rate": result.history[-1].val_error_rate,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "seconds": time.perf_counter() - started,
+    }

@@ -1,0 +1,99 @@
+"""The teacher pool: Ray actors that hold frozen models and serve reference logits for a batch.
+
+Each `TeacherActor` loads every group of checkpoints it is given — e.g. {"teacher": the m replicas,
+"old": the deployed model} — and answers `logits(batch)` with each group's mean logits (or, for a
+group served as top-K, only the K largest values and their class indices). `TeacherPool` spreads
+batches over the actors with Ray's `ActorPool` and is a reference source for the trainer: it
+submits a batch when the trainer requests it (ahead of the step) and hands back results in order.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from workers import storage
+from workers.checkpoints import load_model
+from workers.data import ImageSet, to_model_input
+from workers.inference import FrozenModels, Logits
+from workers.losses import TopKLogits
+
+
+def fetch_checkpoint(uri: str) -> str:
+    """A local path for a checkpoint URI (downloaded from S3 into a temp dir when needed)."""
+    if not storage.is_s3(uri):
+        return uri
+    local = os.path.join(tempfile.gettempdir(), "congruent-cache", uri.removeprefix("s3://"))
+    if not os.path.exists(local) and not storage.download(uri, local):
+        raise FileNotFoundError(f"{uri}: no such checkpoint")
+    return local
+
+
+class TeacherActor:
+    """Holds groups of frozen models (eval mode, no gradients) and serves their mean logits."""
+
+    def __init__(
+        self, groups: Mapping[str, Sequence[str]], threads: int = 1, device: str = "cpu",
+        allow_user_factories: bool = False,
+    ) -> None:
+        torch.set_num_threads(threads)
+        self.groups = {
+            name: FrozenModels([load_model(fetch_checkpoint(uri), allow_user_factories)[0] for uri in uris], device)
+            for name, uris in groups.items()
+        }
+        self.batches_served = 0
+
+    def logits(
+        self, inputs: np.ndarray, topk: Mapping[str, int] | None = None
+    ) -> dict[str, np.ndarray | tuple[np.ndarray, np.ndarray]]:
+        """{group: B×C mean logits} or, for groups in `topk`, (B×K values, B×K int32 class indices)."""
+        topk = topk or {}
+        x = torch.from_numpy(np.array(inputs))  # object-store arrays are read-only: copy
+        out: dict[str, np.ndarray | tuple[np.ndarray, np.ndarray]] = {}
+        for name, models in self.groups.items():
+            logits = models(x).cpu()
+            if name in topk:
+                top = TopKLogits.of(logits, topk[name])
+                out[name] = (top.values.numpy(), top.indices.numpy())
+            else:
+                out[name] = logits.numpy()
+        self.batches_served += 1
+        return out
+
+    def info(self) -> dict[str, int]:
+        return {"pid": os.getpid(), "batches_served": self.batches_served}
+
+
+def _to_torch(value: np.ndarray | tuple[np.ndarray, np.ndarray]) -> Logits:
+    if isinstance(value, tuple):
+        return TopKLogits(torch.from_numpy(np.array(value[0])), torch.from_numpy(np.array(value[1])))
+    return torch.from_numpy(np.array(value))
+
+
+class TeacherPool:
+    """A reference source over Ray actor handles of `TeacherActor` (see module docstring); groups
+    named in `topk` travel as top-K values and indices.
+
+    Results come back in the order batches were requested (`ActorPool.get_next`), which is the
+    order the trainer consumes them."""
+
+    def __init__(self, actors: Sequence, names: Sequence[str], topk: Mapping[str, int] | None = None) -> None:
+        from ray.util import ActorPool
+
+        self.names = tuple(names)
+        self.topk = dict(topk or {})
+        self._pool = ActorPool(list(actors))
+
+    def request(self, inputs: torch.Tensor) -> Callable[[], Mapping[str, Logits]]:
+        self._pool.submit(lambda actor, batch: actor.logits.remote(batch, self.topk), inputs.numpy())
+        return lambda: {name: _to_torch(value) for name, value in self._pool.get_next().items()}
+
+    def predict(self, data: ImageSet, name: str, batch_size: int = 1024) -> torch.Tensor:
+        """N×C mean logits of group `name` over `data`, in order (e.g. the paragon on the eval split)."""
+        chunks = [to_model_input(data.images[i : i + batch_size]).numpy() for i in range(0, len(data), batch_size)]
+        results = self._pool.map(lambda actor, batch: actor.logits.remote(batch), chunks)
+        return torch.cat([torch.from_numpy(np.array(result[name])) for result in results])
