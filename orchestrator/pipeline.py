@@ -18,11 +18,14 @@ from typing import Any
 
 import ray
 import torch
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from pipelines.spec import SpecError, UpdateSpec
+from pipelines.spec import SpecError, UpdateSpec, WorkerResources
 from workers import storage
 from workers.checkpoints import CheckpointError, ModelSettings, read_checkpoint
 from workers.data import DataError, DataSplits
+from workers.objectives import Objective
 from workers.stages import DataRequest, TrainJob, cached_splits, train_job
 from workers.teachers import TeacherActor, TeacherPool, fetch_checkpoint
 
@@ -133,14 +136,33 @@ def train_replicas(spec: UpdateSpec, request: DataRequest, say: Say) -> list[dic
     return records  # type: ignore[return-value]
 
 
-def start_teacher_pool(spec: UpdateSpec, groups: dict[str, list[str]]) -> list:
+def _bundle(resources: WorkerResources) -> dict[str, float]:
+    return {name: value for name, value in (("CPU", resources.cpus), ("GPU", resources.gpus)) if value > 0}
+
+
+def reserve_distillation(spec: UpdateSpec, with_student: bool, timeout_s: float = 300.0) -> PlacementGroup:
+    """One placement group for the student (bundle 0, if any) and the teacher actors (the rest):
+    all are reserved at once or none, so actors cannot take the CPUs the student needs."""
+    r = spec.resources
+    bundles = ([_bundle(r.student)] if with_student else []) + [_bundle(r.teacher)] * r.teacher_actors
+    group = placement_group(bundles, strategy="PACK", name=f"distil-{spec.spec_hash}")
+    ready, _ = ray.wait([group.ready()], timeout=timeout_s)
+    if not ready:
+        remove_placement_group(group)
+        raise SpecError(f"resources: could not reserve {bundles} on the cluster within {timeout_s:.0f} s")
+    return group
+
+
+def start_teacher_pool(spec: UpdateSpec, groups: dict[str, list[str]], group: PlacementGroup, first: int) -> list:
+    """The teacher actors, one per bundle from index `first` of the placement group."""
     res = spec.resources.teacher
-    actor_class = ray.remote(TeacherActor).options(
-        num_cpus=res.cpus, num_gpus=res.gpus, max_restarts=2, max_task_retries=2
-    )
+    actor_class = ray.remote(TeacherActor)
     return [
-        actor_class.remote(groups, _threads(res.cpus), _device(res.gpus), spec.allow_user_factories)
-        for _ in range(spec.resources.teacher_actors)
+        actor_class.options(
+            num_cpus=res.cpus, num_gpus=res.gpus, max_restarts=2, max_task_retries=2,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=first + i),
+        ).remote(groups, _threads(res.cpus), _device(res.gpus), spec.allow_user_factories)
+        for i in range(spec.resources.teacher_actors)
     ]
 
 
@@ -167,10 +189,12 @@ def run_stages(spec: UpdateSpec, say: Say = print) -> StageOutputs:
         groups["teacher"] = [r["checkpoint"] for r in out.replicas]
     if "old" in objective.references:
         groups["old"] = [spec.old]
-    actors = start_teacher_pool(spec, groups) if groups else []
+    with_student = method != "ensemble"
+    group = reserve_distillation(spec, with_student) if groups else None
+    actors = start_teacher_pool(spec, groups, group, int(with_student)) if group else []
     try:
-        if method != "ensemble":
-            out.student = _train_student(spec, request, objective, actors, say)
+        if with_student:
+            out.student = _train_student(spec, request, objective, actors, group, say)
             out.model_checkpoint = out.student["checkpoint"]
         if actors:
             out.teacher_pool = _pool_info(actors, out.student)
@@ -180,10 +204,14 @@ def run_stages(spec: UpdateSpec, say: Say = print) -> StageOutputs:
     finally:
         for actor in actors:
             ray.kill(actor)
+        if group is not None:
+            remove_placement_group(group)
     return out
 
 
-def _train_student(spec: UpdateSpec, request: DataRequest, objective, actors: list, say: Say) -> dict[str, Any]:
+def _train_student(
+    spec: UpdateSpec, request: DataRequest, objective: Objective, actors: list, group: PlacementGroup | None, say: Say
+) -> dict[str, Any]:
     res = spec.resources.student
     method = spec.method.name
     job = TrainJob(
@@ -194,6 +222,8 @@ def _train_student(spec: UpdateSpec, request: DataRequest, objective, actors: li
         allow_user_factories=spec.allow_user_factories,
     )
     options = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": "student"}
+    if group is not None:
+        options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
     t = time.perf_counter()
     if objective.references:
         names = objective.references

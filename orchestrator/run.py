@@ -66,9 +66,13 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         spec = load_spec(args.spec).with_absolute_paths()
-        prepare(spec)  # data and old-model checks, before any Ray work
     except SpecError as e:
         print(f"congruent run: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        prepare(spec)  # data and old-model checks, before any Ray work
+    except SpecError as e:
+        print(f"congruent run: error: {args.spec}: {e}", file=sys.stderr)
         return 2
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
     say = (lambda message: None) if args.json else (lambda message: print(message, flush=True))

@@ -9,3 +9,54 @@ from workers.data import load_splits
 def fashion_mnist():
     """Fashion-MNIST from the Debian package (installed by `make test`), all of it."""
     return load_splits("fashion-mnist")
+
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RAY_TEST_ENV = {
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_DEDUP_LOGS": "0",
+    "RAY_enable_worker_prestart": "0",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A real two-node Ray cluster on 127.0.0.1 (`ray start` head + worker, 1 CPU each).
+
+    Yields the address; every Ray process is stopped afterwards."""
+    os.environ.update(RAY_TEST_ENV)
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    port = _free_port()
+    common = ["--num-cpus", "1", "--disable-usage-stats"]
+    subprocess.run([ray_cli, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+                    "--include-dashboard", "false", *common], check=True, capture_output=True, timeout=120)
+    address = f"127.0.0.1:{port}"
+    try:
+        subprocess.run([ray_cli, "start", "--address", address, "--node-ip-address", "127.0.0.1", *common],
+                       check=True, capture_output=True, timeout=120)
+        import ray
+
+        ray.init(address=address, logging_level="ERROR")
+        deadline = time.monotonic() + 60
+        while len([n for n in ray.nodes() if n["Alive"]]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert len([n for n in ray.nodes() if n["Alive"]]) == 2, "the worker node did not join"
+        yield address
+    finally:
+        import ray
+
+        ray.shutdown()
+        subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=120)

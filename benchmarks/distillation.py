@@ -1,0 +1,148 @@
+"""Benchmark the Ray pipeline's two parallel parts, on this machine, in one run.
+
+1. Online distillation throughput (student samples/s): the trainer with the m teachers run serially
+   in its own process (the reference code's loop) against the same trainer fed by the Ray teacher
+   pool (TeacherActors behind an ActorPool, requested ahead of the step). Same m, data, seed.
+2. Replica scaling: wall time of m replicas as parallel Ray tasks on N one-CPU workers against one
+   replica. Target: ≤ 1.15 × ⌈m/N⌉ × one replica.
+
+    python benchmarks/distillation.py [--m 4] [--samples 12800] [--out docs/benchmarks.md]
+
+Teachers are freshly initialised small CNNs: their arithmetic, not their accuracy, sets the speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import ray
+import torch
+
+from ray.util.placement_group import remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from orchestrator.pipeline import reserve_distillation, start_teacher_pool, train_replicas
+from pipelines.spec import parse_spec
+from workers.checkpoints import ModelSettings, save_checkpoint
+from workers.inference import FrozenModels, LocalReferences
+from workers.objectives import Objective
+from workers.stages import DataRequest, TrainJob, cached_splits, train_job
+from workers.teachers import TeacherPool
+
+ARCH = "small-cnn"
+
+
+def _spec(m: int, samples: int, storage: str, workers: int):
+    return parse_spec({
+        "model": "bench", "version": f"m{m}", "arch": ARCH, "storage": storage,
+        "data": {"train_limit": samples, "eval_limit": 1000},
+        "method": {"name": "elodi", "m": m},
+        "train": {"epochs": 1, "lr": 0.05, "seed": 0},
+        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 1 / workers},
+                      "teacher_actors": workers},
+    })
+
+
+def distillation_throughput(m: int, samples: int, workers: int, folder: Path) -> dict:
+    settings = ModelSettings(ARCH, 10)
+    paths = [str(save_checkpoint(folder / f"t{i}.pt", settings.build(seed=i), settings)) for i in range(m)]
+    request = DataRequest(train_limit=samples, eval_limit=1000)
+    spec = _spec(m, samples, str(folder), workers)
+    config = spec.train.config(seed=0)
+    objective = Objective("elodi", k=10)
+    job = TrainJob("bench", request, ARCH, config, str(folder / "student.pt"), objective)
+
+    # serial: the m teachers in the trainer's process, every step
+    torch.set_num_threads(1)
+    teachers = FrozenModels([settings.build(seed=i) for i in range(m)])
+    serial = train_job(job, LocalReferences(teacher=teachers))
+    (folder / "student.pt").unlink()
+
+    # pool: the pipeline's student task and teacher actors
+    group = reserve_distillation(spec, with_student=True)
+    actors = start_teacher_pool(spec, {"teacher": paths}, group, first=1)
+    ray.get([a.info.remote() for a in actors])  # actors loaded before the clock starts
+
+    def student(job, actors):
+        return train_job(job, TeacherPool(actors, ("teacher",)))
+
+    strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
+    pooled = ray.get(ray.remote(student).options(num_cpus=1, scheduling_strategy=strategy).remote(
+        TrainJob("bench-pool", request, ARCH, config, str(folder / "student-pool.pt"), objective), actors))
+    for actor in actors:
+        ray.kill(actor)
+    remove_placement_group(group)
+    s, p = serial["history"][0]["samples_per_second"], pooled["history"][0]["samples_per_second"]
+    return {"m": m, "samples": samples, "actors": workers, "serial_samples_per_s": s, "pool_samples_per_s": p,
+            "ratio": p / s}
+
+
+def replica_scaling(m: int, samples: int, workers: int, folder: Path) -> dict:
+    times = {}
+    for count in (1, m):
+        spec = _spec(count, samples, str(folder / f"replicas-{count}"), workers)
+        started = time.perf_counter()
+        train_replicas(spec, DataRequest(train_limit=samples, eval_limit=1000), say=lambda message: None)
+        times[count] = time.perf_counter() - started
+    bound = 1.15 * math.ceil(m / workers) * times[1]
+    return {"m": m, "workers": workers, "one_replica_s": times[1], "m_replicas_s": times[m],
+            "ratio_to_one": times[m] / times[1], "target_ratio": 1.15 * math.ceil(m / workers),
+            "meets_target": times[m] <= bound}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--m", type=int, default=4)
+    parser.add_argument("--samples", type=int, default=12800)
+    parser.add_argument("--out", default="docs/benchmarks.md")
+    args = parser.parse_args()
+    workers = os.cpu_count() or 2
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(num_cpus=workers, include_dashboard=False, logging_level="ERROR")
+    cached_splits(DataRequest(train_limit=args.samples, eval_limit=1000))
+    with tempfile.TemporaryDirectory() as tmp:
+        throughput = distillation_throughput(args.m, args.samples, workers, Path(tmp))
+        scaling = replica_scaling(args.m, args.samples, workers, Path(tmp))
+    ray.shutdown()
+    record = {"throughput": throughput, "scaling": scaling, "cpus": workers, "machine": platform.processor() or platform.machine()}
+    print(json.dumps(record, indent=2))
+    write_markdown(Path(args.out), record, args)
+
+
+def write_markdown(path: Path, record: dict, args: argparse.Namespace) -> None:
+    t, s = record["throughput"], record["scaling"]
+    section = f"""## Ray pipeline: teacher pool and replica scaling
+
+Command: `python benchmarks/distillation.py --m {args.m} --samples {args.samples}` on {record['cpus']} CPU cores
+({record['machine']}, no GPU), one run, {time.strftime('%Y-%m-%d')}. Architecture {ARCH}, Fashion-MNIST.
+
+| measure | value |
+|---|---|
+| student samples/s, m = {t['m']} teachers serial in the trainer | {t['serial_samples_per_s']:.0f} |
+| student samples/s, m = {t['m']} teachers in a {t['actors']}-actor Ray pool | {t['pool_samples_per_s']:.0f} |
+| **pool / serial** (target ≥ 1.3) | **{t['ratio']:.2f}×** |
+| one replica, wall time | {s['one_replica_s']:.1f} s |
+| {s['m']} replicas on {s['workers']} Ray workers, wall time | {s['m_replicas_s']:.1f} s |
+| **{s['m']} replicas / one replica** (target ≤ 1.15 × ⌈m/N⌉ = {s['target_ratio']:.2f}) | **{s['ratio_to_one']:.2f}×** ({'met' if s['meets_target'] else 'missed'}) |
+"""
+    text = path.read_text() if path.exists() else "# Benchmarks\n\nNumbers written by the commands shown; rerun them to refresh.\n\n"
+    marker = "## Ray pipeline: teacher pool and replica scaling"
+    if marker in text:
+        head, _, rest = text.partition(marker)
+        tail = rest[rest.find("\n## ") :] if "\n## " in rest else ""
+        text = head + section + tail
+    else:
+        text = text.rstrip() + "\n\n" + section
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

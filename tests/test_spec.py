@@ -1,0 +1,110 @@
+"""The update-pipeline spec: valid specs parse; each bad one is one line naming the field, exit 2."""
+
+import pytest
+import yaml
+
+from orchestrator.cli import main
+from pipelines.spec import SpecError, load_spec, parse_spec
+
+BASE = {"model": "fmnist", "version": "v2", "arch": "mlp-small", "data": {"train_limit": 500, "eval_limit": 200}}
+
+
+def with_(**changes):
+    spec = {**BASE}
+    for dotted, value in changes.items():
+        node = spec
+        *parents, leaf = dotted.split("__")
+        for parent in parents:
+            node[parent] = dict(node.get(parent, {}))
+            node = node[parent]
+        node[leaf] = value
+    return spec
+
+
+def test_the_issue_example_parses(tmp_path):
+    text = """
+model: fmnist-classifier
+version: v2
+data: {dataset: fashion-mnist, subset: all, train_limit: null, eval_limit: null}
+arch: resnet8
+method: {name: elodi, m: 8, alpha: 0.8, k: 10, topk_by: teacher, legacy_weight: null}
+old: fmnist-classifier-v1.pt
+train: {epochs: 10, batch_size: 128, lr: 0.1, seed: 0, augment: true}
+resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
+"""
+    (tmp_path / "s.yaml").write_text(text)
+    spec = load_spec(tmp_path / "s.yaml")
+    assert spec.method.m == 8 and spec.method.objective().weight == 0.8 and spec.resources.teacher_actors == 2
+    assert spec.spec_hash == parse_spec(yaml.safe_load(text)).spec_hash
+    assert spec.spec_hash != parse_spec({**yaml.safe_load(text), "version": "v3"}).spec_hash
+
+
+@pytest.mark.parametrize(
+    "document,problem",
+    [
+        (with_(colour="red"), "colour: unknown key"),
+        (with_(method__name="elodi", method__mm=3), "method.mm: unknown key"),
+        (with_(method__m=0), "method.m: Input should be greater than or equal to 1"),
+        (with_(method__alpha=1.5), "method.alpha: Input should be less than or equal to 1"),
+        (with_(method__alpha=-0.1), "method.alpha"),
+        (with_(method__k=0), "method.k"),
+        (with_(method__name="magic"), "method.name"),
+        (with_(method__topk_by="both"), "method.topk_by"),
+        (with_(train__epochs="ten"), "train.epochs: Input should be a valid integer"),
+        (with_(train__lr=0), "train.lr"),
+        (with_(arch="resnet9000"), "arch: unknown architecture 'resnet9000'"),
+        (with_(arch="evil.module:build"), "needs allow_user_factories"),
+        (with_(method__name="fd-lm"), "old: method 'fd-lm' needs an old model"),
+        (with_(method__name="bcwi"), "old: method 'bcwi' needs an old model"),
+        (with_(method__name="elodi", method__legacy_weight=0.5), "old: legacy_weight needs an old model"),
+        (with_(method__name="kd", method__legacy_weight=0.5, old="x.pt"), "only elodi has a legacy term"),
+        (with_(data__subset="most"), "data.subset"),
+        (with_(data__dataset="fashion-mnist", data__path="/tmp"), "either dataset or path"),
+        (with_(resources__teacher_actors=0), "resources.teacher_actors"),
+        (with_(version="v 2"), "version: String should match pattern"),
+        ({k: v for k, v in BASE.items() if k != "arch"}, "arch: Field required"),
+        (["a", "list"], "YAML mapping"),
+    ],
+)
+def test_bad_specs_name_the_field(document, problem):
+    with pytest.raises(SpecError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+        parse_spec(document)
+
+
+def _run(tmp_path, capsys, document=None, text=None):
+    path = tmp_path / "spec.yaml"
+    path.write_text(text if text is not None else yaml.safe_dump(document))
+    code = main(["run", str(path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    return code, err
+
+
+@pytest.mark.parametrize(
+    "document,text,problem",
+    [
+        (None, "model: [unclosed", "invalid YAML at line 1"),
+        (with_(method__alpha=2), None, "method.alpha"),
+        (with_(data__path="/nonexistent/dir", data__dataset=None), None, "data: /nonexistent/dir: no such file"),
+        (with_(method__name="fd-lm", old="/nonexistent/old.pt"), None, "old: /nonexistent/old.pt: no such checkpoint"),
+    ],
+)
+def test_congruent_run_rejects_bad_specs_before_any_work(tmp_path, capsys, document, text, problem):
+    code, err = _run(tmp_path, capsys, document, text)
+    assert code == 2 and len(err.splitlines()) == 1 and problem in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_congruent_run_rejects_class_and_architecture_mismatches(tmp_path, capsys):
+    from workers.checkpoints import ModelSettings, save_checkpoint
+
+    five = ModelSettings("mlp-small", 5)
+    save_checkpoint(tmp_path / "five.pt", five.build(), five)
+    code, err = _run(tmp_path, capsys, with_(method__name="fd-lm", old=str(tmp_path / "five.pt")))
+    assert code == 2 and "has 5 classes, the data has 10" in err
+    ten = ModelSettings("small-cnn", 10)
+    save_checkpoint(tmp_path / "cnn.pt", ten.build(), ten)
+    code, err = _run(tmp_path, capsys, with_(method__name="bcwi", old=str(tmp_path / "cnn.pt")))
+    assert code == 2 and "arch must equal the old model's ('small-cnn')" in err
+    (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
+    code, err = _run(tmp_path, capsys, with_(method__name="kd", old=str(tmp_path / "broken.pt")))
+    assert code == 2 and "not a readable checkpoint" in err and len(err.splitlines()) == 1

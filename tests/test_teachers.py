@@ -1,0 +1,46 @@
+"""The teacher actor's body (a plain class) and BCWI's α sweep, without Ray."""
+
+import numpy as np
+import pytest
+import torch
+
+from workers.bcwi import interpolate_state_dicts, sweep_bcwi
+from workers.checkpoints import ModelSettings, save_checkpoint
+from workers.inference import FrozenModels
+from workers.teachers import TeacherActor
+
+
+@pytest.fixture()
+def checkpoints(tmp_path):
+    settings = ModelSettings("mlp-small", 10)
+    paths = [str(save_checkpoint(tmp_path / f"r{i}.pt", settings.build(seed=i), settings)) for i in range(3)]
+    return settings, paths
+
+
+def test_teacher_actor_serves_group_means_and_top_k(checkpoints):
+    settings, paths = checkpoints
+    actor = TeacherActor({"teacher": paths[:2], "old": paths[2:]})
+    x = torch.randn(4, 1, 28, 28)
+    readonly = x.numpy().copy()
+    readonly.setflags(write=False)  # arrays from Ray's object store are read-only
+    out = actor.logits(readonly, {"teacher": 3})
+    expected = FrozenModels([settings.build(seed=0), settings.build(seed=1)])(x)
+    values, indices = out["teacher"]
+    assert values.shape == (4, 3) and indices.dtype == np.int32
+    assert np.allclose(values, expected.topk(3).values.numpy(), atol=1e-6)
+    assert np.allclose(out["old"], settings.build(seed=2).eval()(x).detach().numpy(), atol=1e-6)
+    assert actor.logits(readonly)["teacher"].shape == (4, 10)
+    assert actor.info()["batches_served"] == 2
+
+
+def test_bcwi_sweep_picks_lowest_nfr_within_the_error_budget():
+    old, new = {"w": torch.tensor([1.0])}, {"w": torch.tensor([0.0])}
+    # pretend: ER rises with α (the old model is worse), NFR falls with α
+    def evaluate(state):
+        a = state["w"].item()
+        return 0.10 + 0.02 * a, 0.03 * (1 - a)
+
+    alpha, table = sweep_bcwi(old, new, evaluate, alphas=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], er_tolerance=0.009)
+    assert alpha == 0.4  # ER(0.4) = 0.108 ≤ 0.109 < ER(0.6) = 0.112
+    assert [row["alpha"] for row in table] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert interpolate_state_dicts(old, new, alpha)["w"].item() == pytest.approx(0.4)
