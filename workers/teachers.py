@@ -39,9 +39,11 @@ class TeacherActor:
 
     def __init__(
         self, groups: Mapping[str, Sequence[str]], threads: int = 1, device: str = "cpu",
-        allow_user_factories: bool = False,
+        allow_user_factories: bool = False, niceness: int = 0,
     ) -> None:
         torch.set_num_threads(threads)
+        if niceness:
+            os.nice(niceness)
         self.groups = {
             name: FrozenModels([load_model(fetch_checkpoint(uri), allow_user_factories)[0] for uri in uris], device)
             for name, uris in groups.items()
