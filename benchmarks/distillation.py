@@ -129,7 +129,7 @@ def main() -> None:
     args = parser.parse_args()
     workers = os.cpu_count() or 2
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=workers, include_dashboard=False, logging_level="ERROR")
+    ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level="ERROR")
     with tempfile.TemporaryDirectory() as tmp:
         warm_up(args.samples, workers, Path(tmp))
         scaling = replica_scaling(args.m, args.samples, workers, Path(tmp))

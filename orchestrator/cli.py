@@ -10,9 +10,9 @@ import argparse
 import sys
 from typing import NoReturn, Sequence
 
-from orchestrator import compare, demo, run
+from orchestrator import compare, demo, run, versions
 
-SUBCOMMANDS = (compare, demo, run)
+SUBCOMMANDS = (compare, demo, run, versions)
 
 
 class UsageError(Exception):

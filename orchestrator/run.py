@@ -11,10 +11,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.compare import format_percent, format_table
 from pipelines.spec import SpecError, UpdateSpec, load_spec
+
+if TYPE_CHECKING:
+    from orchestrator.registry import Reference
 
 
 def connect(address: str | None) -> None:
@@ -28,19 +31,55 @@ def connect(address: str | None) -> None:
     if address:
         ray.init(address=address, logging_level="WARNING")
     else:
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
 
 
-def run_update(spec: UpdateSpec, run_dir: Path, say=print) -> dict[str, Any]:
-    """All stages, then BCWI's sweep (bcwi) and the evaluation; returns the result record."""
+def run_update(spec: UpdateSpec, run_dir: Path, say=print, parent: Reference | None = None) -> dict[str, Any]:
+    """One tracked pipeline: an MLflow run (FAILED if anything raises) around the stages, BCWI's
+    sweep (bcwi), the evaluation, the ledger, then — only after those are stored — the registry
+    version and the promotion gate of `spec.promote`. Returns the result record."""
+    import mlflow
+
+    from orchestrator import publish, registry, tracking
     from orchestrator.evaluate import bcwi_stage, evaluate_stage
     from orchestrator.pipeline import run_stages
 
-    outputs = run_stages(spec, say)
-    if spec.method.name == "bcwi":
-        bcwi_stage(spec, outputs, say)
-    say("stage 3/3: evaluating on the regression-eval split")
-    return evaluate_stage(spec, outputs, run_dir)
+    tracking.configure()
+    mlflow.set_experiment(experiment_id=tracking.experiment_id(spec.model))  # nested runs follow it
+    with mlflow.start_run(run_name=spec.version) as run:
+        tracking.log_spec(run.info.run_id, spec)
+        outputs = run_stages(spec, say)
+        mlflow.set_tag("fingerprint", outputs.splits.fingerprint)
+        if spec.method.name == "bcwi":
+            bcwi_stage(spec, outputs, say)
+        publish.log_stages(spec, outputs)
+        say("stage 3/3: evaluating on the regression-eval split")
+        result = evaluate_stage(spec, outputs, run_dir)
+        publish.log_evaluation(spec, result, run_dir)
+        result["run_id"] = run.info.run_id
+        result["registered_version"] = None
+        if result["checkpoint"] is not None:
+            result["registered_version"] = publish.register(spec, result, parent)
+            say(f"registered {spec.model} version {result['registered_version']} (alias challenger)")
+        if spec.promote is not None and result["registered_version"] is not None:
+            passed, why = registry.gate(spec.model, result["registered_version"], spec.promote.max_nfr,
+                                        spec.promote.max_er_increase)
+            if passed:
+                registry.set_champion(spec.model, result["registered_version"])
+            result["promotion"] = {"passed": passed, "reason": why}
+            mlflow.set_tag("promotion", ("champion: " if passed else "rejected: ") + why)
+    return result
+
+
+def resolve_old(spec: UpdateSpec) -> tuple[UpdateSpec, Reference | None]:
+    """Replace a registry reference in `old` by a local copy of that version's checkpoint."""
+    from orchestrator import registry, tracking
+
+    if spec.old is None or Path(spec.old).exists() or registry.parse_reference(spec.old) is None:
+        return spec, None
+    tracking.configure()
+    parent = registry.resolve(spec.old)
+    return spec.model_copy(update={"old": registry.checkpoint_of(parent)}), parent
 
 
 def format_result(result: dict[str, Any]) -> str:
@@ -58,31 +97,48 @@ def format_result(result: dict[str, Any]) -> str:
     if rows:
         lines += [""] + format_table(["update", "ER old", "ER new", "NFR", "PFR", "Rel-NFR"], rows, left=1)
     lines += ["", f"predictions: {Path(result['labels']).parent}/  checkpoint: {result['checkpoint']}"]
+    if result.get("registered_version"):
+        lines += [f"registry: {result['model']} version {result['registered_version']} (MLflow run {result['run_id']})"]
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.pipeline import prepare
+    from orchestrator.registry import RegistryError
 
     try:
-        spec = load_spec(args.spec).with_absolute_paths()
+        spec = load_spec(args.spec)
     except SpecError as e:
         print(f"congruent run: error: {e}", file=sys.stderr)
         return 2
     try:
+        spec, parent = resolve_old(spec)
+        spec = spec.with_absolute_paths()
         prepare(spec)  # data and old-model checks, before any Ray work
-    except SpecError as e:
+    except (SpecError, RegistryError) as e:
         print(f"congruent run: error: {args.spec}: {e}", file=sys.stderr)
         return 2
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
     say = (lambda message: None) if args.json else (lambda message: print(message, flush=True))
     connect(args.address)
     try:
-        result = run_update(spec, run_dir, say)
+        result = run_update(spec, run_dir, say, parent)
     except SpecError as e:
         print(f"congruent run: error: {args.spec}: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # a stage failed: its MLflow run is FAILED and nothing was registered
+        cause = getattr(e, "cause", None) or e  # a RayTaskError carries the worker's exception
+        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        print(f"congruent run: error: {args.spec}: pipeline failed ({type(cause).__name__}: {reason}); "
+              "the MLflow run is marked FAILED, no version was registered", file=sys.stderr)
+        return 1
     print(json.dumps(result["metrics"]) if args.json else "\n" + format_result(result))
+    promotion = result.get("promotion")
+    if promotion is not None:
+        verdict = "promoted to champion" if promotion["passed"] else "NOT promoted"
+        print(f"{spec.model} v{result['registered_version']} {verdict}: {promotion['reason']}",
+              file=sys.stdout if promotion["passed"] else sys.stderr)
+        return 0 if promotion["passed"] else 1
     return 0
 
 

@@ -121,16 +121,25 @@ class ResourcesSpec(_Strict):
     teacher_actors: int = Field(2, ge=1)
 
 
+class PromoteSpec(_Strict):
+    """The promotion gate: alias `champion` moves to the new version only if, against the current
+    champion, NFR ≤ max_nfr and ER − ER_champion ≤ max_er_increase (fractions, not %)."""
+
+    max_nfr: float = Field(ge=0, le=1)
+    max_er_increase: float = Field(0.0, ge=-1, le=1)
+
+
 class UpdateSpec(_Strict):
     model: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
     version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)
     data: DataSpec = DataSpec()
     arch: str
     method: MethodSpec = MethodSpec()
-    old: str | None = None
+    old: str | None = None  # a checkpoint path, or a registry reference NAME@ALIAS / NAME/VERSION
     train: TrainSpec = TrainSpec()
     resources: ResourcesSpec = ResourcesSpec()
     storage: str = "runs"  # a local directory or s3://bucket/prefix
+    promote: PromoteSpec | None = None
     allow_user_factories: bool = False
 
     @model_validator(mode="after")
@@ -141,7 +150,7 @@ class UpdateSpec(_Strict):
             raise ValueError(f"arch: {e}") from None
         if self.old is None and (self.method.name in NEEDS_OLD or self.method.legacy_weight is not None):
             needs = "legacy_weight" if self.method.name not in NEEDS_OLD else f"method {self.method.name!r}"
-            raise ValueError(f"old: {needs} needs an old model (a checkpoint path)")
+            raise ValueError(f"old: {needs} needs an old model (a checkpoint path or NAME@ALIAS)")
         if self.method.legacy_weight is not None and self.method.name != "elodi":
             raise ValueError("method.legacy_weight: only elodi has a legacy term")
         return self

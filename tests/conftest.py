@@ -1,15 +1,5 @@
-"""Shared fixtures: the real Fashion-MNIST splits, loaded once per session."""
-
-import pytest
-
-from workers.data import load_splits
-
-
-@pytest.fixture(scope="session")
-def fashion_mnist():
-    """Fashion-MNIST from the Debian package (installed by `make test`), all of it."""
-    return load_splits("fashion-mnist")
-
+"""Shared fixtures: the real Fashion-MNIST splits, an MLflow store, a two-node Ray cluster, and
+(from services.py) a real MLflow server on PostgreSQL with artifacts in SeaweedFS S3."""
 
 import os
 import socket
@@ -17,6 +7,32 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
+
+from workers.data import load_splits
+
+pytest_plugins = ["services"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def mlflow_store(tmp_path_factory):
+    """Every test that tracks runs uses an embedded sqlite store of its own, not the checkout's."""
+    folder = tmp_path_factory.mktemp("mlflow")
+    previous = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{folder / 'mlflow.db'}"
+    yield folder
+    if previous is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = previous
+
+
+@pytest.fixture(scope="session")
+def fashion_mnist():
+    """Fashion-MNIST from the Debian package (installed by `make test`), all of it."""
+    return load_splits("fashion-mnist")
+
 
 RAY_TEST_ENV = {
     "RAY_AUTH_MODE": "disabled",

@@ -36,7 +36,10 @@ class NonFiniteLossError(RuntimeError):
 
     def __init__(self, step: int, epoch: int, value: float) -> None:
         super().__init__(f"loss is {value} at step {step} (epoch {epoch}); training stopped")
-        self.step, self.epoch = step, epoch
+        self.step, self.epoch, self.value = step, epoch, value
+
+    def __reduce__(self):  # travels back from Ray workers intact
+        return type(self), (self.step, self.epoch, self.value)
 
 
 @dataclass(frozen=True)

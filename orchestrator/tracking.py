@@ -1,0 +1,128 @@
+"""MLflow tracking for update pipelines: one run per pipeline, nested runs per stage.
+
+All MLflow calls of a pipeline run sit here and in registry.py; stages and workers never import
+MLflow. With no configuration the store is embedded: `sqlite:///<cwd>/mlflow.db` with artifacts
+under `<cwd>/mlruns`; `MLFLOW_TRACKING_URI` points the same code at a server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+
+from pipelines.spec import UpdateSpec
+
+MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
+
+
+def configure() -> str:
+    """Point MLflow at `MLFLOW_TRACKING_URI`, else at the embedded sqlite store in the working
+    directory (created here, in the driver, before anything else touches it)."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    MlflowClient().search_experiments(max_results=1)  # creates the sqlite schema once
+    return uri
+
+
+def experiment_id(name: str) -> str:
+    """The experiment `name`, created if missing; with the embedded sqlite store its artifacts go
+    to `mlruns/` beside the database file."""
+    client = MlflowClient()
+    existing = client.get_experiment_by_name(name)
+    if existing is not None:
+        return existing.experiment_id
+    uri = mlflow.get_tracking_uri()
+    location = None
+    if uri.startswith("sqlite:///"):
+        location = (Path(uri.removeprefix("sqlite:///")).parent / "mlruns").resolve().as_uri()
+    return client.create_experiment(name, artifact_location=location)
+
+
+def flatten(prefix: str, value: Any) -> dict[str, str]:
+    """{"method.alpha": "0.8", ...} from nested dicts; lists and None as JSON."""
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for key, item in value.items():
+            out.update(flatten(f"{prefix}.{key}" if prefix else key, item))
+        return out
+    return {prefix: json.dumps(value) if isinstance(value, (list, tuple)) or value is None else str(value)}
+
+
+def code_version() -> str:
+    """The git commit of the project checkout, else the installed package version."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        if sha.returncode == 0:
+            return sha.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    from importlib.metadata import version
+
+    return f"congruent-{version('congruent')}"
+
+
+def system_tags() -> dict[str, str]:
+    import ray
+    import torch
+
+    return {
+        "system.python": platform.python_version(), "system.platform": platform.platform(),
+        "system.cpus": str(os.cpu_count()), "system.torch": torch.__version__, "system.ray": ray.__version__,
+        "system.mlflow": mlflow.__version__, "system.cuda": str(torch.cuda.is_available()),
+    }
+
+
+def log_spec(run_id: str, spec: UpdateSpec) -> None:
+    """The whole spec as params, plus spec hash, code version and system information as tags."""
+    params = [Param(k, v[:6000]) for k, v in flatten("", spec.model_dump(mode="json")).items()]
+    tags = {"spec_hash": spec.spec_hash, "code_version": code_version(), **system_tags()}
+    client = MlflowClient()
+    for start in range(0, len(params), 100):
+        client.log_batch(run_id, params=params[start : start + 100])
+    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+
+def log_history(run_id: str, history: list[dict[str, Any]]) -> None:
+    """Per-epoch statistics of a training record as metrics with step = epoch, in batches."""
+    now = int(time.time() * 1000)
+    metrics = [
+        Metric(key, float(value), now, int(row["epoch"]))
+        for row in history for key, value in row.items()
+        if key != "epoch" and value is not None
+    ]
+    client = MlflowClient()
+    for start in range(0, len(metrics), MAX_BATCH):
+        client.log_batch(run_id, metrics=metrics[start : start + MAX_BATCH])
+
+
+def log_stage(name: str, record: dict[str, Any], extra_params: dict[str, Any] | None = None) -> None:
+    """A nested run for one trained model: its seed, where it ran, its per-epoch metrics."""
+    with mlflow.start_run(run_name=name, nested=True) as run:
+        params = {"seed": record["seed"], "checkpoint": record["checkpoint"], **(extra_params or {})}
+        tags = {"pid": record.get("pid"), "host": record.get("host"), "node_id": record.get("node_id")}
+        client = MlflowClient()
+        client.log_batch(
+            run.info.run_id,
+            metrics=[Metric("seconds", float(record["seconds"]), int(time.time() * 1000), 0)],
+            params=[Param(k, str(v)) for k, v in params.items()],
+            tags=[RunTag(k, str(v)) for k, v in tags.items() if v is not None],
+        )
+        log_history(run.info.run_id, record["history"])
+
+
+def log_metrics(prefix: str, values: dict[str, Any]) -> None:
+    """Flat numeric metrics of the active run in one call; undefined (None) values are skipped."""
+    now = int(time.time() * 1000)
+    metrics = [Metric(f"{prefix}{k}", float(v), now, 0) for k, v in values.items() if isinstance(v, (int, float))]
+    MlflowClient().log_batch(mlflow.active_run().info.run_id, metrics=metrics)

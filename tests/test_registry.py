@@ -1,0 +1,116 @@
+"""Every version in MLflow: tracked runs, registry versions with lineage and flips, the ledger,
+the pairwise NFR chain and the promotion gate — on the embedded store and on a real MLflow server
+(PostgreSQL backend, artifacts in SeaweedFS S3)."""
+
+import json
+
+import mlflow
+import numpy as np
+import pytest
+import torch
+import yaml
+from mlflow import MlflowClient
+
+from orchestrator.cli import main
+from orchestrator.registry import Reference, ledger_of
+
+DATA = {"train_limit": 2000, "eval_limit": 800}
+TRAIN = {"epochs": 1, "batch_size": 128, "lr": 0.05, "seed": 0}
+RESOURCES = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2}
+
+
+def run_spec(tmp_path, capsys, name, **fields):
+    document = {"data": DATA, "train": TRAIN, "resources": RESOURCES, "storage": str(tmp_path / "storage"), **fields}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    code = main(["run", str(path), "--out", str(tmp_path / name)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def versions_json(capsys, model, matrix=False):
+    assert main(["versions", model, "--json", *(["--matrix"] if matrix else [])]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_tracked_run_registered_version_and_failed_run(ray_cluster, tmp_path, capsys):
+    code, out, err = run_spec(tmp_path, capsys, "v1", model="tracked", version="v1", arch="mlp-small",
+                              method={"name": "none"})
+    assert code == 0, err
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("tracked")
+    parent = client.search_runs([experiment.experiment_id], "tags.mlflow.runName = 'v1'")[0]
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params["method.name"] == "none" and parent.data.params["train.lr"] == "0.05"
+    for tag in ("spec_hash", "code_version", "fingerprint", "system.torch", "system.ray"):
+        assert parent.data.tags[tag]
+    children = client.search_runs([experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert {c.info.run_name for c in children} == {"training", "evaluation"}
+    training = next(c for c in children if c.info.run_name == "training")
+    assert [m.step for m in client.get_metric_history(training.info.run_id, "loss")] == [1]
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"checkpoint", "ledger", "nfr_matrix.json", "nfr_matrix.png", "spec.yaml"} <= artifacts
+
+    version = client.get_model_version("tracked", "1")
+    assert version.tags["method"] == "none" and version.tags["fingerprint"] == parent.data.tags["fingerprint"]
+    assert str(client.get_model_version_by_alias("tracked", "challenger").version) == "1"
+    ledger = ledger_of(Reference("tracked", "1"))
+    assert ledger["class_ids"].shape == (800,) and ledger["topk_values"].shape == (800, 5)
+    result = json.loads((tmp_path / "v1" / "result.json").read_text())
+    assert np.array_equal(ledger["class_ids"], np.load(result["predictions"]["new"]).argmax(axis=1))
+    served = mlflow.pytorch.load_model("models:/tracked/1")  # the MLflow-loadable copy for serving
+    assert served(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+
+    # a pipeline that diverges: its run is FAILED, no version appears, exit 1 with one line
+    code, out, err = run_spec(tmp_path, capsys, "bad", model="tracked", version="v2", arch="mlp-small",
+                              method={"name": "none"}, train={**TRAIN, "lr": 1e12, "max_grad_norm": None})
+    assert code == 1 and "NonFiniteLossError" in err and len(err.strip().splitlines()) == 1
+    failed = client.search_runs([experiment.experiment_id], "tags.mlflow.runName = 'v2'")[0]
+    assert failed.info.status == "FAILED"
+    assert [v["version"] for v in versions_json(capsys, "tracked")["versions"]] == ["1"]
+
+
+@pytest.mark.slow
+def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch):
+    for key, value in mlflow_stack.env.items():
+        monkeypatch.setenv(key, value)
+    model = "chain"
+    steps = [
+        ("v1", {"arch": "mlp-small", "method": {"name": "none"}, "promote": {"max_nfr": 1.0}}),
+        ("v2", {"arch": "small-cnn", "method": {"name": "fd-lm"}, "old": f"{model}@champion",
+                "promote": {"max_nfr": 1.0, "max_er_increase": 1.0}}),
+        ("v3", {"arch": "mlp", "method": {"name": "kd"}, "old": f"{model}@champion"}),
+    ]
+    for version, fields in steps:
+        code, out, err = run_spec(tmp_path, capsys, version, model=model, version=version, **fields)
+        assert code == 0, err
+    chain = versions_json(capsys, model, matrix=True)
+    assert [v["version"] for v in chain["versions"]] == ["1", "2", "3"]
+    assert [v["parent_version"] for v in chain["versions"]] == [None, "1", "2"]
+    assert [v["arch"] for v in chain["versions"]] == ["mlp-small", "small-cnn", "mlp"]
+    assert "champion" in chain["versions"][1]["aliases"] and "challenger" in chain["versions"][2]["aliases"]
+
+    # the registry's matrix is `congruent compare` on the ledger's predictions
+    files = []
+    for v in ("1", "2", "3"):
+        ledger = ledger_of(Reference(model, v))
+        files.append(tmp_path / f"ledger-{v}.npy")
+        np.save(files[-1], ledger["class_ids"])
+    np.save(tmp_path / "labels.npy", ledger["labels"])
+    assert main(["compare", "--labels", str(tmp_path / "labels.npy"), *map(str, files), "--json"]) == 0
+    compared = json.loads(capsys.readouterr().out)
+    assert chain["matrix"]["nfr_matrix"] == compared["nfr_matrix"]
+    assert float(chain["versions"][2]["nfr"]) == pytest.approx(compared["nfr_matrix"][1][2], abs=1e-6)
+
+    # the artifacts really are in the S3 bucket, and the runs in PostgreSQL
+    keys = [o["Key"] for o in mlflow_stack.s3_client().list_objects_v2(Bucket=mlflow_stack.bucket)["Contents"]]
+    assert sum(key.endswith("ledger/predictions.npz") for key in keys) == 3
+
+    # the promotion gate: v3 against champion v2
+    nfr_v3 = compared["nfr_matrix"][1][2]
+    assert main(["promote", model, "3", "--max-nfr", str(nfr_v3 / 2), "--max-er-increase", "1"]) == 1
+    assert "NOT promoted" in capsys.readouterr().err
+    assert str(MlflowClient().get_model_version_by_alias(model, "champion").version) == "2"
+    assert main(["promote", model, "3", "--max-nfr", str(nfr_v3 + 0.001), "--max-er-increase", "1"]) == 0
+    assert str(MlflowClient().get_model_version_by_alias(model, "champion").version) == "3"
