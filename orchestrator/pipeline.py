@@ -196,6 +196,7 @@ def run_stages(spec: UpdateSpec, say: Say = print) -> StageOutputs:
         if with_student:
             out.student = _train_student(spec, request, objective, actors, group, say)
             out.model_checkpoint = out.student["checkpoint"]
+            out.seconds["student"] = out.student["seconds"]
         if actors:
             out.teacher_pool = _pool_info(actors, out.student)
         if out.replicas:
@@ -224,7 +225,6 @@ def _train_student(
     options = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": "student"}
     if group is not None:
         options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
-    t = time.perf_counter()
     if objective.references:
         names = objective.references
         compact = objective.method == "elodi" and objective.topk_by == "teacher"

@@ -20,18 +20,29 @@ if TYPE_CHECKING:
     from orchestrator.registry import Reference
 
 
+FORWARDED_ENV_PREFIXES = ("AWS_", "MLFLOW_S3_")  # what workers need for S3 storage, never logged
+
+
+def worker_env() -> dict[str, str]:
+    """Environment the driver passes to its Ray workers (storage endpoint and credentials)."""
+    return {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
+
+
 def connect(address: str | None) -> None:
-    """Join the cluster at `address` (or RAY_ADDRESS); without one, start Ray in this process."""
+    """Join the cluster at `address` (or RAY_ADDRESS); without one, start Ray in this process.
+    The job's workers get the S3 settings of this environment through the runtime_env."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     address = address or os.environ.get("RAY_ADDRESS")
     if ray.is_initialized():
         return
+    runtime_env = {"env_vars": worker_env()}
     if address:
-        ray.init(address=address, logging_level="WARNING")
+        ray.init(address=address, logging_level="WARNING", runtime_env=runtime_env)
     else:
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING",
+                 runtime_env=runtime_env)
 
 
 def run_update(spec: UpdateSpec, run_dir: Path, say=print, parent: Reference | None = None) -> dict[str, Any]:

@@ -3,6 +3,9 @@ the pairwise NFR chain and the promotion gate — on the embedded store and on a
 (PostgreSQL backend, artifacts in SeaweedFS S3)."""
 
 import json
+import os
+import subprocess
+import sys
 
 import mlflow
 import numpy as np
@@ -114,3 +117,30 @@ def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, tmp_pa
     assert str(MlflowClient().get_model_version_by_alias(model, "champion").version) == "2"
     assert main(["promote", model, "3", "--max-nfr", str(nfr_v3 + 0.001), "--max-er-increase", "1"]) == 0
     assert str(MlflowClient().get_model_version_by_alias(model, "champion").version) == "3"
+
+
+@pytest.mark.slow
+def test_checkpoints_in_s3_storage_on_the_cluster(ray_cluster, mlflow_stack, tmp_path):
+    """Replicas, teacher actors and the student read and write their checkpoints in S3; the
+    workers get the endpoint and credentials from the driver's environment, not from the spec."""
+    s3 = mlflow_stack.s3_client()
+    s3.create_bucket(Bucket="checkpoints")
+    document = {"model": "s3-stored", "version": "v1", "arch": "mlp-small", "data": DATA, "train": TRAIN,
+                "resources": RESOURCES, "method": {"name": "elodi", "m": 2}, "storage": "s3://checkpoints/runs"}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(document))
+    env = {**os.environ, **mlflow_stack.env, "RAY_ADDRESS": ""}
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", str(tmp_path / "spec.yaml"), "--address", ray_cluster,
+         "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket="checkpoints")["Contents"]}
+    assert sum(k.endswith(("replica-0.pt", "replica-1.pt")) for k in keys) == 2
+    assert any(k.endswith("/model.pt") and "/v1/" in k for k in keys)
+    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert result["checkpoint"].startswith("s3://checkpoints/runs/s3-stored/v1/")
+    assert mlflow_stack.secret_key not in (tmp_path / "out" / "result.json").read_text()
+    client = MlflowClient(tracking_uri=mlflow_stack.tracking_uri, registry_uri=mlflow_stack.tracking_uri)
+    run = client.search_runs([client.get_experiment_by_name("s3-stored").experiment_id], "tags.mlflow.runName = 'v1'")[0]
+    logged = json.dumps({**run.data.params, **run.data.tags})
+    assert "s3://checkpoints/runs" in logged and mlflow_stack.secret_key not in logged
+    assert mlflow_stack.access_key not in logged
