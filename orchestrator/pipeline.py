@@ -194,7 +194,7 @@ def run_stages(spec: UpdateSpec, say: Say = print) -> StageOutputs:
     actors = start_teacher_pool(spec, groups, group, int(with_student)) if group else []
     try:
         if with_student:
-            out.student = _train_student(spec, request, objective, actors, group, say)
+            out.student = _train_student(spec, request, actors, group, say)
             out.model_checkpoint = out.student["checkpoint"]
             out.seconds["student"] = out.student["seconds"]
         if actors:
@@ -210,27 +210,37 @@ def run_stages(spec: UpdateSpec, say: Say = print) -> StageOutputs:
     return out
 
 
-def _train_student(
-    spec: UpdateSpec, request: DataRequest, objective: Objective, actors: list, group: PlacementGroup | None, say: Say
-) -> dict[str, Any]:
+def pool_topk(objective: Objective, num_classes: int) -> dict[str, int]:
+    """Groups the pool sends as top-K only: the ensemble, when LDI selects classes by the teacher."""
+    compact = objective.method == "elodi" and objective.topk_by == "teacher" and objective.k < num_classes
+    return {"teacher": objective.k} if compact else {}
+
+
+def distillation_job(spec: UpdateSpec, request: DataRequest, checkpoint_name: str = "model.pt") -> TrainJob:
+    """The deployed model's training job: the spec's objective, the student's resources."""
     res = spec.resources.student
-    method = spec.method.name
-    job = TrainJob(
+    return TrainJob(
         name="student", data=request, arch=spec.arch,
         config=spec.train.config(spec.train.seed, _threads(res.cpus), _device(res.gpus)),
-        checkpoint_uri=storage.join(spec.storage, spec.model, spec.version, spec.spec_hash, "model.pt"),
-        objective=objective, init_from=spec.old if method == "bcwi" else None,
+        checkpoint_uri=storage.join(spec.storage, spec.model, spec.version, spec.spec_hash, checkpoint_name),
+        objective=spec.method.objective(), init_from=spec.old if spec.method.name == "bcwi" else None,
         allow_user_factories=spec.allow_user_factories,
     )
+
+
+def _train_student(
+    spec: UpdateSpec, request: DataRequest, actors: list, group: PlacementGroup | None, say: Say
+) -> dict[str, Any]:
+    res = spec.resources.student
+    job = distillation_job(spec, request)
+    objective, method = job.objective, spec.method.name
     options = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": "student"}
     if group is not None:
         options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
     if objective.references:
-        names = objective.references
-        compact = objective.method == "elodi" and objective.topk_by == "teacher"
-        topk = {"teacher": objective.k} if compact and objective.k < cached_splits(request).num_classes else {}
+        topk = pool_topk(objective, cached_splits(request).num_classes)
         say(f"stage 2/3: distilling the student ({method}) online from {len(actors)} teacher actors")
-        ref = ray.remote(_on_worker).options(**options).remote(_distil, job, actors, names, topk)
+        ref = ray.remote(_on_worker).options(**options).remote(_distil, job, actors, objective.references, topk)
     else:
         say(f"stage 2/3: training the model ({method})")
         ref = ray.remote(_on_worker).options(**options).remote(train_job, job)

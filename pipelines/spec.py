@@ -129,6 +129,61 @@ class PromoteSpec(_Strict):
     max_er_increase: float = Field(0.0, ge=-1, le=1)
 
 
+TUNABLE = ("alpha", "k", "legacy_weight", "temperature", "lr")
+
+
+class RangeSpec(_Strict):
+    """A continuous range for random search: uniform, or log-uniform with `log: true`."""
+
+    low: float
+    high: float
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "RangeSpec":
+        if not self.low < self.high:
+            raise ValueError("low must be below high")
+        if self.log and self.low <= 0:
+            raise ValueError("a log range needs low > 0")
+        return self
+
+
+class TuneSpec(_Strict):
+    """A Ray Tune search over ELODI's settings; trials share the replicas and the teacher pool.
+
+    space: {alpha | k | legacy_weight | temperature | lr: [values] or {low, high, log}}; grid search
+    takes lists only (each combination `num_samples` times), random search draws `num_samples`
+    trials (lists: uniform choice). The pick: lowest NFR among trials whose ER ≤ the no-treatment
+    ER (the replicas' mean) + `er_tolerance`."""
+
+    search: Literal["grid", "random"] = "grid"
+    space: dict[Literal["alpha", "k", "legacy_weight", "temperature", "lr"], list[float] | RangeSpec]
+    num_samples: int = Field(1, ge=1)
+    scheduler: Literal["fifo", "asha"] = "fifo"
+    er_tolerance: float = Field(0.005, ge=0)
+
+    @model_validator(mode="after")
+    def _valid_space(self) -> "TuneSpec":
+        if not self.space:
+            raise ValueError("space: give at least one setting to search")
+        for name, values in self.space.items():
+            if isinstance(values, RangeSpec):
+                if self.search == "grid":
+                    raise ValueError(f"space.{name}: grid search takes a list of values, not a range")
+                if name == "k":
+                    raise ValueError("space.k: k takes a list of integers")
+                continue
+            if not values:
+                raise ValueError(f"space.{name}: empty list")
+            if name == "k" and any(v != int(v) or v < 1 for v in values):
+                raise ValueError("space.k: values must be integers ≥ 1")
+            if name in ("alpha", "legacy_weight") and any(not 0 <= v <= 1 for v in values):
+                raise ValueError(f"space.{name}: values must lie in [0, 1]")
+            if name in ("temperature", "lr") and any(v <= 0 for v in values):
+                raise ValueError(f"space.{name}: values must be > 0")
+        return self
+
+
 class UpdateSpec(_Strict):
     model: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
     version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)
@@ -140,6 +195,7 @@ class UpdateSpec(_Strict):
     resources: ResourcesSpec = ResourcesSpec()
     storage: str = "runs"  # a local directory or s3://bucket/prefix
     promote: PromoteSpec | None = None
+    tune: TuneSpec | None = None
     allow_user_factories: bool = False
 
     @model_validator(mode="after")
@@ -153,6 +209,13 @@ class UpdateSpec(_Strict):
             raise ValueError(f"old: {needs} needs an old model (a checkpoint path or NAME@ALIAS)")
         if self.method.legacy_weight is not None and self.method.name != "elodi":
             raise ValueError("method.legacy_weight: only elodi has a legacy term")
+        if self.tune is not None:
+            if self.method.name != "elodi":
+                raise ValueError("tune: searches ELODI's settings, so method.name must be elodi")
+            if self.old is None:
+                raise ValueError("old: tune measures each trial's NFR against the old model; give one")
+            if "legacy_weight" in self.tune.space and self.method.legacy_weight is None:
+                raise ValueError("tune.space.legacy_weight: set method.legacy_weight to enable the legacy term")
         return self
 
     def with_absolute_paths(self, base: Path | None = None) -> "UpdateSpec":

@@ -44,3 +44,19 @@ def test_bcwi_sweep_picks_lowest_nfr_within_the_error_budget():
     assert alpha == 0.4  # ER(0.4) = 0.108 ≤ 0.109 < ER(0.6) = 0.112
     assert [row["alpha"] for row in table] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
     assert interpolate_state_dicts(old, new, alpha)["w"].item() == pytest.approx(0.4)
+
+
+def test_pareto_front_and_pick_rule():
+    from workers.selection import pareto_front, pick_trial
+
+    rows = [
+        {"error_rate": 0.10, "nfr": 0.030},  # 0: lowest ER
+        {"error_rate": 0.11, "nfr": 0.020},  # 1: front
+        {"error_rate": 0.12, "nfr": 0.025},  # 2: dominated by 1
+        {"error_rate": 0.14, "nfr": 0.010},  # 3: lowest NFR, too costly in ER
+        {"error_rate": 0.11, "nfr": 0.020},  # 4: ties with 1: neither dominates
+    ]
+    assert pareto_front(rows) == [0, 1, 4, 3]
+    assert pick_trial(rows, reference_error_rate=0.105, tolerance=0.005) == 1  # 3 exceeds 0.110
+    assert pick_trial(rows, reference_error_rate=0.105, tolerance=0.05) == 3
+    assert pick_trial(rows, reference_error_rate=0.05, tolerance=0.0) is None

@@ -10,6 +10,7 @@ import os
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -22,7 +23,7 @@ from workers.data import DataSplits, load_splits
 from workers.inference import ReferenceSource
 from workers.objectives import Objective
 from workers.teachers import fetch_checkpoint
-from workers.trainer import TrainConfig, train
+from workers.trainer import EpochStats, TrainConfig, train
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,13 @@ class TrainJob:
     allow_user_factories: bool = False
 
 
-def train_job(job: TrainJob, references: ReferenceSource | None = None) -> dict[str, Any]:
+def train_job(
+    job: TrainJob, references: ReferenceSource | None = None, on_epoch: Callable[[EpochStats], None] | None = None
+) -> dict[str, Any]:
     """Train `job`, resuming from its checkpoint if one exists (a finished one is reused as is).
 
-    Returns a plain record: name, seed, checkpoint, history, pid, host, seconds, val_error_rate.
+    Returns a plain record: name, seed, checkpoint, history, steps, epochs_run (0: reused), pid,
+    host, seconds, val_error_rate.
     """
     started = time.perf_counter()
     torch.set_num_threads(job.config.threads)
@@ -77,8 +81,10 @@ def train_job(job: TrainJob, references: ReferenceSource | None = None) -> dict[
     else:
         local = job.checkpoint_uri
 
-    def keep(_stats) -> None:  # every epoch's checkpoint reaches storage, so a retry resumes from it
+    def keep(stats: EpochStats) -> None:  # every epoch's checkpoint reaches storage: a retry resumes
         storage.upload(local, job.checkpoint_uri)
+        if on_epoch is not None:
+            on_epoch(stats)
 
     result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, local, keep)
     return {
@@ -87,6 +93,7 @@ def train_job(job: TrainJob, references: ReferenceSource | None = None) -> dict[
         "checkpoint": job.checkpoint_uri,
         "history": [asdict(h) for h in result.history],
         "steps": result.steps,
+        "epochs_run": result.epochs_run,
         "val_error_rate": result.history[-1].val_error_rate,
         "pid": os.getpid(),
         "host": socket.gethostname(),

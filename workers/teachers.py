@@ -52,14 +52,17 @@ class TeacherActor:
         self.busy_seconds = 0.0
 
     def logits(
-        self, inputs: np.ndarray, topk: Mapping[str, int] | None = None
+        self, inputs: np.ndarray, topk: Mapping[str, int] | None = None, names: Sequence[str] | None = None
     ) -> dict[str, np.ndarray | tuple[np.ndarray, np.ndarray]]:
-        """{group: B×C mean logits} or, for groups in `topk`, (B×K values, B×K int32 class indices)."""
+        """{group: B×C mean logits} or, for groups in `topk`, (B×K values, B×K int32 class indices);
+        only the groups in `names` when given."""
         topk = topk or {}
         started = time.perf_counter()
         x = torch.from_numpy(np.array(inputs))  # object-store arrays are read-only: copy
         out: dict[str, np.ndarray | tuple[np.ndarray, np.ndarray]] = {}
         for name, models in self.groups.items():
+            if names is not None and name not in names:
+                continue
             logits = models(x).cpu()
             if name in topk:
                 top = TopKLogits.of(logits, topk[name])
@@ -100,7 +103,7 @@ class TeacherPool:
     def _submit(self, batch: np.ndarray, topk: Mapping[str, int]):
         actor = self.actors[self._next_actor]
         self._next_actor = (self._next_actor + 1) % len(self.actors)
-        return actor.logits.remote(batch, topk)
+        return actor.logits.remote(batch, topk, self.names)
 
     def request(self, inputs: torch.Tensor) -> Callable[[], Mapping[str, Logits]]:
         import ray

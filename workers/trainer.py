@@ -84,6 +84,7 @@ class TrainResult:
     model: nn.Module
     history: list[EpochStats] = field(default_factory=list)
     steps: int = 0
+    epochs_run: int = 0  # epochs trained by this call (0 when a finished checkpoint was reused)
 
 
 def _schedule(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_epoch: int):
@@ -195,6 +196,7 @@ def train(
             logits = predict_logits(model, val, config.eval_batch_size, device)
             stats.val_error_rate = error_rate(logits, val.labels)
         result.history.append(stats)
+        result.epochs_run += 1
         if checkpoint_path is not None:
             save_checkpoint(
                 checkpoint_path, model, settings, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),

@@ -1,0 +1,56 @@
+"""A real Ray Tune search of 4 trials on a Fashion-MNIST slice, on the two-node cluster."""
+
+import json
+
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+from orchestrator.cli import main
+from workers.checkpoints import ModelSettings, save_checkpoint
+from workers.models import build_model
+from workers.selection import pick_trial
+from workers.trainer import TrainConfig, train
+
+
+@pytest.mark.slow
+def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashion_mnist, tmp_path, capsys):
+    settings = ModelSettings("mlp-small", 10)
+    old = build_model("mlp-small", 10, seed=3)
+    train(old, fashion_mnist.train.take(slice(0, 1000)), TrainConfig(epochs=1, lr=0.05, seed=3))
+    save_checkpoint(tmp_path / "old.pt", old, settings)
+    tolerance = 0.2
+    document = {
+        "model": "tuned", "version": "v2", "arch": "mlp-small", "old": str(tmp_path / "old.pt"),
+        "data": {"train_limit": 2000, "eval_limit": 800}, "storage": str(tmp_path / "storage"),
+        "method": {"name": "elodi", "m": 2},
+        "train": {"epochs": 1, "batch_size": 128, "lr": 0.05, "seed": 0},
+        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2},
+        "tune": {"search": "grid", "space": {"alpha": [0.5, 0.9], "k": [3, 10]}, "er_tolerance": tolerance},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(document))
+    code = main(["tune", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "out"), "--register-best"])
+    out = capsys.readouterr().out
+    assert code == 0
+    record = json.loads((tmp_path / "out" / "tune.json").read_text())
+    trials = record["trials"]
+    assert sorted((t["config"]["alpha"], t["config"]["k"]) for t in trials) == [(0.5, 3), (0.5, 10), (0.9, 3), (0.9, 10)]
+
+    # the replicas were trained once, by the replica stage; every trial was served by the shared pool
+    assert len(record["replicas"]) == 2 and all(r["epochs_run"] == 1 for r in record["replicas"])
+    assert all(t["steps"] == 16 for t in trials)
+    assert record["teacher_batches_served"] == sum(t["steps"] for t in trials) + 1  # + the paragon's eval batch
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("tuned")
+    names = [r.info.run_name for r in client.search_runs([experiment.experiment_id])]
+    assert sorted(n for n in names if n.startswith("replica")) == ["replica-0", "replica-1"]
+    assert sum(n.startswith("trial-") for n in names) == 4
+
+    # the pick: lowest NFR among trials within the no-treatment ER + tolerance
+    pick = record["pick"]
+    assert pick == pick_trial(trials, record["no_treatment_error_rate"], tolerance)
+    eligible = [t for t in trials if t["error_rate"] <= record["no_treatment_error_rate"] + tolerance]
+    assert pick is not None and trials[pick]["nfr"] == min(t["nfr"] for t in eligible)
+    assert "pick" in out and (tmp_path / "out" / "er_nfr.png").stat().st_size > 10_000
+    version = client.get_model_version("tuned", "1")
+    assert version.tags["method"] == "elodi" and version.tags["nfr"] == f"{trials[pick]['nfr']:.6f}"

@@ -1,0 +1,30 @@
+"""Choosing among trained candidates: the ER–NFR Pareto front and the pick rule of a search."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def pareto_front(rows: Sequence[dict[str, Any]]) -> list[int]:
+    """Indices of the rows no other row dominates on (error_rate, nfr), both minimised: row j
+    dominates row i when it is no worse on both and better on one. Sorted by error rate."""
+    front = []
+    for i, a in enumerate(rows):
+        dominated = any(
+            b["error_rate"] <= a["error_rate"] and b["nfr"] <= a["nfr"]
+            and (b["error_rate"] < a["error_rate"] or b["nfr"] < a["nfr"])
+            for j, b in enumerate(rows) if j != i
+        )
+        if not dominated:
+            front.append(i)
+    return sorted(front, key=lambda i: (rows[i]["error_rate"], rows[i]["nfr"]))
+
+
+def pick_trial(rows: Sequence[dict[str, Any]], reference_error_rate: float, tolerance: float) -> int | None:
+    """The lowest-NFR row among those with error_rate ≤ reference + tolerance (ties: lower ER,
+    then order); None when no row qualifies."""
+    eligible = [i for i, r in enumerate(rows) if r["error_rate"] <= reference_error_rate + tolerance]
+    if not eligible:
+        return None
+    return min(eligible, key=lambda i: (rows[i]["nfr"], rows[i]["error_rate"], i))
