@@ -238,9 +238,18 @@ class UpdateSpec(_Strict):
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
+_SHAPE_ERRORS = ("list_type", "model_type", "dict_type", "model_attributes_type", "float_type")
+
+
 def _describe(error: ValidationError) -> str:
-    first = error.errors()[0]
-    location = ".".join(str(part) for part in first["loc"])
+    """One line for the most specific problem: a union's member errors about the wrong shape give
+    way to the one that says what is wrong inside; member tags (`list[float]`, `RangeSpec`) are
+    dropped from the field path."""
+    errors = error.errors()
+    specific = [e for e in errors if e["type"] not in _SHAPE_ERRORS] or errors
+    first = specific[0]
+    parts = [str(p) for p in first["loc"] if not (isinstance(p, str) and ("[" in p or p[:1].isupper()))]
+    location = ".".join(parts)
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown key"

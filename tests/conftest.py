@@ -48,19 +48,54 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _stop_processes_mentioning(marker: str, timeout: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL, every process whose command line or open files mention `marker`
+    (this session's Ray directory): only our own cluster is stopped, never another one."""
+    import signal
+
+    def mentions(entry: Path) -> bool:
+        if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+            return True  # gcs_server, raylets, monitors
+        return any(marker in os.readlink(fd) for fd in (entry / "fd").iterdir())  # renamed ray:: agents
+
+    def matching() -> list[int]:
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and int(entry.name) != os.getpid():
+                try:
+                    if mentions(entry):
+                        pids.append(int(entry.name))
+                except OSError:
+                    pass
+        return pids
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in matching():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while matching() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """A real two-node Ray cluster on 127.0.0.1 (`ray start` head + worker, 1 CPU each).
+    """A real two-node Ray cluster on 127.0.0.1 (`ray start` head + worker, 1 CPU each), in a Ray
+    directory of its own. Yields the address; the cluster's processes are stopped afterwards."""
+    import tempfile
 
-    Yields the address; every Ray process is stopped afterwards."""
     os.environ.update(RAY_TEST_ENV)
     ray_cli = str(Path(sys.executable).with_name("ray"))
     port = _free_port()
+    ray_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
     common = ["--num-cpus", "1", "--disable-usage-stats"]
-    subprocess.run([ray_cli, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                    "--include-dashboard", "false", *common], check=True, capture_output=True, timeout=120)
     address = f"127.0.0.1:{port}"
     try:
+        subprocess.run([ray_cli, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+                        "--include-dashboard", "false", "--temp-dir", ray_dir, *common],
+                       check=True, capture_output=True, timeout=120)
         subprocess.run([ray_cli, "start", "--address", address, "--node-ip-address", "127.0.0.1", *common],
                        check=True, capture_output=True, timeout=120)
         import ray
@@ -75,4 +110,4 @@ def ray_cluster():
         import ray
 
         ray.shutdown()
-        subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=120)
+        _stop_processes_mentioning(ray_dir)

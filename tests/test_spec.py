@@ -1,5 +1,7 @@
 """The update-pipeline spec: valid specs parse; each bad one is one line naming the field, exit 2."""
 
+import re
+
 import pytest
 import yaml
 
@@ -64,11 +66,39 @@ resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
         (with_(version="v 2"), "version: String should match pattern"),
         ({k: v for k, v in BASE.items() if k != "arch"}, "arch: Field required"),
         (["a", "list"], "YAML mapping"),
+        (with_(method__name="elodi", old="o.pt", tune={"space": {}}), "space: give at least one"),
+        (with_(method__name="elodi", old="o.pt", tune={"space": {"beta": [1]}}), "tune.space.beta"),
+        (with_(method__name="elodi", old="o.pt", tune={"space": {"alpha": {"low": 0.1, "high": 0.9}}}),
+         "grid search takes a list"),
+        (with_(method__name="elodi", old="o.pt", tune={"space": {"k": [0, 3]}}), "integers ≥ 1"),
+        (with_(method__name="elodi", old="o.pt", tune={"space": {"alpha": [0.5, 1.5]}}), "values must lie in [0, 1]"),
+        (with_(method__name="elodi", tune={"space": {"alpha": [0.5]}}), "old: tune measures"),
+        (with_(method__name="fd-lm", old="o.pt", tune={"space": {"alpha": [0.5]}}), "method.name must be elodi"),
+        (with_(method__name="elodi", old="o.pt", tune={"search": "random", "space": {"lr": {"low": 0, "high": 1, "log": True}}}),
+         "log range needs low > 0"),
     ],
 )
 def test_bad_specs_name_the_field(document, problem):
-    with pytest.raises(SpecError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(SpecError, match=re.escape(problem)):
         parse_spec(document)
+
+
+def test_tune_space_maps_to_ray_tune_search_spaces():
+    from ray import tune
+
+    from orchestrator.tune import search_space, trial_spec
+
+    spec = parse_spec(with_(method__name="elodi", old="o.pt", tune={
+        "search": "random", "num_samples": 5,
+        "space": {"alpha": [0.5, 0.8], "lr": {"low": 0.01, "high": 0.1, "log": True}, "k": [3, 10]}}))
+    space = search_space(spec.tune)
+    assert isinstance(space["alpha"], tune.search.sample.Categorical)
+    assert isinstance(space["lr"], tune.search.sample.Float) and space["lr"].lower == 0.01
+    assert space["k"].categories == [3, 10] and all(isinstance(v, int) for v in space["k"].categories)
+    grid = search_space(parse_spec(with_(method__name="elodi", old="o.pt", tune={"space": {"alpha": [0.5, 0.8]}})).tune)
+    assert grid["alpha"] == {"grid_search": [0.5, 0.8]}
+    trial = trial_spec(spec, {"alpha": 0.8, "k": 3, "lr": 0.02})
+    assert (trial.method.alpha, trial.method.k, trial.train.lr) == (0.8, 3, 0.02)
 
 
 def _run(tmp_path, capsys, document=None, text=None):
