@@ -6,7 +6,7 @@
 2. Replica scaling: wall time of m replicas as parallel Ray tasks on N one-CPU workers against one
    replica. Target: ≤ 1.15 × ⌈m/N⌉ × one replica.
 
-    python benchmarks/distillation.py [--m 4] [--samples 25600] [--out docs/benchmarks.md]
+    python -m benchmarks.distillation [--m 4] [--samples 25600] [--out docs/benchmarks.md]
 
 Teachers are freshly initialised small CNNs: their arithmetic, not their accuracy, sets the speed.
 Every process is warmed first (Ray worker start, torch import, data load, oneDNN kernel set-up:
@@ -30,6 +30,7 @@ import torch
 from ray.util.placement_group import remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from benchmarks.report import write_section
 from orchestrator.pipeline import reserve_distillation, start_teacher_pool, train_replicas
 from pipelines.spec import parse_spec
 from workers.checkpoints import ModelSettings, save_checkpoint
@@ -39,6 +40,7 @@ from workers.stages import DataRequest, TrainJob, cached_splits, train_job
 from workers.teachers import TeacherPool
 
 ARCH = "small-cnn"
+SECTION = "## Ray pipeline: teacher pool and replica scaling"
 
 
 def _spec(m: int, samples: int, storage: str, actors: int, prefetch: int = 2):
@@ -150,9 +152,9 @@ def write_markdown(path: Path, record: dict, args: argparse.Namespace) -> None:
         f"| {t['m']} | {t['actors']} | {t['serial_samples_per_s']:.0f} | {t['pool_samples_per_s']:.0f} | "
         f"**{t['ratio']:.2f}×** |" for t in record["throughput"]
     )
-    command = (f"python benchmarks/distillation.py --m {args.m} --teachers {' '.join(map(str, args.teachers))} "
+    command = (f"python -m benchmarks.distillation --m {args.m} --teachers {' '.join(map(str, args.teachers))} "
                f"--actors {' '.join(map(str, args.actors))} --samples {args.samples}")
-    section = f"""## Ray pipeline: teacher pool and replica scaling
+    section = f"""{SECTION}
 
 Command: `{command}` on {record['cpus']} CPU cores ({record['machine']}, no GPU), one run,
 {time.strftime('%Y-%m-%d')}. Architecture {ARCH}, Fashion-MNIST slice of {args.samples} training
@@ -171,16 +173,7 @@ the second CPU, batches requested ahead of the step). Target: pool ≥ 1.3× ser
 {s['target_ratio']:.2f}× ({'met' if s['meets_target'] else 'missed'}). Per replica (pid, seconds inside
 the task): {s['replica_pid_seconds'][s['m']]}.
 """
-    text = path.read_text() if path.exists() else "# Benchmarks\n\nNumbers written by the commands shown; rerun them to refresh.\n\n"
-    marker = "## Ray pipeline: teacher pool and replica scaling"
-    if marker in text:
-        head, _, rest = text.partition(marker)
-        tail = rest[rest.find("\n## ") :] if "\n## " in rest else ""
-        text = head + section + tail
-    else:
-        text = text.rstrip() + "\n\n" + section
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    write_section(path, SECTION, section.removeprefix(SECTION))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Benchmark the registry's pairwise NFR matrix: V versions × N samples from class ids.
 
-    python benchmarks/nfr_matrix.py [--versions 50] [--samples 1000000] [--repeat 3]
+    python -m benchmarks.nfr_matrix [--versions 50] [--samples 1000000] [--repeat 3]
 
 Predictions are synthetic class ids (each version right on ~90 % of samples, errors spread at
 random): the matrix's cost depends on V and N only. Target: 50 × 1 M in under 2 s. The result is
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.report import write_section
 from workers.metrics import negative_flip_rate, nfr_matrix
 
 SECTION = "## Registry: pairwise NFR matrix"
@@ -42,22 +43,14 @@ def main() -> None:
         assert abs(matrix[i][j] - negative_flip_rate(versions[i], versions[j], labels)) < 1e-12
     best, worst = min(timings), max(timings)
     print(f"{args.versions} versions × {args.samples:,} samples: best {best:.2f} s, worst {worst:.2f} s")
-    section = (f"{SECTION}\n\nCommand: `python benchmarks/nfr_matrix.py --versions {args.versions} --samples "
+    section = (f"{SECTION}\n\nCommand: `python -m benchmarks.nfr_matrix --versions {args.versions} --samples "
                f"{args.samples} --repeat {args.repeat}`, {time.strftime('%Y-%m-%d')}, 2 CPU cores, one run.\n\n"
                f"{args.versions} versions × {args.samples:,} samples: **{best:.2f} s** best, {worst:.2f} s worst of "
                f"{args.repeat} (target < 2 s: {'met' if worst < 2 else 'missed'}). The matrix comes from a boolean "
                f"correct/incorrect table C (V×N): M[i][j] = (G[i][i] − G[i][j]) / N with G = C·Cᵀ accumulated in "
                f"exact float32 blocks of 65,536 samples into int64 counts; entries are "
                f"checked against direct counts.\n")
-    path = Path(args.out)
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if SECTION in text:
-        head, _, rest = text.partition(SECTION)
-        tail = rest[rest.find("\n## ") :] if "\n## " in rest else ""
-        text = head + section + tail
-    else:
-        text = text.rstrip() + "\n\n" + section
-    path.write_text(text)
+    write_section(Path(args.out), SECTION, section.removeprefix(SECTION))
 
 
 if __name__ == "__main__":

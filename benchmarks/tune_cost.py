@@ -1,7 +1,7 @@
 """Benchmark `congruent tune`: the cost of n trials sharing one set of replicas and one teacher
 pool, against n × (replicas + distillation), the cost of n independent ELODI pipelines.
 
-    python benchmarks/tune_cost.py [--m 4] [--samples 12800] [--epochs 1]
+    python -m benchmarks.tune_cost [--m 4] [--samples 12800] [--epochs 1]
 
 Runs a real 4-trial grid search (α ∈ {0.5, 0.9} × K ∈ {3, 10}) on local Ray, in a temporary
 directory with its own MLflow store and a throw-away old model, and writes the ratio to
@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 import yaml
+
+from benchmarks.report import write_section
 
 SECTION = "## Tune: trials sharing the replicas"
 
@@ -57,7 +59,7 @@ def main() -> None:
     ratio = total / independent
     print(f"{n} trials: {total:.0f} s in all; replicas {record['replicas_seconds']:.0f} s, a trial {trial:.0f} s; "
           f"n × (replicas + distillation) = {independent:.0f} s; ratio {ratio:.2f}")
-    section = (f"{SECTION}\n\nCommand: `python benchmarks/tune_cost.py --m {args.m} --samples {args.samples} "
+    section = (f"{SECTION}\n\nCommand: `python -m benchmarks.tune_cost --m {args.m} --samples {args.samples} "
                f"--epochs {args.epochs}`, {time.strftime('%Y-%m-%d')}, 2 CPU cores, one run (small-cnn, "
                f"Fashion-MNIST slice).\n\n| measure | seconds |\n|---|---|\n"
                f"| `congruent tune`, {n} trials, whole command (Ray start, replicas, pool, search, MLflow) | {total:.0f} |\n"
@@ -65,15 +67,7 @@ def main() -> None:
                f"| one trial (distillation inside the trial) | {trial:.0f} |\n"
                f"| n × (replicas + distillation) | {independent:.0f} |\n"
                f"| **ratio** | **{ratio:.2f}** |\n")
-    path = Path(args.out)
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if SECTION in text:
-        head, _, rest = text.partition(SECTION)
-        tail = rest[rest.find("\n## ") :] if "\n## " in rest else ""
-        text = head + section + tail
-    else:
-        text = text.rstrip() + "\n\n" + section
-    path.write_text(text)
+    write_section(Path(args.out), SECTION, section.removeprefix(SECTION))
 
 
 if __name__ == "__main__":

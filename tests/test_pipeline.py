@@ -12,7 +12,6 @@ import yaml
 from orchestrator.run import run_update
 from pipelines.spec import parse_spec
 from workers.checkpoints import ModelSettings, save_checkpoint
-from workers.models import build_model
 from workers.trainer import TrainConfig, train
 
 DATA = {"train_limit": 3000, "eval_limit": 1000}

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from workers.checkpoints import ModelSettings, read_checkpoint
-from workers.data import ImageSet
 from workers.inference import FrozenModels, LocalReferences, predict_logits
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models import build_model
