@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 FORWARDED_ENV_PREFIXES = ("AWS_", "MLFLOW_S3_")  # what workers need for S3 storage, never logged
 
 
-def worker_env() -> dict[str, str]:
+def worker_env(prefixes: tuple[str, ...] = FORWARDED_ENV_PREFIXES) -> dict[str, str]:
     """Environment the driver passes to its Ray workers (storage endpoint and credentials)."""
-    return {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
+    return {k: v for k, v in os.environ.items() if k.startswith(prefixes)}
 
 
 def connect(address: str | None) -> None:
@@ -37,7 +37,8 @@ def connect(address: str | None) -> None:
     address = address or os.environ.get("RAY_ADDRESS")
     if ray.is_initialized():
         return
-    runtime_env = {"env_vars": worker_env()}
+    # a driver submitted as a Ray Job already gives its workers the job's runtime_env
+    runtime_env = None if "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ else {"env_vars": worker_env()}
     if address:
         ray.init(address=address, logging_level="WARNING", runtime_env=runtime_env)
     else:
@@ -57,7 +58,7 @@ def run_update(spec: UpdateSpec, run_dir: Path, say=print, parent: Reference | N
 
     tracking.configure()
     mlflow.set_experiment(experiment_id=tracking.experiment_id(spec.model))  # nested runs follow it
-    with mlflow.start_run(run_name=spec.version) as run:
+    with mlflow.start_run(run_name=spec.version) as run, tracking.traceback_on_failure():
         tracking.log_spec(run.info.run_id, spec)
         outputs = run_stages(spec, say)
         mlflow.set_tag("fingerprint", outputs.splits.fingerprint)
@@ -141,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
         cause = getattr(e, "cause", None) or e  # a RayTaskError carries the worker's exception
         reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
         print(f"congruent run: error: {args.spec}: pipeline failed ({type(cause).__name__}: {reason}); "
-              "the MLflow run is marked FAILED, no version was registered", file=sys.stderr)
+              "the MLflow run is marked FAILED with the traceback in error.log, no version was registered",
+              file=sys.stderr)
         return 1
     print(json.dumps(result["metrics"]) if args.json else "\n" + format_result(result))
     promotion = result.get("promotion")

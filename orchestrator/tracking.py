@@ -7,11 +7,13 @@ under `<cwd>/mlruns`; `MLFLOW_TRACKING_URI` points the same code at a server.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import subprocess
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,16 @@ def log_stage(name: str, record: dict[str, Any], extra_params: dict[str, Any] | 
             tags=[RunTag(k, str(v)) for k, v in tags.items() if v is not None],
         )
         log_history(run.info.run_id, record["history"])
+
+
+@contextlib.contextmanager
+def traceback_on_failure():
+    """Attach the traceback of whatever fails inside to the active run (`error.log`), re-raise."""
+    try:
+        yield
+    except BaseException:
+        mlflow.log_text(traceback.format_exc(), "error.log")
+        raise
 
 
 def log_metrics(prefix: str, values: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -80,24 +81,34 @@ def _stop_processes_mentioning(marker: str, timeout: float = 30.0) -> None:
             time.sleep(0.2)
 
 
+@dataclass(frozen=True)
+class RayCluster:
+    address: str  # GCS address, for `ray.init` and `congruent run --address`
+    dashboard: str  # http://127.0.0.1:PORT, for the Jobs API (`congruent submit --address`)
+
+
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """A real two-node Ray cluster on 127.0.0.1 (`ray start` head + worker, 1 CPU each), in a Ray
-    directory of its own. Yields the address; the cluster's processes are stopped afterwards."""
+    """A real two-node Ray cluster on 127.0.0.1 (`ray start` head with the dashboard and Jobs API,
+    plus a worker node; 1 CPU each), in a Ray directory of its own. The cluster's processes are
+    stopped afterwards."""
     import tempfile
 
     os.environ.update(RAY_TEST_ENV)
     ray_cli = str(Path(sys.executable).with_name("ray"))
-    port = _free_port()
+    port, dashboard_port = _free_port(), _free_port()
     ray_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
     common = ["--num-cpus", "1", "--disable-usage-stats"]
     address = f"127.0.0.1:{port}"
+    # as from an activated venv: a Ray Job's `python` entrypoint is this venv's python
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     try:
         subprocess.run([ray_cli, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                        "--include-dashboard", "false", "--temp-dir", ray_dir, *common],
-                       check=True, capture_output=True, timeout=120)
+                        "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
+                        "--dashboard-port", str(dashboard_port), "--temp-dir", ray_dir, *common],
+                       check=True, capture_output=True, timeout=120, env=env)
         subprocess.run([ray_cli, "start", "--address", address, "--node-ip-address", "127.0.0.1", *common],
-                       check=True, capture_output=True, timeout=120)
+                       check=True, capture_output=True, timeout=120, env=env)
         import ray
 
         ray.init(address=address, logging_level="ERROR")
@@ -105,7 +116,7 @@ def ray_cluster():
         while len([n for n in ray.nodes() if n["Alive"]]) < 2 and time.monotonic() < deadline:
             time.sleep(0.5)
         assert len([n for n in ray.nodes() if n["Alive"]]) == 2, "the worker node did not join"
-        yield address
+        yield RayCluster(address, f"http://127.0.0.1:{dashboard_port}")
     finally:
         import ray
 

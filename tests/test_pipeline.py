@@ -46,7 +46,7 @@ def test_elodi_pipeline_end_to_end_on_two_nodes(ray_cluster, old_checkpoints, tm
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(document))
     env = {**os.environ, "RAY_ADDRESS": ""}
     done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "run", str(tmp_path / "spec.yaml"), "--address", ray_cluster,
+        [sys.executable, "-m", "orchestrator", "run", str(tmp_path / "spec.yaml"), "--address", ray_cluster.address,
          "--out", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=600, env=env,
     )

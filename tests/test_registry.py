@@ -130,7 +130,7 @@ def test_checkpoints_in_s3_storage_on_the_cluster(ray_cluster, mlflow_stack, tmp
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(document))
     env = {**os.environ, **mlflow_stack.env, "RAY_ADDRESS": ""}
     done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "run", str(tmp_path / "spec.yaml"), "--address", ray_cluster,
+        [sys.executable, "-m", "orchestrator", "run", str(tmp_path / "spec.yaml"), "--address", ray_cluster.address,
          "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket="checkpoints")["Contents"]}

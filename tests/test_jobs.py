@@ -1,0 +1,100 @@
+"""From laptop to cluster: pipelines submitted through the Ray Jobs API of a two-node cluster,
+tracked on a real MLflow server (PostgreSQL, S3 artifacts), checkpoints in S3; and the compose
+file validated offline by the real Compose v2 binary."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+from orchestrator.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = {"train_limit": 2000, "eval_limit": 800}
+TRAIN = {"epochs": 1, "batch_size": 128, "lr": 0.05, "seed": 0}
+
+
+@pytest.mark.slow
+def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch):
+    for key, value in mlflow_stack.env.items():
+        monkeypatch.setenv(key, value)
+    s3 = mlflow_stack.s3_client()
+    s3.create_bucket(Bucket="jobs")
+    common = {"model": "submitted", "data": DATA, "train": TRAIN, "storage": "s3://jobs/runs"}
+    specs = [
+        {**common, "version": "v1", "arch": "mlp-small", "method": {"name": "none"}, "promote": {"max_nfr": 1.0}},
+        {**common, "version": "v2", "arch": "small-cnn", "method": {"name": "fd-lm"}, "old": "submitted@champion"},
+    ]
+    job_ids = []
+    for document in specs:
+        path = tmp_path / f"{document['version']}.yaml"
+        path.write_text(yaml.safe_dump(document))
+        code = main(["submit", str(path), "--address", ray_cluster.dashboard, "--wait"])
+        out = capsys.readouterr().out
+        assert code == 0, out[-2000:] + _error_log(mlflow_stack, "submitted")
+        job_ids.append(re.search(r"as Ray job (\S+)", out).group(1))
+        assert "SUCCEEDED" in out and "registered submitted version" in out
+
+    client = MlflowClient(tracking_uri=mlflow_stack.tracking_uri, registry_uri=mlflow_stack.tracking_uri)
+    v2 = client.get_model_version("submitted", "2")
+    assert v2.tags["parent_version"] == "1" and v2.tags["method"] == "fd-lm"
+    assert float(v2.tags["nfr"]) > 0 and v2.tags["rel_nfr"] != ""
+    artifacts = [o["Key"] for o in s3.list_objects_v2(Bucket=mlflow_stack.bucket)["Contents"]]
+    assert sum(k.endswith("ledger/predictions.npz") for k in artifacts) == 2
+    checkpoints = [o["Key"] for o in s3.list_objects_v2(Bucket="jobs")["Contents"]]
+    assert any(k.startswith("runs/submitted/v2/") and k.endswith("model.pt") for k in checkpoints)
+
+    assert main(["status", job_ids[1], "--address", ray_cluster.dashboard]) == 0
+    assert "SUCCEEDED" in capsys.readouterr().out
+    assert main(["logs", job_ids[1], "--address", ray_cluster.dashboard]) == 0
+    assert "stage 3/3" in capsys.readouterr().out
+
+
+def _error_log(stack, experiment: str) -> str:
+    """The traceback a failed pipeline attached to its MLflow run, for the assertion message."""
+    client = MlflowClient(tracking_uri=stack.tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    failed = client.search_runs([found.experiment_id], "attributes.status = 'FAILED'") if found else []
+    if not failed:
+        return ""
+    return "\n" + Path(client.download_artifacts(failed[0].info.run_id, "error.log")).read_text()
+
+
+def test_submit_rejects_a_bad_spec_before_contacting_the_cluster(tmp_path, capsys):
+    (tmp_path / "bad.yaml").write_text("model: m\nversion: v\narch: nope\n")
+    assert main(["submit", str(tmp_path / "bad.yaml"), "--address", "http://127.0.0.1:9"]) == 2
+    assert "arch: unknown architecture" in capsys.readouterr().err
+
+
+def test_compose_file_is_valid_and_has_the_stack():
+    compose = str(Path(sys.executable).with_name("docker-compose"))
+    args = [compose, "-f", str(ROOT / "docker-compose.yml"), "--env-file", str(ROOT / ".env.example")]
+    subprocess.run([*args, "config", "--quiet"], check=True, timeout=60)
+    config = json.loads(subprocess.run([*args, "--profile", "gpu", "config", "--format", "json"], check=True,
+                                       capture_output=True, text=True, timeout=60).stdout)
+    services = config["services"]
+    assert {"ray-head", "ray-worker", "ray-worker-gpu", "mlflow", "postgres", "s3", "create-buckets"} <= set(services)
+    for name in ("ray-head", "ray-worker", "ray-worker-gpu"):
+        assert int(services[name]["shm_size"]) >= 2 * 1024**3
+    assert services["ray-worker-gpu"]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert all("healthcheck" in services[n] for n in ("ray-head", "mlflow", "postgres", "s3"))
+    mlflow_command = " ".join(services["mlflow"]["command"]) if isinstance(services["mlflow"]["command"], list) \
+        else services["mlflow"]["command"]
+    assert "--app-name basic-auth" in mlflow_command and "--allowed-hosts" in mlflow_command
+    assert "change-me" in (ROOT / ".env.example").read_text()  # placeholders only, never a real secret
+
+
+def test_kuberay_manifest_matches_the_client_versions():
+    manifest = yaml.safe_load((ROOT / "infra" / "kuberay.yaml").read_text())
+    import ray
+
+    assert manifest["kind"] == "RayCluster" and manifest["spec"]["rayVersion"] == ray.__version__
+    groups = {g["groupName"]: g for g in manifest["spec"]["workerGroupSpecs"]}
+    gpu = groups["gpu"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert gpu["nvidia.com/gpu"] == "1" and "cpu" in groups
+    assert "2.60.0" in (ROOT / "infra" / "Dockerfile.ray").read_text()
