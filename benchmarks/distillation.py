@@ -152,6 +152,10 @@ def write_markdown(path: Path, record: dict, args: argparse.Namespace) -> None:
         f"| {t['m']} | {t['actors']} | {t['serial_samples_per_s']:.0f} | {t['pool_samples_per_s']:.0f} | "
         f"**{t['ratio']:.2f}×** |" for t in record["throughput"]
     )
+    met = [f"m = {t['m']}, {t['actors']} actor(s)" for t in record["throughput"] if t["ratio"] >= 1.3]
+    missed = [f"m = {t['m']}, {t['actors']} actor(s) ({t['ratio']:.2f}×)" for t in record["throughput"] if t["ratio"] < 1.3]
+    verdict = (f"Target ≥ 1.3× met for {', '.join(met) or 'no configuration'}; "
+               f"missed for {', '.join(missed) or 'none'}.")
     command = (f"python -m benchmarks.distillation --m {args.m} --teachers {' '.join(map(str, args.teachers))} "
                f"--actors {' '.join(map(str, args.actors))} --samples {args.samples}")
     section = f"""{SECTION}
@@ -167,6 +171,16 @@ the second CPU, batches requested ahead of the step). Target: pool ≥ 1.3× ser
 | m | actors | serial | pool | pool / serial |
 |---|---|---|---|---|
 {rows}
+
+{verdict}
+
+Reading it: the pool takes the m teacher forward passes off the student's critical path, so on 2
+cores its ceiling is (student step + teacher passes) / max(student step, teacher passes on the other
+core), and Ray adds a put of the batch and a get of the logits to every step. Per-process CPU
+accounting during such runs (`/proc/PID/stat`) showed the teacher actors spending more CPU per batch
+than the same forward passes cost in a quiet process: with student and teachers busy at once, the two
+shared cores run each side slower than alone. Not yet tried: uint8 batches (4× fewer bytes per
+request), a GPU, more cores.
 
 **Replicas**: {s['m']} replicas on {s['workers']} one-CPU Ray workers took {s['m_replicas_s']:.1f} s, one replica
 {s['one_replica_s']:.1f} s: **{s['ratio_to_one']:.2f}×** against the target ≤ 1.15 × ⌈m/N⌉ =

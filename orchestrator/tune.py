@@ -112,7 +112,9 @@ def tune_stages(spec: UpdateSpec, run_dir: Path, say) -> dict[str, Any]:
                                         metric="val_error_rate", mode="min"),
             run_config=tune.RunConfig(name="search", storage_path=str((run_dir / "tune").resolve()), verbose=0),
         )
+        started = time.perf_counter()
         results = tuner.fit()
+        search_seconds = time.perf_counter() - started
         served = sum(i["batches_served"] for i in ray.get([a.info.remote() for a in actors]))
     finally:
         for actor in actors:
@@ -132,7 +134,7 @@ def tune_stages(spec: UpdateSpec, run_dir: Path, say) -> dict[str, Any]:
     return {
         "trials": trials, "pareto_front": pareto_front(trials), "pick": pick,
         "no_treatment_error_rate": reference, "replica_error_rates": replica_ers, "replica_nfrs": replica_nfrs,
-        "replicas": replicas, "replicas_seconds": replicas_seconds,
+        "replicas": replicas, "replicas_seconds": replicas_seconds, "search_seconds": search_seconds,
         "paragon": update_report(old_logits, paragon, labels), "old_error_rate": error_rate(old_logits, labels),
         "teacher_batches_served": served, "paragon_logits": paragon,
     }
