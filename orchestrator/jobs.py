@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pipelines.spec import SpecError, load_spec
@@ -100,36 +101,37 @@ async def _stream(client, job_id: str) -> None:
         print(lines, end="", flush=True)
 
 
-def status(args: argparse.Namespace) -> int:
-    try:
-        info = _client(args.address).get_job_info(args.job_id)
-    except SpecError as e:
-        print(f"congruent status: error: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:
-        print(f"congruent status: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
+def _show_status(client, args: argparse.Namespace) -> None:
+    info = client.get_job_info(args.job_id)
     meta = info.metadata or {}
     print(f"{args.job_id}: {info.status.value}  {meta.get('model', '')} {meta.get('version', '')}".rstrip())
     if info.message:
         print(info.message)
-    return 0
 
 
-def logs(args: argparse.Namespace) -> int:
-    try:
-        client = _client(args.address)
-        if args.follow:
-            asyncio.run(_stream(client, args.job_id))
-        else:
-            print(client.get_job_logs(args.job_id), end="")
-    except SpecError as e:
-        print(f"congruent logs: error: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:
-        print(f"congruent logs: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
-    return 0
+def _show_logs(client, args: argparse.Namespace) -> None:
+    if args.follow:
+        asyncio.run(_stream(client, args.job_id))
+    else:
+        print(client.get_job_logs(args.job_id), end="")
+
+
+def _job_command(name: str, show: Callable[..., None]) -> Callable[[argparse.Namespace], int]:
+    """A `congruent status|logs` command: one line and exit 2 when the job or cluster is not there."""
+
+    def command(args: argparse.Namespace) -> int:
+        try:
+            show(_client(args.address), args)
+        except (SpecError, RuntimeError, ConnectionError) as e:
+            print(f"congruent {name}: error: {str(e).splitlines()[0]}", file=sys.stderr)
+            return 2
+        return 0
+
+    return command
+
+
+status = _job_command("status", _show_status)
+logs = _job_command("logs", _show_logs)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
