@@ -59,7 +59,7 @@ class TrainConfig:
     max_grad_norm: float | None = 5.0  # clip the gradient norm (LDI starts large); None: no clipping
     prefetch: int = 2  # reference batches requested ahead of the step
     threads: int = 1  # torch intra-op threads; more than the cores held slows training down
-    channels_last: bool = True  # NHWC tensors: 1.5× faster CNN training steps on these CPUs
+    channels_last: bool = True  # NHWC tensors: faster CNN steps on CPU (see benchmarks.distillation)
     device: str = "cpu"
     eval_batch_size: int = 1024
 
