@@ -32,6 +32,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from benchmarks.report import write_section
 from orchestrator.pipeline import reserve_distillation, start_teacher_pool, train_replicas
+from orchestrator.progress import StageWatch
 from pipelines.spec import parse_spec
 from workers.checkpoints import ModelSettings, save_checkpoint
 from workers.inference import FrozenModels, LocalReferences
@@ -95,7 +96,7 @@ def replica_scaling(m: int, samples: int, workers: int, folder: Path) -> dict:
     for count in (1, m):
         spec = _spec(count, samples, str(folder / f"replicas-{count}"), workers)
         started = time.perf_counter()
-        records = train_replicas(spec, DataRequest(train_limit=samples, eval_limit=1000), say=lambda message: None)
+        records = train_replicas(spec, DataRequest(train_limit=samples, eval_limit=1000), StageWatch())
         times[count] = time.perf_counter() - started
         inside[count] = [(r["pid"], round(r["seconds"], 1)) for r in records]
     bound = 1.15 * math.ceil(m / workers) * times[1]
@@ -107,7 +108,7 @@ def replica_scaling(m: int, samples: int, workers: int, folder: Path) -> dict:
 def warm_up(samples: int, workers: int, folder: Path) -> None:
     """Start and warm `workers` Ray worker processes and this process on a tiny run of each path."""
     spec = _spec(workers, 1024, str(folder / "warm-up"), workers)
-    train_replicas(spec, DataRequest(train_limit=1024, eval_limit=1000), say=lambda message: None)
+    train_replicas(spec, DataRequest(train_limit=1024, eval_limit=1000), StageWatch())
     request = DataRequest(train_limit=samples, eval_limit=1000)
     def load(request: DataRequest) -> int:
         cached_splits(request)

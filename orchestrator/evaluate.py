@@ -7,13 +7,14 @@ number the pipeline prints.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from orchestrator.pipeline import Say, StageOutputs
+from orchestrator.pipeline import StageOutputs
 from pipelines.spec import UpdateSpec
 from workers import storage
 from workers.bcwi import interpolate_state_dicts, sweep_bcwi
@@ -21,6 +22,8 @@ from workers.checkpoints import load_model, save_checkpoint
 from workers.inference import predict_logits
 from workers.metrics import error_rate, negative_flip_rate, update_report
 from workers.teachers import fetch_checkpoint
+
+Say = Callable[[str], None]
 
 
 def bcwi_stage(spec: UpdateSpec, out: StageOutputs, say: Say) -> None:

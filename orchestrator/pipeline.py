@@ -22,6 +22,7 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from pipelines.spec import SpecError, UpdateSpec, WorkerResources
+from orchestrator.progress import StageWatch
 from workers import storage
 from workers.checkpoints import CheckpointError, ModelSettings, read_checkpoint
 from workers.data import DataError, DataSplits
@@ -30,7 +31,6 @@ from workers.stages import DataRequest, TrainJob, cached_splits, train_job
 from workers.teachers import TeacherActor, TeacherPool, fetch_checkpoint
 
 REPLICA_METHODS = ("elodi", "ensemble")
-Say = Callable[[str], None]
 
 
 @dataclass
@@ -110,7 +110,12 @@ def _device(gpus: float) -> str:
     return "cuda" if gpus > 0 else "cpu"
 
 
-def train_replicas(spec: UpdateSpec, request: DataRequest, say: Say) -> list[dict[str, Any]]:
+def _train_task(job: TrainJob, queue: Any = None) -> dict[str, Any]:
+    """A replica or a model trained alone; progress goes to the driver's queue when it has one."""
+    return train_job(job, send_progress=queue.put_nowait if queue is not None else None)
+
+
+def train_replicas(spec: UpdateSpec, request: DataRequest, watch: StageWatch) -> list[dict[str, Any]]:
     """m replicas of the new architecture, seeds train.seed + 1 … train.seed + m, as parallel Ray
     tasks; a replica whose finished checkpoint exists is reused, a partial one is resumed."""
     res = spec.resources.replica
@@ -122,18 +127,17 @@ def train_replicas(spec: UpdateSpec, request: DataRequest, say: Say) -> list[dic
             name=f"replica-{i}", data=request, arch=spec.arch,
             config=spec.train.config(spec.train.seed + 1 + i, _threads(res.cpus), _device(res.gpus)),
             checkpoint_uri=storage.join(base, f"replica-{i}.pt"), allow_user_factories=spec.allow_user_factories,
+            nfr_reference=spec.old,
         )
         options = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": job.name}
-        refs[remote.options(**options).remote(train_job, job)] = i
-    records: list[dict[str, Any] | None] = [None] * spec.method.m
-    pending = list(refs)
-    while pending:
-        done, pending = ray.wait(pending, num_returns=1)
-        record = ray.get(done[0])
-        records[refs[done[0]]] = record
-        say(f"  replica {refs[done[0]] + 1}/{spec.method.m} done: val ER {100 * record['val_error_rate']:.2f} %, "
-            f"{record['seconds']:.0f} s (pid {record['pid']})")
-    return records  # type: ignore[return-value]
+        refs[remote.options(**options).remote(_train_task, job, watch.queue)] = job.name
+    records: list[dict[str, Any]] = []
+    for ref in watch.wait(refs):
+        record = ray.get(ref)
+        records.append(record)
+        how = "reused" if record["epochs_run"] == 0 else f"{record['seconds']:.0f} s, pid {record['pid']}"
+        watch.display.finish(record["name"], f"val ER {100 * record['val_error_rate']:.2f} % ({how})")
+    return sorted(records, key=lambda r: int(r["name"].rsplit("-", 1)[1]))
 
 
 def _bundle(resources: WorkerResources) -> dict[str, float]:
@@ -166,13 +170,15 @@ def start_teacher_pool(spec: UpdateSpec, groups: dict[str, list[str]], group: Pl
     ]
 
 
-def _distil(job: TrainJob, actors: list, names: tuple[str, ...], topk: dict[str, int]) -> dict[str, Any]:
+def _distil(job: TrainJob, actors: list, names: tuple[str, ...], topk: dict[str, int], queue: Any = None
+            ) -> dict[str, Any]:
     """The student task: trains with reference logits streamed from the teacher pool."""
-    return train_job(job, TeacherPool(actors, names, topk))
+    return train_job(job, TeacherPool(actors, names, topk), send_progress=queue.put_nowait if queue else None)
 
 
-def run_stages(spec: UpdateSpec, say: Say = print) -> StageOutputs:
-    """Run every stage the spec's method needs and return their outputs."""
+def run_stages(spec: UpdateSpec, watch: StageWatch | None = None) -> StageOutputs:
+    """Run every stage the spec's method needs and return their outputs; `watch` shows progress."""
+    watch = watch or StageWatch()
     splits, _ = prepare(spec)
     check_resources(spec)
     request = data_request(spec)
@@ -180,9 +186,9 @@ def run_stages(spec: UpdateSpec, say: Say = print) -> StageOutputs:
     method = spec.method.name
     objective = spec.method.objective()
     if method in REPLICA_METHODS:
-        say(f"stage 1/3: training {spec.method.m} replicas of {spec.arch} in parallel")
+        watch.say(f"stage 1/3: training {spec.method.m} replicas of {spec.arch} in parallel")
         t = time.perf_counter()
-        out.replicas = train_replicas(spec, request, say)
+        out.replicas = train_replicas(spec, request, watch)
         out.seconds["replicas"] = time.perf_counter() - t
     groups: dict[str, list[str]] = {}
     if out.replicas:
@@ -194,13 +200,13 @@ def run_stages(spec: UpdateSpec, say: Say = print) -> StageOutputs:
     actors = start_teacher_pool(spec, groups, group, int(with_student)) if group else []
     try:
         if with_student:
-            out.student = _train_student(spec, request, actors, group, say)
+            out.student = _train_student(spec, request, actors, group, watch)
             out.model_checkpoint = out.student["checkpoint"]
             out.seconds["student"] = out.student["seconds"]
         if actors:
             out.teacher_pool = _pool_info(actors, out.student)
         if out.replicas:
-            say("evaluating the ensemble paragon through the teacher pool")
+            watch.say("evaluating the ensemble paragon through the teacher pool")
             out.paragon_logits = TeacherPool(actors, ("teacher",)).predict(splits.eval, "teacher")
     finally:
         for actor in actors:
@@ -224,12 +230,12 @@ def distillation_job(spec: UpdateSpec, request: DataRequest, checkpoint_name: st
         config=spec.train.config(spec.train.seed, _threads(res.cpus), _device(res.gpus)),
         checkpoint_uri=storage.join(spec.storage, spec.model, spec.version, spec.spec_hash, checkpoint_name),
         objective=spec.method.objective(), init_from=spec.old if spec.method.name == "bcwi" else None,
-        allow_user_factories=spec.allow_user_factories,
+        allow_user_factories=spec.allow_user_factories, nfr_reference=spec.old,
     )
 
 
 def _train_student(
-    spec: UpdateSpec, request: DataRequest, actors: list, group: PlacementGroup | None, say: Say
+    spec: UpdateSpec, request: DataRequest, actors: list, group: PlacementGroup | None, watch: StageWatch
 ) -> dict[str, Any]:
     res = spec.resources.student
     job = distillation_job(spec, request)
@@ -237,16 +243,17 @@ def _train_student(
     options = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": "student"}
     if group is not None:
         options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
+    task = ray.remote(_on_worker).options(**options)
     if objective.references:
         topk = pool_topk(objective, cached_splits(request).num_classes)
-        say(f"stage 2/3: distilling the student ({method}) online from {len(actors)} teacher actors")
-        ref = ray.remote(_on_worker).options(**options).remote(_distil, job, actors, objective.references, topk)
+        watch.say(f"stage 2/3: distilling the student ({method}) online from {len(actors)} teacher actors")
+        ref = task.remote(_distil, job, actors, objective.references, topk, watch.queue)
     else:
-        say(f"stage 2/3: training the model ({method})")
-        ref = ray.remote(_on_worker).options(**options).remote(train_job, job)
-    record = ray.get(ref)
-    say(f"  done: val ER {100 * record['val_error_rate']:.2f} %, {record['seconds']:.0f} s "
-        f"({record['steps']} steps)")
+        watch.say(f"stage 2/3: training the model ({method})")
+        ref = task.remote(_train_task, job, watch.queue)
+    record = ray.get(next(watch.wait({ref: job.name})))
+    summary = f"val ER {100 * record['val_error_rate']:.2f} %, {record['seconds']:.0f} s ({record['steps']} steps)"
+    watch.display.finish(job.name, summary)
     return record
 
 

@@ -17,6 +17,7 @@ from orchestrator.compare import format_percent, format_table
 from pipelines.spec import SpecError, UpdateSpec, load_spec
 
 if TYPE_CHECKING:
+    from orchestrator.progress import StageWatch
     from orchestrator.registry import Reference
 
 
@@ -46,21 +47,27 @@ def connect(address: str | None) -> None:
                  runtime_env=runtime_env)
 
 
-def run_update(spec: UpdateSpec, run_dir: Path, say=print, parent: Reference | None = None) -> dict[str, Any]:
-    """One tracked pipeline: an MLflow run (FAILED if anything raises) around the stages, BCWI's
-    sweep (bcwi), the evaluation, the ledger, then — only after those are stored — the registry
-    version and the promotion gate of `spec.promote`. Returns the result record."""
+def run_update(
+    spec: UpdateSpec, run_dir: Path, watch: StageWatch | None = None, parent: Reference | None = None
+) -> dict[str, Any]:
+    """One tracked pipeline: an MLflow run (FAILED if anything raises, KILLED on Ctrl-C) around the
+    stages, BCWI's sweep (bcwi), the evaluation, the ledger, then — only after those are stored —
+    the registry version and the promotion gate of `spec.promote`. Returns the result record."""
     import mlflow
 
     from orchestrator import publish, registry, tracking
     from orchestrator.evaluate import bcwi_stage, evaluate_stage
     from orchestrator.pipeline import run_stages
+    from orchestrator.progress import StageWatch
 
+    watch = watch or StageWatch()
+    say = watch.say
     tracking.configure()
     mlflow.set_experiment(experiment_id=tracking.experiment_id(spec.model))  # nested runs follow it
-    with mlflow.start_run(run_name=spec.version) as run, tracking.traceback_on_failure():
+    with (mlflow.start_run(run_name=spec.version) as run, tracking.killed_on_interrupt(),
+          tracking.traceback_on_failure()):
         tracking.log_spec(run.info.run_id, spec)
-        outputs = run_stages(spec, say)
+        outputs = run_stages(spec, watch)
         mlflow.set_tag("fingerprint", outputs.splits.fingerprint)
         if spec.method.name == "bcwi":
             bcwi_stage(spec, outputs, say)
@@ -116,6 +123,7 @@ def format_result(result: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.pipeline import prepare
+    from orchestrator.progress import StageWatch, make_display
     from orchestrator.registry import RegistryError
 
     try:
@@ -131,10 +139,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"congruent run: error: {args.spec}: {e}", file=sys.stderr)
         return 2
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
-    say = (lambda message: None) if args.json else (lambda message: print(message, flush=True))
     connect(args.address)
+    watch = StageWatch(make_display(quiet=True if args.json else args.quiet))
     try:
-        result = run_update(spec, run_dir, say, parent)
+        result = run_update(spec, run_dir, watch, parent)
+    except KeyboardInterrupt:
+        watch.close()
+        print(f"congruent run: interrupted: {args.spec}: stages cancelled, the MLflow run is marked KILLED, "
+              "no version was registered", file=sys.stderr)
+        return 130
     except SpecError as e:
         print(f"congruent run: error: {args.spec}: {e}", file=sys.stderr)
         return 2
@@ -145,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
               "the MLflow run is marked FAILED with the traceback in error.log, no version was registered",
               file=sys.stderr)
         return 1
+    finally:
+        watch.close()
     print(json.dumps(result["metrics"]) if args.json else "\n" + format_result(result))
     promotion = result.get("promotion")
     if promotion is not None:
@@ -162,4 +177,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default=None, help="where predictions and result.json go "
                         "(default: runs/MODEL/VERSION)")
     parser.add_argument("--json", action="store_true", help="print only the metrics, as JSON")
+    parser.add_argument("--quiet", action="store_true", default=None,
+                        help="no progress bars (the default when stdout is not a terminal)")
     parser.set_defaults(func=run)

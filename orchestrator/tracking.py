@@ -124,11 +124,22 @@ def log_stage(name: str, record: dict[str, Any], extra_params: dict[str, Any] | 
 
 
 @contextlib.contextmanager
+def killed_on_interrupt():
+    """On Ctrl-C, end the active runs (nested ones first) as KILLED rather than FAILED, re-raise."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        while mlflow.active_run() is not None:
+            mlflow.end_run("KILLED")
+        raise
+
+
+@contextlib.contextmanager
 def traceback_on_failure():
     """Attach the traceback of whatever fails inside to the active run (`error.log`), re-raise."""
     try:
         yield
-    except BaseException:
+    except Exception:
         mlflow.log_text(traceback.format_exc(), "error.log")
         raise
 

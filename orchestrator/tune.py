@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.progress import StageWatch
 from pipelines.spec import TuneSpec, UpdateSpec
 
 
@@ -65,7 +66,7 @@ def run_trial(config: dict[str, Any], spec_json: str, actors: list, old_eval_log
                  "steps": record["steps"], "checkpoint": record["checkpoint"], "seconds": record["seconds"]})
 
 
-def tune_stages(spec: UpdateSpec, run_dir: Path, say) -> dict[str, Any]:
+def tune_stages(spec: UpdateSpec, run_dir: Path, watch: StageWatch) -> dict[str, Any]:
     """Replicas once, a shared pool, the Tune search; returns the search record (no MLflow here)."""
     import ray
     from ray import tune
@@ -82,9 +83,9 @@ def tune_stages(spec: UpdateSpec, run_dir: Path, say) -> dict[str, Any]:
     splits, _ = prepare(spec)
     check_resources(spec)
     request = data_request(spec)
-    say(f"training {spec.method.m} replicas of {spec.arch} once for every trial")
+    watch.say(f"training {spec.method.m} replicas of {spec.arch} once for every trial")
     started = time.perf_counter()
-    replicas = train_replicas(spec, request, say)
+    replicas = train_replicas(spec, request, watch)
     replicas_seconds = time.perf_counter() - started
     labels = splits.eval.labels.numpy()
     old_logits = predict_logits(load_model(fetch_checkpoint(spec.old))[0], splits.eval).numpy()
@@ -105,7 +106,7 @@ def tune_stages(spec: UpdateSpec, run_dir: Path, say) -> dict[str, Any]:
         scheduler = None
         if spec.tune.scheduler == "asha":
             scheduler = tune.schedulers.ASHAScheduler(time_attr="epoch", max_t=spec.train.epochs, grace_period=1)
-        say(f"searching {', '.join(spec.tune.space)} ({spec.tune.search}, {spec.tune.scheduler})")
+        watch.say(f"searching {', '.join(spec.tune.space)} ({spec.tune.search}, {spec.tune.scheduler})")
         tuner = tune.Tuner(
             trainable, param_space=search_space(spec.tune),
             tune_config=tune.TuneConfig(num_samples=spec.tune.num_samples, scheduler=scheduler,

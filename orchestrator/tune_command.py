@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator import publish, registry, tracking
     from orchestrator.evaluate import evaluate_stage
     from orchestrator.pipeline import StageOutputs, prepare
+    from orchestrator.progress import StageWatch, make_display
     from orchestrator.run import connect, resolve_old
     from orchestrator.tune import trial_spec, tune_stages
 
@@ -87,7 +88,6 @@ def run(args: argparse.Namespace) -> int:
               f"congruent tune: error: {e}", file=sys.stderr)
         return 2
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, f"{spec.version}-tune")
-    say = lambda message: print(message, flush=True)  # noqa: E731
     connect(args.address)
     tracking.configure()
     mlflow.set_experiment(experiment_id=tracking.experiment_id(spec.model))
@@ -95,7 +95,11 @@ def run(args: argparse.Namespace) -> int:
     with mlflow.start_run(run_name=f"{spec.version}-tune"):
         tracking.log_spec(mlflow.active_run().info.run_id, spec)
         mlflow.set_tag("fingerprint", splits.fingerprint)
-        record = tune_stages(spec, run_dir, say)
+        watch = StageWatch(make_display(args.quiet))
+        try:
+            record = tune_stages(spec, run_dir, watch)
+        finally:
+            watch.close()
         record["seconds"] = time.perf_counter() - started
         for replica in record["replicas"]:
             tracking.log_stage(replica["name"], replica)
@@ -131,4 +135,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else local)")
     parser.add_argument("--out", default=None, help="where results go (default: runs/MODEL/VERSION-tune)")
     parser.add_argument("--register-best", action="store_true", help="register the picked trial as a new version")
+    parser.add_argument("--quiet", action="store_true", default=None,
+                        help="no progress bars (the default when stdout is not a terminal)")
     parser.set_defaults(func=run)

@@ -89,7 +89,7 @@ def test_baselines_through_the_same_pipeline(ray_cluster, old_checkpoints, tmp_p
     document = spec_document(tmp_path, version=f"v2-{method}", arch=arch, method={"name": method, "m": 2},
                              old=old_checkpoints[old] if old else None)
     spec = parse_spec(document)
-    result = run_update(spec, tmp_path / "out", say=lambda message: None)
+    result = run_update(spec, tmp_path / "out")
     metrics = result["metrics"]
     assert 0 < metrics["error_rate"] < 0.9
     if old:

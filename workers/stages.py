@@ -20,8 +20,9 @@ import torch
 from workers import storage
 from workers.checkpoints import CheckpointError, ModelSettings, load_model
 from workers.data import DataSplits, load_splits
-from workers.inference import ReferenceSource
+from workers.inference import ReferenceSource, predict_logits
 from workers.objectives import Objective
+from workers.progress import ProgressEvent, ProgressReporter
 from workers.teachers import fetch_checkpoint
 from workers.trainer import EpochStats, TrainConfig, train
 
@@ -55,12 +56,21 @@ class TrainJob:
     objective: Objective = field(default_factory=Objective)
     init_from: str | None = None  # start from these weights (BCWI fine-tuning from the old model)
     allow_user_factories: bool = False
+    nfr_reference: str | None = None  # old model's checkpoint: each epoch records the val NFR against it
+
+
+def val_class_ids(uri: str, job: TrainJob, splits: DataSplits) -> torch.Tensor:
+    """Class ids of the checkpoint at `uri` on the val split (what the val NFR counts against)."""
+    model, _ = load_model(fetch_checkpoint(uri), job.allow_user_factories)
+    return predict_logits(model, splits.val, job.config.eval_batch_size, job.config.device).argmax(1)
 
 
 def train_job(
-    job: TrainJob, references: ReferenceSource | None = None, on_epoch: Callable[[EpochStats], None] | None = None
+    job: TrainJob, references: ReferenceSource | None = None, on_epoch: Callable[[EpochStats], None] | None = None,
+    send_progress: Callable[[ProgressEvent], object] | None = None,
 ) -> dict[str, Any]:
-    """Train `job`, resuming from its checkpoint if one exists (a finished one is reused as is).
+    """Train `job`, resuming from its checkpoint if one exists (a finished one is reused as is);
+    `send_progress` receives `ProgressEvent`s while it trains.
 
     Returns a plain record: name, seed, checkpoint, history, steps, epochs_run (0: reused), pid,
     host, seconds, val_error_rate.
@@ -81,12 +91,20 @@ def train_job(
     else:
         local = job.checkpoint_uri
 
+    reporter = None
+    if send_progress is not None:
+        reporter = ProgressReporter(job.name, job.config.epochs, job.config.batch_size, send_progress)
+    val_reference = None if job.nfr_reference is None else val_class_ids(job.nfr_reference, job, splits)
+
     def keep(stats: EpochStats) -> None:  # every epoch's checkpoint reaches storage: a retry resumes
         storage.upload(local, job.checkpoint_uri)
         if on_epoch is not None:
             on_epoch(stats)
+        if reporter is not None:
+            reporter.on_epoch(stats)
 
-    result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, local, keep)
+    result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, local, keep,
+                   on_step=reporter.on_step if reporter else None, val_reference=val_reference)
     return {
         "name": job.name,
         "seed": job.config.seed,

@@ -27,7 +27,7 @@ from torch import nn
 from workers.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
 from workers.data import ImageSet, augment_batch, to_model_input
 from workers.inference import Logits, ReferenceSource, predict_logits
-from workers.metrics import error_rate
+from workers.metrics import error_rate, negative_flip_rate
 from workers.objectives import Objective
 
 
@@ -77,6 +77,7 @@ class EpochStats:
     samples_per_second: float
     clipped_fraction: float
     val_error_rate: float | None = None
+    val_nfr: float | None = None  # NFR on the val split against `val_reference` (the old model)
 
 
 @dataclass
@@ -135,12 +136,16 @@ def train(
     settings: ModelSettings | None = None,
     checkpoint_path: str | Path | None = None,
     on_epoch: Callable[[EpochStats], None] | None = None,
+    on_step: Callable[[int, int, int], None] | None = None,
+    val_reference: torch.Tensor | None = None,
 ) -> TrainResult:
     """Train `model` in place on `data` and return it with per-epoch statistics.
 
     `references` serves the logits named in `objective.references` ("teacher", "old").
     With `checkpoint_path` (and `settings`), a checkpoint is written at each epoch end, and an
-    existing one is resumed from (model, optimizer, schedule and epoch).
+    existing one is resumed from (model, optimizer, schedule and epoch). `on_step(epoch, step,
+    steps_per_epoch)` follows progress inside an epoch; with `val_reference` (the old model's class
+    ids on `val`) each epoch also records the validation NFR against it.
     """
     objective = objective or Objective("none")
     missing = [name for name in objective.references if name not in (references.names if references else ())]
@@ -170,7 +175,7 @@ def train(
         model.train()
         started, loss_sum, seen, clipped = time.perf_counter(), 0.0, 0, 0
         stream = _with_references(batches(data, config, epoch), references, config.prefetch)
-        for inputs, labels, pending in stream:
+        for step, (inputs, labels, pending) in enumerate(stream, 1):
             inputs, labels = inputs.to(device, memory_format=memory_format), labels.to(device)
             student = model(inputs)
             refs = {name: logits.to(device) for name, logits in pending().items()}
@@ -187,6 +192,8 @@ def train(
             scheduler.step()
             loss_sum += loss.item() * len(labels)
             seen += len(labels)
+            if on_step is not None:
+                on_step(epoch + 1, step, steps_per_epoch)
         seconds = time.perf_counter() - started
         stats = EpochStats(
             epoch=epoch + 1, loss=loss_sum / seen, lr=optimizer.param_groups[0]["lr"], seconds=seconds,
@@ -195,6 +202,8 @@ def train(
         if val is not None:
             logits = predict_logits(model, val, config.eval_batch_size, device)
             stats.val_error_rate = error_rate(logits, val.labels)
+            if val_reference is not None:
+                stats.val_nfr = negative_flip_rate(val_reference, logits, val.labels)
         result.history.append(stats)
         result.epochs_run += 1
         if checkpoint_path is not None:

@@ -1,0 +1,147 @@
+"""What the driver shows while the stages run: rich progress bars, or nothing (`--quiet`).
+
+Training tasks send `workers.progress.ProgressEvent`s to a Ray queue (`ray.util.queue.Queue`, an
+actor without CPUs); `StageWatch.wait` drains it while it waits for the tasks and draws one bar per
+task — each parallel replica its own, the distillation with samples/s and the running val NFR
+against the old model. If the wait is interrupted (Ctrl-C), the tasks still running are cancelled.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from workers.progress import ProgressEvent
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.2f} %"
+
+
+def describe(event: ProgressEvent) -> str:
+    """The figures shown beside a bar: epoch, samples/s, val ER and val NFR when known."""
+    parts = [f"epoch {event.epoch}/{event.epochs}"]
+    if event.samples_per_second:
+        parts.append(f"{event.samples_per_second:,.0f} samples/s")
+    if event.val_error_rate is not None:
+        parts.append(f"val ER {_percent(event.val_error_rate)}")
+    if event.val_nfr is not None:
+        parts.append(f"val NFR {_percent(event.val_nfr)}")
+    return "  ".join(parts)
+
+
+class QuietDisplay:
+    """Shows nothing: `--quiet`, or stdout is not a terminal."""
+
+    live = False
+
+    def message(self, text: str) -> None:
+        pass
+
+    def add(self, task: str) -> None:
+        pass
+
+    def update(self, event: ProgressEvent) -> None:
+        pass
+
+    def finish(self, task: str, summary: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class RichDisplay:
+    """Stage messages above live rich progress bars, one per training task."""
+
+    live = True
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.console = console or Console()
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description:<12}"), BarColumn(bar_width=28),
+            TextColumn("{task.percentage:>3.0f} %"), TimeElapsedColumn(), TextColumn("{task.fields[figures]}"),
+            console=self.console, transient=False,
+        )
+        self.tasks: dict[str, Any] = {}
+        self.progress.start()
+        self.closed = False
+
+    def message(self, text: str) -> None:
+        self.progress.console.print(text)
+
+    def add(self, task: str) -> None:
+        if task not in self.tasks:
+            self.tasks[task] = self.progress.add_task(task, total=None, figures="waiting for a worker")
+
+    def update(self, event: ProgressEvent) -> None:
+        self.add(event.task)
+        self.progress.update(self.tasks[event.task], total=event.total, completed=event.completed,
+                             figures=describe(event))
+
+    def finish(self, task: str, summary: str) -> None:
+        self.add(task)
+        total = self.progress.tasks[self.tasks[task]].total or 1
+        self.progress.update(self.tasks[task], total=total, completed=total, figures=summary)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.progress.stop()
+            self.closed = True
+
+
+def make_display(quiet: bool | None = None) -> QuietDisplay | RichDisplay:
+    """Bars on a terminal; quiet when asked, or by default when stdout is not a TTY."""
+    if quiet is None:
+        quiet = not sys.stdout.isatty()
+    return QuietDisplay() if quiet else RichDisplay()
+
+
+class StageWatch:
+    """Feeds a display from the stages' Ray tasks (see module docstring)."""
+
+    def __init__(self, display: QuietDisplay | RichDisplay | None = None) -> None:
+        self.display = display or QuietDisplay()
+        self.queue = None
+        if self.display.live:
+            from ray.util.queue import Queue
+
+            self.queue = Queue(actor_options={"num_cpus": 0})
+
+    def say(self, text: str) -> None:
+        self.display.message(text)
+
+    def drain(self) -> None:
+        if self.queue is None:
+            return
+        for event in self.queue.get_nowait_batch(self.queue.qsize()):
+            self.display.update(event)
+
+    def wait(self, tasks: Mapping[Any, str], poll_s: float = 0.25) -> Iterator[Any]:
+        """Yield the ObjectRefs of `tasks` ({ref: task name}) as they finish, drawing progress
+        meanwhile; on an interrupt, cancel the ones still running and re-raise."""
+        import ray
+
+        for name in tasks.values():
+            self.display.add(name)
+        pending = list(tasks)
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1, timeout=poll_s)
+                self.drain()
+                yield from done
+        except BaseException:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+
+    def close(self) -> None:
+        if self.queue is not None:
+            self.drain()
+            self.queue.shutdown()
+            self.queue = None
+        self.display.close()

@@ -1,0 +1,59 @@
+"""Ctrl-C during a pipeline: stages cancelled, the MLflow run KILLED, nothing registered."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+
+@pytest.mark.slow
+def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, tmp_path):
+    document = {
+        "model": "interrupted", "version": "v2", "arch": "small-cnn",
+        "data": {"train_limit": 6000, "eval_limit": 500}, "method": {"name": "ensemble", "m": 2},
+        "train": {"epochs": 20, "batch_size": 64, "lr": 0.05}, "storage": str(tmp_path / "storage"),
+        "resources": {"replica": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(document))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "RAY_ADDRESS": ""}
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", str(tmp_path / "spec.yaml"), "--address", ray_cluster.address],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )
+    client = MlflowClient(uri)
+    try:
+        replica_checkpoint = None
+        for _ in range(240):  # until a replica has written its first epoch: the stage is running
+            found = list((tmp_path / "storage").rglob("replica-*.pt")) if (tmp_path / "storage").exists() else []
+            if found or driver.poll() is not None:
+                replica_checkpoint = found
+                break
+            time.sleep(0.5)
+        assert replica_checkpoint, "the replicas never started"
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        driver.kill()
+    assert driver.returncode == 130, err[-2000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "interrupted" in lines[0] and "KILLED" in lines[0], err[-2000:]
+    assert "Traceback" not in err
+    experiment = client.get_experiment_by_name("interrupted")
+    runs = client.search_runs([experiment.experiment_id], filter_string="tags.mlflow.runName = 'v2'")
+    assert [run.info.status for run in runs] == ["KILLED"]
+    assert client.search_model_versions("name='interrupted'") == []
+    # the replicas were cancelled, not left running on the cluster
+    from ray.util.state import list_tasks
+
+    for _ in range(60):
+        running = list_tasks(address=ray_cluster.dashboard, filters=[("name", "=", "replica-0"), ("state", "=", "RUNNING")])
+        if not running:
+            break
+        time.sleep(0.5)
+    assert not running
