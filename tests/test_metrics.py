@@ -202,3 +202,17 @@ def test_nfr_matrix_counts_are_exact_beyond_one_block():
     matrix = metrics.nfr_matrix([labels, wrong], labels)
     assert matrix[0, 1] == len(range(0, n, 7)) / n
     assert matrix[1, 0] == 0.0
+
+
+def test_negative_flips_and_per_class_nfr_hand_computed():
+    from workers.metrics import negative_flips, per_class_nfr
+
+    labels = [0, 0, 1, 1, 1, 2]
+    old = [0, 0, 1, 1, 0, 2]  # correct on 0, 1, 2, 3, 5
+    new = [1, 0, 1, 2, 1, 0]  # wrong on 0, 3, 5 (4 is a positive flip)
+    assert negative_flips(old, new, labels).tolist() == [0, 3, 5]
+    nfr_by_class = per_class_nfr(old, new, labels, 4)
+    assert nfr_by_class[:3].tolist() == [1 / 2, 1 / 3, 1.0]
+    assert np.isnan(nfr_by_class[3])  # class 3 has no samples
+    # weighted by class counts, the per-class rates give back the global NFR
+    assert abs((1 / 2 * 2 + 1 / 3 * 3 + 1.0 * 1) / 6 - metrics.negative_flip_rate(old, new, labels)) < 1e-12

@@ -131,3 +131,19 @@ def update_report(old: Any, new: Any, labels: Any) -> dict[str, Any]:
         "pfr": positive_flip_rate(old, new, labels),
         "rel_nfr": relative_nfr(nfr, er_old, er_new),
     }
+
+
+def negative_flips(old: Any, new: Any, labels: Any) -> np.ndarray:
+    """Indices n of the negative flips, ŷ_old,n = ℓ_n ∧ ŷ_new,n ≠ ℓ_n, in ascending order."""
+    truth = _labels(labels)
+    return np.flatnonzero(_correct(old, truth, "old predictions") & ~_correct(new, truth, "new predictions"))
+
+
+def per_class_nfr(old: Any, new: Any, labels: Any, num_classes: int) -> np.ndarray:
+    """NFR_c = #{n : ℓ_n = c, negative flip} / #{n : ℓ_n = c} for c < num_classes; NaN for a
+    class with no samples. Σ_c NFR_c · N_c / N = NFR."""
+    truth = _labels(labels)
+    flipped = np.bincount(truth[negative_flips(old, new, truth)], minlength=num_classes)[:num_classes]
+    counts = np.bincount(truth, minlength=num_classes)[:num_classes]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, flipped / np.maximum(counts, 1), np.nan)

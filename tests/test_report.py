@@ -1,0 +1,55 @@
+"""The report's pure parts: confidences, thumbnails, and the page for hand-made data."""
+
+import base64
+import io
+
+import numpy as np
+from PIL import Image
+
+from orchestrator.report import render_html
+from orchestrator.report_data import Flip, ReportData, png_thumbnail, top1_confidence
+
+
+def test_top1_confidence_is_the_softmax_of_the_topk_logits():
+    values = np.array([[2.0, 0.0, 0.0], [1.0, 1.0, 1.0]], dtype=np.float32)
+    expected = [np.e ** 2 / (np.e ** 2 + 2), 1 / 3]
+    assert np.allclose(top1_confidence(values), expected)
+    assert np.allclose(top1_confidence(values + 1000), expected)  # shifted: no overflow
+
+
+def test_thumbnail_is_a_scaled_png_of_the_image():
+    image = np.zeros((1, 4, 5), dtype=np.uint8)
+    image[0, 1, 2] = 255
+    picture = Image.open(io.BytesIO(base64.b64decode(png_thumbnail(image, scale=3))))
+    assert picture.size == (15, 12)
+    assert picture.getpixel((7, 4)) == 255 and picture.getpixel((0, 0)) == 0
+
+
+def _data(**fields):
+    chain = [
+        {"version": "1", "label": "v1", "method": "none", "arch": "mlp-small", "parent_version": None,
+         "error_rate": 0.2, "nfr": None, "pfr": None, "rel_nfr": None, "aliases": ["champion"], "created": "t1"},
+        {"version": "2", "label": "v2 <b>", "method": "elodi", "arch": "small-cnn", "parent_version": "1",
+         "error_rate": 0.1, "nfr": 0.02, "pfr": 0.12, "rel_nfr": 1.25, "aliases": ["challenger"], "created": "t2"},
+    ]
+    points = [{"label": "v2", "method": "elodi", "error_rate": 0.1, "nfr": 0.02, "version": "2"},
+              {"label": "trial alpha=0.5", "method": "elodi", "error_rate": 0.12, "nfr": 0.015, "version": None}]
+    defaults = dict(model="m", chain=chain, matrix_versions=["1", "2"], matrix=[[0.0, 0.02], [0.12, 0.0]],
+                    points=points, latest="2", parent="1", n_eval=100, n_flips=2,
+                    flips=[Flip(7, "Bag", "Bag", 0.9, "Shirt", 0.6, png_thumbnail(np.zeros((1, 2, 2), np.uint8)))],
+                    per_class=[("Bag", 0.5), ("Shirt", float("nan"))])
+    return ReportData(**{**defaults, **fields})
+
+
+def test_page_holds_every_section_escaped_and_inline():
+    page = render_html(_data())
+    assert "v2 &lt;b&gt;" in page and "v2 <b>" not in page  # labels are escaped
+    assert page.count("data:image/png;base64,") == 4  # heatmap, scatter, per-class bars, one thumbnail
+    assert "<b>2</b> negative flips of v2 against v1 on 100 regression-eval samples (NFR 2.00 %)" in page
+    assert "Bag (90 %)" in page and "Shirt (60 %)" in page
+    assert "125.00 %" in page  # Rel-NFR of v2
+
+
+def test_page_without_a_parent_says_there_is_nothing_to_explore():
+    page = render_html(_data(parent=None, flips=[], per_class=[], n_flips=0, notes=["a note"]))
+    assert "no flips to show" in page and "a note" in page
