@@ -40,13 +40,21 @@ class _Strict(BaseModel):
 
 
 class DataSpec(_Strict):
-    dataset: Literal["fashion-mnist"] | None = None
-    path: str | None = None  # an IDX directory, an ImageFolder tree or an .npz (x, y)
-    subset: Literal["all", "half-classes", "half-samples"] = "all"
-    train_limit: int | None = Field(None, ge=1)
-    eval_limit: int | None = Field(None, ge=1)
-    val_fraction: float = Field(0.1, gt=0, lt=1)
-    eval_fraction: float = Field(0.2, gt=0, lt=1)
+    """Where the images come from and how they are split (fixed seed): train, val (model
+    selection, BCWI's α) and the regression-eval split every version is scored on."""
+
+    dataset: Literal["fashion-mnist"] | None = Field(None, description="a built-in dataset (Debian's package); "
+                                                     "the default when `path` is not given")
+    path: str | None = Field(None, description="an IDX directory, an ImageFolder tree or an .npz (x, y)")
+    subset: Literal["all", "half-classes", "half-samples"] = Field(
+        "all", description="train on all data, or on the first half of the classes / half the samples per "
+        "class (data growth: the old version of such an update)")
+    train_limit: int | None = Field(None, ge=1, description="use only the first N training samples "
+                                     "(of 54,000 for Fashion-MNIST)")
+    eval_limit: int | None = Field(None, ge=1, description="use only the first N regression-eval samples")
+    val_fraction: float = Field(0.1, gt=0, lt=1, description="share of the training pool held out for validation")
+    eval_fraction: float = Field(0.2, gt=0, lt=1, description="share held out for regression eval when the source "
+                                 "has no test set of its own (Fashion-MNIST uses its 10k test images)")
 
     @model_validator(mode="after")
     def _one_source(self) -> "DataSpec":
@@ -60,19 +68,24 @@ class DataSpec(_Strict):
 
 
 class MethodSpec(_Strict):
-    name: Literal["none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi"] = "elodi"
+    """How the new version is trained (docs/methods.md has the losses and their papers)."""
+
+    name: Literal["none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi"] = Field(
+        "elodi", description="the treatment; kd, fd-*, dynamic-fd and bcwi need `old`")
     m: int = Field(8, ge=1, description="replicas in the ensemble (elodi, ensemble)")
     alpha: float | None = Field(None, ge=0, le=1, description="weight of the distillation term; None: method default")
     k: int = Field(10, ge=1, description="LDI: classes per sample")
-    topk_by: Literal["teacher", "student", "union"] = "teacher"
-    p: float = Field(2.0, gt=0)
-    margin: float = Field(0.0, ge=0)
+    topk_by: Literal["teacher", "student", "union"] = Field(
+        "teacher", description="LDI: whose largest logits pick the K classes")
+    p: float = Field(2.0, gt=0, description="LDI: the p of the ‖·‖ₚ on logit differences")
+    margin: float = Field(0.0, ge=0, description="LDI: differences below this margin cost nothing")
     legacy_weight: float | None = Field(None, ge=0, le=1, description="λ of ELODI Eq. 9; needs `old`")
-    temperature: float | None = Field(None, gt=0)
-    focal_alpha: float = Field(1.0, ge=0)
-    focal_beta: float = Field(5.0, ge=0)
-    distance: Literal["lm", "kl"] = "lm"
-    bcwi_alphas: tuple[float, ...] = Field(tuple(i / 10 for i in range(11)), min_length=1)
+    temperature: float | None = Field(None, gt=0, description="KD / FD-KL temperature; None: the method default")
+    focal_alpha: float = Field(1.0, ge=0, description="FD: weight of every sample in the distillation term")
+    focal_beta: float = Field(5.0, ge=0, description="FD: extra weight of samples the old model gets right")
+    distance: Literal["lm", "kl"] = Field("lm", description="dynamic-fd: logit matching or KL")
+    bcwi_alphas: tuple[float, ...] = Field(tuple(i / 10 for i in range(11)), min_length=1,
+                                           description="BCWI: interpolation weights tried on the val split")
     bcwi_er_tolerance: float = Field(0.005, ge=0, description="BCWI: allowed val ER above α = 0")
 
     @field_validator("bcwi_alphas")
@@ -92,16 +105,18 @@ class MethodSpec(_Strict):
 
 
 class TrainSpec(_Strict):
+    """SGD with Nesterov momentum, per-epoch checkpoints; replicas use seeds seed + 1 … seed + m."""
+
     epochs: int = Field(10, ge=1)
     batch_size: int = Field(128, ge=1)
-    lr: float = Field(0.1, gt=0)
+    lr: float = Field(0.1, gt=0, description="peak learning rate")
     momentum: float = Field(0.9, ge=0, lt=1)
     weight_decay: float = Field(5e-4, ge=0)
-    schedule: Literal["cosine", "step"] = "cosine"
-    seed: int = Field(0, ge=0)
-    augment: bool = True
-    max_grad_norm: float | None = Field(5.0, gt=0)
-    prefetch: int = Field(2, ge=1)
+    schedule: Literal["cosine", "step"] = Field("cosine", description="step: ×0.1 at 50 % and 75 % of the epochs")
+    seed: int = Field(0, ge=0, description="the deployed model's seed (initialisation and batch order)")
+    augment: bool = Field(True, description="random crop (padding 2) and horizontal flip")
+    max_grad_norm: float | None = Field(5.0, gt=0, description="gradient-norm clipping; null: none")
+    prefetch: int = Field(2, ge=1, description="teacher batches requested ahead of the step")
 
     def config(self, seed: int | None = None, threads: int = 1, device: str = "cpu") -> TrainConfig:
         fields = self.model_dump()
@@ -110,15 +125,19 @@ class TrainSpec(_Strict):
 
 
 class WorkerResources(_Strict):
+    """What one Ray task or actor reserves; whole CPUs also set its torch threads."""
+
     cpus: float = Field(1.0, gt=0)
-    gpus: float = Field(0.0, ge=0)
+    gpus: float = Field(0.0, ge=0, description="> 0 trains on CUDA")
 
 
 class ResourcesSpec(_Strict):
-    replica: WorkerResources = WorkerResources()
-    student: WorkerResources = WorkerResources()
-    teacher: WorkerResources = WorkerResources(cpus=0.5)
-    teacher_actors: int = Field(2, ge=1)
+    """Ray resources per stage; the student and the teacher actors are reserved together."""
+
+    replica: WorkerResources = Field(WorkerResources(), description="each of the m replica trainings")
+    student: WorkerResources = Field(WorkerResources(), description="the model that is deployed")
+    teacher: WorkerResources = Field(WorkerResources(cpus=0.5), description="each teacher-pool actor")
+    teacher_actors: int = Field(2, ge=1, description="actors serving the replicas' (and old model's) logits")
 
 
 class PromoteSpec(_Strict):
@@ -185,18 +204,24 @@ class TuneSpec(_Strict):
 
 
 class UpdateSpec(_Strict):
-    model: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
-    version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)
-    data: DataSpec = DataSpec()
-    arch: str
-    method: MethodSpec = MethodSpec()
-    old: str | None = None  # a checkpoint path, or a registry reference NAME@ALIAS / NAME/VERSION
-    train: TrainSpec = TrainSpec()
-    resources: ResourcesSpec = ResourcesSpec()
-    storage: str = "runs"  # a local directory or s3://bucket/prefix
-    promote: PromoteSpec | None = None
-    tune: TuneSpec | None = None
-    allow_user_factories: bool = False
+    """One update pipeline: the new version of a registered model and how to train it."""
+
+    model: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128,
+                       description="registered model name (MLflow registry and experiment)")
+    version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64,
+                         description="a free label (MLflow numbers the registered versions)")
+    data: DataSpec = Field(DataSpec(), description="the dataset and its splits")
+    arch: str = Field(description="mlp-small, mlp, small-cnn, lenet, resnet8/20/32, resnet18/34/50, or "
+                      "`module:function` with allow_user_factories")
+    method: MethodSpec = Field(MethodSpec(), description="the treatment")
+    old: str | None = Field(None, description="the deployed version: a checkpoint path, or a registry "
+                            "reference NAME@ALIAS / NAME/VERSION")
+    train: TrainSpec = Field(TrainSpec(), description="optimiser and loop")
+    resources: ResourcesSpec = Field(ResourcesSpec(), description="Ray resources per stage")
+    storage: str = Field("runs", description="checkpoints: a local directory or s3://bucket/prefix")
+    promote: PromoteSpec | None = Field(None, description="gate that moves alias `champion` to this version")
+    tune: TuneSpec | None = Field(None, description="the search of `congruent tune`")
+    allow_user_factories: bool = Field(False, description="let `arch` name your own `module:function`")
 
     @model_validator(mode="after")
     def _consistent(self) -> "UpdateSpec":
