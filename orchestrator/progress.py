@@ -35,6 +35,7 @@ class QuietDisplay:
     """Shows nothing: `--quiet`, or stdout is not a terminal."""
 
     live = False
+    prefix = ""
 
     def message(self, text: str) -> None:
         pass
@@ -63,11 +64,13 @@ class RichDisplay:
 
         self.console = console or Console()
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description:<12}"), BarColumn(bar_width=28),
+            SpinnerColumn(), TextColumn("{task.description:<20}"), BarColumn(bar_width=28),
             TextColumn("{task.percentage:>3.0f} %"), TimeElapsedColumn(), TextColumn("{task.fields[figures]}"),
             console=self.console, transient=False,
         )
-        self.tasks: dict[str, Any] = {}
+        self.tasks: dict[str, Any] = {}  # task name → its current bar
+        self.finished: set[str] = set()  # names whose bar is complete: a new task of that name gets a new bar
+        self.prefix = ""  # e.g. the version being trained, before each new bar's name
         self.progress.start()
         self.closed = False
 
@@ -75,8 +78,9 @@ class RichDisplay:
         self.progress.console.print(text)
 
     def add(self, task: str) -> None:
-        if task not in self.tasks:
-            self.tasks[task] = self.progress.add_task(task, total=None, figures="waiting for a worker")
+        if task not in self.tasks or task in self.finished:
+            self.finished.discard(task)
+            self.tasks[task] = self.progress.add_task(self.prefix + task, total=None, figures="waiting for a worker")
 
     def update(self, event: ProgressEvent) -> None:
         self.add(event.task)
@@ -85,8 +89,10 @@ class RichDisplay:
 
     def finish(self, task: str, summary: str) -> None:
         self.add(task)
-        total = self.progress.tasks[self.tasks[task]].total or 1
+        bar = next(t for t in self.progress.tasks if t.id == self.tasks[task])
+        total = bar.total or 1
         self.progress.update(self.tasks[task], total=total, completed=total, figures=summary)
+        self.finished.add(task)
 
     def close(self) -> None:
         if not self.closed:

@@ -61,6 +61,7 @@ def run_update(
     from orchestrator.progress import StageWatch
 
     watch = watch or StageWatch()
+    watch.display.prefix = f"{spec.version} "
     say = watch.say
     tracking.configure()
     mlflow.set_experiment(experiment_id=tracking.experiment_id(spec.model))  # nested runs follow it

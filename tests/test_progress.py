@@ -65,6 +65,8 @@ def test_rich_display_draws_one_bar_per_task():
     display.add("replica-1")
     display.update(ProgressEvent("replica-1", 1, 2, 3, 4, samples_per_second=100.0))
     display.finish("replica-0", "val ER 9.00 % (reused)")
+    display.add("replica-0")  # a new task of a finished name (the next pipeline) gets its own bar
+    assert len(display.progress.tasks) == 3
     display.close()
     display.close()  # idempotent
     text = out.getvalue()
