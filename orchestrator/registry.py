@@ -135,9 +135,11 @@ def write_matrix_files(folder: Path, names: list[str], matrix: list[list[float]]
     ax.set_xlabel("new version")
     ax.set_ylabel("old version")
     if len(names) <= 12:
+        darkest = max((max(row) for row in matrix), default=0.0) or 1.0
         for i, row in enumerate(matrix):
             for j, value in enumerate(row):
-                ax.text(j, i, f"{100 * value:.2f}", ha="center", va="center", fontsize=8)
+                ax.text(j, i, f"{100 * value:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if value > 0.6 * darkest else "black")
     fig.colorbar(image, ax=ax, label="NFR (%)")
     ax.set_title(title)
     fig.tight_layout()

@@ -171,7 +171,7 @@ below 1, fewer flips than two independent models would make.</p>
 <p class="muted">Row: old version, column: new version, on the regression-eval split of the latest version.</p>
 {heatmap}
 <h2>Error rate against NFR</h2>
-<p class="muted">{len(data.points)} evaluated runs (pipelines and Tune trials); lower left is better.</p>
+<p class="muted">{len(data.points)} evaluated models (pipelines, their ensemble paragons, Tune trials); lower left is better.</p>
 {scatter}
 <h2>Flip explorer: v{html.escape(data.latest)} against {('v' + html.escape(data.parent)) if data.parent else '—'}</h2>
 {flip_section(data)}

@@ -70,7 +70,7 @@ def png_thumbnail(image: np.ndarray, scale: int = 3) -> str:
 
 def evaluated_points(model: str, registered: dict[str, str]) -> list[dict[str, Any]]:
     """One {label, method, error_rate, nfr, version} per run of the model's experiment that was
-    evaluated against an old model: pipelines (vs_old.nfr) and Tune trials (nfr)."""
+    evaluated against an old model: pipelines (vs_old.nfr), their paragon, Tune trials (nfr)."""
     from mlflow import MlflowClient
 
     client = MlflowClient()
@@ -92,6 +92,9 @@ def evaluated_points(model: str, registered: dict[str, str]) -> list[dict[str, A
         points.append({"label": label, "method": parent.data.params.get("method.name", "?"),
                        "error_rate": metrics["error_rate"], "nfr": nfr,
                        "version": registered.get(parent.info.run_id)})
+        if "paragon_vs_old.nfr" in metrics:  # the replicas' ensemble, evaluated beside the student
+            points.append({"label": f"{label} paragon", "method": "ensemble", "version": None,
+                           "error_rate": metrics["paragon_vs_old.er_new"], "nfr": metrics["paragon_vs_old.nfr"]})
     return sorted(points, key=lambda p: (p["method"], p["label"]))
 
 
