@@ -30,12 +30,13 @@ def demo_specs(out: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     common = {
         "model": args.model,
         "data": {"dataset": "fashion-mnist", "train_limit": args.train_limit, "eval_limit": args.eval_limit},
-        "train": {"epochs": args.epochs, "batch_size": 128, "lr": 0.05, "seed": args.seed, "augment": True},
+        "train": {"epochs": args.epochs, "batch_size": 128, "lr": 0.05, "seed": args.seed, "augment": False},
         "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2},
         "storage": str(out / "runs"),
     }
+    v1_data = {**common["data"], "subset": "half-samples"}  # the old version saw half of the images
     return [
-        {**common, "version": "v1", "arch": "mlp-small", "method": {"name": "none"}},
+        {**common, "version": "v1", "arch": "mlp-small", "data": v1_data, "method": {"name": "none"}},
         {**common, "version": "v2-none", "arch": "small-cnn", "method": {"name": "none"}},
         {**common, "version": "v2-elodi", "arch": "small-cnn",
          "method": {"name": "elodi", "m": args.m, "alpha": 0.8, "k": 10, "topk_by": "teacher"}},

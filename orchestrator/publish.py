@@ -3,6 +3,7 @@ the chain's NFR matrix and the promotion gate. Called by the driver around the s
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -63,10 +64,18 @@ def register(spec: UpdateSpec, result: dict[str, Any], parent: registry.Referenc
         clean = save_checkpoint(Path(tmp, "model.pt"), model, settings, fingerprint=result["fingerprint"])
         mlflow.log_artifact(str(clean), "checkpoint")
     example = np.zeros((1, settings.in_channels, settings.image_size, settings.image_size), np.float32)
-    info = mlflow.pytorch.log_model(
-        model.to(memory_format=torch.contiguous_format), name="model", serialization_format="pickle",
-        input_example=example, pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
-    )
+    # the serving copy is MLflow's pickle flavour (pt2 would need torch.export of every architecture);
+    # our own loads use the weights-only checkpoint above, so MLflow's warning about it is muted
+    pytorch_logger = logging.getLogger("mlflow.pytorch")
+    level = pytorch_logger.level
+    pytorch_logger.setLevel(logging.ERROR)
+    try:
+        info = mlflow.pytorch.log_model(
+            model.to(memory_format=torch.contiguous_format), name="model", serialization_format="pickle",
+            input_example=example, pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+        )
+    finally:
+        pytorch_logger.setLevel(level)
     vs_old = result["metrics"].get("vs_old", {})
     tags = {
         "method": spec.method.name, "arch": spec.arch, "label": spec.version,
