@@ -3,8 +3,8 @@
 Three update pipelines on an embedded local Ray, tracked in a local MLflow store (`<out>/mlflow.db`
 unless MLFLOW_TRACKING_URI is set) and registered as versions of `congruent-demo`:
 
-    v1        a small MLP — the deployed "old" model
-    v2-none   the new architecture (a small CNN), trained without treatment
+    v1        a small MLP (784-128) trained on half of the images — the deployed "old" model
+    v2-none   the new architecture (784-512-512 MLP) on all of them, trained without treatment
     v2-elodi  the same architecture with ELODI: m replicas in parallel, distilled online into one
 
 then the comparison table against v1 and the HTML report (`congruent report`).
@@ -37,8 +37,8 @@ def demo_specs(out: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     v1_data = {**common["data"], "subset": "half-samples"}  # the old version saw half of the images
     return [
         {**common, "version": "v1", "arch": "mlp-small", "data": v1_data, "method": {"name": "none"}},
-        {**common, "version": "v2-none", "arch": "small-cnn", "method": {"name": "none"}},
-        {**common, "version": "v2-elodi", "arch": "small-cnn",
+        {**common, "version": "v2-none", "arch": "mlp", "method": {"name": "none"}},
+        {**common, "version": "v2-elodi", "arch": "mlp",
          "method": {"name": "elodi", "m": args.m, "alpha": 0.8, "k": 10, "topk_by": "teacher"}},
     ]
 
@@ -119,10 +119,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("demo", help="v1 → v2 without treatment and with ELODI, on Ray, in minutes")
     parser.add_argument("--out", default="demo-output", help="where runs, the MLflow store and the report go")
     parser.add_argument("--model", default=MODEL, help=f"registered model name (default {MODEL})")
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--m", type=int, default=4, help="ELODI replicas")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train-limit", type=int, default=12000, help="training samples (of 54,000)")
+    parser.add_argument("--train-limit", type=int, default=24000, help="training samples (of 54,000)")
     parser.add_argument("--eval-limit", type=int, default=None, help="regression-eval samples (default: all)")
     parser.add_argument("--quiet", action="store_true", default=None,
                         help="no progress bars (the default when stdout is not a terminal)")
