@@ -23,8 +23,9 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from pipelines.spec import SpecError, UpdateSpec, WorkerResources
 from workers import storage
-from workers.checkpoints import CheckpointError, ModelSettings, read_checkpoint
+from workers.checkpoints import CheckpointError, ModelSettings, load_model
 from workers.data import DataError, DataSplits
+from workers.models import ModelError
 from workers.objectives import Objective
 from workers.stages import DataRequest, TrainJob, cached_splits, train_job
 from workers.teachers import TeacherActor, TeacherPool, fetch_checkpoint
@@ -67,9 +68,9 @@ def prepare(spec: UpdateSpec) -> tuple[DataSplits, ModelSettings | None]:
         raise SpecError(f"data: {e}") from None
     if spec.old is None:
         return splits, None
-    try:
-        old = ModelSettings(**read_checkpoint(fetch_checkpoint(spec.old))["model"])
-    except (CheckpointError, FileNotFoundError, TypeError) as e:
+    try:  # the weights are loaded too: a checkpoint of another architecture fails here, not in a worker
+        _, old = load_model(fetch_checkpoint(spec.old), spec.allow_user_factories)
+    except (CheckpointError, FileNotFoundError, ModelError) as e:
         raise SpecError(f"old: {e}") from None
     if old.num_classes != splits.num_classes:
         raise SpecError(f"old: {spec.old} has {old.num_classes} classes, the data has {splits.num_classes}")

@@ -75,9 +75,21 @@ def _download(run_id: str, artifact: str) -> Path:
     return local
 
 
+def check_eval_split(ref: Reference, fingerprint: str) -> None:
+    """RegistryError unless `ref` was evaluated on the eval split `fingerprint` (or has no record
+    of one): flips against a version measured on other samples mean nothing."""
+    recorded = _version(ref).tags.get("fingerprint")
+    if recorded and recorded != fingerprint:
+        raise RegistryError(f"old: {ref.name} version {ref.version} was evaluated on eval split {recorded}, "
+                            f"this spec's data gives {fingerprint}; use the same data and eval_limit")
+
+
 def checkpoint_of(ref: Reference) -> str:
     """A local copy of the version's checkpoint (state_dict + settings)."""
-    return str(_download(_version(ref).run_id, "checkpoint/model.pt"))
+    try:
+        return str(_download(_version(ref).run_id, "checkpoint/model.pt"))
+    except MlflowException:
+        raise RegistryError(f"{ref.name} version {ref.version} has no checkpoint/model.pt in its run") from None
 
 
 def write_ledger(path: Path, logits: np.ndarray, labels: np.ndarray, fingerprint: str) -> Path:
@@ -173,4 +185,6 @@ def gate(name: str, candidate: str, max_nfr: float, max_er_increase: float) -> t
 
 
 def set_champion(name: str, version: str) -> None:
+    """Move alias `champion` to an existing version; RegistryError if there is no such version."""
+    resolve(f"{name}/{version}")
     MlflowClient().set_registered_model_alias(name, "champion", version)

@@ -116,7 +116,7 @@ def format_result(result: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.pipeline import prepare
-    from orchestrator.registry import RegistryError
+    from orchestrator.registry import RegistryError, check_eval_split
 
     try:
         spec = load_spec(args.spec)
@@ -126,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec, parent = resolve_old(spec)
         spec = spec.with_absolute_paths()
-        prepare(spec)  # data and old-model checks, before any Ray work
+        splits, _ = prepare(spec)  # data and old-model checks, before any Ray work
+        if parent is not None:
+            check_eval_split(parent, splits.fingerprint)
     except (SpecError, RegistryError) as e:
         print(f"congruent run: error: {args.spec}: {e}", file=sys.stderr)
         return 2
