@@ -118,6 +118,24 @@ def versions(name: str) -> list[Any]:
     return sorted(MlflowClient().search_model_versions(f"name='{name}'"), key=lambda mv: int(mv.version))
 
 
+def versions_of_spec(name: str, spec_hash: str, fingerprint: str) -> list[str]:
+    """Versions of `name` registered from the spec `spec_hash` and evaluated on the eval split
+    `fingerprint`, oldest first: a rerun of a registered spec finds its version here."""
+    return [str(mv.version) for mv in versions(name)
+            if mv.tags.get("spec_hash") == spec_hash and mv.tags.get("fingerprint") == fingerprint]
+
+
+def drop_duplicate_versions(name: str, run_id: str) -> str:
+    """Keep the oldest version registered from `run_id`, delete the others (a registration whose
+    response was lost and that the client retried); return the kept version."""
+    mine = [mv for mv in versions(name) if mv.run_id == run_id]
+    if not mine:
+        raise RegistryError(f"{name}: no version registered from run {run_id}")
+    for extra in mine[1:]:
+        MlflowClient().delete_model_version(name, extra.version)
+    return str(mine[0].version)
+
+
 def chain_matrix(name: str, fingerprint: str) -> tuple[list[str], list[list[float]]]:
     """Versions of `name` evaluated on the eval split `fingerprint`, and their pairwise NFR matrix
     M[i][j] = NFR of version j relative to version i, computed from the ledgers."""

@@ -71,8 +71,7 @@ def run_update(spec: UpdateSpec, run_dir: Path, say=print, parent: Reference | N
         result["run_id"] = run.info.run_id
         result["registered_version"] = None
         if result["checkpoint"] is not None:
-            result["registered_version"] = publish.register(spec, result, parent)
-            say(f"registered {spec.model} version {result['registered_version']} (alias challenger)")
+            result["registered_version"] = publish.register_once(spec, result, parent, say)
         if spec.promote is not None and result["registered_version"] is not None:
             passed, why = registry.gate(spec.model, result["registered_version"], spec.promote.max_nfr,
                                         spec.promote.max_er_increase)
@@ -115,6 +114,7 @@ def format_result(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from orchestrator import tracking
     from orchestrator.pipeline import prepare
     from orchestrator.registry import RegistryError, check_eval_split
 
@@ -132,6 +132,11 @@ def run(args: argparse.Namespace) -> int:
     except (SpecError, RegistryError) as e:
         print(f"congruent run: error: {args.spec}: {e}", file=sys.stderr)
         return 2
+    try:
+        tracking.check_store()  # before any Ray work: an unreachable MLflow fails in bounded time
+    except tracking.TrackingUnavailable as e:
+        print(f"congruent run: error: {e}", file=sys.stderr)
+        return 1
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
     say = (lambda message: None) if args.json else (lambda message: print(message, flush=True))
     connect(args.address)
