@@ -13,13 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from mlflow import MlflowClient
 
 from orchestrator.run import run_update
 from pipelines.spec import parse_spec
 from reliability_records import record
-from workers.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
+from workers.checkpoints import ModelSettings, load_model, read_checkpoint, save_checkpoint
+from workers.inference import FrozenModels
+from workers.teachers import TeacherActor, TeacherPool
 from workers.trainer import TrainConfig, train
 
 RESOURCES = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2}
@@ -193,3 +196,30 @@ def test_killed_driver_rerun_reuses_finished_stages_and_registers_once(ray_clust
     runs = client.search_runs([client.get_experiment_by_name(spec.model).experiment_id])
     logged = json.dumps([{**r.data.params, **r.data.tags} for r in runs])
     assert len(runs) > 3 and "never-logged-7f3a9c" not in logged
+
+
+@pytest.mark.slow
+def test_pool_resends_the_batches_of_an_actor_that_died_for_good(ray_cluster, tmp_path):
+    """Past Ray's own restarts (here: none allowed), the pool sends a dead actor's batches to the
+    next actor: every batch is answered once, with the right logits."""
+    import ray
+
+    settings = ModelSettings("mlp-small", 10)
+    paths = [str(save_checkpoint(tmp_path / f"r{i}.pt", settings.build(seed=i), settings)) for i in range(2)]
+    actor_class = ray.remote(TeacherActor)
+    actors = [actor_class.options(num_cpus=0.25, max_restarts=0).remote({"teacher": paths}) for _ in range(2)]
+    doomed = ray.get(actors[0].info.remote())["pid"]
+    ray.get(actors[1].info.remote())
+    os.kill(doomed, signal.SIGKILL)
+    pool = TeacherPool(actors, ("teacher",))
+    batches = [torch.randn(4, 1, 28, 28, generator=torch.Generator().manual_seed(i)) for i in range(6)]
+    pending = [pool.request(batch) for batch in batches]
+    answers = [collect()["teacher"] for collect in pending]
+    reference = FrozenModels([load_model(p)[0] for p in paths])
+    assert all(torch.allclose(answer, reference(batch), atol=1e-5) for answer, batch in zip(answers, batches))
+    deliveries = pool.deliveries()
+    record("fault", fault="teacher actor SIGKILL, no restarts left", killed_pid=doomed,
+           survived=deliveries["distinct"] == 6, **{f"batches_{k}": v for k, v in deliveries.items()})
+    assert deliveries["requested"] == deliveries["delivered"] == deliveries["distinct"] == 6
+    assert deliveries["duplicates"] == 0 and deliveries["resubmitted"] >= 3
+    ray.kill(actors[1])
