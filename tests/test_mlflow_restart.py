@@ -62,6 +62,7 @@ def test_metrics_and_registration_survive_a_server_restart(tmp_path, monkeypatch
             while len(done) < 5 and logger.is_alive():
                 time.sleep(0.05)
             server.stop_signal = signal.SIGKILL  # a crash, not a clean shutdown
+            killed_pid = server.proc.pid
             server.stop()
             down_at = time.monotonic()
             logged_before_restart = len(done)
@@ -76,7 +77,8 @@ def test_metrics_and_registration_survive_a_server_restart(tmp_path, monkeypatch
         client = MlflowClient()
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
         versions = [str(v.version) for v in client.search_model_versions("name='restarted'")]
-        record("fault", fault="MLflow server SIGKILL and restart on the same port", survived=not errors,
+        record("fault", fault="MLflow server SIGKILL and restart on the same port", killed_pid=killed_pid,
+               survived=not errors,
                downtime_s=round(downtime, 1), steps_logged=len(set(steps)), steps_expected=STEPS,
                logged_before_restart=logged_before_restart, versions=versions)
         assert logged_before_restart < STEPS  # the restart happened while the run was logging
