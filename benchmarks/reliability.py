@@ -96,6 +96,10 @@ def report(records: list[dict], code: int, summary: str) -> str:
         "`orchestrator.tracking`), so a restart of up to a minute is survived; a version doubled by a replayed "
         "POST is reduced to one.", "",
         *faults_table(faults), "",
+        "A NaN or Inf loss stops training with the step number (`NonFiniteLossError`; "
+        "tests/test_trainer.py::test_non_finite_loss_stops_with_the_step_number); the pipeline's MLflow run is then "
+        "FAILED and nothing is registered (tests/test_registry.py::test_tracked_run_registered_version_and_failed_run).",
+        "",
     ]
     if environment:
         lines += [f"An unreachable tracking server: `{environment[0]['stderr']}` "
