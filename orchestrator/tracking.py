@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import subprocess
 import time
 import traceback
@@ -68,7 +69,9 @@ def check_store() -> str:
     except MlflowException as e:
         uri = os.environ.get("MLFLOW_TRACKING_URI", "")
         retries = os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        text = str(e).strip()
+        errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)  # "[Errno 111] Connection refused"
+        reason = errno.group(0) if errno else (text.splitlines() or [type(e).__name__])[0][:200]
         raise TrackingUnavailable(f"MLflow tracking store {uri} did not answer after {retries} retries "
                                   f"({reason})") from None
 
