@@ -58,6 +58,7 @@ def run_update(spec: UpdateSpec, run_dir: Path, say=print, parent: Reference | N
 
     tracking.configure()
     mlflow.set_experiment(experiment_id=tracking.experiment_id(spec.model))  # nested runs follow it
+    tracking.close_orphaned_runs(tracking.experiment_id(spec.model), spec.spec_hash)  # a killed driver's run
     with mlflow.start_run(run_name=spec.version) as run, tracking.traceback_on_failure():
         tracking.log_spec(run.info.run_id, spec)
         outputs = run_stages(spec, say)

@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import re
+import socket
 import subprocess
 import time
 import traceback
@@ -126,13 +127,45 @@ def system_tags() -> dict[str, str]:
 
 
 def log_spec(run_id: str, spec: UpdateSpec) -> None:
-    """The whole spec as params, plus spec hash, code version and system information as tags."""
+    """The whole spec as params, plus spec hash, code version, system information and the driver
+    process (host and pid, for `close_orphaned_runs`) as tags."""
     params = [Param(k, v[:6000]) for k, v in flatten("", spec.model_dump(mode="json")).items()]
-    tags = {"spec_hash": spec.spec_hash, "code_version": code_version(), **system_tags()}
+    tags = {"spec_hash": spec.spec_hash, "code_version": code_version(), **system_tags(),
+            "driver.host": socket.gethostname(), "driver.pid": str(os.getpid())}
     client = MlflowClient()
     for start in range(0, len(params), 100):
         client.log_batch(run_id, params=params[start : start + 100])
     client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def close_orphaned_runs(experiment: str, spec_hash: str) -> list[str]:
+    """Runs of the spec `spec_hash` left RUNNING by a driver that died on this host (SIGKILL, a
+    lost machine) are marked KILLED, with their nested runs, and tagged `ended_by`; returns their
+    ids. Runs whose driver is alive, or ran on another host, are left alone."""
+    client = MlflowClient()
+    host = socket.gethostname()
+    closed = []
+    for run in client.search_runs([experiment], f"tags.spec_hash = '{spec_hash}' and attributes.status = 'RUNNING'"):
+        pid = run.data.tags.get("driver.pid", "")
+        if run.data.tags.get("driver.host") != host or not pid.isdigit() or _process_alive(int(pid)):
+            continue
+        children = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{run.info.run_id}' "
+                                                    "and attributes.status = 'RUNNING'")
+        for orphan in [*children, run]:
+            client.set_tag(orphan.info.run_id, "ended_by", f"a rerun of spec {spec_hash}: driver {pid} had died")
+            client.set_terminated(orphan.info.run_id, "KILLED")
+        closed.append(run.info.run_id)
+    return closed
 
 
 def log_history(run_id: str, history: list[dict[str, Any]]) -> None:

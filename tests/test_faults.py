@@ -148,6 +148,12 @@ def test_killed_teacher_actor_restarts_and_no_batch_is_skipped_or_doubled(ray_cl
     assert result["registered_version"] == "1"
 
 
+def rerun_closed_the_killed_run(model: str, pid: int | None) -> bool:
+    client = MlflowClient()
+    runs = client.search_runs([client.get_experiment_by_name(model).experiment_id], f"tags.`driver.pid` = '{pid}'")
+    return [r.info.status for r in runs] == ["KILLED"]
+
+
 @pytest.mark.slow
 def test_killed_driver_rerun_reuses_finished_stages_and_registers_once(ray_cluster, tmp_path, monkeypatch):
     document = spec_document(tmp_path, model="faults-driver", method={"name": "elodi", "m": 2, "k": 3},
@@ -181,7 +187,8 @@ def test_killed_driver_rerun_reuses_finished_stages_and_registers_once(ray_clust
            rerun_student_resumed_from=rerun["student"]["resumed_from"],
            rerun_student_epochs_run=rerun["student"]["epochs_run"],
            third_run_epochs_run=[r["epochs_run"] for r in again["replicas"]] + [again["student"]["epochs_run"]],
-           versions=[rerun["registered_version"], again["registered_version"]])
+           versions=[rerun["registered_version"], again["registered_version"]],
+           killed_run_closed=rerun_closed_the_killed_run(spec.model, killer.killed))
     # the replicas finished before the kill: reused, not retrained; the student resumed
     assert [r["epochs_run"] for r in rerun["replicas"]] == [0, 0]
     assert 1 <= rerun["student"]["resumed_from"] < spec.train.epochs
@@ -196,6 +203,10 @@ def test_killed_driver_rerun_reuses_finished_stages_and_registers_once(ray_clust
     runs = client.search_runs([client.get_experiment_by_name(spec.model).experiment_id])
     logged = json.dumps([{**r.data.params, **r.data.tags} for r in runs])
     assert len(runs) > 3 and "never-logged-7f3a9c" not in logged
+    # the killed driver's run was closed by the rerun, not left RUNNING
+    killed = [r for r in runs if r.data.tags.get("driver.pid") == str(killer.killed)]
+    assert [r.info.status for r in killed] == ["KILLED"] and "had died" in killed[0].data.tags["ended_by"]
+    assert not [r for r in runs if r.info.status == "RUNNING"]
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """The MLflow server restarted mid-run: the client's bounded retries carry the run across the gap,
 no metric is lost and a version is registered once; an unreachable server is one line, quickly."""
 
+import os
 import signal
 import threading
 import time
@@ -115,3 +116,27 @@ def test_an_unreachable_server_fails_in_bounded_time_with_one_line(tmp_path, mon
     assert code == 1 and len(err.splitlines()) == 1 and "Traceback" not in err
     assert "did not answer after 2 retries" in err and seconds < 30
     record("bad_environment", name="mlflow-unreachable", seconds=round(seconds, 1), stderr=err)
+
+
+def test_a_rerun_closes_the_runs_its_dead_driver_left_running(tmp_path, monkeypatch):
+    import socket
+    import subprocess
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tracking.configure()
+    experiment = tracking.experiment_id("orphans")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    client = MlflowClient()
+    drivers = {"dead": (socket.gethostname(), dead.pid), "alive": (socket.gethostname(), os.getpid()),
+               "elsewhere": ("another-host", dead.pid)}
+    runs = {}
+    for name, (host, pid) in drivers.items():
+        run = client.create_run(experiment, run_name=name,
+                                tags={"spec_hash": "abc", "driver.host": host, "driver.pid": str(pid)})
+        runs[name] = run.info.run_id
+    child = client.create_run(experiment, tags={"mlflow.parentRunId": runs["dead"]}).info.run_id
+    assert tracking.close_orphaned_runs(experiment, "abc") == [runs["dead"]]
+    status = {name: client.get_run(run_id).info.status for name, run_id in runs.items()}
+    assert status == {"dead": "KILLED", "alive": "RUNNING", "elsewhere": "RUNNING"}
+    assert client.get_run(child).info.status == "KILLED"
