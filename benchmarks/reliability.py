@@ -91,7 +91,7 @@ def report(records: list[dict], code: int, summary: str) -> str:
         "the pool re-sends the batch to the next actor; the student record counts deliveries per batch id;",
         "- driver: stage checkpoints are keyed by spec hash + data content fingerprint + seed, so a rerun reuses "
         "finished replicas (`epochs_run` 0) and resumes the student; a version already registered for the spec hash "
-        "and eval split is reused, not duplicated;",
+        "and eval split is reused, not duplicated; the dead driver's MLflow run is marked KILLED by the rerun;",
         "- MLflow server: the client retries with backoff 0, 2, 4, … 32 s (`MLFLOW_HTTP_REQUEST_*`, set by "
         "`orchestrator.tracking`), so a restart of up to a minute is survived; a version doubled by a replayed "
         "POST is reduced to one.", "",
