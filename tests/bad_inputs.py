@@ -167,6 +167,12 @@ def _broken_link(folder: Path) -> Path:
     return link
 
 
+def _run_through_file(folder: Path, assets: Assets) -> list[str]:
+    """A spec path that cannot be opened even by root: its parent is a regular file."""
+    (folder / "plain.txt").write_text("x")
+    return ["run", str(folder / "plain.txt" / "spec.yaml")]
+
+
 def _compare(labels: np.ndarray | Callable[[Path], str], *predictions: np.ndarray | bytes | None):
     """`congruent compare` over arrays written as .npy (bytes: raw file content; None: no file)."""
     def make(folder: Path, assets: Assets) -> list[str]:
@@ -201,6 +207,7 @@ CASES = [
     BadInput("spec-not-utf8", "cannot read", _run_text("binary", b"model: \xff\xfe\x00corpus\n")),
     BadInput("spec-missing-file", "cannot read", lambda folder, assets: ["run", str(folder / "nowhere.yaml")]),
     BadInput("spec-is-a-directory", "cannot read", lambda folder, assets: ["run", str(folder)]),
+    BadInput("spec-path-through-a-file", "cannot read (Not a directory)", _run_through_file),
     # fields: unknown keys, wrong types, ranges, combinations
     BadInput("unknown-top-level-key", "colour: unknown key", _run_spec("colour", _with(colour="red"))),
     BadInput("unknown-nested-key", "method.mm: unknown key", _run_spec("mm", _with(method__mm=3))),
@@ -249,6 +256,8 @@ CASES = [
     BadInput("data-missing-path", "no such file or directory",
              _run_spec("no-data", lambda folder, a: _with(data={"path": str(folder / "no-data")}))),
     BadInput("data-broken-symlink", "no such file or directory", _run_spec("link", _data(_broken_link))),
+    BadInput("data-path-through-a-file", "plain.txt/data.npz: no such file or directory",
+             _run_spec("through", _data(lambda folder: _text_file("plain.txt", "x")(folder) / "data.npz"))),
     BadInput("data-not-npz", "must be an .npz", _run_spec("csv", _data(_text_file("data.csv", "1,2,3\n")))),
     BadInput("data-npz-garbage", "not an .npz archive", _run_spec("garbage", _data(_text_file("data.npz", "not a zip")))),
     BadInput("data-npz-without-y", "must hold arrays 'x' and 'y'",
