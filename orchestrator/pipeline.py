@@ -24,10 +24,11 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from pipelines.spec import SpecError, UpdateSpec, WorkerResources
 from orchestrator.progress import StageWatch
 from workers import storage
-from workers.checkpoints import CheckpointError, ModelSettings, read_checkpoint
+from workers.checkpoints import CheckpointError, ModelSettings, load_model
 from workers.data import DataError, DataSplits
+from workers.models import ModelError
 from workers.objectives import Objective
-from workers.stages import DataRequest, TrainJob, cached_splits, train_job
+from workers.stages import DataRequest, TrainJob, cached_splits, data_fingerprint, train_job
 from workers.teachers import TeacherActor, TeacherPool, fetch_checkpoint
 
 REPLICA_METHODS = ("elodi", "ensemble")
@@ -53,9 +54,11 @@ def data_request(spec: UpdateSpec) -> DataRequest:
     return DataRequest(d.source, d.subset, d.val_fraction, d.eval_fraction, d.train_limit, d.eval_limit)
 
 
-def replica_key(spec: UpdateSpec) -> str:
-    """Replicas depend on data, architecture and training settings only, not on the method."""
-    parts = {"data": spec.data.model_dump(mode="json"), "arch": spec.arch, "train": spec.train.model_dump(mode="json")}
+def replica_key(spec: UpdateSpec, data_key: str) -> str:
+    """Replicas depend on data (settings and `data_key`, the content's fingerprint), architecture
+    and training settings (seed included) only, not on the method."""
+    parts = {"data": spec.data.model_dump(mode="json"), "arch": spec.arch, "train": spec.train.model_dump(mode="json"),
+             "content": data_key}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -67,9 +70,9 @@ def prepare(spec: UpdateSpec) -> tuple[DataSplits, ModelSettings | None]:
         raise SpecError(f"data: {e}") from None
     if spec.old is None:
         return splits, None
-    try:
-        old = ModelSettings(**read_checkpoint(fetch_checkpoint(spec.old))["model"])
-    except (CheckpointError, FileNotFoundError, TypeError) as e:
+    try:  # the weights are loaded too: a checkpoint of another architecture fails here, not in a worker
+        _, old = load_model(fetch_checkpoint(spec.old), spec.allow_user_factories)
+    except (CheckpointError, FileNotFoundError, ModelError) as e:
         raise SpecError(f"old: {e}") from None
     if old.num_classes != splits.num_classes:
         raise SpecError(f"old: {spec.old} has {old.num_classes} classes, the data has {splits.num_classes}")
@@ -119,7 +122,7 @@ def train_replicas(spec: UpdateSpec, request: DataRequest, watch: StageWatch) ->
     """m replicas of the new architecture, seeds train.seed + 1 … train.seed + m, as parallel Ray
     tasks; a replica whose finished checkpoint exists is reused, a partial one is resumed."""
     res = spec.resources.replica
-    base = storage.join(spec.storage, spec.model, "replicas", replica_key(spec))
+    base = storage.join(spec.storage, spec.model, "replicas", replica_key(spec, data_fingerprint(request)))
     remote = ray.remote(_on_worker)
     refs = {}
     for i in range(spec.method.m):
@@ -172,8 +175,12 @@ def start_teacher_pool(spec: UpdateSpec, groups: dict[str, list[str]], group: Pl
 
 def _distil(job: TrainJob, actors: list, names: tuple[str, ...], topk: dict[str, int], queue: Any = None
             ) -> dict[str, Any]:
-    """The student task: trains with reference logits streamed from the teacher pool."""
-    return train_job(job, TeacherPool(actors, names, topk), send_progress=queue.put_nowait if queue else None)
+    """The student task: trains with reference logits streamed from the teacher pool; the record
+    says how many batches the pool delivered (each exactly once per step, also across actor deaths)."""
+    pool = TeacherPool(actors, names, topk)
+    record = train_job(job, pool, send_progress=queue.put_nowait if queue is not None else None)
+    record["teacher_batches"] = pool.deliveries()
+    return record
 
 
 def run_stages(spec: UpdateSpec, watch: StageWatch | None = None) -> StageOutputs:
@@ -228,7 +235,8 @@ def distillation_job(spec: UpdateSpec, request: DataRequest, checkpoint_name: st
     return TrainJob(
         name="student", data=request, arch=spec.arch,
         config=spec.train.config(spec.train.seed, _threads(res.cpus), _device(res.gpus)),
-        checkpoint_uri=storage.join(spec.storage, spec.model, spec.version, spec.spec_hash, checkpoint_name),
+        checkpoint_uri=storage.join(spec.storage, spec.model, spec.version,
+                                    f"{spec.spec_hash}-{data_fingerprint(request)[:8]}", checkpoint_name),
         objective=spec.method.objective(), init_from=spec.old if spec.method.name == "bcwi" else None,
         allow_user_factories=spec.allow_user_factories, nfr_reference=spec.old,
     )
@@ -262,6 +270,7 @@ def _pool_info(actors: list, student: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "actors": len(actors),
         "pids": [i["pid"] for i in infos],
-        "batches_served": sum(i["batches_served"] for i in infos),
+        "batches_served": sum(i["batches_served"] for i in infos),  # since each actor's last (re)start
         "student_steps": student["steps"] if student else 0,
+        **{f"batches_{k}": v for k, v in ((student or {}).get("teacher_batches") or {}).items()},
     }

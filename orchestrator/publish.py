@@ -56,6 +56,19 @@ def log_evaluation(spec: UpdateSpec, result: dict[str, Any], run_dir: Path) -> P
     return ledger
 
 
+def register_once(spec: UpdateSpec, result: dict[str, Any], parent: registry.Reference | None, say=print) -> str:
+    """The version holding this spec's result: the one a previous run of the same spec (same spec
+    hash, same eval split) registered, else a new one (see `register`)."""
+    existing = registry.versions_of_spec(spec.model, spec.spec_hash, result["fingerprint"])
+    if existing:
+        mlflow.set_tag("reused_version", existing[0])
+        say(f"{spec.model} version {existing[0]} already holds spec {spec.spec_hash}: not registered again")
+        return existing[0]
+    version = register(spec, result, parent)
+    say(f"registered {spec.model} version {version} (alias challenger)")
+    return version
+
+
 def register(spec: UpdateSpec, result: dict[str, Any], parent: registry.Reference | None) -> str:
     """Register the evaluated model as a new version of `spec.model` with its lineage and flips,
     alias `challenger`; returns the version. Nothing is left registered if a step fails."""
@@ -84,16 +97,17 @@ def register(spec: UpdateSpec, result: dict[str, Any], parent: registry.Referenc
         "error_rate": f"{result['metrics']['error_rate']:.6f}",
         **{k: ("" if vs_old.get(k) is None else f"{vs_old[k]:.6f}") for k in ("nfr", "pfr", "rel_nfr")},
     }
-    version = mlflow.register_model(info.model_uri, spec.model, tags=tags)
+    registered = mlflow.register_model(info.model_uri, spec.model, tags=tags)
+    version = registry.drop_duplicate_versions(spec.model, registered.run_id)  # HTTP retries may double a POST
     client = MlflowClient()
     try:
-        client.set_registered_model_alias(spec.model, "challenger", version.version)
+        client.set_registered_model_alias(spec.model, "challenger", version)
         names, matrix = registry.chain_matrix(spec.model, result["fingerprint"])
         with tempfile.TemporaryDirectory() as tmp:
             for path in registry.write_matrix_files(Path(tmp), [f"v{n}" for n in names], matrix,
                                                     f"{spec.model}: NFR of column vs row (%)"):
                 mlflow.log_artifact(str(path))
     except BaseException:
-        client.delete_model_version(spec.model, version.version)
+        client.delete_model_version(spec.model, version)
         raise
-    return str(version.version)
+    return version

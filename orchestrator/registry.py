@@ -75,9 +75,21 @@ def _download(run_id: str, artifact: str) -> Path:
     return local
 
 
+def check_eval_split(ref: Reference, fingerprint: str) -> None:
+    """RegistryError unless `ref` was evaluated on the eval split `fingerprint` (or has no record
+    of one): flips against a version measured on other samples mean nothing."""
+    recorded = _version(ref).tags.get("fingerprint")
+    if recorded and recorded != fingerprint:
+        raise RegistryError(f"old: {ref.name} version {ref.version} was evaluated on eval split {recorded}, "
+                            f"this spec's data gives {fingerprint}; use the same data and eval_limit")
+
+
 def checkpoint_of(ref: Reference) -> str:
     """A local copy of the version's checkpoint (state_dict + settings)."""
-    return str(_download(_version(ref).run_id, "checkpoint/model.pt"))
+    try:
+        return str(_download(_version(ref).run_id, "checkpoint/model.pt"))
+    except MlflowException:
+        raise RegistryError(f"{ref.name} version {ref.version} has no checkpoint/model.pt in its run") from None
 
 
 def write_ledger(path: Path, logits: np.ndarray, labels: np.ndarray, fingerprint: str) -> Path:
@@ -104,6 +116,24 @@ def ledger_of(ref: Reference) -> dict[str, np.ndarray]:
 def versions(name: str) -> list[Any]:
     """Every version of a registered model, oldest first."""
     return sorted(MlflowClient().search_model_versions(f"name='{name}'"), key=lambda mv: int(mv.version))
+
+
+def versions_of_spec(name: str, spec_hash: str, fingerprint: str) -> list[str]:
+    """Versions of `name` registered from the spec `spec_hash` and evaluated on the eval split
+    `fingerprint`, oldest first: a rerun of a registered spec finds its version here."""
+    return [str(mv.version) for mv in versions(name)
+            if mv.tags.get("spec_hash") == spec_hash and mv.tags.get("fingerprint") == fingerprint]
+
+
+def drop_duplicate_versions(name: str, run_id: str) -> str:
+    """Keep the oldest version registered from `run_id`, delete the others (a registration whose
+    response was lost and that the client retried); return the kept version."""
+    mine = [mv for mv in versions(name) if mv.run_id == run_id]
+    if not mine:
+        raise RegistryError(f"{name}: no version registered from run {run_id}")
+    for extra in mine[1:]:
+        MlflowClient().delete_model_version(name, extra.version)
+    return str(mine[0].version)
 
 
 def chain_matrix(name: str, fingerprint: str) -> tuple[list[str], list[list[float]]]:
@@ -175,4 +205,6 @@ def gate(name: str, candidate: str, max_nfr: float, max_er_increase: float) -> t
 
 
 def set_champion(name: str, version: str) -> None:
+    """Move alias `champion` to an existing version; RegistryError if there is no such version."""
+    resolve(f"{name}/{version}")
     MlflowClient().set_registered_model_alias(name, "champion", version)

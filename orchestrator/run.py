@@ -65,6 +65,7 @@ def run_update(
     say = watch.say
     tracking.configure()
     mlflow.set_experiment(experiment_id=tracking.experiment_id(spec.model))  # nested runs follow it
+    tracking.close_orphaned_runs(tracking.experiment_id(spec.model), spec.spec_hash)  # a killed driver's run
     with (mlflow.start_run(run_name=spec.version) as run, tracking.killed_on_interrupt(),
           tracking.traceback_on_failure()):
         tracking.log_spec(run.info.run_id, spec)
@@ -79,8 +80,7 @@ def run_update(
         result["run_id"] = run.info.run_id
         result["registered_version"] = None
         if result["checkpoint"] is not None:
-            result["registered_version"] = publish.register(spec, result, parent)
-            say(f"registered {spec.model} version {result['registered_version']} (alias challenger)")
+            result["registered_version"] = publish.register_once(spec, result, parent, say)
         if spec.promote is not None and result["registered_version"] is not None:
             passed, why = registry.gate(spec.model, result["registered_version"], spec.promote.max_nfr,
                                         spec.promote.max_er_increase)
@@ -123,9 +123,10 @@ def format_result(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from orchestrator import tracking
     from orchestrator.pipeline import prepare
     from orchestrator.progress import StageWatch, make_display
-    from orchestrator.registry import RegistryError
+    from orchestrator.registry import RegistryError, check_eval_split
 
     try:
         spec = load_spec(args.spec)
@@ -135,10 +136,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec, parent = resolve_old(spec)
         spec = spec.with_absolute_paths()
-        prepare(spec)  # data and old-model checks, before any Ray work
+        splits, _ = prepare(spec)  # data and old-model checks, before any Ray work
+        if parent is not None:
+            check_eval_split(parent, splits.fingerprint)
     except (SpecError, RegistryError) as e:
         print(f"congruent run: error: {args.spec}: {e}", file=sys.stderr)
         return 2
+    try:
+        tracking.check_store()  # before any Ray work: an unreachable MLflow fails in bounded time
+    except tracking.TrackingUnavailable as e:
+        print(f"congruent run: error: {e}", file=sys.stderr)
+        return 1
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
     connect(args.address)
     watch = StageWatch(make_display(quiet=True if args.json else args.quiet))

@@ -11,6 +11,8 @@ import contextlib
 import json
 import os
 import platform
+import re
+import socket
 import subprocess
 import time
 import traceback
@@ -26,14 +28,53 @@ from pipelines.spec import UpdateSpec
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
 
 
+# MLflow's HTTP client retries connection errors and 429/5xx answers with backoff
+# factor·2^(n−1) s: 0, 2, 4, 8, 16, 32 s here, so a server restart of up to a minute is survived
+# and an unreachable server fails after about 62 s (plus the timeouts), not after MLflow's default
+# of about four minutes. Values already in the environment win.
+HTTP_RETRY_POLICY = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "6",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
+
+
+class TrackingUnavailable(RuntimeError):
+    """The tracking store cannot be reached; the message is one line."""
+
+
+def bounded_http_retries() -> None:
+    for key, value in HTTP_RETRY_POLICY.items():
+        os.environ.setdefault(key, value)
+
+
 def configure() -> str:
     """Point MLflow at `MLFLOW_TRACKING_URI`, else at the embedded sqlite store in the working
-    directory (created here, in the driver, before anything else touches it)."""
+    directory (created here, in the driver, before anything else touches it), with the bounded
+    retry policy above."""
+    bounded_http_retries()
     uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
     MlflowClient().search_experiments(max_results=1)  # creates the sqlite schema once
     return uri
+
+
+def check_store() -> str:
+    """`configure()`, raising TrackingUnavailable (one line) when the store does not answer."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return configure()
+    except MlflowException as e:
+        uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+        retries = os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+        text = str(e).strip()
+        errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)  # "[Errno 111] Connection refused"
+        reason = errno.group(0) if errno else (text.splitlines() or [type(e).__name__])[0][:200]
+        raise TrackingUnavailable(f"MLflow tracking store {uri} did not answer after {retries} retries "
+                                  f"({reason})") from None
 
 
 def experiment_id(name: str) -> str:
@@ -86,13 +127,45 @@ def system_tags() -> dict[str, str]:
 
 
 def log_spec(run_id: str, spec: UpdateSpec) -> None:
-    """The whole spec as params, plus spec hash, code version and system information as tags."""
+    """The whole spec as params, plus spec hash, code version, system information and the driver
+    process (host and pid, for `close_orphaned_runs`) as tags."""
     params = [Param(k, v[:6000]) for k, v in flatten("", spec.model_dump(mode="json")).items()]
-    tags = {"spec_hash": spec.spec_hash, "code_version": code_version(), **system_tags()}
+    tags = {"spec_hash": spec.spec_hash, "code_version": code_version(), **system_tags(),
+            "driver.host": socket.gethostname(), "driver.pid": str(os.getpid())}
     client = MlflowClient()
     for start in range(0, len(params), 100):
         client.log_batch(run_id, params=params[start : start + 100])
     client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def close_orphaned_runs(experiment: str, spec_hash: str) -> list[str]:
+    """Runs of the spec `spec_hash` left RUNNING by a driver that died on this host (SIGKILL, a
+    lost machine) are marked KILLED, with their nested runs, and tagged `ended_by`; returns their
+    ids. Runs whose driver is alive, or ran on another host, are left alone."""
+    client = MlflowClient()
+    host = socket.gethostname()
+    closed = []
+    for run in client.search_runs([experiment], f"tags.spec_hash = '{spec_hash}' and attributes.status = 'RUNNING'"):
+        pid = run.data.tags.get("driver.pid", "")
+        if run.data.tags.get("driver.host") != host or not pid.isdigit() or _process_alive(int(pid)):
+            continue
+        children = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{run.info.run_id}' "
+                                                    "and attributes.status = 'RUNNING'")
+        for orphan in [*children, run]:
+            client.set_tag(orphan.info.run_id, "ended_by", f"a rerun of spec {spec_hash}: driver {pid} had died")
+            client.set_terminated(orphan.info.run_id, "KILLED")
+        closed.append(run.info.run_id)
+    return closed
 
 
 def log_history(run_id: str, history: list[dict[str, Any]]) -> None:

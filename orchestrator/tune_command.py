@@ -123,8 +123,7 @@ def run(args: argparse.Namespace) -> int:
                                    paragon_logits=torch.from_numpy(record["paragon_logits"]))
             result = evaluate_stage(best, outputs, run_dir / "best")
             publish.log_evaluation(best, result, run_dir / "best")
-            version = publish.register(best, result, parent)
-            print(f"registered the pick as {spec.model} version {version} (alias challenger)")
+            publish.register_once(best, result, parent, say=lambda message: print(f"the pick: {message}"))
     print(f"\nresults: {run_dir}/tune.json, plot: {run_dir}/er_nfr.png")
     return 0
 

@@ -80,6 +80,7 @@ def run_promote(args: argparse.Namespace) -> int:
 
     tracking.configure()
     try:
+        registry.resolve(f"{args.model}/{args.version}")
         passed, why = registry.gate(args.model, args.version, args.max_nfr, args.max_er_increase)
     except (registry.RegistryError, MlflowException) as e:
         print(f"congruent promote: error: {str(e).splitlines()[0]}", file=sys.stderr)

@@ -371,16 +371,17 @@ def start_seaweedfs(directory, access_key: str, secret_key: str, buckets=("mlflo
 
 
 def start_mlflow_server(directory, backend_uri: str, artifacts_destination: str, env: dict,
-                        timeout: float = READY_TIMEOUT_S) -> Server:
-    """`mlflow server` on 127.0.0.1:<free port> proxying artifacts to `artifacts_destination`.
+                        timeout: float = READY_TIMEOUT_S, port: int | None = None) -> Server:
+    """`mlflow server` on 127.0.0.1:<port, else a free one> proxying artifacts to `artifacts_destination`.
 
     `env` adds the S3 settings (MLFLOW_S3_ENDPOINT_URL, AWS_* credentials, checksum variables).
-    Returns a Server with ``uri`` (http://127.0.0.1:P) and ``port``.
+    Returns a Server with ``uri`` (http://127.0.0.1:P) and ``port``. Starting it again with the
+    same directory, backend and port is a restart: clients keep their URI.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     mlflow_cli = _venv_tool("mlflow", "pip install mlflow")
-    port = free_port()
+    port = port or free_port()
     server_env = {**os.environ, **CHECKSUM_ENV, **env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     for key in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):  # the server's own stores are given
         server_env.pop(key, None)

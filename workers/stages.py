@@ -6,6 +6,7 @@ the orchestrator decides where and with which resources it runs.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import tempfile
@@ -20,6 +21,7 @@ import torch
 from workers import storage
 from workers.checkpoints import CheckpointError, ModelSettings, load_model
 from workers.data import DataSplits, load_splits
+from workers.data.splits import fingerprint
 from workers.inference import ReferenceSource, predict_logits
 from workers.objectives import Objective
 from workers.progress import ProgressEvent, ProgressReporter
@@ -42,6 +44,16 @@ class DataRequest:
 @lru_cache(maxsize=2)
 def cached_splits(request: DataRequest) -> DataSplits:
     return load_splits(**asdict(request))
+
+
+@lru_cache(maxsize=4)
+def data_fingerprint(request: DataRequest) -> str:
+    """sha256 over the train, validation and eval splits' content; 16 hex digits. With the spec
+    hash and the seed it names a stage's checkpoint: same key, same inputs, so a finished stage is
+    reused and never retrained, while a changed dataset under the same spec trains afresh."""
+    splits = cached_splits(request)
+    parts = (fingerprint(splits.train), fingerprint(splits.val), splits.fingerprint)
+    return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -72,8 +84,9 @@ def train_job(
     """Train `job`, resuming from its checkpoint if one exists (a finished one is reused as is);
     `send_progress` receives `ProgressEvent`s while it trains.
 
-    Returns a plain record: name, seed, checkpoint, history, steps, epochs_run (0: reused), pid,
-    host, seconds, val_error_rate.
+    Returns a plain record: name, seed, checkpoint, history, steps, epochs_run (0: reused),
+    resumed_from (epochs found in the checkpoint: > 0 after a retry or a rerun), pid, host, seconds,
+    val_error_rate.
     """
     started = time.perf_counter()
     torch.set_num_threads(job.config.threads)
@@ -112,6 +125,8 @@ def train_job(
         "history": [asdict(h) for h in result.history],
         "steps": result.steps,
         "epochs_run": result.epochs_run,
+        "resumed_from": result.resumed_from,
+        "steps_run": result.steps_run,
         "val_error_rate": result.history[-1].val_error_rate,
         "pid": os.getpid(),
         "host": socket.gethostname(),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -90,31 +91,70 @@ class TeacherPool:
     Batches go to the actors round-robin, each call an ObjectRef that the trainer resolves when it
     reaches that batch. Unlike `ray.util.ActorPool`, which hands an actor new work only after its
     last result has been consumed, this keeps every actor's queue full while the student trains:
-    on 2 cores ActorPool left the actors idle long enough to cost a fifth of the throughput."""
+    on 2 cores ActorPool left the actors idle long enough to cost a fifth of the throughput.
 
-    def __init__(self, actors: Sequence, names: Sequence[str], topk: Mapping[str, int] | None = None) -> None:
+    Faults: an actor that dies is restarted by Ray (`max_restarts`), which also replays its queued
+    calls (`max_task_retries`); a call that still fails with the actor's death is sent again, the
+    same batch, to the next actor, up to `resubmit_limit` times per batch. Each batch has an id;
+    `deliveries()` counts, per id, how often its logits reached the trainer, so a skipped or
+    doubled batch is visible."""
+
+    def __init__(
+        self, actors: Sequence, names: Sequence[str], topk: Mapping[str, int] | None = None, resubmit_limit: int = 4
+    ) -> None:
         if not actors:
             raise ValueError("TeacherPool needs at least one actor")
         self.names = tuple(names)
         self.topk = dict(topk or {})
         self.actors = list(actors)
+        self.resubmit_limit = resubmit_limit
         self._next_actor = 0
+        self._requested = 0
+        self._delivered: Counter[int] = Counter()
+        self.resubmitted = 0
 
     def _submit(self, batch: np.ndarray, topk: Mapping[str, int]):
         actor = self.actors[self._next_actor]
         self._next_actor = (self._next_actor + 1) % len(self.actors)
         return actor.logits.remote(batch, topk, self.names)
 
-    def request(self, inputs: torch.Tensor) -> Callable[[], Mapping[str, Logits]]:
+    def _result(self, ref, batch: np.ndarray, topk: Mapping[str, int]) -> dict:
+        """The actor's answer for `batch`; re-sent to the next actor when the one asked died."""
         import ray
+        from ray.exceptions import RayActorError
 
-        ref = self._submit(inputs.numpy(), self.topk)
-        return lambda: {name: _to_torch(value) for name, value in ray.get(ref).items()}
+        for _ in range(self.resubmit_limit):
+            try:
+                return ray.get(ref)
+            except RayActorError:
+                self.resubmitted += 1
+                ref = self._submit(batch, topk)
+        return ray.get(ref)
+
+    def request(self, inputs: torch.Tensor) -> Callable[[], Mapping[str, Logits]]:
+        batch_id, batch = self._requested, inputs.numpy()
+        self._requested += 1
+        ref = self._submit(batch, self.topk)
+
+        def collect() -> Mapping[str, Logits]:
+            result = self._result(ref, batch, self.topk)
+            self._delivered[batch_id] += 1
+            return {name: _to_torch(value) for name, value in result.items()}
+
+        return collect
+
+    def deliveries(self) -> dict[str, int]:
+        """requested, delivered (to the trainer), distinct batch ids delivered, duplicates,
+        resubmitted (after an actor died)."""
+        return {
+            "requested": self._requested, "delivered": sum(self._delivered.values()),
+            "distinct": len(self._delivered), "duplicates": sum(n - 1 for n in self._delivered.values()),
+            "resubmitted": self.resubmitted,
+        }
 
     def predict(self, data: ImageSet, name: str, batch_size: int = 1024) -> torch.Tensor:
         """N×C mean logits of group `name` over `data`, in order (e.g. the paragon on the eval split)."""
-        import ray
-
-        refs = [self._submit(to_model_input(data.images[i : i + batch_size]).numpy(), {})
-                for i in range(0, len(data), batch_size)]
-        return torch.cat([torch.from_numpy(np.array(result[name])) for result in ray.get(refs)])
+        batches = [to_model_input(data.images[i : i + batch_size]).numpy() for i in range(0, len(data), batch_size)]
+        refs = [self._submit(batch, {}) for batch in batches]
+        results = [self._result(ref, batch, {}) for ref, batch in zip(refs, batches)]
+        return torch.cat([torch.from_numpy(np.array(result[name])) for result in results])

@@ -86,6 +86,8 @@ class TrainResult:
     history: list[EpochStats] = field(default_factory=list)
     steps: int = 0
     epochs_run: int = 0  # epochs trained by this call (0 when a finished checkpoint was reused)
+    resumed_from: int = 0  # epochs already done in the checkpoint this call started from
+    steps_run: int = 0  # optimiser steps taken by this call
 
 
 def _schedule(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_epoch: int):
@@ -170,6 +172,7 @@ def train(
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         first_epoch, result.steps = state["epoch"], state["steps"]
+        result.resumed_from = first_epoch
         result.history = [EpochStats(**h) for h in state["history"]]
     for epoch in range(first_epoch, config.epochs):
         model.train()
@@ -181,6 +184,7 @@ def train(
             refs = {name: logits.to(device) for name, logits in pending().items()}
             loss = objective(student, labels, refs)
             result.steps += 1
+            result.steps_run += 1
             if not torch.isfinite(loss):
                 raise NonFiniteLossError(result.steps, epoch, loss.item())
             optimizer.zero_grad(set_to_none=True)

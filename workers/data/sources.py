@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,6 +149,8 @@ def load_image_folder(directory: Path) -> ImageSet:
 
 def load_npz(path: Path) -> ImageSet:
     """An .npz with `x` (N×H×W, N×H×W×C or N×C×H×W; uint8, or floats in [0, 1]) and `y` (N ints)."""
+    if not zipfile.is_zipfile(path):  # np.load would take any other file for a pickle
+        raise DataError(f"{path}: not an .npz archive (no zip header)")
     try:
         with np.load(path, allow_pickle=False) as archive:
             if "x" not in archive or "y" not in archive:

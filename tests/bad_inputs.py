@@ -1,0 +1,285 @@
+"""The bad-input corpus: malformed specs, checkpoints, data and prediction files, each one a real
+`congruent` command line that must fail with one line naming the problem and exit code 2.
+
+Each case is a `BadInput(name, expect, make)`: `make(folder, assets)` writes the case's files into
+`folder` and returns the argv; `expect` is a fragment the one stderr line must contain.
+`assets` holds what many cases share: a valid old checkpoint and a registry reference whose eval
+split differs from the corpus specs' data (see `make_assets`).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+from workers.checkpoints import ModelSettings, save_checkpoint
+
+MODEL = "corpus"
+DATA = {"train_limit": 300, "eval_limit": 100}
+BASE = {"model": MODEL, "version": "v2", "arch": "mlp-small", "data": DATA, "method": {"name": "none"},
+        "train": {"epochs": 1}}
+
+
+@dataclass(frozen=True)
+class Assets:
+    old_checkpoint: str  # a valid mlp-small checkpoint, 10 classes, 1×28² images
+    other_split_reference: str  # NAME@ALIAS of a version evaluated on another eval split
+
+
+@dataclass(frozen=True)
+class BadInput:
+    name: str
+    expect: str  # a fragment of the one stderr line
+    make: Callable[[Path, Assets], list[str]]
+
+
+def make_assets(folder: Path) -> Assets:
+    """A valid old checkpoint, and a registered version of it (in the current MLflow store) whose
+    `fingerprint` tag names another eval split."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    from orchestrator import tracking
+
+    settings = ModelSettings("mlp-small", 10)
+    (folder / "registered").mkdir()
+    old = save_checkpoint(folder / "registered" / "model.pt", settings.build(seed=3), settings)
+    tracking.configure()
+    mlflow.set_experiment(experiment_id=tracking.experiment_id("corpus-parent"))
+    client = MlflowClient()
+    client.create_registered_model("corpus-parent")
+    for alias, artifact in (("champion", old), ("empty", None)):  # "empty": a version whose run has no checkpoint
+        with mlflow.start_run(run_name=alias) as run:
+            if artifact is not None:
+                mlflow.log_artifact(str(artifact), "checkpoint")
+        version = client.create_model_version("corpus-parent", f"runs:/{run.info.run_id}/checkpoint",
+                                              run.info.run_id, tags={"fingerprint": "0123456789ab"})
+        client.set_registered_model_alias("corpus-parent", alias, version.version)
+    return Assets(str(old), "corpus-parent@champion")
+
+
+def _with(**changes) -> dict:
+    """BASE with `section__field=value` changes (None removes the field)."""
+    spec = {k: (dict(v) if isinstance(v, dict) else v) for k, v in BASE.items()}
+    for dotted, value in changes.items():
+        node = spec
+        *parents, leaf = dotted.split("__")
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        if value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
+    return spec
+
+
+def _run_text(name: str, text: str | bytes) -> Callable[[Path, Assets], list[str]]:
+    def make(folder: Path, assets: Assets) -> list[str]:
+        path = folder / f"{name}.yaml"
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        return ["run", str(path)]
+    return make
+
+
+def _run_spec(name: str, document: Callable[[Path, Assets], dict] | dict) -> Callable[[Path, Assets], list[str]]:
+    def make(folder: Path, assets: Assets) -> list[str]:
+        body = document(folder, assets) if callable(document) else document
+        path = folder / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({**body, "storage": str(folder / "storage")}))
+        return ["run", str(path)]
+    return make
+
+
+def _old(write: Callable[[Path], None], **changes) -> Callable[[Path, Assets], dict]:
+    """A spec whose old checkpoint is a file written by `write`."""
+    def document(folder: Path, assets: Assets) -> dict:
+        path = folder / "old-bad.pt"
+        write(path)
+        return _with(method__name="fd-lm", old=str(path), **changes)
+    return document
+
+
+def _data(write: Callable[[Path], Path]) -> Callable[[Path, Assets], dict]:
+    """A spec whose data.path is what `write` creates."""
+    def document(folder: Path, assets: Assets) -> dict:
+        return _with(data={"path": str(write(folder))})
+    return document
+
+
+def _truncated(path: Path) -> None:
+    settings = ModelSettings("mlp-small", 10)
+    save_checkpoint(path, settings.build(), settings)
+    path.write_bytes(path.read_bytes()[:2000])
+
+
+def _other_architecture(path: Path) -> None:
+    torch.save({"model": {"arch": "mlp-small", "num_classes": 10},
+                "state_dict": ModelSettings("lenet", 10).build().state_dict()}, path)
+
+
+def _five_classes(path: Path) -> None:
+    save_checkpoint(path, ModelSettings("mlp-small", 5).build(), ModelSettings("mlp-small", 5))
+
+
+def _pickled_object(path: Path) -> None:
+    class_ref = os.system  # a callable pickle would import and call on load
+    torch.save({"model": {"arch": "mlp-small", "num_classes": 10}, "state_dict": {}, "payload": class_ref}, path)
+
+
+def _plain_pickle(path: Path) -> None:
+    path.write_bytes(pickle.dumps({"model": {"arch": "mlp-small"}}))
+
+
+def _not_a_checkpoint_dict(path: Path) -> None:
+    torch.save({"weights": torch.zeros(3)}, path)
+
+
+def _empty_dir(folder: Path) -> Path:
+    (folder / "empty-data").mkdir(exist_ok=True)
+    return folder / "empty-data"
+
+
+def _npz(name: str, **arrays) -> Callable[[Path], Path]:
+    def write(folder: Path) -> Path:
+        np.savez(folder / name, **arrays)
+        return folder / name
+    return write
+
+
+def _text_file(name: str, text: str) -> Callable[[Path], Path]:
+    def write(folder: Path) -> Path:
+        (folder / name).write_text(text)
+        return folder / name
+    return write
+
+
+def _broken_link(folder: Path) -> Path:
+    link = folder / "data-link"
+    if not link.is_symlink():
+        link.symlink_to(folder / "gone")
+    return link
+
+
+def _run_through_file(folder: Path, assets: Assets) -> list[str]:
+    """A spec path that cannot be opened even by root: its parent is a regular file."""
+    (folder / "plain.txt").write_text("x")
+    return ["run", str(folder / "plain.txt" / "spec.yaml")]
+
+
+def _compare(labels: np.ndarray | Callable[[Path], str], *predictions: np.ndarray | bytes | None):
+    """`congruent compare` over arrays written as .npy (bytes: raw file content; None: no file)."""
+    def make(folder: Path, assets: Assets) -> list[str]:
+        paths = []
+        for i, value in enumerate((labels, *predictions)):
+            path = folder / f"array-{i}.npy"
+            if isinstance(value, bytes):
+                path.write_bytes(value)
+            elif isinstance(value, np.ndarray):
+                np.save(path, value, allow_pickle=value.dtype == object)
+            paths.append(str(path))
+        return ["compare", "--labels", paths[0], *paths[1:]]
+    return make
+
+
+LABELS = np.array([0, 1, 2, 1, 0])
+LOGITS = np.eye(3, dtype=np.float32)[LABELS]
+
+
+def _with_value(value: float) -> np.ndarray:
+    logits = LOGITS.copy()
+    logits[2, 1] = value
+    return logits
+
+
+CASES = [
+    # the spec file itself
+    BadInput("yaml-unclosed-bracket", "invalid YAML at line", _run_text("unclosed", "model: [corpus\nversion: v2\n")),
+    BadInput("yaml-tab-indent", "invalid YAML", _run_text("tabs", "model: corpus\ndata:\n\ttrain_limit: 3\n")),
+    BadInput("yaml-not-a-mapping", "must be a YAML mapping", _run_text("list", "- model\n- version\n")),
+    BadInput("yaml-empty-file", "must be a YAML mapping", _run_text("empty", "")),
+    BadInput("spec-not-utf8", "cannot read", _run_text("binary", b"model: \xff\xfe\x00corpus\n")),
+    BadInput("spec-missing-file", "cannot read", lambda folder, assets: ["run", str(folder / "nowhere.yaml")]),
+    BadInput("spec-is-a-directory", "cannot read", lambda folder, assets: ["run", str(folder)]),
+    BadInput("spec-path-through-a-file", "cannot read (Not a directory)", _run_through_file),
+    # fields: unknown keys, wrong types, ranges, combinations
+    BadInput("unknown-top-level-key", "colour: unknown key", _run_spec("colour", _with(colour="red"))),
+    BadInput("unknown-nested-key", "method.mm: unknown key", _run_spec("mm", _with(method__mm=3))),
+    BadInput("missing-required-field", "arch: Field required", _run_spec("no-arch", _with(arch=None))),
+    BadInput("epochs-not-an-integer", "train.epochs: Input should be a valid integer",
+             _run_spec("epochs", _with(train__epochs="ten"))),
+    BadInput("m-is-a-list", "method.m: Input should be a valid integer", _run_spec("m-list", _with(method__m=[1, 2]))),
+    BadInput("augment-not-a-bool", "train.augment: Input should be a valid boolean",
+             _run_spec("augment", _with(train__augment="maybe"))),
+    BadInput("m-zero", "method.m: Input should be greater than or equal to 1", _run_spec("m0", _with(method__m=0))),
+    BadInput("alpha-above-one", "method.alpha: Input should be less than or equal to 1",
+             _run_spec("alpha", _with(method__alpha=1.5))),
+    BadInput("k-zero", "method.k", _run_spec("k0", _with(method__k=0))),
+    BadInput("lr-negative", "train.lr: Input should be greater than 0", _run_spec("lr", _with(train__lr=-0.1))),
+    BadInput("val-fraction-one", "data.val_fraction", _run_spec("val", _with(data__val_fraction=1.0))),
+    BadInput("no-teacher-actors", "resources.teacher_actors", _run_spec("actors", _with(resources={"teacher_actors": 0}))),
+    BadInput("unknown-method", "method.name", _run_spec("method", _with(method__name="magic"))),
+    BadInput("unknown-architecture", "arch: unknown architecture 'resnet9000'", _run_spec("arch", _with(arch="resnet9000"))),
+    BadInput("user-factory-without-opt-in", "needs allow_user_factories",
+             _run_spec("factory", _with(arch="os:system"))),
+    BadInput("version-with-space", "version: String should match pattern", _run_spec("label", _with(version="v 2"))),
+    BadInput("dataset-and-path", "either dataset or path",
+             _run_spec("both", _with(data__dataset="fashion-mnist", data__path="/tmp"))),
+    # the old version
+    BadInput("old-missing-for-fd", "old: method 'fd-lm' needs an old model", _run_spec("no-old", _with(method__name="fd-lm"))),
+    BadInput("old-checkpoint-missing", "no such checkpoint",
+             _run_spec("old-gone", lambda folder, a: _with(method__name="fd-lm", old=str(folder / "v1.pt")))),
+    BadInput("old-registry-version-missing", "corpus@champion: no such registered model version",
+             _run_spec("old-ref", _with(method__name="fd-lm", old=f"{MODEL}@champion"))),
+    BadInput("old-registry-version-without-checkpoint", "corpus-parent version 2 has no checkpoint",
+             _run_spec("old-empty", _with(method__name="fd-lm", old="corpus-parent@empty"))),
+    BadInput("old-class-mismatch", "has 5 classes, the data has 10", _run_spec("classes", _old(_five_classes))),
+    BadInput("old-truncated-checkpoint", "not a readable checkpoint", _run_spec("truncated", _old(_truncated))),
+    BadInput("old-other-architecture", "weights do not fit architecture 'mlp-small'",
+             _run_spec("foreign", _old(_other_architecture))),
+    BadInput("old-pickled-object", "not a readable checkpoint", _run_spec("pickled", _old(_pickled_object))),
+    BadInput("old-plain-pickle", "not a readable checkpoint", _run_spec("plain-pickle", _old(_plain_pickle))),
+    BadInput("old-not-a-congruent-checkpoint", "not a Congruent checkpoint",
+             _run_spec("foreign-dict", _old(_not_a_checkpoint_dict))),
+    BadInput("bcwi-other-architecture", "bcwi interpolates weights",
+             _run_spec("bcwi", lambda folder, a: _with(method__name="bcwi", arch="mlp", old=a.old_checkpoint))),
+    BadInput("old-on-another-eval-split", "was evaluated on eval split 0123456789ab",
+             _run_spec("split", lambda folder, a: _with(method__name="fd-lm", old=a.other_split_reference))),
+    # data
+    BadInput("data-empty-directory", "not a usable ImageFolder tree", _run_spec("empty-dir", _data(_empty_dir))),
+    BadInput("data-missing-path", "no such file or directory",
+             _run_spec("no-data", lambda folder, a: _with(data={"path": str(folder / "no-data")}))),
+    BadInput("data-broken-symlink", "no such file or directory", _run_spec("link", _data(_broken_link))),
+    BadInput("data-path-through-a-file", "plain.txt/data.npz: no such file or directory",
+             _run_spec("through", _data(lambda folder: _text_file("plain.txt", "x")(folder) / "data.npz"))),
+    BadInput("data-not-npz", "must be an .npz", _run_spec("csv", _data(_text_file("data.csv", "1,2,3\n")))),
+    BadInput("data-npz-garbage", "not an .npz archive", _run_spec("garbage", _data(_text_file("data.npz", "not a zip")))),
+    BadInput("data-npz-without-y", "must hold arrays 'x' and 'y'",
+             _run_spec("no-y", _data(_npz("no-y.npz", x=np.zeros((4, 1, 8, 8), np.uint8))))),
+    BadInput("data-npz-nan-pixels", "must be finite",
+             _run_spec("nan-x", _data(_npz("nan.npz", x=np.full((4, 1, 8, 8), np.nan, np.float32), y=np.arange(4))))),
+    BadInput("data-npz-pickled-labels", "cannot read .npz",
+             _run_spec("obj-y", _data(_npz("obj.npz", x=np.zeros((2, 1, 8, 8), np.uint8),
+                                            y=np.array([{"a": 1}, None], dtype=object))))),
+    # prediction files
+    BadInput("predictions-nan", "NaN", _compare(LABELS, LOGITS, _with_value(np.nan))),
+    BadInput("predictions-inf", "Inf", _compare(LABELS, LOGITS, _with_value(np.inf))),
+    BadInput("predictions-pickled", "pickled Python objects",
+             _compare(LABELS, LOGITS, np.array([{"class": 1}] * 5, dtype=object))),
+    BadInput("predictions-length-mismatch", "5", _compare(LABELS, LOGITS, LOGITS[:4])),
+    BadInput("predictions-empty-file", "not a .npy file", _compare(LABELS, LOGITS, b"")),
+    BadInput("predictions-missing-file", "no such file", _compare(LABELS, LOGITS, None)),
+    BadInput("labels-2d", "labels must be a 1-D array", _compare(LOGITS.astype(np.int64), LOGITS, LOGITS)),
+    BadInput("labels-negative", "negative class ids", _compare(LABELS - 1, LOGITS, LOGITS)),
+    # the registry
+    BadInput("promote-unknown-model", "corpus-nothing",
+             lambda folder, a: ["promote", "corpus-nothing", "1", "--max-nfr", "0.1"]),
+    BadInput("versions-unknown-model", "no registered model 'corpus-nothing'",
+             lambda folder, a: ["versions", "corpus-nothing"]),
+]

@@ -1,0 +1,55 @@
+"""The bad-input corpus (tests/bad_inputs.py) through the real command line: each case is one
+stderr line naming the problem, exit code 2, no traceback, and nothing registered or tracked."""
+
+import pytest
+from mlflow import MlflowClient
+
+from bad_inputs import CASES, make_assets
+from orchestrator import tracking
+from orchestrator.cli import main
+from reliability_records import record
+
+
+@pytest.fixture(scope="module")
+def corpus_store(tmp_path_factory, monkeypatch_module):
+    """A sqlite MLflow store of the corpus's own, holding one prepared version (`make_assets`)."""
+    folder = tmp_path_factory.mktemp("corpus")
+    monkeypatch_module.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+    monkeypatch_module.chdir(folder)  # anything written relative to the working directory lands here
+    return folder, make_assets(folder)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def store_contents() -> tuple[list[tuple[str, str]], int]:
+    """(registered model, version) pairs and the number of runs in every experiment."""
+    tracking.configure()
+    client = MlflowClient()
+    versions = [(mv.name, str(mv.version)) for mv in client.search_model_versions()]
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    return sorted(versions), len(client.search_runs(experiments)) if experiments else 0
+
+
+def test_the_corpus_is_large_and_names_are_unique():
+    assert len(CASES) >= 30 and len({case.name for case in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_bad_input_is_one_line_exit_2_nothing_registered(case, corpus_store, tmp_path, capsys):
+    _, assets = corpus_store
+    before = store_contents()
+    argv = case.make(tmp_path, assets)
+    code = main(argv)
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    record("bad_input", name=case.name, command=argv[0], exit_code=code, stderr=captured.err.strip(),
+           rejected=code == 2 and len(lines) == 1 and case.expect in captured.err and "Traceback" not in captured.err)
+    assert code == 2, captured.err
+    assert len(lines) == 1 and lines[0].startswith(f"congruent {argv[0]}: error: "), captured.err
+    assert case.expect in lines[0]
+    assert "Traceback" not in captured.err + captured.out
+    assert store_contents() == before  # no run started, no version registered

@@ -1,0 +1,142 @@
+"""The MLflow server restarted mid-run: the client's bounded retries carry the run across the gap,
+no metric is lost and a version is registered once; an unreachable server is one line, quickly."""
+
+import os
+import signal
+import threading
+import time
+
+import mlflow
+import numpy as np
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+from orchestrator import publish, registry, tracking
+from orchestrator.cli import main
+from pipelines.spec import parse_spec
+from reliability_records import record
+from servers import free_port, start_mlflow_server
+from workers.checkpoints import ModelSettings, save_checkpoint
+
+STEPS = 40
+FINGERPRINT = "f" * 16
+
+
+def log_steps(run_id: str, done: list, errors: list) -> None:
+    """One metric row per step through tracking.log_history, a step every 0.25 s."""
+    try:
+        for step in range(STEPS):
+            tracking.log_history(run_id, [{"epoch": step, "loss": 1.0 / (step + 1)}])
+            done.append(step)
+            time.sleep(0.25)
+    except Exception as e:  # noqa: BLE001 - reported by the test
+        errors.append(e)
+
+
+def fake_result(folder) -> dict:
+    """What `register_once` needs of an evaluated pipeline: a checkpoint, metrics, the eval split."""
+    settings = ModelSettings("mlp-small", 10)
+    checkpoint = save_checkpoint(folder / "model.pt", settings.build(seed=1), settings)
+    return {"checkpoint": str(checkpoint), "fingerprint": FINGERPRINT, "metrics": {"error_rate": 0.5}}
+
+
+def log_ledger(folder) -> None:
+    logits = np.random.default_rng(0).normal(size=(20, 10)).astype(np.float32)
+    ledger = registry.write_ledger(folder / "predictions.npz", logits, np.arange(20) % 10, FINGERPRINT)
+    mlflow.log_artifact(str(ledger), "ledger")
+
+
+@pytest.mark.slow
+def test_metrics_and_registration_survive_a_server_restart(tmp_path, monkeypatch):
+    backend, artifacts = f"sqlite:///{tmp_path / 'backend.db'}", str(tmp_path / "artifacts")
+    server = start_mlflow_server(tmp_path / "server", backend, artifacts, {})
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", server.uri)
+        tracking.configure()
+        spec = parse_spec({"model": "restarted", "version": "v1", "arch": "mlp-small"})
+        mlflow.set_experiment(experiment_id=tracking.experiment_id(spec.model))
+        with mlflow.start_run(run_name="v1") as run:
+            done, errors = [], []
+            logger = threading.Thread(target=log_steps, args=(run.info.run_id, done, errors), daemon=True)
+            logger.start()
+            while len(done) < 5 and logger.is_alive():
+                time.sleep(0.05)
+            server.stop_signal = signal.SIGKILL  # a crash, not a clean shutdown
+            killed_pid = server.proc.pid
+            server.stop()
+            down_at = time.monotonic()
+            logged_before_restart = len(done)
+            server = start_mlflow_server(tmp_path / "server", backend, artifacts, {}, port=server.port)
+            downtime = time.monotonic() - down_at
+            logger.join(timeout=180)
+            assert not logger.is_alive() and not errors, errors
+            log_ledger(tmp_path)
+            result = fake_result(tmp_path)
+            first = publish.register_once(spec, result, None, say=lambda message: None)
+            second = publish.register_once(spec, result, None, say=lambda message: None)
+        client = MlflowClient()
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
+        versions = [str(v.version) for v in client.search_model_versions("name='restarted'")]
+        record("fault", fault="MLflow server SIGKILL and restart on the same port", killed_pid=killed_pid,
+               survived=not errors,
+               downtime_s=round(downtime, 1), steps_logged=len(set(steps)), steps_expected=STEPS,
+               logged_before_restart=logged_before_restart, versions=versions)
+        assert logged_before_restart < STEPS  # the restart happened while the run was logging
+        assert sorted(steps) == list(range(STEPS))  # every step once: none lost, none doubled
+        assert first == second == "1" and versions == ["1"]
+    finally:
+        server.stop()
+
+
+def test_a_registration_doubled_by_a_retried_post_keeps_one_version(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tracking.configure()
+    mlflow.set_experiment("doubled")
+    with mlflow.start_run() as run:
+        mlflow.log_text("x", "checkpoint/model.pt")
+    client = MlflowClient()
+    client.create_registered_model("doubled")
+    for _ in range(2):  # what a POST replayed after its lost response leaves behind
+        client.create_model_version("doubled", f"runs:/{run.info.run_id}/checkpoint", run.info.run_id)
+    assert registry.drop_duplicate_versions("doubled", run.info.run_id) == "1"
+    assert [str(v.version) for v in client.search_model_versions("name='doubled'")] == ["1"]
+
+
+def test_an_unreachable_server_fails_in_bounded_time_with_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"model": "nowhere", "version": "v1", "arch": "mlp-small",
+                                    "data": {"train_limit": 300, "eval_limit": 100}, "method": {"name": "none"}}))
+    started = time.monotonic()
+    code = main(["run", str(spec)])
+    seconds = time.monotonic() - started
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "did not answer after 2 retries" in err and seconds < 30
+    record("bad_environment", name="mlflow-unreachable", seconds=round(seconds, 1), stderr=err)
+
+
+def test_a_rerun_closes_the_runs_its_dead_driver_left_running(tmp_path, monkeypatch):
+    import socket
+    import subprocess
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tracking.configure()
+    experiment = tracking.experiment_id("orphans")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    client = MlflowClient()
+    drivers = {"dead": (socket.gethostname(), dead.pid), "alive": (socket.gethostname(), os.getpid()),
+               "elsewhere": ("another-host", dead.pid)}
+    runs = {}
+    for name, (host, pid) in drivers.items():
+        run = client.create_run(experiment, run_name=name,
+                                tags={"spec_hash": "abc", "driver.host": host, "driver.pid": str(pid)})
+        runs[name] = run.info.run_id
+    child = client.create_run(experiment, tags={"mlflow.parentRunId": runs["dead"]}).info.run_id
+    assert tracking.close_orphaned_runs(experiment, "abc") == [runs["dead"]]
+    status = {name: client.get_run(run_id).info.status for name, run_id in runs.items()}
+    assert status == {"dead": "KILLED", "alive": "RUNNING", "elsewhere": "RUNNING"}
+    assert client.get_run(child).info.status == "KILLED"
