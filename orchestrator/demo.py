@@ -125,5 +125,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--train-limit", type=int, default=24000, help="training samples (of 54,000)")
     parser.add_argument("--eval-limit", type=int, default=None, help="regression-eval samples (default: all)")
     parser.add_argument("--quiet", action="store_true", default=None,
-                        help="no progress bars (the default when stdout is not a terminal)")
+                        help="print only the result (off a terminal, progress comes as plain lines, not bars)")
     parser.set_defaults(func=run)

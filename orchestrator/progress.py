@@ -1,4 +1,5 @@
-"""What the driver shows while the stages run: rich progress bars, or nothing (`--quiet`).
+"""What the driver shows while the stages run: rich progress bars on a terminal, plain lines
+elsewhere (logs), nothing with `--quiet`.
 
 Training tasks send `workers.progress.ProgressEvent`s to a Ray queue (`ray.util.queue.Queue`, an
 actor without CPUs); `StageWatch.wait` drains it while it waits for the tasks and draws one bar per
@@ -32,7 +33,7 @@ def describe(event: ProgressEvent) -> str:
 
 
 class QuietDisplay:
-    """Shows nothing: `--quiet`, or stdout is not a terminal."""
+    """Shows nothing: `--quiet`, `--json`, and the stages run without a display."""
 
     live = False
     prefix = ""
@@ -48,6 +49,28 @@ class QuietDisplay:
 
     def finish(self, task: str, summary: str) -> None:
         pass
+
+    def close(self) -> None:
+        pass
+
+
+class LinesDisplay:
+    """Off a terminal (CI logs, Ray Job logs): no bars, one line per stage and per finished task."""
+
+    live = False
+    prefix = ""
+
+    def message(self, text: str) -> None:
+        print(text, flush=True)
+
+    def add(self, task: str) -> None:
+        pass
+
+    def update(self, event: ProgressEvent) -> None:
+        pass
+
+    def finish(self, task: str, summary: str) -> None:
+        print(f"  {self.prefix}{task}: {summary}", flush=True)
 
     def close(self) -> None:
         pass
@@ -100,17 +123,17 @@ class RichDisplay:
             self.closed = True
 
 
-def make_display(quiet: bool | None = None) -> QuietDisplay | RichDisplay:
-    """Bars on a terminal; quiet when asked, or by default when stdout is not a TTY."""
-    if quiet is None:
-        quiet = not sys.stdout.isatty()
-    return QuietDisplay() if quiet else RichDisplay()
+def make_display(quiet: bool | None = None) -> QuietDisplay | LinesDisplay | RichDisplay:
+    """Nothing with `quiet`; else live bars on a terminal, plain lines when stdout is not a TTY."""
+    if quiet:
+        return QuietDisplay()
+    return RichDisplay() if sys.stdout.isatty() else LinesDisplay()
 
 
 class StageWatch:
     """Feeds a display from the stages' Ray tasks (see module docstring)."""
 
-    def __init__(self, display: QuietDisplay | RichDisplay | None = None) -> None:
+    def __init__(self, display: QuietDisplay | LinesDisplay | RichDisplay | None = None) -> None:
         self.display = display or QuietDisplay()
         self.queue = None
         if self.display.live:

@@ -187,5 +187,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default: runs/MODEL/VERSION)")
     parser.add_argument("--json", action="store_true", help="print only the metrics, as JSON")
     parser.add_argument("--quiet", action="store_true", default=None,
-                        help="no progress bars (the default when stdout is not a terminal)")
+                        help="print only the result (off a terminal, progress comes as plain lines, not bars)")
     parser.set_defaults(func=run)

@@ -135,5 +135,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default=None, help="where results go (default: runs/MODEL/VERSION-tune)")
     parser.add_argument("--register-best", action="store_true", help="register the picked trial as a new version")
     parser.add_argument("--quiet", action="store_true", default=None,
-                        help="no progress bars (the default when stdout is not a terminal)")
+                        help="print only the result (off a terminal, progress comes as plain lines, not bars)")
     parser.set_defaults(func=run)

@@ -99,15 +99,21 @@ def ray_cluster():
     port, dashboard_port = _free_port(), _free_port()
     ray_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
     common = ["--num-cpus", "1", "--disable-usage-stats"]
+
+    def node_ports() -> list[str]:  # each node's agents on free ports: never clash with another Ray here
+        return ["--dashboard-agent-listen-port", str(_free_port()), "--dashboard-agent-grpc-port", str(_free_port()),
+                "--runtime-env-agent-port", str(_free_port()), "--metrics-export-port", str(_free_port())]
+
     address = f"127.0.0.1:{port}"
     # as from an activated venv: a Ray Job's `python` entrypoint is this venv's python
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     try:
         subprocess.run([ray_cli, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
                         "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
-                        "--dashboard-port", str(dashboard_port), "--temp-dir", ray_dir, *common],
+                        "--dashboard-port", str(dashboard_port), "--temp-dir", ray_dir, *common, *node_ports()],
                        check=True, capture_output=True, timeout=120, env=env)
-        subprocess.run([ray_cli, "start", "--address", address, "--node-ip-address", "127.0.0.1", *common],
+        subprocess.run([ray_cli, "start", "--address", address, "--node-ip-address", "127.0.0.1", *common,
+                        *node_ports()],
                        check=True, capture_output=True, timeout=120, env=env)
         import ray
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from orchestrator.progress import QuietDisplay, RichDisplay, describe, make_display
+from orchestrator.progress import LinesDisplay, QuietDisplay, RichDisplay, describe, make_display
 from workers.progress import ProgressEvent, ProgressReporter
 from workers.trainer import EpochStats
 
@@ -74,7 +74,12 @@ def test_rich_display_draws_one_bar_per_task():
     assert "100 samples/s" in text
 
 
-def test_quiet_when_stdout_is_not_a_terminal(monkeypatch):
-    monkeypatch.setattr("sys.stdout", io.StringIO())
-    assert isinstance(make_display(), QuietDisplay)
+def test_plain_lines_off_a_terminal_and_nothing_when_quiet(monkeypatch, capsys):
+    display = make_display()  # pytest's captured stdout is not a TTY
+    assert isinstance(display, LinesDisplay)
+    display.prefix = "v2 "
+    display.message("stage 1/3: training 2 replicas")
+    display.update(ProgressEvent("replica-0", 1, 2, 3, 4))  # no per-step chatter in logs
+    display.finish("replica-0", "val ER 9.00 %")
+    assert capsys.readouterr().out == "stage 1/3: training 2 replicas\n  v2 replica-0: val ER 9.00 %\n"
     assert isinstance(make_display(quiet=True), QuietDisplay)
