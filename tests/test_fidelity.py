@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks.fidelity import plan as planning
+from benchmarks.fidelity.investigate import disagreement, variant_mode
 from benchmarks.fidelity.results import ensemble, mean_std, summarise
 from conftest import RAY_TEST_ENV
 
@@ -96,3 +97,16 @@ def test_mean_std_by_hand():
     summary = summarise([{"er_old": 0.1, "er_new": 0.2, "nfr": 0.02, "rel_nfr": None, "pfr": 0.0},
                          {"er_old": 0.3, "er_new": 0.2, "nfr": 0.04, "rel_nfr": 0.5, "pfr": 0.0}])
     assert summary["rel_nfr"] is None and summary["er_old"] == pytest.approx((0.2, 0.1414213562))
+
+
+def test_disagreement_by_hand():
+    a = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 1.0], [0.0, 3.0]])  # ids 0 1 0 1
+    b = np.array([[1.0, 2.0], [0.0, 1.0], [2.0, 1.0], [5.0, 3.0]])  # ids 1 1 0 0
+    assert disagreement(a, b) == pytest.approx(0.5)
+
+
+def test_variant_mode_changes_one_setting():
+    mode = planning.MODES["default"]
+    assert variant_mode(mode, {"alpha": 1.0}).alpha == 1.0
+    assert variant_mode(mode, {"elodi_epochs": "2x"}).elodi_epochs == 2 * mode.epochs
+    assert variant_mode(mode, {"k": 3}) == mode  # K is passed to the planner, not the mode
