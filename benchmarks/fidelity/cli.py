@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
         "device": "GPU" if mode.device == "cuda" else "no GPU", "date": time.strftime("%Y-%m-%d"),
         "wall_s": time.perf_counter() - started, "jobs": len(records),
         "trained": sum(not r["cached"] for r in records.values()),
-        "n_eval": len(data.eval), "n_val": len(data.val),
+        "curve_seeds": len(layout.curves), "n_eval": len(data.eval), "n_val": len(data.val),
         "bcwi_alpha": {n: r["alpha"] for n, r in records.items() if "alpha" in r},
         **evaluate(layout),
     }

@@ -115,7 +115,7 @@ models (K = all, m = {mode['m']}) on every version:
 {chain_markdown(test['chain'])}
 
 NFR against the ensemble size m (both ends: paragon = m-model ensembles, ELODI = students of m
-replicas; m = 1 distils one replica):
+replicas; m = 1 distils one replica), over {record['curve_seeds']} seed(s):
 
 {curve_markdown(test['curve'])}
 
