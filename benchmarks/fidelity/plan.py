@@ -58,7 +58,7 @@ class Mode:
 MODES = {
     "quick": Mode("quick", seeds=1, arch="small-cnn", train_sizes=(500, 1000, 2000), eval_limit=1000,
                   epochs=1, lr=0.05, m=2, curve=(1, 2), curve_seeds=None, k_small=3),
-    "default": Mode("default", seeds=3, arch="small-cnn", train_sizes=(5000, 10000, 20000), eval_limit=None,
+    "default": Mode("default", seeds=3, arch="small-cnn", train_sizes=(2500, 5000, 10000), eval_limit=None,
                     epochs=6, lr=0.05, m=4, curve=(1, 2, 4, 8), curve_seeds=1, k_small=3),
     "full": Mode("full", seeds=3, arch="resnet20", train_sizes=(13500, 27000, None), eval_limit=None,
                  epochs=30, lr=0.1, m=8, curve=(1, 2, 4, 8), curve_seeds=None, k_small=3, device="cuda", gpus_per_task=0.25),
