@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"fidelity ({mode.name}): {len(layout.plan.jobs)} models, {seeds} seed(s), cache {work}", flush=True)
     started = time.perf_counter()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default 15 starves the trainings on a shared machine
     ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level="ERROR",
              runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())}})
     try:
