@@ -3,7 +3,7 @@
     python -m benchmarks.fidelity.investigate [--quick] [--seeds 1] [--out docs/benchmarks.md]
 
 Each variant changes one setting of the default mode (α, the students' epochs, K, m, K chosen by the
-student) and retrains only the two ELODI students of each seed; the replicas and plain models come
+student's logits instead of the teacher ensemble's) and retrains only the two ELODI students of each seed; the replicas and plain models come
 from the benchmark's cache (same settings digest). Numbers are on the val split, never the eval
 split, so nothing here tunes the benchmark to its test set. Per variant: ER_new, NFR w.r.t. the old
 ELODI model, NFR as a multiple of no treatment's and of the paragon's (same split, same seeds), the
@@ -38,6 +38,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "α = 0.5": {"alpha": 0.5},
     "students 2× epochs": {"elodi_epochs": "2x"},
     "K = 3": {"k": 3},
+    "K = 3 by the student's top-K": {"k": 3, "topk_by": "student"},
     "m = 8": {"m": 8},
 }
 

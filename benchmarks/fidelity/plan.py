@@ -51,6 +51,7 @@ class Mode:
     legacy_weight: float = 0.5  # λ of Eq. 9
     bcwi_tolerance: float = 0.003  # BCWI: ER(α) ≤ ER(α = 0) + this, on val
     elodi_epochs: int | None = None  # ELODI students' epochs (None: `epochs`, like every other model)
+    topk_by: str = "teacher"  # LDI's K(x): the teacher ensemble's top-K (ELODI Eq. 5), the student's, or union
     device: str = "cpu"
     gpus_per_task: float = 0.0
 
@@ -144,7 +145,7 @@ def elodi(plan: Planner, seed: int, version: str, m: int, k: int, legacy: bool =
     """ELODI student of `version` distilled from its replicas 1 … m (K classes per sample); with
     `legacy`, Eq. 9's extra LDI toward the plain old model (weight 1 − λ)."""
     teachers = replicas(plan, seed, version, m)
-    objective = Objective("elodi", alpha=plan.mode.alpha, k=k,
+    objective = Objective("elodi", alpha=plan.mode.alpha, k=k, topk_by=plan.mode.topk_by,
                           legacy_weight=plan.mode.legacy_weight if legacy else None)
     references = {"teacher": teachers}
     name = f"s{seed}/{version}/elodi-k{k}-m{m}"
