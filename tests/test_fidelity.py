@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks.fidelity import plan as planning
-from benchmarks.fidelity.investigate import disagreement, variant_mode
+from benchmarks.fidelity.investigate import disagreement, findings, variant_mode
 from benchmarks.fidelity.results import ensemble, mean_std, summarise
 from conftest import RAY_TEST_ENV
 
@@ -110,3 +110,13 @@ def test_variant_mode_changes_one_setting():
     assert variant_mode(mode, {"alpha": 1.0}).alpha == 1.0
     assert variant_mode(mode, {"elodi_epochs": "2x"}).elodi_epochs == 2 * mode.epochs
     assert variant_mode(mode, {"k": 3}) == mode  # K is passed to the planner, not the mode
+
+
+def test_findings_from_the_means():
+    def variant(nfr, er, paragon):
+        return {"nfr": (nfr, 0.0), "nfr_vs_none": (nfr / 0.02, 0.0), "nfr_vs_paragon": (nfr / paragon, 0.0),
+                "er_new": (er, 0.0), "none_er_new": (0.10, 0.0)}
+
+    text = findings({"a": variant(0.018, 0.11, 0.015), "b": variant(0.011, 0.102, 0.010)})
+    assert text.startswith("Lowest NFR: b (1.10 %, 0.55 × none, ER +0.20 pt vs none)")
+    assert "≤ 0.6 × none: b;" in text and "≤ 1.15 × paragon: b;" in text and "ER ≤ none + 0.3 pt: b." in text

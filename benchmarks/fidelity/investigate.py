@@ -80,13 +80,26 @@ def score(rows: dict[int, dict[str, tuple[str, ...]]], logits: dict[str, np.ndar
         values = {"er_new": error_rate(get["elodi_new"], labels), "nfr": nfr, "nfr_vs_none": nfr / none,
                   "nfr_vs_paragon": nfr / paragon, "teacher_gap": disagreement(get["elodi_new"], get["paragon_new"]),
                   "clipped": float(np.mean([h["clipped_fraction"] for h in history])) if history else float("nan"),
-                  "none_er_new": error_rate(get["plain_new"], labels), "none_nfr": none, "paragon_nfr": paragon}
+                  "none_er_new": error_rate(get["plain_new"], labels), "none_nfr": none, "paragon_nfr": paragon,
+                  "paragon_er_new": error_rate(get["paragon_new"], labels)}
         for key, value in values.items():
             per_seed.setdefault(key, []).append(value)
     return {key: mean_std(values) for key, values in per_seed.items()}
 
 
-def markdown(command: str, table: dict[str, dict], seeds: int, wall_s: float) -> str:
+def findings(table: dict[str, dict]) -> str:
+    """Which variants reach the issue's targets on val, and the best one by NFR (from the means)."""
+    name, best = min(table.items(), key=lambda item: item[1]["nfr"][0])
+    under_none = [n for n, v in table.items() if v["nfr_vs_none"][0] <= 0.6] or ["none"]
+    near_paragon = [n for n, v in table.items() if v["nfr_vs_paragon"][0] <= 1.15] or ["none"]
+    er_ok = [n for n, v in table.items() if v["er_new"][0] <= v["none_er_new"][0] + 0.003] or ["none"]
+    return (f"Lowest NFR: {name} ({100 * best['nfr'][0]:.2f} %, {best['nfr_vs_none'][0]:.2f} × none, "
+            f"ER {100 * (best['er_new'][0] - best['none_er_new'][0]):+.2f} pt vs none). Variants with NFR ≤ 0.6 × none: "
+            f"{', '.join(under_none)}; ≤ 1.15 × paragon: {', '.join(near_paragon)}; ER ≤ none + 0.3 pt: "
+            f"{', '.join(er_ok)}.")
+
+
+def markdown(command: str, table: dict[str, dict], seeds: int, wall_s: float, base_m: int) -> str:
     base = next(iter(table.values()))
     lines = ["| variant | ER_new % | NFR % | NFR / none | NFR / paragon | new ≠ its ensemble % | steps clipped % |",
              "|---|---|---|---|---|---|---|"]
@@ -98,9 +111,12 @@ def markdown(command: str, table: dict[str, dict], seeds: int, wall_s: float) ->
 Val split only (the benchmark's eval numbers are not used to choose anything). Each variant changes
 one setting of ELODI (both ends) in the default mode; replicas and plain models are the benchmark's.
 For reference on the same split: no treatment ER_new {pct(base['none_er_new'])} %, NFR
-{pct(base['none_nfr'])} %; paragon NFR {pct(base['paragon_nfr'])} %.
+{pct(base['none_nfr'])} %; paragon ({base_m}×) ER_new {pct(base['paragon_er_new'])} %, NFR {pct(base['paragon_nfr'])} %
+(the m = 8 row is compared with the 8× paragon).
 
 {chr(10).join(lines)}
+
+{findings(table)}
 """
 
 
@@ -136,7 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
     command = f"python -m benchmarks.fidelity.investigate{flags}"
     wall = time.perf_counter() - started
     (folder / "investigation.json").write_text(json.dumps({"command": command, "variants": table}, indent=1))
-    write_section(Path(args.out), SECTION, markdown(command, table, args.seeds, wall))
+    write_section(Path(args.out), SECTION, markdown(command, table, args.seeds, wall, mode.m))
     return table
 
 
