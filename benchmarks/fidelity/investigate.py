@@ -40,6 +40,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "K = 3": {"k": 3},
     "K = 3 by the student's top-K": {"k": 3, "topk_by": "student"},
     "m = 8": {"m": 8},
+    "gradient clip 25 (not 5)": {"elodi_clip": 25.0},
 }
 
 

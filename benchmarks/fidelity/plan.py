@@ -51,6 +51,7 @@ class Mode:
     legacy_weight: float = 0.5  # λ of Eq. 9
     bcwi_tolerance: float = 0.003  # BCWI: ER(α) ≤ ER(α = 0) + this, on val
     elodi_epochs: int | None = None  # ELODI students' epochs (None: `epochs`, like every other model)
+    elodi_clip: float | None = 5.0  # ELODI students' gradient-norm clip (TrainConfig.max_grad_norm)
     topk_by: str = "teacher"  # LDI's K(x): the teacher ensemble's top-K (ELODI Eq. 5), the student's, or union
     device: str = "cpu"
     gpus_per_task: float = 0.0
@@ -106,18 +107,19 @@ class Planner:
         return DataRequest(train_limit=self.mode.train_sizes[VERSIONS.index(version)],
                            eval_limit=self.mode.eval_limit)
 
-    def config(self, seed: int, epochs: int | None = None) -> TrainConfig:
-        return TrainConfig(epochs=epochs or self.mode.epochs, lr=self.mode.lr, seed=seed, device=self.mode.device)
+    def config(self, seed: int, epochs: int | None = None, clip: float | None = 5.0) -> TrainConfig:
+        return TrainConfig(epochs=epochs or self.mode.epochs, lr=self.mode.lr, seed=seed, device=self.mode.device,
+                           max_grad_norm=clip)
 
     def add(self, name: str, version: str, seed: int, objective: Objective = Objective(),
             references: dict[str, tuple[str, ...]] | None = None, init_from: str | None = None,
-            kind: str = "train", epochs: int | None = None) -> str:
+            kind: str = "train", epochs: int | None = None, clip: float | None = 5.0) -> str:
         if name in self.jobs:
             return name
         refs = tuple(sorted((references or {}).items()))
         upstream = [self.jobs[n].stem for _, group in refs for n in group] + (
             [self.jobs[init_from].stem] if init_from else [])
-        job = TrainJob(name, self.data(version), self.mode.arch, self.config(seed, epochs), "", objective)
+        job = TrainJob(name, self.data(version), self.mode.arch, self.config(seed, epochs, clip), "", objective)
         stem = str(self.folder / f"{name.replace('/', '_')}-{digest(kind, job, upstream)}")
         init_path = f"{self.jobs[init_from].stem}.pt" if init_from else None
         job = TrainJob(name, job.data, job.arch, job.config, f"{stem}.pt", objective, init_from=init_path)
@@ -153,7 +155,7 @@ def elodi(plan: Planner, seed: int, version: str, m: int, k: int, legacy: bool =
         references["old"] = (plain(plan, seed, "old"),)
         name = f"s{seed}/{version}/elodi-legacy-k{k}-m{m}"
     return plan.add(name, version, seed_of(seed, version, STUDENT_OFFSET), objective, references,
-                    epochs=plan.mode.elodi_epochs)
+                    epochs=plan.mode.elodi_epochs, clip=plan.mode.elodi_clip)
 
 
 def toward_old(plan: Planner, seed: int, method: str) -> str:

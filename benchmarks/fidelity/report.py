@@ -58,11 +58,13 @@ def curve_markdown(curve: Sequence[Mapping[str, Any]]) -> str:
 
 def scatter(table: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
     """ER_new against NFR, one point per method (mean, error bars: std over seeds)."""
-    figure, axes = plt.subplots(figsize=(7, 5))
-    for e in table:
+    figure, axes = plt.subplots(figsize=(8, 5))
+    markers = "osD^vP*Xph<>"
+    for index, e in enumerate(table):
         x, y = 100 * e["er_new"][0], 100 * e["nfr"][0]
-        axes.errorbar(x, y, xerr=100 * e["er_new"][1], yerr=100 * e["nfr"][1], fmt="o", capsize=3)
-        axes.annotate(e["method"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        axes.errorbar(x, y, xerr=100 * e["er_new"][1], yerr=100 * e["nfr"][1], fmt=markers[index % len(markers)],
+                      capsize=3, label=e["method"])
+    axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     axes.set_xlabel("ER of the new model (%)")
     axes.set_ylabel("NFR w.r.t. the old model (%)")
     axes.set_title(title, fontsize=9)
