@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from benchmarks.fidelity import plan as planning
+from benchmarks.fidelity.cli import invocations
 from benchmarks.fidelity.investigate import disagreement, findings, variant_mode
+from benchmarks.fidelity.report import invocation_lines
 from benchmarks.fidelity.results import ensemble, mean_std, summarise
 from conftest import RAY_TEST_ENV
 
@@ -120,3 +122,12 @@ def test_findings_from_the_means():
     text = findings({"a": variant(0.018, 0.11, 0.015), "b": variant(0.011, 0.102, 0.010)})
     assert text.startswith("Lowest NFR: b (1.10 %, 0.55 × none, ER +0.20 pt vs none)")
     assert "≤ 0.6 × none: b;" in text and "≤ 1.15 × paragon: b;" in text and "ER ≤ none + 0.3 pt: b." in text
+
+
+def test_invocations_log_keeps_the_run_that_trained(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps({"date": "d0", "wall_s": 1734.0, "trained": 86, "jobs": 86}))
+    runs = invocations(tmp_path, {"date": "d1", "wall_s": 42.0, "trained": 0, "jobs": 86})
+    assert [run["date"] for run in runs] == ["d0", "d1"]
+    assert invocations(tmp_path, {"date": "d2", "wall_s": 40.0, "trained": 0, "jobs": 86})[-1]["date"] == "d2"
+    assert invocation_lines(runs) == ("wall time 28.9 min (86 of 86 models trained); then wall time 0.7 min "
+                                      "(0 of 86 models trained, the rest from the cache)")

@@ -54,6 +54,20 @@ def evaluate(layout: planning.Layout) -> dict:
             for split in ("eval", "val")}
 
 
+def invocations(work: Path, this: dict) -> list[dict]:
+    """Every invocation on this cache, oldest first ({date, wall_s, trained, jobs}), `this` appended to
+    `work/invocations.jsonl`; a cache from before the log starts it from its results.json."""
+    log, earlier = work / "invocations.jsonl", []
+    if log.exists():
+        earlier = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    elif (work / "results.json").exists():
+        last = json.loads((work / "results.json").read_text())
+        earlier = [{key: last[key] for key in ("date", "wall_s", "trained", "jobs")}]
+    runs = earlier + [this]
+    log.write_text("".join(json.dumps(run) + "\n" for run in runs))
+    return runs
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     mode = planning.MODES[args.mode]
@@ -81,6 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
         "bcwi_alpha": {n: r["alpha"] for n, r in records.items() if "alpha" in r},
         **evaluate(layout),
     }
+    record["invocations"] = invocations(work, {key: record[key] for key in ("date", "wall_s", "trained", "jobs")})
     out = Path(args.out)
     results_path = work / "results.json"
     record["results_path"] = str(results_path)

@@ -25,6 +25,12 @@ def plain_number(value: tuple[float, float] | None) -> str:
     return "undefined" if value is None else f"{value[0]:.3f} ± {value[1]:.3f}"
 
 
+def invocation_lines(runs: Sequence[Mapping[str, Any]]) -> str:
+    """'wall time 28.9 min (86 of 86 models trained)' per invocation on the cache, oldest first."""
+    return "; then ".join(f"wall time {run['wall_s'] / 60:.1f} min ({run['trained']} of {run['jobs']} models trained"
+                          f"{', the rest from the cache' if run['trained'] < run['jobs'] else ''})" for run in runs)
+
+
 def table_markdown(table: Sequence[Mapping[str, Any]]) -> str:
     lines = ["| method | ER_old % | ER_new % | NFR % | Rel-NFR | PFR % |", "|---|---|---|---|---|---|"]
     for e in table:
@@ -82,8 +88,7 @@ def section_body(record: Mapping[str, Any], plot_name: str) -> str:
     none = next(e for e in test["table"] if e["method"] == "none")
     sizes = ", ".join(f"{v} {n if n else 'all'}" for v, n in zip(VERSIONS, mode["train_sizes"]))
     return f"""Command: `{record['command']}` on {record['cpus']} CPU cores ({record['machine']}, torch {record['torch']},
-{record['device']}), {record['date']}, wall time {record['wall_s'] / 60:.1f} min ({record['jobs']} models,
-{record['trained']} trained in this run, the rest from the cache).
+{record['device']}), {record['date']}: {invocation_lines(record['invocations'])}.
 
 Setting (`--{mode['name']}` mode): data growth on one architecture ({mode['arch']}), so BCWI applies. Training
 images per version: {sizes} (each slice contains the previous one); eval: the Fashion-MNIST test set
