@@ -44,6 +44,34 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+FD_VARIANTS = {"fd-kl": (0.9, 0.5), "fd-lm": (0.9, 0.5)}  # method: α values (0.9 is the benchmarked one)
+
+
+def fd_scores(mode: planning.Mode, folder: Path, seeds: int, labels: np.ndarray) -> dict[str, dict]:
+    """FD students toward the plain old model with each α of FD_VARIANTS: val ER_new, NFR, NFR / none."""
+    table = {}
+    for method, alphas in FD_VARIANTS.items():
+        for alpha in alphas:
+            plan = planning.Planner(dataclasses.replace(mode, fd_alpha=alpha), folder)
+            pairs = [(planning.plain(plan, s, "old"), planning.plain(plan, s, "new"), planning.toward_old(plan, s, method))
+                     for s in range(seeds)]
+            run_plan(plan, lambda line: print(f"{method} α={alpha}: {line}", flush=True))
+            logits = load_logits(plan, "val")
+            per_seed = [(error_rate(logits[new], labels), negative_flip_rate(logits[old], logits[new], labels),
+                         negative_flip_rate(logits[old], logits[new], labels)
+                         / negative_flip_rate(logits[old], logits[none], labels)) for old, none, new in pairs]
+            table[f"{method}, α = {alpha}"] = {key: mean_std([row[i] for row in per_seed])
+                                               for i, key in enumerate(("er_new", "nfr", "nfr_vs_none"))}
+    return table
+
+
+def fd_markdown(table: dict[str, dict]) -> str:
+    lines = ["| FD variant | ER_new % | NFR % | NFR / none |", "|---|---|---|---|"]
+    lines += [f"| {name} | {100 * v['er_new'][0]:.2f} ± {100 * v['er_new'][1]:.2f} | {100 * v['nfr'][0]:.2f} ± "
+              f"{100 * v['nfr'][1]:.2f} | {v['nfr_vs_none'][0]:.2f} |" for name, v in table.items()]
+    return "\n".join(lines)
+
+
 def variant_mode(mode: planning.Mode, change: dict[str, Any]) -> planning.Mode:
     settings = {k: v for k, v in change.items() if k not in ("k", "elodi_epochs")}
     if change.get("elodi_epochs") == "2x":
@@ -100,7 +128,7 @@ def findings(table: dict[str, dict]) -> str:
             f"{', '.join(er_ok)}.")
 
 
-def markdown(command: str, table: dict[str, dict], seeds: int, wall_s: float, base_m: int) -> str:
+def markdown(command: str, table: dict[str, dict], seeds: int, wall_s: float, base_m: int, fd: dict[str, dict]) -> str:
     base = next(iter(table.values()))
     lines = ["| variant | ER_new % | NFR % | NFR / none | NFR / paragon | new ≠ its ensemble % | steps clipped % |",
              "|---|---|---|---|---|---|---|"]
@@ -118,6 +146,10 @@ For reference on the same split: no treatment ER_new {pct(base['none_er_new'])} 
 {chr(10).join(lines)}
 
 {findings(table)}
+
+Focal Distillation toward the plain old model (the benchmark uses α = 0.9), same split and seeds:
+
+{fd_markdown(fd)}
 """
 
 
@@ -126,6 +158,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--no-fd", action="store_true", help="skip the FD α variants")
     parser.add_argument("--out", default="docs/benchmarks.md")
     parser.add_argument("--work", default="benchmark-output/fidelity")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
@@ -147,13 +180,14 @@ def main(argv: list[str] | None = None) -> dict:
             records = run_plan(plan, lambda line: print(f"{name}: {line}", flush=True))
             table[name] = score(rows, load_logits(plan, "val"), labels, records)
             print(f"{name}: {json.dumps({k: round(v[0], 4) for k, v in table[name].items()})}", flush=True)
+        fd = {} if args.no_fd else fd_scores(mode, folder, args.seeds, labels)
     finally:
         ray.shutdown()
-    flags = (" --quick" if args.quick else "") + f" --seeds {args.seeds}"
+    flags = (" --quick" if args.quick else "") + f" --seeds {args.seeds}" + (" --no-fd" if args.no_fd else "")
     command = f"python -m benchmarks.fidelity.investigate{flags}"
     wall = time.perf_counter() - started
-    (folder / "investigation.json").write_text(json.dumps({"command": command, "variants": table}, indent=1))
-    write_section(Path(args.out), SECTION, markdown(command, table, args.seeds, wall, mode.m))
+    (folder / "investigation.json").write_text(json.dumps({"command": command, "variants": table, "fd": fd}, indent=1))
+    write_section(Path(args.out), SECTION, markdown(command, table, args.seeds, wall, mode.m, fd))
     return table
 
 

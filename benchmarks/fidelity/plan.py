@@ -52,6 +52,7 @@ class Mode:
     bcwi_tolerance: float = 0.003  # BCWI: ER(α) ≤ ER(α = 0) + this, on val
     elodi_epochs: int | None = None  # ELODI students' epochs (None: `epochs`, like every other model)
     elodi_clip: float | None = 5.0  # ELODI students' gradient-norm clip (TrainConfig.max_grad_norm)
+    fd_alpha: float | None = None  # KD / FD weight α (None: the method's default, 0.5 / 0.9)
     topk_by: str = "teacher"  # LDI's K(x): the teacher ensemble's top-K (ELODI Eq. 5), the student's, or union
     device: str = "cpu"
     gpus_per_task: float = 0.0
@@ -160,7 +161,8 @@ def elodi(plan: Planner, seed: int, version: str, m: int, k: int, legacy: bool =
 
 def toward_old(plan: Planner, seed: int, method: str) -> str:
     """A new student trained with `method` (kd, fd-kl, fd-lm, dynamic-fd) toward the plain old."""
-    return plan.add(f"s{seed}/new/{method}", "new", seed_of(seed, "new", STUDENT_OFFSET), Objective(method),
+    return plan.add(f"s{seed}/new/{method}", "new", seed_of(seed, "new", STUDENT_OFFSET),
+                    Objective(method, alpha=plan.mode.fd_alpha),
                     {"old": (plain(plan, seed, "old"),)})
 
 
