@@ -131,3 +131,10 @@ def test_invocations_log_keeps_the_run_that_trained(tmp_path):
     assert invocations(tmp_path, {"date": "d2", "wall_s": 40.0, "trained": 0, "jobs": 86})[-1]["date"] == "d2"
     assert invocation_lines(runs) == ("wall time 28.9 min (86 of 86 models trained); then wall time 0.7 min "
                                       "(0 of 86 models trained, the rest from the cache)")
+
+
+def test_invocation_lines_skip_earlier_cache_only_runs():
+    runs = [{"wall_s": 60.0, "trained": 3, "jobs": 9}, {"wall_s": 6.0, "trained": 0, "jobs": 9},
+            {"wall_s": 12.0, "trained": 0, "jobs": 9}]
+    assert invocation_lines(runs) == ("wall time 1.0 min (3 of 9 models trained, the rest from the cache); then wall "
+                                      "time 0.2 min (0 of 9 models trained, the rest from the cache)")

@@ -26,7 +26,9 @@ def plain_number(value: tuple[float, float] | None) -> str:
 
 
 def invocation_lines(runs: Sequence[Mapping[str, Any]]) -> str:
-    """'wall time 28.9 min (86 of 86 models trained)' per invocation on the cache, oldest first."""
+    """'wall time 28.9 min (86 of 86 models trained)' for each invocation on the cache that trained a
+    model, oldest first, and for the latest one."""
+    runs = [run for run in runs[:-1] if run["trained"] > 0] + list(runs[-1:])
     return "; then ".join(f"wall time {run['wall_s'] / 60:.1f} min ({run['trained']} of {run['jobs']} models trained"
                           f"{', the rest from the cache' if run['trained'] < run['jobs'] else ''})" for run in runs)
 
@@ -69,7 +71,7 @@ def scatter(table: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
     for index, e in enumerate(table):
         x, y = 100 * e["er_new"][0], 100 * e["nfr"][0]
         axes.errorbar(x, y, xerr=100 * e["er_new"][1], yerr=100 * e["nfr"][1], fmt=markers[index % len(markers)],
-                      capsize=3, label=e["method"])
+                      capsize=3, label=e["method"], color=plt.cm.tab20(index % 20))
     axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     axes.set_xlabel("ER of the new model (%)")
     axes.set_ylabel("NFR w.r.t. the old model (%)")
@@ -90,7 +92,7 @@ def section_body(record: Mapping[str, Any], plot_name: str) -> str:
     return f"""Command: `{record['command']}` on {record['cpus']} CPU cores ({record['machine']}, torch {record['torch']},
 {record['device']}), {record['date']}: {invocation_lines(record['invocations'])}.
 
-Setting (`--{mode['name']}` mode): data growth on one architecture ({mode['arch']}), so BCWI applies. Training
+Setting ({'default' if mode['name'] == 'default' else '`--' + mode['name'] + '`'} mode): data growth on one architecture ({mode['arch']}), so BCWI applies. Training
 images per version: {sizes} (each slice contains the previous one); eval: the Fashion-MNIST test set
 ({record['n_eval']} images); val: {record['n_val']} held-out training images. {mode['epochs']} epochs, SGD lr
 {mode['lr']} cosine, augmentation (pad-crop, flip), gradient norm clipped at 5. {record['seeds']} seeds; every
