@@ -1,0 +1,132 @@
+"""The fidelity section of docs/benchmarks.md and its ER–NFR scatter plot, from the results record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from benchmarks.fidelity.plan import VERSIONS  # noqa: E402
+
+SECTION = "## Fidelity: the papers' ER/NFR ordering on Fashion-MNIST"
+
+
+def percent(value: tuple[float, float] | None) -> str:
+    """'mean ± std' in percent, or 'undefined'."""
+    return "undefined" if value is None else f"{100 * value[0]:.2f} ± {100 * value[1]:.2f}"
+
+
+def plain_number(value: tuple[float, float] | None) -> str:
+    return "undefined" if value is None else f"{value[0]:.3f} ± {value[1]:.3f}"
+
+
+def invocation_lines(runs: Sequence[Mapping[str, Any]]) -> str:
+    """'wall time 28.9 min (86 of 86 models trained)' for each invocation on the cache that trained a
+    model, oldest first, and for the latest one."""
+    runs = [run for run in runs[:-1] if run["trained"] > 0] + list(runs[-1:])
+    return "; then ".join(f"wall time {run['wall_s'] / 60:.1f} min ({run['trained']} of {run['jobs']} models trained"
+                          f"{', the rest from the cache' if run['trained'] < run['jobs'] else ''})" for run in runs)
+
+
+def table_markdown(table: Sequence[Mapping[str, Any]]) -> str:
+    lines = ["| method | ER_old % | ER_new % | NFR % | Rel-NFR | PFR % |", "|---|---|---|---|---|---|"]
+    for e in table:
+        lines.append(f"| {e['method']} | {percent(e['er_old'])} | {percent(e['er_new'])} | **{percent(e['nfr'])}** | "
+                     f"{plain_number(e['rel_nfr'])} | {percent(e['pfr'])} |")
+    return "\n".join(lines)
+
+
+def verdict_lines(checks: Sequence[Mapping[str, Any]]) -> str:
+    return "\n".join(f"- {c['row']}: {c['target']} — {c['value']:.2f} {c['unit']}: **{'met' if c['met'] else 'missed'}**"
+                     for c in checks)
+
+
+def chain_markdown(chain: Mapping[str, Mapping[str, Any]]) -> str:
+    lines = ["| chain | ER v1 / v2 / v3 % | NFR v1→v2 % | NFR v2→v3 % | NFR v1→v3 % |", "|---|---|---|---|---|"]
+    for name, c in chain.items():
+        mean, std = c["nfr_mean"], c["nfr_std"]
+        cell = lambda i, j: f"{100 * mean[i][j]:.2f} ± {100 * std[i][j]:.2f}"  # noqa: E731
+        errors = " / ".join(f"{100 * e:.2f}" for e in c["er_mean"])
+        lines.append(f"| {name} | {errors} | {cell(0, 1)} | {cell(1, 2)} | {cell(0, 2)} |")
+    return "\n".join(lines)
+
+
+def curve_markdown(curve: Sequence[Mapping[str, Any]]) -> str:
+    lines = ["| m | paragon ER_new % | paragon NFR % | ELODI ER_new % | ELODI NFR % |", "|---|---|---|---|---|"]
+    for e in curve:
+        lines.append(f"| {e['m']} | {percent(e['paragon']['er_new'])} | {percent(e['paragon']['nfr'])} | "
+                     f"{percent(e['elodi']['er_new'])} | {percent(e['elodi']['nfr'])} |")
+    return "\n".join(lines)
+
+
+def scatter(table: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
+    """ER_new against NFR, one point per method (mean, error bars: std over seeds)."""
+    figure, axes = plt.subplots(figsize=(8, 5))
+    markers = "osD^vP*Xph<>"
+    for index, e in enumerate(table):
+        x, y = 100 * e["er_new"][0], 100 * e["nfr"][0]
+        axes.errorbar(x, y, xerr=100 * e["er_new"][1], yerr=100 * e["nfr"][1], fmt=markers[index % len(markers)],
+                      capsize=3, label=e["method"], color=plt.cm.tab20(index % 20))
+    axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    axes.set_xlabel("ER of the new model (%)")
+    axes.set_ylabel("NFR w.r.t. the old model (%)")
+    axes.set_title(title, fontsize=9)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def section_body(record: Mapping[str, Any], plot_name: str) -> str:
+    """The markdown under SECTION (without the heading)."""
+    mode, test = record["mode"], record["eval"]
+    none = next(e for e in test["table"] if e["method"] == "none")
+    sizes = ", ".join(f"{v} {n if n else 'all'}" for v, n in zip(VERSIONS, mode["train_sizes"]))
+    return f"""Command: `{record['command']}` on {record['cpus']} CPU cores ({record['machine']}, torch {record['torch']},
+{record['device']}), {record['date']}: {invocation_lines(record['invocations'])}.
+
+Setting ({'default' if mode['name'] == 'default' else '`--' + mode['name'] + '`'} mode): data growth on one architecture ({mode['arch']}), so BCWI applies. Training
+images per version: {sizes} (each slice contains the previous one); eval: the Fashion-MNIST test set
+({record['n_eval']} images); val: {record['n_val']} held-out training images. {mode['epochs']} epochs, SGD lr
+{mode['lr']} cosine, augmentation (pad-crop, flip), gradient norm clipped at 5. {record['seeds']} seeds; every
+method of a seed shares that seed's old model and replicas. Replica 1 of each version is its plain
+(no-treatment) model; the paragon is the mean logits of m = {mode['m']} replicas at both ends (the
+paper's Table 1 protocol: the old side is an ensemble too). ELODI (α = {mode['alpha']}, LDI with
+p = 2): the old model is itself an ELODI student of m old-architecture replicas (Algorithm 1); the
+two "plain old →" rows distil only the new model, the second adding Eq. 9's legacy LDI toward the
+plain old model (λ = {mode['legacy_weight']}). BCWI: fine-tune from the old weights, then
+θ = α·θ_old + (1−α)·θ_new with α picked on val (lowest val NFR with val ER ≤ α = 0's + 0.3 pt;
+every parameter and BatchNorm buffer interpolated). KD: α = 0.5, T = 4; FD: α = 0.9, focal 1 + 5·1[old
+correct], FD-KL T = 100; dynamic FD: logit matching.
+
+Main table, old → new on the eval split (mean ± std over seeds):
+
+{table_markdown(test['table'])}
+
+No-treatment NFR is {100 * none['nfr'][0]:.2f} % with a seed-to-seed std of {100 * none['nfr'][1]:.2f} points.
+
+Targets (computed from the means above):
+
+{verdict_lines(test['verdicts'])}
+
+![ER–NFR scatter]({plot_name})
+
+Chain v1 → v2 → v3 (pairwise NFR, the ELODI paper's Table 5 shape), plain models against ELODI
+models (K = all, m = {mode['m']}) on every version:
+
+{chain_markdown(test['chain'])}
+
+NFR against the ensemble size m (both ends: paragon = m-model ensembles, ELODI = students of m
+replicas; m = 1 distils one replica), over {record['curve_seeds']} seed(s):
+
+{curve_markdown(test['curve'])}
+
+The same numbers on the val split (for any tuning) are in `{record['results_path']}`.
+"""

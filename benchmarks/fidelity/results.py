@@ -1,0 +1,117 @@
+"""From saved logits to the benchmark's numbers: pure functions, metrics from workers.metrics.
+
+An ensemble's logits are the mean of its members' logits, φ_ens = (1/m) Σ_i φ^(i) (as in
+FrozenModels); a single model is an ensemble of one. Over seeds every number is mean ± sample
+standard deviation (ddof = 1; 0 with one seed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from benchmarks.fidelity.plan import Layout, Row
+from workers.metrics import error_rate, nfr_matrix, update_report
+
+METRICS = ("er_old", "er_new", "nfr", "rel_nfr", "pfr")
+ER_SLACK = 0.003  # ELODI's ER may exceed no treatment's by 0.3 points
+NFR_VS_NONE = 0.6
+NFR_VS_PARAGON = 1.15
+
+
+def ensemble(logits: Mapping[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
+    """φ_ens = (1/m) Σ_i φ^(i): the mean of the named models' logits."""
+    return np.mean([logits[name] for name in names], axis=0)
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """(mean, sample std with ddof = 1); std is 0 for a single value."""
+    array = np.asarray(values, dtype=float)
+    return float(array.mean()), float(array.std(ddof=1)) if len(array) > 1 else 0.0
+
+
+def summarise(reports: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, float] | None]:
+    """Mean ± std of each metric over seeds; None where a seed's value is undefined (Rel-NFR)."""
+    summary = {}
+    for metric in METRICS:
+        values = [report[metric] for report in reports]
+        summary[metric] = None if any(v is None for v in values) else mean_std(values)
+    return summary
+
+
+def row_report(row: Row, logits: Mapping[str, np.ndarray], labels: np.ndarray) -> dict[str, Any]:
+    """update_report of the row's old ensemble → new ensemble."""
+    return update_report(ensemble(logits, row.old), ensemble(logits, row.new), labels)
+
+
+def main_table(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndarray) -> list[dict[str, Any]]:
+    """One entry per method: {method, per_seed: [reports], **summary}."""
+    seeds = sorted(layout.rows)
+    table = []
+    for index, row in enumerate(layout.rows[seeds[0]]):
+        reports = [row_report(layout.rows[s][index], logits, labels) for s in seeds]
+        table.append({"method": row.method, "per_seed": reports, **summarise(reports)})
+    return table
+
+
+def chain_table(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndarray) -> dict[str, dict]:
+    """Pairwise NFR matrix M[i][j] (NFR of version j w.r.t. version i) of each chain, mean and std over seeds,
+    with each version's error rate."""
+    result = {}
+    for chain in ("plain", "elodi"):
+        versions = [[ensemble(logits, (name,)) for name in layout.chains[s][chain]] for s in sorted(layout.chains)]
+        matrices = np.array([nfr_matrix(v, labels) for v in versions])
+        errors = np.array([[error_rate(x, labels) for x in v] for v in versions])
+        result[chain] = {"nfr_mean": matrices.mean(axis=0).tolist(),
+                         "nfr_std": (matrices.std(axis=0, ddof=1) if len(matrices) > 1 else 0 * matrices[0]).tolist(),
+                         "er_mean": errors.mean(axis=0).tolist()}
+    return result
+
+
+def curve_table(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndarray) -> list[dict[str, Any]]:
+    """For each ensemble size m: paragon and ELODI (both ends) summaries over seeds."""
+    seeds = sorted(layout.curves)
+    table = []
+    for m in layout.plan.mode.curve:
+        entry: dict[str, Any] = {"m": m}
+        for kind in ("paragon", "elodi"):
+            entry[kind] = summarise([row_report(layout.curves[s][m][kind], logits, labels) for s in seeds])
+        table.append(entry)
+    return table
+
+
+def _by_method(table: Sequence[Mapping[str, Any]], prefix: str) -> Mapping[str, Any]:
+    return next(entry for entry in table if entry["method"].startswith(prefix))
+
+
+def verdicts(table: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The issue's targets checked on the means: for each ELODI row, NFR ≤ 0.6 × none, NFR ≤ 1.15 ×
+    paragon, ER_new ≤ ER_new(none) + 0.3 pt; FD-KL and FD-LM NFR < none."""
+    none, paragon = _by_method(table, "none"), _by_method(table, "paragon")
+    checks = []
+    for entry in table:
+        if "elodi" not in entry["method"]:
+            continue
+        nfr, er = entry["nfr"][0], entry["er_new"][0]
+        checks += [
+            {"row": entry["method"], "target": f"NFR ≤ {NFR_VS_NONE} × none", "value": nfr / none["nfr"][0],
+             "met": nfr <= NFR_VS_NONE * none["nfr"][0], "unit": "× none"},
+            {"row": entry["method"], "target": f"NFR ≤ {NFR_VS_PARAGON} × paragon",
+             "value": nfr / paragon["nfr"][0], "met": nfr <= NFR_VS_PARAGON * paragon["nfr"][0], "unit": "× paragon"},
+            {"row": entry["method"], "target": "ER ≤ none + 0.3 pt", "value": 100 * (er - none["er_new"][0]),
+             "met": er <= none["er_new"][0] + ER_SLACK, "unit": "pt vs none"},
+        ]
+    for method in ("fd-kl", "fd-lm"):
+        entry = _by_method(table, method)
+        checks.append({"row": method, "target": "NFR < none", "value": entry["nfr"][0] / none["nfr"][0],
+                       "met": entry["nfr"][0] < none["nfr"][0], "unit": "× none"})
+    return checks
+
+
+def results(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndarray) -> dict[str, Any]:
+    """Every number of one split: main table, verdicts, chains, NFR vs m."""
+    table = main_table(layout, logits, labels)
+    return {"table": table, "verdicts": verdicts(table), "chain": chain_table(layout, logits, labels),
+            "curve": curve_table(layout, logits, labels)}

@@ -1,0 +1,140 @@
+"""The fidelity benchmark's --quick mode end to end (the pipeline, not the claim), and its pure parts."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.fidelity import plan as planning
+from benchmarks.fidelity.cli import invocations
+from benchmarks.fidelity.investigate import disagreement, findings, variant_mode
+from benchmarks.fidelity.report import invocation_lines
+from benchmarks.fidelity.results import ensemble, mean_std, summarise
+from conftest import RAY_TEST_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fidelity")
+    out = folder / "docs" / "benchmarks.md"
+    env = {**os.environ, **RAY_TEST_ENV, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "benchmarks.fidelity", "--quick", "--out", str(out), "--work", str(folder / "work")]
+    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    record = json.loads((folder / "work" / "quick" / "results.json").read_text())
+    return out, record, finished.stdout
+
+
+def test_quick_writes_section_table_and_plot(quick_run):
+    out, record, stdout = quick_run
+    text = out.read_text()
+    assert "## Fidelity: the papers' ER/NFR ordering on Fashion-MNIST" in text
+    assert "`python -m benchmarks.fidelity --quick`" in text
+    assert "![ER–NFR scatter](fidelity-scatter.png)" in text
+    assert (out.parent / "fidelity-scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    methods = [entry["method"] for entry in record["eval"]["table"]]
+    for method in ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "paragon", "elodi K=all", "elodi K=3", "legacy", "bcwi"):
+        assert any(method in m for m in methods), method
+        assert any(method in line for line in text.splitlines() if line.startswith("|")), method
+    assert "1/20" in stdout and "20/20" in stdout  # progress lines
+
+
+def test_quick_values_are_consistent(quick_run):
+    _, record, _ = quick_run
+    for split in ("eval", "val"):
+        for entry in record[split]["table"]:
+            for report in entry["per_seed"]:
+                assert report["n"] == (1000 if split == "eval" else 6000)
+                for metric in ("er_old", "er_new", "nfr", "pfr"):
+                    assert 0.0 <= report[metric] <= 1.0
+                # every sample is counted once: ER_new = ER_old + NFR − PFR
+                assert report["er_new"] == pytest.approx(report["er_old"] + report["nfr"] - report["pfr"])
+    none = record["eval"]["table"][0]
+    assert none["method"] == "none" and none["nfr"][0] > 0
+    assert {check["met"] for check in record["eval"]["verdicts"]} <= {True, False}
+    for chain in record["eval"]["chain"].values():
+        assert np.diag(chain["nfr_mean"]).tolist() == [0.0, 0.0, 0.0]
+    assert [entry["m"] for entry in record["eval"]["curve"]] == [1, 2]
+    assert 0.0 <= next(iter(record["bcwi_alpha"].values())) <= 1.0
+
+
+def test_plan_shares_models_between_methods(tmp_path):
+    layout = planning.layout(planning.MODES["default"], 2, tmp_path)
+    rows = {row.method: row for row in layout.rows[0]}
+    assert rows["none"].old == rows["kd"].old == rows["bcwi"].old == ("s0/old/replica-1",)
+    assert rows["paragon (4×, both ends)"].new == tuple(f"s0/new/replica-{i}" for i in range(1, 5))
+    assert rows["elodi K=all (both ends)"].old == ("s0/old/elodi-k10-m4",)
+    assert layout.plan.jobs["s0/new/elodi-k10-m4"].references == (("teacher", rows["paragon (4×, both ends)"].new),)
+    curve_elodi, table_elodi = layout.curves[0][4]["elodi"], rows["elodi K=all (both ends)"]
+    assert (curve_elodi.old, curve_elodi.new) == (table_elodi.old, table_elodi.new)
+    # 8 replicas per version for the curve, each trained once
+    assert sum(name.startswith("s0/new/replica-") for name in layout.plan.jobs) == 8
+    stems = [job.stem for job in layout.plan.jobs.values()]
+    assert len(set(stems)) == len(stems)
+    # a changed setting changes the stem of the job and of everything downstream
+    other = planning.layout(planning.MODES["default"].__class__(**{**planning.MODES["default"].__dict__, "lr": 0.01}),
+                            2, tmp_path)
+    assert other.plan.jobs["s0/new/kd"].stem != layout.plan.jobs["s0/new/kd"].stem
+
+
+def test_distinct_seeds_per_version_and_replica():
+    seeds = {planning.seed_of(s, v, i) for s in range(3) for v in planning.VERSIONS for i in (1, 2, 8, 500)}
+    assert len(seeds) == 3 * 3 * 4
+
+
+def test_ensemble_is_the_mean_of_logits():
+    logits = {"a": np.array([[1.0, 3.0]]), "b": np.array([[3.0, 0.0]])}
+    np.testing.assert_allclose(ensemble(logits, ("a", "b")), [[2.0, 1.5]])
+
+
+def test_mean_std_by_hand():
+    assert mean_std([0.01, 0.03]) == pytest.approx((0.02, 0.014142135623730951))
+    assert mean_std([0.05]) == (0.05, 0.0)
+    summary = summarise([{"er_old": 0.1, "er_new": 0.2, "nfr": 0.02, "rel_nfr": None, "pfr": 0.0},
+                         {"er_old": 0.3, "er_new": 0.2, "nfr": 0.04, "rel_nfr": 0.5, "pfr": 0.0}])
+    assert summary["rel_nfr"] is None and summary["er_old"] == pytest.approx((0.2, 0.1414213562))
+
+
+def test_disagreement_by_hand():
+    a = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 1.0], [0.0, 3.0]])  # ids 0 1 0 1
+    b = np.array([[1.0, 2.0], [0.0, 1.0], [2.0, 1.0], [5.0, 3.0]])  # ids 1 1 0 0
+    assert disagreement(a, b) == pytest.approx(0.5)
+
+
+def test_variant_mode_changes_one_setting():
+    mode = planning.MODES["default"]
+    assert variant_mode(mode, {"alpha": 1.0}).alpha == 1.0
+    assert variant_mode(mode, {"elodi_epochs": "2x"}).elodi_epochs == 2 * mode.epochs
+    assert variant_mode(mode, {"k": 3}) == mode  # K is passed to the planner, not the mode
+
+
+def test_findings_from_the_means():
+    def variant(nfr, er, paragon):
+        return {"nfr": (nfr, 0.0), "nfr_vs_none": (nfr / 0.02, 0.0), "nfr_vs_paragon": (nfr / paragon, 0.0),
+                "er_new": (er, 0.0), "none_er_new": (0.10, 0.0)}
+
+    text = findings({"a": variant(0.018, 0.11, 0.015), "b": variant(0.011, 0.102, 0.010)})
+    assert text.startswith("Lowest NFR: b (1.10 %, 0.55 × none, ER +0.20 pt vs none)")
+    assert "≤ 0.6 × none: b;" in text and "≤ 1.15 × paragon: b;" in text and "ER ≤ none + 0.3 pt: b." in text
+
+
+def test_invocations_log_keeps_the_run_that_trained(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps({"date": "d0", "wall_s": 1734.0, "trained": 86, "jobs": 86}))
+    runs = invocations(tmp_path, {"date": "d1", "wall_s": 42.0, "trained": 0, "jobs": 86})
+    assert [run["date"] for run in runs] == ["d0", "d1"]
+    assert invocations(tmp_path, {"date": "d2", "wall_s": 40.0, "trained": 0, "jobs": 86})[-1]["date"] == "d2"
+    assert invocation_lines(runs) == ("wall time 28.9 min (86 of 86 models trained); then wall time 0.7 min "
+                                      "(0 of 86 models trained, the rest from the cache)")
+
+
+def test_invocation_lines_skip_earlier_cache_only_runs():
+    runs = [{"wall_s": 60.0, "trained": 3, "jobs": 9}, {"wall_s": 6.0, "trained": 0, "jobs": 9},
+            {"wall_s": 12.0, "trained": 0, "jobs": 9}]
+    assert invocation_lines(runs) == ("wall time 1.0 min (3 of 9 models trained, the rest from the cache); then wall "
+                                      "time 0.2 min (0 of 9 models trained, the rest from the cache)")
