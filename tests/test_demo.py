@@ -15,8 +15,14 @@ DEMO = ["--epochs", "1", "--m", "2", "--train-limit", "2000", "--eval-limit", "5
 
 
 def _env(out):
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
+    # mlflow.set_registry_uri in earlier tests leaves MLFLOW_REGISTRY_URI in this process's environment
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS")}
     return {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{out / 'mlflow.db'}"}
+
+
+def _client(out):
+    uri = f"sqlite:///{out / 'mlflow.db'}"
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +38,7 @@ def demo(tmp_path_factory):
 @pytest.mark.slow
 def test_demo_registers_three_versions_and_prints_the_comparison(demo):
     out, printed = demo
-    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    client = _client(out)
     versions = sorted(client.search_model_versions("name='congruent-demo'"), key=lambda v: int(v.version))
     assert [v.tags["label"] for v in versions] == ["v1", "v2-none", "v2-elodi"]
     assert [v.tags["method"] for v in versions] == ["none", "none", "elodi"]
@@ -59,7 +65,7 @@ def test_report_is_self_contained_logged_and_renders_in_chromium(demo, tmp_path)
     images = page.count("<img ")
     assert images >= 4  # heatmap, scatter, per-class bars, thumbnails
 
-    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    client = _client(out)
     run_id = client.get_model_version("congruent-demo", "3").run_id
     assert [a.path for a in client.list_artifacts(run_id, "report")] == ["report/report.html"]
 

@@ -21,12 +21,12 @@ def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, tmp_path
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(document))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "RAY_ADDRESS": ""}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "RAY_ADDRESS": ""}
     driver = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", str(tmp_path / "spec.yaml"), "--address", ray_cluster.address],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
     )
-    client = MlflowClient(uri)
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
     try:
         replica_checkpoint = None
         for _ in range(240):  # until a replica has written its first epoch: the stage is running
