@@ -132,7 +132,7 @@ def flip_section(data: ReportData) -> str:
 
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1.5em; max-width: 1100px; color: #222; }
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 1.6em; }
 table { border-collapse: collapse; font-size: 0.9em; margin: 0.6em 0; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; } th { background: #f4f4f4; }
