@@ -7,6 +7,12 @@ from pathlib import Path
 HEADER = "# Benchmarks\n\nNumbers written by the commands shown; rerun them to refresh.\n"
 
 
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-markdown table: a header row, the separator, one line per row."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
 def write_section(path: Path, heading: str, body: str) -> None:
     """Replace the section that starts with `heading` (up to the next `## `), or append it."""
     section = f"{heading}\n\n{body.strip()}\n"

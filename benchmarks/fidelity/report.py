@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from benchmarks.fidelity.plan import VERSIONS  # noqa: E402
+from benchmarks.report import markdown_table  # noqa: E402
 
 SECTION = "## Fidelity: the papers' ER/NFR ordering on Fashion-MNIST"
 
@@ -34,11 +35,9 @@ def invocation_lines(runs: Sequence[Mapping[str, Any]]) -> str:
 
 
 def table_markdown(table: Sequence[Mapping[str, Any]]) -> str:
-    lines = ["| method | ER_old % | ER_new % | NFR % | Rel-NFR | PFR % |", "|---|---|---|---|---|---|"]
-    for e in table:
-        lines.append(f"| {e['method']} | {percent(e['er_old'])} | {percent(e['er_new'])} | **{percent(e['nfr'])}** | "
-                     f"{plain_number(e['rel_nfr'])} | {percent(e['pfr'])} |")
-    return "\n".join(lines)
+    return markdown_table(["method", "ER_old %", "ER_new %", "NFR %", "Rel-NFR", "PFR %"], [
+        [e["method"], percent(e["er_old"]), percent(e["er_new"]), f"**{percent(e['nfr'])}**", plain_number(e["rel_nfr"]),
+         percent(e["pfr"])] for e in table])
 
 
 def verdict_lines(checks: Sequence[Mapping[str, Any]]) -> str:
@@ -47,21 +46,18 @@ def verdict_lines(checks: Sequence[Mapping[str, Any]]) -> str:
 
 
 def chain_markdown(chain: Mapping[str, Mapping[str, Any]]) -> str:
-    lines = ["| chain | ER v1 / v2 / v3 % | NFR v1→v2 % | NFR v2→v3 % | NFR v1→v3 % |", "|---|---|---|---|---|"]
-    for name, c in chain.items():
-        mean, std = c["nfr_mean"], c["nfr_std"]
-        cell = lambda i, j: f"{100 * mean[i][j]:.2f} ± {100 * std[i][j]:.2f}"  # noqa: E731
-        errors = " / ".join(f"{100 * e:.2f}" for e in c["er_mean"])
-        lines.append(f"| {name} | {errors} | {cell(0, 1)} | {cell(1, 2)} | {cell(0, 2)} |")
-    return "\n".join(lines)
+    def cell(c: Mapping[str, Any], i: int, j: int) -> str:
+        return f"{100 * c['nfr_mean'][i][j]:.2f} ± {100 * c['nfr_std'][i][j]:.2f}"
+
+    return markdown_table(["chain", "ER v1 / v2 / v3 %", "NFR v1→v2 %", "NFR v2→v3 %", "NFR v1→v3 %"], [
+        [name, " / ".join(f"{100 * e:.2f}" for e in c["er_mean"]), cell(c, 0, 1), cell(c, 1, 2), cell(c, 0, 2)]
+        for name, c in chain.items()])
 
 
 def curve_markdown(curve: Sequence[Mapping[str, Any]]) -> str:
-    lines = ["| m | paragon ER_new % | paragon NFR % | ELODI ER_new % | ELODI NFR % |", "|---|---|---|---|---|"]
-    for e in curve:
-        lines.append(f"| {e['m']} | {percent(e['paragon']['er_new'])} | {percent(e['paragon']['nfr'])} | "
-                     f"{percent(e['elodi']['er_new'])} | {percent(e['elodi']['nfr'])} |")
-    return "\n".join(lines)
+    return markdown_table(["m", "paragon ER_new %", "paragon NFR %", "ELODI ER_new %", "ELODI NFR %"], [
+        [str(e["m"]), percent(e["paragon"]["er_new"]), percent(e["paragon"]["nfr"]), percent(e["elodi"]["er_new"]),
+         percent(e["elodi"]["nfr"])] for e in curve])
 
 
 def scatter(table: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
