@@ -7,13 +7,17 @@ STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 
-.PHONY: demo test install system-data system-services clean
+.PHONY: demo test test-fast install system-data system-services clean
 
 demo: install system-data
 	$(BIN)/congruent demo
 
 test: install system-data system-services
 	$(BIN)/python -m pytest -q
+
+# For development: everything but the tests marked slow (real trainings on the Ray cluster). CI runs `make test`.
+test-fast: install system-data
+	$(BIN)/python -m pytest -q -m "not slow"
 
 install: $(STAMP)
 

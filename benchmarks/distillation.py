@@ -2,7 +2,7 @@
 
 1. Online distillation throughput (student samples/s): the trainer with the m teachers run serially
    in its own process (the reference code's loop) against the same trainer fed by the Ray teacher
-   pool (TeacherActors behind an ActorPool, requested ahead of the step). Same m, data, seed.
+   pool (TeacherActors fed round-robin by `TeacherPool`, requested ahead of the step). Same m, data, seed.
 2. Replica scaling: wall time of m replicas as parallel Ray tasks on N one-CPU workers against one
    replica. Target: ≤ 1.15 × ⌈m/N⌉ × one replica.
 
@@ -27,18 +27,16 @@ from pathlib import Path
 import ray
 import torch
 
-from ray.util.placement_group import remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
 from benchmarks.report import write_section
-from orchestrator.pipeline import reserve_distillation, start_teacher_pool, train_replicas
-from orchestrator.progress import StageWatch
+from orchestrator.driver.plan import preflight, train_config
+from orchestrator.driver.pool import TeacherPool, teacher_pool
+from orchestrator.driver.stages import train_replicas
+from orchestrator.driver.watch import StageWatch
 from pipelines.spec import parse_spec
 from workers.checkpoints import ModelSettings, save_checkpoint
 from workers.inference import FrozenModels, LocalReferences
 from workers.objectives import Objective
 from workers.stages import DataRequest, TrainJob, cached_splits, train_job
-from workers.teachers import TeacherPool
 
 ARCH = "small-cnn"
 SECTION = "## Ray pipeline: teacher pool and replica scaling"
@@ -62,7 +60,7 @@ def distillation_throughput(m: int, samples: int, actors: int, folder: Path) -> 
     paths = [str(save_checkpoint(folder / f"t{i}.pt", settings.build(seed=i), settings)) for i in range(m)]
     request = DataRequest(train_limit=samples, eval_limit=1000)
     spec = _spec(m, samples, str(folder), actors)
-    config = spec.train.config(seed=0)
+    config = train_config(spec, 0, spec.resources.student)
     objective = Objective("elodi", k=10)
     job = TrainJob("bench", request, ARCH, config, str(folder / "student.pt"), objective)
 
@@ -73,20 +71,16 @@ def distillation_throughput(m: int, samples: int, actors: int, folder: Path) -> 
     (folder / "student.pt").unlink()
 
     # pool: the pipeline's student task and teacher actors
-    group = reserve_distillation(spec, with_student=True)
-    handles = start_teacher_pool(spec, {"teacher": paths}, group, first=1)
-    ray.get([a.info.remote() for a in handles])  # actors loaded before the clock starts
+    with teacher_pool(spec, {"teacher": paths}, with_student=True) as pool:
+        pool.batches_served()  # actors loaded before the clock starts
 
-    def student(job, actors):
-        return train_job(job, TeacherPool(actors, ("teacher",)))
+        def student(job: TrainJob, client: TeacherPool):
+            return train_job(job, client)
 
-    strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
-    pooled = ray.get(ray.remote(student).options(num_cpus=1, scheduling_strategy=strategy).remote(
-        TrainJob("bench-pool", request, ARCH, config, str(folder / "student-pool.pt"), objective), handles))
-    for actor in handles:
-        ray.kill(actor)
-    remove_placement_group(group)
-    s, p = serial["history"][0]["samples_per_second"], pooled["history"][0]["samples_per_second"]
+        pooled = ray.get(ray.remote(student).options(num_cpus=1, scheduling_strategy=pool.student_strategy()).remote(
+            TrainJob("bench-pool", request, ARCH, config, str(folder / "student-pool.pt"), objective),
+            pool.client(("teacher",))))
+    s, p = serial.history[0]["samples_per_second"], pooled.history[0]["samples_per_second"]
     return {"m": m, "samples": samples, "actors": actors, "serial_samples_per_s": s, "pool_samples_per_s": p,
             "ratio": p / s}
 
@@ -96,9 +90,9 @@ def replica_scaling(m: int, samples: int, workers: int, folder: Path) -> dict:
     for count in (1, m):
         spec = _spec(count, samples, str(folder / f"replicas-{count}"), workers)
         started = time.perf_counter()
-        records = train_replicas(spec, DataRequest(train_limit=samples, eval_limit=1000), StageWatch())
+        records = train_replicas(preflight(spec), StageWatch())
         times[count] = time.perf_counter() - started
-        inside[count] = [(r["pid"], round(r["seconds"], 1)) for r in records]
+        inside[count] = [(r.pid, round(r.seconds, 1)) for r in records]
     bound = 1.15 * math.ceil(m / workers) * times[1]
     return {"m": m, "workers": workers, "one_replica_s": times[1], "m_replicas_s": times[m],
             "ratio_to_one": times[m] / times[1], "target_ratio": 1.15 * math.ceil(m / workers),
@@ -108,7 +102,7 @@ def replica_scaling(m: int, samples: int, workers: int, folder: Path) -> dict:
 def warm_up(samples: int, workers: int, folder: Path) -> None:
     """Start and warm `workers` Ray worker processes and this process on a tiny run of each path."""
     spec = _spec(workers, 1024, str(folder / "warm-up"), workers)
-    train_replicas(spec, DataRequest(train_limit=1024, eval_limit=1000), StageWatch())
+    train_replicas(preflight(spec), StageWatch())
     request = DataRequest(train_limit=samples, eval_limit=1000)
     def load(request: DataRequest) -> int:
         cached_splits(request)
@@ -117,7 +111,8 @@ def warm_up(samples: int, workers: int, folder: Path) -> None:
 
     ray.get([ray.remote(load).options(num_cpus=1).remote(request) for _ in range(workers)])
     cached_splits(request)
-    tiny = TrainJob("warm-up", DataRequest(train_limit=1024, eval_limit=1000), ARCH, spec.train.config(seed=0),
+    tiny = TrainJob("warm-up", DataRequest(train_limit=1024, eval_limit=1000), ARCH,
+                    train_config(spec, 0, spec.resources.student),
                     str(folder / "warm-up.pt"), Objective("none"))
     train_job(tiny)
 

@@ -93,7 +93,7 @@ def report(records: list[dict], code: int, summary: str) -> str:
         "finished replicas (`epochs_run` 0) and resumes the student; a version already registered for the spec hash "
         "and eval split is reused, not duplicated; the dead driver's MLflow run is marked KILLED by the rerun;",
         "- MLflow server: the client retries with backoff 0, 2, 4, … 32 s (`MLFLOW_HTTP_REQUEST_*`, set by "
-        "`orchestrator.tracking`), so a restart of up to a minute is survived; a version doubled by a replayed "
+        "`orchestrator.tracking.store`), so a restart of up to a minute is survived; a version doubled by a replayed "
         "POST is reduced to one.", "",
         *faults_table(faults), "",
         "A NaN or Inf loss stops training with the step number (`NonFiniteLossError`; "

@@ -1,7 +1,8 @@
-"""The `congruent` command line: `congruent <subcommand> ...`.
+"""The `congruent` command line: `congruent <command> ...`, one module per command in commands/.
 
-Each subcommand module exposes `register(subparsers)`, which adds its parser
-and sets `func`, a callable taking the parsed arguments and returning the exit code.
+Each command module exposes `register(subparsers)`, which adds its parser and sets `func`, a
+callable taking the parsed arguments and returning the exit code. Importing this module imports
+no torch, ray or mlflow: `congruent --help` answers at once.
 """
 
 from __future__ import annotations
@@ -10,9 +11,7 @@ import argparse
 import sys
 from typing import NoReturn, Sequence
 
-from orchestrator import compare, demo, jobs, report, run, tune_command, versions
-
-SUBCOMMANDS = (compare, demo, run, tune_command, versions, report, jobs)
+from orchestrator.commands import COMMANDS
 
 
 class UsageError(Exception):
@@ -27,18 +26,19 @@ class CongruentArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser() -> CongruentArgumentParser:
-    """The `congruent` parser with every module of SUBCOMMANDS registered."""
+    """The `congruent` parser with every command registered."""
     parser = CongruentArgumentParser(
-        prog="congruent", description="Measure regressions when a classifier is updated."
+        prog="congruent", description="Regression-free model updates: train, measure and register them on Ray + MLflow."
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in SUBCOMMANDS:
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                       parser_class=CongruentArgumentParser)
+    for module in COMMANDS:
         module.register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse `argv` (default: sys.argv[1:]), run the subcommand, return its exit code."""
+    """Parse `argv` (default: sys.argv[1:]), run the command, return its exit code."""
     try:
         args = build_parser().parse_args(argv)
     except UsageError as error:

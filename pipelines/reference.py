@@ -24,7 +24,6 @@ MODELS: tuple[type[BaseModel], ...] = (
     spec.UpdateSpec, spec.DataSpec, spec.MethodSpec, spec.TrainSpec, spec.ResourcesSpec,
     spec.WorkerResources, spec.PromoteSpec, spec.TuneSpec, spec.RangeSpec,
 )
-_KEYS = {model: model.__name__ for model in MODELS}
 
 
 def _anchor(model: type[BaseModel]) -> str:

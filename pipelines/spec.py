@@ -10,7 +10,8 @@
     resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
 
 Unknown keys, wrong types and out-of-range values are rejected by pydantic; `load_spec` turns the
-first problem into one line naming the field.
+first problem into one line naming the field. This module imports no torch (names come from
+workers/names.py): validating a spec is instant.
 """
 
 from __future__ import annotations
@@ -23,12 +24,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from workers.models import ModelError, resolve_factory
-from workers.objectives import Objective
-from workers.trainer import TrainConfig
-
-METHOD_NAMES = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi")
-NEEDS_OLD = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "bcwi")
+from workers.names import METHODS, NEEDS_OLD, check_architecture
 
 
 class SpecError(ValueError):
@@ -70,7 +66,7 @@ class DataSpec(_Strict):
 class MethodSpec(_Strict):
     """How the new version is trained (docs/methods.md has the losses and their papers)."""
 
-    name: Literal["none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi"] = Field(
+    name: Literal[METHODS] = Field(  # type: ignore[valid-type]
         "elodi", description="the treatment; kd, fd-*, dynamic-fd and bcwi need `old`")
     m: int = Field(8, ge=1, description="replicas in the ensemble (elodi, ensemble)")
     alpha: float | None = Field(None, ge=0, le=1, description="weight of the distillation term; None: method default")
@@ -95,14 +91,6 @@ class MethodSpec(_Strict):
             raise ValueError("every BCWI alpha must lie in [0, 1]")
         return values
 
-    def objective(self) -> Objective:
-        """The training objective of the deployed model (none for bcwi's fine-tuning)."""
-        name = "none" if self.name in ("ensemble", "bcwi") else self.name
-        return Objective(
-            name, self.alpha, self.temperature, self.focal_alpha, self.focal_beta, self.distance,
-            self.k, self.p, self.margin, self.topk_by, self.legacy_weight,
-        )
-
 
 class TrainSpec(_Strict):
     """SGD with Nesterov momentum, per-epoch checkpoints; replicas use seeds seed + 1 … seed + m."""
@@ -117,11 +105,6 @@ class TrainSpec(_Strict):
     augment: bool = Field(True, description="random crop (padding 2) and horizontal flip")
     max_grad_norm: float | None = Field(5.0, gt=0, description="gradient-norm clipping; null: none")
     prefetch: int = Field(2, ge=1, description="teacher batches requested ahead of the step")
-
-    def config(self, seed: int | None = None, threads: int = 1, device: str = "cpu") -> TrainConfig:
-        fields = self.model_dump()
-        fields["seed"] = self.seed if seed is None else seed
-        return TrainConfig(**fields, threads=threads, device=device)
 
 
 class WorkerResources(_Strict):
@@ -146,9 +129,6 @@ class PromoteSpec(_Strict):
 
     max_nfr: float = Field(ge=0, le=1)
     max_er_increase: float = Field(0.0, ge=-1, le=1)
-
-
-TUNABLE = ("alpha", "k", "legacy_weight", "temperature", "lr")
 
 
 class RangeSpec(_Strict):
@@ -226,8 +206,8 @@ class UpdateSpec(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> "UpdateSpec":
         try:
-            resolve_factory(self.arch, self.allow_user_factories)
-        except ModelError as e:
+            check_architecture(self.arch, self.allow_user_factories)
+        except ValueError as e:
             raise ValueError(f"arch: {e}") from None
         if self.old is None and (self.method.name in NEEDS_OLD or self.method.legacy_weight is not None):
             needs = "legacy_weight" if self.method.name not in NEEDS_OLD else f"method {self.method.name!r}"

@@ -46,13 +46,13 @@ def make_assets(folder: Path) -> Assets:
     import mlflow
     from mlflow import MlflowClient
 
-    from orchestrator import tracking
+    from orchestrator.tracking import store
 
     settings = ModelSettings("mlp-small", 10)
     (folder / "registered").mkdir()
     old = save_checkpoint(folder / "registered" / "model.pt", settings.build(seed=3), settings)
-    tracking.configure()
-    mlflow.set_experiment(experiment_id=tracking.experiment_id("corpus-parent"))
+    store.configure()
+    mlflow.set_experiment(experiment_id=store.experiment_id("corpus-parent"))
     client = MlflowClient()
     client.create_registered_model("corpus-parent")
     for alias, artifact in (("champion", old), ("empty", None)):  # "empty": a version whose run has no checkpoint

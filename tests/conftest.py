@@ -1,5 +1,6 @@
-"""Shared fixtures: the real Fashion-MNIST splits, an MLflow store, a two-node Ray cluster, and
-(from services.py) a real MLflow server on PostgreSQL with artifacts in SeaweedFS S3."""
+"""Shared fixtures: the real Fashion-MNIST splits, an MLflow store, a two-node Ray cluster, the spec
+documents the pipeline tests start from, and (from services.py) a real MLflow server on PostgreSQL
+with artifacts in SeaweedFS S3."""
 
 import os
 import socket
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from workers.data import load_splits
 
@@ -83,8 +85,8 @@ def _stop_processes_mentioning(marker: str, timeout: float = 30.0) -> None:
 
 @dataclass(frozen=True)
 class RayCluster:
-    address: str  # GCS address, for `ray.init` and `congruent run --address`
-    dashboard: str  # http://127.0.0.1:PORT, for the Jobs API (`congruent submit --address`)
+    address: str  # GCS address, for `ray.init` and `congruent run --ray-address`
+    dashboard: str  # http://127.0.0.1:PORT, for the Jobs API (`congruent submit --jobs-address`)
 
 
 @pytest.fixture(scope="session")
@@ -128,3 +130,43 @@ def ray_cluster():
 
         ray.shutdown()
         _stop_processes_mentioning(ray_dir)
+
+
+# The spec every pipeline test starts from: a Fashion-MNIST slice, one epoch, one CPU per task.
+SPEC_DATA = {"train_limit": 2000, "eval_limit": 800}
+SPEC_TRAIN = {"epochs": 1, "batch_size": 128, "lr": 0.05, "seed": 0}
+SPEC_RESOURCES = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2}
+
+
+@pytest.fixture
+def spec_document(tmp_path):
+    """`spec_document(**fields)`: a spec as a dict (model fmnist, version v2, arch mlp-small, method
+    none, checkpoints under tmp_path/storage) with `fields` replacing whole keys."""
+    def make(**fields) -> dict:
+        return {"model": "fmnist", "version": "v2", "arch": "mlp-small", "method": {"name": "none"},
+                "data": SPEC_DATA, "train": SPEC_TRAIN, "resources": SPEC_RESOURCES,
+                "storage": str(tmp_path / "storage"), **fields}
+    return make
+
+
+@pytest.fixture
+def spec_file(tmp_path, spec_document):
+    """`spec_file(name, **fields)`: `spec_document(**fields)` written to tmp_path/NAME.yaml."""
+    def write(name: str = "spec", **fields) -> Path:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(spec_document(**fields)))
+        return path
+    return write
+
+
+def run_update(document: dict, run_dir: Path):
+    """One pipeline in this process, on the Ray it is connected to, without progress display:
+    preflight, then every stage; returns the PipelineResult."""
+    from orchestrator.driver.pipeline import run_pipeline
+    from orchestrator.driver.plan import preflight
+    from orchestrator.driver.watch import StageWatch
+    from orchestrator.tracking.store import configure
+    from pipelines.spec import parse_spec
+
+    configure()
+    return run_pipeline(preflight(parse_spec(document)), Path(run_dir), StageWatch())

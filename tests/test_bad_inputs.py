@@ -5,7 +5,7 @@ import pytest
 from mlflow import MlflowClient
 
 from bad_inputs import CASES, make_assets
-from orchestrator import tracking
+from orchestrator.tracking import store
 from orchestrator.cli import main
 from reliability_records import record
 
@@ -27,7 +27,7 @@ def monkeypatch_module():
 
 def store_contents() -> tuple[list[tuple[str, str]], int]:
     """(registered model, version) pairs and the number of runs in every experiment."""
-    tracking.configure()
+    store.configure()
     client = MlflowClient()
     versions = [(mv.name, str(mv.version)) for mv in client.search_model_versions()]
     experiments = [e.experiment_id for e in client.search_experiments()]

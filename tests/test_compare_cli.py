@@ -90,7 +90,7 @@ def test_text_output(files, capsys):
     out = captured.out
     for expected in ("5 samples", "a.npy", "b.npy", "c.npy", "40.00%", "166.67%", "125.00%"):
         assert expected in out
-    matrix_rows = out.split("NFR matrix")[1].splitlines()[2:]
+    matrix_rows = out.split("NFR matrix")[1].splitlines()[3:]  # past the title, the header and its rule
     assert [row.split()[1:] for row in matrix_rows] == [
         ["0.00%", "20.00%", "40.00%"],
         ["40.00%", "0.00%", "40.00%"],
@@ -162,7 +162,7 @@ def test_read_error_is_one_line(files, monkeypatch, capsys):
     def failing_load(path, allow_pickle):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr("orchestrator.compare.np.load", failing_load)
+    monkeypatch.setattr("orchestrator.driver.compare.np.load", failing_load)
     code = main(["compare", "--labels", files["labels"], files["a"], files["b"]])
     assert_one_line_error(capsys, code, files["labels"])
 

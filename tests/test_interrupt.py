@@ -7,23 +7,18 @@ import sys
 import time
 
 import pytest
-import yaml
 from mlflow import MlflowClient
 
 
 @pytest.mark.slow
-def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, tmp_path):
-    document = {
-        "model": "interrupted", "version": "v2", "arch": "small-cnn",
-        "data": {"train_limit": 6000, "eval_limit": 500}, "method": {"name": "ensemble", "m": 2},
-        "train": {"epochs": 20, "batch_size": 64, "lr": 0.05}, "storage": str(tmp_path / "storage"),
-        "resources": {"replica": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1},
-    }
-    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(document))
+def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_file, tmp_path):
+    spec = spec_file(model="interrupted", arch="small-cnn", data={"train_limit": 6000, "eval_limit": 500},
+                     method={"name": "ensemble", "m": 2}, train={"epochs": 20, "batch_size": 64, "lr": 0.05},
+                     resources={"replica": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1})
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "RAY_ADDRESS": ""}
     driver = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "run", str(tmp_path / "spec.yaml"), "--address", ray_cluster.address],
+        [sys.executable, "-m", "orchestrator", "run", str(spec), "--ray-address", ray_cluster.address],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
     )
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)

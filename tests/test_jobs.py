@@ -34,7 +34,7 @@ def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_sta
     for document in specs:
         path = tmp_path / f"{document['version']}.yaml"
         path.write_text(yaml.safe_dump(document))
-        code = main(["submit", str(path), "--address", ray_cluster.dashboard, "--wait"])
+        code = main(["submit", str(path), "--jobs-address", ray_cluster.dashboard, "--wait"])
         out = capsys.readouterr().out
         assert code == 0, out[-2000:] + _error_log(mlflow_stack, "submitted")
         job_ids.append(re.search(r"as Ray job (\S+)", out).group(1))
@@ -52,10 +52,10 @@ def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_sta
     checkpoints = [o["Key"] for o in s3.list_objects_v2(Bucket="jobs")["Contents"]]
     assert any(k.startswith("runs/submitted/v2/") and k.endswith("model.pt") for k in checkpoints)
 
-    assert main(["status", job_ids[1], "--address", ray_cluster.dashboard]) == 0
+    assert main(["status", job_ids[1], "--jobs-address", ray_cluster.dashboard]) == 0
     assert "SUCCEEDED" in capsys.readouterr().out
-    assert main(["logs", job_ids[1], "--address", ray_cluster.dashboard]) == 0
-    assert "stage 3/3" in capsys.readouterr().out
+    assert main(["logs", job_ids[1], "--jobs-address", ray_cluster.dashboard]) == 0
+    assert "evaluating on the regression-eval split" in capsys.readouterr().out
 
 
 def _error_log(stack, experiment: str) -> str:
@@ -70,7 +70,7 @@ def _error_log(stack, experiment: str) -> str:
 
 def test_submit_rejects_a_bad_spec_before_contacting_the_cluster(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("model: m\nversion: v\narch: nope\n")
-    assert main(["submit", str(tmp_path / "bad.yaml"), "--address", "http://127.0.0.1:9"]) == 2
+    assert main(["submit", str(tmp_path / "bad.yaml"), "--jobs-address", "http://127.0.0.1:9"]) == 2
     assert "arch: unknown architecture" in capsys.readouterr().err
 
 

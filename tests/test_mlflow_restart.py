@@ -12,9 +12,9 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from orchestrator import publish, registry, tracking
 from orchestrator.cli import main
-from pipelines.spec import parse_spec
+from orchestrator.tracking import registry, runs, store
+from orchestrator.tracking.ledger import write_ledger
 from reliability_records import record
 from servers import free_port, start_mlflow_server
 from workers.checkpoints import ModelSettings, save_checkpoint
@@ -24,26 +24,25 @@ FINGERPRINT = "f" * 16
 
 
 def log_steps(run_id: str, done: list, errors: list) -> None:
-    """One metric row per step through tracking.log_history, a step every 0.25 s."""
+    """One metric row per step through runs.log_history, a step every 0.25 s."""
     try:
         for step in range(STEPS):
-            tracking.log_history(run_id, [{"epoch": step, "loss": 1.0 / (step + 1)}])
+            runs.log_history(run_id, [{"epoch": step, "loss": 1.0 / (step + 1)}])
             done.append(step)
             time.sleep(0.25)
     except Exception as e:  # noqa: BLE001 - reported by the test
         errors.append(e)
 
 
-def fake_result(folder) -> dict:
-    """What `register_once` needs of an evaluated pipeline: a checkpoint, metrics, the eval split."""
+def evaluated_checkpoint(folder) -> str:
+    """What `register_once` registers: a checkpoint (its ledger is logged by `log_ledger`)."""
     settings = ModelSettings("mlp-small", 10)
-    checkpoint = save_checkpoint(folder / "model.pt", settings.build(seed=1), settings)
-    return {"checkpoint": str(checkpoint), "fingerprint": FINGERPRINT, "metrics": {"error_rate": 0.5}}
+    return str(save_checkpoint(folder / "model.pt", settings.build(seed=1), settings))
 
 
 def log_ledger(folder) -> None:
     logits = np.random.default_rng(0).normal(size=(20, 10)).astype(np.float32)
-    ledger = registry.write_ledger(folder / "predictions.npz", logits, np.arange(20) % 10, FINGERPRINT)
+    ledger = write_ledger(folder / "predictions.npz", logits, np.arange(20) % 10, FINGERPRINT)
     mlflow.log_artifact(str(ledger), "ledger")
 
 
@@ -53,9 +52,8 @@ def test_metrics_and_registration_survive_a_server_restart(tmp_path, monkeypatch
     server = start_mlflow_server(tmp_path / "server", backend, artifacts, {})
     try:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", server.uri)
-        tracking.configure()
-        spec = parse_spec({"model": "restarted", "version": "v1", "arch": "mlp-small"})
-        mlflow.set_experiment(experiment_id=tracking.experiment_id(spec.model))
+        store.configure()
+        mlflow.set_experiment(experiment_id=store.experiment_id("restarted"))
         with mlflow.start_run(run_name="v1") as run:
             done, errors = [], []
             logger = threading.Thread(target=log_steps, args=(run.info.run_id, done, errors), daemon=True)
@@ -72,9 +70,10 @@ def test_metrics_and_registration_survive_a_server_restart(tmp_path, monkeypatch
             logger.join(timeout=180)
             assert not logger.is_alive() and not errors, errors
             log_ledger(tmp_path)
-            result = fake_result(tmp_path)
-            first = publish.register_once(spec, result, None, say=lambda message: None)
-            second = publish.register_once(spec, result, None, say=lambda message: None)
+            checkpoint = evaluated_checkpoint(tmp_path)
+            tags = {"fingerprint": FINGERPRINT, "spec_hash": "0123abcd", "method": "none"}
+            first, registered = registry.register_once("restarted", checkpoint, tags)
+            second, again = registry.register_once("restarted", checkpoint, tags)
         client = MlflowClient()
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
         versions = [str(v.version) for v in client.search_model_versions("name='restarted'")]
@@ -84,14 +83,14 @@ def test_metrics_and_registration_survive_a_server_restart(tmp_path, monkeypatch
                logged_before_restart=logged_before_restart, versions=versions)
         assert logged_before_restart < STEPS  # the restart happened while the run was logging
         assert sorted(steps) == list(range(STEPS))  # every step once: none lost, none doubled
-        assert first == second == "1" and versions == ["1"]
+        assert first == second == "1" and versions == ["1"] and registered and not again
     finally:
         server.stop()
 
 
 def test_a_registration_doubled_by_a_retried_post_keeps_one_version(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    tracking.configure()
+    store.configure()
     mlflow.set_experiment("doubled")
     with mlflow.start_run() as run:
         mlflow.log_text("x", "checkpoint/model.pt")
@@ -123,20 +122,20 @@ def test_a_rerun_closes_the_runs_its_dead_driver_left_running(tmp_path, monkeypa
     import subprocess
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    tracking.configure()
-    experiment = tracking.experiment_id("orphans")
+    store.configure()
+    experiment = store.experiment_id("orphans")
     dead = subprocess.Popen(["true"])
     dead.wait()
     client = MlflowClient()
     drivers = {"dead": (socket.gethostname(), dead.pid), "alive": (socket.gethostname(), os.getpid()),
                "elsewhere": ("another-host", dead.pid)}
-    runs = {}
+    started = {}
     for name, (host, pid) in drivers.items():
         run = client.create_run(experiment, run_name=name,
                                 tags={"spec_hash": "abc", "driver.host": host, "driver.pid": str(pid)})
-        runs[name] = run.info.run_id
-    child = client.create_run(experiment, tags={"mlflow.parentRunId": runs["dead"]}).info.run_id
-    assert tracking.close_orphaned_runs(experiment, "abc") == [runs["dead"]]
-    status = {name: client.get_run(run_id).info.status for name, run_id in runs.items()}
+        started[name] = run.info.run_id
+    child = client.create_run(experiment, tags={"mlflow.parentRunId": started["dead"]}).info.run_id
+    assert runs.close_orphaned_runs(experiment, "abc") == [started["dead"]]
+    status = {name: client.get_run(run_id).info.status for name, run_id in started.items()}
     assert status == {"dead": "KILLED", "alive": "RUNNING", "elsewhere": "RUNNING"}
     assert client.get_run(child).info.status == "KILLED"

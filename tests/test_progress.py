@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from orchestrator.progress import LinesDisplay, QuietDisplay, RichDisplay, describe, make_display
+from orchestrator.views.progress import LinesDisplay, QuietDisplay, RichDisplay, describe, make_display
 from workers.progress import ProgressEvent, ProgressReporter
 from workers.trainer import EpochStats
 
@@ -52,7 +52,7 @@ def test_reporter_stops_sending_when_the_driver_is_gone():
 
 def test_describe_shows_known_figures_only():
     event = ProgressEvent("student", 2, 5, 10, 40, samples_per_second=1234.4, val_error_rate=0.1234, val_nfr=0.0051)
-    assert describe(event) == "epoch 2/5  1,234 samples/s  val ER 12.34 %  val NFR 0.51 %"
+    assert describe(event) == "epoch 2/5  1,234 samples/s  val ER 12.34%  val NFR 0.51%"
     assert describe(ProgressEvent("r", 1, 1, 1, 1)) == "epoch 1/1"
 
 

@@ -11,24 +11,20 @@ import mlflow
 import numpy as np
 import pytest
 import torch
-import yaml
 from mlflow import MlflowClient
 
+from conftest import SPEC_TRAIN
 from orchestrator.cli import main
-from orchestrator.registry import Reference, ledger_of
+from orchestrator.tracking.registry import Reference, ledger_of
 
-DATA = {"train_limit": 2000, "eval_limit": 800}
-TRAIN = {"epochs": 1, "batch_size": 128, "lr": 0.05, "seed": 0}
-RESOURCES = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2}
-
-
-def run_spec(tmp_path, capsys, name, **fields):
-    document = {"data": DATA, "train": TRAIN, "resources": RESOURCES, "storage": str(tmp_path / "storage"), **fields}
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(document))
-    code = main(["run", str(path), "--out", str(tmp_path / name)])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+@pytest.fixture
+def run_spec(spec_file, tmp_path, capsys):
+    """`run_spec(name, **fields)`: `congruent run` of a spec file, in this process."""
+    def run(name, **fields):
+        code = main(["run", str(spec_file(name, **fields)), "--out", str(tmp_path / name)])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+    return run
 
 
 def versions_json(capsys, model, matrix=False):
@@ -37,8 +33,8 @@ def versions_json(capsys, model, matrix=False):
 
 
 @pytest.mark.slow
-def test_tracked_run_registered_version_and_failed_run(ray_cluster, tmp_path, capsys):
-    code, out, err = run_spec(tmp_path, capsys, "v1", model="tracked", version="v1", arch="mlp-small",
+def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tmp_path, capsys):
+    code, out, err = run_spec("v1", model="tracked", version="v1", arch="mlp-small",
                               method={"name": "none"})
     assert code == 0, err
     client = MlflowClient()
@@ -66,8 +62,8 @@ def test_tracked_run_registered_version_and_failed_run(ray_cluster, tmp_path, ca
     assert served(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
 
     # a pipeline that diverges: its run is FAILED, no version appears, exit 1 with one line
-    code, out, err = run_spec(tmp_path, capsys, "bad", model="tracked", version="v2", arch="mlp-small",
-                              method={"name": "none"}, train={**TRAIN, "lr": 1e12, "max_grad_norm": None})
+    code, out, err = run_spec("bad", model="tracked", version="v2", arch="mlp-small",
+                              method={"name": "none"}, train={**SPEC_TRAIN, "lr": 1e12, "max_grad_norm": None})
     assert code == 1 and "NonFiniteLossError" in err and len(err.strip().splitlines()) == 1
     failed = client.search_runs([experiment.experiment_id], "tags.mlflow.runName = 'v2'")[0]
     assert failed.info.status == "FAILED"
@@ -75,7 +71,7 @@ def test_tracked_run_registered_version_and_failed_run(ray_cluster, tmp_path, ca
 
 
 @pytest.mark.slow
-def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch):
+def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, run_spec, tmp_path, capsys, monkeypatch):
     for key, value in mlflow_stack.env.items():
         monkeypatch.setenv(key, value)
     model = "chain"
@@ -86,7 +82,7 @@ def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, tmp_pa
         ("v3", {"arch": "mlp", "method": {"name": "kd"}, "old": f"{model}@champion"}),
     ]
     for version, fields in steps:
-        code, out, err = run_spec(tmp_path, capsys, version, model=model, version=version, **fields)
+        code, out, err = run_spec(version, model=model, version=version, **fields)
         assert code == 0, err
     chain = versions_json(capsys, model, matrix=True)
     assert [v["version"] for v in chain["versions"]] == ["1", "2", "3"]
@@ -123,17 +119,16 @@ def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, tmp_pa
 
 
 @pytest.mark.slow
-def test_checkpoints_in_s3_storage_on_the_cluster(ray_cluster, mlflow_stack, tmp_path):
+def test_checkpoints_in_s3_storage_on_the_cluster(ray_cluster, mlflow_stack, spec_file, tmp_path):
     """Replicas, teacher actors and the student read and write their checkpoints in S3; the
     workers get the endpoint and credentials from the driver's environment, not from the spec."""
     s3 = mlflow_stack.s3_client()
     s3.create_bucket(Bucket="checkpoints")
-    document = {"model": "s3-stored", "version": "v1", "arch": "mlp-small", "data": DATA, "train": TRAIN,
-                "resources": RESOURCES, "method": {"name": "elodi", "m": 2}, "storage": "s3://checkpoints/runs"}
-    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(document))
+    spec = spec_file(model="s3-stored", version="v1", method={"name": "elodi", "m": 2},
+                     storage="s3://checkpoints/runs")
     env = {**os.environ, **mlflow_stack.env, "RAY_ADDRESS": ""}
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "run", str(tmp_path / "spec.yaml"), "--address", ray_cluster.address,
+    done = subprocess.run(  # a driver process of its own: its workers get the S3 settings of its environment
+        [sys.executable, "-m", "orchestrator", "run", str(spec), "--ray-address", ray_cluster.address,
          "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket="checkpoints")["Contents"]}

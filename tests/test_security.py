@@ -11,14 +11,15 @@ import yaml
 from mlflow import MlflowClient
 from pydantic import BaseModel
 
-from orchestrator import tracking
-from orchestrator.registry import read_ledger
+from orchestrator.tracking import runs, store
+from orchestrator.tracking.ledger import read_ledger
 from pipelines.spec import SpecError, UpdateSpec, parse_spec
 from reliability_records import record
 from workers.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
 from workers.data import DataError
 from workers.data.sources import load_npz
 from workers.models import ModelError
+from workers.stages import TrainRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 CREDENTIALS = {
@@ -107,19 +108,17 @@ def test_credentials_come_only_from_the_environment_and_are_never_logged(tmp_pat
     for key, value in CREDENTIALS.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    tracking.configure()
+    store.configure()
     spec = parse_spec({"model": "creds", "version": "v1", "arch": "mlp-small", "storage": "s3://bucket/runs"})
-    import mlflow
-
-    mlflow.set_experiment(experiment_id=tracking.experiment_id(spec.model))
-    with mlflow.start_run() as run:
-        tracking.log_spec(run.info.run_id, spec)
-        tracking.log_stage("training", {"seed": 0, "checkpoint": "s3://bucket/runs/m.pt", "seconds": 1.0,
-                                        "pid": 1, "host": "h", "history": [{"epoch": 1, "loss": 0.5}]})
+    record_of_training = TrainRecord(name="training", seed=0, checkpoint="s3://bucket/runs/m.pt",
+                                     history=[{"epoch": 1, "loss": 0.5}], steps=1, epochs_run=1, resumed_from=0,
+                                     steps_run=1, val_error_rate=0.5, pid=1, host="h", seconds=1.0)
+    with runs.pipeline_run(spec):
+        runs.log_training("training", record_of_training)
     client = MlflowClient()
-    runs = client.search_runs([client.get_experiment_by_name("creds").experiment_id])
-    logged = repr([(r.data.params, r.data.tags) for r in runs])
-    assert len(runs) == 2 and "s3://bucket/runs" in logged
+    found = client.search_runs([client.get_experiment_by_name("creds").experiment_id])
+    logged = repr([(r.data.params, r.data.tags) for r in found])
+    assert len(found) == 2 and "s3://bucket/runs" in logged
     leaked = [key for key, value in CREDENTIALS.items() if value in logged]
     record("security", check="credentials never in MLflow params or tags", passed=not leaked)
     assert not leaked

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from orchestrator.cli import main
+from orchestrator.driver.plan import objective_of
 from pipelines.spec import SpecError, load_spec, parse_spec
 
 BASE = {"model": "fmnist", "version": "v2", "arch": "mlp-small", "data": {"train_limit": 500, "eval_limit": 200}}
@@ -36,7 +37,7 @@ resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
 """
     (tmp_path / "s.yaml").write_text(text)
     spec = load_spec(tmp_path / "s.yaml")
-    assert spec.method.m == 8 and spec.method.objective().weight == 0.8 and spec.resources.teacher_actors == 2
+    assert spec.method.m == 8 and objective_of(spec.method).weight == 0.8 and spec.resources.teacher_actors == 2
     assert spec.spec_hash == parse_spec(yaml.safe_load(text)).spec_hash
     assert spec.spec_hash != parse_spec({**yaml.safe_load(text), "version": "v3"}).spec_hash
 
@@ -86,7 +87,7 @@ def test_bad_specs_name_the_field(document, problem):
 def test_tune_space_maps_to_ray_tune_search_spaces():
     from ray import tune
 
-    from orchestrator.tune import search_space, trial_spec
+    from orchestrator.driver.tune import search_space, trial_spec
 
     spec = parse_spec(with_(method__name="elodi", old="o.pt", tune={
         "search": "random", "num_samples": 5,

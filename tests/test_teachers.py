@@ -1,4 +1,4 @@
-"""The teacher actor's body (a plain class) and BCWI's α sweep, without Ray."""
+"""The teacher actor's body (a plain class), BCWI's α sweep and pick, and the trial pick rule, without Ray."""
 
 import numpy as np
 import pytest
@@ -44,6 +44,38 @@ def test_bcwi_sweep_picks_lowest_nfr_within_the_error_budget():
     assert alpha == 0.4  # ER(0.4) = 0.108 ≤ 0.109 < ER(0.6) = 0.112
     assert [row["alpha"] for row in table] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
     assert interpolate_state_dicts(old, new, alpha)["w"].item() == pytest.approx(0.4)
+
+
+def test_select_bcwi_interpolates_at_the_alpha_the_val_sweep_picks(fashion_mnist):
+    """On a real val slice: the pick follows the rule over the sweep it reports, the returned
+    weights are the interpolation at that α, and the fine-tuned model is left as it was."""
+    from workers.bcwi import select_bcwi
+    from workers.inference import predict_logits
+    from workers.metrics import error_rate, negative_flip_rate
+    from workers.trainer import TrainConfig, train
+
+    settings = ModelSettings("mlp-small", 10)
+    old, tuned = settings.build(seed=1), settings.build(seed=1)
+    train(old, fashion_mnist.train.take(slice(0, 600)), TrainConfig(epochs=1, lr=0.05, seed=1))
+    tuned.load_state_dict(old.state_dict())
+    train(tuned, fashion_mnist.train.take(slice(600, 1800)), TrainConfig(epochs=1, lr=0.05, seed=2))
+    before = {k: v.clone() for k, v in tuned.state_dict().items()}
+    val = fashion_mnist.val.take(slice(0, 1000))
+    choice = select_bcwi(old, tuned, val, alphas=[0.25, 0.5, 0.75, 1.0], er_tolerance=0.01)
+
+    assert [row["alpha"] for row in choice.sweep] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    budget = choice.sweep[0]["error_rate"] + 0.01
+    eligible = [row for row in choice.sweep if row["error_rate"] <= budget]
+    assert choice.alpha == min(eligible, key=lambda row: (row["nfr"], row["alpha"]))["alpha"]
+    assert all(torch.equal(before[k], v) for k, v in tuned.state_dict().items())
+    expected = interpolate_state_dicts(old.state_dict(), before, choice.alpha)
+    assert all(torch.allclose(expected[k], v) for k, v in choice.state_dict.items())
+    probe = settings.build()
+    probe.load_state_dict(choice.state_dict)
+    logits = predict_logits(probe, val)
+    picked = next(row for row in choice.sweep if row["alpha"] == choice.alpha)
+    assert error_rate(logits, val.labels) == picked["error_rate"]
+    assert negative_flip_rate(predict_logits(old, val), logits, val.labels) == picked["nfr"]
 
 
 def test_pareto_front_and_pick_rule():

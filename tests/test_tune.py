@@ -3,7 +3,6 @@
 import json
 
 import pytest
-import yaml
 from mlflow import MlflowClient
 
 from orchestrator.cli import main
@@ -14,22 +13,15 @@ from workers.trainer import TrainConfig, train
 
 
 @pytest.mark.slow
-def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashion_mnist, tmp_path, capsys):
+def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashion_mnist, spec_file, tmp_path, capsys):
     settings = ModelSettings("mlp-small", 10)
     old = build_model("mlp-small", 10, seed=3)
     train(old, fashion_mnist.train.take(slice(0, 1000)), TrainConfig(epochs=1, lr=0.05, seed=3))
     save_checkpoint(tmp_path / "old.pt", old, settings)
     tolerance = 0.2
-    document = {
-        "model": "tuned", "version": "v2", "arch": "mlp-small", "old": str(tmp_path / "old.pt"),
-        "data": {"train_limit": 2000, "eval_limit": 800}, "storage": str(tmp_path / "storage"),
-        "method": {"name": "elodi", "m": 2},
-        "train": {"epochs": 1, "batch_size": 128, "lr": 0.05, "seed": 0},
-        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2},
-        "tune": {"search": "grid", "space": {"alpha": [0.5, 0.9], "k": [3, 10]}, "er_tolerance": tolerance},
-    }
-    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(document))
-    code = main(["tune", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "out"), "--register-best"])
+    spec = spec_file(model="tuned", old=str(tmp_path / "old.pt"), method={"name": "elodi", "m": 2},
+                     tune={"search": "grid", "space": {"alpha": [0.5, 0.9], "k": [3, 10]}, "er_tolerance": tolerance})
+    code = main(["tune", str(spec), "--out", str(tmp_path / "out"), "--register-best"])
     out = capsys.readouterr().out
     assert code == 0
     record = json.loads((tmp_path / "out" / "tune.json").read_text())

@@ -1,1 +1,8 @@
-"""Workers: model-side code and the regression metrics."""
+"""The numerical core: data, models, losses, metrics, the trainer and the stage bodies that Ray
+workers run, as plain functions over plain records.
+
+May import: torch, torchvision, numpy, PIL, boto3 (storage, lazily) and the standard library —
+never ray, mlflow, pydantic, `orchestrator` or `pipelines`. So the whole of workers/ runs on a bare
+GPU machine (benchmarks/gpu_throughput.py, the fidelity benchmark's `--gpu` mode). Importing
+`workers` or `workers.names` imports no torch.
+"""

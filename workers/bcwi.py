@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
+from torch import nn
+
+from workers.data import ImageSet
+from workers.inference import predict_logits
+from workers.metrics import error_rate, negative_flip_rate
 
 
 def interpolate_state_dicts(
@@ -45,3 +51,32 @@ def sweep_bcwi(
     limit = table[0]["error_rate"] + er_tolerance
     best = min((row for row in table if row["error_rate"] <= limit), key=lambda row: (row["nfr"], row["alpha"]))
     return best["alpha"], table
+
+
+@dataclass(frozen=True)
+class BcwiChoice:
+    alpha: float
+    sweep: list[dict[str, float]]
+    state_dict: dict[str, torch.Tensor]  # θ at the picked α
+
+
+def select_bcwi(
+    old: nn.Module, tuned: nn.Module, val: ImageSet, alphas: Sequence[float], er_tolerance: float,
+    device: str | torch.device = "cpu",
+) -> BcwiChoice:
+    """BCWI's α on the validation split: the lowest val NFR (against `old`) among the α whose val ER
+    ≤ ER(α = 0) + `er_tolerance` (see `sweep_bcwi`); `tuned` (fine-tuned from `old`) is left as it
+    was. Used by the pipeline and the fidelity benchmark alike."""
+    old_state = {k: v.detach().clone() for k, v in old.state_dict().items()}
+    tuned_state = {k: v.detach().clone() for k, v in tuned.state_dict().items()}
+    old_val = predict_logits(old.to(device), val, device=device)
+    probe = tuned.to(device)
+
+    def evaluate(state: dict[str, torch.Tensor]) -> tuple[float, float]:
+        probe.load_state_dict(state)
+        logits = predict_logits(probe, val, device=device)
+        return error_rate(logits, val.labels), negative_flip_rate(old_val, logits, val.labels)
+
+    alpha, sweep = sweep_bcwi(old_state, tuned_state, evaluate, alphas, er_tolerance)
+    tuned.load_state_dict(tuned_state)
+    return BcwiChoice(alpha, sweep, interpolate_state_dicts(old_state, tuned_state, alpha))

@@ -22,6 +22,8 @@ import torch
 from torch import nn
 from torchvision.models import resnet18, resnet34, resnet50
 
+from workers.names import check_architecture
+
 ModelFactory = Callable[[int, int, int], nn.Module]
 
 
@@ -112,7 +114,7 @@ def _torchvision_resnet(constructor: Callable[..., nn.Module]) -> ModelFactory:
     return build
 
 
-ARCHITECTURES: dict[str, ModelFactory] = {
+ARCHITECTURES: dict[str, ModelFactory] = {  # the names of workers.names.ARCHITECTURES, in that order
     "mlp-small": _mlp((128,)),
     "mlp": _mlp((512, 512)),
     "small-cnn": small_cnn,
@@ -128,12 +130,12 @@ ARCHITECTURES: dict[str, ModelFactory] = {
 
 def resolve_factory(arch: str, allow_user_factories: bool = False) -> ModelFactory:
     """The factory for a registered name, or for `module:function` when user factories are allowed."""
+    try:
+        check_architecture(arch, allow_user_factories)
+    except ValueError as e:
+        raise ModelError(str(e)) from None
     if arch in ARCHITECTURES:
         return ARCHITECTURES[arch]
-    if ":" not in arch:
-        raise ModelError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}")
-    if not allow_user_factories:
-        raise ModelError(f"user model factory {arch!r} needs allow_user_factories (it runs user code)")
     module_name, _, function_name = arch.partition(":")
     try:
         factory = getattr(importlib.import_module(module_name), function_name)

@@ -15,22 +15,23 @@ Every objective has the form (1−α)·CE + α·D(student; references), α = `al
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Literal
 
 import torch
 
 from workers import losses
-
-METHODS = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi")
+from workers.names import OBJECTIVES as METHODS
 DEFAULT_ALPHA = {"none": 0.0, "kd": 0.5, "fd-kl": 0.9, "fd-lm": 0.9, "dynamic-fd": 0.9, "elodi": 0.8}
 
 
 @dataclass(frozen=True)
 class Objective:
-    """A method and its settings. Call it with student logits, labels and reference logits."""
+    """A method and its settings (keywords only, after the method). Call it with student logits,
+    labels and reference logits: `Objective("elodi", alpha=0.8, k=10)(s, y, {"teacher": t})`."""
 
     method: str = "none"
+    _: KW_ONLY
     alpha: float | None = None  # None: the method's default (DEFAULT_ALPHA)
     temperature: float | None = None  # KD: 4, FD-KL / dynamic-FD-KL: 100
     focal_alpha: float = 1.0

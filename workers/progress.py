@@ -11,8 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from workers.trainer import EpochStats
+if TYPE_CHECKING:  # the driver imports this module to draw events: it must not import torch
+    from workers.trainer import EpochStats
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Stage bodies that Ray workers run: plain functions over plain records, no Ray calls inside.
 
 `train_job` trains one model (a replica, a student, a fine-tuned model) and stores its checkpoint;
-the orchestrator decides where and with which resources it runs.
+`eval_logits` scores checkpoints on the regression-eval split; `bcwi_job` picks BCWI's α. The driver
+(orchestrator/driver/) decides where and with which resources each runs.
 """
 
 from __future__ import annotations
@@ -11,21 +12,24 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from workers import storage
-from workers.checkpoints import CheckpointError, ModelSettings, load_model
+from workers.bcwi import select_bcwi
+from workers.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
 from workers.data import DataSplits, load_splits
 from workers.data.splits import fingerprint
 from workers.inference import ReferenceSource, predict_logits
 from workers.objectives import Objective
 from workers.progress import ProgressEvent, ProgressReporter
-from workers.teachers import fetch_checkpoint
+from workers.storage import fetch_checkpoint
 from workers.trainer import EpochStats, TrainConfig, train
 
 
@@ -71,23 +75,43 @@ class TrainJob:
     nfr_reference: str | None = None  # old model's checkpoint: each epoch records the val NFR against it
 
 
-def val_class_ids(uri: str, job: TrainJob, splits: DataSplits) -> torch.Tensor:
-    """Class ids of the checkpoint at `uri` on the val split (what the val NFR counts against)."""
-    model, _ = load_model(fetch_checkpoint(uri), job.allow_user_factories)
-    return predict_logits(model, splits.val, job.config.eval_batch_size, job.config.device).argmax(1)
+@dataclass
+class TrainRecord:
+    """What one training reports: where its checkpoint is, its per-epoch history, how much it
+    trained (epochs_run 0: a finished checkpoint was reused; resumed_from > 0: after a retry or a
+    rerun), where and how long it ran, and — for a distilled student — the teacher pool's count of
+    batches (`teacher_batches`)."""
+
+    name: str
+    seed: int
+    checkpoint: str
+    history: list[dict[str, Any]]
+    steps: int
+    epochs_run: int
+    resumed_from: int
+    steps_run: int
+    val_error_rate: float | None
+    pid: int
+    host: str
+    seconds: float
+    node_id: str | None = None
+    teacher_batches: dict[str, int] | None = None
+
+
+@lru_cache(maxsize=4)
+def reference_class_ids(uri: str, data: DataRequest, device: str, allow_user_factories: bool) -> torch.Tensor:
+    """Class ids of the checkpoint at `uri` on the val split (what each epoch's val NFR counts
+    against); read once per process."""
+    model, _ = load_model(fetch_checkpoint(uri), allow_user_factories)
+    return predict_logits(model, cached_splits(data).val, device=device).argmax(1)
 
 
 def train_job(
     job: TrainJob, references: ReferenceSource | None = None, on_epoch: Callable[[EpochStats], None] | None = None,
     send_progress: Callable[[ProgressEvent], object] | None = None,
-) -> dict[str, Any]:
+) -> TrainRecord:
     """Train `job`, resuming from its checkpoint if one exists (a finished one is reused as is);
-    `send_progress` receives `ProgressEvent`s while it trains.
-
-    Returns a plain record: name, seed, checkpoint, history, steps, epochs_run (0: reused),
-    resumed_from (epochs found in the checkpoint: > 0 after a retry or a rerun), pid, host, seconds,
-    val_error_rate.
-    """
+    `send_progress` receives `ProgressEvent`s while it trains."""
     started = time.perf_counter()
     torch.set_num_threads(job.config.threads)
     splits = cached_splits(job.data)
@@ -107,7 +131,9 @@ def train_job(
     reporter = None
     if send_progress is not None:
         reporter = ProgressReporter(job.name, job.config.epochs, job.config.batch_size, send_progress)
-    val_reference = None if job.nfr_reference is None else val_class_ids(job.nfr_reference, job, splits)
+    val_reference = None
+    if job.nfr_reference is not None:
+        val_reference = reference_class_ids(job.nfr_reference, job.data, job.config.device, job.allow_user_factories)
 
     def keep(stats: EpochStats) -> None:  # every epoch's checkpoint reaches storage: a retry resumes
         storage.upload(local, job.checkpoint_uri)
@@ -118,17 +144,47 @@ def train_job(
 
     result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, local, keep,
                    on_step=reporter.on_step if reporter else None, val_reference=val_reference)
-    return {
-        "name": job.name,
-        "seed": job.config.seed,
-        "checkpoint": job.checkpoint_uri,
-        "history": [asdict(h) for h in result.history],
-        "steps": result.steps,
-        "epochs_run": result.epochs_run,
-        "resumed_from": result.resumed_from,
-        "steps_run": result.steps_run,
-        "val_error_rate": result.history[-1].val_error_rate,
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "seconds": time.perf_counter() - started,
-    }
+    return TrainRecord(
+        name=job.name, seed=job.config.seed, checkpoint=job.checkpoint_uri,
+        history=[asdict(h) for h in result.history], steps=result.steps, epochs_run=result.epochs_run,
+        resumed_from=result.resumed_from, steps_run=result.steps_run,
+        val_error_rate=result.history[-1].val_error_rate, pid=os.getpid(), host=socket.gethostname(),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def eval_logits(
+    checkpoints: Mapping[str, str], data: DataRequest, device: str = "cpu", allow_user_factories: bool = False
+) -> dict[str, np.ndarray]:
+    """{name: N×C float32 logits} of each checkpoint on the regression-eval split, in order; each
+    checkpoint is read once."""
+    split = cached_splits(data).eval
+    logits = {}
+    for name, uri in checkpoints.items():
+        model, _ = load_model(fetch_checkpoint(uri), allow_user_factories)
+        logits[name] = predict_logits(model, split, device=device).numpy().astype(np.float32)
+    return logits
+
+
+@dataclass(frozen=True)
+class BcwiRecord:
+    """BCWI's pick: α, the val sweep ({alpha, error_rate, nfr} per α) and the interpolated checkpoint."""
+
+    alpha: float
+    sweep: list[dict[str, float]]
+    checkpoint: str
+
+
+def bcwi_job(
+    old_uri: str, tuned_uri: str, data: DataRequest, alphas: Sequence[float], er_tolerance: float, out_uri: str,
+    device: str = "cpu", allow_user_factories: bool = False,
+) -> BcwiRecord:
+    """Interpolate the old and the fine-tuned weights with the α `select_bcwi` picks on the val
+    split; store the result at `out_uri` (local or S3)."""
+    old, settings = load_model(fetch_checkpoint(old_uri), allow_user_factories)
+    tuned, _ = load_model(fetch_checkpoint(tuned_uri), allow_user_factories)
+    choice = select_bcwi(old, tuned, cached_splits(data).val, alphas, er_tolerance, device)
+    tuned.load_state_dict(choice.state_dict)
+    with tempfile.TemporaryDirectory(prefix="congruent-bcwi-") as tmp:
+        local = save_checkpoint(Path(tmp, "model-bcwi.pt"), tuned, settings, bcwi_alpha=choice.alpha)
+        return BcwiRecord(choice.alpha, choice.sweep, storage.upload(local, out_uri))

@@ -64,3 +64,16 @@ def download(uri: str, local_path: str | os.PathLike) -> bool:
     if Path(local_path).resolve() != Path(uri).resolve():
         shutil.copyfile(uri, local_path)
     return True
+
+
+def fetch_checkpoint(uri: str) -> str:
+    """A local path for a checkpoint URI: the path itself, or a copy of an S3 object in a temp-dir
+    cache (downloaded once per machine). FileNotFoundError when there is no such object."""
+    if not is_s3(uri):
+        return uri
+    import tempfile
+
+    local = os.path.join(tempfile.gettempdir(), "congruent-cache", uri.removeprefix("s3://"))
+    if not os.path.exists(local) and not download(uri, local):
+        raise FileNotFoundError(f"{uri}: no such checkpoint")
+    return local

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,10 @@ import ray
 import torch
 
 from benchmarks.fidelity.plan import Planned, Planner
-from workers.bcwi import interpolate_state_dicts, sweep_bcwi
+from workers.bcwi import select_bcwi
 from workers.checkpoints import load_model, save_checkpoint
 from workers.inference import FrozenModels, LocalReferences, predict_logits
-from workers.metrics import error_rate, negative_flip_rate
+from workers.metrics import error_rate
 from workers.stages import cached_splits, train_job
 
 BCWI_ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
@@ -50,7 +51,7 @@ def _train(planned: Planned, paths: dict[str, tuple[str, ...]]) -> dict[str, Any
     references = LocalReferences(**{name: _load(group, device) for name, group in paths.items()}) if paths else None
     record = train_job(planned.job, references)
     model, _ = load_model(planned.job.checkpoint_uri)
-    return {**record, **_save_logits(model.to(device), planned, device)}
+    return {**asdict(record), **_save_logits(model.to(device), planned, device)}
 
 
 def _bcwi(planned: Planned, paths: dict[str, tuple[str, ...]], tolerance: float) -> dict[str, Any]:
@@ -59,19 +60,10 @@ def _bcwi(planned: Planned, paths: dict[str, tuple[str, ...]], tolerance: float)
     device = planned.job.config.device
     old, settings = load_model(paths["old"][0])
     tuned, _ = load_model(paths["new"][0])
-    val = cached_splits(planned.job.data).val
-    old_val = predict_logits(old.to(device), val, device=device)
-
-    def evaluate(state: dict[str, torch.Tensor]) -> tuple[float, float]:
-        tuned.load_state_dict(state)
-        logits = predict_logits(tuned.to(device), val, device=device)
-        return error_rate(logits, val.labels), negative_flip_rate(old_val, logits, val.labels)
-
-    fine_tuned = {k: v.clone() for k, v in tuned.state_dict().items()}
-    alpha, table = sweep_bcwi(old.state_dict(), fine_tuned, evaluate, BCWI_ALPHAS, tolerance)
-    tuned.load_state_dict(interpolate_state_dicts(old.state_dict(), fine_tuned, alpha))
-    save_checkpoint(f"{planned.stem}.pt", tuned, settings, bcwi_alpha=alpha)
-    return {"name": planned.name, "alpha": alpha, "sweep": table, "epochs_run": 0,
+    choice = select_bcwi(old, tuned, cached_splits(planned.job.data).val, BCWI_ALPHAS, tolerance, device)
+    tuned.load_state_dict(choice.state_dict)
+    save_checkpoint(f"{planned.stem}.pt", tuned, settings, bcwi_alpha=choice.alpha)
+    return {"name": planned.name, "alpha": choice.alpha, "sweep": choice.sweep, "epochs_run": 0,
             "seconds": time.perf_counter() - started, **_save_logits(tuned, planned, device)}
 
 

@@ -1,4 +1,5 @@
-"""The model registry: versions with their lineage and flips, the prediction ledger, the gate.
+"""The model registry: versions with their lineage and flips, the prediction ledger, the chain's
+NFR matrix, the promotion gate, and registering a pipeline's model.
 
 Each registered version's run holds `checkpoint/model.pt` (state_dict + settings, loaded with
 `weights_only=True`), `model/` (an MLflow PyTorch model for serving) and `ledger/predictions.npz`:
@@ -8,20 +9,22 @@ versions needs no re-inference.
 
 from __future__ import annotations
 
+import datetime
 import json
+import logging
 import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import mlflow
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from workers.metrics import class_ids, error_rate, negative_flip_rate, nfr_matrix
-
-LEDGER_TOPK = 5
+from orchestrator.tracking.ledger import read_ledger
+from orchestrator.views import plots
+from workers.metrics import error_rate, negative_flip_rate, nfr_matrix
 _REFERENCE = re.compile(r"^(?:models:/)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:@(?P<alias>[A-Za-z][\w-]*)|/(?P<version>\d+))$")
 
 
@@ -59,6 +62,11 @@ def _version(ref: Reference):
     return MlflowClient().get_model_version(ref.name, ref.version)
 
 
+def run_of(ref: Reference) -> str:
+    """The id of the run that registered the version."""
+    return _version(ref).run_id
+
+
 def _cache_dir(run_id: str) -> Path:
     path = Path(tempfile.gettempdir(), "congruent-registry", run_id)
     path.mkdir(parents=True, exist_ok=True)
@@ -92,24 +100,7 @@ def checkpoint_of(ref: Reference) -> str:
         raise RegistryError(f"{ref.name} version {ref.version} has no checkpoint/model.pt in its run") from None
 
 
-def write_ledger(path: Path, logits: np.ndarray, labels: np.ndarray, fingerprint: str) -> Path:
-    """class ids, the top-k logits (values and classes) and the labels of the eval split, .npz."""
-    k = min(LEDGER_TOPK, logits.shape[1])
-    order = np.argsort(-logits, axis=1, kind="stable")[:, :k]
-    np.savez_compressed(
-        path, class_ids=class_ids(logits).astype(np.int32), topk_indices=order.astype(np.int32),
-        topk_values=np.take_along_axis(logits, order, axis=1).astype(np.float32),
-        labels=labels.astype(np.int64), fingerprint=np.array(fingerprint),
-    )
-    return path
-
-
-def read_ledger(path: str | Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as archive:
-        return {key: archive[key] for key in archive.files}
-
-
-def ledger_of(ref: Reference) -> dict[str, np.ndarray]:
+def ledger_of(ref: Reference) -> dict[str, Any]:
     return read_ledger(_download(_version(ref).run_id, "ledger/predictions.npz"))
 
 
@@ -148,35 +139,11 @@ def chain_matrix(name: str, fingerprint: str) -> tuple[list[str], list[list[floa
 
 
 def write_matrix_files(folder: Path, names: list[str], matrix: list[list[float]], title: str) -> list[Path]:
-    """nfr_matrix.json and a heatmap nfr_matrix.png."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """nfr_matrix.json and its heatmap nfr_matrix.png."""
     folder.mkdir(parents=True, exist_ok=True)
     json_path = folder / "nfr_matrix.json"
     json_path.write_text(json.dumps({"versions": names, "nfr_matrix": matrix}, indent=2))
-    size = max(3.0, 0.6 * len(names) + 2)
-    fig, ax = plt.subplots(figsize=(size + 1, size))
-    image = ax.imshow(100 * np.array(matrix), cmap="Reds")
-    ax.set_xticks(range(len(names)), names)
-    ax.set_yticks(range(len(names)), names)
-    ax.set_xlabel("new version")
-    ax.set_ylabel("old version")
-    if len(names) <= 12:
-        darkest = max((max(row) for row in matrix), default=0.0) or 1.0
-        for i, row in enumerate(matrix):
-            for j, value in enumerate(row):
-                ax.text(j, i, f"{100 * value:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if value > 0.6 * darkest else "black")
-    fig.colorbar(image, ax=ax, label="NFR (%)")
-    ax.set_title(title)
-    fig.tight_layout()
-    png_path = folder / "nfr_matrix.png"
-    fig.savefig(png_path, dpi=100)
-    plt.close(fig)
-    return [json_path, png_path]
+    return [json_path, plots.save(plots.nfr_heatmap(names, matrix, title), folder / "nfr_matrix.png", dpi=100)]
 
 
 def gate(name: str, candidate: str, max_nfr: float, max_er_increase: float) -> tuple[bool, str]:
@@ -208,3 +175,83 @@ def set_champion(name: str, version: str) -> None:
     """Move alias `champion` to an existing version; RegistryError if there is no such version."""
     resolve(f"{name}/{version}")
     MlflowClient().set_registered_model_alias(name, "champion", version)
+
+
+def _fraction(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+def chain(name: str) -> list[dict[str, Any]]:
+    """One row per version, oldest first: lineage, method, ER and flips against the parent,
+    aliases, when it was registered."""
+    listed = versions(name)
+    aliases: dict[str, list[str]] = {}
+    if listed:
+        for alias, version in MlflowClient().get_registered_model(name).aliases.items():
+            aliases.setdefault(str(version), []).append(alias)
+    rows = []
+    for mv in listed:
+        tags = mv.tags
+        rows.append({
+            "version": str(mv.version), "label": tags.get("label", ""), "method": tags.get("method", ""),
+            "arch": tags.get("arch", ""), "parent_version": tags.get("parent_version") or None,
+            "error_rate": _fraction(tags.get("error_rate")), "nfr": _fraction(tags.get("nfr")),
+            "pfr": _fraction(tags.get("pfr")), "rel_nfr": _fraction(tags.get("rel_nfr")),
+            "fingerprint": tags.get("fingerprint", ""), "aliases": sorted(aliases.get(str(mv.version), [])),
+            "created": datetime.datetime.fromtimestamp(mv.creation_timestamp / 1000).isoformat(timespec="seconds"),
+        })
+    return rows
+
+
+def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool = False) -> str:
+    """Register the checkpoint (logged to the active run as `checkpoint/model.pt`, plus an MLflow
+    PyTorch model for serving) as a new version of `model` with `tags` and alias `challenger`, and
+    log the chain's NFR matrix; returns the version. Nothing stays registered if a step fails."""
+    import numpy as np
+    import torch
+
+    from workers.checkpoints import load_model, save_checkpoint
+    from workers.storage import fetch_checkpoint
+
+    network, settings = load_model(fetch_checkpoint(checkpoint), allow_user_factories)
+    with tempfile.TemporaryDirectory() as tmp:
+        clean = save_checkpoint(Path(tmp, "model.pt"), network, settings, fingerprint=tags["fingerprint"])
+        mlflow.log_artifact(str(clean), "checkpoint")
+    example = np.zeros((1, settings.in_channels, settings.image_size, settings.image_size), np.float32)
+    # the serving copy is MLflow's pickle flavour (pt2 would need torch.export of every architecture);
+    # our own loads use the weights-only checkpoint above, so MLflow's warning about it is muted
+    pytorch_logger = logging.getLogger("mlflow.pytorch")
+    level = pytorch_logger.level
+    pytorch_logger.setLevel(logging.ERROR)
+    try:
+        info = mlflow.pytorch.log_model(
+            network.to(memory_format=torch.contiguous_format), name="model", serialization_format="pickle",
+            input_example=example, pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+        )
+    finally:
+        pytorch_logger.setLevel(level)
+    registered = mlflow.register_model(info.model_uri, model, tags=tags)
+    version = drop_duplicate_versions(model, registered.run_id)  # HTTP retries may double a POST
+    client = MlflowClient()
+    try:
+        client.set_registered_model_alias(model, "challenger", version)
+        names, matrix = chain_matrix(model, tags["fingerprint"])
+        with tempfile.TemporaryDirectory() as tmp:
+            for path in write_matrix_files(Path(tmp), [f"v{n}" for n in names], matrix,
+                                           f"{model}: NFR of column vs row (%)"):
+                mlflow.log_artifact(str(path))
+    except BaseException:
+        client.delete_model_version(model, version)
+        raise
+    return version
+
+
+def register_once(model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool = False
+                  ) -> tuple[str, bool]:
+    """(version, registered now): the version a previous run of the same spec (tags `spec_hash`
+    and `fingerprint`) registered, else a new one from `register`."""
+    existing = versions_of_spec(model, tags["spec_hash"], tags["fingerprint"])
+    if existing:
+        mlflow.set_tag("reused_version", existing[0])
+        return existing[0], False
+    return register(model, checkpoint, tags, allow_user_factories), True

@@ -1,23 +1,15 @@
 """What the driver shows while the stages run: rich progress bars on a terminal, plain lines
-elsewhere (logs), nothing with `--quiet`.
-
-Training tasks send `workers.progress.ProgressEvent`s to a Ray queue (`ray.util.queue.Queue`, an
-actor without CPUs); `StageWatch.wait` drains it while it waits for the tasks and draws one bar per
-task — each parallel replica its own, the distillation with samples/s and the running val NFR
-against the old model. If the wait is interrupted (Ctrl-C), the tasks still running are cancelled.
+elsewhere (logs), nothing with `--quiet`. The displays draw `workers.progress.ProgressEvent`s;
+orchestrator/driver/watch.py feeds them from the training tasks.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
 from typing import Any
 
+from orchestrator.views.format import percent
 from workers.progress import ProgressEvent
-
-
-def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.2f} %"
 
 
 def describe(event: ProgressEvent) -> str:
@@ -26,9 +18,9 @@ def describe(event: ProgressEvent) -> str:
     if event.samples_per_second:
         parts.append(f"{event.samples_per_second:,.0f} samples/s")
     if event.val_error_rate is not None:
-        parts.append(f"val ER {_percent(event.val_error_rate)}")
+        parts.append(f"val ER {percent(event.val_error_rate)}")
     if event.val_nfr is not None:
-        parts.append(f"val NFR {_percent(event.val_nfr)}")
+        parts.append(f"val NFR {percent(event.val_nfr)}")
     return "  ".join(parts)
 
 
@@ -128,49 +120,3 @@ def make_display(quiet: bool | None = None) -> QuietDisplay | LinesDisplay | Ric
     if quiet:
         return QuietDisplay()
     return RichDisplay() if sys.stdout.isatty() else LinesDisplay()
-
-
-class StageWatch:
-    """Feeds a display from the stages' Ray tasks (see module docstring)."""
-
-    def __init__(self, display: QuietDisplay | LinesDisplay | RichDisplay | None = None) -> None:
-        self.display = display or QuietDisplay()
-        self.queue = None
-        if self.display.live:
-            from ray.util.queue import Queue
-
-            self.queue = Queue(actor_options={"num_cpus": 0})
-
-    def say(self, text: str) -> None:
-        self.display.message(text)
-
-    def drain(self) -> None:
-        if self.queue is None:
-            return
-        for event in self.queue.get_nowait_batch(self.queue.qsize()):
-            self.display.update(event)
-
-    def wait(self, tasks: Mapping[Any, str], poll_s: float = 0.25) -> Iterator[Any]:
-        """Yield the ObjectRefs of `tasks` ({ref: task name}) as they finish, drawing progress
-        meanwhile; on an interrupt, cancel the ones still running and re-raise."""
-        import ray
-
-        for name in tasks.values():
-            self.display.add(name)
-        pending = list(tasks)
-        try:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1, timeout=poll_s)
-                self.drain()
-                yield from done
-        except BaseException:
-            for ref in pending:
-                ray.cancel(ref, force=True)
-            raise
-
-    def close(self) -> None:
-        if self.queue is not None:
-            self.drain()
-            self.queue.shutdown()
-            self.queue = None
-        self.display.close()

@@ -1,18 +1,14 @@
-"""`congruent compare`: regression metrics between saved prediction files.
+"""`congruent compare`'s inputs and result: saved prediction files of successive versions, checked,
+and their regression metrics against the same labels.
 
-    congruent compare --labels Y.npy A.npy B.npy [C.npy ...] [--json]
-
-Each file is a single NumPy array saved with `np.save`: labels are 1-D
-non-negative integer class ids; a prediction file holds 1-D class ids or 2-D
-float logits (N×C). Files are versions in the order given: 0, 1, 2, ...
+Each file is a single NumPy array saved with `np.save`: labels are 1-D non-negative integer class
+ids; a prediction file holds 1-D class ids or 2-D float logits (N×C). Files are versions in the
+order given: 0, 1, 2, ...
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 from typing import Any, Sequence
 
 import numpy as np
@@ -134,86 +130,3 @@ def compare_predictions(labels: Any, predictions_list: Sequence[Any]) -> dict[st
         "pairs": pairs,
         "nfr_matrix": metrics.nfr_matrix(ids, labels).tolist(),
     }
-
-
-def format_percent(fraction: float | None) -> str:
-    """A fraction as a percentage with two decimals, or "undefined" for None."""
-    return "undefined" if fraction is None else f"{100 * fraction:.2f}%"
-
-
-def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 0) -> list[str]:
-    """Lines of a table: the first `left` columns left-aligned, the others right-aligned."""
-    widths = [max(len(row[c]) for row in (header, *rows)) for c in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  " + "  ".join(
-            cell.ljust(width) if c < left else cell.rjust(width)
-            for c, (cell, width) in enumerate(zip(cells, widths))
-        )
-
-    return [line(header)] + [line(row) for row in rows]
-
-
-def format_comparison(result: dict[str, Any], names: Sequence[str]) -> str:
-    """Human-readable rendering of a `compare_predictions` result; names label the versions."""
-    versions = range(len(result["error_rate"]))
-    lines = [f"{result['n']} samples, {len(names)} prediction files", "", "Error rate (ER)"]
-    lines += format_table(
-        ["#", "file", "ER"],
-        [[str(v), names[v], format_percent(result["error_rate"][v])] for v in versions],
-        left=2,
-    )
-    lines += ["", "Consecutive updates (old -> new)"]
-    lines += format_table(
-        ["old", "new", "NFR", "PFR", "Rel-NFR"],
-        [
-            [str(p["old"]), str(p["new"]), format_percent(p["nfr"]), format_percent(p["pfr"]),
-             format_percent(p["rel_nfr"])]
-            for p in result["pairs"]
-        ],
-    )
-    lines += ["", "NFR matrix (rows = old, columns = new)"]
-    lines += format_table(
-        ["old\\new", *map(str, versions)],
-        [[str(i), *map(format_percent, result["nfr_matrix"][i])] for i in versions],
-    )
-    return "\n".join(lines)
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `compare` subcommand to the `congruent` parser."""
-    parser = subparsers.add_parser(
-        "compare",
-        help="regression metrics (ER, NFR, PFR, Rel-NFR) between prediction files",
-        description="Compare saved predictions of successive model versions on the same labels.",
-    )
-    parser.add_argument(
-        "--labels", required=True, metavar="LABELS.npy", help="1-D non-negative integer labels"
-    )
-    parser.add_argument(
-        "predictions",
-        nargs="+",
-        metavar="PREDICTIONS.npy",
-        help="two or more files, oldest first: 1-D integer class ids or 2-D float logits",
-    )
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run `congruent compare`; 0 on success, 2 on bad input (one line on stderr)."""
-    if len(args.predictions) < 2:
-        print(
-            "congruent compare: error: needs at least two prediction files (old and new)",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        labels = load_labels(args.labels)
-        predictions_list = [load_prediction_file(path, n=len(labels)) for path in args.predictions]
-    except InputError as error:
-        print(f"congruent compare: error: {error}", file=sys.stderr)
-        return 2
-    result = compare_predictions(labels, predictions_list)
-    print(json.dumps(result) if args.json else format_comparison(result, args.predictions))
-    return 0

@@ -1,0 +1,13 @@
+"""The `congruent` commands, one module per command: each parses its arguments, calls the driver
+and prints. Commands import no other command; the options they share come from options.py.
+
+Import cost matters here (`congruent --help` must be instant): at module level a command imports
+only argparse, `orchestrator.commands.options` and `orchestrator.views.format`; torch, ray, mlflow
+and the driver are imported inside `run`.
+"""
+
+from orchestrator.commands import (
+    compare, demo, logs, promote, report, run, status, submit, tune, versions,
+)
+
+COMMANDS = (compare, run, tune, demo, versions, promote, report, submit, status, logs)

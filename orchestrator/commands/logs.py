@@ -1,0 +1,32 @@
+"""`congruent logs JOB_ID --jobs-address http://HEAD:8265 [--follow]`: the logs of a submitted
+pipeline job, or a stream of them until it ends."""
+
+from __future__ import annotations
+
+import argparse
+
+from orchestrator.commands.options import fail, jobs_address
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from orchestrator.driver import jobs
+    from pipelines.spec import SpecError
+
+    try:
+        client = jobs.client(args.jobs_address)
+        if args.follow:
+            asyncio.run(jobs.stream_logs(client, args.job_id))
+        else:
+            print(client.get_job_logs(args.job_id), end="")
+    except (SpecError, RuntimeError, ConnectionError) as e:
+        return fail("logs", str(e))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("logs", help="the logs of a submitted pipeline job", parents=[jobs_address()])
+    parser.add_argument("job_id")
+    parser.add_argument("--follow", action="store_true", help="stream until the job ends")
+    parser.set_defaults(func=run)

@@ -1,0 +1,52 @@
+"""What the commands share: argparse parents for the common options, and the one-line error."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def quiet_option() -> argparse.ArgumentParser:
+    """--quiet: no progress, only the result."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--quiet", action="store_true", default=None,
+                        help="print only the result (off a terminal, progress comes as plain lines, not bars)")
+    return parent
+
+
+def json_option(what: str = "print only the result, as JSON") -> argparse.ArgumentParser:
+    """--json: the machine-readable result instead of tables."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--json", action="store_true", help=what)
+    return parent
+
+
+def out_option(what: str) -> argparse.ArgumentParser:
+    """--out DIR|FILE (default: the command's own, shown in `what`)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--out", default=None, help=what)
+    return parent
+
+
+def ray_address() -> argparse.ArgumentParser:
+    """--ray-address: the GCS address of a running Ray cluster, for commands that run Ray work here."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                        help="GCS address of a Ray cluster to join, e.g. 127.0.0.1:6379 (default: RAY_ADDRESS, "
+                             "else Ray starts inside this command)")
+    return parent
+
+
+def jobs_address() -> argparse.ArgumentParser:
+    """--jobs-address: the dashboard (Jobs API) URL of a Ray cluster, for commands that talk to it."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--jobs-address", metavar="URL", default=None,
+                        help="Ray dashboard / Jobs API address, http://HEAD:8265 (default: RAY_JOBS_ADDRESS)")
+    return parent
+
+
+def fail(command: str, message: str, code: int = 2) -> int:
+    """Print `congruent COMMAND: error: MESSAGE` (its first line) on stderr; return `code`."""
+    first = (str(message).strip().splitlines() or [""])[0]
+    print(f"congruent {command}: error: {first}", file=sys.stderr)
+    return code

@@ -1,0 +1,48 @@
+"""`congruent versions MODEL [--matrix] [--json]`: the version chain of a registered model, with
+each version's ER and flips against its parent, and the pairwise NFR matrix from the ledgers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from orchestrator.commands.options import fail, json_option
+from orchestrator.views.format import percent
+
+
+def run(args: argparse.Namespace) -> int:
+    from orchestrator.tracking import registry, store
+    from orchestrator.views.tables import table
+
+    store.configure()
+    rows = registry.chain(args.model)
+    if not rows:
+        return fail("versions", f"no registered model {args.model!r}")
+    output: dict[str, Any] = {"model": args.model, "versions": rows}
+    if args.matrix:
+        names, matrix = registry.chain_matrix(args.model, rows[-1]["fingerprint"])
+        output["matrix"] = {"versions": names, "nfr_matrix": matrix, "fingerprint": rows[-1]["fingerprint"]}
+    if args.json:
+        print(json.dumps(output))
+        return 0
+    cells = [[r["version"], r["label"], r["method"], r["arch"], r["parent_version"] or "—", percent(r["error_rate"]),
+              percent(r["nfr"]), percent(r["pfr"]), percent(r["rel_nfr"]), ",".join(r["aliases"]), r["created"]]
+             for r in rows]
+    print(f"{args.model}: {len(rows)} versions (flips against each version's parent)")
+    print(table(["version", "label", "method", "arch", "parent", "ER", "NFR", "PFR", "Rel-NFR", "aliases", "created"],
+                cells, left=4))
+    if args.matrix:
+        m = output["matrix"]
+        print(f"\nNFR matrix (rows = old, columns = new) on eval split {m['fingerprint']}")
+        print(table(["old\\new", *m["versions"]],
+                    [[v, *map(percent, row)] for v, row in zip(m["versions"], m["nfr_matrix"])]))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("versions", help="the version chain of a registered model, with flips",
+                                   parents=[json_option()])
+    parser.add_argument("model")
+    parser.add_argument("--matrix", action="store_true", help="also the pairwise NFR matrix from the ledgers")
+    parser.set_defaults(func=run)

@@ -1,0 +1,81 @@
+"""Ray Jobs: the same pipeline as `congruent run`, sent to a cluster's Jobs API (its dashboard address).
+
+The job's runtime_env carries the project (orchestrator/, workers/, pipelines/ and the spec, as its
+working_dir) and the MLflow and S3 settings of this environment (`MLFLOW_TRACKING_*`, `AWS_*`,
+`MLFLOW_S3_*`); the cluster's image brings torch, Ray and MLflow. The address defaults to
+`RAY_JOBS_ADDRESS`. Credentials travel as environment variables only, never as arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestrator.driver.cluster import worker_env
+from pipelines.spec import SpecError, UpdateSpec
+
+JOB_ENV_PREFIXES = ("MLFLOW_TRACKING_", "MLFLOW_S3_", "AWS_")
+PACKAGES = ("orchestrator", "workers", "pipelines")
+
+
+def stage_working_dir(spec_path: Path, folder: Path) -> Path:
+    """A working_dir holding the project's packages and the spec as spec.yaml."""
+    import orchestrator
+
+    source = Path(orchestrator.__file__).resolve().parent.parent
+    for package in PACKAGES:
+        shutil.copytree(source / package, folder / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copyfile(spec_path, folder / "spec.yaml")
+    return folder
+
+
+def entrypoint(model: str, version: str, spec_hash: str) -> str:
+    """The job's shell command. Ray unpacks the working_dir into a cache it may clean up while a
+    long driver still runs there (seen here: the driver's cwd vanished before registration), so
+    the driver first moves the project and the spec into a directory of its own and runs there."""
+    folder = f"${{TMPDIR:-/tmp}}/congruent-jobs/{model}/{version}-{spec_hash}"
+    return (f'mkdir -p "{folder}" && cp -r {" ".join(PACKAGES)} spec.yaml "{folder}"/ && cd "{folder}" '
+            "&& python -m orchestrator run spec.yaml --out .")
+
+
+def client(address: str | None) -> Any:
+    """The Jobs API client of the cluster whose dashboard is at `address` (or RAY_JOBS_ADDRESS)."""
+    from ray.job_submission import JobSubmissionClient
+
+    address = address or os.environ.get("RAY_JOBS_ADDRESS")
+    if not address:
+        raise SpecError("--jobs-address: give the Ray dashboard address (http://HEAD:8265) or set RAY_JOBS_ADDRESS")
+    return JobSubmissionClient(address)
+
+
+def submit(spec: UpdateSpec, spec_path: Path, jobs_address: str | None) -> tuple[Any, str]:
+    """Send the pipeline of `spec` (read from `spec_path`) as a Ray Job; returns (client, job id)."""
+    jobs = client(jobs_address)
+    with tempfile.TemporaryDirectory(prefix="congruent-job-") as tmp:
+        working_dir = stage_working_dir(spec_path, Path(tmp))
+        job_id = jobs.submit_job(
+            entrypoint=entrypoint(spec.model, spec.version, spec.spec_hash),
+            runtime_env={"working_dir": str(working_dir), "env_vars": worker_env(JOB_ENV_PREFIXES)},
+            metadata={"model": spec.model, "version": spec.version, "spec_hash": spec.spec_hash},
+        )
+    return jobs, job_id
+
+
+def wait_for_end(jobs: Any, job_id: str, timeout_s: float = 60.0) -> Any:
+    """The job's info once it has ended (or after `timeout_s` of waiting, past its logs' end)."""
+    deadline = time.monotonic() + timeout_s
+    info = jobs.get_job_info(job_id)
+    while not info.status.is_terminal() and time.monotonic() < deadline:
+        time.sleep(1)
+        info = jobs.get_job_info(job_id)
+    return info
+
+
+async def stream_logs(jobs: Any, job_id: str) -> None:
+    """Print the job's logs as they come, until it ends."""
+    async for lines in jobs.tail_job_logs(job_id):
+        print(lines, end="", flush=True)

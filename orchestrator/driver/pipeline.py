@@ -1,0 +1,231 @@
+"""One update pipeline, top-down: the stages its method needs, then evaluation and publishing.
+
+    plan = preflight(spec)                  # driver: data, old checkpoint, registry (plan.py)
+    run_pipeline(plan, run_dir, watch)
+      replicas   m Ray tasks in parallel    (elodi, ensemble)
+      pool       Ray actors serving teacher logits, reserved with the student
+      student    one Ray task, distilled online from the pool (or plain CE)
+      bcwi       one Ray task: α picked on val (bcwi)
+      evaluate   one Ray task: logits on the regression-eval split; metrics in the driver
+      publish    MLflow: nested runs, evaluation, ledger, registry version, promotion gate
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrator.driver.plan import Plan
+from orchestrator.driver.pool import teacher_pool
+from orchestrator.driver.stages import eval_split_logits, select_bcwi, train_replicas, train_student
+from orchestrator.driver.watch import StageWatch
+from orchestrator.tracking import registry, runs
+from orchestrator.tracking.ledger import write_ledger
+from pipelines.spec import UpdateSpec
+from workers.metrics import error_rate, update_report
+from workers.stages import BcwiRecord, TrainRecord, cached_splits
+
+
+@dataclass
+class PoolRecord:
+    """What the teacher pool did: its actors (pids after any restart) and the batches they served."""
+
+    actors: int
+    pids: list[int]
+    batches_served: int  # since each actor's last (re)start
+    student_steps: int
+
+
+@dataclass
+class Evaluation:
+    """The model against the old version and the paragon on the regression-eval split; the
+    predictions (.npy logits) reproduce every number with `congruent compare`."""
+
+    metrics: dict[str, Any]  # error_rate, vs_old, vs_paragon, paragon_vs_old (update_report dicts)
+    predictions: dict[str, str]  # new, old, paragon → .npy path
+    labels: str
+    n_eval: int
+
+
+@dataclass
+class PipelineResult:
+    model: str
+    version: str
+    method: str
+    arch: str
+    spec_hash: str
+    fingerprint: str
+    n_eval: int
+    checkpoint: str | None  # None for the ensemble paragon (nothing single to deploy)
+    old: str | None
+    metrics: dict[str, Any]
+    predictions: dict[str, str]
+    labels: str
+    replicas: list[TrainRecord] = field(default_factory=list)
+    student: TrainRecord | None = None
+    teacher_pool: PoolRecord | None = None
+    bcwi: BcwiRecord | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    run_id: str | None = None
+    registered_version: str | None = None
+    promotion: dict[str, Any] | None = None
+
+
+def stage_titles(plan: Plan) -> list[str]:
+    """The numbered stages the method runs, as the progress lines name them."""
+    titles = []
+    if plan.needs_replicas:
+        titles.append(f"training {plan.spec.method.m} replicas of {plan.spec.arch} in parallel")
+    if plan.needs_student:
+        titles.append(f"distilling the student ({plan.method}) online from "
+                      f"{plan.spec.resources.teacher_actors} teacher actors"
+                      if plan.objective.references else f"training the model ({plan.method})")
+    titles.append("evaluating on the regression-eval split")
+    return [f"stage {i}/{len(titles)}: {title}" for i, title in enumerate(titles, 1)]
+
+
+def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult:
+    """Every stage the spec's method needs, inside one MLflow run (FAILED with the traceback if a
+    stage fails, KILLED on Ctrl-C); registers the model only once its evaluation and ledger are
+    stored. Ray must be initialised."""
+    spec = plan.spec
+    titles = iter(stage_titles(plan))
+    seconds: dict[str, float] = {}
+    with runs.pipeline_run(spec) as run_id:
+        runs.set_tags({"fingerprint": plan.fingerprint})
+        replicas: list[TrainRecord] = []
+        if plan.needs_replicas:
+            watch.say(next(titles))
+            started = time.perf_counter()
+            replicas = train_replicas(plan, watch)
+            seconds["replicas"] = time.perf_counter() - started
+        student, pool_record, paragon = None, None, None
+        with _pool_for(plan, replicas) as pool:
+            if plan.needs_student:
+                watch.say(next(titles))
+                student = train_student(plan, watch, pool)
+                seconds["student"] = student.seconds
+            if pool is not None:
+                pids, served = pool.batches_served()
+                pool_record = PoolRecord(len(pool.actors), pids, served, student.steps if student else 0)
+            if replicas:
+                watch.say("evaluating the ensemble paragon through the teacher pool")
+                paragon = pool.client(("teacher",)).predict(cached_splits(plan.data).eval, "teacher").numpy()
+        checkpoint, bcwi = (student.checkpoint if student else None), None
+        if plan.method == "bcwi":
+            bcwi = select_bcwi(plan, student)
+            watch.say(_bcwi_line(bcwi))
+            checkpoint = bcwi.checkpoint
+        watch.say(next(titles))
+        evaluation = evaluate(plan, checkpoint, paragon, run_dir)
+        result = PipelineResult(
+            spec.model, spec.version, plan.method, spec.arch, spec.spec_hash, plan.fingerprint, evaluation.n_eval,
+            checkpoint, spec.old, evaluation.metrics, evaluation.predictions, evaluation.labels, replicas, student,
+            pool_record, bcwi, seconds, run_id)
+        publish(plan, result, run_dir, watch)
+    return result
+
+
+@contextlib.contextmanager
+def _pool_for(plan: Plan, replicas: list[TrainRecord]):
+    """The teacher pool the method needs (the replicas, the old model), or None."""
+    groups = {}
+    if replicas:
+        groups["teacher"] = [r.checkpoint for r in replicas]
+    if "old" in plan.objective.references:
+        groups["old"] = [plan.spec.old]
+    if not groups:
+        yield None
+        return
+    with teacher_pool(plan.spec, groups, with_student=plan.needs_student) as pool:
+        yield pool
+
+
+def _bcwi_line(bcwi: BcwiRecord) -> str:
+    picked = next(row for row in bcwi.sweep if row["alpha"] == bcwi.alpha)
+    return (f"BCWI: α = {bcwi.alpha} picked on the validation split (val ER {100 * picked['error_rate']:.2f}%, "
+            f"val NFR {100 * picked['nfr']:.2f}%)")
+
+
+def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run_dir: Path) -> Evaluation:
+    """Logits of the model (the paragon's for the ensemble method) and of the old model on the
+    regression-eval split (one Ray task), metrics against each other, predictions/ under `run_dir`."""
+    checkpoints = {name: uri for name, uri in (("new", checkpoint), ("old", plan.spec.old)) if uri is not None}
+    logits = eval_split_logits(plan, checkpoints) if checkpoints else {}
+    if checkpoint is None:
+        logits["new"] = paragon
+    elif paragon is not None:
+        logits["paragon"] = paragon
+    labels = cached_splits(plan.data).eval.labels.numpy()
+    metrics: dict[str, Any] = {"error_rate": error_rate(logits["new"], labels)}
+    if "old" in logits:
+        metrics["vs_old"] = update_report(logits["old"], logits["new"], labels)
+    if "paragon" in logits:
+        metrics["vs_paragon"] = update_report(logits["paragon"], logits["new"], labels)
+        if "old" in logits:
+            metrics["paragon_vs_old"] = update_report(logits["old"], logits["paragon"], labels)
+    folder = run_dir / "predictions"
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / "labels.npy", labels)
+    order = [name for name in ("new", "old", "paragon") if name in logits]
+    for name in order:
+        np.save(folder / f"{name}.npy", logits[name].astype(np.float32))
+    return Evaluation(metrics, {name: str(folder / f"{name}.npy") for name in order}, str(folder / "labels.npy"),
+                      len(labels))
+
+
+def version_tags(spec: UpdateSpec, plan: Plan, metrics: dict[str, Any]) -> dict[str, str]:
+    """The registry tags of a version: lineage, method, eval split, ER and flips against its parent."""
+    vs_old = metrics.get("vs_old", {})
+    return {
+        "method": spec.method.name, "arch": spec.arch, "label": spec.version,
+        "parent_version": plan.parent.version if plan.parent else "", "old": spec.old or "",
+        "fingerprint": plan.fingerprint, "spec_hash": spec.spec_hash, "error_rate": f"{metrics['error_rate']:.6f}",
+        **{k: ("" if vs_old.get(k) is None else f"{vs_old[k]:.6f}") for k in ("nfr", "pfr", "rel_nfr")},
+    }
+
+
+def publish(plan: Plan, result: PipelineResult, run_dir: Path, watch: StageWatch, spec: UpdateSpec | None = None
+            ) -> None:
+    """MLflow: nested runs per trained model, the pool's and BCWI's figures, the evaluation with
+    the ledger; then the registry version (once per spec) and the promotion gate of `spec.promote`;
+    last, result.json in `run_dir` and the run. `spec`: the one registered (a Tune trial's)."""
+    spec = spec or plan.spec
+    for record in result.replicas:
+        runs.log_training(record.name, record)
+    if result.student is not None:
+        name = "distillation" if plan.objective.references else "training"
+        runs.log_training(name, result.student, {"method": spec.method.name})
+    if result.teacher_pool is not None:
+        batches = (result.student.teacher_batches or {}) if result.student else {}
+        runs.log_metrics("teacher_pool.", {**{k: v for k, v in asdict(result.teacher_pool).items() if k != "pids"},
+                                           **{f"batches_{k}": v for k, v in batches.items()}})
+    if result.bcwi is not None:
+        runs.log_bcwi(result.bcwi.alpha, result.bcwi.sweep)
+    runs.log_metrics("seconds.", result.seconds)
+    runs.log_evaluation(result.metrics, run_dir / "predictions")
+    (run_dir / "ledger").mkdir(exist_ok=True)
+    ledger = write_ledger(run_dir / "ledger" / "predictions.npz", np.load(result.predictions["new"]),
+                          np.load(result.labels), result.fingerprint)
+    runs.log_file(ledger, "ledger")
+    if result.checkpoint is not None:
+        version, new = registry.register_once(spec.model, result.checkpoint, version_tags(spec, plan, result.metrics),
+                                              spec.allow_user_factories)
+        watch.say(f"registered {spec.model} version {version} (alias challenger)" if new else
+                  f"{spec.model} version {version} already holds spec {spec.spec_hash}: not registered again")
+        result.registered_version = version
+    if spec.promote is not None and result.registered_version is not None:
+        passed, why = registry.gate(spec.model, result.registered_version, spec.promote.max_nfr,
+                                    spec.promote.max_er_increase)
+        if passed:
+            registry.set_champion(spec.model, result.registered_version)
+        result.promotion = {"passed": passed, "reason": why}
+        runs.set_tags({"promotion": ("champion: " if passed else "rejected: ") + why})
+    (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
+    runs.log_file(run_dir / "result.json")

@@ -1,0 +1,168 @@
+"""Preflight and the plan: what a spec asks the workers to do, checked once before any Ray work.
+
+`preflight(spec)` resolves `old` (a checkpoint path or a registry reference), makes local paths
+absolute, loads the data, reads the old checkpoint (once, in the driver) and checks it against the
+data and the method; any problem is a SpecError or RegistryError of one line. The `Plan` it returns
+turns the spec into the workers' own records: DataRequest, TrainConfig, Objective, TrainJob.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.driver.cluster import device, threads
+from orchestrator.tracking.registry import Reference
+from pipelines.spec import MethodSpec, SpecError, UpdateSpec, WorkerResources
+from workers import storage
+from workers.names import REPLICA_METHODS
+from workers.objectives import Objective
+from workers.stages import DataRequest, TrainJob
+from workers.trainer import TrainConfig
+
+
+def data_request(spec: UpdateSpec) -> DataRequest:
+    d = spec.data
+    return DataRequest(d.source, d.subset, d.val_fraction, d.eval_fraction, d.train_limit, d.eval_limit)
+
+
+def objective_of(method: MethodSpec) -> Objective:
+    """The training objective of the deployed model (plain CE for bcwi's fine-tuning and the ensemble)."""
+    name = "none" if method.name in ("ensemble", "bcwi") else method.name
+    return Objective(
+        name, alpha=method.alpha, temperature=method.temperature, focal_alpha=method.focal_alpha,
+        focal_beta=method.focal_beta, distance=method.distance, k=method.k, p=method.p, margin=method.margin,
+        topk_by=method.topk_by, legacy_weight=method.legacy_weight,
+    )
+
+
+def train_config(spec: UpdateSpec, seed: int, resources: WorkerResources) -> TrainConfig:
+    """The spec's `train` section for a model of seed `seed` trained with `resources`."""
+    return TrainConfig(**{**spec.train.model_dump(), "seed": seed}, threads=threads(resources.cpus),
+                       device=device(resources.gpus))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked spec and what follows from it. `spec` has absolute paths and `old` as a checkpoint
+    URI (a registry reference resolved to a local copy); `parent` is that registry version."""
+
+    spec: UpdateSpec
+    parent: Reference | None
+    data: DataRequest
+    data_key: str  # the train, val and eval content's fingerprint
+    fingerprint: str  # the regression-eval split's
+    num_classes: int
+
+    @property
+    def method(self) -> str:
+        return self.spec.method.name
+
+    @property
+    def objective(self) -> Objective:
+        return objective_of(self.spec.method)
+
+    @property
+    def needs_replicas(self) -> bool:
+        return self.method in REPLICA_METHODS
+
+    @property
+    def needs_student(self) -> bool:
+        return self.method != "ensemble"
+
+    @property
+    def pool_references(self) -> tuple[str, ...]:
+        """The groups the teacher pool serves: "teacher" (the replicas), "old" when the objective
+        reads it. Empty: no pool."""
+        names = (("teacher",) if self.needs_replicas else ()) + (("old",) if "old" in self.objective.references else ())
+        return names
+
+    def replica_jobs(self) -> list[TrainJob]:
+        """m replicas of the new architecture, seeds train.seed + 1 … train.seed + m; their
+        checkpoints are keyed by data, architecture and training settings, not by the method, so
+        every method and rerun with the same inputs reuses them."""
+        spec = self.spec
+        parts = {"data": spec.data.model_dump(mode="json"), "arch": spec.arch,
+                 "train": spec.train.model_dump(mode="json"), "content": self.data_key}
+        key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
+        base = storage.join(spec.storage, spec.model, "replicas", key)
+        return [
+            TrainJob(name=f"replica-{i}", data=self.data, arch=spec.arch,
+                     config=train_config(spec, spec.train.seed + 1 + i, spec.resources.replica),
+                     checkpoint_uri=storage.join(base, f"replica-{i}.pt"),
+                     allow_user_factories=spec.allow_user_factories, nfr_reference=spec.old)
+            for i in range(spec.method.m)
+        ]
+
+    def student_job(self, checkpoint_name: str = "model.pt", spec: UpdateSpec | None = None) -> TrainJob:
+        """The deployed model's training: the spec's objective (or `spec`'s: a Tune trial), the
+        student's resources, a checkpoint keyed by spec hash and data content."""
+        spec = spec or self.spec
+        return TrainJob(
+            name="student", data=self.data, arch=spec.arch,
+            config=train_config(spec, spec.train.seed, spec.resources.student),
+            checkpoint_uri=storage.join(spec.storage, spec.model, spec.version,
+                                        f"{spec.spec_hash}-{self.data_key[:8]}", checkpoint_name),
+            objective=objective_of(spec.method), init_from=spec.old if spec.method.name == "bcwi" else None,
+            allow_user_factories=spec.allow_user_factories, nfr_reference=spec.old,
+        )
+
+    def bcwi_checkpoint(self) -> str:
+        spec = self.spec
+        return storage.join(spec.storage, spec.model, spec.version, spec.spec_hash, "model-bcwi.pt")
+
+
+def pool_topk(objective: Objective, num_classes: int) -> dict[str, int]:
+    """Groups the pool sends as top-K only: the ensemble, when LDI selects classes by the teacher."""
+    compact = objective.method == "elodi" and objective.topk_by == "teacher" and objective.k < num_classes
+    return {"teacher": objective.k} if compact else {}
+
+
+def resolve_old(spec: UpdateSpec) -> tuple[UpdateSpec, Reference | None]:
+    """Replace a registry reference in `old` by a local copy of that version's checkpoint."""
+    from orchestrator.tracking import registry, store
+
+    if spec.old is None or Path(spec.old).exists() or registry.parse_reference(spec.old) is None:
+        return spec, None
+    store.configure()
+    parent = registry.resolve(spec.old)
+    return spec.model_copy(update={"old": registry.checkpoint_of(parent)}), parent
+
+
+def preflight(spec: UpdateSpec) -> Plan:
+    """Every check that needs the data, the old checkpoint or the registry, before any Ray work:
+    SpecError or RegistryError (one line) when the spec cannot run."""
+    from orchestrator.tracking.registry import check_eval_split
+    from workers.checkpoints import CheckpointError, load_model
+    from workers.data import DataError
+    from workers.models import ModelError, resolve_factory
+    from workers.stages import cached_splits, data_fingerprint
+
+    spec, parent = resolve_old(spec)
+    spec = spec.with_absolute_paths()
+    try:
+        resolve_factory(spec.arch, spec.allow_user_factories)  # a user factory imports here, not in a worker
+    except ModelError as e:
+        raise SpecError(f"arch: {e}") from None
+    request = data_request(spec)
+    try:
+        splits = cached_splits(request)
+    except DataError as e:
+        raise SpecError(f"data: {e}") from None
+    if spec.old is not None:
+        try:  # the weights are loaded too: a checkpoint of another architecture fails here, not in a worker
+            _, old = load_model(storage.fetch_checkpoint(spec.old), spec.allow_user_factories)
+        except (CheckpointError, FileNotFoundError, ModelError) as e:
+            raise SpecError(f"old: {e}") from None
+        if old.num_classes != splits.num_classes:
+            raise SpecError(f"old: {spec.old} has {old.num_classes} classes, the data has {splits.num_classes}")
+        if (old.in_channels, old.image_size) != (splits.in_channels, splits.image_size):
+            raise SpecError(f"old: {spec.old} takes {old.in_channels}×{old.image_size}² images, the data has "
+                            f"{splits.in_channels}×{splits.image_size}²")
+        if spec.method.name == "bcwi" and old.arch != spec.arch:
+            raise SpecError(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
+    if parent is not None:
+        check_eval_split(parent, splits.fingerprint)
+    return Plan(spec, parent, request, data_fingerprint(request), splits.fingerprint, splits.num_classes)

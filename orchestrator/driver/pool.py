@@ -1,0 +1,160 @@
+"""The teacher pool: Ray actors (workers/teachers.py's `TeacherActor`) that serve reference logits,
+reserved with the student in one placement group, and `TeacherPool`, the reference source the
+student's trainer reads them from.
+
+    with teacher_pool(spec, {"teacher": replica_checkpoints}, with_student=True) as pool:
+        student task: train_job(job, pool.client(("teacher",), topk))
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import ray
+import torch
+from ray.exceptions import RayActorError
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from orchestrator.driver.cluster import bundle, device, threads
+from pipelines.spec import SpecError, UpdateSpec
+from workers.data import ImageSet, to_model_input
+from workers.inference import Logits
+from workers.losses import TopKLogits
+from workers.teachers import TeacherActor
+
+
+def _to_torch(value: np.ndarray | tuple[np.ndarray, np.ndarray]) -> Logits:
+    if isinstance(value, tuple):
+        return TopKLogits(torch.from_numpy(np.array(value[0])), torch.from_numpy(np.array(value[1])))
+    return torch.from_numpy(np.array(value))
+
+
+class TeacherPool:
+    """A reference source (workers.inference.ReferenceSource) over Ray actor handles of `TeacherActor`; groups
+    named in `topk` travel as top-K values and indices.
+
+    Batches go to the actors round-robin, each call an ObjectRef that the trainer resolves when it
+    reaches that batch. Unlike `ray.util.ActorPool`, which hands an actor new work only after its
+    last result has been consumed, this keeps every actor's queue full while the student trains:
+    on 2 cores ActorPool left the actors idle long enough to cost a fifth of the throughput.
+
+    Faults: an actor that dies is restarted by Ray (`max_restarts`), which also replays its queued
+    calls (`max_task_retries`); a call that still fails with the actor's death is sent again, the
+    same batch, to the next actor, up to `resubmit_limit` times per batch. Each batch has an id;
+    `deliveries()` counts, per id, how often its logits reached the trainer, so a skipped or
+    doubled batch is visible."""
+
+    def __init__(
+        self, actors: Sequence, names: Sequence[str], topk: Mapping[str, int] | None = None, resubmit_limit: int = 4
+    ) -> None:
+        if not actors:
+            raise ValueError("TeacherPool needs at least one actor")
+        self.names = tuple(names)
+        self.topk = dict(topk or {})
+        self.actors = list(actors)
+        self.resubmit_limit = resubmit_limit
+        self._next_actor = 0
+        self._requested = 0
+        self._delivered: Counter[int] = Counter()
+        self.resubmitted = 0
+
+    def _submit(self, batch: np.ndarray, topk: Mapping[str, int]):
+        actor = self.actors[self._next_actor]
+        self._next_actor = (self._next_actor + 1) % len(self.actors)
+        return actor.logits.remote(batch, topk, self.names)
+
+    def _result(self, ref, batch: np.ndarray, topk: Mapping[str, int]) -> dict:
+        """The actor's answer for `batch`; re-sent to the next actor when the one asked died."""
+        for _ in range(self.resubmit_limit):
+            try:
+                return ray.get(ref)
+            except RayActorError:
+                self.resubmitted += 1
+                ref = self._submit(batch, topk)
+        return ray.get(ref)
+
+    def request(self, inputs: torch.Tensor) -> Callable[[], Mapping[str, Logits]]:
+        batch_id, batch = self._requested, inputs.numpy()
+        self._requested += 1
+        ref = self._submit(batch, self.topk)
+
+        def collect() -> Mapping[str, Logits]:
+            result = self._result(ref, batch, self.topk)
+            self._delivered[batch_id] += 1
+            return {name: _to_torch(value) for name, value in result.items()}
+
+        return collect
+
+    def deliveries(self) -> dict[str, int]:
+        """requested, delivered (to the trainer), distinct batch ids delivered, duplicates,
+        resubmitted (after an actor died)."""
+        return {
+            "requested": self._requested, "delivered": sum(self._delivered.values()),
+            "distinct": len(self._delivered), "duplicates": sum(n - 1 for n in self._delivered.values()),
+            "resubmitted": self.resubmitted,
+        }
+
+    def predict(self, data: ImageSet, name: str, batch_size: int = 1024) -> torch.Tensor:
+        """N×C mean logits of group `name` over `data`, in order (e.g. the paragon on the eval split)."""
+        batches = [to_model_input(data.images[i : i + batch_size]).numpy() for i in range(0, len(data), batch_size)]
+        refs = [self._submit(batch, {}) for batch in batches]
+        results = [self._result(ref, batch, {}) for ref, batch in zip(refs, batches)]
+        return torch.cat([torch.from_numpy(np.array(result[name])) for result in results])
+
+
+@dataclass
+class PoolHandle:
+    """The running pool: its actors and the placement group that holds them (and the student's
+    bundle, index 0, when reserved with one)."""
+
+    actors: list
+    group: PlacementGroup
+    with_student: bool
+
+    def student_strategy(self) -> PlacementGroupSchedulingStrategy:
+        """Where the student task goes: the placement group's bundle 0."""
+        return PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=0)
+
+    def client(self, names: Sequence[str], topk: Mapping[str, int] | None = None) -> TeacherPool:
+        return TeacherPool(self.actors, names, topk)
+
+    def batches_served(self) -> tuple[list[int], int]:
+        """(actor pids, batches served in all since each actor's last start)."""
+        infos = ray.get([actor.info.remote() for actor in self.actors])
+        return [i["pid"] for i in infos], sum(i["batches_served"] for i in infos)
+
+
+@contextlib.contextmanager
+def teacher_pool(spec: UpdateSpec, groups: Mapping[str, Sequence[str]], with_student: bool,
+                 timeout_s: float = 300.0) -> Iterator[PoolHandle]:
+    """`resources.teacher_actors` actors holding `groups` of checkpoints, reserved in one placement
+    group with the student (bundle 0, when `with_student`) so that all start at once or none, and
+    actors never take the CPUs the student needs. The actors are killed and the reservation
+    released on the way out, also on an error or Ctrl-C."""
+    r = spec.resources
+    bundles = ([bundle(r.student)] if with_student else []) + [bundle(r.teacher)] * r.teacher_actors
+    group = placement_group(bundles, strategy="PACK", name=f"distil-{spec.spec_hash}")
+    actors: list = []
+    try:
+        ready, _ = ray.wait([group.ready()], timeout=timeout_s)
+        if not ready:
+            raise SpecError(f"resources: could not reserve {bundles} on the cluster within {timeout_s:.0f} s")
+        actor_class = ray.remote(TeacherActor)
+        first = int(with_student)
+        actors = [
+            actor_class.options(
+                num_cpus=r.teacher.cpus, num_gpus=r.teacher.gpus, max_restarts=2, max_task_retries=2,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=first + i),
+            ).remote(dict(groups), threads(r.teacher.cpus), device(r.teacher.gpus), spec.allow_user_factories)
+            for i in range(r.teacher_actors)
+        ]
+        yield PoolHandle(actors, group, with_student)
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+        remove_placement_group(group)

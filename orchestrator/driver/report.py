@@ -1,0 +1,93 @@
+"""What `congruent report MODEL` shows, gathered from the MLflow registry and tracking store, and
+the page written and logged.
+
+The version chain (registry tags), the pairwise NFR matrix (from the ledgers), one ER–NFR point per
+evaluated run of the model's experiment (pipelines and Tune trials), and the flip explorer: the
+negative flips of the latest version against its parent, with the eval images when the data of the
+version's spec is available here and has the same fingerprint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrator.driver.plan import data_request
+from orchestrator.tracking import registry, runs
+from orchestrator.views.report import Flip, ReportData, png_thumbnail, render_html, top1_confidence
+from workers.metrics import negative_flips, per_class_nfr
+from workers.stages import cached_splits
+
+MAX_FLIPS_SHOWN = 60
+
+
+def eval_images(run_id: str, fingerprint: str) -> tuple[Any | None, str | None]:
+    """The eval split of the version's spec (run artifact spec.yaml) if it loads here with the
+    same fingerprint; else (None, why)."""
+    try:
+        splits = cached_splits(data_request(runs.spec_of(run_id)))
+    except Exception as e:  # noqa: BLE001 — thumbnails are optional, the flips are not
+        return None, f"no thumbnails: the version's data could not be loaded here ({type(e).__name__}: {e})"
+    if splits.fingerprint != fingerprint:
+        return None, f"no thumbnails: the data here has fingerprint {splits.fingerprint}, the ledger {fingerprint}"
+    return splits.eval, None
+
+
+def flip_explorer(data: ReportData, run_id: str, new: dict[str, np.ndarray], old: dict[str, np.ndarray]) -> None:
+    """Fill the flip explorer of `data` from the ledgers of the latest version and its parent."""
+    labels = new["labels"]
+    flips = negative_flips(old["class_ids"], new["class_ids"], labels)
+    images, why = eval_images(run_id, str(new["fingerprint"]))
+    if why:
+        data.notes.append(why)
+    num_classes = int(max(labels.max(), new["class_ids"].max(), old["class_ids"].max())) + 1
+    names = list(images.classes) if images is not None and images.classes else [str(c) for c in range(num_classes)]
+    names += [str(c) for c in range(len(names), num_classes)]
+    old_conf, new_conf = top1_confidence(old["topk_values"]), top1_confidence(new["topk_values"])
+    shown = flips[np.argsort(-new_conf[flips], kind="stable")][:MAX_FLIPS_SHOWN]  # most confident mistakes first
+    data.n_eval, data.n_flips = int(len(labels)), int(len(flips))
+    data.flips = [
+        Flip(int(i), names[labels[i]], names[old["class_ids"][i]], float(old_conf[i]), names[new["class_ids"][i]],
+             float(new_conf[i]), png_thumbnail(images.images[i].numpy()) if images is not None else None)
+        for i in shown
+    ]
+    data.per_class = list(zip(names, per_class_nfr(old["class_ids"], new["class_ids"], labels, num_classes).tolist()))
+
+
+def gather(model: str) -> ReportData:
+    """Everything the report shows for registered model `model` (RegistryError if it has no versions)."""
+    rows = registry.chain(model)
+    if not rows:
+        raise registry.RegistryError(f"{model}: no registered versions")
+    latest = rows[-1]
+    names, matrix = registry.chain_matrix(model, latest["fingerprint"])
+    listed = {str(mv.version): mv for mv in registry.versions(model)}
+    registered = {mv.run_id: version for version, mv in listed.items()}
+    data = ReportData(model, rows, names, matrix, runs.evaluated_points(model, registered), latest["version"])
+    parent = latest["parent_version"]
+    if parent is None:
+        same_data = [r["version"] for r in rows[:-1] if r["fingerprint"] == latest["fingerprint"]]
+        parent = same_data[-1] if same_data else None
+        if parent is not None:
+            data.notes.append(f"v{latest['version']} names no registered parent: its flips are shown against "
+                              f"v{parent}, the previous version on the same eval split")
+    data.parent = parent
+    if parent is not None and listed[parent].tags.get("fingerprint") != latest["fingerprint"]:
+        data.notes.append(f"v{parent} was evaluated on another eval split: no flips can be counted")
+    elif parent is not None:
+        new = registry.ledger_of(registry.Reference(model, latest["version"]))
+        old = registry.ledger_of(registry.Reference(model, parent))
+        flip_explorer(data, listed[latest["version"]].run_id, new, old)
+    return data
+
+
+def write_report(model: str, out: Path, log_to_mlflow: bool = True) -> tuple[Path, ReportData]:
+    """Gather, render and write the report; log it to the latest version's run as report/report.html."""
+    data = gather(model)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(data), encoding="utf-8")
+    if log_to_mlflow:
+        runs.attach(registry.run_of(registry.Reference(model, data.latest)), out, "report/report.html")
+    return out, data

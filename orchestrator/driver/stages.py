@@ -1,0 +1,85 @@
+"""The pipeline's stages as Ray work: each function submits a stage body of workers/stages.py as
+Ray tasks with the spec's resources, waits for it while the watch draws progress, and returns the
+body's typed record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import ray
+
+from orchestrator.driver.cluster import device, on_node
+from orchestrator.driver.plan import Plan, pool_topk
+from orchestrator.driver.pool import PoolHandle, TeacherPool
+from orchestrator.driver.watch import StageWatch
+from workers.stages import BcwiRecord, TrainJob, TrainRecord, bcwi_job, eval_logits, train_job
+
+
+def _train(job: TrainJob, queue: Any = None, pool: TeacherPool | None = None) -> TrainRecord:
+    """A training task: progress to the driver's queue (when it has one); with a teacher pool, the
+    record says how many batches the pool delivered (each exactly once per step, also across actor
+    deaths)."""
+    record = train_job(job, pool, send_progress=queue.put_nowait if queue is not None else None)
+    if pool is not None:
+        record.teacher_batches = pool.deliveries()
+    return record
+
+
+def _summary(record: TrainRecord) -> str:
+    return f"val ER {100 * record.val_error_rate:.2f}%"
+
+
+def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
+    """m replicas as parallel Ray tasks (`resources.replica` each, retried twice); a replica whose
+    finished checkpoint exists is reused, a partial one resumed."""
+    res = plan.spec.resources.replica
+    task = ray.remote(on_node)
+    refs = {
+        task.options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name=job.name).remote(_train, job, watch.queue):
+            job.name
+        for job in plan.replica_jobs()
+    }
+    records = []
+    for ref in watch.wait(refs):
+        record: TrainRecord = ray.get(ref)
+        records.append(record)
+        how = "reused" if record.epochs_run == 0 else f"{record.seconds:.0f} s, pid {record.pid}"
+        watch.display.finish(record.name, f"{_summary(record)} ({how})")
+    return sorted(records, key=lambda r: int(r.name.rsplit("-", 1)[1]))
+
+
+def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: TrainJob | None = None
+                  ) -> TrainRecord:
+    """The deployed model as one Ray task (`resources.student`), in the pool's placement group when
+    it distils from the pool."""
+    job = job or plan.student_job()
+    res = plan.spec.resources.student
+    options: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": job.name}
+    client = None
+    if job.objective.references:
+        client = pool.client(job.objective.references, pool_topk(job.objective, plan.num_classes))
+        options["scheduling_strategy"] = pool.student_strategy()
+    ref = ray.remote(on_node).options(**options).remote(_train, job, watch.queue, client)
+    record: TrainRecord = ray.get(next(watch.wait({ref: job.name})))
+    watch.display.finish(job.name, f"{_summary(record)}, {record.seconds:.0f} s ({record.steps} steps)")
+    return record
+
+
+def select_bcwi(plan: Plan, tuned: TrainRecord) -> BcwiRecord:
+    """BCWI's α picked on the val split by a Ray task (`resources.student`), the interpolated model
+    stored next to the fine-tuned one."""
+    spec, res = plan.spec, plan.spec.resources.student
+    task = ray.remote(bcwi_job).options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name="bcwi")
+    return ray.get(task.remote(spec.old, tuned.checkpoint, plan.data, spec.method.bcwi_alphas,
+                               spec.method.bcwi_er_tolerance, plan.bcwi_checkpoint(), device(res.gpus),
+                               spec.allow_user_factories))
+
+
+def eval_split_logits(plan: Plan, checkpoints: Mapping[str, str]) -> dict[str, np.ndarray]:
+    """{name: N×C logits on the regression-eval split} of each checkpoint, by one Ray task
+    (`resources.student`): the driver loads no model for the evaluation."""
+    res = plan.spec.resources.student
+    task = ray.remote(eval_logits).options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name="evaluation")
+    return ray.get(task.remote(dict(checkpoints), plan.data, device(res.gpus), plan.spec.allow_user_factories))

@@ -1,0 +1,199 @@
+"""The Tune search over ELODI's α, K (and λ, T, lr): the replicas once, one shared teacher pool,
+each trial a distillation that reserves only the student's resources.
+
+    replicas (Ray tasks) → teacher pool (its own placement group) → Tuner.fit (one trial per config,
+    distilled from the pool, scored on the regression-eval split) → table, Pareto front, pick
+
+The pick: the lowest NFR among trials whose ER ≤ the no-treatment ER (the replicas' mean) + the
+spec's `er_tolerance`. `run_search` tracks the search as one MLflow run with a child run per trial.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrator.driver.plan import Plan, pool_topk
+from orchestrator.driver.pool import teacher_pool
+from orchestrator.driver.stages import eval_split_logits, train_replicas
+from orchestrator.driver.watch import StageWatch
+from orchestrator.tracking import runs
+from orchestrator.views import plots
+from pipelines.spec import TuneSpec, UpdateSpec
+from workers.metrics import error_rate, negative_flip_rate, update_report
+from workers.selection import pareto_front, pick_trial
+from workers.stages import TrainRecord, cached_splits
+
+
+def search_space(tune_spec: TuneSpec) -> dict[str, Any]:
+    """Ray Tune's own search space objects for the spec's `tune.space`."""
+    from ray import tune
+
+    space = {}
+    for name, values in tune_spec.space.items():
+        if isinstance(values, list):
+            values = [int(v) for v in values] if name == "k" else values
+            space[name] = tune.grid_search(values) if tune_spec.search == "grid" else tune.choice(values)
+        else:
+            space[name] = (tune.loguniform if values.log else tune.uniform)(values.low, values.high)
+    return space
+
+
+def trial_spec(spec: UpdateSpec, config: dict[str, Any]) -> UpdateSpec:
+    """The spec with one trial's settings in place (method fields, and lr in train)."""
+    method = spec.method.model_copy(update={k: config[k] for k in config if k != "lr"})
+    train = spec.train.model_copy(update={"lr": config["lr"]}) if "lr" in config else spec.train
+    return spec.model_copy(update={"method": method, "train": train})
+
+
+def run_trial(config: dict[str, Any], plan: Plan, actors: list, old_eval_logits: np.ndarray) -> None:
+    """One Tune trial, in a Tune worker: distil a student from the shared pool, score it on the
+    regression-eval split against the old model, report per-epoch and final metrics."""
+    from ray import tune
+
+    from orchestrator.driver.pool import TeacherPool
+    from workers.stages import eval_logits, train_job
+
+    spec = trial_spec(plan.spec, config)
+    job = plan.student_job(f"tune/{tune.get_context().get_trial_id()}.pt", spec)
+    pool = TeacherPool(actors, job.objective.references, pool_topk(job.objective, plan.num_classes))
+    record = train_job(job, pool, on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate}))
+    labels = cached_splits(plan.data).eval.labels.numpy()
+    logits = eval_logits({"new": record.checkpoint}, plan.data, job.config.device, spec.allow_user_factories)["new"]
+    tune.report({**update_report(old_eval_logits, logits, labels), "epoch": len(record.history),
+                 "val_error_rate": record.val_error_rate, "steps": record.steps, "checkpoint": record.checkpoint,
+                 "seconds": record.seconds})
+
+
+@dataclass
+class SearchRecord:
+    """Everything the search found (tune.json)."""
+
+    trials: list[dict[str, Any]]
+    pareto_front: list[int]
+    pick: int | None
+    no_treatment_error_rate: float
+    replica_error_rates: list[float]
+    replica_nfrs: list[float]
+    replicas: list[TrainRecord]
+    replicas_seconds: float
+    search_seconds: float
+    paragon: dict[str, Any]
+    old_error_rate: float
+    teacher_batches_served: int
+    seconds: float = 0.0
+    paragon_logits: np.ndarray | None = field(default=None, repr=False)
+
+    def to_json(self) -> str:
+        record = asdict(self)
+        record.pop("paragon_logits")
+        return json.dumps(record, indent=2, default=str)
+
+
+def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
+    """Replicas once, a shared pool, the Tune search (Ray must be initialised)."""
+    from ray import tune
+
+    spec = plan.spec
+    watch.say(f"training {spec.method.m} replicas of {spec.arch} once for every trial")
+    started = time.perf_counter()
+    replicas = train_replicas(plan, watch)
+    replicas_seconds = time.perf_counter() - started
+    labels = cached_splits(plan.data).eval.labels.numpy()
+    logits = eval_split_logits(plan, {"old": spec.old, **{r.name: r.checkpoint for r in replicas}})
+    old_logits = logits["old"]
+    replica_ers = [error_rate(logits[r.name], labels) for r in replicas]
+    replica_nfrs = [negative_flip_rate(old_logits, logits[r.name], labels) for r in replicas]
+    groups = {"teacher": [r.checkpoint for r in replicas], "old": [spec.old]}
+    with teacher_pool(spec, groups, with_student=False) as pool:
+        paragon = pool.client(("teacher",)).predict(cached_splits(plan.data).eval, "teacher").numpy()
+        res = spec.resources.student
+        trainable = tune.with_resources(
+            tune.with_parameters(run_trial, plan=plan, actors=pool.actors, old_eval_logits=old_logits),
+            {"cpu": res.cpus, "gpu": res.gpus},
+        )
+        scheduler = None
+        if spec.tune.scheduler == "asha":
+            scheduler = tune.schedulers.ASHAScheduler(time_attr="epoch", max_t=spec.train.epochs, grace_period=1)
+        watch.say(f"searching {', '.join(spec.tune.space)} ({spec.tune.search}, {spec.tune.scheduler})")
+        tuner = tune.Tuner(
+            trainable, param_space=search_space(spec.tune),
+            tune_config=tune.TuneConfig(num_samples=spec.tune.num_samples, scheduler=scheduler,
+                                        metric="val_error_rate", mode="min"),
+            run_config=tune.RunConfig(name="search", storage_path=str((run_dir / "tune").resolve()), verbose=0),
+        )
+        started = time.perf_counter()
+        results = tuner.fit()
+        search_seconds = time.perf_counter() - started
+        _, served = pool.batches_served()
+    trials = []
+    for result in results:
+        if result.error is not None or "nfr" not in result.metrics:
+            raise RuntimeError(f"trial {result.metrics.get('trial_id', '?')} failed: {result.error}")
+        m = result.metrics
+        trials.append({"trial_id": m["trial_id"], "config": result.config, "error_rate": m["er_new"],
+                       "nfr": m["nfr"], "pfr": m["pfr"], "rel_nfr": m["rel_nfr"], "steps": m["steps"],
+                       "checkpoint": m["checkpoint"], "seconds": m["seconds"]})
+    trials.sort(key=lambda t: t["trial_id"])
+    reference = float(np.mean(replica_ers))
+    return SearchRecord(
+        trials=trials, pareto_front=pareto_front(trials), pick=pick_trial(trials, reference, spec.tune.er_tolerance),
+        no_treatment_error_rate=reference, replica_error_rates=replica_ers, replica_nfrs=replica_nfrs,
+        replicas=replicas, replicas_seconds=replicas_seconds, search_seconds=search_seconds,
+        paragon=update_report(old_logits, paragon, labels), old_error_rate=error_rate(old_logits, labels),
+        teacher_batches_served=served, paragon_logits=paragon,
+    )
+
+
+def scatter(record: SearchRecord, title: str) -> Any:
+    """ER vs NFR of every trial, the Pareto front, the pick, the no-treatment replicas, the paragon."""
+    points = [plots.Point(t["error_rate"], t["nfr"], "ELODI trials",
+                          ", ".join(f"{k}={v:g}" for k, v in t["config"].items())) for t in record.trials]
+    points += [plots.Point(er, nfr, "no treatment (replicas)")
+               for er, nfr in zip(record.replica_error_rates, record.replica_nfrs)]
+    points.append(plots.Point(record.paragon["er_new"], record.paragon["nfr"],
+                              f"ensemble paragon (m = {len(record.replicas)})"))
+    front = [points[i] for i in record.pareto_front]
+    pick = points[record.pick] if record.pick is not None else None
+    return plots.er_nfr_scatter(points, title, front=front, highlight=pick,
+                                colours={"no treatment (replicas)": "tab:gray"})
+
+
+def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool) -> tuple[SearchRecord, Any]:
+    """The search inside one MLflow run (a child run per replica and per trial), tune.json and the
+    scatter `er_nfr.png` in `run_dir`; with `register_best`, the pick evaluated and registered as a
+    new version. Returns the record and, when registered, the pick's PipelineResult."""
+    from orchestrator.driver.pipeline import PipelineResult, evaluate, publish
+
+    spec = plan.spec
+    started = time.perf_counter()
+    registered = None
+    with runs.pipeline_run(spec, f"{spec.version}-tune"):
+        runs.set_tags({"fingerprint": plan.fingerprint})
+        record = search(plan, run_dir, watch)
+        record.seconds = time.perf_counter() - started
+        for replica in record.replicas:
+            runs.log_training(replica.name, replica)
+        for trial in record.trials:
+            runs.log_trial(f"trial-{trial['trial_id']}", trial["config"],
+                           {k: trial[k] for k in ("error_rate", "nfr", "pfr", "rel_nfr", "steps", "seconds")})
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "tune.json").write_text(record.to_json())
+        runs.log_file(run_dir / "tune.json")
+        runs.log_file(plots.save(scatter(record, f"{spec.model}: ER vs NFR per trial"), run_dir / "er_nfr.png"))
+        picked = record.trials[record.pick] if record.pick is not None else None
+        runs.set_tags({"tune.pick": json.dumps(picked["config"]) if picked else "none"})
+        if picked is not None and register_best:
+            best = trial_spec(spec, picked["config"])
+            evaluation = evaluate(plan, picked["checkpoint"], record.paragon_logits, run_dir / "best")
+            registered = PipelineResult(
+                best.model, best.version, best.method.name, best.arch, best.spec_hash, plan.fingerprint,
+                evaluation.n_eval, picked["checkpoint"], best.old, evaluation.metrics, evaluation.predictions,
+                evaluation.labels)
+            publish(plan, registered, run_dir / "best", watch, spec=best)
+    return record, registered

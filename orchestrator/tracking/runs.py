@@ -1,0 +1,245 @@
+"""The MLflow runs of a pipeline: one run per pipeline, nested runs per trained model and for the
+evaluation, the whole spec as params, per-epoch metrics, and the run's end state (FINISHED, FAILED
+with the traceback in error.log, KILLED on Ctrl-C or when its driver died)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import time
+import traceback
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import mlflow
+import yaml
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+
+from orchestrator.tracking.store import experiment_id
+from pipelines.spec import UpdateSpec
+
+if TYPE_CHECKING:
+    from workers.stages import TrainRecord
+
+
+def flatten(prefix: str, value: Any) -> dict[str, str]:
+    """{"method.alpha": "0.8", ...} from nested dicts; lists and None as JSON."""
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for key, item in value.items():
+            out.update(flatten(f"{prefix}.{key}" if prefix else key, item))
+        return out
+    return {prefix: json.dumps(value) if isinstance(value, (list, tuple)) or value is None else str(value)}
+
+
+def code_version() -> str:
+    """The git commit of the project checkout, else the installed package version."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        if sha.returncode == 0:
+            return sha.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    from importlib.metadata import version
+
+    return f"congruent-{version('congruent')}"
+
+
+def system_tags() -> dict[str, str]:
+    import ray
+    import torch
+
+    return {
+        "system.python": platform.python_version(), "system.platform": platform.platform(),
+        "system.cpus": str(os.cpu_count()), "system.torch": torch.__version__, "system.ray": ray.__version__,
+        "system.mlflow": mlflow.__version__, "system.cuda": str(torch.cuda.is_available()),
+    }
+
+
+def log_spec(run_id: str, spec: UpdateSpec) -> None:
+    """The whole spec as params and as spec.yaml, plus spec hash, code version, system information
+    and the driver process (host and pid, for `close_orphaned_runs`) as tags."""
+    params = [Param(k, v[:6000]) for k, v in flatten("", spec.model_dump(mode="json")).items()]
+    tags = {"spec_hash": spec.spec_hash, "code_version": code_version(), **system_tags(),
+            "driver.host": socket.gethostname(), "driver.pid": str(os.getpid())}
+    client = MlflowClient()
+    client.log_batch(run_id, params=params, tags=[RunTag(k, v) for k, v in tags.items()])
+    client.log_text(run_id, yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False), "spec.yaml")
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def close_orphaned_runs(experiment: str, spec_hash: str) -> list[str]:
+    """Runs of the spec `spec_hash` left RUNNING by a driver that died on this host (SIGKILL, a
+    lost machine) are marked KILLED, with their nested runs, and tagged `ended_by`; returns their
+    ids. Runs whose driver is alive, or ran on another host, are left alone."""
+    client = MlflowClient()
+    host = socket.gethostname()
+    closed = []
+    for run in client.search_runs([experiment], f"tags.spec_hash = '{spec_hash}' and attributes.status = 'RUNNING'"):
+        pid = run.data.tags.get("driver.pid", "")
+        if run.data.tags.get("driver.host") != host or not pid.isdigit() or _process_alive(int(pid)):
+            continue
+        children = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{run.info.run_id}' "
+                                                    "and attributes.status = 'RUNNING'")
+        for orphan in [*children, run]:
+            client.set_tag(orphan.info.run_id, "ended_by", f"a rerun of spec {spec_hash}: driver {pid} had died")
+            client.set_terminated(orphan.info.run_id, "KILLED")
+        closed.append(run.info.run_id)
+    return closed
+
+
+def log_history(run_id: str, history: list[dict[str, Any]]) -> None:
+    """Per-epoch statistics of a training as metrics with step = epoch, in one batch call (the
+    client splits it where the server's limits require)."""
+    now = int(time.time() * 1000)
+    metrics = [
+        Metric(key, float(value), now, int(row["epoch"]))
+        for row in history for key, value in row.items()
+        if key != "epoch" and value is not None
+    ]
+    MlflowClient().log_batch(run_id, metrics=metrics)
+
+
+def log_training(name: str, record: TrainRecord, extra_params: Mapping[str, Any] | None = None) -> None:
+    """A nested run for one trained model: its seed, where it ran, its per-epoch metrics."""
+    with mlflow.start_run(run_name=name, nested=True) as run:
+        params = {"seed": record.seed, "checkpoint": record.checkpoint, **(extra_params or {})}
+        tags = {"pid": record.pid, "host": record.host, "node_id": record.node_id}
+        MlflowClient().log_batch(
+            run.info.run_id,
+            metrics=[Metric("seconds", float(record.seconds), int(time.time() * 1000), 0)],
+            params=[Param(k, str(v)) for k, v in params.items()],
+            tags=[RunTag(k, str(v)) for k, v in tags.items() if v is not None],
+        )
+        log_history(run.info.run_id, record.history)
+
+
+def log_metrics(prefix: str, values: Mapping[str, Any]) -> None:
+    """Flat numeric metrics of the active run in one call; undefined (None) values are skipped."""
+    now = int(time.time() * 1000)
+    metrics = [Metric(f"{prefix}{k}", float(v), now, 0) for k, v in values.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    MlflowClient().log_batch(mlflow.active_run().info.run_id, metrics=metrics)
+
+
+def log_evaluation(metrics: Mapping[str, Any], predictions: Path) -> None:
+    """A nested `evaluation` run with every comparison (error_rate, vs_old.*, vs_paragon.*,
+    paragon_vs_old.*) and the prediction files."""
+    with mlflow.start_run(run_name="evaluation", nested=True):
+        log_metrics("", {"error_rate": metrics["error_rate"]})
+        for key in ("vs_old", "vs_paragon", "paragon_vs_old"):
+            if key in metrics:
+                log_metrics(f"{key}.", metrics[key])
+        mlflow.log_artifacts(str(predictions), "predictions")
+
+
+def log_file(path: Path, folder: str | None = None) -> None:
+    """One artifact of the active run, under `folder`."""
+    mlflow.log_artifact(str(path), folder)
+
+
+def log_bcwi(alpha: float, sweep: list[dict[str, float]]) -> None:
+    """BCWI's pick as a tag and its val sweep as metrics, one step per α tried."""
+    mlflow.set_tag("bcwi.alpha", str(alpha))
+    for step, row in enumerate(sweep):
+        mlflow.log_metrics({"bcwi.alpha": row["alpha"], "bcwi.val_error_rate": row["error_rate"],
+                            "bcwi.val_nfr": row["nfr"]}, step=step)
+
+
+@contextlib.contextmanager
+def pipeline_run(spec: UpdateSpec, run_name: str | None = None) -> Iterator[str]:
+    """The MLflow run of one pipeline (its id): the experiment named after the model, a run left
+    RUNNING by a dead driver of the same spec closed first, the spec logged; FAILED with the
+    traceback in error.log if anything raises inside, KILLED (nested runs too) on Ctrl-C."""
+    experiment = experiment_id(spec.model)
+    mlflow.set_experiment(experiment_id=experiment)  # nested runs follow it
+    close_orphaned_runs(experiment, spec.spec_hash)
+    with mlflow.start_run(run_name=run_name or spec.version) as run:
+        log_spec(run.info.run_id, spec)
+        try:
+            yield run.info.run_id
+        except KeyboardInterrupt:
+            while mlflow.active_run() is not None:
+                mlflow.end_run("KILLED")
+            raise
+        except Exception:
+            mlflow.log_text(traceback.format_exc(), "error.log")
+            raise
+
+
+def set_tags(tags: Mapping[str, str]) -> None:
+    """Tags of the active run."""
+    mlflow.set_tags(dict(tags))
+
+
+def log_trial(name: str, params: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
+    """A nested run for one search trial: its configuration as params, its scores as metrics."""
+    with mlflow.start_run(run_name=name, nested=True):
+        mlflow.log_params(dict(params))
+        log_metrics("", metrics)
+
+
+def evaluated_points(model: str, registered: dict[str, str]) -> list[dict[str, Any]]:
+    """One {label, method, error_rate, nfr, version} per run of the model's experiment that was
+    evaluated against an old model: pipelines (vs_old.nfr), their paragon, Tune trials (nfr)."""
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name(model)
+    if experiment is None:
+        return []
+    runs = client.search_runs([experiment.experiment_id], max_results=5000)
+    by_id = {run.info.run_id: run for run in runs}
+    points = []
+    for run in runs:
+        metrics = run.data.metrics
+        nfr = metrics.get("vs_old.nfr", metrics.get("nfr"))
+        if "error_rate" not in metrics or nfr is None:
+            continue
+        parent = by_id.get(run.data.tags.get("mlflow.parentRunId", ""), run)
+        label = parent.data.tags.get("mlflow.runName", parent.info.run_id[:8])
+        if run.data.params:  # a Tune trial logs its configuration
+            label += " " + ", ".join(f"{k}={v}" for k, v in sorted(run.data.params.items()))
+        points.append({"label": label, "method": parent.data.params.get("method.name", "?"),
+                       "error_rate": metrics["error_rate"], "nfr": nfr,
+                       "version": registered.get(parent.info.run_id)})
+        if "paragon_vs_old.nfr" in metrics:  # the replicas' ensemble, evaluated beside the student
+            points.append({"label": f"{label} paragon", "method": "ensemble", "version": None,
+                           "error_rate": metrics["paragon_vs_old.er_new"], "nfr": metrics["paragon_vs_old.nfr"]})
+    return sorted(points, key=lambda p: (p["method"], p["label"]))
+
+
+def spec_of(run_id: str) -> UpdateSpec:
+    """The spec a run logged (its spec.yaml artifact)."""
+    import tempfile
+
+    from pipelines.spec import load_spec
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return load_spec(MlflowClient().download_artifacts(run_id, "spec.yaml", tmp))
+
+
+def attach(run_id: str, path: Path, artifact_path: str) -> None:
+    """Log the file at `path` to run `run_id` (it need not be active) as `artifact_path`."""
+    import shutil
+    import tempfile
+
+    folder, _, name = artifact_path.rpartition("/")
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp, name)
+        shutil.copyfile(path, copy)
+        MlflowClient().log_artifact(run_id, str(copy), folder or None)

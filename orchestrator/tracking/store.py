@@ -1,0 +1,77 @@
+"""The MLflow store: embedded by default, a server when `MLFLOW_TRACKING_URI` says so.
+
+With no configuration the store is `sqlite:///<cwd>/mlflow.db` with artifacts under `<cwd>/mlruns`;
+`MLFLOW_TRACKING_URI` points the same code at a server (HTTP calls retried for about a minute).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import mlflow
+from mlflow import MlflowClient
+
+
+# MLflow's HTTP client retries connection errors and 429/5xx answers with backoff
+# factor·2^(n−1) s: 0, 2, 4, 8, 16, 32 s here, so a server restart of up to a minute is survived
+# and an unreachable server fails after about 62 s (plus the timeouts), not after MLflow's default
+# of about four minutes. Values already in the environment win.
+HTTP_RETRY_POLICY = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "6",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
+
+
+class TrackingUnavailable(RuntimeError):
+    """The tracking store cannot be reached; the message is one line."""
+
+
+def bounded_http_retries() -> None:
+    for key, value in HTTP_RETRY_POLICY.items():
+        os.environ.setdefault(key, value)
+
+
+def configure() -> str:
+    """Point MLflow at `MLFLOW_TRACKING_URI`, else at the embedded sqlite store in the working
+    directory (created here, in the driver, before anything else touches it), with the bounded
+    retry policy above."""
+    bounded_http_retries()
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    MlflowClient().search_experiments(max_results=1)  # creates the sqlite schema once
+    return uri
+
+
+def check_store() -> str:
+    """`configure()`, raising TrackingUnavailable (one line) when the store does not answer."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return configure()
+    except MlflowException as e:
+        uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+        retries = os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+        text = str(e).strip()
+        errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)  # "[Errno 111] Connection refused"
+        reason = errno.group(0) if errno else (text.splitlines() or [type(e).__name__])[0][:200]
+        raise TrackingUnavailable(f"MLflow tracking store {uri} did not answer after {retries} retries "
+                                  f"({reason})") from None
+
+
+def experiment_id(name: str) -> str:
+    """The experiment `name`, created if missing; with the embedded sqlite store its artifacts go
+    to `mlruns/` beside the database file."""
+    client = MlflowClient()
+    existing = client.get_experiment_by_name(name)
+    if existing is not None:
+        return existing.experiment_id
+    uri = mlflow.get_tracking_uri()
+    location = None
+    if uri.startswith("sqlite:///"):
+        location = (Path(uri.removeprefix("sqlite:///")).parent / "mlruns").resolve().as_uri()
+    return client.create_experiment(name, artifact_location=location)

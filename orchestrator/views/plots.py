@@ -1,0 +1,138 @@
+"""Every plot Congruent draws, with one matplotlib setup (the Agg backend: files, no screen).
+
+- `nfr_heatmap`: the pairwise NFR matrix of a version chain (registry, report);
+- `er_nfr_scatter`: error rate against NFR (ELODI Fig. 1b style) for Tune trials, the report's
+  evaluated runs and the fidelity benchmark's methods;
+- `per_class_bars`: NFR within each true class (the report's flip explorer).
+Each returns a matplotlib Figure; `save` writes a PNG file, `png_base64` inlines one in a page.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+METHOD_COLOURS = {"none": "#7f7f7f", "kd": "#1f77b4", "fd-kl": "#17becf", "fd-lm": "#2ca02c",
+                  "dynamic-fd": "#bcbd22", "ensemble": "#9467bd", "elodi": "#d62728", "bcwi": "#ff7f0e"}
+MARKERS = "osD^vP*Xph<>"
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (set once, before pyplot is imported)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(figure: Any, path: str | Path, dpi: int = 110) -> Path:
+    """Write `figure` as a PNG at `path` (folders created) and close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=dpi)
+    pyplot().close(figure)
+    return path
+
+
+def png_base64(figure: Any, dpi: int = 100) -> str:
+    """`figure` as a base64 PNG (for a data: URI), closed afterwards."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    pyplot().close(figure)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def nfr_heatmap(names: Sequence[str], matrix: Sequence[Sequence[float]], title: str) -> Any:
+    """M[i][j] = NFR of version j (column, new) against version i (row, old), in %; the values are
+    written in the cells up to 12 versions."""
+    plt = pyplot()
+    size = max(3.0, 0.6 * len(names) + 2)
+    figure, axes = plt.subplots(figsize=(size + 1, size))
+    image = axes.imshow(100 * np.array(matrix, dtype=float).reshape(len(names), len(names)), cmap="Reds")
+    axes.set_xticks(range(len(names)), names)
+    axes.set_yticks(range(len(names)), names)
+    axes.set_xlabel("new version")
+    axes.set_ylabel("old version")
+    if len(names) <= 12:
+        darkest = max((max(row) for row in matrix), default=0.0) or 1.0
+        for i, row in enumerate(matrix):
+            for j, value in enumerate(row):
+                axes.text(j, i, f"{100 * value:.2f}", ha="center", va="center", fontsize=8,
+                          color="white" if value > 0.6 * darkest else "black")
+    figure.colorbar(image, ax=axes, label="NFR (%)")
+    axes.set_title(title)
+    figure.tight_layout()
+    return figure
+
+
+@dataclass(frozen=True)
+class Point:
+    """One model on the ER–NFR plane (fractions); `group` is its legend entry, `label` an optional
+    annotation beside it, `er_std` / `nfr_std` error bars (std over seeds)."""
+
+    error_rate: float
+    nfr: float
+    group: str
+    label: str | None = None
+    er_std: float = 0.0
+    nfr_std: float = 0.0
+
+
+def er_nfr_scatter(
+    points: Sequence[Point], title: str, colours: Mapping[str, str] | None = None,
+    front: Sequence[Point] = (), highlight: Point | None = None,
+    xlabel: str = "error rate (%)", ylabel: str = "NFR against the old model (%)",
+) -> Any:
+    """Error rate (x) against NFR (y) in %, one colour and marker per group, error bars where
+    given; `front` is joined by a dashed line (a Pareto front), `highlight` circled (a pick).
+    Lower left is better."""
+    plt = pyplot()
+    groups = list(dict.fromkeys(p.group for p in points))
+    wide = len(groups) > 6
+    figure, axes = plt.subplots(figsize=(8.0 if wide else 6.5, 4.6))
+    for index, group in enumerate(groups):
+        mine = [p for p in points if p.group == group]
+        colour = (colours or {}).get(group) or plt.cm.tab10(index % 10)
+        axes.errorbar([100 * p.error_rate for p in mine], [100 * p.nfr for p in mine],
+                      xerr=[100 * p.er_std for p in mine], yerr=[100 * p.nfr_std for p in mine],
+                      fmt=MARKERS[index % len(MARKERS)], color=colour, capsize=3, alpha=0.85, label=group)
+    for p in points:
+        if p.label:
+            axes.annotate(p.label, (100 * p.error_rate, 100 * p.nfr), fontsize=7, xytext=(3, 3),
+                          textcoords="offset points")
+    if front:
+        axes.plot([100 * p.error_rate for p in front], [100 * p.nfr for p in front], "--", color="tab:blue",
+                  alpha=0.6, label="Pareto front")
+    if highlight is not None:
+        axes.scatter([100 * highlight.error_rate], [100 * highlight.nfr], s=220, facecolors="none",
+                     edgecolors="tab:red", linewidths=2, label="pick")
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_title(title, fontsize=10)
+    axes.grid(alpha=0.3)
+    if points:
+        axes.legend(fontsize=7, **({"loc": "center left", "bbox_to_anchor": (1.01, 0.5)} if wide else {}))
+    figure.tight_layout()
+    return figure
+
+
+def per_class_bars(per_class: Sequence[tuple[str, float]], title: str) -> Any:
+    """Horizontal bars: NFR within each true class (%); a class without samples (NaN) as 0."""
+    plt = pyplot()
+    figure, axes = plt.subplots(figsize=(6.4, 0.32 * len(per_class) + 1.2))
+    axes.barh(range(len(per_class)), [100 * value if value == value else 0.0 for _, value in per_class],
+              color="#d62728")
+    axes.set_yticks(range(len(per_class)), [name for name, _ in per_class])
+    axes.invert_yaxis()
+    axes.set_xlabel("NFR within the class (%)")
+    axes.set_title(title)
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,29 @@
+"""The names a spec is validated against — architectures, objectives, methods — with no torch import,
+so that `pipelines.spec` (and `congruent --help`) stay light. workers/models.py and
+workers/objectives.py build what these names stand for; tests/test_models.py checks they agree."""
+
+ARCHITECTURES = ("mlp-small", "mlp", "small-cnn", "lenet", "resnet8", "resnet20", "resnet32",
+                 "resnet18", "resnet34", "resnet50")
+OBJECTIVES = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi")  # what a model is trained to minimise
+METHODS = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi")  # an update pipeline's treatments
+NEEDS_OLD = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "bcwi")  # methods that read the old model
+REPLICA_METHODS = ("elodi", "ensemble")  # methods that train m replicas of the new architecture
+
+
+def is_user_factory(arch: str) -> bool:
+    """`package.module:function`: a model factory of the user's own (needs allow_user_factories)."""
+    return ":" in arch
+
+
+def check_architecture(arch: str, allow_user_factories: bool = False) -> None:
+    """ValueError (one line) unless `arch` is a known name or, with the opt-in, `module:function`.
+    Whether the user's factory imports is checked later, before any work (it runs user code)."""
+    if arch in ARCHITECTURES:
+        return
+    if not is_user_factory(arch):
+        raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}")
+    if not allow_user_factories:
+        raise ValueError(f"user model factory {arch!r} needs allow_user_factories (it runs user code)")
+    module, _, function = arch.partition(":")
+    if not module or not function or not all(part.isidentifier() for part in (*module.split("."), function)):
+        raise ValueError(f"user model factory {arch!r} must read package.module:function")
