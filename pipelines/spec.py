@@ -105,6 +105,11 @@ class TrainSpec(_Strict):
     augment: bool = Field(True, description="random crop (padding 2) and horizontal flip")
     max_grad_norm: float | None = Field(5.0, gt=0, description="gradient-norm clipping; null: none")
     prefetch: int = Field(2, ge=1, description="teacher batches requested ahead of the step")
+    precision: Literal["fp32", "bf16"] = Field(
+        "fp32", description="bf16: forward passes under bf16 autocast (student and teachers); losses and metrics fp32")
+    compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = Field(
+        False, description="torch.compile the training step's model (true: mode default); pays on GPUs, "
+        "see docs/benchmarks.md")
 
 
 class WorkerResources(_Strict):
@@ -114,13 +119,23 @@ class WorkerResources(_Strict):
     gpus: float = Field(0.0, ge=0, description="> 0 trains on CUDA")
 
 
+class ReplicaResources(WorkerResources):
+    """What one replica task reserves, and how many replicas it trains at once."""
+
+    pack: int = Field(1, ge=1, le=64, description="replicas trained in one task as one batched model "
+                      "(torch.func.vmap): fewer, larger kernels on a GPU; each keeps its seed, data order "
+                      "and checkpoint")
+
+
 class ResourcesSpec(_Strict):
     """Ray resources per stage; the student and the teacher actors are reserved together."""
 
-    replica: WorkerResources = Field(WorkerResources(), description="each of the m replica trainings")
+    replica: ReplicaResources = Field(ReplicaResources(), description="each replica task")
     student: WorkerResources = Field(WorkerResources(), description="the model that is deployed")
     teacher: WorkerResources = Field(WorkerResources(cpus=0.5), description="each teacher-pool actor")
-    teacher_actors: int = Field(2, ge=1, description="actors serving the replicas' (and old model's) logits")
+    teacher_actors: int = Field(2, ge=0, description="actors serving the replicas' (and old model's) logits; 0: "
+                                "the teachers run inside the student's task, on its device (the fast path on "
+                                "one GPU)")
 
 
 class PromoteSpec(_Strict):

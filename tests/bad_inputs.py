@@ -223,7 +223,7 @@ CASES = [
     BadInput("k-zero", "method.k", _run_spec("k0", _with(method__k=0))),
     BadInput("lr-negative", "train.lr: Input should be greater than 0", _run_spec("lr", _with(train__lr=-0.1))),
     BadInput("val-fraction-one", "data.val_fraction", _run_spec("val", _with(data__val_fraction=1.0))),
-    BadInput("no-teacher-actors", "resources.teacher_actors", _run_spec("actors", _with(resources={"teacher_actors": 0}))),
+    BadInput("negative-teacher-actors", "resources.teacher_actors", _run_spec("actors", _with(resources={"teacher_actors": -1}))),
     BadInput("unknown-method", "method.name", _run_spec("method", _with(method__name="magic"))),
     BadInput("unknown-architecture", "arch: unknown architecture 'resnet9000'", _run_spec("arch", _with(arch="resnet9000"))),
     BadInput("user-factory-without-opt-in", "needs allow_user_factories",

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_update
+from conftest import SPEC_RESOURCES, run_update
 from orchestrator.cli import main
 from pipelines.spec import parse_spec
 from workers.checkpoints import ModelSettings, save_checkpoint
@@ -44,6 +44,8 @@ def test_elodi_pipeline_end_to_end_on_two_nodes(ray_cluster, old_checkpoints, sp
     pool = result["teacher_pool"]
     assert pool["actors"] == 2 and len(set(pool["pids"])) == 2
     assert pool["batches_served"] == pool["student_steps"] == result["student"]["steps"] == 24
+    # the actors hold the training split: a step's request is its indices and augmentation draws
+    assert result["student"]["teacher_batches"]["bytes_per_request"] < 128 * 8  # an image batch: 128 × 3 KB
 
     # the printed metrics are `congruent compare` on the saved predictions
     preds = result["predictions"]
@@ -97,3 +99,16 @@ def test_a_user_architecture_runs_through_bcwi(ray_cluster, fashion_mnist, spec_
                                       method={"name": "bcwi"}, old=str(path)), tmp_path / "out")
     assert result.bcwi is not None and result.registered_version is not None
     assert 0 < result.metrics["error_rate"] < 0.9
+
+
+@pytest.mark.slow
+def test_in_process_teachers_and_packed_replicas(ray_cluster, spec_document, tmp_path):
+    """teacher_actors 0: the student task runs its teachers itself (no pool, no Ray hop); pack 2:
+    both replicas in one task, as one batched model, each with its own checkpoint."""
+    resources = {**SPEC_RESOURCES, "teacher_actors": 0, "replica": {"cpus": 1, "pack": 2}}
+    result = run_update(spec_document(version="v2-local", method={"name": "elodi", "m": 2, "k": 3},
+                                      resources=resources), tmp_path / "out")
+    assert result.teacher_pool is None and result.student.teacher_batches is None
+    assert len(result.replicas) == 2 and len({r.pid for r in result.replicas}) == 1
+    assert {r.seed for r in result.replicas} == {1, 2} and result.replicas[0].checkpoint != result.replicas[1].checkpoint
+    assert 0 < result.metrics["error_rate"] < 0.9 and "vs_paragon" in result.metrics

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from workers.checkpoints import ModelSettings, read_checkpoint
+from workers.data import batch_inputs
 from workers.inference import FrozenModels, LocalReferences, predict_logits
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models import build_model
@@ -44,14 +45,15 @@ def test_same_seed_same_model(small):
 def test_references_see_the_students_augmented_batch_ahead_of_its_step(small):
     train_set, _ = small
     subset = train_set.take(slice(0, 640))
-    events, seen_inputs = [], []
+    events, seen_inputs, seen_batches = [], [], []
 
     class Recorder:
         names = ("old",)
 
-        def request(self, inputs):
+        def request(self, inputs, batch=None):
             index = len(seen_inputs)
             seen_inputs.append(inputs)
+            seen_batches.append(batch)
             events.append(("request", index))
 
             def get():
@@ -66,6 +68,9 @@ def test_references_see_the_students_augmented_batch_ahead_of_its_step(small):
     train(model, subset, TrainConfig(epochs=1, batch_size=64, prefetch=2), Objective("fd-lm"), Recorder())
     assert len(seen_inputs) == 10 and all(torch.equal(a, b) for a, b in zip(seen_inputs, student_inputs))
     assert not torch.equal(seen_inputs[0], student_inputs[1])
+    # the batch's indices and draws alone rebuild the very view (what a teacher actor receives)
+    assert all(torch.equal(batch_inputs(subset.images, b), x) for b, x in zip(seen_batches, seen_inputs))
+    assert sum(b.nbytes() for b in seen_batches) < 640 * 8  # bytes per sample, not an image's 3 KB
     # batch i+2 is requested before batch i's logits are collected
     assert events.index(("request", 2)) < events.index(("get", 0))
 

@@ -1,20 +1,24 @@
 """Inference: logits of a model over a dataset, and reference logits for training.
 
 A *reference source* gives the named reference logits ("teacher": the replica ensemble, "old": the
-deployed model) for the batch the student is training on. `request(x)` starts the work and returns
-a zero-argument callable that yields {name: logits}; the trainer requests batches ahead of its step,
-so a remote source (the Ray teacher pool in workers/teachers.py) computes while the student trains.
+deployed model) for the batch the student is training on. `request(inputs, batch)` starts the work
+and returns a zero-argument callable that yields {name: logits}; the trainer requests batches ahead
+of its step, so a remote source (the Ray teacher pool, orchestrator/driver/pool.py, which sends only
+`batch` — indices and augmentation draws — to actors holding the training split) computes while the
+student trains. `LocalReferences` is the in-process source: no hop at all, the fast path when the
+teachers share the student's device.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import torch
 from torch import nn
 
-from workers.data import ImageSet, to_model_input
+from workers.data import Batch, ImageSet, to_model_input
 
 Logits = torch.Tensor  # or losses.TopKLogits, from a pool that sends only the top-K
 
@@ -22,18 +26,20 @@ Logits = torch.Tensor  # or losses.TopKLogits, from a pool that sends only the t
 class ReferenceSource(Protocol):
     names: tuple[str, ...]
 
-    def request(self, inputs: torch.Tensor) -> Callable[[], Mapping[str, Logits]]: ...
+    def request(self, inputs: torch.Tensor, batch: Batch | None = None) -> Callable[[], Mapping[str, Logits]]: ...
 
 
 class FrozenModels:
     """Mean logits of one or more models, in eval mode without gradients:
     φ_ens(x) = (1/m) Σ_i φ^(i)(x) (the ensemble of ELODI; with one model, that model).
-    Models and inputs are kept channels-last (NHWC): twice as fast for CNN inference on CPU."""
+    Models and inputs are kept channels-last (NHWC): twice as fast for CNN inference on CPU. With
+    `precision` "bf16" the forward passes run under bf16 autocast; the mean is fp32 either way."""
 
-    def __init__(self, models: Sequence[nn.Module], device: str | torch.device = "cpu") -> None:
+    def __init__(self, models: Sequence[nn.Module], device: str | torch.device = "cpu", precision: str = "fp32") -> None:
         if not models:
             raise ValueError("FrozenModels needs at least one model")
         self.device = torch.device(device)
+        self.precision = precision
         self.models = [
             m.to(self.device, memory_format=torch.channels_last).eval().requires_grad_(False) for m in models
         ]
@@ -41,9 +47,12 @@ class FrozenModels:
     @torch.inference_mode()
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         inputs = inputs.to(self.device, memory_format=torch.channels_last)
-        total = self.models[0](inputs)
-        for model in self.models[1:]:
-            total = total + model(inputs)
+        autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision == "bf16"
+                    else contextlib.nullcontext())
+        with autocast:
+            total = self.models[0](inputs).float()
+            for model in self.models[1:]:
+                total = total + model(inputs).float()
         return total / len(self.models)
 
 
@@ -55,7 +64,7 @@ class LocalReferences:
         self.functions = functions
         self.names = tuple(functions)
 
-    def request(self, inputs: torch.Tensor) -> Callable[[], Mapping[str, Logits]]:
+    def request(self, inputs: torch.Tensor, batch: Batch | None = None) -> Callable[[], Mapping[str, Logits]]:
         return lambda: {name: function(inputs) for name, function in self.functions.items()}
 
 

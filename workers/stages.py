@@ -26,11 +26,11 @@ from workers.bcwi import select_bcwi
 from workers.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
 from workers.data import DataSplits, load_splits
 from workers.data.splits import fingerprint
-from workers.inference import ReferenceSource, predict_logits
+from workers.inference import FrozenModels, LocalReferences, ReferenceSource, predict_logits
 from workers.objectives import Objective
 from workers.progress import ProgressEvent, ProgressReporter
 from workers.storage import fetch_checkpoint
-from workers.trainer import EpochStats, TrainConfig, train
+from workers.trainer import EpochStats, TrainConfig, TrainResult, train
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,19 @@ class TrainJob:
     init_from: str | None = None  # start from these weights (BCWI fine-tuning from the old model)
     allow_user_factories: bool = False
     nfr_reference: str | None = None  # old model's checkpoint: each epoch records the val NFR against it
+    teachers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # in-process references: (name, checkpoints)
+
+
+def local_references(job: TrainJob) -> LocalReferences | None:
+    """The job's teachers in this process, on its device (in bf16 when it trains in bf16): the
+    reference source without any hop, for teachers that share the student's device."""
+    if not job.teachers:
+        return None
+    return LocalReferences(**{
+        name: FrozenModels([load_model(fetch_checkpoint(uri), job.allow_user_factories)[0] for uri in uris],
+                           job.config.device, job.config.precision)
+        for name, uris in job.teachers
+    })
 
 
 @dataclass
@@ -106,51 +119,100 @@ def reference_class_ids(uri: str, data: DataRequest, device: str, allow_user_fac
     return predict_logits(model, cached_splits(data).val, device=device).argmax(1)
 
 
+def local_checkpoint(job: TrainJob) -> str:
+    """Where the job's checkpoint is written locally: its path, or (S3) a temp file holding what an
+    earlier try left, to resume from."""
+    if not storage.is_s3(job.checkpoint_uri):
+        return job.checkpoint_uri
+    local = os.path.join(tempfile.mkdtemp(prefix="congruent-"), f"{job.name}.pt")
+    storage.download(job.checkpoint_uri, local)
+    return local
+
+
+@dataclass
+class Bookkeeping:
+    """What a training does at each step and epoch end besides learning: progress events, and every
+    epoch's checkpoint uploaded to storage (so a retry resumes)."""
+
+    job: TrainJob
+    local: str
+    on_epoch: Callable[[EpochStats], None] | None = None
+    reporter: ProgressReporter | None = None
+
+    @staticmethod
+    def of(job: TrainJob, on_epoch: Callable[[EpochStats], None] | None = None,
+           send_progress: Callable[[ProgressEvent], object] | None = None) -> "Bookkeeping":
+        reporter = None
+        if send_progress is not None:
+            reporter = ProgressReporter(job.name, job.config.epochs, job.config.batch_size, send_progress)
+        return Bookkeeping(job, local_checkpoint(job), on_epoch, reporter)
+
+    def epoch_end(self, stats: EpochStats) -> None:
+        storage.upload(self.local, self.job.checkpoint_uri)
+        if self.on_epoch is not None:
+            self.on_epoch(stats)
+        if self.reporter is not None:
+            self.reporter.on_epoch(stats)
+
+    def step(self, epoch: int, step: int, steps_per_epoch: int) -> None:
+        if self.reporter is not None:
+            self.reporter.on_step(epoch, step, steps_per_epoch)
+
+    def record(self, result: TrainResult, started: float) -> TrainRecord:
+        return TrainRecord(
+            name=self.job.name, seed=self.job.config.seed, checkpoint=self.job.checkpoint_uri,
+            history=[asdict(h) for h in result.history], steps=result.steps, epochs_run=result.epochs_run,
+            resumed_from=result.resumed_from, steps_run=result.steps_run,
+            val_error_rate=result.history[-1].val_error_rate, pid=os.getpid(), host=socket.gethostname(),
+            seconds=time.perf_counter() - started,
+        )
+
+
+def val_reference(job: TrainJob) -> torch.Tensor | None:
+    """The old model's class ids on the val split, when the job records its val NFR."""
+    if job.nfr_reference is None:
+        return None
+    return reference_class_ids(job.nfr_reference, job.data, job.config.device, job.allow_user_factories)
+
+
+def settings_of(job: TrainJob) -> ModelSettings:
+    splits = cached_splits(job.data)
+    return ModelSettings(job.arch, splits.num_classes, splits.in_channels, splits.image_size)
+
+
 def train_job(
     job: TrainJob, references: ReferenceSource | None = None, on_epoch: Callable[[EpochStats], None] | None = None,
     send_progress: Callable[[ProgressEvent], object] | None = None,
 ) -> TrainRecord:
     """Train `job`, resuming from its checkpoint if one exists (a finished one is reused as is);
-    `send_progress` receives `ProgressEvent`s while it trains."""
+    reference logits from `references`, else from the job's in-process teachers; `send_progress`
+    receives `ProgressEvent`s while it trains."""
     started = time.perf_counter()
     torch.set_num_threads(job.config.threads)
     splits = cached_splits(job.data)
-    settings = ModelSettings(job.arch, splits.num_classes, splits.in_channels, splits.image_size)
+    settings = settings_of(job)
     model = settings.build(job.config.seed, job.allow_user_factories)
     if job.init_from is not None:
         start, start_settings = load_model(fetch_checkpoint(job.init_from), job.allow_user_factories)
         if start_settings != settings:
             raise CheckpointError(f"{job.init_from}: built as {start_settings}, cannot start {settings}")
         model.load_state_dict(start.state_dict())
-    if storage.is_s3(job.checkpoint_uri):
-        local = os.path.join(tempfile.mkdtemp(prefix="congruent-"), f"{job.name}.pt")
-        storage.download(job.checkpoint_uri, local)  # resume from a checkpoint an earlier try left
-    else:
-        local = job.checkpoint_uri
+    books = Bookkeeping.of(job, on_epoch, send_progress)
+    references = references if references is not None else local_references(job)
+    result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, books.local,
+                   books.epoch_end, on_step=books.step, val_reference=val_reference(job))
+    return books.record(result, started)
 
-    reporter = None
-    if send_progress is not None:
-        reporter = ProgressReporter(job.name, job.config.epochs, job.config.batch_size, send_progress)
-    val_reference = None
-    if job.nfr_reference is not None:
-        val_reference = reference_class_ids(job.nfr_reference, job.data, job.config.device, job.allow_user_factories)
 
-    def keep(stats: EpochStats) -> None:  # every epoch's checkpoint reaches storage: a retry resumes
-        storage.upload(local, job.checkpoint_uri)
-        if on_epoch is not None:
-            on_epoch(stats)
-        if reporter is not None:
-            reporter.on_epoch(stats)
+def train_pack(jobs: Sequence[TrainJob], send_progress: Callable[[ProgressEvent], object] | None = None
+               ) -> list[TrainRecord]:
+    """Train several replicas in this process: one `train_job` for a single job, else one batched
+    model (workers/packed.py)."""
+    if len(jobs) == 1:
+        return [train_job(jobs[0], send_progress=send_progress)]
+    from workers.packed import train_packed
 
-    result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, local, keep,
-                   on_step=reporter.on_step if reporter else None, val_reference=val_reference)
-    return TrainRecord(
-        name=job.name, seed=job.config.seed, checkpoint=job.checkpoint_uri,
-        history=[asdict(h) for h in result.history], steps=result.steps, epochs_run=result.epochs_run,
-        resumed_from=result.resumed_from, steps_run=result.steps_run,
-        val_error_rate=result.history[-1].val_error_rate, pid=os.getpid(), host=socket.gethostname(),
-        seconds=time.perf_counter() - started,
-    )
+    return train_packed(jobs, send_progress)
 
 
 def eval_logits(

@@ -2,19 +2,24 @@
 runs it as a Ray actor, orchestrator/driver/pool.py).
 
 A `TeacherActor` loads every group of checkpoints it is given — e.g. {"teacher": the m replicas,
-"old": the deployed model} — and answers `logits(batch)` with each group's mean logits, or, for a
-group served as top-K, only the K largest values and their class indices.
+"old": the deployed model} — and answers with each group's mean logits, or, for a group served as
+top-K, only the K largest values and their class indices. Given the training split (uint8, e.g.
+from Ray's object store, shared by the actors of a node), it answers `logits_of(batch)` for a
+`Batch` — sample indices and augmentation draws, a few bytes a sample — rebuilding the student's
+very inputs itself; `logits(inputs)` takes model inputs (the eval split, the paragon).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
 
 from workers.checkpoints import load_model
+from workers.data import Batch, batch_inputs
 from workers.inference import FrozenModels
 from workers.losses import TopKLogits
 from workers.storage import fetch_checkpoint
@@ -27,22 +32,39 @@ class TeacherActor:
 
     def __init__(
         self, groups: Mapping[str, Sequence[str]], threads: int = 1, device: str = "cpu",
-        allow_user_factories: bool = False,
+        allow_user_factories: bool = False, train_images: np.ndarray | None = None, precision: str = "fp32",
     ) -> None:
         torch.set_num_threads(threads)
+        self.device = torch.device(device)
         self.groups = {
-            name: FrozenModels([load_model(fetch_checkpoint(uri), allow_user_factories)[0] for uri in uris], device)
+            name: FrozenModels([load_model(fetch_checkpoint(uri), allow_user_factories)[0] for uri in uris], device,
+                               precision)
             for name, uris in groups.items()
         }
+        self.images = None
+        if train_images is not None:
+            with warnings.catch_warnings():  # object-store arrays are read-only; they are only read here
+                warnings.simplefilter("ignore", UserWarning)
+                self.images = torch.from_numpy(train_images).to(self.device)
         self.batches_served = 0
+
+    def logits_of(self, batch: Batch, topk: Mapping[str, int] | None = None,
+                  names: Sequence[str] | None = None) -> Answer:
+        """`logits` of the training batch `batch` (indices and augmentation draws), built here from
+        the training split this actor holds."""
+        if self.images is None:
+            raise RuntimeError("this teacher actor holds no training split; send inputs to logits()")
+        return self._answer(batch_inputs(self.images, batch), topk, names)
 
     def logits(
         self, inputs: np.ndarray, topk: Mapping[str, int] | None = None, names: Sequence[str] | None = None
     ) -> Answer:
         """{group: B×C mean logits} or, for groups in `topk`, (B×K values, B×K int32 class indices);
         only the groups in `names` when given."""
+        return self._answer(torch.from_numpy(np.array(inputs)), topk, names)  # read-only arrays: copy
+
+    def _answer(self, x: torch.Tensor, topk: Mapping[str, int] | None, names: Sequence[str] | None) -> Answer:
         topk = topk or {}
-        x = torch.from_numpy(np.array(inputs))  # object-store arrays are read-only: copy
         out: Answer = {}
         for name, models in self.groups.items():
             if names is not None and name not in names:

@@ -4,15 +4,18 @@
     result = train(model, splits.train, TrainConfig(epochs=5), Objective("fd-lm"),
                    references=LocalReferences(old=FrozenModels([old_model])), val=splits.val)
 
-SGD with momentum and a cosine or step schedule; each step draws a batch from a seeded order,
-augments it (the same view goes to the student and to every reference), asks the reference logit
-sources for that view one batch ahead, and minimises the objective. A non-finite loss stops the run
-with the step number. Checkpoints (`checkpoint_path`) are written at each epoch end and hold what a
-resumed run needs.
+SGD with momentum and a cosine or step schedule. The training split is moved to the training
+device once (uint8); each step takes a batch from the epoch's seeded plan (workers/data/batches.py),
+gathers and augments it on the device (the same view goes to the student and to every reference),
+asks the reference logit sources for that batch one or more steps ahead, and minimises the
+objective — the forward pass under bf16 autocast with `precision: bf16`, the loss in fp32, through
+`torch.compile` with `compile`. A non-finite loss stops the run with the step number. Checkpoints
+(`checkpoint_path`) are written at each epoch end and hold what a resumed run needs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections import deque
@@ -25,7 +28,7 @@ import torch
 from torch import nn
 
 from workers.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
-from workers.data import ImageSet, augment_batch, to_model_input
+from workers.data import Batch, ImageSet, batch_inputs, epoch_batches
 from workers.inference import Logits, ReferenceSource, predict_logits
 from workers.metrics import error_rate, negative_flip_rate
 from workers.objectives import Objective
@@ -59,13 +62,17 @@ class TrainConfig:
     max_grad_norm: float | None = 5.0  # clip the gradient norm (LDI starts large); None: no clipping
     prefetch: int = 2  # reference batches requested ahead of the step
     threads: int = 1  # torch intra-op threads; more than the cores held slows training down
-    channels_last: bool = True  # NHWC tensors: faster CNN steps on CPU (see benchmarks.distillation)
+    channels_last: bool = True  # NHWC tensors: faster CNN steps on CPU and GPU (benchmarks.gpu_throughput)
     device: str = "cpu"
     eval_batch_size: int = 1024
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: the forward pass under autocast; loss, metrics fp32
+    compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = False  # torch.compile's mode
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.prefetch < 1:
             raise ValueError("epochs, batch_size, prefetch must be ≥ 1 and lr > 0")
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
 
 
 @dataclass
@@ -101,29 +108,47 @@ def _schedule(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_e
     raise ValueError(f"schedule must be cosine or step, got {config.schedule!r}")
 
 
-def batches(data: ImageSet, config: TrainConfig, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(model input, labels) batches of one epoch: a permutation seeded by (seed, epoch), augmented
-    with a generator seeded the same way, so a resumed run sees the same batches."""
-    generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
-    order = torch.randperm(len(data), generator=generator)
-    for start in range(0, len(order), config.batch_size):
-        index = order[start : start + config.batch_size]
-        images = data.images[index]
-        if config.augment:
-            images = augment_batch(images, generator, config.augment_padding, config.augment_flip)
-        yield to_model_input(images), data.labels[index]
+SYNC_EVERY = 32  # steps between the loop's checks for a non-finite loss (each check waits for the device)
+
+
+def _raise_if_non_finite(first_bad: torch.Tensor, bad_loss: torch.Tensor, epoch: int) -> None:
+    step = int(first_bad.item())
+    if step:
+        raise NonFiniteLossError(step, epoch, bad_loss.item())
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """bf16 autocast on `device` for `precision` "bf16", else nothing."""
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def compiled(model: nn.Module, mode: bool | str) -> nn.Module:
+    """`torch.compile(model)` in `mode` (True: "default"), or the model itself; the compiled module
+    shares the model's parameters, so checkpoints and evaluation use the plain model."""
+    if not mode:
+        return model
+    return torch.compile(model, mode="default" if mode is True else mode)
+
+
+def batches(data: ImageSet, config: TrainConfig, epoch: int) -> Iterator[Batch]:
+    """The epoch's plan: a permutation seeded by (seed, epoch) and its augmentation draws, so a
+    resumed run — on any device — sees the same batches."""
+    return epoch_batches(len(data), config.batch_size, config.seed, epoch, config.augment,
+                         config.augment_padding, config.augment_flip)
 
 
 def _with_references(
-    stream: Iterator[tuple[torch.Tensor, torch.Tensor]], references: ReferenceSource | None, depth: int
-) -> Iterator[tuple[torch.Tensor, torch.Tensor, Callable[[], Mapping[str, Logits]]]]:
-    """Yield each batch with its pending reference request, keeping `depth` batches requested ahead."""
+    stream: Iterator[tuple[Batch, torch.Tensor]], references: ReferenceSource | None, depth: int
+) -> Iterator[tuple[Batch, torch.Tensor, Callable[[], Mapping[str, Logits]]]]:
+    """Yield each (batch, inputs) with its pending reference request, `depth` batches requested ahead."""
     if references is None:
-        yield from ((inputs, labels, dict) for inputs, labels in stream)
+        yield from ((batch, inputs, dict) for batch, inputs in stream)
         return
     pending: deque = deque()
-    for inputs, labels in stream:
-        pending.append((inputs, labels, references.request(inputs)))
+    for batch, inputs in stream:
+        pending.append((batch, inputs, references.request(inputs, batch)))
         if len(pending) > depth:
             yield pending.popleft()
     yield from pending
@@ -160,6 +185,7 @@ def train(
     device = torch.device(config.device)
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
     model.to(device, memory_format=memory_format)
+    images, targets = data.images.to(device), data.labels.to(device)  # the split lives on the device
     optimizer = torch.optim.SGD(
         model.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, nesterov=True
     )
@@ -175,34 +201,45 @@ def train(
         first_epoch, result.steps = state["epoch"], state["steps"]
         result.resumed_from = first_epoch
         result.history = [EpochStats(**h) for h in state["history"]]
+    forward = compiled(model, config.compile)
     for epoch in range(first_epoch, config.epochs):
         model.train()
-        started, loss_sum, seen, clipped = time.perf_counter(), 0.0, 0, 0
-        stream = _with_references(batches(data, config, epoch), references, config.prefetch)
-        for step, (inputs, labels, pending) in enumerate(stream, 1):
-            inputs, labels = inputs.to(device, memory_format=memory_format), labels.to(device)
-            student = model(inputs)
+        started, seen = time.perf_counter(), 0
+        # per-step figures stay on the device: no host sync inside the loop but every SYNC_EVERY steps
+        loss_sum = torch.zeros((), device=device)
+        clipped = torch.zeros((), dtype=torch.long, device=device)
+        first_bad = torch.zeros((), dtype=torch.long, device=device)  # first non-finite step (0: none)
+        bad_loss = torch.zeros((), device=device)
+        views = ((batch, batch_inputs(images, batch).contiguous(memory_format=memory_format))
+                 for batch in batches(data, config, epoch))
+        for step, (batch, inputs, pending) in enumerate(_with_references(views, references, config.prefetch), 1):
+            labels = targets[batch.indices.to(device, torch.long)]
+            with autocast(device, config.precision):
+                student = forward(inputs)
             refs = {name: logits.to(device) for name, logits in pending().items()}
-            loss = objective(student, labels, refs)
+            loss = objective(student.float(), labels, refs)
             result.steps += 1
             result.steps_run += 1
-            if not torch.isfinite(loss):
-                raise NonFiniteLossError(result.steps, epoch, loss.item())
+            now_bad = (first_bad == 0) & ~torch.isfinite(loss)
+            first_bad = torch.where(now_bad, result.steps, first_bad)
+            bad_loss = torch.where(now_bad, loss.detach(), bad_loss)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if config.max_grad_norm is not None:
                 norm = nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-                clipped += int(norm > config.max_grad_norm)
+                clipped += norm > config.max_grad_norm
             optimizer.step()
             scheduler.step()
-            loss_sum += loss.item() * len(labels)
+            loss_sum += loss.detach() * len(labels)
             seen += len(labels)
+            if step % SYNC_EVERY == 0 or step == steps_per_epoch:
+                _raise_if_non_finite(first_bad, bad_loss, epoch)
             if on_step is not None:
                 on_step(epoch + 1, step, steps_per_epoch)
         seconds = time.perf_counter() - started
         stats = EpochStats(
-            epoch=epoch + 1, loss=loss_sum / seen, lr=optimizer.param_groups[0]["lr"], seconds=seconds,
-            samples_per_second=seen / seconds, clipped_fraction=clipped / steps_per_epoch,
+            epoch=epoch + 1, loss=loss_sum.item() / seen, lr=optimizer.param_groups[0]["lr"], seconds=seconds,
+            samples_per_second=seen / seconds, clipped_fraction=clipped.item() / steps_per_epoch,
         )
         if val is not None:
             logits = predict_logits(model, val, config.eval_batch_size, device)

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
     connect(args.ray_address)
     try:
-        check_resources(plan.spec, plan.needs_student, plan.spec.resources.teacher_actors if plan.pool_references else 0)
+        check_resources(plan.spec, plan.needs_student, plan.pool_actors)
     except SpecError as e:
         return fail("run", f"{args.spec}: {e}")
     watch = StageWatch(make_display(quiet=True if args.json else args.quiet))

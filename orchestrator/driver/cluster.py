@@ -68,10 +68,12 @@ def device(gpus: float) -> str:
 
 
 def on_node(function: Callable[..., Any], *args: Any) -> Any:
-    """Run a stage body in a Ray worker; a record with a `node_id` field learns which node ran it."""
+    """Run a stage body in a Ray worker; the records it returns (one, or a list) with a `node_id`
+    field learn which node ran them."""
     import ray
 
-    record = function(*args)
-    if hasattr(record, "node_id"):
-        record.node_id = ray.get_runtime_context().get_node_id()
-    return record
+    result = function(*args)
+    for record in result if isinstance(result, list) else [result]:
+        if hasattr(record, "node_id"):
+            record.node_id = ray.get_runtime_context().get_node_id()
+    return result

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.driver.plan import Plan
-from orchestrator.driver.pool import teacher_pool
+from orchestrator.driver.pool import PoolHandle, teacher_pool
 from orchestrator.driver.stages import eval_split_logits, select_bcwi, train_replicas, train_student
 from orchestrator.driver.watch import StageWatch
 from orchestrator.tracking import registry, runs
@@ -106,17 +106,19 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
             replicas = train_replicas(plan, watch)
             seconds["replicas"] = time.perf_counter() - started
         student, pool_record, paragon = None, None, None
-        with _pool_for(plan, replicas) as pool:
+        groups = plan.reference_groups([r.checkpoint for r in replicas])
+        with _pool_for(plan, groups) as pool:
             if plan.needs_student:
                 watch.say(next(titles))
-                student = train_student(plan, watch, pool)
+                in_process = groups if pool is None and plan.objective.references else None
+                student = train_student(plan, watch, pool, plan.student_job(teachers=in_process))
                 seconds["student"] = student.seconds
             if pool is not None:
                 pids, served = pool.batches_served()
                 pool_record = PoolRecord(len(pool.actors), pids, served, student.steps if student else 0)
             if replicas:
-                watch.say("evaluating the ensemble paragon through the teacher pool")
-                paragon = pool.client(("teacher",)).predict(cached_splits(plan.data).eval, "teacher").numpy()
+                watch.say("evaluating the ensemble paragon" + (" through the teacher pool" if pool else ""))
+                paragon = paragon_logits(plan, replicas, pool)
         checkpoint, bcwi = (student.checkpoint if student else None), None
         if plan.method == "bcwi":
             bcwi = select_bcwi(plan, student)
@@ -133,18 +135,25 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
 
 
 @contextlib.contextmanager
-def _pool_for(plan: Plan, replicas: list[TrainRecord]):
-    """The teacher pool the method needs (the replicas, the old model), or None."""
-    groups = {}
-    if replicas:
-        groups["teacher"] = [r.checkpoint for r in replicas]
-    if "old" in plan.objective.references:
-        groups["old"] = [plan.spec.old]
-    if not groups:
+def _pool_for(plan: Plan, groups: dict[str, list[str]]):
+    """The teacher pool serving `groups` — its actors holding the training split, so that requests
+    go by index — or None: nothing to serve, or the teachers run in the student's task."""
+    if not groups or plan.teachers_in_process:
         yield None
         return
-    with teacher_pool(plan.spec, groups, with_student=plan.needs_student) as pool:
+    import ray
+
+    train_images = ray.put(cached_splits(plan.data).train.images.numpy())
+    with teacher_pool(plan.spec, groups, with_student=plan.needs_student, train_images=train_images) as pool:
         yield pool
+
+
+def paragon_logits(plan: Plan, replicas: list[TrainRecord], pool: PoolHandle | None) -> np.ndarray:
+    """φ_ens = (1/m) Σ_i φ^(i) on the regression-eval split: through the pool's actors, or a Ray task."""
+    if pool is not None:
+        return pool.client(("teacher",)).predict(cached_splits(plan.data).eval, "teacher").numpy()
+    logits = eval_split_logits(plan, {r.name: r.checkpoint for r in replicas})
+    return np.mean([logits[r.name] for r in replicas], axis=0)
 
 
 def _bcwi_line(bcwi: BcwiRecord) -> str:

@@ -72,12 +72,21 @@ class Plan:
     def needs_student(self) -> bool:
         return self.method != "ensemble"
 
+    def reference_groups(self, replica_checkpoints: list[str]) -> dict[str, list[str]]:
+        """The checkpoints the teachers serve: "teacher" (the replicas), "old" when the objective
+        reads it. Empty: nothing to serve."""
+        groups = {}
+        if replica_checkpoints:
+            groups["teacher"] = list(replica_checkpoints)
+        if "old" in self.objective.references:
+            groups["old"] = [self.spec.old]
+        return groups
+
     @property
-    def pool_references(self) -> tuple[str, ...]:
-        """The groups the teacher pool serves: "teacher" (the replicas), "old" when the objective
-        reads it. Empty: no pool."""
-        names = (("teacher",) if self.needs_replicas else ()) + (("old",) if "old" in self.objective.references else ())
-        return names
+    def pool_actors(self) -> int:
+        """Teacher actors the pipeline starts (0 without a pool: nothing to serve, or in-process teachers)."""
+        serves = self.needs_replicas or "old" in self.objective.references
+        return self.spec.resources.teacher_actors if serves else 0
 
     def replica_jobs(self) -> list[TrainJob]:
         """m replicas of the new architecture, seeds train.seed + 1 … train.seed + m; their
@@ -96,9 +105,16 @@ class Plan:
             for i in range(spec.method.m)
         ]
 
-    def student_job(self, checkpoint_name: str = "model.pt", spec: UpdateSpec | None = None) -> TrainJob:
+    @property
+    def teachers_in_process(self) -> bool:
+        """teacher_actors 0: the student's task runs its teachers itself, on its device."""
+        return self.spec.resources.teacher_actors == 0
+
+    def student_job(self, checkpoint_name: str = "model.pt", spec: UpdateSpec | None = None,
+                    teachers: dict[str, list[str]] | None = None) -> TrainJob:
         """The deployed model's training: the spec's objective (or `spec`'s: a Tune trial), the
-        student's resources, a checkpoint keyed by spec hash and data content."""
+        student's resources, a checkpoint keyed by spec hash and data content; `teachers`
+        (checkpoints per reference name) run in the student's own process."""
         spec = spec or self.spec
         return TrainJob(
             name="student", data=self.data, arch=spec.arch,
@@ -107,6 +123,7 @@ class Plan:
                                         f"{spec.spec_hash}-{self.data_key[:8]}", checkpoint_name),
             objective=objective_of(spec.method), init_from=spec.old if spec.method.name == "bcwi" else None,
             allow_user_factories=spec.allow_user_factories, nfr_reference=spec.old,
+            teachers=tuple((name, tuple(uris)) for name, uris in (teachers or {}).items()),
         )
 
     def bcwi_checkpoint(self) -> str:

@@ -12,6 +12,7 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import ray
@@ -22,7 +23,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from orchestrator.driver.cluster import bundle, device, threads
 from pipelines.spec import SpecError, UpdateSpec
-from workers.data import ImageSet, to_model_input
+from workers.data import Batch, ImageSet, to_model_input
 from workers.inference import Logits
 from workers.losses import TopKLogits
 from workers.teachers import TeacherActor
@@ -50,10 +51,13 @@ class TeacherPool:
     doubled batch is visible."""
 
     def __init__(
-        self, actors: Sequence, names: Sequence[str], topk: Mapping[str, int] | None = None, resubmit_limit: int = 4
+        self, actors: Sequence, names: Sequence[str], topk: Mapping[str, int] | None = None, resubmit_limit: int = 4,
+        by_index: bool = False,
     ) -> None:
         if not actors:
             raise ValueError("TeacherPool needs at least one actor")
+        self.by_index = by_index  # the actors hold the training split (teacher_pool(train_images=…))
+        self.request_bytes = 0
         self.names = tuple(names)
         self.topk = dict(topk or {})
         self.actors = list(actors)
@@ -63,12 +67,14 @@ class TeacherPool:
         self._delivered: Counter[int] = Counter()
         self.resubmitted = 0
 
-    def _submit(self, batch: np.ndarray, topk: Mapping[str, int]):
+    def _submit(self, batch: np.ndarray | Batch, topk: Mapping[str, int]):
         actor = self.actors[self._next_actor]
         self._next_actor = (self._next_actor + 1) % len(self.actors)
+        if isinstance(batch, Batch):  # the actors hold the training split: indices and draws suffice
+            return actor.logits_of.remote(batch, topk, self.names)
         return actor.logits.remote(batch, topk, self.names)
 
-    def _result(self, ref, batch: np.ndarray, topk: Mapping[str, int]) -> dict:
+    def _result(self, ref, batch: np.ndarray | Batch, topk: Mapping[str, int]) -> dict:
         """The actor's answer for `batch`; re-sent to the next actor when the one asked died."""
         for _ in range(self.resubmit_limit):
             try:
@@ -78,13 +84,17 @@ class TeacherPool:
                 ref = self._submit(batch, topk)
         return ray.get(ref)
 
-    def request(self, inputs: torch.Tensor) -> Callable[[], Mapping[str, Logits]]:
-        batch_id, batch = self._requested, inputs.numpy()
+    def request(self, inputs: torch.Tensor, batch: Batch | None = None) -> Callable[[], Mapping[str, Logits]]:
+        """The logits of a training step: by `batch` (indices and augmentation draws, a few bytes a
+        sample) when the actors hold the training split, else by its model inputs."""
+        batch_id = self._requested
+        payload = batch if batch is not None and self.by_index else inputs.detach().cpu().numpy()
         self._requested += 1
-        ref = self._submit(batch, self.topk)
+        self.request_bytes += payload.nbytes() if isinstance(payload, Batch) else payload.nbytes
+        ref = self._submit(payload, self.topk)
 
         def collect() -> Mapping[str, Logits]:
-            result = self._result(ref, batch, self.topk)
+            result = self._result(ref, payload, self.topk)
             self._delivered[batch_id] += 1
             return {name: _to_torch(value) for name, value in result.items()}
 
@@ -92,11 +102,11 @@ class TeacherPool:
 
     def deliveries(self) -> dict[str, int]:
         """requested, delivered (to the trainer), distinct batch ids delivered, duplicates,
-        resubmitted (after an actor died)."""
+        resubmitted (after an actor died), bytes_per_request (the payload a step sends)."""
         return {
             "requested": self._requested, "delivered": sum(self._delivered.values()),
             "distinct": len(self._delivered), "duplicates": sum(n - 1 for n in self._delivered.values()),
-            "resubmitted": self.resubmitted,
+            "resubmitted": self.resubmitted, "bytes_per_request": self.request_bytes // max(self._requested, 1),
         }
 
     def predict(self, data: ImageSet, name: str, batch_size: int = 1024) -> torch.Tensor:
@@ -115,13 +125,14 @@ class PoolHandle:
     actors: list
     group: PlacementGroup
     with_student: bool
+    holds_data: bool = False  # the actors hold the training split: requests go by index
 
     def student_strategy(self) -> PlacementGroupSchedulingStrategy:
         """Where the student task goes: the placement group's bundle 0."""
         return PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=0)
 
     def client(self, names: Sequence[str], topk: Mapping[str, int] | None = None) -> TeacherPool:
-        return TeacherPool(self.actors, names, topk)
+        return TeacherPool(self.actors, names, topk, by_index=self.holds_data)
 
     def batches_served(self) -> tuple[list[int], int]:
         """(actor pids, batches served in all since each actor's last start)."""
@@ -131,11 +142,13 @@ class PoolHandle:
 
 @contextlib.contextmanager
 def teacher_pool(spec: UpdateSpec, groups: Mapping[str, Sequence[str]], with_student: bool,
-                 timeout_s: float = 300.0) -> Iterator[PoolHandle]:
+                 train_images: Any = None, timeout_s: float = 300.0) -> Iterator[PoolHandle]:
     """`resources.teacher_actors` actors holding `groups` of checkpoints, reserved in one placement
     group with the student (bundle 0, when `with_student`) so that all start at once or none, and
-    actors never take the CPUs the student needs. The actors are killed and the reservation
-    released on the way out, also on an error or Ctrl-C."""
+    actors never take the CPUs the student needs. With `train_images` (an ObjectRef of the uint8
+    training split, `ray.put` once: shared memory on a node) each actor holds the split and the
+    student's requests carry only indices and augmentation draws. The actors are killed and the
+    reservation released on the way out, also on an error or Ctrl-C."""
     r = spec.resources
     bundles = ([bundle(r.student)] if with_student else []) + [bundle(r.teacher)] * r.teacher_actors
     group = placement_group(bundles, strategy="PACK", name=f"distil-{spec.spec_hash}")
@@ -150,10 +163,11 @@ def teacher_pool(spec: UpdateSpec, groups: Mapping[str, Sequence[str]], with_stu
             actor_class.options(
                 num_cpus=r.teacher.cpus, num_gpus=r.teacher.gpus, max_restarts=2, max_task_retries=2,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=first + i),
-            ).remote(dict(groups), threads(r.teacher.cpus), device(r.teacher.gpus), spec.allow_user_factories)
+            ).remote(dict(groups), threads(r.teacher.cpus), device(r.teacher.gpus), spec.allow_user_factories,
+                     train_images, spec.train.precision)
             for i in range(r.teacher_actors)
         ]
-        yield PoolHandle(actors, group, with_student)
+        yield PoolHandle(actors, group, with_student, train_images is not None)
     finally:
         for actor in actors:
             ray.kill(actor)

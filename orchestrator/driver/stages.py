@@ -14,7 +14,7 @@ from orchestrator.driver.cluster import device, on_node
 from orchestrator.driver.plan import Plan, pool_topk
 from orchestrator.driver.pool import PoolHandle, TeacherPool
 from orchestrator.driver.watch import StageWatch
-from workers.stages import BcwiRecord, TrainJob, TrainRecord, bcwi_job, eval_logits, train_job
+from workers.stages import BcwiRecord, TrainJob, TrainRecord, bcwi_job, eval_logits, train_job, train_pack
 
 
 def _train(job: TrainJob, queue: Any = None, pool: TeacherPool | None = None) -> TrainRecord:
@@ -31,34 +31,44 @@ def _summary(record: TrainRecord) -> str:
     return f"val ER {100 * record.val_error_rate:.2f}%"
 
 
+def _train_pack(jobs: list[TrainJob], queue: Any = None) -> list[TrainRecord]:
+    return train_pack(jobs, send_progress=queue.put_nowait if queue is not None else None)
+
+
 def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
-    """m replicas as parallel Ray tasks (`resources.replica` each, retried twice); a replica whose
-    finished checkpoint exists is reused, a partial one resumed."""
+    """m replicas as parallel Ray tasks (`resources.replica` each, retried twice), `pack` replicas
+    per task trained as one batched model; a replica whose finished checkpoint exists is reused, a
+    partial one resumed."""
     res = plan.spec.resources.replica
     task = ray.remote(on_node)
-    refs = {
-        task.options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name=job.name).remote(_train, job, watch.queue):
-            job.name
-        for job in plan.replica_jobs()
-    }
+    jobs = plan.replica_jobs()
+    packs = [jobs[i : i + res.pack] for i in range(0, len(jobs), res.pack)]
+    refs = {}
+    for pack in packs:
+        name = pack[0].name if len(pack) == 1 else f"{pack[0].name}…{pack[-1].name.rsplit('-', 1)[1]}"
+        for job in pack[1:]:
+            watch.display.add(job.name)
+        ref = task.options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name=name).remote(
+            _train_pack, pack, watch.queue)
+        refs[ref] = pack[0].name
     records = []
     for ref in watch.wait(refs):
-        record: TrainRecord = ray.get(ref)
-        records.append(record)
-        how = "reused" if record.epochs_run == 0 else f"{record.seconds:.0f} s, pid {record.pid}"
-        watch.display.finish(record.name, f"{_summary(record)} ({how})")
+        for record in ray.get(ref):
+            records.append(record)
+            how = "reused" if record.epochs_run == 0 else f"{record.seconds:.0f} s, pid {record.pid}"
+            watch.display.finish(record.name, f"{_summary(record)} ({how})")
     return sorted(records, key=lambda r: int(r.name.rsplit("-", 1)[1]))
 
 
 def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: TrainJob | None = None
                   ) -> TrainRecord:
     """The deployed model as one Ray task (`resources.student`), in the pool's placement group when
-    it distils from the pool."""
+    it distils from the pool (or with its teachers in its own process, `job.teachers`)."""
     job = job or plan.student_job()
     res = plan.spec.resources.student
     options: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": job.name}
     client = None
-    if job.objective.references:
+    if job.objective.references and pool is not None:
         client = pool.client(job.objective.references, pool_topk(job.objective, plan.num_classes))
         options["scheduling_strategy"] = pool.student_strategy()
     ref = ray.remote(on_node).options(**options).remote(_train, job, watch.queue, client)

@@ -10,6 +10,7 @@ spec's `er_tolerance`. `run_search` tracks the search as one MLflow run with a c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -51,17 +52,21 @@ def trial_spec(spec: UpdateSpec, config: dict[str, Any]) -> UpdateSpec:
     return spec.model_copy(update={"method": method, "train": train})
 
 
-def run_trial(config: dict[str, Any], plan: Plan, actors: list, old_eval_logits: np.ndarray) -> None:
-    """One Tune trial, in a Tune worker: distil a student from the shared pool, score it on the
-    regression-eval split against the old model, report per-epoch and final metrics."""
+def run_trial(config: dict[str, Any], plan: Plan, actors: list | None, groups: dict[str, list[str]],
+              old_eval_logits: np.ndarray) -> None:
+    """One Tune trial, in a Tune worker: distil a student from the shared pool (or, without actors,
+    from its teachers in its own process), score it on the regression-eval split against the old
+    model, report per-epoch and final metrics."""
     from ray import tune
 
     from orchestrator.driver.pool import TeacherPool
     from workers.stages import eval_logits, train_job
 
     spec = trial_spec(plan.spec, config)
-    job = plan.student_job(f"tune/{tune.get_context().get_trial_id()}.pt", spec)
-    pool = TeacherPool(actors, job.objective.references, pool_topk(job.objective, plan.num_classes))
+    job = plan.student_job(f"tune/{tune.get_context().get_trial_id()}.pt", spec, None if actors else groups)
+    pool = None
+    if actors:
+        pool = TeacherPool(actors, job.objective.references, pool_topk(job.objective, plan.num_classes), by_index=True)
     record = train_job(job, pool, on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate}))
     labels = cached_splits(plan.data).eval.labels.numpy()
     logits = eval_logits({"new": record.checkpoint}, plan.data, job.config.device, spec.allow_user_factories)["new"]
@@ -95,6 +100,20 @@ class SearchRecord:
         return json.dumps(record, indent=2, default=str)
 
 
+@contextlib.contextmanager
+def _shared_pool(plan: Plan, groups: dict[str, list[str]]):
+    """One teacher pool for every trial, in its own placement group, its actors holding the
+    training split; None when the trials run their teachers in-process (teacher_actors 0)."""
+    if plan.teachers_in_process:
+        yield None
+        return
+    import ray
+
+    train_images = ray.put(cached_splits(plan.data).train.images.numpy())
+    with teacher_pool(plan.spec, groups, with_student=False, train_images=train_images) as pool:
+        yield pool
+
+
 def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
     """Replicas once, a shared pool, the Tune search (Ray must be initialised)."""
     from ray import tune
@@ -110,11 +129,15 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
     replica_ers = [error_rate(logits[r.name], labels) for r in replicas]
     replica_nfrs = [negative_flip_rate(old_logits, logits[r.name], labels) for r in replicas]
     groups = {"teacher": [r.checkpoint for r in replicas], "old": [spec.old]}
-    with teacher_pool(spec, groups, with_student=False) as pool:
-        paragon = pool.client(("teacher",)).predict(cached_splits(plan.data).eval, "teacher").numpy()
+    with _shared_pool(plan, groups) as pool:
+        if pool is not None:
+            paragon = pool.client(("teacher",)).predict(cached_splits(plan.data).eval, "teacher").numpy()
+        else:
+            paragon = np.mean([logits[r.name] for r in replicas], axis=0)
         res = spec.resources.student
         trainable = tune.with_resources(
-            tune.with_parameters(run_trial, plan=plan, actors=pool.actors, old_eval_logits=old_logits),
+            tune.with_parameters(run_trial, plan=plan, actors=pool.actors if pool else None, groups=groups,
+                                 old_eval_logits=old_logits),
             {"cpu": res.cpus, "gpu": res.gpus},
         )
         scheduler = None
@@ -130,7 +153,7 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         started = time.perf_counter()
         results = tuner.fit()
         search_seconds = time.perf_counter() - started
-        _, served = pool.batches_served()
+        served = pool.batches_served()[1] if pool else 0
     trials = []
     for result in results:
         if result.error is not None or "nfr" not in result.metrics:

@@ -1,0 +1,114 @@
+"""Replicas trained as one batched model (workers/packed.py) and the trainer's device-side options
+(bf16 autocast, in-process bf16 teachers), on real Fashion-MNIST slices, on the CPU — the very code
+a GPU runs."""
+
+import pytest
+import torch
+
+from workers import stages
+from workers.checkpoints import load_model, read_checkpoint
+from workers.inference import FrozenModels, predict_logits
+from workers.metrics import error_rate
+from workers.models import build_model
+from workers.packed import train_packed
+from workers.stages import DataRequest, TrainJob, train_job
+from workers.trainer import TrainConfig, train
+
+DATA = DataRequest(train_limit=768, eval_limit=300)
+
+
+def jobs(folder, prefix, count=3, epochs=2):
+    return [TrainJob(f"replica-{i}", DATA, "small-cnn", TrainConfig(epochs=epochs, batch_size=128, lr=0.05, seed=40 + i),
+                     str(folder / f"{prefix}-{i}.pt")) for i in range(count)]
+
+
+def weights(path):
+    return load_model(path)[0].state_dict()
+
+
+def test_packed_replicas_train_as_each_would_alone_and_write_their_own_checkpoints(tmp_path):
+    packed = train_packed(jobs(tmp_path, "packed"))
+    alone = [train_job(job) for job in jobs(tmp_path, "alone")]
+    for p, a in zip(packed, alone):
+        assert p.seed == a.seed and p.steps == a.steps == 12 and p.epochs_run == 2
+        assert abs(p.val_error_rate - a.val_error_rate) < 0.01
+        wp, wa = weights(p.checkpoint), weights(a.checkpoint)
+        assert all(torch.allclose(wp[k].float(), wa[k].float(), atol=2e-2) for k in wp)  # summation order only
+    # different seeds: three different models, not one copied three times
+    assert not torch.equal(weights(packed[0].checkpoint)["0.weight"], weights(packed[1].checkpoint)["0.weight"])
+    # a packed replica's checkpoint is the trainer's own format: train_job reuses it as finished
+    reused = train_job(jobs(tmp_path, "packed")[1])
+    assert reused.epochs_run == 0 and reused.val_error_rate == packed[1].val_error_rate
+
+
+def test_a_packed_run_killed_after_an_epoch_resumes_to_the_same_models(tmp_path, monkeypatch):
+    straight = train_packed(jobs(tmp_path, "straight"))
+    calls = []
+    original = stages.Bookkeeping.epoch_end
+
+    def crash_after_the_first_epoch(self, stats):
+        original(self, stats)
+        calls.append(self.job.name)
+        if len(calls) == 3:  # every replica has written epoch 1
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(stages.Bookkeeping, "epoch_end", crash_after_the_first_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        train_packed(jobs(tmp_path, "resumed"))
+    monkeypatch.setattr(stages.Bookkeeping, "epoch_end", original)
+    assert {read_checkpoint(j.checkpoint_uri)["epoch"] for j in jobs(tmp_path, "resumed")} == {1}
+    resumed = train_packed(jobs(tmp_path, "resumed"))
+    for s, r in zip(straight, resumed):
+        assert r.resumed_from == 1 and r.epochs_run == 1 and [h["epoch"] for h in r.history] == [1, 2]
+        ws, wr = weights(s.checkpoint), weights(r.checkpoint)
+        assert all(torch.allclose(ws[k].float(), wr[k].float(), atol=1e-5) for k in ws)
+
+
+def test_packing_refuses_replicas_that_differ_in_more_than_the_seed(tmp_path):
+    mixed = jobs(tmp_path, "mixed", count=2)
+    mixed[1] = TrainJob("replica-1", DATA, "lenet", mixed[1].config, str(tmp_path / "lenet.pt"))
+    with pytest.raises(ValueError, match="share data, architecture and settings"):
+        train_packed(mixed)
+
+
+def test_bf16_training_and_bf16_teachers_on_the_cpu(fashion_mnist):
+    train_set, val = fashion_mnist.train.take(slice(0, 2000)), fashion_mnist.val.take(slice(0, 1000))
+    model = build_model("small-cnn", 10, seed=5)
+    result = train(model, train_set, TrainConfig(epochs=1, batch_size=64, lr=0.05, seed=5, precision="bf16"), val=val)
+    assert result.history[0].loss == result.history[0].loss and result.history[0].val_error_rate < 0.6
+    assert next(model.parameters()).dtype == torch.float32  # master weights stay fp32
+    full = FrozenModels([model])(torch.randn(8, 1, 28, 28, generator=torch.Generator().manual_seed(0)))
+    half = FrozenModels([model], precision="bf16")(torch.randn(8, 1, 28, 28, generator=torch.Generator().manual_seed(0)))
+    assert half.dtype == torch.float32 and torch.allclose(full, half, atol=0.15)
+    assert error_rate(predict_logits(model, val), val.labels) == result.history[0].val_error_rate
+
+
+@pytest.mark.slow
+def test_compiled_training_learns_like_eager(fashion_mnist):
+    """torch.compile of the training step (inductor on the CPU here): same batches, same error up to
+    kernel-level float differences."""
+    train_set, val = fashion_mnist.train.take(slice(0, 2000)), fashion_mnist.val.take(slice(0, 1000))
+    eager, compiled = build_model("mlp", 10, seed=6), build_model("mlp", 10, seed=6)
+    config = TrainConfig(epochs=1, batch_size=128, lr=0.05, seed=6)
+    first = train(eager, train_set, config, val=val)
+    second = train(compiled, train_set, TrainConfig(**{**config.__dict__, "compile": True}), val=val)
+    assert abs(first.history[0].val_error_rate - second.history[0].val_error_rate) < 0.02
+    assert "_orig_mod" not in "".join(compiled.state_dict())  # checkpoints hold the plain model's keys
+
+
+@pytest.mark.slow
+def test_the_gpu_benchmark_runs_every_measure_on_the_cpu(tmp_path):
+    """benchmarks/gpu_throughput.py is prepared here and run on a bare GPU machine: its --quick mode
+    runs every measure (hand loop, trainer, ELODI student, replicas as processes and packed)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_throughput", "--quick", "--skip-compile",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    measures = json.loads((tmp_path / "results.json").read_text())["measures"]
+    assert len(measures) == 10 and all(isinstance(v, float) and v > 0 for v in measures.values()), measures
+    assert "| (d) 2 replicas packed |" in (tmp_path / "gpu-throughput.md").read_text()

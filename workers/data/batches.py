@@ -1,0 +1,56 @@
+"""Which samples each training step sees, and how they are augmented: an epoch's plan of batches,
+drawn on the CPU from a generator seeded by (seed, epoch), so a resumed run and a run on another
+device see the same batches.
+
+A `Batch` is small — sample indices and per-sample augmentation draws, ~7 bytes a sample — and is
+what travels to a teacher actor that holds the training split: it rebuilds the same augmented
+inputs with `batch_inputs`, instead of receiving them (~3 KB a sample for 28×28 float images).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from workers.data.augment import AugmentDraws, apply_augmentation, to_model_input
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One step's samples (`indices` into the training split, int32) and their augmentation."""
+
+    indices: torch.Tensor
+    draws: AugmentDraws | None = None
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def nbytes(self) -> int:
+        """Bytes this request carries (indices and draws)."""
+        parts = [self.indices] + ([] if self.draws is None else
+                                  [t for t in (self.draws.shift_y, self.draws.shift_x, self.draws.mirror)
+                                   if t is not None])
+        return sum(t.numel() * t.element_size() for t in parts)
+
+
+def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, augment: bool = True, padding: int = 2,
+                  flip: bool = True) -> Iterator[Batch]:
+    """The batches of one epoch: a permutation of the n samples and, when `augment`, one shift and
+    mirror draw per position, all from a CPU generator seeded by seed · 100003 + epoch."""
+    generator = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    order = torch.randperm(n, generator=generator).to(torch.int32)
+    draws = AugmentDraws.draw(n, generator, padding, flip) if augment and (padding > 0 or flip) else None
+    for start in range(0, n, batch_size):
+        window = slice(start, start + batch_size)
+        yield Batch(order[window], None if draws is None else draws.take(window))
+
+
+def batch_inputs(images: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """Float model input of `batch` from uint8 training images N×C×H×W (on any device): gather,
+    augment, scale — on the images' device."""
+    picked = images[batch.indices.to(images.device, torch.long)]
+    if batch.draws is not None:
+        picked = apply_augmentation(picked, batch.draws)
+    return to_model_input(picked)
