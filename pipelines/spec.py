@@ -75,6 +75,10 @@ class MethodSpec(_Strict):
         "teacher", description="LDI: whose largest logits pick the K classes")
     p: float = Field(2.0, gt=0, description="LDI: the p of the ‖·‖ₚ on logit differences")
     margin: float = Field(0.0, ge=0, description="LDI: differences below this margin cost nothing")
+    ldi_reduction: Literal["sum", "mean"] = Field(
+        "sum", description="LDI per sample: the sum over the K selected classes (ELODI Eq. 8), or their mean "
+        "(the reference code's; 1/K the size)")
+    exclude_label: bool = Field(False, description="LDI leaves the true class's term out (the reference code does)")
     legacy_weight: float | None = Field(None, ge=0, le=1, description="λ of ELODI Eq. 9; needs `old`")
     temperature: float | None = Field(None, gt=0, description="KD / FD-KL temperature; None: the method default")
     focal_alpha: float = Field(1.0, ge=0, description="FD: weight of every sample in the distillation term")

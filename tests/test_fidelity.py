@@ -34,7 +34,7 @@ def quick_run(tmp_path_factory):
 def test_quick_writes_section_table_and_plot(quick_run):
     out, record, stdout = quick_run
     text = out.read_text()
-    assert "## Fidelity: the papers' ER/NFR ordering on Fashion-MNIST" in text
+    assert "## Fidelity, small scale (CPU): the papers' ER/NFR ordering on Fashion-MNIST" in text
     assert "`python -m benchmarks.fidelity --quick`" in text
     assert "![ER–NFR scatter](fidelity-scatter.png)" in text
     assert (out.parent / "fidelity-scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -43,6 +43,26 @@ def test_quick_writes_section_table_and_plot(quick_run):
         assert any(method in m for m in methods), method
         assert any(method in line for line in text.splitlines() if line.startswith("|")), method
     assert "1/20" in stdout and "20/20" in stdout  # progress lines
+
+
+def test_the_gpu_mode_runs_without_ray_mlflow_or_pydantic(tmp_path):
+    """`--gpu` runs every job in one process (a bare GPU machine has no Ray, MLflow or pydantic);
+    its code path, on the CPU at toy scale (mode gpu-check): replicas packed, gap closed reported."""
+    out = tmp_path / "docs" / "benchmarks.md"
+    probe = ("import sys\nfrom benchmarks.fidelity.cli import main\n"
+             f"main(['--mode', 'gpu-check', '--out', {str(out)!r}, '--work', {str(tmp_path / 'work')!r}])\n"
+             "print('loaded', sorted(m for m in ('ray', 'mlflow', 'pydantic') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "loaded []" in done.stdout
+    record = json.loads((tmp_path / "work" / "gpu-check" / "results.json").read_text())
+    elodi = next(e for e in record["eval"]["table"] if e["method"].startswith("elodi K=all"))
+    assert elodi["gap_closed"] is not None and any("gap" in c["target"] for c in record["eval"]["verdicts"])
+    replicas = [json.loads(p.read_text()) for p in (tmp_path / "work" / "gpu-check").glob("s0_old_replica-*.json")]
+    assert replicas and all(r.get("packed") == 2 for r in replicas)  # m = 2 replicas of a version, one model
+    text = out.read_text()
+    assert "## Fidelity at GPU scale" in text and "gap closed %" in text
 
 
 def test_quick_values_are_consistent(quick_run):

@@ -123,3 +123,33 @@ def test_ldi_from_top_k_teacher_logits_equals_dense_ldi():
     )
     with pytest.raises(ValueError, match="selection by the teacher"):
         losses.elodi(student, labels, compact, k=3, by="union")
+
+
+def test_ldi_reduction_and_the_excluded_true_class_by_hand():
+    student, teacher = torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[3.0, 2.0, 1.0]])
+    # K = 2 by the teacher: classes 0 and 1; squared gaps 4 and 0; class 2 is not selected
+    assert losses.logit_difference_inhibition(student, teacher, k=2).item() == 4.0
+    assert losses.logit_difference_inhibition(student, teacher, k=2, reduction="mean").item() == 2.0
+    label0, label2 = torch.tensor([0]), torch.tensor([2])
+    assert losses.logit_difference_inhibition(student, teacher, k=2, labels=label0).item() == 0.0
+    assert losses.logit_difference_inhibition(student, teacher, k=2, labels=label2).item() == 4.0
+    # K = C, the reference code's loss: the mean over all C classes with the true class zeroed
+    all_classes = losses.logit_difference_inhibition(student, teacher, k=3, reduction="mean", labels=label2)
+    assert all_classes.item() == pytest.approx((4.0 + 0.0) / 3)
+    top = losses.TopKLogits.of(teacher, 2)
+    for reduction in ("sum", "mean"):
+        for labels in (None, label0, label2):
+            dense = losses.logit_difference_inhibition(student, teacher, 2, reduction=reduction, labels=labels)
+            assert losses.ldi_topk(student, top, reduction=reduction, labels=labels).item() == dense.item()
+    with pytest.raises(ValueError, match="sum or mean"):
+        losses.logit_difference_inhibition(student, teacher, reduction="median")
+
+
+def test_elodi_objective_passes_its_ldi_choices():
+    student, teacher, labels = torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([0])
+    ce = losses.cross_entropy(student, labels).item()
+    plain = Objective("elodi", alpha=0.5, k=2)(student, labels, {"teacher": teacher}).item()
+    mean = Objective("elodi", alpha=0.5, k=2, ldi_reduction="mean")(student, labels, {"teacher": teacher}).item()
+    excluded = Objective("elodi", alpha=0.5, k=2, exclude_label=True)(student, labels, {"teacher": teacher}).item()
+    assert plain == pytest.approx(0.5 * ce + 0.5 * 4.0) and mean == pytest.approx(0.5 * ce + 0.5 * 2.0)
+    assert excluded == pytest.approx(0.5 * ce)

@@ -216,3 +216,17 @@ def test_negative_flips_and_per_class_nfr_hand_computed():
     assert np.isnan(nfr_by_class[3])  # class 3 has no samples
     # weighted by class counts, the per-class rates give back the global NFR
     assert abs((1 / 2 * 2 + 1 / 3 * 3 + 1.0 * 1) / 6 - metrics.negative_flip_rate(old, new, labels)) < 1e-12
+
+
+def test_nfr_matrix_rows_count_only_their_scope():
+    """Row i counts the samples in version i's scope (data growth: the classes it was trained on)."""
+    labels = np.array([0, 0, 1, 1, 2, 2])
+    v0 = np.array([0, 0, 1, 1, 0, 0])  # knows classes 0 and 1; right on all of them
+    v1 = np.array([0, 1, 1, 0, 2, 2])  # flips samples 1 and 3 of v0
+    scopes = [np.isin(labels, [0, 1]), np.ones(6, bool)]
+    matrix = metrics.nfr_matrix([v0, v1], labels, scopes)
+    assert matrix[0, 1] == pytest.approx(2 / 4)  # 2 flips among v0's 4 in-scope samples, not 2 / 6
+    assert matrix[1, 0] == pytest.approx(2 / 6)  # v1 right on samples 4 and 5, v0 wrong there
+    assert np.allclose(metrics.nfr_matrix([v0, v1], labels), [[0, 2 / 6], [2 / 6, 0]])
+    with pytest.raises(ValueError, match="masks"):
+        metrics.nfr_matrix([v0, v1], labels, scopes[:1])

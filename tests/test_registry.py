@@ -13,7 +13,7 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
-from conftest import SPEC_TRAIN
+from conftest import SPEC_DATA, SPEC_TRAIN
 from orchestrator.cli import main
 from orchestrator.tracking.registry import Reference, ledger_of
 
@@ -142,3 +142,26 @@ def test_checkpoints_in_s3_storage_on_the_cluster(ray_cluster, mlflow_stack, spe
     logged = json.dumps({**run.data.params, **run.data.tags})
     assert "s3://checkpoints/runs" in logged and mlflow_stack.secret_key not in logged
     assert mlflow_stack.access_key not in logged
+
+
+@pytest.mark.slow
+def test_data_growth_with_new_classes_counts_flips_on_the_classes_the_old_version_knows(ray_cluster, run_spec,
+                                                                                       tmp_path, capsys):
+    code, _, err = run_spec("grow-v1", model="grown", version="v1", data={**SPEC_DATA, "subset": "half-classes"})
+    assert code == 0, err
+    code, _, err = run_spec("grow-v2", model="grown", version="v2", old="grown/1")
+    assert code == 0, err
+    result = json.loads((tmp_path / "grow-v2" / "result.json").read_text())
+    labels = np.load(result["labels"])
+    old, new = (np.load(result["predictions"][k]).argmax(1) for k in ("old", "new"))
+    known = labels < 5  # half-classes: v1 was trained on classes 0–4 only
+    expected = np.count_nonzero((old == labels) & (new != labels) & known) / np.count_nonzero(known)
+    vs_old = result["metrics"]["vs_old"]
+    assert vs_old["n"] == np.count_nonzero(known) < len(labels) and vs_old["nfr"] == pytest.approx(expected)
+    everything = np.count_nonzero((old == labels) & (new != labels)) / len(labels)
+    assert result["metrics"]["vs_old_all_classes"]["nfr"] == pytest.approx(everything)
+    tags = MlflowClient().get_model_version("grown", "2").tags
+    assert tags["nfr"] == f"{expected:.6f}" and tags["nfr_classes"] == "0,1,2,3,4"
+    chain = versions_json(capsys, "grown", matrix=True)
+    assert chain["matrix"]["nfr_matrix"][0][1] == pytest.approx(expected)  # row v1 counts v1's classes
+    assert ledger_of(Reference("grown", "1"))["known_classes"].tolist() == [0, 1, 2, 3, 4]

@@ -57,6 +57,12 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return checkpoint
 
 
+def classes_seen(path: str | os.PathLike) -> tuple[int, ...] | None:
+    """The class ids the checkpoint's model was trained on (None: not recorded, take all)."""
+    seen = read_checkpoint(path).get("classes_seen")
+    return None if seen is None else tuple(int(c) for c in seen)
+
+
 def load_model(path: str | os.PathLike, allow_user_factories: bool = False) -> tuple[nn.Module, ModelSettings]:
     """Rebuild the model a checkpoint describes and load its weights (strict), in eval mode."""
     checkpoint = read_checkpoint(path)

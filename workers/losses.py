@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 TopKBy = Literal["teacher", "student", "union"]
+LdiReduction = Literal["sum", "mean"]
 
 
 def cross_entropy(student: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -111,15 +112,31 @@ def topk_class_mask(
     raise ValueError(f"topk_by must be teacher, student or union, got {by!r}")
 
 
+def _reduce_ldi(terms: torch.Tensor, selected: torch.Tensor, reduction: LdiReduction) -> torch.Tensor:
+    """Batch mean of Σ_k terms (sum) or of Σ_k terms / |K(x)| (mean over the selected classes)."""
+    per_sample = terms.sum(dim=1)
+    if reduction == "mean":
+        per_sample = per_sample / selected.sum(dim=1).clamp(min=1)
+    elif reduction != "sum":
+        raise ValueError(f"reduction must be sum or mean, got {reduction!r}")
+    return per_sample.mean()
+
+
 def logit_difference_inhibition(
     student: torch.Tensor, teacher: torch.Tensor, k: int = 10,
     p: float = 2.0, margin: float = 0.0, by: TopKBy = "teacher",
+    reduction: LdiReduction = "sum", labels: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """LDI (ELODI Eq. 8): (1/B) Σ_i Σ_{k ∈ K(x_i)} max(|s_ik − t_ik| − margin, 0)^p,
-    K(x_i) chosen per sample by :func:`topk_class_mask`."""
+    """LDI (ELODI Eq. 8): (1/B) Σ_i r_i Σ_{k ∈ K(x_i), k ≠ ℓ_i} max(|s_ik − t_ik| − margin, 0)^p, with
+    K(x_i) chosen per sample by :func:`topk_class_mask`; r_i = 1 (`sum`, the paper's equation) or
+    1/|K(x_i)| (`mean`, the reference code's); the true class ℓ_i is left out only when `labels` is
+    given (the reference code zeroes that term)."""
     mask = topk_class_mask(student, teacher, k, by)
     gap = ((student - teacher).abs() - margin).clamp(min=0).pow(p)
-    return (gap * mask).sum(dim=1).mean()
+    terms = gap * mask
+    if labels is not None:
+        terms = terms.scatter(1, labels[:, None], 0.0)
+    return _reduce_ldi(terms, mask, reduction)
 
 
 class TopKLogits(NamedTuple):
@@ -138,32 +155,40 @@ class TopKLogits(NamedTuple):
         return TopKLogits(self.values.to(device), self.indices.to(device))
 
 
-def ldi_topk(student: torch.Tensor, teacher: TopKLogits, p: float = 2.0, margin: float = 0.0) -> torch.Tensor:
+def ldi_topk(student: torch.Tensor, teacher: TopKLogits, p: float = 2.0, margin: float = 0.0,
+             reduction: LdiReduction = "sum", labels: torch.Tensor | None = None) -> torch.Tensor:
     """LDI with K(x) = the teacher's top-K classes, given only those logits:
-    (1/B) Σ_i Σ_j max(|s_i[c_ij] − v_ij| − margin, 0)^p, (v, c) = teacher values and indices."""
-    selected = student.gather(1, teacher.indices.long())
-    return ((selected - teacher.values).abs() - margin).clamp(min=0).pow(p).sum(dim=1).mean()
+    (1/B) Σ_i r_i Σ_j max(|s_i[c_ij] − v_ij| − margin, 0)^p, (v, c) = teacher values and indices;
+    r_i and the true class as in :func:`logit_difference_inhibition`."""
+    indices = teacher.indices.long()
+    terms = ((student.gather(1, indices) - teacher.values).abs() - margin).clamp(min=0).pow(p)
+    if labels is not None:
+        terms = terms.masked_fill(indices == labels[:, None], 0.0)
+    return _reduce_ldi(terms, torch.ones_like(terms, dtype=torch.bool), reduction)
 
 
 def elodi(
     student: torch.Tensor, labels: torch.Tensor, ensemble: torch.Tensor | TopKLogits,
     alpha: float = 0.8, k: int = 10, p: float = 2.0, margin: float = 0.0, by: TopKBy = "teacher",
     old: torch.Tensor | None = None, legacy_weight: float | None = None,
+    reduction: LdiReduction = "sum", exclude_label: bool = False,
 ) -> torch.Tensor:
     """ELODI: (1−α)·CE + α·LDI(s; ens). With a legacy old model (ELODI Eq. 9):
     (1−α)·CE + α·[λ·LDI(s; ens) + (1−λ)·LDI(s; old)], λ = `legacy_weight`.
-    `ensemble` may come as :class:`TopKLogits` (selection by the teacher only)."""
+    `ensemble` may come as :class:`TopKLogits` (selection by the teacher only); `reduction` and
+    `exclude_label` shape every LDI term (see :func:`logit_difference_inhibition`)."""
+    true_class = labels if exclude_label else None
     if isinstance(ensemble, TopKLogits):
         if by != "teacher":
             raise ValueError("top-K teacher logits only serve selection by the teacher")
-        distill = ldi_topk(student, ensemble, p, margin)
+        distill = ldi_topk(student, ensemble, p, margin, reduction, true_class)
     else:
-        distill = logit_difference_inhibition(student, ensemble, k, p, margin, by)
+        distill = logit_difference_inhibition(student, ensemble, k, p, margin, by, reduction, true_class)
     if legacy_weight is not None:
         if old is None:
             raise ValueError("legacy_weight needs the old model's logits")
         if not 0.0 <= legacy_weight <= 1.0:
             raise ValueError(f"legacy_weight must lie in [0, 1], got {legacy_weight}")
-        legacy = logit_difference_inhibition(student, old, k, p, margin, by)
+        legacy = logit_difference_inhibition(student, old, k, p, margin, by, reduction, true_class)
         distill = legacy_weight * distill + (1.0 - legacy_weight) * legacy
     return (1.0 - alpha) * cross_entropy(student, labels) + alpha * distill

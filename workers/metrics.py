@@ -97,11 +97,13 @@ def relative_nfr(nfr: float, er_old: float, er_new: float) -> float | None:
     return float(nfr / denominator)
 
 
-def nfr_matrix(predictions_list: Sequence[Any], labels: Any) -> np.ndarray:
+def nfr_matrix(predictions_list: Sequence[Any], labels: Any, scopes: Sequence[Any] | None = None) -> np.ndarray:
     """V×V matrix M[i, j] = NFR of version j relative to version i; diagonal 0.
 
     With correctness C (V×N, C[v, n] = 1[ŷ_v,n = ℓ_n]) and Gram matrix G = C·Cᵀ
-    (G[i, j] = #both correct): M[i, j] = (G[i, i] − G[i, j]) / N.
+    (G[i, j] = #both correct): M[i, j] = (G[i, i] − G[i, j]) / N. With `scopes` (one boolean
+    mask S_i over the N samples per version: e.g. the classes version i was trained on), row i
+    counts only its samples: G[i, j] = Σ_n S_in C_in C_jn and M[i, j] = (G[i, i] − G[i, j]) / |S_i|.
     G is accumulated blockwise in float32 (exact per block) into int64 counts.
     """
     truth = _labels(labels)
@@ -110,12 +112,16 @@ def nfr_matrix(predictions_list: Sequence[Any], labels: Any) -> np.ndarray:
     correct = np.stack(
         [_correct(p, truth, f"predictions[{v}]") for v, p in enumerate(predictions_list)]
     )
+    scope = np.ones_like(correct) if scopes is None else np.stack([np.asarray(s, dtype=bool) for s in scopes])
+    if scope.shape != correct.shape:
+        raise ValueError(f"scopes must be {correct.shape[0]} masks of {correct.shape[1]} samples")
     both_correct = np.zeros((len(correct), len(correct)), dtype=np.int64)
     for start in range(0, len(truth), _EXACT_FLOAT32_BLOCK):
-        block = correct[:, start : start + _EXACT_FLOAT32_BLOCK].astype(np.float32)
-        both_correct += (block @ block.T).astype(np.int64)
+        window = slice(start, start + _EXACT_FLOAT32_BLOCK)
+        block = correct[:, window].astype(np.float32)
+        both_correct += ((block * scope[:, window]) @ block.T).astype(np.int64)
     only_old_correct = np.diag(both_correct)[:, None] - both_correct
-    return only_old_correct / len(truth)
+    return only_old_correct / np.maximum(scope.sum(axis=1), 1)[:, None]
 
 
 def update_report(old: Any, new: Any, labels: Any) -> dict[str, Any]:

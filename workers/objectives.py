@@ -42,6 +42,8 @@ class Objective:
     margin: float = 0.0
     topk_by: losses.TopKBy = "teacher"
     legacy_weight: float | None = None
+    ldi_reduction: losses.LdiReduction = "sum"  # LDI per sample: sum over K(x), or mean (the reference code)
+    exclude_label: bool = False  # leave the true class out of LDI (the reference code does)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -69,7 +71,8 @@ class Objective:
         if self.method == "elodi":
             return losses.elodi(
                 student, labels, refs["teacher"], self.weight, self.k, self.p, self.margin, self.topk_by,
-                old=refs.get("old"), legacy_weight=self.legacy_weight,
+                old=refs.get("old"), legacy_weight=self.legacy_weight, reduction=self.ldi_reduction,
+                exclude_label=self.exclude_label,
             )
         ce = losses.cross_entropy(student, labels)
         if self.method == "none":

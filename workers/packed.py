@@ -30,11 +30,11 @@ from torch.func import functional_call, stack_module_state, vmap
 from workers.checkpoints import read_checkpoint, save_checkpoint
 from workers.data import batch_inputs
 from workers.inference import predict_logits
-from workers.metrics import error_rate, negative_flip_rate
+from workers.metrics import error_rate
 from workers.progress import ProgressEvent
 from workers.stages import Bookkeeping, TrainJob, TrainRecord, cached_splits, settings_of, train_job, val_reference
 from workers.trainer import (
-    SYNC_EVERY, EpochStats, NonFiniteLossError, TrainResult, _schedule, autocast, batches,
+    SYNC_EVERY, EpochStats, NonFiniteLossError, TrainResult, _schedule, autocast, batches, classes_seen, scoped_nfr,
 )
 
 
@@ -99,6 +99,7 @@ def _train_together(jobs: Sequence[TrainJob], books: Sequence[Bookkeeping]) -> l
         scheduler.load_state_dict(states[0]["scheduler"])
     images, targets = splits.train.images.to(device), splits.train.labels.to(device)
     references = [val_reference(job) for job in jobs]
+    seen = classes_seen(splits.train)
     for epoch in range(results[0].resumed_from, config.epochs):
         began, seen = time.perf_counter(), 0
         loss_sum = torch.zeros(k, device=device)
@@ -137,12 +138,12 @@ def _train_together(jobs: Sequence[TrainJob], books: Sequence[Bookkeeping]) -> l
                                clipped_fraction=clipped[r].item() / steps_per_epoch)
             val_logits = predict_logits(model, splits.val, config.eval_batch_size, device)
             stats.val_error_rate = error_rate(val_logits, splits.val.labels)
-            if references[r] is not None:
-                stats.val_nfr = negative_flip_rate(references[r], val_logits, splits.val.labels)
+            stats.val_nfr = scoped_nfr(references[r], val_logits, splits.val.labels)
             model.train()
             result.history.append(stats)
             result.epochs_run += 1
-            save_checkpoint(b.local, model, settings, optimizer=optimizer_states[r], scheduler=scheduler.state_dict(),
+            save_checkpoint(b.local, model, settings, classes_seen=seen, optimizer=optimizer_states[r],
+                            scheduler=scheduler.state_dict(),
                             epoch=epoch + 1, steps=result.steps, history=[asdict(h) for h in result.history],
                             config=asdict(job.config))
             b.epoch_end(stats)

@@ -23,7 +23,7 @@ import torch
 
 from workers import storage
 from workers.bcwi import select_bcwi
-from workers.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
+from workers.checkpoints import CheckpointError, ModelSettings, classes_seen, load_model, save_checkpoint
 from workers.data import DataSplits, load_splits
 from workers.data.splits import fingerprint
 from workers.inference import FrozenModels, LocalReferences, ReferenceSource, predict_logits
@@ -31,6 +31,7 @@ from workers.objectives import Objective
 from workers.progress import ProgressEvent, ProgressReporter
 from workers.storage import fetch_checkpoint
 from workers.trainer import EpochStats, TrainConfig, TrainResult, train
+from workers.trainer import classes_seen as trainer_classes
 
 
 @dataclass(frozen=True)
@@ -109,14 +110,21 @@ class TrainRecord:
     seconds: float
     node_id: str | None = None
     teacher_batches: dict[str, int] | None = None
+    classes_seen: list[int] | None = None  # the class ids of its training split
 
 
 @lru_cache(maxsize=4)
 def reference_class_ids(uri: str, data: DataRequest, device: str, allow_user_factories: bool) -> torch.Tensor:
     """Class ids of the checkpoint at `uri` on the val split (what each epoch's val NFR counts
-    against); read once per process."""
-    model, _ = load_model(fetch_checkpoint(uri), allow_user_factories)
-    return predict_logits(model, cached_splits(data).val, device=device).argmax(1)
+    against), -1 for samples of classes it was not trained on; read once per process."""
+    path = fetch_checkpoint(uri)
+    model, _ = load_model(path, allow_user_factories)
+    val = cached_splits(data).val
+    ids = predict_logits(model, val, device=device).argmax(1)
+    known = classes_seen(path)
+    if known is not None:
+        ids[~torch.isin(val.labels, torch.tensor(known))] = -1
+    return ids
 
 
 def local_checkpoint(job: TrainJob) -> str:
@@ -164,7 +172,7 @@ class Bookkeeping:
             history=[asdict(h) for h in result.history], steps=result.steps, epochs_run=result.epochs_run,
             resumed_from=result.resumed_from, steps_run=result.steps_run,
             val_error_rate=result.history[-1].val_error_rate, pid=os.getpid(), host=socket.gethostname(),
-            seconds=time.perf_counter() - started,
+            seconds=time.perf_counter() - started, classes_seen=trainer_classes(cached_splits(self.job.data).train),
         )
 
 
@@ -235,6 +243,7 @@ class BcwiRecord:
     alpha: float
     sweep: list[dict[str, float]]
     checkpoint: str
+    classes_seen: list[int] | None = None
 
 
 def bcwi_job(
@@ -244,9 +253,12 @@ def bcwi_job(
     """Interpolate the old and the fine-tuned weights with the α `select_bcwi` picks on the val
     split; store the result at `out_uri` (local or S3)."""
     old, settings = load_model(fetch_checkpoint(old_uri), allow_user_factories)
-    tuned, _ = load_model(fetch_checkpoint(tuned_uri), allow_user_factories)
+    tuned_path = fetch_checkpoint(tuned_uri)
+    tuned, _ = load_model(tuned_path, allow_user_factories)
     choice = select_bcwi(old, tuned, cached_splits(data).val, alphas, er_tolerance, device)
     tuned.load_state_dict(choice.state_dict)
+    seen = classes_seen(tuned_path)
     with tempfile.TemporaryDirectory(prefix="congruent-bcwi-") as tmp:
-        local = save_checkpoint(Path(tmp, "model-bcwi.pt"), tuned, settings, bcwi_alpha=choice.alpha)
-        return BcwiRecord(choice.alpha, choice.sweep, storage.upload(local, out_uri))
+        local = save_checkpoint(Path(tmp, "model-bcwi.pt"), tuned, settings, bcwi_alpha=choice.alpha,
+                                **({} if seen is None else {"classes_seen": list(seen)}))
+        return BcwiRecord(choice.alpha, choice.sweep, storage.upload(local, out_uri), None if seen is None else list(seen))

@@ -84,7 +84,7 @@ class EpochStats:
     samples_per_second: float
     clipped_fraction: float
     val_error_rate: float | None = None
-    val_nfr: float | None = None  # NFR on the val split against `val_reference` (the old model)
+    val_nfr: float | None = None  # NFR on the val split against `val_reference` (the old model's classes)
 
 
 @dataclass
@@ -115,6 +115,23 @@ def _raise_if_non_finite(first_bad: torch.Tensor, bad_loss: torch.Tensor, epoch:
     step = int(first_bad.item())
     if step:
         raise NonFiniteLossError(step, epoch, bad_loss.item())
+
+
+def classes_seen(data: ImageSet) -> list[int]:
+    """The class ids present in a training split: what a model trained on it knows (data growth:
+    NFR against it is counted on these classes only)."""
+    return sorted(int(c) for c in torch.unique(data.labels))
+
+
+def scoped_nfr(reference: torch.Tensor | None, logits: torch.Tensor, labels: torch.Tensor) -> float | None:
+    """NFR against `reference` (the old model's class ids on these samples; -1 marks a sample of a
+    class the old model never saw, left out of the count); None without a reference."""
+    if reference is None:
+        return None
+    known = reference >= 0
+    if not bool(known.any()):
+        return None
+    return negative_flip_rate(reference[known], logits[known], labels[known])
 
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
@@ -173,7 +190,7 @@ def train(
     With `checkpoint_path` (and `settings`), a checkpoint is written at each epoch end, and an
     existing one is resumed from (model, optimizer, schedule and epoch). `on_step(epoch, step,
     steps_per_epoch)` follows progress inside an epoch; with `val_reference` (the old model's class
-    ids on `val`) each epoch also records the validation NFR against it.
+    ids on `val`, -1 outside its classes) each epoch also records the validation NFR against it.
     """
     objective = objective or Objective("none")
     missing = [name for name in objective.references if name not in (references.names if references else ())]
@@ -244,13 +261,13 @@ def train(
         if val is not None:
             logits = predict_logits(model, val, config.eval_batch_size, device)
             stats.val_error_rate = error_rate(logits, val.labels)
-            if val_reference is not None:
-                stats.val_nfr = negative_flip_rate(val_reference, logits, val.labels)
+            stats.val_nfr = scoped_nfr(val_reference, logits, val.labels)
         result.history.append(stats)
         result.epochs_run += 1
         if checkpoint_path is not None:
             save_checkpoint(
-                checkpoint_path, model, settings, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
+                checkpoint_path, model, settings, classes_seen=classes_seen(data),
+                optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
                 epoch=epoch + 1, steps=result.steps, history=[asdict(h) for h in result.history],
                 config=asdict(config),
             )

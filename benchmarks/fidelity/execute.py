@@ -1,10 +1,12 @@
-"""Running the plan on Ray: one task per model, two at once on two cores, in submission order.
+"""Running the plan: on Ray (one task per model, two at once on two cores, in submission order), or
+in this process (`run_plan_local`: a bare GPU machine, no Ray; consecutive replicas of a version
+trained together as one batched model, workers/packed.py).
 
-Each task trains (or, for BCWI, interpolates) one model with the project's `train_job`, then saves
-its logits on the eval and val splits next to the checkpoint. A task whose record file exists
+Each job trains (or, for BCWI, interpolates) one model with the project's `train_job`, then saves
+its logits on the eval and val splits next to the checkpoint. A job whose record file exists
 returns it without work, and `train_job` resumes a partial checkpoint: a rerun picks up where the
-last one stopped. Dependencies (a student needs its teachers and the old model) are Ray object refs,
-so a task starts as soon as the models it needs exist.
+last one stopped. On Ray, dependencies (a student needs its teachers and the old model) are object
+refs, so a task starts as soon as the models it needs exist; locally the plan's order suffices.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import ray
 import torch
 
 from benchmarks.fidelity.plan import Planned, Planner
@@ -42,13 +43,14 @@ def _save_logits(model: torch.nn.Module, planned: Planned, device: str) -> dict[
     return errors
 
 
-def _load(paths: tuple[str, ...], device: str) -> FrozenModels:
-    return FrozenModels([load_model(path)[0] for path in paths], device)
+def _load(paths: tuple[str, ...], device: str, precision: str = "fp32") -> FrozenModels:
+    return FrozenModels([load_model(path)[0] for path in paths], device, precision)
 
 
 def _train(planned: Planned, paths: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     device = planned.job.config.device
-    references = LocalReferences(**{name: _load(group, device) for name, group in paths.items()}) if paths else None
+    precision = planned.job.config.precision
+    references = LocalReferences(**{name: _load(group, device, precision) for name, group in paths.items()}) if paths else None
     record = train_job(planned.job, references)
     model, _ = load_model(planned.job.checkpoint_uri)
     return {**asdict(record), **_save_logits(model.to(device), planned, device)}
@@ -82,6 +84,8 @@ def run_one(planned: Planned, paths: dict[str, tuple[str, ...]], bcwi_tolerance:
 def run_plan(plan: Planner, say: Callable[[str], None] = print) -> dict[str, dict]:
     """Submit every planned job in order as a one-CPU Ray task (Ray must be initialised); print each
     as it finishes; return name → record."""
+    import ray
+
     plan.folder.mkdir(parents=True, exist_ok=True)
     task = ray.remote(run_one).options(num_cpus=1, num_gpus=plan.mode.gpus_per_task, max_retries=1)
     refs: dict[str, ray.ObjectRef] = {}
@@ -97,6 +101,56 @@ def run_plan(plan: Planner, say: Callable[[str], None] = print) -> dict[str, dic
         records[names[done[0]]] = record
         how = "cached" if record["cached"] else f"{record['seconds']:.0f} s, val ER {100 * record['val_error_rate']:.2f} %"
         say(f"[{time.perf_counter() - started:6.0f} s] {len(records)}/{len(refs)} {names[done[0]]} ({how})")
+    return records
+
+
+def _packable(planned: Planned) -> bool:
+    return planned.kind == "train" and not planned.references and planned.init_from is None
+
+
+def _run_pack(pack: list[Planned]) -> list[dict[str, Any]]:
+    """Replicas of one version (same data and settings, own seeds) as one batched model; cached
+    ones are returned as they are."""
+    from workers.packed import train_packed
+
+    trained: dict[str, dict[str, Any]] = {}
+    todo = [p for p in pack if not Path(f"{p.stem}.json").exists()]
+    if len(todo) > 1:
+        started = time.perf_counter()
+        torch.set_num_threads(todo[0].job.config.threads)
+        for planned, record in zip(todo, train_packed([p.job for p in todo])):
+            model, _ = load_model(planned.job.checkpoint_uri)
+            device = planned.job.config.device
+            saved = {**asdict(record), **_save_logits(model.to(device), planned, device),
+                     "seconds": time.perf_counter() - started, "packed": len(todo)}
+            Path(f"{planned.stem}.json").write_text(json.dumps(saved))
+            trained[planned.name] = {**saved, "cached": False}
+    return [trained.get(p.name) or run_one(p, {}, 0.0) for p in pack]
+
+
+def run_plan_local(plan: Planner, say: Callable[[str], None] = print) -> dict[str, dict]:
+    """Every planned job in this process, in the plan's order (teachers before their students);
+    up to `mode.pack` consecutive replicas of one version trained together. No Ray needed."""
+    plan.folder.mkdir(parents=True, exist_ok=True)
+    jobs, records, started = list(plan.jobs.values()), {}, time.perf_counter()
+    index = 0
+    while index < len(jobs):
+        group = [jobs[index]]
+        while (_packable(group[0]) and index + len(group) < len(jobs) and len(group) < plan.mode.pack
+               and _packable(jobs[index + len(group)])
+               and jobs[index + len(group)].job.data == group[0].job.data):
+            group.append(jobs[index + len(group)])
+        if len(group) > 1:
+            done = _run_pack(group)
+        else:
+            planned = group[0]
+            paths = {ref: tuple(f"{plan.jobs[n].stem}.pt" for n in names) for ref, names in planned.references}
+            done = [run_one(planned, paths, plan.mode.bcwi_tolerance)]
+        for planned, record in zip(group, done):
+            records[planned.name] = record
+            how = "cached" if record["cached"] else f"{record['seconds']:.0f} s, val ER {100 * record['val_error_rate']:.2f} %"
+            say(f"[{time.perf_counter() - started:6.0f} s] {len(records)}/{len(jobs)} {planned.name} ({how})")
+        index += len(group)
     return records
 
 

@@ -56,6 +56,12 @@ class Mode:
     topk_by: str = "teacher"  # LDI's K(x): the teacher ensemble's top-K (ELODI Eq. 5), the student's, or union
     device: str = "cpu"
     gpus_per_task: float = 0.0
+    batch_size: int = 128
+    precision: str = "fp32"  # bf16: forward passes under autocast (students and their teachers)
+    pack: int = 1  # replicas of one version trained together as one batched model (local executor)
+    chain: bool = True  # the v1 → v2 → v3 chain table (needs ELODI students of v1 too)
+    ldi_reduction: str = "sum"
+    exclude_label: bool = False
 
 
 MODES = {
@@ -63,8 +69,16 @@ MODES = {
                   epochs=1, lr=0.05, m=2, curve=(1, 2), curve_seeds=None, k_small=3),
     "default": Mode("default", seeds=3, arch="small-cnn", train_sizes=(2500, 5000, 10000), eval_limit=None,
                     epochs=6, lr=0.05, m=4, curve=(1, 2, 4, 8), curve_seeds=1, k_small=3),
-    "full": Mode("full", seeds=3, arch="resnet20", train_sizes=(13500, 27000, None), eval_limit=None,
-                 epochs=30, lr=0.1, m=8, curve=(1, 2, 4, 8), curve_seeds=None, k_small=3, device="cuda", gpus_per_task=0.25),
+    # one GPU, no Ray (python -m benchmarks.fidelity --gpu): resnet20 on the full training split for old
+    # and new (the update retrains; seeds differ), m = 4 and 8, both ends and plain old → ELODI new,
+    # every method, 3 seeds; replicas packed 8 at a time, students with their teachers in-process, bf16
+    "gpu": Mode("gpu", seeds=3, arch="resnet20", train_sizes=(27000, None, None), eval_limit=None, epochs=12,
+                lr=0.2, m=8, curve=(4, 8), curve_seeds=None, k_small=10, device="cuda", batch_size=512,
+                precision="bf16", pack=8, chain=False),
+    # the gpu mode's code path on a CPU in a minute (tests/test_fidelity.py)
+    "gpu-check": Mode("gpu-check", seeds=1, arch="mlp-small", train_sizes=(500, 1000, 1000), eval_limit=500,
+                      epochs=1, lr=0.05, m=2, curve=(1, 2), curve_seeds=None, k_small=10, batch_size=128, pack=2,
+                      chain=False),
 }
 
 
@@ -110,7 +124,7 @@ class Planner:
 
     def config(self, seed: int, epochs: int | None = None, clip: float | None = 5.0) -> TrainConfig:
         return TrainConfig(epochs=epochs or self.mode.epochs, lr=self.mode.lr, seed=seed, device=self.mode.device,
-                           max_grad_norm=clip)
+                           max_grad_norm=clip, batch_size=self.mode.batch_size, precision=self.mode.precision)
 
     def add(self, name: str, version: str, seed: int, objective: Objective = Objective(),
             references: dict[str, tuple[str, ...]] | None = None, init_from: str | None = None,
@@ -149,7 +163,8 @@ def elodi(plan: Planner, seed: int, version: str, m: int, k: int, legacy: bool =
     `legacy`, Eq. 9's extra LDI toward the plain old model (weight 1 − λ)."""
     teachers = replicas(plan, seed, version, m)
     objective = Objective("elodi", alpha=plan.mode.alpha, k=k, topk_by=plan.mode.topk_by,
-                          legacy_weight=plan.mode.legacy_weight if legacy else None)
+                          legacy_weight=plan.mode.legacy_weight if legacy else None,
+                          ldi_reduction=plan.mode.ldi_reduction, exclude_label=plan.mode.exclude_label)
     references = {"teacher": teachers}
     name = f"s{seed}/{version}/elodi-k{k}-m{m}"
     if legacy:
@@ -190,7 +205,7 @@ def table_rows(plan: Planner, seed: int, num_classes: int) -> list[Row]:
     rows += [Row(method, old, (toward_old(plan, seed, method),)) for method in ("kd", "fd-kl", "fd-lm", "dynamic-fd")]
     rows.append(Row(f"paragon ({mode.m}×, both ends)", replicas(plan, seed, "old", mode.m),
                     replicas(plan, seed, "new", mode.m)))
-    for k in (num_classes, mode.k_small):
+    for k in dict.fromkeys((num_classes, min(mode.k_small, num_classes))):
         label = "all" if k >= num_classes else str(k)
         rows.append(Row(f"elodi K={label} (both ends)", (elodi(plan, seed, "old", mode.m, k),),
                         (elodi(plan, seed, "new", mode.m, k),)))
@@ -230,7 +245,7 @@ def layout(mode: Mode, seeds: int, folder: Path, num_classes: int = 10) -> Layou
     plan = Planner(mode, folder)
     rows = {s: table_rows(plan, s, num_classes) for s in range(seeds)}
     plan.group = "chain"
-    chains = {s: chain_versions(plan, s, num_classes) for s in range(seeds)}
+    chains = {s: chain_versions(plan, s, num_classes) for s in range(seeds)} if mode.chain else {}
     plan.group = "curve"
     curves = {s: curve_rows(plan, s, num_classes) for s in range(min(seeds, mode.curve_seeds or seeds))}
     return Layout(plan, rows, chains, curves)

@@ -6,15 +6,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from benchmarks.fidelity.plan import VERSIONS
+from benchmarks.report import markdown_table
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+SECTION = "## Fidelity, small scale (CPU): the papers' ER/NFR ordering on Fashion-MNIST"
+GPU_SECTION = "## Fidelity at GPU scale: resnet20 on full Fashion-MNIST"
 
-from benchmarks.fidelity.plan import VERSIONS  # noqa: E402
-from benchmarks.report import markdown_table  # noqa: E402
 
-SECTION = "## Fidelity: the papers' ER/NFR ordering on Fashion-MNIST"
+def heading(mode: Mapping[str, Any]) -> str:
+    """The docs/benchmarks.md section a mode's results go to: GPU scale next to the CPU's small scale."""
+    return GPU_SECTION if mode["device"] == "cuda" or mode["name"].startswith("gpu") else SECTION
 
 
 def percent(value: tuple[float, float] | None) -> str:
@@ -35,9 +36,9 @@ def invocation_lines(runs: Sequence[Mapping[str, Any]]) -> str:
 
 
 def table_markdown(table: Sequence[Mapping[str, Any]]) -> str:
-    return markdown_table(["method", "ER_old %", "ER_new %", "NFR %", "Rel-NFR", "PFR %"], [
+    return markdown_table(["method", "ER_old %", "ER_new %", "NFR %", "Rel-NFR", "PFR %", "gap closed %"], [
         [e["method"], percent(e["er_old"]), percent(e["er_new"]), f"**{percent(e['nfr'])}**", plain_number(e["rel_nfr"]),
-         percent(e["pfr"])] for e in table])
+         percent(e["pfr"]), percent(e.get("gap_closed"))] for e in table])
 
 
 def verdict_lines(checks: Sequence[Mapping[str, Any]]) -> str:
@@ -62,22 +63,13 @@ def curve_markdown(curve: Sequence[Mapping[str, Any]]) -> str:
 
 def scatter(table: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
     """ER_new against NFR, one point per method (mean, error bars: std over seeds)."""
-    figure, axes = plt.subplots(figsize=(8, 5))
-    markers = "osD^vP*Xph<>"
-    for index, e in enumerate(table):
-        x, y = 100 * e["er_new"][0], 100 * e["nfr"][0]
-        axes.errorbar(x, y, xerr=100 * e["er_new"][1], yerr=100 * e["nfr"][1], fmt=markers[index % len(markers)],
-                      capsize=3, label=e["method"], color=plt.cm.tab20(index % 20))
-    axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    axes.set_xlabel("ER of the new model (%)")
-    axes.set_ylabel("NFR w.r.t. the old model (%)")
-    axes.set_title(title, fontsize=9)
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    from orchestrator.views import plots
+
+    points = [plots.Point(e["er_new"][0], e["nfr"][0], e["method"], er_std=e["er_new"][1], nfr_std=e["nfr"][1])
+              for e in table]
+    figure = plots.er_nfr_scatter(points, title, xlabel="ER of the new model (%)",
+                                  ylabel="NFR w.r.t. the old model (%)")
+    return plots.save(figure, path, dpi=120)
 
 
 def section_body(record: Mapping[str, Any], plot_name: str) -> str:
@@ -85,13 +77,22 @@ def section_body(record: Mapping[str, Any], plot_name: str) -> str:
     mode, test = record["mode"], record["eval"]
     none = next(e for e in test["table"] if e["method"] == "none")
     sizes = ", ".join(f"{v} {n if n else 'all'}" for v, n in zip(VERSIONS, mode["train_sizes"]))
+    chain = "" if not test["chain"] else f"""Chain v1 → v2 → v3 (pairwise NFR, the ELODI paper's Table 5 shape), plain models against ELODI
+models (K = all, m = {mode['m']}) on every version:
+
+{chain_markdown(test['chain'])}
+
+"""
+    growth = ("data growth on one architecture" if len(set(mode["train_sizes"])) == 3 else
+              "one architecture, old and new trained on the same images with different seeds (an update that retrains)")
     return f"""Command: `{record['command']}` on {record['cpus']} CPU cores ({record['machine']}, torch {record['torch']},
 {record['device']}), {record['date']}: {invocation_lines(record['invocations'])}.
 
-Setting ({'default' if mode['name'] == 'default' else '`--' + mode['name'] + '`'} mode): data growth on one architecture ({mode['arch']}), so BCWI applies. Training
+Setting ({'default' if mode['name'] == 'default' else '`--' + mode['name'] + '`'} mode): {growth} ({mode['arch']}), so BCWI applies. Training
 images per version: {sizes} (each slice contains the previous one); eval: the Fashion-MNIST test set
-({record['n_eval']} images); val: {record['n_val']} held-out training images. {mode['epochs']} epochs, SGD lr
-{mode['lr']} cosine, augmentation (pad-crop, flip), gradient norm clipped at 5. {record['seeds']} seeds; every
+({record['n_eval']} images); val: {record['n_val']} held-out training images. {mode['epochs']} epochs, batch
+{mode.get('batch_size', 128)}, {mode.get('precision', 'fp32')}, SGD lr {mode['lr']} cosine, augmentation (pad-crop, flip), gradient
+norm clipped at 5; LDI {mode.get('ldi_reduction', 'sum')} over K{', true class left out' if mode.get('exclude_label') else ''}. {record['seeds']} seeds; every
 method of a seed shares that seed's old model and replicas. Replica 1 of each version is its plain
 (no-treatment) model; the paragon is the mean logits of m = {mode['m']} replicas at both ends (the
 paper's Table 1 protocol: the old side is an ensemble too). ELODI (α = {mode['alpha']}, LDI with
@@ -106,20 +107,16 @@ Main table, old → new on the eval split (mean ± std over seeds):
 
 {table_markdown(test['table'])}
 
-No-treatment NFR is {100 * none['nfr'][0]:.2f} % with a seed-to-seed std of {100 * none['nfr'][1]:.2f} points.
+No-treatment NFR is {100 * none['nfr'][0]:.2f} % with a seed-to-seed std of {100 * none['nfr'][1]:.2f} points. "Gap closed" =
+(NFR_none − NFR) / (NFR_none − NFR_paragon), per seed, then mean ± std (the paper: 93 % on ImageNet).
 
 Targets (computed from the means above):
 
 {verdict_lines(test['verdicts'])}
 
-![ER–NFR scatter]({plot_name})
+{'![ER–NFR scatter](' + plot_name + ')' if plot_name else ''}
 
-Chain v1 → v2 → v3 (pairwise NFR, the ELODI paper's Table 5 shape), plain models against ELODI
-models (K = all, m = {mode['m']}) on every version:
-
-{chain_markdown(test['chain'])}
-
-NFR against the ensemble size m (both ends: paragon = m-model ensembles, ELODI = students of m
+{chain}NFR against the ensemble size m (both ends: paragon = m-model ensembles, ELODI = students of m
 replicas; m = 1 distils one replica), over {record['curve_seeds']} seed(s):
 
 {curve_markdown(test['curve'])}

@@ -172,13 +172,17 @@ def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run
     elif paragon is not None:
         logits["paragon"] = paragon
     labels = cached_splits(plan.data).eval.labels.numpy()
+    # flips against the old model count on the classes it knows (data growth with new classes)
+    known = np.ones(len(labels), bool) if plan.old_classes is None else np.isin(labels, plan.old_classes)
     metrics: dict[str, Any] = {"error_rate": error_rate(logits["new"], labels)}
     if "old" in logits:
-        metrics["vs_old"] = update_report(logits["old"], logits["new"], labels)
+        metrics["vs_old"] = update_report(logits["old"][known], logits["new"][known], labels[known])
+        if plan.old_classes is not None:
+            metrics["vs_old_all_classes"] = update_report(logits["old"], logits["new"], labels)
     if "paragon" in logits:
         metrics["vs_paragon"] = update_report(logits["paragon"], logits["new"], labels)
         if "old" in logits:
-            metrics["paragon_vs_old"] = update_report(logits["old"], logits["paragon"], labels)
+            metrics["paragon_vs_old"] = update_report(logits["old"][known], logits["paragon"][known], labels[known])
     folder = run_dir / "predictions"
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / "labels.npy", labels)
@@ -197,6 +201,7 @@ def version_tags(spec: UpdateSpec, plan: Plan, metrics: dict[str, Any]) -> dict[
         "parent_version": plan.parent.version if plan.parent else "", "old": spec.old or "",
         "fingerprint": plan.fingerprint, "spec_hash": spec.spec_hash, "error_rate": f"{metrics['error_rate']:.6f}",
         **{k: ("" if vs_old.get(k) is None else f"{vs_old[k]:.6f}") for k in ("nfr", "pfr", "rel_nfr")},
+        **({"nfr_classes": ",".join(map(str, plan.old_classes))} if plan.old_classes is not None else {}),
     }
 
 
@@ -220,8 +225,9 @@ def publish(plan: Plan, result: PipelineResult, run_dir: Path, watch: StageWatch
     runs.log_metrics("seconds.", result.seconds)
     runs.log_evaluation(result.metrics, run_dir / "predictions")
     (run_dir / "ledger").mkdir(exist_ok=True)
+    trained = result.bcwi or result.student
     ledger = write_ledger(run_dir / "ledger" / "predictions.npz", np.load(result.predictions["new"]),
-                          np.load(result.labels), result.fingerprint)
+                          np.load(result.labels), result.fingerprint, trained.classes_seen if trained else None)
     runs.log_file(ledger, "ledger")
     if result.checkpoint is not None:
         version, new = registry.register_once(spec.model, result.checkpoint, version_tags(spec, plan, result.metrics),

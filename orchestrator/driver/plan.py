@@ -34,7 +34,8 @@ def objective_of(method: MethodSpec) -> Objective:
     return Objective(
         name, alpha=method.alpha, temperature=method.temperature, focal_alpha=method.focal_alpha,
         focal_beta=method.focal_beta, distance=method.distance, k=method.k, p=method.p, margin=method.margin,
-        topk_by=method.topk_by, legacy_weight=method.legacy_weight,
+        topk_by=method.topk_by, legacy_weight=method.legacy_weight, ldi_reduction=method.ldi_reduction,
+        exclude_label=method.exclude_label,
     )
 
 
@@ -55,6 +56,7 @@ class Plan:
     data_key: str  # the train, val and eval content's fingerprint
     fingerprint: str  # the regression-eval split's
     num_classes: int
+    old_classes: tuple[int, ...] | None = None  # the old model's classes, when it knows fewer than the data has
 
     @property
     def method(self) -> str:
@@ -152,7 +154,7 @@ def preflight(spec: UpdateSpec) -> Plan:
     """Every check that needs the data, the old checkpoint or the registry, before any Ray work:
     SpecError or RegistryError (one line) when the spec cannot run."""
     from orchestrator.tracking.registry import check_eval_split
-    from workers.checkpoints import CheckpointError, load_model
+    from workers.checkpoints import CheckpointError, classes_seen, load_model
     from workers.data import DataError
     from workers.models import ModelError, resolve_factory
     from workers.stages import cached_splits, data_fingerprint
@@ -168,11 +170,16 @@ def preflight(spec: UpdateSpec) -> Plan:
         splits = cached_splits(request)
     except DataError as e:
         raise SpecError(f"data: {e}") from None
+    old_classes = None
     if spec.old is not None:
         try:  # the weights are loaded too: a checkpoint of another architecture fails here, not in a worker
-            _, old = load_model(storage.fetch_checkpoint(spec.old), spec.allow_user_factories)
+            path = storage.fetch_checkpoint(spec.old)
+            _, old = load_model(path, spec.allow_user_factories)
+            old_classes = classes_seen(path)
         except (CheckpointError, FileNotFoundError, ModelError) as e:
             raise SpecError(f"old: {e}") from None
+        if old_classes is not None and set(old_classes) >= set(range(splits.num_classes)):
+            old_classes = None  # it knows every class: NFR counts every sample
         if old.num_classes != splits.num_classes:
             raise SpecError(f"old: {spec.old} has {old.num_classes} classes, the data has {splits.num_classes}")
         if (old.in_channels, old.image_size) != (splits.in_channels, splits.image_size):
@@ -182,4 +189,4 @@ def preflight(spec: UpdateSpec) -> Plan:
             raise SpecError(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
     if parent is not None:
         check_eval_split(parent, splits.fingerprint)
-    return Plan(spec, parent, request, data_fingerprint(request), splits.fingerprint, splits.num_classes)
+    return Plan(spec, parent, request, data_fingerprint(request), splits.fingerprint, splits.num_classes, old_classes)

@@ -22,7 +22,7 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from orchestrator.tracking.ledger import read_ledger
+from orchestrator.tracking.ledger import known_mask, read_ledger
 from orchestrator.views import plots
 from workers.metrics import error_rate, negative_flip_rate, nfr_matrix
 _REFERENCE = re.compile(r"^(?:models:/)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:@(?P<alias>[A-Za-z][\w-]*)|/(?P<version>\d+))$")
@@ -135,7 +135,8 @@ def chain_matrix(name: str, fingerprint: str) -> tuple[list[str], list[list[floa
         return [], []
     ledgers = [ledger_of(Reference(name, mv.version)) for mv in members]
     labels = ledgers[0]["labels"]
-    return [str(mv.version) for mv in members], nfr_matrix([ledger["class_ids"] for ledger in ledgers], labels).tolist()
+    matrix = nfr_matrix([ledger["class_ids"] for ledger in ledgers], labels, [known_mask(ledger) for ledger in ledgers])
+    return [str(mv.version) for mv in members], matrix.tolist()
 
 
 def write_matrix_files(folder: Path, names: list[str], matrix: list[list[float]], title: str) -> list[Path]:
@@ -159,8 +160,8 @@ def gate(name: str, candidate: str, max_nfr: float, max_er_increase: float) -> t
     if str(new["fingerprint"]) != str(old["fingerprint"]):
         raise RegistryError(f"{name} v{candidate} and champion v{champion.version} were evaluated on different "
                             f"eval splits ({new['fingerprint']} vs {old['fingerprint']})")
-    labels = new["labels"]
-    nfr = negative_flip_rate(old["class_ids"], new["class_ids"], labels)
+    labels, known = new["labels"], known_mask(old)  # flips on the classes the champion knows
+    nfr = negative_flip_rate(old["class_ids"][known], new["class_ids"][known], labels[known])
     increase = error_rate(new["class_ids"], labels) - error_rate(old["class_ids"], labels)
     problems = []
     if nfr > max_nfr:
@@ -210,12 +211,15 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
     import numpy as np
     import torch
 
-    from workers.checkpoints import load_model, save_checkpoint
+    from workers.checkpoints import classes_seen, load_model, save_checkpoint
     from workers.storage import fetch_checkpoint
 
-    network, settings = load_model(fetch_checkpoint(checkpoint), allow_user_factories)
+    path = fetch_checkpoint(checkpoint)
+    network, settings = load_model(path, allow_user_factories)
+    seen = classes_seen(path)
     with tempfile.TemporaryDirectory() as tmp:
-        clean = save_checkpoint(Path(tmp, "model.pt"), network, settings, fingerprint=tags["fingerprint"])
+        clean = save_checkpoint(Path(tmp, "model.pt"), network, settings, fingerprint=tags["fingerprint"],
+                                **({} if seen is None else {"classes_seen": list(seen)}))
         mlflow.log_artifact(str(clean), "checkpoint")
     example = np.zeros((1, settings.in_channels, settings.image_size, settings.image_size), np.float32)
     # the serving copy is MLflow's pickle flavour (pt2 would need torch.export of every architecture);
