@@ -34,7 +34,7 @@ from workers.metrics import error_rate
 from workers.progress import ProgressEvent
 from workers.stages import Bookkeeping, TrainJob, TrainRecord, cached_splits, settings_of, train_job, val_reference
 from workers.trainer import (
-    SYNC_EVERY, EpochStats, NonFiniteLossError, TrainResult, _schedule, autocast, batches, classes_seen, scoped_nfr,
+    SYNC_EVERY, EpochStats, NonFiniteLossError, TrainResult, _schedule, batches, classes_seen, scoped_nfr,
 )
 
 
@@ -109,8 +109,7 @@ def _train_together(jobs: Sequence[TrainJob], books: Sequence[Bookkeeping]) -> l
         for step, group in enumerate(zip(*plans), 1):
             inputs = torch.stack([batch_inputs(images, b) for b in group])
             labels = torch.stack([targets[b.indices.to(device, torch.long)] for b in group])
-            with autocast(device, config.precision):
-                logits = forward(params, buffers, inputs)
+            logits = forward(params, buffers, inputs)  # fp32: vmap'd BatchNorm has no bf16 autocast backward
             losses = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), reduction="none")
             losses = losses.view(k, -1).mean(1)  # each replica's own batch-mean CE
             for result in results:

@@ -43,6 +43,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(always for GPU modes)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the section and plot from the "
                         "cache's results.json")
+    parser.add_argument("--deadline-s", type=float, default=None, help="start no new model after this many "
+                        "seconds (in-process runs); the tables cover the rows whose models were trained")
+    parser.add_argument("--evaluate-only", action="store_true", help="train nothing: tables from the cache's "
+                        "trained models (e.g. logits brought back from a GPU machine)")
     parser.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the mode's)")
     parser.add_argument("--out", default="docs/benchmarks.md", help="markdown file to write the section into")
     parser.add_argument("--work", default="benchmark-output/fidelity", help="cache of trained models and logits")
@@ -57,10 +61,12 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def evaluate(layout: planning.Layout) -> dict:
-    """Results on the eval and val splits (all versions share both: train_limit cuts train only)."""
+    """Results on the eval and val splits (all versions share both: train_limit cuts train only),
+    over the rows whose models were all trained (a deadline may have stopped the run)."""
     data = cached_splits(layout.plan.data("new"))
-    return {split: results(layout, load_logits(layout.plan, split), getattr(data, split).labels.numpy())
-            for split in ("eval", "val")}
+    logits = {split: load_logits(layout.plan, split) for split in ("eval", "val")}
+    pruned = planning.prune(layout, set(logits["eval"]) & set(logits["val"]))
+    return {split: results(pruned, logits[split], getattr(data, split).labels.numpy()) for split in ("eval", "val")}
 
 
 def invocations(work: Path, this: dict) -> list[dict]:
@@ -80,8 +86,8 @@ def invocations(work: Path, this: dict) -> list[dict]:
 def run_jobs(layout: planning.Layout, mode: planning.Mode, args: argparse.Namespace) -> dict:
     """Every job of the plan: in this process (GPU modes, --local), else on a local Ray."""
     say = lambda line: print(line, flush=True)  # noqa: E731
-    if args.local or mode.name.startswith("gpu"):
-        return run_plan_local(layout.plan, say)
+    if args.local or mode.name.startswith("gpu") or args.evaluate_only:
+        return run_plan_local(layout.plan, say, 0.0 if args.evaluate_only else args.deadline_s)
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -97,7 +103,7 @@ def run_jobs(layout: planning.Layout, mode: planning.Mode, args: argparse.Namesp
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     mode = planning.MODES[args.mode]
-    if mode.device == "cuda" and not torch.cuda.is_available():
+    if mode.device == "cuda" and not torch.cuda.is_available() and not (args.report_only or args.evaluate_only):
         raise SystemExit(f"fidelity --{mode.name}: no CUDA device here")
     seeds = args.seeds or mode.seeds
     work = Path(args.work) / mode.name
@@ -108,8 +114,11 @@ def main(argv: list[str] | None = None) -> dict:
     layout = planning.layout(mode, seeds, work.resolve(), data.num_classes)
     print(f"fidelity ({mode.name}): {len(layout.plan.jobs)} models, {seeds} seed(s), cache {work}", flush=True)
     started = time.perf_counter()
+    work.mkdir(parents=True, exist_ok=True)
+    if torch.cuda.is_available() and mode.device == "cuda":
+        (work / "device.txt").write_text(torch.cuda.get_device_name())
     records = run_jobs(layout, mode, args)
-    device = torch.cuda.get_device_name() if mode.device == "cuda" else "no GPU"
+    device = (work / "device.txt").read_text() if (work / "device.txt").exists() else "no GPU"
     record = {
         "command": command_line(args), "mode": dataclasses.asdict(mode), "seeds": seeds, "cpus": args.cpus,
         "machine": platform.processor() or platform.machine(), "torch": torch.__version__,

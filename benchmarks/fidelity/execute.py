@@ -128,13 +128,21 @@ def _run_pack(pack: list[Planned]) -> list[dict[str, Any]]:
     return [trained.get(p.name) or run_one(p, {}, 0.0) for p in pack]
 
 
-def run_plan_local(plan: Planner, say: Callable[[str], None] = print) -> dict[str, dict]:
+def run_plan_local(plan: Planner, say: Callable[[str], None] = print, deadline_s: float | None = None
+                   ) -> dict[str, dict]:
     """Every planned job in this process, in the plan's order (teachers before their students);
-    up to `mode.pack` consecutive replicas of one version trained together. No Ray needed."""
+    up to `mode.pack` consecutive replicas of one version trained together. No Ray needed. Past
+    `deadline_s` seconds no new job starts (the cache keeps what finished; a rerun continues)."""
     plan.folder.mkdir(parents=True, exist_ok=True)
     jobs, records, started = list(plan.jobs.values()), {}, time.perf_counter()
     index = 0
     while index < len(jobs):
+        if deadline_s is not None and time.perf_counter() - started > deadline_s:
+            cached = [p for p in jobs[index:] if Path(f"{p.stem}.json").exists()]
+            for planned in cached:
+                records[planned.name] = run_one(planned, {}, 0.0)
+            say(f"deadline of {deadline_s:.0f} s: {len(jobs) - index - len(cached)} of {len(jobs)} models not trained")
+            break
         group = [jobs[index]]
         while (_packable(group[0]) and index + len(group) < len(jobs) and len(group) < plan.mode.pack
                and _packable(jobs[index + len(group)])
@@ -155,5 +163,6 @@ def run_plan_local(plan: Planner, say: Callable[[str], None] = print) -> dict[st
 
 
 def load_logits(plan: Planner, split: str) -> dict[str, np.ndarray]:
-    """name → N×C logits of every planned model on `split` (eval | val)."""
-    return {name: np.load(f"{planned.stem}.{split}.npy") for name, planned in plan.jobs.items()}
+    """name → N×C logits of every planned model on `split` (eval | val) that has been trained."""
+    return {name: np.load(f"{planned.stem}.{split}.npy") for name, planned in plan.jobs.items()
+            if Path(f"{planned.stem}.{split}.npy").exists()}

@@ -60,6 +60,7 @@ class Mode:
     precision: str = "fp32"  # bf16: forward passes under autocast (students and their teachers)
     pack: int = 1  # replicas of one version trained together as one batched model (local executor)
     chain: bool = True  # the v1 → v2 → v3 chain table (needs ELODI students of v1 too)
+    curve_first: bool = False  # plan the NFR-vs-m models (paragons, ELODI both ends) before the main table
     ldi_reduction: str = "sum"
     exclude_label: bool = False
 
@@ -72,9 +73,9 @@ MODES = {
     # one GPU, no Ray (python -m benchmarks.fidelity --gpu): resnet20 on the full training split for old
     # and new (the update retrains; seeds differ), m = 4 and 8, both ends and plain old → ELODI new,
     # every method, 3 seeds; replicas packed 8 at a time, students with their teachers in-process, bf16
-    "gpu": Mode("gpu", seeds=3, arch="resnet20", train_sizes=(27000, None, None), eval_limit=None, epochs=12,
-                lr=0.2, m=8, curve=(4, 8), curve_seeds=None, k_small=10, device="cuda", batch_size=512,
-                precision="bf16", pack=8, chain=False),
+    "gpu": Mode("gpu", seeds=3, arch="resnet20", train_sizes=(27000, None, None), eval_limit=None, epochs=4,
+                lr=0.1, m=8, curve=(4, 8), curve_seeds=None, k_small=10, device="cuda", batch_size=256,
+                precision="bf16", pack=8, chain=False, elodi_epochs=8, curve_first=True),
     # the gpu mode's code path on a CPU in a minute (tests/test_fidelity.py)
     "gpu-check": Mode("gpu-check", seeds=1, arch="mlp-small", train_sizes=(500, 1000, 1000), eval_limit=500,
                       epochs=1, lr=0.05, m=2, curve=(1, 2), curve_seeds=None, k_small=10, batch_size=128, pack=2,
@@ -243,9 +244,39 @@ class Layout:
 def layout(mode: Mode, seeds: int, folder: Path, num_classes: int = 10) -> Layout:
     """Plan the main table for every seed first, then the chains, then the m curves (`curve_seeds`)."""
     plan = Planner(mode, folder)
+    curve_seeds = range(min(seeds, mode.curve_seeds or seeds))
+    if mode.curve_first:  # ELODI's models first: under a deadline they are the ones that get trained
+        plan.group = "curve"
+        curves = {s: curve_rows(plan, s, num_classes) for s in curve_seeds}
+        plan.group = "table"
     rows = {s: table_rows(plan, s, num_classes) for s in range(seeds)}
     plan.group = "chain"
     chains = {s: chain_versions(plan, s, num_classes) for s in range(seeds)} if mode.chain else {}
-    plan.group = "curve"
-    curves = {s: curve_rows(plan, s, num_classes) for s in range(min(seeds, mode.curve_seeds or seeds))}
+    if not mode.curve_first:
+        plan.group = "curve"
+        curves = {s: curve_rows(plan, s, num_classes) for s in curve_seeds}
     return Layout(plan, rows, chains, curves)
+
+
+def prune(layout: Layout, available: set[str]) -> Layout:
+    """The layout without what lacks a trained model (a run stopped by its deadline): rows missing in
+    any seed, chains and curve points with a missing member. `none` and the paragon must remain."""
+    def complete(row: Row) -> bool:
+        return set(row.old) | set(row.new) <= available
+
+    def usable(seed: int) -> bool:  # a seed counts once its no-treatment and paragon rows are trained
+        rows = layout.rows[seed]
+        return all(complete(r) for r in rows if r.method == "none" or r.method.startswith("paragon"))
+
+    seeds = [s for s in sorted(layout.rows) if usable(s)] or sorted(layout.rows)[:1]
+    keep = [i for i in range(len(layout.rows[seeds[0]])) if all(complete(layout.rows[s][i]) for s in seeds)]
+    kept = {layout.rows[seeds[0]][i].method for i in keep}
+    if "none" not in kept or not any(m.startswith("paragon") for m in kept):
+        raise ValueError("too few trained models for a table: no treatment and the paragon are needed")
+    rows = {s: [layout.rows[s][i] for i in keep] for s in seeds}
+    chains = {s: c for s, c in layout.chains.items() if s in seeds and all(set(v) <= available for v in c.values())}
+    curves = {s: {m: c for m, c in curve.items() if all(complete(r) for r in c.values())}
+              for s, curve in layout.curves.items() if s in seeds}
+    common = set.intersection(*(set(c) for c in curves.values())) if curves else set()
+    curves = {s: {m: c for m, c in curve.items() if m in common} for s, curve in curves.items()}
+    return Layout(layout.plan, rows, chains if len(chains) == len(layout.chains) else {}, curves)

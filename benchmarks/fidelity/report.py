@@ -76,6 +76,9 @@ def section_body(record: Mapping[str, Any], plot_name: str) -> str:
     """The markdown under SECTION (without the heading)."""
     mode, test = record["mode"], record["eval"]
     none = next(e for e in test["table"] if e["method"] == "none")
+    seeds = len(none["per_seed"])  # the seeds whose models were trained (a deadline may stop a run)
+    stopped = (f" (of {record['seeds']} planned: the run's deadline came first; the tables cover the models "
+               f"that finished)" if seeds < record["seeds"] else "")
     sizes = ", ".join(f"{v} {n if n else 'all'}" for v, n in zip(VERSIONS, mode["train_sizes"]))
     chain = "" if not test["chain"] else f"""Chain v1 → v2 → v3 (pairwise NFR, the ELODI paper's Table 5 shape), plain models against ELODI
 models (K = all, m = {mode['m']}) on every version:
@@ -92,7 +95,7 @@ Setting ({'default' if mode['name'] == 'default' else '`--' + mode['name'] + '`'
 images per version: {sizes} (each slice contains the previous one); eval: the Fashion-MNIST test set
 ({record['n_eval']} images); val: {record['n_val']} held-out training images. {mode['epochs']} epochs, batch
 {mode.get('batch_size', 128)}, {mode.get('precision', 'fp32')}, SGD lr {mode['lr']} cosine, augmentation (pad-crop, flip), gradient
-norm clipped at 5; LDI {mode.get('ldi_reduction', 'sum')} over K{', true class left out' if mode.get('exclude_label') else ''}. {record['seeds']} seeds; every
+norm clipped at 5; LDI {mode.get('ldi_reduction', 'sum')} over K{', true class left out' if mode.get('exclude_label') else ''}{f"; ELODI students {mode['elodi_epochs']} epochs" if mode.get('elodi_epochs') else ''}. {seeds} seed(s){stopped}; every
 method of a seed shares that seed's old model and replicas. Replica 1 of each version is its plain
 (no-treatment) model; the paragon is the mean logits of m = {mode['m']} replicas at both ends (the
 paper's Table 1 protocol: the old side is an ensemble too). ELODI (α = {mode['alpha']}, LDI with
@@ -117,7 +120,7 @@ Targets (computed from the means above):
 {'![ER–NFR scatter](' + plot_name + ')' if plot_name else ''}
 
 {chain}NFR against the ensemble size m (both ends: paragon = m-model ensembles, ELODI = students of m
-replicas; m = 1 distils one replica), over {record['curve_seeds']} seed(s):
+replicas; m = 1 distils one replica), over {min(seeds, record['curve_seeds'])} seed(s):
 
 {curve_markdown(test['curve'])}
 
