@@ -22,7 +22,7 @@ from pipelines import spec
 
 MODELS: tuple[type[BaseModel], ...] = (
     spec.UpdateSpec, spec.DataSpec, spec.MethodSpec, spec.TrainSpec, spec.ResourcesSpec,
-    spec.WorkerResources, spec.ReplicaResources, spec.PromoteSpec, spec.TuneSpec, spec.RangeSpec,
+    spec.WorkerResources, spec.StudentResources, spec.ReplicaResources, spec.PromoteSpec, spec.TuneSpec, spec.RangeSpec,
 )
 
 

@@ -123,19 +123,33 @@ class WorkerResources(_Strict):
     gpus: float = Field(0.0, ge=0, description="> 0 trains on CUDA")
 
 
-class ReplicaResources(WorkerResources):
-    """What one replica task reserves, and how many replicas it trains at once."""
+class StudentResources(WorkerResources):
+    """What the student reserves: one task, or `workers` Ray Train workers (data parallel)."""
+
+    workers: int = Field(1, ge=1, le=256, description="> 1: a Ray Train TorchTrainer of this many workers "
+                         "(DDP: gloo on CPUs, nccl on GPUs), each with cpus/gpus above, each training its "
+                         "shard of every batch")
+
+
+class ReplicaResources(StudentResources):
+    """What one replica task reserves, how many replicas it trains at once, or over how many workers."""
 
     pack: int = Field(1, ge=1, le=64, description="replicas trained in one task as one batched model "
                       "(torch.func.vmap): fewer, larger kernels on a GPU; each keeps its seed, data order "
                       "and checkpoint")
+
+    @model_validator(mode="after")
+    def _pack_or_workers(self) -> "ReplicaResources":
+        if self.pack > 1 and self.workers > 1:
+            raise ValueError("pack and workers: a replica is either packed with others or spread over workers")
+        return self
 
 
 class ResourcesSpec(_Strict):
     """Ray resources per stage; the student and the teacher actors are reserved together."""
 
     replica: ReplicaResources = Field(ReplicaResources(), description="each replica task")
-    student: WorkerResources = Field(WorkerResources(), description="the model that is deployed")
+    student: StudentResources = Field(StudentResources(), description="the model that is deployed")
     teacher: WorkerResources = Field(WorkerResources(cpus=0.5), description="each teacher-pool actor")
     teacher_actors: int = Field(2, ge=0, description="actors serving the replicas' (and old model's) logits; 0: "
                                 "the teachers run inside the student's task, on its device (the fast path on "
@@ -240,6 +254,8 @@ class UpdateSpec(_Strict):
                 raise ValueError("old: tune measures each trial's NFR against the old model; give one")
             if "legacy_weight" in self.tune.space and self.method.legacy_weight is None:
                 raise ValueError("tune.space.legacy_weight: set method.legacy_weight to enable the legacy term")
+            if self.resources.student.workers > 1:
+                raise ValueError("resources.student.workers: each Tune trial trains in one task; set 1")
         return self
 
     def with_absolute_paths(self, base: Path | None = None) -> "UpdateSpec":

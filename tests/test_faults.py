@@ -84,7 +84,7 @@ def running_task_pid(dashboard: str, name: str) -> int | None:
 def teacher_actors(dashboard: str) -> list:
     from ray.util.state import list_actors
 
-    return list_actors(dashboard, filters=[("class_name", "=", "TeacherActor")], detail=True, raise_on_missing_output=False)
+    return list_actors(dashboard, filters=[("class_name", "=", "PooledTeacher")], detail=True, raise_on_missing_output=False)
 
 
 @pytest.fixture(scope="module")

@@ -158,3 +158,22 @@ def test_invocation_lines_skip_earlier_cache_only_runs():
             {"wall_s": 12.0, "trained": 0, "jobs": 9}]
     assert invocation_lines(runs) == ("wall time 1.0 min (3 of 9 models trained, the rest from the cache); then wall "
                                       "time 0.2 min (0 of 9 models trained, the rest from the cache)")
+
+
+def test_prune_keeps_the_rows_and_seeds_whose_models_were_trained(tmp_path):
+    """A run stopped by its deadline: rows with an untrained model go, and seeds without their
+    no-treatment and paragon models go; with none of those left there is no table."""
+    mode = planning.MODES["gpu-check"]
+    layout = planning.layout(mode, 2, tmp_path, num_classes=10)
+    everything = set(layout.plan.jobs)
+    seed0 = {name for name in everything if name.startswith("s0/")}
+    no_kd = seed0 - {"s0/new/kd"}
+    pruned = planning.prune(layout, no_kd)
+    assert sorted(pruned.rows) == [0]  # seed 1 has no trained models
+    methods = [row.method for row in pruned.rows[0]]
+    assert "kd" not in methods and "none" in methods and any(m.startswith("elodi") for m in methods)
+    assert sorted(pruned.curves) == [0]
+    full = planning.prune(layout, everything)
+    assert sorted(full.rows) == [0, 1] and len(full.rows[0]) == len(layout.rows[0])
+    with pytest.raises(ValueError, match="no treatment and the paragon"):
+        planning.prune(layout, {"s0/old/replica-1"})

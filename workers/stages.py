@@ -108,8 +108,8 @@ class TrainRecord:
     pid: int
     host: str
     seconds: float
-    node_id: str | None = None
-    teacher_batches: dict[str, int] | None = None
+    node_id: str | None = None  # comma-separated for a data-parallel stage: every node a worker ran on
+    teacher_batches: dict[str, Any] | None = None
     classes_seen: list[int] | None = None  # the class ids of its training split
 
 

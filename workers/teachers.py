@@ -43,10 +43,14 @@ class TeacherActor:
         }
         self.images = None
         if train_images is not None:
-            with warnings.catch_warnings():  # object-store arrays are read-only; they are only read here
-                warnings.simplefilter("ignore", UserWarning)
-                self.images = torch.from_numpy(train_images).to(self.device)
+            self.hold_images(train_images)
         self.batches_served = 0
+
+    def hold_images(self, train_images: np.ndarray) -> None:
+        """Keep the training split (uint8 N×C×H×W) on this actor's device, to answer `logits_of`."""
+        with warnings.catch_warnings():  # object-store arrays are read-only; they are only read here
+            warnings.simplefilter("ignore", UserWarning)
+            self.images = torch.from_numpy(train_images).to(self.device)
 
     def logits_of(self, batch: Batch, topk: Mapping[str, int] | None = None,
                   names: Sequence[str] | None = None) -> Answer:

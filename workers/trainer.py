@@ -183,6 +183,7 @@ def train(
     on_epoch: Callable[[EpochStats], None] | None = None,
     on_step: Callable[[int, int, int], None] | None = None,
     val_reference: torch.Tensor | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> TrainResult:
     """Train `model` in place on `data` and return it with per-epoch statistics.
 
@@ -191,6 +192,11 @@ def train(
     existing one is resumed from (model, optimizer, schedule and epoch). `on_step(epoch, step,
     steps_per_epoch)` follows progress inside an epoch; with `val_reference` (the old model's class
     ids on `val`, -1 outside its classes) each epoch also records the validation NFR against it.
+
+    Data parallel (`shard` = (rank, world), `model` wrapped by DistributedDataParallel): each step
+    this process trains samples rank, rank + world, … of the step's batch; DDP averages the
+    gradients, so `world` processes take the steps one process would with the whole batch.
+    Checkpoints and evaluation use the wrapped module.
     """
     objective = objective or Objective("none")
     missing = [name for name in objective.references if name not in (references.names if references else ())]
@@ -201,18 +207,21 @@ def train(
     torch.set_num_threads(config.threads)
     device = torch.device(config.device)
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
-    model.to(device, memory_format=memory_format)
+    plain = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    if plain is model:  # a DDP-wrapped model was placed before it was wrapped
+        model.to(device, memory_format=memory_format)
+    rank, world = shard
     images, targets = data.images.to(device), data.labels.to(device)  # the split lives on the device
     optimizer = torch.optim.SGD(
         model.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, nesterov=True
     )
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     scheduler = _schedule(optimizer, config, steps_per_epoch)
-    result = TrainResult(model)
+    result = TrainResult(plain)
     first_epoch = 0
     if checkpoint_path is not None and Path(checkpoint_path).exists():
         state = read_checkpoint(checkpoint_path)
-        model.load_state_dict(state["state_dict"])
+        plain.load_state_dict(state["state_dict"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         first_epoch, result.steps = state["epoch"], state["steps"]
@@ -227,8 +236,10 @@ def train(
         clipped = torch.zeros((), dtype=torch.long, device=device)
         first_bad = torch.zeros((), dtype=torch.long, device=device)  # first non-finite step (0: none)
         bad_loss = torch.zeros((), device=device)
-        views = ((batch, batch_inputs(images, batch).contiguous(memory_format=memory_format))
-                 for batch in batches(data, config, epoch))
+        plan = batches(data, config, epoch)
+        if world > 1:
+            plan = (batch.shard(rank, world) for batch in plan)
+        views = ((batch, batch_inputs(images, batch).contiguous(memory_format=memory_format)) for batch in plan)
         for step, (batch, inputs, pending) in enumerate(_with_references(views, references, config.prefetch), 1):
             labels = targets[batch.indices.to(device, torch.long)]
             with autocast(device, config.precision):
@@ -259,14 +270,14 @@ def train(
             samples_per_second=seen / seconds, clipped_fraction=clipped.item() / steps_per_epoch,
         )
         if val is not None:
-            logits = predict_logits(model, val, config.eval_batch_size, device)
+            logits = predict_logits(plain, val, config.eval_batch_size, device)
             stats.val_error_rate = error_rate(logits, val.labels)
             stats.val_nfr = scoped_nfr(val_reference, logits, val.labels)
         result.history.append(stats)
         result.epochs_run += 1
         if checkpoint_path is not None:
             save_checkpoint(
-                checkpoint_path, model, settings, classes_seen=classes_seen(data),
+                checkpoint_path, plain, settings, classes_seen=classes_seen(data),
                 optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
                 epoch=epoch + 1, steps=result.steps, history=[asdict(h) for h in result.history],
                 config=asdict(config),

@@ -36,7 +36,7 @@ def format_result(result: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.cluster import check_resources, connect
+    from orchestrator.driver.cluster import check_placement, check_resources, connect
     from orchestrator.driver.pipeline import run_pipeline
     from orchestrator.driver.plan import preflight
     from orchestrator.driver.watch import StageWatch
@@ -58,9 +58,11 @@ def run(args: argparse.Namespace) -> int:
     except TrackingUnavailable as e:
         return fail("run", str(e), 1)
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
-    connect(args.ray_address)
+    connect(args.ray_address, dashboard=plan.data_parallel)
     try:
         check_resources(plan.spec, plan.needs_student, plan.pool_actors)
+        if plan.data_parallel:
+            check_placement(plan.spec, plan.needs_student, plan.pool_actors)
     except SpecError as e:
         return fail("run", f"{args.spec}: {e}")
     watch = StageWatch(make_display(quiet=True if args.json else args.quiet))

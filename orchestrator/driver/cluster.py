@@ -17,9 +17,11 @@ def worker_env(prefixes: tuple[str, ...] = FORWARDED_ENV_PREFIXES) -> dict[str, 
     return {k: v for k, v in os.environ.items() if k.startswith(prefixes)}
 
 
-def connect(ray_address: str | None) -> None:
+def connect(ray_address: str | None, dashboard: bool = False) -> None:
     """Join the cluster whose GCS is at `ray_address` (or RAY_ADDRESS); without one, start Ray in
-    this process. The job's workers get the S3 settings of this environment through the runtime_env."""
+    this process — with its dashboard when `dashboard` (Ray Train's clean-up watches its runs
+    through the State API it serves). The job's workers get this environment's S3 settings through
+    the runtime_env."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -31,7 +33,7 @@ def connect(ray_address: str | None) -> None:
     if ray_address:
         ray.init(address=ray_address, logging_level="WARNING", runtime_env=runtime_env)
     else:
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING",
+        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=dashboard, logging_level="WARNING",
                  runtime_env=runtime_env)
 
 
@@ -43,14 +45,60 @@ def check_resources(spec: UpdateSpec, needs_student: bool, pool_actors: int) -> 
     total = ray.cluster_resources()
     cpus, gpus = total.get("CPU", 0.0), total.get("GPU", 0.0)
     r = spec.resources
-    if r.replica.cpus > cpus or r.replica.gpus > gpus:
-        raise SpecError(f"resources.replica: asks {r.replica.cpus} CPU / {r.replica.gpus} GPU, cluster has {cpus} / {gpus}")
-    distill_cpus = (r.student.cpus if needs_student else 0.0) + pool_actors * r.teacher.cpus
-    distill_gpus = (r.student.gpus if needs_student else 0.0) + pool_actors * r.teacher.gpus
+    replica_cpus, replica_gpus = r.replica.workers * r.replica.cpus, r.replica.workers * r.replica.gpus
+    if replica_cpus > cpus or replica_gpus > gpus:
+        workers = f"{r.replica.workers} workers × " if r.replica.workers > 1 else ""
+        raise SpecError(f"resources.replica: asks {workers}{r.replica.cpus} CPU / {r.replica.gpus} GPU, "
+                        f"cluster has {cpus} / {gpus}")
+    n = r.student.workers if needs_student else 0
+    distill_cpus = n * r.student.cpus + pool_actors * r.teacher.cpus
+    distill_gpus = n * r.student.gpus + pool_actors * r.teacher.gpus
     if distill_cpus > cpus or distill_gpus > gpus:
-        what = " + ".join((["student"] if needs_student else []) + ([f"{pool_actors} teacher actors"] if pool_actors else []))
+        student = ("student" if n == 1 else f"{n} student workers") if n else None
+        what = " + ".join(([student] if student else []) + ([f"{pool_actors} teacher actors"] if pool_actors else []))
         raise SpecError(f"resources: {what} need {distill_cpus} CPU / {distill_gpus} GPU at once, "
                         f"cluster has {cpus} / {gpus}")
+
+
+def node_capacities() -> list[tuple[float, float]]:
+    """(CPU, GPU) of each alive node of the connected cluster."""
+    import ray
+
+    return [(n["Resources"].get("CPU", 0.0), n["Resources"].get("GPU", 0.0)) for n in ray.nodes() if n["Alive"]]
+
+
+def placeable(nodes: list[tuple[float, float]], spread: list[tuple[float, float]],
+              bundles: list[tuple[float, float]]) -> bool:
+    """Whether `spread` bundles (round-robin over the nodes, roomiest first, as the teacher pool's
+    SPREAD placement puts them) and then `bundles` (each on the first node it fits, largest first)
+    fit the nodes' (CPU, GPU) capacities. A pure function: tests/test_plan.py checks it by hand."""
+    free = sorted(([cpu, gpu] for cpu, gpu in nodes), reverse=True)
+    for i, (cpu, gpu) in enumerate(spread):
+        node = free[i % len(free)] if free else None
+        if node is None or node[0] < cpu - 1e-9 or node[1] < gpu - 1e-9:
+            return False
+        node[0] -= cpu
+        node[1] -= gpu
+    for cpu, gpu in sorted(bundles, reverse=True):
+        node = next((n for n in free if n[0] >= cpu - 1e-9 and n[1] >= gpu - 1e-9), None)
+        if node is None:
+            return False
+        node[0] -= cpu
+        node[1] -= gpu
+    return True
+
+
+def check_placement(spec: UpdateSpec, needs_student: bool, pool_actors: int) -> None:
+    """SpecError when a data-parallel stage's workers cannot be placed on the nodes (Ray Train would
+    wait for them forever): the replica's workers alone, the student's beside the teacher actors."""
+    nodes, r = node_capacities(), spec.resources
+    if r.replica.workers > 1 and not placeable(nodes, [], [(r.replica.cpus, r.replica.gpus)] * r.replica.workers):
+        raise SpecError(f"resources.replica: {r.replica.workers} workers of {r.replica.cpus} CPU / {r.replica.gpus} "
+                        f"GPU do not fit on the cluster's nodes {nodes} (CPU, GPU)")
+    if needs_student and r.student.workers > 1 and not placeable(
+            nodes, [(r.teacher.cpus, r.teacher.gpus)] * pool_actors, [(r.student.cpus, r.student.gpus)] * r.student.workers):
+        raise SpecError(f"resources.student: {r.student.workers} workers of {r.student.cpus} CPU / {r.student.gpus} GPU "
+                        f"do not fit beside {pool_actors} teacher actors on the cluster's nodes {nodes} (CPU, GPU)")
 
 
 def bundle(resources: WorkerResources) -> dict[str, float]:

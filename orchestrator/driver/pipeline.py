@@ -144,7 +144,10 @@ def _pool_for(plan: Plan, groups: dict[str, list[str]]):
     import ray
 
     train_images = ray.put(cached_splits(plan.data).train.images.numpy())
-    with teacher_pool(plan.spec, groups, with_student=plan.needs_student, train_images=train_images) as pool:
+    # a data-parallel student's workers are reserved by Ray Train, not in the pool's placement group
+    data_parallel = plan.needs_student and plan.spec.resources.student.workers > 1
+    with teacher_pool(plan.spec, groups, with_student=not data_parallel and plan.needs_student,
+                      train_images=train_images, spread=data_parallel) as pool:
         yield pool
 
 

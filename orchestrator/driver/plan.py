@@ -108,6 +108,12 @@ class Plan:
         ]
 
     @property
+    def data_parallel(self) -> bool:
+        """A stage runs on several Ray Train workers (resources.replica/student.workers > 1)."""
+        r = self.spec.resources
+        return (self.needs_replicas and r.replica.workers > 1) or (self.needs_student and r.student.workers > 1)
+
+    @property
     def teachers_in_process(self) -> bool:
         """teacher_actors 0: the student's task runs its teachers itself, on its device."""
         return self.spec.resources.teacher_actors == 0

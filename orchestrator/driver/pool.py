@@ -52,11 +52,11 @@ class TeacherPool:
 
     def __init__(
         self, actors: Sequence, names: Sequence[str], topk: Mapping[str, int] | None = None, resubmit_limit: int = 4,
-        by_index: bool = False,
+        train_images: Any = None,
     ) -> None:
         if not actors:
             raise ValueError("TeacherPool needs at least one actor")
-        self.by_index = by_index  # the actors hold the training split (teacher_pool(train_images=…))
+        self.train_images = train_images  # an ObjectRef of the split: requests go by index
         self.request_bytes = 0
         self.names = tuple(names)
         self.topk = dict(topk or {})
@@ -71,7 +71,7 @@ class TeacherPool:
         actor = self.actors[self._next_actor]
         self._next_actor = (self._next_actor + 1) % len(self.actors)
         if isinstance(batch, Batch):  # the actors hold the training split: indices and draws suffice
-            return actor.logits_of.remote(batch, topk, self.names)
+            return actor.logits_by_index.remote(batch, topk, self.names, [self.train_images])
         return actor.logits.remote(batch, topk, self.names)
 
     def _result(self, ref, batch: np.ndarray | Batch, topk: Mapping[str, int]) -> dict:
@@ -88,7 +88,7 @@ class TeacherPool:
         """The logits of a training step: by `batch` (indices and augmentation draws, a few bytes a
         sample) when the actors hold the training split, else by its model inputs."""
         batch_id = self._requested
-        payload = batch if batch is not None and self.by_index else inputs.detach().cpu().numpy()
+        payload = batch if batch is not None and self.train_images is not None else inputs.detach().cpu().numpy()
         self._requested += 1
         self.request_bytes += payload.nbytes() if isinstance(payload, Batch) else payload.nbytes
         ref = self._submit(payload, self.topk)
@@ -117,6 +117,19 @@ class TeacherPool:
         return torch.cat([torch.from_numpy(np.array(result[name])) for result in results])
 
 
+class PooledTeacher(TeacherActor):
+    """The pool's actor: a `TeacherActor` that takes the shared training split from the object store
+    on its first request by index (and again after a restart). The reference travels with each such
+    request, inside a list, so Ray neither resolves it per call nor pins it as a constructor
+    argument; the driver holds it for the pool's lifetime."""
+
+    def logits_by_index(self, batch: Batch, topk: Mapping[str, int] | None, names: Sequence[str] | None,
+                        shared: list) -> dict:
+        if self.images is None:
+            self.hold_images(ray.get(shared[0]))
+        return self.logits_of(batch, topk, names)
+
+
 @dataclass
 class PoolHandle:
     """The running pool: its actors and the placement group that holds them (and the student's
@@ -125,14 +138,14 @@ class PoolHandle:
     actors: list
     group: PlacementGroup
     with_student: bool
-    holds_data: bool = False  # the actors hold the training split: requests go by index
+    train_images: Any = None  # ObjectRef of the training split the actors read: requests go by index
 
     def student_strategy(self) -> PlacementGroupSchedulingStrategy:
         """Where the student task goes: the placement group's bundle 0."""
         return PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=0)
 
     def client(self, names: Sequence[str], topk: Mapping[str, int] | None = None) -> TeacherPool:
-        return TeacherPool(self.actors, names, topk, by_index=self.holds_data)
+        return TeacherPool(self.actors, names, topk, train_images=self.train_images)
 
     def batches_served(self) -> tuple[list[int], int]:
         """(actor pids, batches served in all since each actor's last start)."""
@@ -142,32 +155,37 @@ class PoolHandle:
 
 @contextlib.contextmanager
 def teacher_pool(spec: UpdateSpec, groups: Mapping[str, Sequence[str]], with_student: bool,
-                 train_images: Any = None, timeout_s: float = 300.0) -> Iterator[PoolHandle]:
+                 train_images: Any = None, timeout_s: float = 300.0, spread: bool = False) -> Iterator[PoolHandle]:
     """`resources.teacher_actors` actors holding `groups` of checkpoints, reserved in one placement
     group with the student (bundle 0, when `with_student`) so that all start at once or none, and
     actors never take the CPUs the student needs. With `train_images` (an ObjectRef of the uint8
     training split, `ray.put` once: shared memory on a node) each actor holds the split and the
     student's requests carry only indices and augmentation draws. The actors are killed and the
-    reservation released on the way out, also on an error or Ctrl-C."""
+    reservation released on the way out, also on an error or Ctrl-C. With `spread` the actors are
+    placed across nodes (SPREAD): the headroom left on each node is even, so that a data-parallel
+    student's workers, which Ray Train reserves separately, fit beside them."""
     r = spec.resources
     bundles = ([bundle(r.student)] if with_student else []) + [bundle(r.teacher)] * r.teacher_actors
-    group = placement_group(bundles, strategy="PACK", name=f"distil-{spec.spec_hash}")
+    strategy = "PACK"
+    if spread:  # one actor per node where there are enough nodes: SPREAD alone is best effort
+        strategy = "STRICT_SPREAD" if len(bundles) <= len([n for n in ray.nodes() if n["Alive"]]) else "SPREAD"
+    group = placement_group(bundles, strategy=strategy, name=f"distil-{spec.spec_hash}")
     actors: list = []
     try:
         ready, _ = ray.wait([group.ready()], timeout=timeout_s)
         if not ready:
             raise SpecError(f"resources: could not reserve {bundles} on the cluster within {timeout_s:.0f} s")
-        actor_class = ray.remote(TeacherActor)
+        actor_class = ray.remote(PooledTeacher)
         first = int(with_student)
         actors = [
             actor_class.options(
                 num_cpus=r.teacher.cpus, num_gpus=r.teacher.gpus, max_restarts=2, max_task_retries=2,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=first + i),
             ).remote(dict(groups), threads(r.teacher.cpus), device(r.teacher.gpus), spec.allow_user_factories,
-                     train_images, spec.train.precision)
+                     precision=spec.train.precision)
             for i in range(r.teacher_actors)
         ]
-        yield PoolHandle(actors, group, with_student, train_images is not None)
+        yield PoolHandle(actors, group, with_student, train_images)
     finally:
         for actor in actors:
             ray.kill(actor)

@@ -11,6 +11,7 @@ import numpy as np
 import ray
 
 from orchestrator.driver.cluster import device, on_node
+from orchestrator.driver.distributed import fit, run_folder
 from orchestrator.driver.plan import Plan, pool_topk
 from orchestrator.driver.pool import PoolHandle, TeacherPool
 from orchestrator.driver.watch import StageWatch
@@ -42,6 +43,9 @@ def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
     res = plan.spec.resources.replica
     task = ray.remote(on_node)
     jobs = plan.replica_jobs()
+    if res.workers > 1:
+        return _collect(watch, {_fit_remotely(job, res, watch).remote(job, res, res.workers, run_folder(job),
+                                                                       watch.queue): job.name for job in jobs})
     packs = [jobs[i : i + res.pack] for i in range(0, len(jobs), res.pack)]
     refs = {}
     for pack in packs:
@@ -51,13 +55,25 @@ def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
         ref = task.options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name=name).remote(
             _train_pack, pack, watch.queue)
         refs[ref] = pack[0].name
+    return _collect(watch, refs)
+
+
+def _collect(watch: StageWatch, refs: dict) -> list[TrainRecord]:
+    """The replicas' records as their tasks finish (a task returns one record or a pack's list)."""
     records = []
     for ref in watch.wait(refs):
-        for record in ray.get(ref):
+        done = ray.get(ref)
+        for record in done if isinstance(done, list) else [done]:
             records.append(record)
             how = "reused" if record.epochs_run == 0 else f"{record.seconds:.0f} s, pid {record.pid}"
             watch.display.finish(record.name, f"{_summary(record)} ({how})")
     return sorted(records, key=lambda r: int(r.name.rsplit("-", 1)[1]))
+
+
+def _fit_remotely(job: TrainJob, resources: Any, watch: StageWatch) -> Any:
+    """A data-parallel stage's launcher: a Ray task holding no resources (its Ray Train workers hold
+    them) that runs `TorchTrainer.fit`, so that several such stages run at once."""
+    return ray.remote(fit).options(num_cpus=0, max_retries=0, name=f"{job.name}-launcher")
 
 
 def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: TrainJob | None = None
@@ -66,6 +82,15 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
     it distils from the pool (or with its teachers in its own process, `job.teachers`)."""
     job = job or plan.student_job()
     res = plan.spec.resources.student
+    if res.workers > 1:
+        actors = pool.actors if job.objective.references and pool is not None else None
+        topk = pool_topk(job.objective, plan.num_classes) if actors else None
+        ref = _fit_remotely(job, res, watch).remote(job, res, res.workers, run_folder(job), watch.queue, actors, topk,
+                                                    [pool.train_images] if actors else None)
+        record = ray.get(next(watch.wait({ref: job.name})))
+        watch.display.finish(job.name, f"{_summary(record)}, {record.seconds:.0f} s ({record.steps} steps, "
+                                       f"{res.workers} workers)")
+        return record
     options: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": job.name}
     client = None
     if job.objective.references and pool is not None:

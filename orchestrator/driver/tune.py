@@ -53,7 +53,7 @@ def trial_spec(spec: UpdateSpec, config: dict[str, Any]) -> UpdateSpec:
 
 
 def run_trial(config: dict[str, Any], plan: Plan, actors: list | None, groups: dict[str, list[str]],
-              old_eval_logits: np.ndarray) -> None:
+              old_eval_logits: np.ndarray, train_images: Any = None) -> None:
     """One Tune trial, in a Tune worker: distil a student from the shared pool (or, without actors,
     from its teachers in its own process), score it on the regression-eval split against the old
     model, report per-epoch and final metrics."""
@@ -66,7 +66,8 @@ def run_trial(config: dict[str, Any], plan: Plan, actors: list | None, groups: d
     job = plan.student_job(f"tune/{tune.get_context().get_trial_id()}.pt", spec, None if actors else groups)
     pool = None
     if actors:
-        pool = TeacherPool(actors, job.objective.references, pool_topk(job.objective, plan.num_classes), by_index=True)
+        pool = TeacherPool(actors, job.objective.references, pool_topk(job.objective, plan.num_classes),
+                           train_images=train_images[0])
     record = train_job(job, pool, on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate}))
     labels = cached_splits(plan.data).eval.labels.numpy()
     logits = eval_logits({"new": record.checkpoint}, plan.data, job.config.device, spec.allow_user_factories)["new"]
@@ -137,7 +138,7 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         res = spec.resources.student
         trainable = tune.with_resources(
             tune.with_parameters(run_trial, plan=plan, actors=pool.actors if pool else None, groups=groups,
-                                 old_eval_logits=old_logits),
+                                 old_eval_logits=old_logits, train_images=[pool.train_images] if pool else None),
             {"cpu": res.cpus, "gpu": res.gpus},
         )
         scheduler = None

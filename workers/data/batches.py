@@ -27,6 +27,11 @@ class Batch:
     def __len__(self) -> int:
         return len(self.indices)
 
+    def shard(self, rank: int, world: int) -> "Batch":
+        """This process's part of the batch in data-parallel training: positions rank, rank + world, …"""
+        window = slice(rank, None, world)
+        return Batch(self.indices[window], None if self.draws is None else self.draws.take(window))
+
     def nbytes(self) -> int:
         """Bytes this request carries (indices and draws)."""
         parts = [self.indices] + ([] if self.draws is None else

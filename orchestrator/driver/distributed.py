@@ -1,0 +1,174 @@
+"""One model across several workers: Ray Train data parallelism for a replica or the student.
+
+With `resources.replica.workers` (or `resources.student.workers`) N > 1, the stage trains as a Ray
+Train `TorchTrainer`: N workers (DDP over gloo on CPUs, nccl on GPUs), each training its shard of
+every step's batch — the epoch's seeded plan, `train.batch_size` samples a step in all, split
+rank::N — with the gradients averaged by DDP, so N workers take the steps one process would.
+Each epoch, rank 0's checkpoint (the trainer's own format) is reported to Ray Train, which keeps it
+under the stage's storage folder (`RunConfig(storage_path=…)`: a local directory or s3://); a failed
+worker restarts the group from the last one (`FailureConfig(max_failures=2)`). The finished model
+is copied to the stage's usual checkpoint URI, so a rerun of the same spec trains nothing.
+
+The student distils from the one teacher pool: each worker asks the actors for the logits of its
+own shard (`TeacherPool`, by index), one request per step. Rank 0 reports progress and the record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pipelines.spec import WorkerResources
+from workers import storage
+from workers.stages import TrainJob, TrainRecord
+
+RECORD = "record.json"  # rank 0's TrainRecord, beside model.pt in every reported checkpoint
+MODEL = "model.pt"
+
+
+def train_loop(config: dict[str, Any]) -> None:
+    """Each Ray Train worker: its shard of every step; rank 0 reports each epoch's checkpoint and,
+    at the end, the final model with its record."""
+    import ray
+    import ray.train
+    import torch
+    import torch.distributed as dist
+    from ray.train import Checkpoint
+    from ray.train.torch import prepare_model
+
+    from orchestrator.driver.pool import TeacherPool
+    from workers.checkpoints import load_model
+    from workers.progress import ProgressReporter
+    from workers.stages import Bookkeeping, cached_splits, local_references, settings_of, val_reference
+    from workers.storage import fetch_checkpoint
+    from workers.trainer import train
+
+    job: TrainJob = config["job"]
+    _quiet_reports()
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    started = time.perf_counter()
+    torch.set_num_threads(job.config.threads)
+    splits = cached_splits(job.data)
+    settings = settings_of(job)
+    model = settings.build(job.config.seed, job.allow_user_factories)
+    if job.init_from is not None:
+        model.load_state_dict(load_model(fetch_checkpoint(job.init_from), job.allow_user_factories)[0].state_dict())
+    folder = Path(tempfile.mkdtemp(prefix="congruent-ddp-"))
+    local = folder / MODEL
+    restored = ray.train.get_checkpoint()
+    if restored is not None:  # a restarted worker group, or a rerun of an unfinished run
+        with restored.as_directory() as directory:
+            shutil.copyfile(Path(directory, MODEL), local)
+    device = torch.device(job.config.device)
+    memory_format = torch.channels_last if job.config.channels_last else torch.contiguous_format
+    model = prepare_model(model.to(device, memory_format=memory_format), move_to_device=False)
+    references = None
+    if job.objective.references:
+        references = (TeacherPool(config["actors"], job.objective.references, config.get("topk"),
+                                  train_images=config["train_images"][0]) if config.get("actors")
+                      else local_references(job))
+    reporter = None
+    if rank == 0 and config.get("queue") is not None:
+        reporter = ProgressReporter(job.name, job.config.epochs, job.config.batch_size, config["queue"].put_nowait)
+    books = Bookkeeping(job, str(local), reporter=reporter)
+
+    def report(stats: Any, final: dict[str, Any] | None = None) -> None:
+        metrics = {"epoch": stats.epoch, "loss": stats.loss, "val_error_rate": stats.val_error_rate}
+        if rank != 0:
+            ray.train.report(metrics)
+            return
+        if reporter is not None and final is None:
+            reporter.on_epoch(stats)
+        with tempfile.TemporaryDirectory() as directory:
+            shutil.copyfile(local, Path(directory, MODEL))
+            if final is not None:
+                Path(directory, RECORD).write_text(json.dumps(final))
+            ray.train.report(metrics, checkpoint=Checkpoint.from_directory(directory))
+
+    result = train(model, splits.train, job.config, job.objective, references, splits.val if rank == 0 else None,
+                   settings, local, report, on_step=books.step, val_reference=val_reference(job) if rank == 0 else None,
+                   shard=(rank, world))
+    deliveries = references.deliveries() if isinstance(references, TeacherPool) else None
+    gathered: list[Any] = [None] * world
+    dist.all_gather_object(gathered, (ray.get_runtime_context().get_node_id(), deliveries))
+    record = books.record(result, started)
+    record.node_id = ",".join(sorted({node for node, _ in gathered}))  # every node a worker ran on
+    if deliveries is not None:
+        per_worker = [worker for _, worker in gathered]
+        record.teacher_batches = {**_sum(per_worker), "per_worker": per_worker}
+    report(result.history[-1], asdict(record))  # the final model with its record
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _quiet_reports() -> None:
+    """Progress is ours to draw: no log line per `ray.train.report`. (Ray 2.60 names that logger by
+    its file path, outside `ray.train`, so LoggingConfig does not reach it.)"""
+    from ray.train.v2._internal.execution import context
+
+    logging.getLogger(context.__file__).setLevel(logging.WARNING)
+
+
+def _sum(per_worker: list[dict[str, int]]) -> dict[str, int]:
+    keys = per_worker[0].keys()
+    return {key: sum(worker[key] for worker in per_worker) for key in keys if key != "bytes_per_request"}
+
+
+def fit(job: TrainJob, resources: WorkerResources, workers: int, run_folder: str, queue: Any = None,
+        actors: list | None = None, topk: dict[str, int] | None = None, train_images: list | None = None
+        ) -> TrainRecord:
+    """Train `job` on `workers` Ray Train workers (each with `resources`); its Ray Train run lives in
+    `run_folder` (local or s3://). A finished model at the job's checkpoint URI is reused as is."""
+    from ray.train import CheckpointConfig, FailureConfig, LoggingConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from workers.stages import train_job
+
+    if _finished(job):
+        return train_job(job)  # reads the finished checkpoint, trains nothing
+    # the spot-instance preemption watcher prints an error line per run where nothing is preempted;
+    # RAY_TRAIN_ENABLE_PREEMPTION_WATCHER=1 in the environment turns it back on
+    os.environ.setdefault("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")
+    base, _, name = run_folder.rstrip("/").rpartition("/")
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config={"job": job, "queue": queue, "actors": actors, "topk": topk, "train_images": train_images},
+        scaling_config=ScalingConfig(num_workers=workers, use_gpu=resources.gpus > 0,
+                                     resources_per_worker=_per_worker(resources)),
+        run_config=RunConfig(name=name, storage_path=base, failure_config=FailureConfig(max_failures=2),
+                             checkpoint_config=CheckpointConfig(num_to_keep=2),
+                             logging_config=LoggingConfig(log_level="WARNING")),  # our progress, not its reports
+    )
+    result = trainer.fit()
+    with result.checkpoint.as_directory() as directory:
+        record = TrainRecord(**json.loads(Path(directory, RECORD).read_text()))
+        storage.upload(Path(directory, MODEL), job.checkpoint_uri)
+    record.checkpoint = job.checkpoint_uri
+    return record
+
+
+def _per_worker(resources: WorkerResources) -> dict[str, float]:
+    return {name: value for name, value in (("CPU", resources.cpus), ("GPU", resources.gpus)) if value > 0}
+
+
+def _finished(job: TrainJob) -> bool:
+    from workers.checkpoints import read_checkpoint
+
+    local = job.checkpoint_uri
+    if storage.is_s3(local):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp, MODEL)
+            return storage.download(local, path) and read_checkpoint(path)["epoch"] >= job.config.epochs
+    return Path(local).exists() and read_checkpoint(local)["epoch"] >= job.config.epochs
+
+
+def run_folder(job: TrainJob) -> str:
+    """Where a data-parallel stage's Ray Train run keeps its checkpoints: beside its final model."""
+    return job.checkpoint_uri.removesuffix(".pt") + "-train"
