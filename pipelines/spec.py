@@ -6,7 +6,7 @@
     arch: resnet8
     method: {name: elodi, m: 8, alpha: 0.8, k: 10, topk_by: teacher, legacy_weight: null}
     old: runs/fmnist-classifier/v1/model.pt   # checkpoint path; needed by kd/fd*/bcwi/legacy
-    train: {epochs: 10, batch_size: 128, lr: 0.1, seed: 0, augment: true}
+    train: {epochs: 10, batch_size: 128, lr: 0.1, seed: 0, augment: true, crop: 2, flip: auto}
     resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
 
 Unknown keys, wrong types and out-of-range values are rejected by pydantic; `load_spec` turns the
@@ -102,7 +102,12 @@ class TrainSpec(_Strict):
     weight_decay: float = Field(5e-4, ge=0)
     schedule: Literal["cosine", "step"] = Field("cosine", description="step: ×0.1 at 50 % and 75 % of the epochs")
     seed: int = Field(0, ge=0, description="the deployed model's seed (initialisation and batch order)")
-    augment: bool = Field(True, description="random crop (padding 2) and horizontal flip")
+    augment: bool = Field(True, description="the master switch of augmentation: false trains on the images as they are")
+    crop: int = Field(2, ge=0, description="random crop: each image shifted by up to ± this many pixels "
+                      "(zero padding); 0: no crop")
+    flip: Literal["auto", True, False] = Field(
+        "auto", description="random horizontal flip; auto: on for the built-in Fashion-MNIST (a mirrored garment "
+        "keeps its class), off for `data.path` (a mirrored digit or letter may not)")
     max_grad_norm: float | None = Field(5.0, gt=0, description="gradient-norm clipping; null: none")
     prefetch: int = Field(2, ge=1, description="teacher batches requested ahead of the step")
 

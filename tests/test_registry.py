@@ -42,6 +42,8 @@ def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tm
     parent = client.search_runs([experiment.experiment_id], "tags.mlflow.runName = 'v1'")[0]
     assert parent.info.status == "FINISHED"
     assert parent.data.params["method.name"] == "none" and parent.data.params["train.lr"] == "0.05"
+    # the augmentation applied, `flip: auto` resolved: Fashion-MNIST keeps its classes when mirrored
+    assert (parent.data.params["augment.crop"], parent.data.params["augment.flip"]) == ("2", "true")
     for tag in ("spec_hash", "code_version", "fingerprint", "system.torch", "system.ray"):
         assert parent.data.tags[tag]
     children = client.search_runs([experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")

@@ -38,10 +38,31 @@ def objective_of(method: MethodSpec) -> Objective:
     )
 
 
+def augmentation(spec: UpdateSpec) -> tuple[int, bool]:
+    """(crop padding, horizontal flip) that training applies: `train.flip: auto` resolved (on for
+    the built-in Fashion-MNIST, whose mirrored garments keep their class; off for `data.path`,
+    where a mirrored digit or letter may change its meaning), both off without `train.augment`."""
+    t = spec.train
+    if not t.augment:
+        return 0, False
+    flip = spec.data.path is None if t.flip == "auto" else bool(t.flip)
+    return t.crop, flip
+
+
+def augmentation_params(spec: UpdateSpec) -> dict[str, str]:
+    """What augmentation was applied, as MLflow params: `augment.crop`, `augment.flip`."""
+    crop, flip = augmentation(spec)
+    return {"augment.crop": str(crop), "augment.flip": str(flip).lower()}
+
+
 def train_config(spec: UpdateSpec, seed: int, resources: WorkerResources) -> TrainConfig:
     """The spec's `train` section for a model of seed `seed` trained with `resources`."""
-    return TrainConfig(**{**spec.train.model_dump(), "seed": seed}, threads=threads(resources.cpus),
-                       device=device(resources.gpus))
+    t = spec.train
+    crop, flip = augmentation(spec)
+    return TrainConfig(epochs=t.epochs, batch_size=t.batch_size, lr=t.lr, momentum=t.momentum,
+                       weight_decay=t.weight_decay, schedule=t.schedule, seed=seed, augment=crop > 0 or flip,
+                       augment_padding=crop, augment_flip=flip, max_grad_norm=t.max_grad_norm, prefetch=t.prefetch,
+                       threads=threads(resources.cpus), device=device(resources.gpus))
 
 
 @dataclass(frozen=True)

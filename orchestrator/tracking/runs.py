@@ -188,6 +188,12 @@ def set_tags(tags: Mapping[str, str]) -> None:
     mlflow.set_tags(dict(tags))
 
 
+def log_params(params: Mapping[str, str]) -> None:
+    """Params of the active run beside the spec's: what the driver resolved from it (the
+    augmentation applied: `augment.crop`, `augment.flip`)."""
+    mlflow.log_params(dict(params))
+
+
 def log_trial(name: str, params: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
     """A nested run for one search trial: its configuration as params, its scores as metrics."""
     with mlflow.start_run(run_name=name, nested=True):
