@@ -160,6 +160,34 @@ def _text_file(name: str, text: str) -> Callable[[Path], Path]:
     return write
 
 
+def _image_tree(*files: tuple[str, bytes | None]) -> Callable[[Path], Path]:
+    """An ImageFolder tree of `(class/name, content)` files; content None: a valid 28×28 PNG."""
+    def write(folder: Path) -> Path:
+        from PIL import Image
+
+        root = folder / "images"
+        for name, content in files:
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if content is None:
+                Image.fromarray(np.full((28, 28), 128, np.uint8)).save(path)
+            else:
+                path.write_bytes(content)
+        return root
+    return write
+
+
+def _half_a_png() -> bytes:
+    """The first half of a PNG file of 28×28 noise: a download cut short."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (28, 28), dtype=np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()[: len(buffer.getvalue()) // 2]
+
+
 def _broken_link(folder: Path) -> Path:
     link = folder / "data-link"
     if not link.is_symlink():
@@ -264,6 +292,12 @@ CASES = [
              _run_spec("no-y", _data(_npz("no-y.npz", x=np.zeros((4, 1, 8, 8), np.uint8))))),
     BadInput("data-npz-nan-pixels", "must be finite",
              _run_spec("nan-x", _data(_npz("nan.npz", x=np.full((4, 1, 8, 8), np.nan, np.float32), y=np.arange(4))))),
+    BadInput("data-corrupt-jpg", "images/coat/0.jpg: cannot read image (not a format PIL can identify)",
+             _run_spec("corrupt-jpg", _data(_image_tree(("coat/0.jpg", b"\xff\xd8 not really a jpeg"),
+                                                       ("coat/1.png", None), ("shirt/0.png", None))))),
+    BadInput("data-truncated-png", "images/shirt/1.png: cannot read image (image file is truncated",
+             _run_spec("truncated-png", _data(_image_tree(("coat/0.png", None), ("shirt/0.png", None),
+                                                         ("shirt/1.png", _half_a_png()))))),
     BadInput("data-npz-pickled-labels", "cannot read .npz",
              _run_spec("obj-y", _data(_npz("obj.npz", x=np.zeros((2, 1, 8, 8), np.uint8),
                                             y=np.array([{"a": 1}, None], dtype=object))))),

@@ -66,6 +66,11 @@ class ImageSet:
         return ImageSet(self.images[index], self.labels[index], self.classes)
 
 
+def _first_line(error: BaseException) -> str:
+    """The first line of an exception's message, whole (its type's name when it has none)."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Parse one IDX file (optionally gzipped): magic 0x0000 dtype ndim, big-endian dims, data."""
     path = Path(path)
@@ -126,7 +131,7 @@ def load_idx_directory(directory: Path, classes: tuple[str, ...] | None = None) 
 
 def load_image_folder(directory: Path) -> ImageSet:
     """An ImageFolder tree (one sub-directory per class), read with torchvision, kept as uint8."""
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
     from torchvision.datasets import ImageFolder
 
     try:
@@ -135,9 +140,14 @@ def load_image_folder(directory: Path) -> ImageSet:
         raise DataError(f"{directory}: not a usable ImageFolder tree ({e})") from None
     images = []
     for path, _ in folder.samples:
-        with Image.open(path) as img:
-            mode = "L" if img.mode in ("L", "1", "I;16", "I") else "RGB"
-            images.append(np.asarray(img.convert(mode)))
+        try:
+            with Image.open(path) as img:
+                mode = "L" if img.mode in ("L", "1", "I;16", "I") else "RGB"
+                images.append(np.asarray(img.convert(mode)))
+        except UnidentifiedImageError:
+            raise DataError(f"{path}: cannot read image (not a format PIL can identify)") from None
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:  # truncated, corrupt data
+            raise DataError(f"{path}: cannot read image ({_first_line(e)})") from None
     shapes = {a.shape for a in images}
     if len(shapes) != 1:
         raise DataError(f"{directory}: images differ in size or channels ({sorted(shapes)[:3]}…); resize them first")
