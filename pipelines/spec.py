@@ -51,11 +51,16 @@ class DataSpec(_Strict):
     val_fraction: float = Field(0.1, gt=0, lt=1, description="share of the training pool held out for validation")
     eval_fraction: float = Field(0.2, gt=0, lt=1, description="share held out for regression eval when the source "
                                  "has no test set of its own (Fashion-MNIST uses its 10k test images)")
+    num_classes: int | None = Field(None, ge=2, description="`path` only: the class count, for labels whose ids "
+                                    "have gaps (every label must lie below it); null: the largest label + 1, and "
+                                    "every id below it must occur")
 
     @model_validator(mode="after")
     def _one_source(self) -> "DataSpec":
         if self.dataset is not None and self.path is not None:
             raise ValueError("give either dataset or path, not both")
+        if self.num_classes is not None and self.path is None:
+            raise ValueError("num_classes declares the class count of a `path` dataset; Fashion-MNIST has 10")
         return self
 
     @property

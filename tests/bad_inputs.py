@@ -160,6 +160,19 @@ def _text_file(name: str, text: str) -> Callable[[Path], Path]:
     return write
 
 
+def _idx_with_labels(labels: list[int]) -> Callable[[Path], Path]:
+    """An IDX directory (train-images / train-labels) of 28×28 noise images with these labels."""
+    def write(folder: Path) -> Path:
+        from datafiles import write_idx_dataset
+
+        images = np.random.default_rng(0).integers(0, 256, (len(labels), 28, 28), dtype=np.uint8)
+        return write_idx_dataset(folder / "idx", images, np.array(labels))
+    return write
+
+
+DIGITS_WITH_STRAYS = [i % 10 for i in range(60)] + [200, 17]  # a 201-class model unless refused
+
+
 def _image_tree(*files: tuple[str, bytes | None]) -> Callable[[Path], Path]:
     """An ImageFolder tree of `(class/name, content)` files; content None: a valid 28×28 PNG."""
     def write(folder: Path) -> Path:
@@ -298,6 +311,17 @@ CASES = [
     BadInput("data-truncated-png", "images/shirt/1.png: cannot read image (image file is truncated",
              _run_spec("truncated-png", _data(_image_tree(("coat/0.png", None), ("shirt/0.png", None),
                                                          ("shirt/1.png", _half_a_png()))))),
+    BadInput("data-idx-label-gaps", "idx/train-labels-idx1-ubyte: class ids must run 0..C−1 without gaps, but the "
+             "labels reach 200 and 189 ids below it never occur (10, 11, 12, 13, 14, …)",
+             _run_spec("idx-gaps", _data(_idx_with_labels(DIGITS_WITH_STRAYS)))),
+    BadInput("data-npz-label-gaps", "the labels reach 7 and 2 ids below it never occur (3, 5)",
+             _run_spec("npz-gaps", _data(_npz("gaps.npz", x=np.zeros((40, 28, 28), np.uint8),
+                                              y=np.array([0, 1, 2, 4, 6, 7] * 6 + [0, 1, 2, 4]))))),
+    BadInput("data-label-above-num-classes", "label 200 is not below data.num_classes = 18",
+             _run_spec("declared", lambda folder, a: _with(data={"path": str(_idx_with_labels(DIGITS_WITH_STRAYS)(folder)),
+                                                                 "num_classes": 18}))),
+    BadInput("num-classes-for-fashion-mnist", "data: num_classes declares the class count of a `path` dataset",
+             _run_spec("fmnist-classes", _with(data__num_classes=12))),
     BadInput("data-npz-pickled-labels", "cannot read .npz",
              _run_spec("obj-y", _data(_npz("obj.npz", x=np.zeros((2, 1, 8, 8), np.uint8),
                                             y=np.array([{"a": 1}, None], dtype=object))))),

@@ -135,3 +135,30 @@ def test_augment_batch_shifts_and_flips():
 def test_model_input_range():
     x = to_model_input(torch.tensor([[[[0, 255]]]], dtype=torch.uint8))
     assert x.tolist() == [[[[-1.0, 1.0]]]]
+
+
+def test_label_ids_with_gaps_are_refused_unless_the_class_count_is_declared(tmp_path, fashion_mnist):
+    """Labels 0–9 plus a stray 200 and 17 would make a 201-class model: refused, naming the file and
+    the first missing ids, unless data.num_classes declares the count (then labels must lie below it)."""
+    from datafiles import write_idx, write_idx_dataset
+
+    images = fashion_mnist.train.images[:102, 0].numpy()
+    labels = np.concatenate([fashion_mnist.train.labels[:100].numpy(), [200, 17]])
+    write_idx_dataset(tmp_path, images, labels)
+    with pytest.raises(DataError, match=r"train-labels-idx1-ubyte: class ids must run 0..C−1 without gaps, but the "
+                                        r"labels reach 200 and 189 ids below it never occur \(10, 11, 12, 13, 14, …\)"):
+        load_images(tmp_path)
+    pool, _ = load_images(tmp_path, num_classes=201)
+    assert pool.num_classes == 201 and pool.classes[-1] == "200"
+    with pytest.raises(DataError, match="label 200 is not below data.num_classes = 20"):
+        load_images(tmp_path, num_classes=20)
+    # the test file counts too: train holds 0–9, t10k a 12
+    write_idx(tmp_path / "train-labels-idx1-ubyte", np.arange(102, dtype=np.uint8) % 10)
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", images[:3])
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", np.array([0, 12, 3], dtype=np.uint8))
+    with pytest.raises(DataError, match=r"t10k-labels-idx1-ubyte: .* reach 12 and 2 ids below it never occur \(10, 11\)"):
+        load_images(tmp_path)
+    np.savez(tmp_path / "d.npz", x=images[:6], y=np.array([0, 1, 3, 3, 1, 0]))
+    with pytest.raises(DataError, match=r"d.npz: .* reach 3 and 1 ids below it never occur \(2\)"):
+        load_images(tmp_path / "d.npz")
+    assert load_images(tmp_path / "d.npz", num_classes=4)[0].num_classes == 4

@@ -43,6 +43,7 @@ class DataRequest:
     eval_fraction: float = 0.2
     train_limit: int | None = None
     eval_limit: int | None = None
+    num_classes: int | None = None  # declared class count (labels with gaps); None: the largest id + 1
 
 
 @lru_cache(maxsize=2)

@@ -25,7 +25,7 @@ from workers.trainer import TrainConfig
 
 def data_request(spec: UpdateSpec) -> DataRequest:
     d = spec.data
-    return DataRequest(d.source, d.subset, d.val_fraction, d.eval_fraction, d.train_limit, d.eval_limit)
+    return DataRequest(d.source, d.subset, d.val_fraction, d.eval_fraction, d.train_limit, d.eval_limit, d.num_classes)
 
 
 def objective_of(method: MethodSpec) -> Objective:

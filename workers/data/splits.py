@@ -85,6 +85,7 @@ def load_splits(
     eval_fraction: float = 0.2,
     train_limit: int | None = None,
     eval_limit: int | None = None,
+    num_classes: int | None = None,
 ) -> DataSplits:
     """Load a dataset and split it deterministically.
 
@@ -92,12 +93,13 @@ def load_splits(
       `eval_fraction` of a fixed permutation of the pool; its first `eval_limit` samples if given.
     - val: the last `val_fraction` of a fixed permutation of the rest; train: the remainder.
     - `subset` (data growth) then filters train and val; `train_limit` keeps the first N of train.
+    - `num_classes` declares the class count of a source whose label ids have gaps.
     """
     if subset not in SUBSETS:
         raise DataError(f"subset must be one of {', '.join(SUBSETS)}, got {subset!r}")
     if not 0 < val_fraction < 1 or not 0 < eval_fraction < 1:
         raise DataError("val_fraction and eval_fraction must lie strictly between 0 and 1")
-    pool, test = load_images(source)
+    pool, test = load_images(source, num_classes)
     if len(pool) == 0:
         raise DataError(f"{source}: the dataset is empty")
     generator = torch.Generator().manual_seed(SPLIT_SEED)
