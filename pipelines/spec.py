@@ -73,7 +73,9 @@ class MethodSpec(_Strict):
 
     name: Literal[METHODS] = Field(  # type: ignore[valid-type]
         "elodi", description="the treatment; kd, fd-*, dynamic-fd and bcwi need `old`")
-    m: int = Field(8, ge=1, description="replicas in the ensemble (elodi, ensemble)")
+    m: int = Field(8, ge=1, le=64, description="replicas in the ensemble (elodi, ensemble); at most 64: each is "
+                   "a full training with its own checkpoint, and the paragon's NFR levels off by m = 4–8 "
+                   "(docs/benchmarks.md)")
     alpha: float | None = Field(None, ge=0, le=1, description="weight of the distillation term; None: method default")
     k: int = Field(10, ge=1, description="LDI: classes per sample")
     topk_by: Literal["teacher", "student", "union"] = Field(

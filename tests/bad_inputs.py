@@ -259,6 +259,8 @@ CASES = [
     BadInput("augment-not-a-bool", "train.augment: Input should be a valid boolean",
              _run_spec("augment", _with(train__augment="maybe"))),
     BadInput("m-zero", "method.m: Input should be greater than or equal to 1", _run_spec("m0", _with(method__m=0))),
+    BadInput("m-hundred-thousand", "method.m: Input should be less than or equal to 64",
+             _run_spec("m-huge", _with(method={"name": "elodi", "m": 100000}))),
     BadInput("alpha-above-one", "method.alpha: Input should be less than or equal to 1",
              _run_spec("alpha", _with(method__alpha=1.5))),
     BadInput("k-zero", "method.k", _run_spec("k0", _with(method__k=0))),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -23,7 +24,7 @@ import torch
 
 from workers import storage
 from workers.bcwi import select_bcwi
-from workers.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
+from workers.checkpoints import CheckpointError, ModelSettings, load_model, read_checkpoint, save_checkpoint
 from workers.data import DataSplits, load_splits
 from workers.data.splits import fingerprint
 from workers.inference import ReferenceSource, predict_logits
@@ -143,8 +144,12 @@ def train_job(
         if reporter is not None:
             reporter.on_epoch(stats)
 
-    result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, local, keep,
-                   on_step=reporter.on_step if reporter else None, val_reference=val_reference)
+    try:
+        result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, local, keep,
+                       on_step=reporter.on_step if reporter else None, val_reference=val_reference)
+    finally:
+        if local != job.checkpoint_uri:  # the local copy of an S3 checkpoint: every epoch is in S3
+            shutil.rmtree(os.path.dirname(local), ignore_errors=True)
     return TrainRecord(
         name=job.name, seed=job.config.seed, checkpoint=job.checkpoint_uri,
         history=[asdict(h) for h in result.history], steps=result.steps, epochs_run=result.epochs_run,
@@ -152,6 +157,27 @@ def train_job(
         val_error_rate=result.history[-1].val_error_rate, pid=os.getpid(), host=socket.gethostname(),
         seconds=time.perf_counter() - started,
     )
+
+
+def finished(job: TrainJob) -> bool:
+    """Whether `job`'s checkpoint holds its whole training (every epoch), which a rerun reuses as is."""
+    uri = job.checkpoint_uri
+    with tempfile.TemporaryDirectory(prefix="congruent-check-") as tmp:
+        local = os.path.join(tmp, "checkpoint.pt") if storage.is_s3(uri) else uri
+        if not (storage.download(uri, local) if storage.is_s3(uri) else os.path.exists(local)):
+            return False
+        try:
+            return int(read_checkpoint(local).get("epoch", 0)) >= job.config.epochs
+        except CheckpointError:
+            return False
+
+
+def discard_unfinished(jobs: Sequence[TrainJob]) -> list[str]:
+    """Delete the checkpoints of `jobs` that hold a training cut short (after Ctrl-C): a deliberate
+    interrupt leaves no partial files, while finished ones stay for a rerun to reuse. (A driver
+    that dies instead discards nothing: a rerun resumes its partial checkpoints.) Returns the URIs
+    removed."""
+    return [job.checkpoint_uri for job in jobs if not finished(job) and storage.delete(job.checkpoint_uri)]
 
 
 def eval_logits(

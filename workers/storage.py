@@ -66,6 +66,36 @@ def download(uri: str, local_path: str | os.PathLike) -> bool:
     return True
 
 
+def delete(uri: str) -> bool:
+    """Remove the file or S3 object at `uri`, and a local file's `.tmp` sibling (a write cut short
+    by `save_checkpoint`); True when something was removed. An emptied local folder goes too."""
+    if is_s3(uri):
+        bucket, key = _split(uri)
+        from botocore.exceptions import ClientError
+
+        try:
+            _client().head_object(Bucket=bucket, Key=key)
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        _client().delete_object(Bucket=bucket, Key=key)
+        return True
+    path = Path(uri)
+    removed = False
+    for candidate in (path, path.with_name(path.name + ".tmp")):
+        try:
+            candidate.unlink()
+            removed = True
+        except FileNotFoundError:
+            pass
+    try:
+        path.parent.rmdir()  # only when empty
+    except OSError:
+        pass
+    return removed
+
+
 def fetch_checkpoint(uri: str) -> str:
     """A local path for a checkpoint URI: the path itself, or a copy of an S3 object in a temp-dir
     cache (downloaded once per machine). FileNotFoundError when there is no such object."""

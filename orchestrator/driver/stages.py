@@ -14,7 +14,9 @@ from orchestrator.driver.cluster import device, on_node
 from orchestrator.driver.plan import Plan, pool_topk
 from orchestrator.driver.pool import PoolHandle, TeacherPool
 from orchestrator.driver.watch import StageWatch
-from workers.stages import BcwiRecord, TrainJob, TrainRecord, bcwi_job, eval_logits, train_job
+from workers import storage
+from workers.stages import (BcwiRecord, TrainJob, TrainRecord, bcwi_job, discard_unfinished, eval_logits,
+                            train_job)
 
 
 def _train(job: TrainJob, queue: Any = None, pool: TeacherPool | None = None) -> TrainRecord:
@@ -33,20 +35,27 @@ def _summary(record: TrainRecord) -> str:
 
 def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
     """m replicas as parallel Ray tasks (`resources.replica` each, retried twice); a replica whose
-    finished checkpoint exists is reused, a partial one resumed."""
+    finished checkpoint exists is reused, a partial one resumed. On Ctrl-C the running ones are
+    cancelled and their partial checkpoints deleted; finished ones stay for a rerun."""
     res = plan.spec.resources.replica
     task = ray.remote(on_node)
+    jobs = plan.replica_jobs()
     refs = {
         task.options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name=job.name).remote(_train, job, watch.queue):
             job.name
-        for job in plan.replica_jobs()
+        for job in jobs
     }
     records = []
-    for ref in watch.wait(refs):
-        record: TrainRecord = ray.get(ref)
-        records.append(record)
-        how = "reused" if record.epochs_run == 0 else f"{record.seconds:.0f} s, pid {record.pid}"
-        watch.display.finish(record.name, f"{_summary(record)} ({how})")
+    try:
+        for ref in watch.wait(refs):
+            record: TrainRecord = ray.get(ref)
+            records.append(record)
+            how = "reused" if record.epochs_run == 0 else f"{record.seconds:.0f} s, pid {record.pid}"
+            watch.display.finish(record.name, f"{_summary(record)} ({how})")
+    except KeyboardInterrupt:
+        done = {record.name for record in records}
+        discard_unfinished([job for job in jobs if job.name not in done])
+        raise
     return sorted(records, key=lambda r: int(r.name.rsplit("-", 1)[1]))
 
 
@@ -62,7 +71,11 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
         client = pool.client(job.objective.references, pool_topk(job.objective, plan.num_classes))
         options["scheduling_strategy"] = pool.student_strategy()
     ref = ray.remote(on_node).options(**options).remote(_train, job, watch.queue, client)
-    record: TrainRecord = ray.get(next(watch.wait({ref: job.name})))
+    try:
+        record: TrainRecord = ray.get(next(watch.wait({ref: job.name})))
+    except KeyboardInterrupt:  # cancelled by the watch: its partial checkpoint goes
+        discard_unfinished([job])
+        raise
     watch.display.finish(job.name, f"{_summary(record)}, {record.seconds:.0f} s ({record.steps} steps)")
     return record
 
@@ -72,9 +85,15 @@ def select_bcwi(plan: Plan, tuned: TrainRecord) -> BcwiRecord:
     stored next to the fine-tuned one."""
     spec, res = plan.spec, plan.spec.resources.student
     task = ray.remote(bcwi_job).options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name="bcwi")
-    return ray.get(task.remote(spec.old, tuned.checkpoint, plan.data, spec.method.bcwi_alphas,
-                               spec.method.bcwi_er_tolerance, plan.bcwi_checkpoint(), device(res.gpus),
-                               spec.allow_user_factories))
+    ref = task.remote(spec.old, tuned.checkpoint, plan.data, spec.method.bcwi_alphas, spec.method.bcwi_er_tolerance,
+                      plan.bcwi_checkpoint(), device(res.gpus), spec.allow_user_factories)
+    try:
+        return ray.get(ref)
+    except KeyboardInterrupt:  # the interpolated checkpoint may be half written
+        ray.cancel(ref, force=True)
+        ray.wait([ref], timeout=30)
+        storage.delete(plan.bcwi_checkpoint())
+        raise
 
 
 def eval_split_logits(plan: Plan, checkpoints: Mapping[str, str]) -> dict[str, np.ndarray]:
