@@ -97,6 +97,23 @@ def _run_spec(name: str, document: Callable[[Path, Assets], dict] | dict) -> Cal
     return make
 
 
+def _run_with(name: str, document: dict, storage: Callable[[Path], str] | None = None,
+              out: Callable[[Path], str] | None = None) -> Callable[[Path, Assets], list[str]]:
+    """`run` of a spec whose storage (and --out) `storage(folder)` (and `out(folder)`) give."""
+    def make(folder: Path, assets: Assets) -> list[str]:
+        path = folder / f"{name}.yaml"
+        where = storage(folder) if storage else str(folder / "storage")
+        path.write_text(yaml.safe_dump({**document, "storage": where}))
+        return ["run", str(path), *(["--out", out(folder)] if out else [])]
+    return make
+
+
+def _through_a_file(folder: Path) -> Path:
+    """A path whose parent is a regular file: no one, root included, can create it."""
+    (folder / "plain.txt").write_text("x")
+    return folder / "plain.txt"
+
+
 def _old(write: Callable[[Path], None], **changes) -> Callable[[Path, Assets], dict]:
     """A spec whose old checkpoint is a file written by `write`."""
     def document(folder: Path, assets: Assets) -> dict:
@@ -327,6 +344,18 @@ CASES = [
     BadInput("data-npz-pickled-labels", "cannot read .npz",
              _run_spec("obj-y", _data(_npz("obj.npz", x=np.zeros((2, 1, 8, 8), np.uint8),
                                             y=np.array([{"a": 1}, None], dtype=object))))),
+    # where the run writes, and what the cluster can hold: refused before Ray starts
+    BadInput("storage-unwritable", "plain.txt/runs: cannot write there (Not a directory)",
+             _run_with("storage", BASE, lambda f: str(_through_a_file(f) / "runs"))),
+    BadInput("out-unwritable", "plain.txt/out: cannot write there (Not a directory)",
+             _run_with("out", BASE, out=lambda f: str(_through_a_file(f) / "out"))),
+    BadInput("storage-s3-without-credentials", "storage: s3://congruent-runs/corpus: no AWS credentials",
+             _run_with("s3", BASE, lambda f: "s3://congruent-runs/corpus")),
+    BadInput("resources-beyond-the-cluster", "resources.replica: asks 100000.0 CPU",
+             _run_spec("cpus", _with(method={"name": "ensemble", "m": 2}, resources={"replica": {"cpus": 100000}}))),
+    BadInput("resources-teacher-pool-beyond-the-cluster", "resources: student + 2 teacher actors need",
+             _run_spec("pool", lambda folder, a: _with(method__name="fd-lm", old=a.old_checkpoint,
+                                                       resources={"teacher": {"cpus": 50000}}))),
     # prediction files
     BadInput("predictions-nan", "NaN", _compare(LABELS, LOGITS, _with_value(np.nan))),
     BadInput("predictions-inf", "Inf", _compare(LABELS, LOGITS, _with_value(np.inf))),

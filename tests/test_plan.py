@@ -53,3 +53,68 @@ def test_crop_and_flip_are_configured_separately(digits_folder, train, applied):
     config = train_config(resolved, 0, WorkerResources())
     assert (config.augment, config.augment_padding, config.augment_flip) == applied
     assert augmentation_params(resolved) == {"augment.crop": str(applied[1]), "augment.flip": str(applied[2]).lower()}
+
+
+def test_a_method_without_a_pool_counts_no_teacher_actors():
+    """Method none with `student.cpus: 2` fits a 2-CPU machine: it starts no teacher actor."""
+    from orchestrator.driver.cluster import check_resources
+    from pipelines.spec import SpecError
+
+    two_cpus = {"CPU": 2.0, "GPU": 0.0}
+    none = spec(resources={"student": {"cpus": 2}})
+    check_resources(none, two_cpus, replicas=False, student=True, pool_actors=0)
+    with pytest.raises(SpecError, match=r"resources: student \+ 2 teacher actors need 3.0 CPU / 0.0 GPU at once"):
+        check_resources(spec(method={"name": "fd-lm"}, old="o.pt", resources={"student": {"cpus": 2}}), two_cpus,
+                        replicas=False, student=True, pool_actors=2)
+    # replicas are counted only for methods that train them
+    check_resources(spec(resources={"replica": {"gpus": 1}}), two_cpus, replicas=False, student=True, pool_actors=0)
+    with pytest.raises(SpecError, match="resources.replica: asks 1.0 CPU / 1.0 GPU, cluster has 2.0 / 0.0"):
+        check_resources(spec(method={"name": "ensemble"}, resources={"replica": {"gpus": 1}}), two_cpus,
+                        replicas=True, student=False, pool_actors=2)
+
+
+def test_the_plan_says_which_stages_and_actors_a_method_starts(digits_folder):
+    data = {"path": str(digits_folder)}
+    plans = {name: preflight(spec(data=data, method={"name": name, "m": 2}))
+             for name in ("none", "ensemble", "elodi")}
+    assert [(p.needs_replicas, p.needs_student, p.pool_actors) for p in plans.values()] == [
+        (False, True, 0), (True, False, 2), (True, True, 2)]
+
+
+def test_stage_titles_are_numbered_over_the_stages_the_method_runs(digits_folder):
+    from orchestrator.driver.pipeline import stage_titles
+
+    data = {"path": str(digits_folder)}
+    assert stage_titles(preflight(spec(data=data))) == [
+        "stage 1/2: training the model (none)", "stage 2/2: evaluating on the regression-eval split"]
+    assert stage_titles(preflight(spec(data=data, method={"name": "elodi", "m": 2}))) == [
+        "stage 1/3: training 2 replicas of mlp-small in parallel",
+        "stage 2/3: distilling the student (elodi) online from 2 teacher actors",
+        "stage 3/3: evaluating on the regression-eval split"]
+    assert [t.split(":")[0] for t in stage_titles(preflight(spec(data=data, method={"name": "ensemble", "m": 2})))] == [
+        "stage 1/2", "stage 2/2"]
+
+
+def test_resources_beyond_this_machine_are_refused_before_ray_starts_or_mlflow_is_touched(tmp_path):
+    """An embedded Ray is checked against os.cpu_count() before it starts: exit 2, one line, Ray not
+    started, no MLflow store created."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "method": {"name": "ensemble", "m": 2}, "storage": str(tmp_path / "s"),
+                                    "resources": {"replica": {"cpus": 100000}}}))
+    probe = ("import sys, ray\nfrom orchestrator.cli import main\ncode = main(['run', sys.argv[1]])\n"
+             "print('ray started' if ray.is_initialized() else 'ray not started')\nsys.exit(code)")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"congruent run: error: {path}: resources.replica: asks 100000.0 CPU / 0.0 GPU, cluster has "
+        f"{float(os.cpu_count())} / 0.0"]
+    assert done.stdout.strip() == "ray not started"
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "s").exists()

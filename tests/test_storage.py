@@ -92,3 +92,35 @@ def test_delete_an_s3_object(s3_env, tmp_path):
     uri = storage.upload(tmp_path / "f", "s3://runs/delete-me/replica-0.pt")
     assert storage.download(uri, tmp_path / "back") and storage.delete(uri)
     assert not storage.download(uri, tmp_path / "again") and not storage.delete(uri)
+
+
+def test_a_local_storage_check_writes_a_probe_and_leaves_nothing(tmp_path):
+    storage.check_writable(str(tmp_path / "runs" / "deep"))
+    assert list(tmp_path.iterdir()) == []  # the folders it created for the probe are gone again
+    (tmp_path / "kept").mkdir()
+    storage.check_writable(str(tmp_path / "kept"))
+    assert list((tmp_path / "kept").iterdir()) == []
+    (tmp_path / "plain.txt").write_text("x")
+    with pytest.raises(storage.StorageError, match=r"plain.txt/runs: cannot write there \(Not a directory\)"):
+        storage.check_writable(str(tmp_path / "plain.txt" / "runs"))
+    with pytest.raises(storage.StorageError, match=r"plain.txt: cannot write there \(File exists\)"):
+        storage.check_writable(str(tmp_path / "plain.txt"))
+
+
+def test_an_s3_storage_check_needs_credentials_a_server_and_the_bucket(s3_env, monkeypatch):
+    storage.check_writable("s3://runs/prefix")
+    with pytest.raises(storage.StorageError, match=r"^s3://missing-bucket/p: no such bucket$"):
+        storage.check_writable("s3://missing-bucket/p")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    with pytest.raises(storage.StorageError, match=r"s3://runs/prefix: access denied \(wrong AWS_ACCESS_KEY_ID"):
+        storage.check_writable("s3://runs/prefix")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")  # nothing listens on the discard port
+    with pytest.raises(storage.StorageError, match="s3://runs/prefix: S3 did not answer"):
+        storage.check_writable("s3://runs/prefix", timeout_s=2)
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(storage.StorageError, match="s3://runs/prefix: no AWS credentials"):
+        storage.check_writable("s3://runs/prefix")

@@ -12,6 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 
 
+class StorageError(ValueError):
+    """Storage that cannot be used; the message is one line naming the place and the problem."""
+
+
 def is_s3(uri: str) -> bool:
     return uri.startswith("s3://")
 
@@ -107,3 +111,55 @@ def fetch_checkpoint(uri: str) -> str:
     if not os.path.exists(local) and not download(uri, local):
         raise FileNotFoundError(f"{uri}: no such checkpoint")
     return local
+
+
+def check_writable(uri: str, timeout_s: float = 5.0) -> None:
+    """StorageError unless files can be written at `uri`, checked before any work: a local directory
+    is created if missing and a probe file written there and removed (with the folders it created);
+    an S3 prefix needs credentials and a bucket that answers within `timeout_s`."""
+    if is_s3(uri):
+        _check_bucket(uri, timeout_s)
+        return
+    path = Path(uri)
+    created = []
+    for folder in (path, *path.parents):
+        if folder.exists() or folder.is_symlink():
+            break
+        created.append(folder)
+    probe = path / f".congruent-probe-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise StorageError(f"{uri}: cannot write there ({e.strerror or e})") from None
+    finally:
+        for folder in created:  # deepest first; a folder something else wrote into meanwhile stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+
+def _check_bucket(uri: str, timeout_s: float) -> None:
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, _ = _split(uri)
+    session = boto3.session.Session()
+    if session.get_credentials() is None:
+        raise StorageError(f"{uri}: no AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                           "or AWS_PROFILE; AWS_ENDPOINT_URL_S3 for a server other than AWS)")
+    config = Config(s3={"addressing_style": "path"}, connect_timeout=timeout_s, read_timeout=timeout_s,
+                    retries={"total_max_attempts": 1})
+    try:
+        session.client("s3", config=config).head_bucket(Bucket=bucket)
+    except ClientError as e:
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        denied = "access denied (wrong AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or no right to the bucket)"
+        why = {"404": "no such bucket", "NoSuchBucket": "no such bucket", "403": denied, "AccessDenied": denied,
+               "InvalidAccessKeyId": denied, "SignatureDoesNotMatch": denied}.get(code, f"S3 answered {code or e}")
+        raise StorageError(f"{uri}: {why}") from None
+    except BotoCoreError as e:  # no endpoint, timeouts, bad credentials format
+        raise StorageError(f"{uri}: S3 did not answer ({(str(e).splitlines() or [type(e).__name__])[0]})") from None

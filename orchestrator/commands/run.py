@@ -36,33 +36,38 @@ def format_result(result: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.cluster import check_resources, connect
+    from orchestrator.driver.cluster import check_cluster, connect
     from orchestrator.driver.pipeline import run_pipeline
-    from orchestrator.driver.plan import preflight
+    from orchestrator.driver.plan import check_output, preflight
     from orchestrator.driver.watch import StageWatch
     from orchestrator.tracking.registry import RegistryError
     from orchestrator.tracking.store import TrackingUnavailable, check_store
     from orchestrator.views.progress import make_display
     from pipelines.spec import SpecError, load_spec
 
+    # every check before Ray starts and before the MLflow run opens: exit 2 leaves nothing behind
     try:
         spec = load_spec(args.spec)
     except SpecError as e:
         return fail("run", str(e))
     try:
-        plan = preflight(spec)  # data, old model, registry: before any Ray work
+        plan = preflight(spec)  # data, old model, registry, storage
     except (SpecError, RegistryError) as e:
         return fail("run", f"{args.spec}: {e}")
-    try:
-        check_store()  # before any Ray work: an unreachable MLflow fails in bounded time
-    except TrackingUnavailable as e:
-        return fail("run", str(e), 1)
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
-    connect(args.ray_address)
     try:
-        check_resources(plan.spec, plan.needs_student, plan.spec.resources.teacher_actors if plan.pool_references else 0)
+        check_output(run_dir, "--out" if args.out else None)
+    except SpecError as e:
+        return fail("run", str(e))
+    try:  # what the cluster can hold: this machine's cores for an embedded Ray, not started yet
+        check_cluster(plan.spec, args.ray_address, plan.needs_replicas, plan.needs_student, plan.pool_actors)
     except SpecError as e:
         return fail("run", f"{args.spec}: {e}")
+    try:
+        check_store()  # an unreachable MLflow fails in bounded time
+    except TrackingUnavailable as e:
+        return fail("run", str(e), 1)
+    connect(args.ray_address)
     watch = StageWatch(make_display(quiet=True if args.json else args.quiet))
     watch.display.prefix = f"{spec.version} "
     try:
@@ -71,8 +76,6 @@ def run(args: argparse.Namespace) -> int:
         watch.close()
         return fail("run", f"interrupted: {args.spec}: stages cancelled, the MLflow run is marked KILLED, "
                            "no version was registered", 130)
-    except SpecError as e:
-        return fail("run", f"{args.spec}: {e}")
     except Exception as e:  # a stage failed: its MLflow run is FAILED and nothing was registered
         cause = getattr(e, "cause", None) or e  # a RayTaskError carries the worker's exception
         reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]

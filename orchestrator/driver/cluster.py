@@ -4,7 +4,7 @@ as a Ray task that notes the node it ran on."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pipelines.spec import SpecError, UpdateSpec, WorkerResources
@@ -31,24 +31,69 @@ def connect(ray_address: str | None) -> None:
     if ray_address:
         ray.init(address=ray_address, logging_level="WARNING", runtime_env=runtime_env)
     else:
+        quiet_local_auth()
         ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING",
                  runtime_env=runtime_env)
 
 
-def check_resources(spec: UpdateSpec, needs_student: bool, pool_actors: int) -> None:
-    """SpecError when the cluster can never hold a stage (Ray would wait forever): a replica, or the
-    student together with the `pool_actors` teacher actors it is reserved with."""
+def quiet_local_auth() -> None:
+    """The embedded cluster keeps Ray's token authentication (what Ray picks for a new local cluster
+    when RAY_AUTH_MODE is unset), chosen explicitly: left unset, Ray picks it and prints a warning
+    about it at every start. A RAY_AUTH_MODE of the environment wins."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    from ray._raylet import Config
+
+    Config.initialize("")  # Ray reads RAY_AUTH_MODE once, at import; it refreshes it the same way itself
+
+
+def local_capacity(spec: UpdateSpec) -> dict[str, float]:
+    """What the embedded local Ray will hold, known before it starts: this machine's CPUs (`connect`
+    starts it with all of them) and GPUs (counted only when the spec asks for one)."""
+    r = spec.resources
+    gpus = 0
+    if any(w.gpus > 0 for w in (r.replica, r.student, r.teacher)):
+        import torch
+
+        gpus = torch.cuda.device_count()
+    return {"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)}
+
+
+def check_cluster(spec: UpdateSpec, ray_address: str | None, replicas: bool, student: bool, pool_actors: int
+                  ) -> None:
+    """`check_resources` against the cluster the command runs on, before any Ray work: an existing
+    cluster (`ray_address`, RAY_ADDRESS, or one this process already joined) is joined and asked;
+    the embedded local Ray is not started here, this machine's cores answer for it. SpecError
+    (one line) when a stage could never run."""
     import ray
 
-    total = ray.cluster_resources()
-    cpus, gpus = total.get("CPU", 0.0), total.get("GPU", 0.0)
+    if ray_address or os.environ.get("RAY_ADDRESS") or ray.is_initialized():
+        try:
+            connect(ray_address)
+        except ConnectionError as e:
+            address = ray_address or os.environ.get("RAY_ADDRESS")
+            raise SpecError(f"cannot join the Ray cluster at {address} ({(str(e).splitlines() or ['no answer'])[0]})"
+                            ) from None
+        capacity = ray.cluster_resources()
+    else:
+        capacity = local_capacity(spec)
+    check_resources(spec, capacity, replicas, student, pool_actors)
+
+
+def check_resources(spec: UpdateSpec, capacity: Mapping[str, float], replicas: bool, student: bool,
+                    pool_actors: int) -> None:
+    """SpecError when a cluster of `capacity` ({"CPU": n, "GPU": n}) can never hold a stage the
+    method runs (Ray would wait forever): a replica (when `replicas`), or the student (when
+    `student`) together with the `pool_actors` teacher actors it is reserved with."""
+    cpus, gpus = capacity.get("CPU", 0.0), capacity.get("GPU", 0.0)
     r = spec.resources
-    if r.replica.cpus > cpus or r.replica.gpus > gpus:
+    if replicas and (r.replica.cpus > cpus or r.replica.gpus > gpus):
         raise SpecError(f"resources.replica: asks {r.replica.cpus} CPU / {r.replica.gpus} GPU, cluster has {cpus} / {gpus}")
-    distill_cpus = (r.student.cpus if needs_student else 0.0) + pool_actors * r.teacher.cpus
-    distill_gpus = (r.student.gpus if needs_student else 0.0) + pool_actors * r.teacher.gpus
+    distill_cpus = (r.student.cpus if student else 0.0) + pool_actors * r.teacher.cpus
+    distill_gpus = (r.student.gpus if student else 0.0) + pool_actors * r.teacher.gpus
     if distill_cpus > cpus or distill_gpus > gpus:
-        what = " + ".join((["student"] if needs_student else []) + ([f"{pool_actors} teacher actors"] if pool_actors else []))
+        what = " + ".join((["student"] if student else []) + ([f"{pool_actors} teacher actors"] if pool_actors else []))
         raise SpecError(f"resources: {what} need {distill_cpus} CPU / {distill_gpus} GPU at once, "
                         f"cluster has {cpus} / {gpus}")
 

@@ -2,7 +2,8 @@
 
 `preflight(spec)` resolves `old` (a checkpoint path or a registry reference), makes local paths
 absolute, loads the data, reads the old checkpoint (once, in the driver) and checks it against the
-data and the method; any problem is a SpecError or RegistryError of one line. The `Plan` it returns
+data and the method, and checks that the storage can be written; any problem is a SpecError or
+RegistryError of one line. The `Plan` it returns
 turns the spec into the workers' own records: DataRequest, TrainConfig, Objective, TrainJob.
 """
 
@@ -100,6 +101,11 @@ class Plan:
         names = (("teacher",) if self.needs_replicas else ()) + (("old",) if "old" in self.objective.references else ())
         return names
 
+    @property
+    def pool_actors(self) -> int:
+        """Teacher actors the method starts (none without a pool)."""
+        return self.spec.resources.teacher_actors if self.pool_references else 0
+
     def replica_jobs(self) -> list[TrainJob]:
         """m replicas of the new architecture, seeds train.seed + 1 … train.seed + m; their
         checkpoints are keyed by data, architecture and training settings, not by the method, so
@@ -152,9 +158,18 @@ def resolve_old(spec: UpdateSpec) -> tuple[UpdateSpec, Reference | None]:
     return spec.model_copy(update={"old": registry.checkpoint_of(parent)}), parent
 
 
+def check_output(folder: Path, option: str | None) -> None:
+    """SpecError unless the command's output folder (`option`: the flag that named it, None: the
+    default) can be created and written, checked before any work."""
+    try:
+        storage.check_writable(str(folder))
+    except storage.StorageError as e:
+        raise SpecError(f"{option or 'output folder'}: {e}") from None
+
+
 def preflight(spec: UpdateSpec) -> Plan:
-    """Every check that needs the data, the old checkpoint or the registry, before any Ray work:
-    SpecError or RegistryError (one line) when the spec cannot run."""
+    """Every check that needs the data, the old checkpoint, the registry or the storage, before any
+    Ray work: SpecError or RegistryError (one line) when the spec cannot run."""
     from orchestrator.tracking.registry import check_eval_split
     from workers.checkpoints import CheckpointError, load_model
     from workers.data import DataError
@@ -186,4 +201,8 @@ def preflight(spec: UpdateSpec) -> Plan:
             raise SpecError(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
     if parent is not None:
         check_eval_split(parent, splits.fingerprint)
+    try:
+        storage.check_writable(spec.storage)
+    except storage.StorageError as e:
+        raise SpecError(f"storage: {e}") from None
     return Plan(spec, parent, request, data_fingerprint(request), splits.fingerprint, splits.num_classes)

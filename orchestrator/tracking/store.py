@@ -6,6 +6,7 @@ With no configuration the store is `sqlite:///<cwd>/mlflow.db` with artifacts un
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -40,6 +41,7 @@ def configure() -> str:
     directory (created here, in the driver, before anything else touches it), with the bounded
     retry policy above."""
     bounded_http_retries()
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial MLflow database tables"
     uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
