@@ -369,6 +369,12 @@ CASES = [
     # the registry
     BadInput("promote-unknown-model", "corpus-nothing",
              lambda folder, a: ["promote", "corpus-nothing", "1", "--max-nfr", "0.1"]),
+    BadInput("promote-max-nfr-as-a-percentage", "argument --max-nfr: must be a fraction in [0, 1] (0.05 = 5 %), got 5",
+             lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "5"]),
+    BadInput("promote-max-nfr-negative", "argument --max-nfr: must be a fraction in [0, 1] (0.05 = 5 %), got -0.1",
+             lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "-0.1"]),
+    BadInput("promote-max-er-increase-above-one", "argument --max-er-increase: must be a fraction in [-1, 1]",
+             lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "0.02", "--max-er-increase", "3"]),
     BadInput("versions-unknown-model", "no registered model 'corpus-nothing'",
              lambda folder, a: ["versions", "corpus-nothing"]),
 ]
