@@ -35,6 +35,13 @@ def format_result(result: Any) -> str:
     return "\n".join(lines)
 
 
+def json_result(result: Any) -> dict[str, Any]:
+    """`run --json`: the metrics (error_rate, vs_old, vs_paragon, paragon_vs_old, at the top level
+    as before) and which version they belong to: model, version label, registered version, run."""
+    return {**result.metrics, "model": result.model, "version": result.version,
+            "registered_version": result.registered_version, "run_id": result.run_id}
+
+
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.cluster import check_cluster, connect
     from orchestrator.driver.pipeline import run_pipeline
@@ -83,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                            "marked FAILED with the traceback in error.log, no version was registered", 1)
     finally:
         watch.close()
-    print(json.dumps(result.metrics) if args.json else "\n" + format_result(result))
+    print(json.dumps(json_result(result)) if args.json else "\n" + format_result(result))
     if result.promotion is not None:
         passed = result.promotion["passed"]
         print(f"{spec.model} v{result.registered_version} {'promoted to champion' if passed else 'NOT promoted'}: "
@@ -96,6 +103,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run", help="run one update pipeline from a YAML spec on Ray",
         parents=[ray_address(), out_option("where predictions and result.json go (default: runs/MODEL/VERSION)"),
-                 json_option("print only the metrics, as JSON"), quiet_option()])
+                 json_option("print only the result, as JSON: the metrics, model, version, registered_version, run_id"), quiet_option()])
     parser.add_argument("spec", metavar="SPEC.yaml")
     parser.set_defaults(func=run)
