@@ -48,14 +48,17 @@ def make_assets(folder: Path) -> Assets:
 
     from orchestrator.tracking import store
 
-    settings = ModelSettings("mlp-small", 10)
+    settings, five = ModelSettings("mlp-small", 10), ModelSettings("mlp-small", 5)
     (folder / "registered").mkdir()
+    (folder / "five").mkdir()
     old = save_checkpoint(folder / "registered" / "model.pt", settings.build(seed=3), settings)
+    five_classes = save_checkpoint(folder / "five" / "model.pt", five.build(seed=3), five)
     store.configure()
     mlflow.set_experiment(experiment_id=store.experiment_id("corpus-parent"))
     client = MlflowClient()
     client.create_registered_model("corpus-parent")
-    for alias, artifact in (("champion", old), ("empty", None)):  # "empty": a version whose run has no checkpoint
+    # "empty": a version whose run has no checkpoint; "five": one of a 5-class model
+    for alias, artifact in (("champion", old), ("empty", None), ("five", five_classes)):
         with mlflow.start_run(run_name=alias) as run:
             if artifact is not None:
                 mlflow.log_artifact(str(artifact), "checkpoint")
@@ -306,15 +309,28 @@ CASES = [
     BadInput("old-missing-for-fd", "old: method 'fd-lm' needs an old model", _run_spec("no-old", _with(method__name="fd-lm"))),
     BadInput("old-checkpoint-missing", "no such checkpoint",
              _run_spec("old-gone", lambda folder, a: _with(method__name="fd-lm", old=str(folder / "v1.pt")))),
-    BadInput("old-registry-version-missing", "corpus@champion: no such registered model version",
+    BadInput("old-registry-version-missing", "corpus@champion: no such registered model version (no registered "
+             "model 'corpus')",
              _run_spec("old-ref", _with(method__name="fd-lm", old=f"{MODEL}@champion"))),
     BadInput("old-registry-version-without-checkpoint", "corpus-parent version 2 has no checkpoint",
              _run_spec("old-empty", _with(method__name="fd-lm", old="corpus-parent@empty"))),
     BadInput("old-class-mismatch", "has 5 classes, the data has 10", _run_spec("classes", _old(_five_classes))),
+    BadInput("old-registry-class-mismatch-names-the-reference", "old: corpus-parent@five has 5 classes, the data has 10",
+             _run_spec("five", _with(method__name="fd-lm", old="corpus-parent@five"))),
+    BadInput("old-relative-path-as-written", "old: v1.pt: no such checkpoint",
+             _run_spec("relative", _with(method__name="fd-lm", old="v1.pt"))),
+    BadInput("old-text-file", "not a readable checkpoint (not a file torch.save writes: neither a zip archive nor a "
+             "pickle)", _run_spec("text", _old(lambda path: path.write_text("hello, I am not a checkpoint\n")))),
+    BadInput("old-registry-unknown-alias", "corpus-parent@nosuchalias: no such registered model version (corpus-parent "
+             "has no alias 'nosuchalias'; its aliases: champion, empty, five)",
+             _run_spec("alias", _with(method__name="fd-lm", old="corpus-parent@nosuchalias"))),
+    BadInput("old-registry-unknown-version", "corpus-parent/9: no such registered model version (corpus-parent has no "
+             "version 9; its versions: 1, 2, 3)", _run_spec("version9", _with(method__name="fd-lm", old="corpus-parent/9"))),
     BadInput("old-truncated-checkpoint", "not a readable checkpoint", _run_spec("truncated", _old(_truncated))),
     BadInput("old-other-architecture", "weights do not fit architecture 'mlp-small'",
              _run_spec("foreign", _old(_other_architecture))),
-    BadInput("old-pickled-object", "not a readable checkpoint", _run_spec("pickled", _old(_pickled_object))),
+    BadInput("old-pickled-object", "not a readable checkpoint (UnpicklingError: Trying to load unsupported GLOBAL "
+             "posix.system", _run_spec("pickled", _old(_pickled_object))),
     BadInput("old-plain-pickle", "not a readable checkpoint", _run_spec("plain-pickle", _old(_plain_pickle))),
     BadInput("old-not-a-congruent-checkpoint", "not a Congruent checkpoint",
              _run_spec("foreign-dict", _old(_not_a_checkpoint_dict))),

@@ -118,3 +118,16 @@ def test_resources_beyond_this_machine_are_refused_before_ray_starts_or_mlflow_i
         f"{float(os.cpu_count())} / 0.0"]
     assert done.stdout.strip() == "ray not started"
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "s").exists()
+
+
+def test_a_version_is_tagged_without_empty_lineage_or_flip_tags(digits_folder):
+    """v1 has no parent and no flips: its registry tags leave them out instead of holding ""."""
+    from orchestrator.driver.pipeline import version_tags
+
+    plan = preflight(spec(data={"path": str(digits_folder)}))
+    tags = version_tags(plan.spec, plan, {"error_rate": 0.25})
+    assert sorted(tags) == ["arch", "error_rate", "fingerprint", "label", "method", "spec_hash"]
+    assert all(tags.values())
+    undefined = {"nfr": 0.0, "pfr": 0.1, "rel_nfr": None, "er_old": 0.3, "er_new": 0.0}
+    tags = version_tags(plan.spec, plan, {"error_rate": 0.0, "vs_old": undefined})
+    assert (tags["nfr"], tags["pfr"]) == ("0.000000", "0.100000") and "rel_nfr" not in tags

@@ -182,13 +182,18 @@ def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run
 
 
 def version_tags(spec: UpdateSpec, plan: Plan, metrics: dict[str, Any]) -> dict[str, str]:
-    """The registry tags of a version: lineage, method, eval split, ER and flips against its parent."""
+    """The registry tags of a version: lineage, method, eval split, ER and flips against its parent.
+    What a version does not have is absent, not an empty string: no `parent_version` and `old`
+    for a first version, no `nfr` / `pfr` / `rel_nfr` without an old model (and no `rel_nfr`
+    where it is undefined)."""
     vs_old = metrics.get("vs_old", {})
+    old = plan.old_as_written if plan.parent else spec.old  # a registry reference as written, else the path
+    optional = {"parent_version": plan.parent.version if plan.parent else None, "old": old,
+                **{k: None if vs_old.get(k) is None else f"{vs_old[k]:.6f}" for k in ("nfr", "pfr", "rel_nfr")}}
     return {
         "method": spec.method.name, "arch": spec.arch, "label": spec.version,
-        "parent_version": plan.parent.version if plan.parent else "", "old": spec.old or "",
         "fingerprint": plan.fingerprint, "spec_hash": spec.spec_hash, "error_rate": f"{metrics['error_rate']:.6f}",
-        **{k: ("" if vs_old.get(k) is None else f"{vs_old[k]:.6f}") for k in ("nfr", "pfr", "rel_nfr")},
+        **{k: v for k, v in optional.items() if v is not None},
     }
 
 

@@ -77,6 +77,7 @@ class Plan:
     data_key: str  # the train, val and eval content's fingerprint
     fingerprint: str  # the regression-eval split's
     num_classes: int
+    old_as_written: str | None = None  # `old:` as the spec said it (a path, NAME@ALIAS, NAME/VERSION)
 
     @property
     def method(self) -> str:
@@ -176,6 +177,7 @@ def preflight(spec: UpdateSpec) -> Plan:
     from workers.models import ModelError, resolve_factory
     from workers.stages import cached_splits, data_fingerprint
 
+    written = spec.old  # what the user wrote: errors name it, not a temporary copy or an absolute path
     spec, parent = resolve_old(spec)
     spec = spec.with_absolute_paths()
     try:
@@ -188,14 +190,16 @@ def preflight(spec: UpdateSpec) -> Plan:
     except DataError as e:
         raise SpecError(f"data: {e}") from None
     if spec.old is not None:
+        local = spec.old
         try:  # the weights are loaded too: a checkpoint of another architecture fails here, not in a worker
-            _, old = load_model(storage.fetch_checkpoint(spec.old), spec.allow_user_factories)
+            local = storage.fetch_checkpoint(spec.old)
+            _, old = load_model(local, spec.allow_user_factories)
         except (CheckpointError, FileNotFoundError, ModelError) as e:
-            raise SpecError(f"old: {e}") from None
+            raise SpecError(f"old: {as_written(str(e), (local, spec.old), written)}") from None
         if old.num_classes != splits.num_classes:
-            raise SpecError(f"old: {spec.old} has {old.num_classes} classes, the data has {splits.num_classes}")
+            raise SpecError(f"old: {written} has {old.num_classes} classes, the data has {splits.num_classes}")
         if (old.in_channels, old.image_size) != (splits.in_channels, splits.image_size):
-            raise SpecError(f"old: {spec.old} takes {old.in_channels}×{old.image_size}² images, the data has "
+            raise SpecError(f"old: {written} takes {old.in_channels}×{old.image_size}² images, the data has "
                             f"{splits.in_channels}×{splits.image_size}²")
         if spec.method.name == "bcwi" and old.arch != spec.arch:
             raise SpecError(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
@@ -205,4 +209,12 @@ def preflight(spec: UpdateSpec) -> Plan:
         storage.check_writable(spec.storage)
     except storage.StorageError as e:
         raise SpecError(f"storage: {e}") from None
-    return Plan(spec, parent, request, data_fingerprint(request), splits.fingerprint, splits.num_classes)
+    return Plan(spec, parent, request, data_fingerprint(request), splits.fingerprint, splits.num_classes, written)
+
+
+def as_written(message: str, paths: tuple[str, ...], written: str | None) -> str:
+    """`message` with the paths the driver used for `old` (a registry version's temporary copy, an
+    absolute path) replaced by what the spec said."""
+    for path in sorted({p for p in paths if p}, key=len, reverse=True):
+        message = message.replace(path, written or path)
+    return message
