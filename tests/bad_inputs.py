@@ -339,6 +339,14 @@ CASES = [
     BadInput("old-on-another-eval-split", "was evaluated on eval split 0123456789ab",
              _run_spec("split", lambda folder, a: _with(method__name="fd-lm", old=a.other_split_reference))),
     # data
+    BadInput("train-limit-one", "the train split holds 1 of the 10 classes (none of 0, 1, 3, 4, 5, …); train_limit 1 "
+             "is too small", _run_spec("one", _with(data__train_limit=1))),
+    BadInput("train-limit-half-classes", "the train split holds 3 of the 5 classes of the first half (none of 0, 4)",
+             _run_spec("half", _with(data={"subset": "half-classes", "train_limit": 3}))),
+    BadInput("train-limit-above-the-split", "data: fashion-mnist: train_limit 60000 is above the 54000 training samples",
+             _run_spec("train-above", _with(data__train_limit=60000))),
+    BadInput("eval-limit-above-the-split", "data: fashion-mnist: eval_limit 20000 is above the 10000 regression-eval "
+             "samples", _run_spec("eval-above", _with(data__eval_limit=20000))),
     BadInput("data-empty-directory", "not a usable ImageFolder tree", _run_spec("empty-dir", _data(_empty_dir))),
     BadInput("data-missing-path", "no such file or directory",
              _run_spec("no-data", lambda folder, a: _with(data={"path": str(folder / "no-data")}))),
@@ -393,6 +401,8 @@ CASES = [
     BadInput("predictions-missing-file", "no such file", _compare(LABELS, LOGITS, None)),
     BadInput("labels-2d", "labels must be a 1-D array", _compare(LOGITS.astype(np.int64), LOGITS, LOGITS)),
     BadInput("labels-negative", "negative class ids", _compare(LABELS - 1, LOGITS, LOGITS)),
+    BadInput("logits-fewer-columns-than-classes", "logits have 3 columns, but the labels reach class 9: a model of "
+             "these labels has at least 10", _compare(np.array([0, 1, 2, 9, 0]), LOGITS, LOGITS)),
     # the registry
     BadInput("promote-unknown-model", "corpus-nothing",
              lambda folder, a: ["promote", "corpus-nothing", "1", "--max-nfr", "0.1"]),
