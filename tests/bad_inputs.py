@@ -412,6 +412,8 @@ CASES = [
              lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "-0.1"]),
     BadInput("promote-max-er-increase-above-one", "argument --max-er-increase: must be a fraction in [-1, 1]",
              lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "0.02", "--max-er-increase", "3"]),
+    BadInput("report-unknown-version", "corpus-parent has no version 9; its versions: 1, 2, 3",
+             lambda folder, a: ["report", "corpus-parent", "--version", "9", "--out", str(folder / "r.html")]),
     BadInput("versions-unknown-model", "no registered model 'corpus-nothing'",
              lambda folder, a: ["versions", "corpus-nothing"]),
 ]

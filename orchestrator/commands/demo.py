@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nThe {args.m}-replica ensemble ELODI distilled (the paragon): ER {percent(paragon['er_new'])}, "
               f"NFR vs v1 {percent(paragon['nfr'])}.")
     print(f"\nWhere to look next:\n"
-          f"  report ({data.n_flips} negative flips of v{data.latest} to explore): {report}\n"
+          f"  report ({data.n_flips} negative flips of v{data.version} to explore): {report}\n"
           f"  registry: congruent versions {args.model} --matrix   (with MLFLOW_TRACKING_URI={uri})\n"
           f"  MLflow UI: mlflow ui --backend-store-uri {uri}\n"
           f"  predictions (.npy for congruent compare): {out}/v*/predictions/")
