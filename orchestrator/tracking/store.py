@@ -86,7 +86,7 @@ def check_store() -> str:
         retries = os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
         text = str(e).strip()
         errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)  # "[Errno 111] Connection refused"
-        reason = errno.group(0) if errno else (text.splitlines() or [type(e).__name__])[0][:200]
+        reason = errno.group(0) if errno else (text.splitlines() or [type(e).__name__])[0]  # whole, never cut
         raise TrackingUnavailable(f"MLflow tracking store {uri} did not answer after {retries} retries "
                                   f"({reason})") from None
 
