@@ -10,8 +10,8 @@
     resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
 
 Unknown keys, wrong types and out-of-range values are rejected by pydantic; `load_spec` turns the
-problems into one line naming each field (and the known key an unknown one is close to). This module imports no torch (names come from
-workers/names.py): validating a spec is instant.
+problems into one line naming each field (and the known key an unknown one is close to). This
+module imports no torch (names come from workers/names.py): validating a spec is instant.
 """
 
 from __future__ import annotations

@@ -262,8 +262,9 @@ def _with_value(value: float) -> np.ndarray:
 CASES = [
     # the spec file itself
     BadInput("yaml-unclosed-bracket", "invalid YAML at line", _run_text("unclosed", "model: [corpus\nversion: v2\n")),
-    BadInput("yaml-unclosed-brace-says-why", "invalid YAML at line 4: expected ',' or '}', but got ':' (while parsing a "
-             "flow mapping at line 3: `data: {train_limit: 3`)",
+    BadInput("yaml-unclosed-brace-says-why",
+             "invalid YAML at line 4: expected ',' or '}', but got ':' (while parsing a flow mapping at line 3: "
+             "`data: {train_limit: 3`)",
              _run_text("brace", "model: corpus\nversion: v2\ndata: {train_limit: 3\narch: mlp-small\n")),
     BadInput("yaml-tab-indent", "invalid YAML at line 3: found character '\\t' that cannot start any token",
              _run_text("tabs", "model: corpus\ndata:\n\ttrain_limit: 3\n")),
@@ -277,8 +278,9 @@ CASES = [
     BadInput("unknown-top-level-key", "colour: unknown key", _run_spec("colour", _with(colour="red"))),
     BadInput("unknown-nested-key", "method.mm: unknown key", _run_spec("mm", _with(method__mm=3))),
     BadInput("missing-required-field", "arch: Field required", _run_spec("no-arch", _with(arch=None))),
-    BadInput("every-problem-at-once", "method.m: Input should be greater than or equal to 1; train.epochs: Input should "
-             "be greater than or equal to 1; train.lr: Input should be greater than 0",
+    BadInput("every-problem-at-once",
+             "method.m: Input should be greater than or equal to 1; train.epochs: Input should be greater than or "
+             "equal to 1; train.lr: Input should be greater than 0",
              _run_spec("three", _with(method__m=0, train__epochs=0, train__lr=-1))),
     BadInput("misspelt-key", "train.epoch: unknown key (did you mean epochs?)",
              _run_spec("epoch", _with(train={"epoch": 3}))),

@@ -103,6 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run", help="run one update pipeline from a YAML spec on Ray",
         parents=[ray_address(), out_option("where predictions and result.json go (default: runs/MODEL/VERSION)"),
-                 json_option("print only the result, as JSON: the metrics, model, version, registered_version, run_id"), quiet_option()])
+                 json_option("print only the result, as JSON: the metrics, model, version, registered_version, "
+                             "run_id"), quiet_option()])
     parser.add_argument("spec", metavar="SPEC.yaml")
     parser.set_defaults(func=run)
