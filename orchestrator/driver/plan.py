@@ -3,8 +3,8 @@
 `preflight(spec)` resolves `old` (a checkpoint path or a registry reference), makes local paths
 absolute, loads the data, reads the old checkpoint (once, in the driver) and checks it against the
 data and the method, and checks that the storage can be written; any problem is a SpecError or
-RegistryError of one line. The `Plan` it returns
-turns the spec into the workers' own records: DataRequest, TrainConfig, Objective, TrainJob.
+RegistryError of one line. The `Plan` it returns turns the spec into the workers' own records:
+DataRequest, TrainConfig (augmentation resolved), Objective, TrainJob.
 """
 
 from __future__ import annotations
