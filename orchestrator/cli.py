@@ -22,7 +22,7 @@ class CongruentArgumentParser(argparse.ArgumentParser):
     """ArgumentParser whose usage errors raise UsageError instead of printing the usage."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: error: {message}\nsee {self.prog} --help")
+        raise UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
 
 
 def build_parser() -> CongruentArgumentParser:

@@ -35,7 +35,7 @@ def type_name(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is Literal:
-        return "one of " + ", ".join(f"`{a}`" for a in args)
+        return "one of " + ", ".join(f"`{json.dumps(a) if isinstance(a, bool) else a}`" for a in args)
     if origin in (typing.Union, types.UnionType):
         names = [type_name(a) for a in args if a is not type(None)]
         return " or ".join(names) + (" or null" if type(None) in args else "")

@@ -6,18 +6,20 @@
     arch: resnet8
     method: {name: elodi, m: 8, alpha: 0.8, k: 10, topk_by: teacher, legacy_weight: null}
     old: runs/fmnist-classifier/v1/model.pt   # checkpoint path; needed by kd/fd*/bcwi/legacy
-    train: {epochs: 10, batch_size: 128, lr: 0.1, seed: 0, augment: true}
+    train: {epochs: 10, batch_size: 128, lr: 0.1, seed: 0, augment: true, crop: 2, flip: auto}
     resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
 
 Unknown keys, wrong types and out-of-range values are rejected by pydantic; `load_spec` turns the
-first problem into one line naming the field. This module imports no torch (names come from
-workers/names.py): validating a spec is instant.
+problems into one line naming each field (and the known key an unknown one is close to). This
+module imports no torch (names come from workers/names.py): validating a spec is instant.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import typing
 from pathlib import Path
 from typing import Literal
 
@@ -51,11 +53,16 @@ class DataSpec(_Strict):
     val_fraction: float = Field(0.1, gt=0, lt=1, description="share of the training pool held out for validation")
     eval_fraction: float = Field(0.2, gt=0, lt=1, description="share held out for regression eval when the source "
                                  "has no test set of its own (Fashion-MNIST uses its 10k test images)")
+    num_classes: int | None = Field(None, ge=2, description="`path` only: the class count, for labels whose ids "
+                                    "have gaps (every label must lie below it); null: the largest label + 1, and "
+                                    "every id below it must occur")
 
     @model_validator(mode="after")
     def _one_source(self) -> "DataSpec":
         if self.dataset is not None and self.path is not None:
             raise ValueError("give either dataset or path, not both")
+        if self.num_classes is not None and self.path is None:
+            raise ValueError("num_classes declares the class count of a `path` dataset; Fashion-MNIST has 10")
         return self
 
     @property
@@ -68,7 +75,9 @@ class MethodSpec(_Strict):
 
     name: Literal[METHODS] = Field(  # type: ignore[valid-type]
         "elodi", description="the treatment; kd, fd-*, dynamic-fd and bcwi need `old`")
-    m: int = Field(8, ge=1, description="replicas in the ensemble (elodi, ensemble)")
+    m: int = Field(8, ge=1, le=64, description="replicas in the ensemble (elodi, ensemble); at most 64: each is "
+                   "a full training with its own checkpoint, and the paragon's NFR levels off by m = 4–8 "
+                   "(docs/benchmarks.md)")
     alpha: float | None = Field(None, ge=0, le=1, description="weight of the distillation term; None: method default")
     k: int = Field(10, ge=1, description="LDI: classes per sample")
     topk_by: Literal["teacher", "student", "union"] = Field(
@@ -106,7 +115,12 @@ class TrainSpec(_Strict):
     weight_decay: float = Field(5e-4, ge=0)
     schedule: Literal["cosine", "step"] = Field("cosine", description="step: ×0.1 at 50 % and 75 % of the epochs")
     seed: int = Field(0, ge=0, description="the deployed model's seed (initialisation and batch order)")
-    augment: bool = Field(True, description="random crop (padding 2) and horizontal flip")
+    augment: bool = Field(True, description="the master switch of augmentation: false trains on the images as they are")
+    crop: int = Field(2, ge=0, description="random crop: each image shifted by up to ± this many pixels "
+                      "(zero padding); 0: no crop")
+    flip: Literal["auto", True, False] = Field(
+        "auto", description="random horizontal flip; auto: on for the built-in Fashion-MNIST (a mirrored garment "
+        "keeps its class), off for `data.path` (a mirrored digit or letter may not)")
     max_grad_norm: float | None = Field(5.0, gt=0, description="gradient-norm clipping; null: none")
     prefetch: int = Field(2, ge=1, description="teacher batches requested ahead of the step")
     precision: Literal["fp32", "bf16"] = Field(
@@ -281,19 +295,43 @@ class UpdateSpec(_Strict):
 _SHAPE_ERRORS = ("list_type", "model_type", "dict_type", "model_attributes_type", "float_type")
 
 
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    """The pydantic model a field holds (also inside `X | None`), else None."""
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _did_you_mean(loc: tuple) -> str:
+    """" (did you mean epochs?)" for an unknown key close to a field of the model it was found in."""
+    model: type[BaseModel] | None = UpdateSpec
+    for part in loc[:-1]:
+        if model is None or not isinstance(part, str) or part not in model.model_fields:
+            return ""
+        model = _model_in(model.model_fields[part].annotation)
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1) if model else []
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def _describe(error: ValidationError) -> str:
-    """One line for the most specific problem: a union's member errors about the wrong shape give
-    way to the one that says what is wrong inside; member tags (`list[float]`, `RangeSpec`) are
-    dropped from the field path."""
-    errors = error.errors()
-    specific = [e for e in errors if e["type"] not in _SHAPE_ERRORS] or errors
-    first = specific[0]
-    parts = [str(p) for p in first["loc"] if not (isinstance(p, str) and ("[" in p or p[:1].isupper()))]
-    location = ".".join(parts)
-    message = first["msg"].removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden":
-        message = "unknown key"
-    return f"{location}: {message}" if location else message
+    """One line naming every problem, `field: problem; field: problem`. A union's member errors about
+    the wrong shape give way to the one that says what is wrong inside; member tags (`list[float]`,
+    `RangeSpec`) are dropped from the field path; an unknown key close to a known one gets a
+    "did you mean"."""
+    problems: dict[str, list[tuple[str, str]]] = {}
+    for e in error.errors():
+        parts = [str(p) for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p[:1].isupper()))]
+        message = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            message = "unknown key" + _did_you_mean(e["loc"])
+        problems.setdefault(".".join(parts), []).append((e["type"], message))
+    lines = []
+    for location, found in problems.items():
+        specific = [message for kind, message in found if kind not in _SHAPE_ERRORS] or [m for _, m in found]
+        message = " or ".join(dict.fromkeys(specific))
+        lines.append(f"{location}: {message}" if location else message)
+    return "; ".join(lines)
 
 
 def parse_spec(document: object) -> UpdateSpec:
@@ -306,6 +344,24 @@ def parse_spec(document: object) -> UpdateSpec:
         raise SpecError(_describe(e)) from None
 
 
+def _yaml_problem(error: yaml.YAMLError, text: str) -> str:
+    """`invalid YAML at line 4: expected ',' or '}', but got ':' (while parsing a flow mapping at
+    line 3: `data: {train_limit: 3`)`: where the parser stopped, why, and where the construct it
+    was reading began."""
+    mark, problem = getattr(error, "problem_mark", None), getattr(error, "problem", None)
+    line = f"invalid YAML at line {mark.line + 1}" if mark else "invalid YAML"
+    if not problem:
+        return f"{line} ({(str(error).splitlines() or [type(error).__name__])[0]})"
+    context, context_mark = getattr(error, "context", None), getattr(error, "context_mark", None)
+    where = ""
+    if context and context_mark is not None:
+        source = text.splitlines()[context_mark.line].strip() if context_mark.line < len(text.splitlines()) else ""
+        where = f" ({context} at line {context_mark.line + 1}" + (f": `{source}`)" if source else ")")
+    elif context:
+        where = f" ({context})"
+    return f"{line}: {problem}{where}"
+
+
 def load_spec(path: str | Path) -> UpdateSpec:
     """Read and validate a YAML spec file."""
     path = Path(path)
@@ -316,9 +372,7 @@ def load_spec(path: str | Path) -> UpdateSpec:
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise SpecError(f"{path}: invalid YAML{where}") from None
+        raise SpecError(f"{path}: {_yaml_problem(e, text)}") from None
     try:
         return parse_spec(document)
     except SpecError as e:

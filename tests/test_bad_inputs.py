@@ -15,6 +15,11 @@ def corpus_store(tmp_path_factory, monkeypatch_module):
     """A sqlite MLflow store of the corpus's own, holding one prepared version (`make_assets`)."""
     folder = tmp_path_factory.mktemp("corpus")
     monkeypatch_module.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch_module.delenv(key, raising=False)  # the corpus has no AWS credentials of any kind
+    for key in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+        monkeypatch_module.setenv(key, str(folder / "no-aws-files"))
+    monkeypatch_module.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch_module.chdir(folder)  # anything written relative to the working directory lands here
     return folder, make_assets(folder)
 

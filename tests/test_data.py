@@ -135,3 +135,54 @@ def test_augment_batch_shifts_and_flips():
 def test_model_input_range():
     x = to_model_input(torch.tensor([[[[0, 255]]]], dtype=torch.uint8))
     assert x.tolist() == [[[[-1.0, 1.0]]]]
+
+
+def test_label_ids_with_gaps_are_refused_unless_the_class_count_is_declared(tmp_path, fashion_mnist):
+    """Labels 0–9 plus a stray 200 and 17 would make a 201-class model: refused, naming the file and
+    the first missing ids, unless data.num_classes declares the count (then labels must lie below it)."""
+    from datafiles import write_idx, write_idx_dataset
+
+    images = fashion_mnist.train.images[:102, 0].numpy()
+    labels = np.concatenate([fashion_mnist.train.labels[:100].numpy(), [200, 17]])
+    write_idx_dataset(tmp_path, images, labels)
+    with pytest.raises(DataError, match=r"train-labels-idx1-ubyte: class ids must run 0..C−1 without gaps, but the "
+                                        r"labels reach 200 and 189 ids below it never occur \(10, 11, 12, 13, 14, …\)"):
+        load_images(tmp_path)
+    pool, _ = load_images(tmp_path, num_classes=201)
+    assert pool.num_classes == 201 and pool.classes[-1] == "200"
+    with pytest.raises(DataError, match="label 200 is not below data.num_classes = 20"):
+        load_images(tmp_path, num_classes=20)
+    # the test file counts too: train holds 0–9, t10k a 12
+    write_idx(tmp_path / "train-labels-idx1-ubyte", np.arange(102, dtype=np.uint8) % 10)
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", images[:3])
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", np.array([0, 12, 3], dtype=np.uint8))
+    with pytest.raises(DataError, match=r"t10k-labels-idx1-ubyte: .* reach 12 and 2 ids below it never occur \(10, 11\)"):
+        load_images(tmp_path)
+    np.savez(tmp_path / "d.npz", x=images[:6], y=np.array([0, 1, 3, 3, 1, 0]))
+    with pytest.raises(DataError, match=r"d.npz: .* reach 3 and 1 ids below it never occur \(2\)"):
+        load_images(tmp_path / "d.npz")
+    assert load_images(tmp_path / "d.npz", num_classes=4)[0].num_classes == 4
+
+
+def test_limits_above_the_split_and_train_splits_missing_classes_are_refused(tmp_path, fashion_mnist):
+    """A limit above what the split holds was silently capped; a train split without some class
+    (`train_limit: 1`) trained and registered a model that never saw it."""
+    from datafiles import write_idx, write_idx_dataset
+
+    with pytest.raises(DataError, match="train_limit 60000 is above the 54000 training samples"):
+        load_splits("fashion-mnist", train_limit=60000)
+    with pytest.raises(DataError, match="eval_limit 10001 is above the 10000 regression-eval samples"):
+        load_splits("fashion-mnist", eval_limit=10001)
+    assert len(load_splits("fashion-mnist", train_limit=54000, eval_limit=10000).train) == 54000  # exactly all: fine
+    with pytest.raises(DataError, match=r"the train split holds 1 of the 10 classes .*; train_limit 1 is too small"):
+        load_splits("fashion-mnist", train_limit=1)
+    with pytest.raises(DataError, match=r"holds 3 of the 5 classes of the first half \(none of 0, 4\)"):
+        load_splits("fashion-mnist", subset="half-classes", train_limit=3)
+    # a class that only the test file holds cannot be learnt either
+    images, labels = fashion_mnist.train.images[:300, 0].numpy(), fashion_mnist.train.labels[:300].numpy()
+    keep = labels != 7
+    write_idx_dataset(tmp_path, images[keep], labels[keep])
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", images[:20])
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", labels[:20].astype(np.uint8) * 0 + 7)
+    with pytest.raises(DataError, match=r"holds 9 of the 10 classes \(none of 7\)$"):
+        load_splits(tmp_path)

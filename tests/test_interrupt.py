@@ -1,4 +1,5 @@
-"""Ctrl-C during a pipeline: stages cancelled, the MLflow run KILLED, nothing registered."""
+"""Ctrl-C during a pipeline: stages cancelled, their partial checkpoints deleted, the MLflow run KILLED,
+nothing registered."""
 
 import os
 import signal
@@ -43,6 +44,8 @@ def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_fil
     runs = client.search_runs([experiment.experiment_id], filter_string="tags.mlflow.runName = 'v2'")
     assert [run.info.status for run in runs] == ["KILLED"]
     assert client.search_model_versions("name='interrupted'") == []
+    # a deliberate Ctrl-C leaves no partial checkpoint behind (a killed driver's stay: tests/test_faults.py)
+    assert not [p for p in (tmp_path / "storage").rglob("*") if p.is_file()]
     # the replicas were cancelled, not left running on the cluster
     from ray.util.state import list_tasks
 

@@ -42,6 +42,8 @@ def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tm
     parent = client.search_runs([experiment.experiment_id], "tags.mlflow.runName = 'v1'")[0]
     assert parent.info.status == "FINISHED"
     assert parent.data.params["method.name"] == "none" and parent.data.params["train.lr"] == "0.05"
+    # the augmentation applied, `flip: auto` resolved: Fashion-MNIST keeps its classes when mirrored
+    assert (parent.data.params["augment.crop"], parent.data.params["augment.flip"]) == ("2", "true")
     for tag in ("spec_hash", "code_version", "fingerprint", "system.torch", "system.ray"):
         assert parent.data.tags[tag]
     children = client.search_runs([experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
@@ -53,6 +55,8 @@ def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tm
 
     version = client.get_model_version("tracked", "1")
     assert version.tags["method"] == "none" and version.tags["fingerprint"] == parent.data.tags["fingerprint"]
+    assert not {"parent_version", "old", "nfr", "pfr", "rel_nfr"} & set(version.tags)  # absent, not ""
+    assert parent.data.metrics["error_rate"] == pytest.approx(float(version.tags["error_rate"]), abs=1e-6)
     assert str(client.get_model_version_by_alias("tracked", "challenger").version) == "1"
     ledger = ledger_of(Reference("tracked", "1"))
     assert ledger["class_ids"].shape == (800,) and ledger["topk_values"].shape == (800, 5)
@@ -89,6 +93,10 @@ def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, run_sp
     assert [v["parent_version"] for v in chain["versions"]] == [None, "1", "2"]
     assert [v["arch"] for v in chain["versions"]] == ["mlp-small", "small-cnn", "mlp"]
     assert "champion" in chain["versions"][1]["aliases"] and "challenger" in chain["versions"][2]["aliases"]
+    v2 = MlflowClient().get_model_version(model, "2")
+    assert v2.tags["old"] == f"{model}@champion"  # as the spec said it, not a temporary copy's path
+    v2_run = MlflowClient().get_run(v2.run_id)  # the pipeline's run carries its flips: the UI sorts by them
+    assert v2_run.data.metrics["vs_old.nfr"] == pytest.approx(float(chain["versions"][1]["nfr"]), abs=1e-6)
 
     # the registry's matrix is `congruent compare` on the ledger's predictions
     files = []

@@ -34,7 +34,7 @@ def _data(**fields):
     points = [{"label": "v2", "method": "elodi", "error_rate": 0.1, "nfr": 0.02, "version": "2"},
               {"label": "trial alpha=0.5", "method": "elodi", "error_rate": 0.12, "nfr": 0.015, "version": None}]
     defaults = dict(model="m", chain=chain, matrix_versions=["1", "2"], matrix=[[0.0, 0.02], [0.12, 0.0]],
-                    points=points, latest="2", parent="1", n_eval=100, n_flips=2,
+                    points=points, version="2", parent="1", n_eval=100, n_flips=2,
                     flips=[Flip(7, "Bag", "Bag", 0.9, "Shirt", 0.6, png_thumbnail(np.zeros((1, 2, 2), np.uint8)))],
                     per_class=[("Bag", 0.5), ("Shirt", float("nan"))])
     return ReportData(**{**defaults, **fields})

@@ -43,15 +43,36 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, settings: ModelSe
     return path
 
 
+_ZIP_MAGIC, _PICKLE_PROTOCOL = b"PK\x03\x04", 0x80  # how files of torch.save begin (zip; legacy pickle)
+
+
+def _load_problem(error: Exception) -> str:
+    """Why torch.load failed, in a whole line: for a weights-only refusal the line that names what
+    was refused (torch's first line only advises loading the file unsafely), else the first line."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if lines and lines[0].startswith("Weights only load failed"):
+        detail = [line for line in lines[1:] if not line.startswith(("Please file an issue", "Check the documentation"))]
+        return f"{type(error).__name__}: {detail[0] if detail else 'it holds objects a weights-only load refuses'}"
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """Load the checkpoint dict with `weights_only=True` (no pickle code execution)."""
     path = Path(path)
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        with open(path, "rb") as f:
+            head = f.read(4)
     except FileNotFoundError:
         raise CheckpointError(f"{path}: no such checkpoint") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
+    if not head.startswith(_ZIP_MAGIC) and head[:1] != bytes([_PICKLE_PROTOCOL]):
+        raise CheckpointError(f"{path}: not a readable checkpoint (not a file torch.save writes: neither a zip "
+                              "archive nor a pickle)")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many types for truncated or foreign files
-        raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: {str(e)[:120]})") from None
+        raise CheckpointError(f"{path}: not a readable checkpoint ({_load_problem(e)})") from None
     if not isinstance(checkpoint, dict) or "model" not in checkpoint or "state_dict" not in checkpoint:
         raise CheckpointError(f"{path}: not a Congruent checkpoint (needs 'model' settings and 'state_dict')")
     return checkpoint

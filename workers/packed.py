@@ -66,7 +66,11 @@ def train_packed(jobs: Sequence[TrainJob], send_progress: Callable[[ProgressEven
     if len({epochs[i] for i in todo}) > 1:  # a crash between two replicas' checkpoint writes
         return [train_job(job, send_progress=send_progress) for job in jobs]
     if len(todo) > 1:
-        results = _train_together([jobs[i] for i in todo], [books[i] for i in todo])
+        try:
+            results = _train_together([jobs[i] for i in todo], [books[i] for i in todo])
+        finally:
+            for b in books:
+                b.drop_local_copy()
         records = {i: books[i].record(result, started) for i, result in zip(todo, results)}
     return [records[i] if i in records else train_job(job, send_progress=send_progress)
             for i, job in enumerate(jobs)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -23,7 +24,7 @@ import torch
 
 from workers import storage
 from workers.bcwi import select_bcwi
-from workers.checkpoints import CheckpointError, ModelSettings, classes_seen, load_model, save_checkpoint
+from workers.checkpoints import CheckpointError, ModelSettings, classes_seen, load_model, read_checkpoint, save_checkpoint
 from workers.data import DataSplits, load_splits
 from workers.data.splits import fingerprint
 from workers.inference import FrozenModels, LocalReferences, ReferenceSource, predict_logits
@@ -44,6 +45,7 @@ class DataRequest:
     eval_fraction: float = 0.2
     train_limit: int | None = None
     eval_limit: int | None = None
+    num_classes: int | None = None  # declared class count (labels with gaps); None: the largest id + 1
 
 
 @lru_cache(maxsize=2)
@@ -162,6 +164,11 @@ class Bookkeeping:
         if self.reporter is not None:
             self.reporter.on_epoch(stats)
 
+    def drop_local_copy(self) -> None:
+        """The local copy of an S3 checkpoint goes once training ends: every epoch is in S3."""
+        if self.local != self.job.checkpoint_uri:
+            shutil.rmtree(os.path.dirname(self.local), ignore_errors=True)
+
     def step(self, epoch: int, step: int, steps_per_epoch: int) -> None:
         if self.reporter is not None:
             self.reporter.on_step(epoch, step, steps_per_epoch)
@@ -207,8 +214,11 @@ def train_job(
         model.load_state_dict(start.state_dict())
     books = Bookkeeping.of(job, on_epoch, send_progress)
     references = references if references is not None else local_references(job)
-    result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, books.local,
-                   books.epoch_end, on_step=books.step, val_reference=val_reference(job))
+    try:
+        result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, books.local,
+                       books.epoch_end, on_step=books.step, val_reference=val_reference(job))
+    finally:
+        books.drop_local_copy()
     return books.record(result, started)
 
 
@@ -221,6 +231,27 @@ def train_pack(jobs: Sequence[TrainJob], send_progress: Callable[[ProgressEvent]
     from workers.packed import train_packed
 
     return train_packed(jobs, send_progress)
+
+
+def finished(job: TrainJob) -> bool:
+    """Whether `job`'s checkpoint holds its whole training (every epoch), which a rerun reuses as is."""
+    uri = job.checkpoint_uri
+    with tempfile.TemporaryDirectory(prefix="congruent-check-") as tmp:
+        local = os.path.join(tmp, "checkpoint.pt") if storage.is_s3(uri) else uri
+        if not (storage.download(uri, local) if storage.is_s3(uri) else os.path.exists(local)):
+            return False
+        try:
+            return int(read_checkpoint(local).get("epoch", 0)) >= job.config.epochs
+        except CheckpointError:
+            return False
+
+
+def discard_unfinished(jobs: Sequence[TrainJob]) -> list[str]:
+    """Delete the checkpoints of `jobs` that hold a training cut short (after Ctrl-C): a deliberate
+    interrupt leaves no partial files, while finished ones stay for a rerun to reuse. (A driver
+    that dies instead discards nothing: a rerun resumes its partial checkpoints.) Returns the URIs
+    removed."""
+    return [job.checkpoint_uri for job in jobs if not finished(job) and storage.delete(job.checkpoint_uri)]
 
 
 def eval_logits(

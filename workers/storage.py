@@ -12,6 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 
 
+class StorageError(ValueError):
+    """Storage that cannot be used; the message is one line naming the place and the problem."""
+
+
 def is_s3(uri: str) -> bool:
     return uri.startswith("s3://")
 
@@ -66,6 +70,36 @@ def download(uri: str, local_path: str | os.PathLike) -> bool:
     return True
 
 
+def delete(uri: str) -> bool:
+    """Remove the file or S3 object at `uri`, and a local file's `.tmp` sibling (a write cut short
+    by `save_checkpoint`); True when something was removed. An emptied local folder goes too."""
+    if is_s3(uri):
+        bucket, key = _split(uri)
+        from botocore.exceptions import ClientError
+
+        try:
+            _client().head_object(Bucket=bucket, Key=key)
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        _client().delete_object(Bucket=bucket, Key=key)
+        return True
+    path = Path(uri)
+    removed = False
+    for candidate in (path, path.with_name(path.name + ".tmp")):
+        try:
+            candidate.unlink()
+            removed = True
+        except FileNotFoundError:
+            pass
+    try:
+        path.parent.rmdir()  # only when empty
+    except OSError:
+        pass
+    return removed
+
+
 def fetch_checkpoint(uri: str) -> str:
     """A local path for a checkpoint URI: the path itself, or a copy of an S3 object in a temp-dir
     cache (downloaded once per machine). FileNotFoundError when there is no such object."""
@@ -77,3 +111,72 @@ def fetch_checkpoint(uri: str) -> str:
     if not os.path.exists(local) and not download(uri, local):
         raise FileNotFoundError(f"{uri}: no such checkpoint")
     return local
+
+
+def check_writable(uri: str, timeout_s: float = 5.0) -> None:
+    """StorageError unless files can be written at `uri`, checked before any work: a local directory
+    is created if missing and a probe file written there and removed (with the folders it created);
+    an S3 prefix needs credentials and a bucket that answers within `timeout_s`."""
+    if is_s3(uri):
+        _check_bucket(uri, timeout_s)
+        return
+    path = Path(uri)
+    created = []
+    for folder in (path, *path.parents):
+        if folder.exists() or folder.is_symlink():
+            break
+        created.append(folder)
+    probe = path / f".congruent-probe-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise StorageError(f"{uri}: cannot write there ({e.strerror or e})") from None
+    finally:
+        for folder in created:  # deepest first; a folder something else wrote into meanwhile stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+
+def _check_bucket(uri: str, timeout_s: float) -> None:
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, _ = _split(uri)
+    session = boto3.session.Session()
+    if session.get_credentials() is None:
+        raise StorageError(f"{uri}: no AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                           "or AWS_PROFILE; AWS_ENDPOINT_URL_S3 for a server other than AWS)")
+    config = Config(s3={"addressing_style": "path"}, connect_timeout=timeout_s, read_timeout=timeout_s,
+                    retries={"total_max_attempts": 1})
+    try:
+        session.client("s3", config=config).head_bucket(Bucket=bucket)
+    except ClientError as e:
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        denied = "access denied (wrong AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or no right to the bucket)"
+        why = {"404": "no such bucket", "NoSuchBucket": "no such bucket", "403": denied, "AccessDenied": denied,
+               "InvalidAccessKeyId": denied, "SignatureDoesNotMatch": denied}.get(code, f"S3 answered {code or e}")
+        raise StorageError(f"{uri}: {why}") from None
+    except BotoCoreError as e:  # no endpoint, timeouts, bad credentials format
+        raise StorageError(f"{uri}: S3 did not answer ({(str(e).splitlines() or [type(e).__name__])[0]})") from None
+
+
+def delete_tree(uri: str) -> int:
+    """Remove a local folder or every S3 object under the prefix `uri`; the number of files removed."""
+    if is_s3(uri):
+        bucket, key = _split(uri)
+        pages = _client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key.rstrip("/") + "/")
+        keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
+        for start in range(0, len(keys), 1000):
+            _client().delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[start:start + 1000]]})
+        return len(keys)
+    path = Path(uri)
+    if not path.is_dir():
+        return 0
+    count = sum(1 for p in path.rglob("*") if p.is_file())
+    shutil.rmtree(path, ignore_errors=True)
+    return count

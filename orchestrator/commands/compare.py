@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
         return fail("compare", "needs at least two prediction files (old and new)")
     try:
         labels = load_labels(args.labels)
-        predictions = [load_prediction_file(path, n=len(labels)) for path in args.predictions]
+        predictions = [load_prediction_file(path, n=len(labels), num_classes=int(labels.max()) + 1)
+                       for path in args.predictions]
     except InputError as error:
         return fail("compare", str(error))
     result = compare_predictions(labels, predictions)

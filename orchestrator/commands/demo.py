@@ -16,9 +16,9 @@ MODEL = "congruent-demo"
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.cluster import connect
+    from orchestrator.driver.cluster import check_cluster, connect
     from orchestrator.driver.demo import DemoSettings, demo_specs, run_demo
-    from orchestrator.driver.plan import preflight
+    from orchestrator.driver.plan import check_output, preflight
     from orchestrator.driver.report import write_report
     from orchestrator.driver.watch import StageWatch
     from orchestrator.tracking.store import configure
@@ -27,14 +27,18 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.spec import SpecError, parse_spec
 
     out = Path(args.out or "demo-output").resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{out / 'mlflow.db'}")
     settings = DemoSettings(out, args.model, args.epochs, args.m, args.seed, args.train_limit, args.eval_limit)
+    started = time.perf_counter()
     try:
-        preflight(parse_spec(demo_specs(settings)[0]))  # the data is there (make demo installs it)
+        check_output(out, "--out" if args.out else None)
+        specs = [parse_spec(document) for document in demo_specs(settings)]  # --m, --epochs … in range
+        preflight(specs[0])  # the data is there (make demo installs it)
+        elodi = specs[-1]  # the largest demand: replicas, then the student beside the teacher pool
+        check_cluster(elodi, None, True, True, elodi.resources.teacher_actors)
     except SpecError as e:
         return fail("demo", str(e))
-    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{out / 'mlflow.db'}")
     connect(None)
     configure()
     watch = StageWatch(make_display(args.quiet))
@@ -59,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nThe {args.m}-replica ensemble ELODI distilled (the paragon): ER {percent(paragon['er_new'])}, "
               f"NFR vs v1 {percent(paragon['nfr'])}.")
     print(f"\nWhere to look next:\n"
-          f"  report ({data.n_flips} negative flips of v{data.latest} to explore): {report}\n"
+          f"  report ({data.n_flips} negative flips of v{data.version} to explore): {report}\n"
           f"  registry: congruent versions {args.model} --matrix   (with MLFLOW_TRACKING_URI={uri})\n"
           f"  MLflow UI: mlflow ui --backend-store-uri {uri}\n"
           f"  predictions (.npy for congruent compare): {out}/v*/predictions/")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 
 
 def quiet_option() -> argparse.ArgumentParser:
@@ -50,3 +52,19 @@ def fail(command: str, message: str, code: int = 2) -> int:
     first = (str(message).strip().splitlines() or [""])[0]
     print(f"congruent {command}: error: {first}", file=sys.stderr)
     return code
+
+
+def fraction(low: float, high: float) -> Callable[[str], float]:
+    """argparse `type=` for a fraction within [low, high]: 0.05 is 5 %, so a 5 typed by habit (or a
+    value out of range) is a usage error, not a limit that lets everything through."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a fraction (0.05 = 5 %), got {text!r}") from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be a fraction in [{low:g}, {high:g}] (0.05 = 5 %), got {text}")
+        return value
+
+    parse.__name__ = "fraction"
+    return parse

@@ -35,36 +35,46 @@ def format_result(result: Any) -> str:
     return "\n".join(lines)
 
 
+def json_result(result: Any) -> dict[str, Any]:
+    """`run --json`: the metrics (error_rate, vs_old, vs_paragon, paragon_vs_old, at the top level
+    as before) and which version they belong to: model, version label, registered version, run."""
+    return {**result.metrics, "model": result.model, "version": result.version,
+            "registered_version": result.registered_version, "run_id": result.run_id}
+
+
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.cluster import check_placement, check_resources, connect
+    from orchestrator.driver.cluster import check_cluster, connect
     from orchestrator.driver.pipeline import run_pipeline
-    from orchestrator.driver.plan import preflight
+    from orchestrator.driver.plan import check_output, preflight
     from orchestrator.driver.watch import StageWatch
     from orchestrator.tracking.registry import RegistryError
     from orchestrator.tracking.store import TrackingUnavailable, check_store
     from orchestrator.views.progress import make_display
     from pipelines.spec import SpecError, load_spec
 
+    # every check before Ray starts and before the MLflow run opens: exit 2 leaves nothing behind
     try:
         spec = load_spec(args.spec)
     except SpecError as e:
         return fail("run", str(e))
     try:
-        plan = preflight(spec)  # data, old model, registry: before any Ray work
+        plan = preflight(spec)  # data, old model, registry, storage
     except (SpecError, RegistryError) as e:
         return fail("run", f"{args.spec}: {e}")
-    try:
-        check_store()  # before any Ray work: an unreachable MLflow fails in bounded time
-    except TrackingUnavailable as e:
-        return fail("run", str(e), 1)
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
-    connect(args.ray_address, dashboard=plan.data_parallel)
     try:
-        check_resources(plan.spec, plan.needs_student, plan.pool_actors)
-        if plan.data_parallel:
-            check_placement(plan.spec, plan.needs_student, plan.pool_actors)
+        check_output(run_dir, "--out" if args.out else None)
+    except SpecError as e:
+        return fail("run", str(e))
+    try:  # what the cluster can hold: this machine's cores for an embedded Ray, not started yet
+        check_cluster(plan.spec, args.ray_address, plan.needs_replicas, plan.needs_student, plan.pool_actors)
     except SpecError as e:
         return fail("run", f"{args.spec}: {e}")
+    try:
+        check_store()  # an unreachable MLflow fails in bounded time
+    except TrackingUnavailable as e:
+        return fail("run", str(e), 1)
+    connect(args.ray_address, dashboard=plan.data_parallel)
     watch = StageWatch(make_display(quiet=True if args.json else args.quiet))
     watch.display.prefix = f"{spec.version} "
     try:
@@ -73,8 +83,6 @@ def run(args: argparse.Namespace) -> int:
         watch.close()
         return fail("run", f"interrupted: {args.spec}: stages cancelled, the MLflow run is marked KILLED, "
                            "no version was registered", 130)
-    except SpecError as e:
-        return fail("run", f"{args.spec}: {e}")
     except Exception as e:  # a stage failed: its MLflow run is FAILED and nothing was registered
         cause = getattr(e, "cause", None) or e  # a RayTaskError carries the worker's exception
         reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
@@ -82,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                            "marked FAILED with the traceback in error.log, no version was registered", 1)
     finally:
         watch.close()
-    print(json.dumps(result.metrics) if args.json else "\n" + format_result(result))
+    print(json.dumps(json_result(result)) if args.json else "\n" + format_result(result))
     if result.promotion is not None:
         passed = result.promotion["passed"]
         print(f"{spec.model} v{result.registered_version} {'promoted to champion' if passed else 'NOT promoted'}: "
@@ -95,6 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run", help="run one update pipeline from a YAML spec on Ray",
         parents=[ray_address(), out_option("where predictions and result.json go (default: runs/MODEL/VERSION)"),
-                 json_option("print only the metrics, as JSON"), quiet_option()])
+                 json_option("print only the result, as JSON: the metrics, model, version, registered_version, "
+                             "run_id"), quiet_option()])
     parser.add_argument("spec", metavar="SPEC.yaml")
     parser.set_defaults(func=run)

@@ -28,8 +28,8 @@ def format_trials(record: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.cluster import check_resources, connect
-    from orchestrator.driver.plan import preflight
+    from orchestrator.driver.cluster import check_cluster, connect
+    from orchestrator.driver.plan import check_output, preflight
     from orchestrator.driver.tune import run_search
     from orchestrator.driver.watch import StageWatch
     from orchestrator.tracking.registry import RegistryError
@@ -44,16 +44,20 @@ def run(args: argparse.Namespace) -> int:
         plan = preflight(spec)
     except (SpecError, RegistryError) as e:
         return fail("tune", str(e) if str(e).startswith(str(args.spec)) else f"{args.spec}: {e}")
+    run_dir = Path(args.out) if args.out else Path("runs", spec.model, f"{spec.version}-tune")
+    try:
+        check_output(run_dir, "--out" if args.out else None)
+    except SpecError as e:
+        return fail("tune", str(e))
+    try:  # the replicas, then one student per trial beside the shared pool
+        check_cluster(plan.spec, args.ray_address, True, True, plan.spec.resources.teacher_actors)
+    except SpecError as e:
+        return fail("tune", f"{args.spec}: {e}")
     try:
         check_store()
     except TrackingUnavailable as e:
         return fail("tune", str(e), 1)
-    run_dir = Path(args.out) if args.out else Path("runs", spec.model, f"{spec.version}-tune")
     connect(args.ray_address)
-    try:
-        check_resources(plan.spec, True, plan.spec.resources.teacher_actors)
-    except SpecError as e:
-        return fail("tune", f"{args.spec}: {e}")
     watch = StageWatch(make_display(args.quiet))
     try:
         record, registered = run_search(plan, run_dir, watch, args.register_best)

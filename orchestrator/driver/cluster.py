@@ -4,7 +4,7 @@ as a Ray task that notes the node it ran on."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pipelines.spec import SpecError, UpdateSpec, WorkerResources
@@ -33,29 +33,77 @@ def connect(ray_address: str | None, dashboard: bool = False) -> None:
     if ray_address:
         ray.init(address=ray_address, logging_level="WARNING", runtime_env=runtime_env)
     else:
+        quiet_local_auth()
         ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=dashboard, logging_level="WARNING",
                  runtime_env=runtime_env)
 
 
-def check_resources(spec: UpdateSpec, needs_student: bool, pool_actors: int) -> None:
-    """SpecError when the cluster can never hold a stage (Ray would wait forever): a replica, or the
-    student together with the `pool_actors` teacher actors it is reserved with."""
+def quiet_local_auth() -> None:
+    """The embedded cluster keeps Ray's token authentication (what Ray picks for a new local cluster
+    when RAY_AUTH_MODE is unset), chosen explicitly: left unset, Ray picks it and prints a warning
+    about it at every start. A RAY_AUTH_MODE of the environment wins."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    from ray._raylet import Config
+
+    Config.initialize("")  # Ray reads RAY_AUTH_MODE once, at import; it refreshes it the same way itself
+
+
+def local_capacity(spec: UpdateSpec) -> dict[str, float]:
+    """What the embedded local Ray will hold, known before it starts: this machine's CPUs (`connect`
+    starts it with all of them) and GPUs (counted only when the spec asks for one)."""
+    r = spec.resources
+    gpus = 0
+    if any(w.gpus > 0 for w in (r.replica, r.student, r.teacher)):
+        import torch
+
+        gpus = torch.cuda.device_count()
+    return {"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)}
+
+
+def check_cluster(spec: UpdateSpec, ray_address: str | None, replicas: bool, student: bool, pool_actors: int
+                  ) -> None:
+    """`check_resources` against the cluster the command runs on, before any Ray work: an existing
+    cluster (`ray_address`, RAY_ADDRESS, or one this process already joined) is joined and asked;
+    the embedded local Ray is not started here, this machine's cores answer for it. SpecError
+    (one line) when a stage could never run."""
     import ray
 
-    total = ray.cluster_resources()
-    cpus, gpus = total.get("CPU", 0.0), total.get("GPU", 0.0)
+    if ray_address or os.environ.get("RAY_ADDRESS") or ray.is_initialized():
+        try:
+            connect(ray_address)
+        except ConnectionError as e:
+            address = ray_address or os.environ.get("RAY_ADDRESS")
+            raise SpecError(f"cannot join the Ray cluster at {address} ({(str(e).splitlines() or ['no answer'])[0]})"
+                            ) from None
+        capacity = ray.cluster_resources()
+        nodes = node_capacities()
+    else:
+        capacity = local_capacity(spec)
+        nodes = [(capacity["CPU"], capacity["GPU"])]
+    check_resources(spec, capacity, replicas, student, pool_actors)
+    check_placement(spec, nodes, replicas, student, pool_actors)
+
+
+def check_resources(spec: UpdateSpec, capacity: Mapping[str, float], replicas: bool, student: bool,
+                    pool_actors: int) -> None:
+    """SpecError when a cluster of `capacity` ({"CPU": n, "GPU": n}) can never hold a stage the
+    method runs (Ray would wait forever): a replica (when `replicas`), or the student (when
+    `student`) together with the `pool_actors` teacher actors it is reserved with."""
+    cpus, gpus = capacity.get("CPU", 0.0), capacity.get("GPU", 0.0)
     r = spec.resources
     replica_cpus, replica_gpus = r.replica.workers * r.replica.cpus, r.replica.workers * r.replica.gpus
-    if replica_cpus > cpus or replica_gpus > gpus:
+    if replicas and (replica_cpus > cpus or replica_gpus > gpus):
         workers = f"{r.replica.workers} workers × " if r.replica.workers > 1 else ""
         raise SpecError(f"resources.replica: asks {workers}{r.replica.cpus} CPU / {r.replica.gpus} GPU, "
                         f"cluster has {cpus} / {gpus}")
-    n = r.student.workers if needs_student else 0
+    n = r.student.workers if student else 0
     distill_cpus = n * r.student.cpus + pool_actors * r.teacher.cpus
     distill_gpus = n * r.student.gpus + pool_actors * r.teacher.gpus
     if distill_cpus > cpus or distill_gpus > gpus:
-        student = ("student" if n == 1 else f"{n} student workers") if n else None
-        what = " + ".join(([student] if student else []) + ([f"{pool_actors} teacher actors"] if pool_actors else []))
+        who = ("student" if n == 1 else f"{n} student workers") if n else None
+        what = " + ".join(([who] if who else []) + ([f"{pool_actors} teacher actors"] if pool_actors else []))
         raise SpecError(f"resources: {what} need {distill_cpus} CPU / {distill_gpus} GPU at once, "
                         f"cluster has {cpus} / {gpus}")
 
@@ -88,11 +136,14 @@ def placeable(nodes: list[tuple[float, float]], spread: list[tuple[float, float]
     return True
 
 
-def check_placement(spec: UpdateSpec, needs_student: bool, pool_actors: int) -> None:
-    """SpecError when a data-parallel stage's workers cannot be placed on the nodes (Ray Train would
-    wait for them forever): the replica's workers alone, the student's beside the teacher actors."""
-    nodes, r = node_capacities(), spec.resources
-    if r.replica.workers > 1 and not placeable(nodes, [], [(r.replica.cpus, r.replica.gpus)] * r.replica.workers):
+def check_placement(spec: UpdateSpec, nodes: list[tuple[float, float]], replicas: bool, needs_student: bool,
+                    pool_actors: int) -> None:
+    """SpecError when a data-parallel stage's workers cannot be placed on the `nodes` (CPU, GPU)
+    (Ray Train would wait for them forever): the replica's workers alone, the student's beside the
+    teacher actors."""
+    r = spec.resources
+    if replicas and r.replica.workers > 1 and not placeable(
+            nodes, [], [(r.replica.cpus, r.replica.gpus)] * r.replica.workers):
         raise SpecError(f"resources.replica: {r.replica.workers} workers of {r.replica.cpus} CPU / {r.replica.gpus} "
                         f"GPU do not fit on the cluster's nodes {nodes} (CPU, GPU)")
     if needs_student and r.student.workers > 1 and not placeable(

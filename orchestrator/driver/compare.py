@@ -64,10 +64,12 @@ def load_labels(path: str | os.PathLike) -> np.ndarray:
     return labels.astype(np.int64, copy=False)
 
 
-def load_prediction_file(path: str | os.PathLike, n: int | None = None) -> np.ndarray:
+def load_prediction_file(path: str | os.PathLike, n: int | None = None, num_classes: int | None = None
+                         ) -> np.ndarray:
     """Predictions from a .npy file: 1-D non-negative integer ids or 2-D finite float logits.
 
-    When `n` is given, the file must hold exactly n predictions. Returns the array as stored.
+    When `n` is given, the file must hold exactly n predictions; with `num_classes` (the labels'
+    largest id + 1), logits need a column for each of those classes. Returns the array as stored.
     """
     predictions = _load_array(path)
     if predictions.ndim == 1:
@@ -86,6 +88,9 @@ def load_prediction_file(path: str | os.PathLike, n: int | None = None) -> np.nd
             )
         if predictions.shape[1] == 0:
             raise InputError(path, f"logits have zero classes (shape {predictions.shape})")
+        if num_classes is not None and predictions.shape[1] < num_classes:
+            raise InputError(path, f"logits have {predictions.shape[1]} columns, but the labels reach class "
+                                   f"{num_classes - 1}: a model of these labels has at least {num_classes}")
         finite_rows = np.isfinite(predictions).all(axis=1)
         if not finite_rows.all():
             row = int(np.argmin(finite_rows))

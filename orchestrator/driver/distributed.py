@@ -129,9 +129,9 @@ def fit(job: TrainJob, resources: WorkerResources, workers: int, run_folder: str
     from ray.train import CheckpointConfig, FailureConfig, LoggingConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from workers.stages import train_job
+    from workers.stages import finished, train_job
 
-    if _finished(job):
+    if finished(job):
         return train_job(job)  # reads the finished checkpoint, trains nothing
     # the spot-instance preemption watcher prints an error line per run where nothing is preempted;
     # RAY_TRAIN_ENABLE_PREEMPTION_WATCHER=1 in the environment turns it back on
@@ -156,17 +156,6 @@ def fit(job: TrainJob, resources: WorkerResources, workers: int, run_folder: str
 
 def _per_worker(resources: WorkerResources) -> dict[str, float]:
     return {name: value for name, value in (("CPU", resources.cpus), ("GPU", resources.gpus)) if value > 0}
-
-
-def _finished(job: TrainJob) -> bool:
-    from workers.checkpoints import read_checkpoint
-
-    local = job.checkpoint_uri
-    if storage.is_s3(local):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp, MODEL)
-            return storage.download(local, path) and read_checkpoint(path)["epoch"] >= job.config.epochs
-    return Path(local).exists() and read_checkpoint(local)["epoch"] >= job.config.epochs
 
 
 def run_folder(job: TrainJob) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.driver.plan import Plan
+from orchestrator.driver.plan import Plan, augmentation_params
 from orchestrator.driver.pool import PoolHandle, teacher_pool
 from orchestrator.driver.stages import eval_split_logits, select_bcwi, train_replicas, train_student
 from orchestrator.driver.watch import StageWatch
@@ -99,6 +99,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
     seconds: dict[str, float] = {}
     with runs.pipeline_run(spec) as run_id:
         runs.set_tags({"fingerprint": plan.fingerprint})
+        runs.log_params(augmentation_params(spec))
         replicas: list[TrainRecord] = []
         if plan.needs_replicas:
             watch.say(next(titles))
@@ -197,13 +198,18 @@ def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run
 
 
 def version_tags(spec: UpdateSpec, plan: Plan, metrics: dict[str, Any]) -> dict[str, str]:
-    """The registry tags of a version: lineage, method, eval split, ER and flips against its parent."""
+    """The registry tags of a version: lineage, method, eval split, ER and flips against its parent.
+    What a version does not have is absent, not an empty string: no `parent_version` and `old`
+    for a first version, no `nfr` / `pfr` / `rel_nfr` without an old model (and no `rel_nfr`
+    where it is undefined)."""
     vs_old = metrics.get("vs_old", {})
+    old = plan.old_as_written if plan.parent else spec.old  # a registry reference as written, else the path
+    optional = {"parent_version": plan.parent.version if plan.parent else None, "old": old,
+                **{k: None if vs_old.get(k) is None else f"{vs_old[k]:.6f}" for k in ("nfr", "pfr", "rel_nfr")}}
     return {
         "method": spec.method.name, "arch": spec.arch, "label": spec.version,
-        "parent_version": plan.parent.version if plan.parent else "", "old": spec.old or "",
         "fingerprint": plan.fingerprint, "spec_hash": spec.spec_hash, "error_rate": f"{metrics['error_rate']:.6f}",
-        **{k: ("" if vs_old.get(k) is None else f"{vs_old[k]:.6f}") for k in ("nfr", "pfr", "rel_nfr")},
+        **{k: v for k, v in optional.items() if v is not None},
         **({"nfr_classes": ",".join(map(str, plan.old_classes))} if plan.old_classes is not None else {}),
     }
 

@@ -2,8 +2,9 @@
 
 `preflight(spec)` resolves `old` (a checkpoint path or a registry reference), makes local paths
 absolute, loads the data, reads the old checkpoint (once, in the driver) and checks it against the
-data and the method; any problem is a SpecError or RegistryError of one line. The `Plan` it returns
-turns the spec into the workers' own records: DataRequest, TrainConfig, Objective, TrainJob.
+data and the method, and checks that the storage can be written; any problem is a SpecError or
+RegistryError of one line. The `Plan` it returns turns the spec into the workers' own records:
+DataRequest, TrainConfig (augmentation resolved), Objective, TrainJob.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from workers.trainer import TrainConfig
 
 def data_request(spec: UpdateSpec) -> DataRequest:
     d = spec.data
-    return DataRequest(d.source, d.subset, d.val_fraction, d.eval_fraction, d.train_limit, d.eval_limit)
+    return DataRequest(d.source, d.subset, d.val_fraction, d.eval_fraction, d.train_limit, d.eval_limit, d.num_classes)
 
 
 def objective_of(method: MethodSpec) -> Objective:
@@ -39,10 +40,31 @@ def objective_of(method: MethodSpec) -> Objective:
     )
 
 
+def augmentation(spec: UpdateSpec) -> tuple[int, bool]:
+    """(crop padding, horizontal flip) that training applies: `train.flip: auto` resolved (on for
+    the built-in Fashion-MNIST, whose mirrored garments keep their class; off for `data.path`,
+    where a mirrored digit or letter may change its meaning), both off without `train.augment`."""
+    t = spec.train
+    if not t.augment:
+        return 0, False
+    flip = spec.data.path is None if t.flip == "auto" else bool(t.flip)
+    return t.crop, flip
+
+
+def augmentation_params(spec: UpdateSpec) -> dict[str, str]:
+    """What augmentation was applied, as MLflow params: `augment.crop`, `augment.flip`."""
+    crop, flip = augmentation(spec)
+    return {"augment.crop": str(crop), "augment.flip": str(flip).lower()}
+
+
 def train_config(spec: UpdateSpec, seed: int, resources: WorkerResources) -> TrainConfig:
     """The spec's `train` section for a model of seed `seed` trained with `resources`."""
-    return TrainConfig(**{**spec.train.model_dump(), "seed": seed}, threads=threads(resources.cpus),
-                       device=device(resources.gpus))
+    t = spec.train
+    crop, flip = augmentation(spec)
+    return TrainConfig(epochs=t.epochs, batch_size=t.batch_size, lr=t.lr, momentum=t.momentum,
+                       weight_decay=t.weight_decay, schedule=t.schedule, seed=seed, augment=crop > 0 or flip,
+                       augment_padding=crop, augment_flip=flip, max_grad_norm=t.max_grad_norm, prefetch=t.prefetch,
+                       threads=threads(resources.cpus), device=device(resources.gpus))
 
 
 @dataclass(frozen=True)
@@ -56,6 +78,7 @@ class Plan:
     data_key: str  # the train, val and eval content's fingerprint
     fingerprint: str  # the regression-eval split's
     num_classes: int
+    old_as_written: str | None = None  # `old:` as the spec said it (a path, NAME@ALIAS, NAME/VERSION)
     old_classes: tuple[int, ...] | None = None  # the old model's classes, when it knows fewer than the data has
 
     @property
@@ -156,15 +179,25 @@ def resolve_old(spec: UpdateSpec) -> tuple[UpdateSpec, Reference | None]:
     return spec.model_copy(update={"old": registry.checkpoint_of(parent)}), parent
 
 
+def check_output(folder: Path, option: str | None) -> None:
+    """SpecError unless the command's output folder (`option`: the flag that named it, None: the
+    default) can be created and written, checked before any work."""
+    try:
+        storage.check_writable(str(folder))
+    except storage.StorageError as e:
+        raise SpecError(f"{option or 'output folder'}: {e}") from None
+
+
 def preflight(spec: UpdateSpec) -> Plan:
-    """Every check that needs the data, the old checkpoint or the registry, before any Ray work:
-    SpecError or RegistryError (one line) when the spec cannot run."""
+    """Every check that needs the data, the old checkpoint, the registry or the storage, before any
+    Ray work: SpecError or RegistryError (one line) when the spec cannot run."""
     from orchestrator.tracking.registry import check_eval_split
     from workers.checkpoints import CheckpointError, classes_seen, load_model
     from workers.data import DataError
     from workers.models import ModelError, resolve_factory
     from workers.stages import cached_splits, data_fingerprint
 
+    written = spec.old  # what the user wrote: errors name it, not a temporary copy or an absolute path
     spec, parent = resolve_old(spec)
     spec = spec.with_absolute_paths()
     try:
@@ -178,21 +211,35 @@ def preflight(spec: UpdateSpec) -> Plan:
         raise SpecError(f"data: {e}") from None
     old_classes = None
     if spec.old is not None:
+        local = spec.old
         try:  # the weights are loaded too: a checkpoint of another architecture fails here, not in a worker
-            path = storage.fetch_checkpoint(spec.old)
-            _, old = load_model(path, spec.allow_user_factories)
-            old_classes = classes_seen(path)
+            local = storage.fetch_checkpoint(spec.old)
+            _, old = load_model(local, spec.allow_user_factories)
+            old_classes = classes_seen(local)
         except (CheckpointError, FileNotFoundError, ModelError) as e:
-            raise SpecError(f"old: {e}") from None
+            raise SpecError(f"old: {as_written(str(e), (local, spec.old), written)}") from None
         if old_classes is not None and set(old_classes) >= set(range(splits.num_classes)):
             old_classes = None  # it knows every class: NFR counts every sample
         if old.num_classes != splits.num_classes:
-            raise SpecError(f"old: {spec.old} has {old.num_classes} classes, the data has {splits.num_classes}")
+            raise SpecError(f"old: {written} has {old.num_classes} classes, the data has {splits.num_classes}")
         if (old.in_channels, old.image_size) != (splits.in_channels, splits.image_size):
-            raise SpecError(f"old: {spec.old} takes {old.in_channels}×{old.image_size}² images, the data has "
+            raise SpecError(f"old: {written} takes {old.in_channels}×{old.image_size}² images, the data has "
                             f"{splits.in_channels}×{splits.image_size}²")
         if spec.method.name == "bcwi" and old.arch != spec.arch:
             raise SpecError(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
     if parent is not None:
         check_eval_split(parent, splits.fingerprint)
-    return Plan(spec, parent, request, data_fingerprint(request), splits.fingerprint, splits.num_classes, old_classes)
+    try:
+        storage.check_writable(spec.storage)
+    except storage.StorageError as e:
+        raise SpecError(f"storage: {e}") from None
+    return Plan(spec, parent, request, data_fingerprint(request), splits.fingerprint, splits.num_classes, written,
+                old_classes)
+
+
+def as_written(message: str, paths: tuple[str, ...], written: str | None) -> str:
+    """`message` with the paths the driver used for `old` (a registry version's temporary copy, an
+    absolute path) replaced by what the spec said."""
+    for path in sorted({p for p in paths if p}, key=len, reverse=True):
+        message = message.replace(path, written or path)
+    return message

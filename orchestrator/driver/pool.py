@@ -22,11 +22,15 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from orchestrator.driver.cluster import bundle, device, threads
-from pipelines.spec import SpecError, UpdateSpec
+from pipelines.spec import UpdateSpec
 from workers.data import Batch, ImageSet, to_model_input
 from workers.inference import Logits
 from workers.losses import TopKLogits
 from workers.teachers import TeacherActor
+
+
+class ReservationTimeout(RuntimeError):
+    """The cluster, which can hold the pool (checked before the run), did not free it in time."""
 
 
 def _to_torch(value: np.ndarray | tuple[np.ndarray, np.ndarray]) -> Logits:
@@ -174,7 +178,8 @@ def teacher_pool(spec: UpdateSpec, groups: Mapping[str, Sequence[str]], with_stu
     try:
         ready, _ = ray.wait([group.ready()], timeout=timeout_s)
         if not ready:
-            raise SpecError(f"resources: could not reserve {bundles} on the cluster within {timeout_s:.0f} s")
+            raise ReservationTimeout(f"resources: could not reserve {bundles} on the cluster within {timeout_s:.0f} s "
+                                     "(busy with other work?)")
         actor_class = ray.remote(PooledTeacher)
         first = int(with_student)
         actors = [

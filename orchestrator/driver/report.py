@@ -3,8 +3,8 @@ the page written and logged.
 
 The version chain (registry tags), the pairwise NFR matrix (from the ledgers), one ER–NFR point per
 evaluated run of the model's experiment (pipelines and Tune trials), and the flip explorer: the
-negative flips of the latest version against its parent, with the eval images when the data of the
-version's spec is available here and has the same fingerprint.
+negative flips of a version (the latest, or the one asked for) against its parent, with the eval
+images when the data of the version's spec is available here and has the same fingerprint.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def eval_images(run_id: str, fingerprint: str) -> tuple[Any | None, str | None]:
 
 
 def flip_explorer(data: ReportData, run_id: str, new: dict[str, np.ndarray], old: dict[str, np.ndarray]) -> None:
-    """Fill the flip explorer of `data` from the ledgers of the latest version and its parent."""
+    """Fill the flip explorer of `data` from the ledgers of the explored version and its parent."""
     labels = new["labels"]
     flips = negative_flips(old["class_ids"], new["class_ids"], labels)
     images, why = eval_images(run_id, str(new["fingerprint"]))
@@ -56,38 +56,46 @@ def flip_explorer(data: ReportData, run_id: str, new: dict[str, np.ndarray], old
     data.per_class = list(zip(names, per_class_nfr(old["class_ids"], new["class_ids"], labels, num_classes).tolist()))
 
 
-def gather(model: str) -> ReportData:
-    """Everything the report shows for registered model `model` (RegistryError if it has no versions)."""
+def gather(model: str, version: str | None = None) -> ReportData:
+    """Everything the report shows for registered model `model`, its flip explorer on `version`
+    (default: the latest) against that version's parent (RegistryError if there is no such
+    version)."""
     rows = registry.chain(model)
     if not rows:
         raise registry.RegistryError(f"{model}: no registered versions")
-    latest = rows[-1]
-    names, matrix = registry.chain_matrix(model, latest["fingerprint"])
+    chosen = rows[-1] if version is None else next((r for r in rows if r["version"] == str(version)), None)
+    if chosen is None:
+        raise registry.RegistryError(f"{model} has no version {version}; its versions: "
+                                     f"{', '.join(r['version'] for r in rows)}")
+    names, matrix = registry.chain_matrix(model, chosen["fingerprint"])
     listed = {str(mv.version): mv for mv in registry.versions(model)}
-    registered = {mv.run_id: version for version, mv in listed.items()}
-    data = ReportData(model, rows, names, matrix, runs.evaluated_points(model, registered), latest["version"])
-    parent = latest["parent_version"]
+    registered = {mv.run_id: v for v, mv in listed.items()}
+    data = ReportData(model, rows, names, matrix, runs.evaluated_points(model, registered), chosen["version"])
+    parent = chosen["parent_version"]
     if parent is None:
-        same_data = [r["version"] for r in rows[:-1] if r["fingerprint"] == latest["fingerprint"]]
+        earlier = rows[:rows.index(chosen)]
+        same_data = [r["version"] for r in earlier if r["fingerprint"] == chosen["fingerprint"]]
         parent = same_data[-1] if same_data else None
         if parent is not None:
-            data.notes.append(f"v{latest['version']} names no registered parent: its flips are shown against "
+            data.notes.append(f"v{chosen['version']} names no registered parent: its flips are shown against "
                               f"v{parent}, the previous version on the same eval split")
     data.parent = parent
-    if parent is not None and listed[parent].tags.get("fingerprint") != latest["fingerprint"]:
+    if parent is not None and listed[parent].tags.get("fingerprint") != chosen["fingerprint"]:
         data.notes.append(f"v{parent} was evaluated on another eval split: no flips can be counted")
     elif parent is not None:
-        new = registry.ledger_of(registry.Reference(model, latest["version"]))
+        new = registry.ledger_of(registry.Reference(model, chosen["version"]))
         old = registry.ledger_of(registry.Reference(model, parent))
-        flip_explorer(data, listed[latest["version"]].run_id, new, old)
+        flip_explorer(data, listed[chosen["version"]].run_id, new, old)
     return data
 
 
-def write_report(model: str, out: Path, log_to_mlflow: bool = True) -> tuple[Path, ReportData]:
-    """Gather, render and write the report; log it to the latest version's run as report/report.html."""
-    data = gather(model)
+def write_report(model: str, out: Path, log_to_mlflow: bool = True, version: str | None = None
+                 ) -> tuple[Path, ReportData]:
+    """Gather, render and write the report (flips of `version`, default the latest); log it to that
+    version's run as report/report.html."""
+    data = gather(model, version)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_html(data), encoding="utf-8")
     if log_to_mlflow:
-        runs.attach(registry.run_of(registry.Reference(model, data.latest)), out, "report/report.html")
+        runs.attach(registry.run_of(registry.Reference(model, data.version)), out, "report/report.html")
     return out, data

@@ -15,7 +15,9 @@ from orchestrator.driver.distributed import fit, run_folder
 from orchestrator.driver.plan import Plan, pool_topk
 from orchestrator.driver.pool import PoolHandle, TeacherPool
 from orchestrator.driver.watch import StageWatch
-from workers.stages import BcwiRecord, TrainJob, TrainRecord, bcwi_job, eval_logits, train_job, train_pack
+from workers import storage
+from workers.stages import (BcwiRecord, TrainJob, TrainRecord, bcwi_job, discard_unfinished, eval_logits, train_job,
+                            train_pack)
 
 
 def _train(job: TrainJob, queue: Any = None, pool: TeacherPool | None = None) -> TrainRecord:
@@ -38,14 +40,15 @@ def _train_pack(jobs: list[TrainJob], queue: Any = None) -> list[TrainRecord]:
 
 def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
     """m replicas as parallel Ray tasks (`resources.replica` each, retried twice), `pack` replicas
-    per task trained as one batched model; a replica whose finished checkpoint exists is reused, a
-    partial one resumed."""
+    per task trained as one batched model, or each over `workers` Ray Train workers; a replica whose
+    finished checkpoint exists is reused, a partial one resumed. On Ctrl-C the running ones are
+    cancelled and their partial checkpoints deleted; finished ones stay for a rerun."""
     res = plan.spec.resources.replica
     task = ray.remote(on_node)
     jobs = plan.replica_jobs()
     if res.workers > 1:
-        return _collect(watch, {_fit_remotely(job, res, watch).remote(job, res, res.workers, run_folder(job),
-                                                                       watch.queue): job.name for job in jobs})
+        return _collect(watch, jobs, {_fit_remotely(job, res, watch).remote(job, res, res.workers, run_folder(job),
+                                                                             watch.queue): job.name for job in jobs})
     packs = [jobs[i : i + res.pack] for i in range(0, len(jobs), res.pack)]
     refs = {}
     for pack in packs:
@@ -55,19 +58,31 @@ def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
         ref = task.options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name=name).remote(
             _train_pack, pack, watch.queue)
         refs[ref] = pack[0].name
-    return _collect(watch, refs)
+    return _collect(watch, jobs, refs)
 
 
-def _collect(watch: StageWatch, refs: dict) -> list[TrainRecord]:
-    """The replicas' records as their tasks finish (a task returns one record or a pack's list)."""
+def _collect(watch: StageWatch, jobs: list[TrainJob], refs: dict) -> list[TrainRecord]:
+    """The replicas' records as their tasks finish (a task returns one record or a pack's list); on
+    Ctrl-C, the checkpoints of the jobs not finished are discarded."""
     records = []
-    for ref in watch.wait(refs):
-        done = ray.get(ref)
-        for record in done if isinstance(done, list) else [done]:
-            records.append(record)
-            how = "reused" if record.epochs_run == 0 else f"{record.seconds:.0f} s, pid {record.pid}"
-            watch.display.finish(record.name, f"{_summary(record)} ({how})")
+    try:
+        for ref in watch.wait(refs):
+            done = ray.get(ref)
+            for record in done if isinstance(done, list) else [done]:
+                records.append(record)
+                how = "reused" if record.epochs_run == 0 else f"{record.seconds:.0f} s, pid {record.pid}"
+                watch.display.finish(record.name, f"{_summary(record)} ({how})")
+    except KeyboardInterrupt:
+        _discard([job for job in jobs if job.name not in {record.name for record in records}])
+        raise
     return sorted(records, key=lambda r: int(r.name.rsplit("-", 1)[1]))
+
+
+def _discard(jobs: list[TrainJob]) -> None:
+    """After Ctrl-C: the partial checkpoints of `jobs`, and their Ray Train runs' folders."""
+    discard_unfinished(jobs)
+    for job in jobs:
+        storage.delete_tree(run_folder(job))
 
 
 def _fit_remotely(job: TrainJob, resources: Any, watch: StageWatch) -> Any:
@@ -87,7 +102,11 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
         topk = pool_topk(job.objective, plan.num_classes) if actors else None
         ref = _fit_remotely(job, res, watch).remote(job, res, res.workers, run_folder(job), watch.queue, actors, topk,
                                                     [pool.train_images] if actors else None)
-        record = ray.get(next(watch.wait({ref: job.name})))
+        try:
+            record = ray.get(next(watch.wait({ref: job.name})))
+        except KeyboardInterrupt:  # cancelled by the watch: its partial checkpoints go
+            _discard([job])
+            raise
         watch.display.finish(job.name, f"{_summary(record)}, {record.seconds:.0f} s ({record.steps} steps, "
                                        f"{res.workers} workers)")
         return record
@@ -97,7 +116,11 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
         client = pool.client(job.objective.references, pool_topk(job.objective, plan.num_classes))
         options["scheduling_strategy"] = pool.student_strategy()
     ref = ray.remote(on_node).options(**options).remote(_train, job, watch.queue, client)
-    record: TrainRecord = ray.get(next(watch.wait({ref: job.name})))
+    try:
+        record: TrainRecord = ray.get(next(watch.wait({ref: job.name})))
+    except KeyboardInterrupt:  # cancelled by the watch: its partial checkpoint goes
+        discard_unfinished([job])
+        raise
     watch.display.finish(job.name, f"{_summary(record)}, {record.seconds:.0f} s ({record.steps} steps)")
     return record
 
@@ -107,9 +130,15 @@ def select_bcwi(plan: Plan, tuned: TrainRecord) -> BcwiRecord:
     stored next to the fine-tuned one."""
     spec, res = plan.spec, plan.spec.resources.student
     task = ray.remote(bcwi_job).options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name="bcwi")
-    return ray.get(task.remote(spec.old, tuned.checkpoint, plan.data, spec.method.bcwi_alphas,
-                               spec.method.bcwi_er_tolerance, plan.bcwi_checkpoint(), device(res.gpus),
-                               spec.allow_user_factories))
+    ref = task.remote(spec.old, tuned.checkpoint, plan.data, spec.method.bcwi_alphas, spec.method.bcwi_er_tolerance,
+                      plan.bcwi_checkpoint(), device(res.gpus), spec.allow_user_factories)
+    try:
+        return ray.get(ref)
+    except KeyboardInterrupt:  # the interpolated checkpoint may be half written
+        ray.cancel(ref, force=True)
+        ray.wait([ref], timeout=30)
+        storage.delete(plan.bcwi_checkpoint())
+        raise
 
 
 def eval_split_logits(plan: Plan, checkpoints: Mapping[str, str]) -> dict[str, np.ndarray]:

@@ -1,6 +1,6 @@
 """Progress from the Ray tasks to the display: training tasks send `ProgressEvent`s to a Ray queue
 (`ray.util.queue.Queue`, an actor without CPUs), and `StageWatch.wait` drains it while it waits for
-the tasks; on an interrupt (Ctrl-C) the tasks still running are cancelled."""
+the tasks; on an interrupt (Ctrl-C) the tasks still running are cancelled, and waited for."""
 
 from __future__ import annotations
 
@@ -46,6 +46,9 @@ class StageWatch:
         except BaseException:
             for ref in pending:
                 ray.cancel(ref, force=True)
+            # until their workers are gone: a cancelled task must not write a checkpoint after the
+            # caller has cleaned up (Ctrl-C discards partial checkpoints)
+            ray.wait(pending, num_returns=len(pending), timeout=30)
             raise
 
     def close(self) -> None:

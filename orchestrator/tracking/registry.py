@@ -54,8 +54,22 @@ def resolve(text: str) -> Reference:
     try:
         mv = client.get_model_version_by_alias(name, alias) if alias else client.get_model_version(name, version)
     except MlflowException:
-        raise RegistryError(f"{text}: no such registered model version") from None
+        raise RegistryError(f"{text}: no such registered model version ({_what_exists(name, alias, version)})"
+                            ) from None
     return Reference(name, str(mv.version))
+
+
+def _what_exists(name: str, alias: str | None, version: str | None) -> str:
+    """Why a reference names nothing: no such model, or which aliases / versions it has instead."""
+    try:
+        model = MlflowClient().get_registered_model(name)
+    except MlflowException:
+        return f"no registered model {name!r}"
+    if alias:
+        aliases = ", ".join(sorted(model.aliases)) or "none"
+        return f"{name} has no alias {alias!r}; its aliases: {aliases}"
+    listed = ", ".join(str(mv.version) for mv in versions(name)) or "none"
+    return f"{name} has no version {version}; its versions: {listed}"
 
 
 def _version(ref: Reference):

@@ -138,14 +138,20 @@ def log_metrics(prefix: str, values: Mapping[str, Any]) -> None:
     MlflowClient().log_batch(mlflow.active_run().info.run_id, metrics=metrics)
 
 
+def _log_comparisons(metrics: Mapping[str, Any]) -> None:
+    log_metrics("", {"error_rate": metrics["error_rate"]})
+    for key in ("vs_old", "vs_paragon", "paragon_vs_old"):
+        if key in metrics:
+            log_metrics(f"{key}.", metrics[key])
+
+
 def log_evaluation(metrics: Mapping[str, Any], predictions: Path) -> None:
-    """A nested `evaluation` run with every comparison (error_rate, vs_old.*, vs_paragon.*,
-    paragon_vs_old.*) and the prediction files."""
+    """Every comparison (error_rate, vs_old.*, vs_paragon.*, paragon_vs_old.*) on the pipeline's
+    run, where the MLflow UI sorts and filters pipelines by them, and in a nested `evaluation` run
+    with the prediction files."""
+    _log_comparisons(metrics)
     with mlflow.start_run(run_name="evaluation", nested=True):
-        log_metrics("", {"error_rate": metrics["error_rate"]})
-        for key in ("vs_old", "vs_paragon", "paragon_vs_old"):
-            if key in metrics:
-                log_metrics(f"{key}.", metrics[key])
+        _log_comparisons(metrics)
         mlflow.log_artifacts(str(predictions), "predictions")
 
 
@@ -188,6 +194,12 @@ def set_tags(tags: Mapping[str, str]) -> None:
     mlflow.set_tags(dict(tags))
 
 
+def log_params(params: Mapping[str, str]) -> None:
+    """Params of the active run beside the spec's: what the driver resolved from it (the
+    augmentation applied: `augment.crop`, `augment.flip`)."""
+    mlflow.log_params(dict(params))
+
+
 def log_trial(name: str, params: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
     """A nested run for one search trial: its configuration as params, its scores as metrics."""
     with mlflow.start_run(run_name=name, nested=True):
@@ -211,8 +223,10 @@ def evaluated_points(model: str, registered: dict[str, str]) -> list[dict[str, A
         if "error_rate" not in metrics or nfr is None:
             continue
         parent = by_id.get(run.data.tags.get("mlflow.parentRunId", ""), run)
+        if parent is not run and run.info.run_name == "evaluation" and "error_rate" in parent.data.metrics:
+            continue  # the pipeline's own run carries the same numbers (runs older than that only the child)
         label = parent.data.tags.get("mlflow.runName", parent.info.run_id[:8])
-        if run.data.params:  # a Tune trial logs its configuration
+        if parent is not run and run.data.params:  # a Tune trial logs its configuration
             label += " " + ", ".join(f"{k}={v}" for k, v in sorted(run.data.params.items()))
         points.append({"label": label, "method": parent.data.params.get("method.name", "?"),
                        "error_rate": metrics["error_rate"], "nfr": nfr,

@@ -6,12 +6,17 @@ With no configuration the store is `sqlite:///<cwd>/mlflow.db` with artifacts un
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import logging
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 
 
 # MLflow's HTTP client retries connection errors and 429/5xx answers with backoff
@@ -40,17 +45,40 @@ def configure() -> str:
     directory (created here, in the driver, before anything else touches it), with the bounded
     retry policy above."""
     bounded_http_retries()
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial MLflow database tables"
     uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
-    MlflowClient().search_experiments(max_results=1)  # creates the sqlite schema once
+    with schema_lock(uri):
+        client = MlflowClient()
+        client.search_experiments(max_results=1)  # the tracking store creates the sqlite schema once
+        client.search_registered_models(max_results=1)  # and the registry store checks it
     return uri
+
+
+@contextlib.contextmanager
+def schema_lock(uri: str) -> Iterator[None]:
+    """For a sqlite store: an exclusive lock on `<database>.lock` beside it, across processes.
+
+    MLflow creates (and migrates) a sqlite store's tables when a process first opens it, without
+    a lock: two drivers starting together on a new store both create them, and one fails (`table
+    experiments already exists`, an alembic revision mismatch). The first to hold the lock
+    creates the schema, the others then find it. Other stores lock themselves."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    database = Path(uri.removeprefix("sqlite:///"))
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with open(database.with_name(database.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def check_store() -> str:
     """`configure()`, raising TrackingUnavailable (one line) when the store does not answer."""
-    from mlflow.exceptions import MlflowException
-
     try:
         return configure()
     except MlflowException as e:
@@ -58,7 +86,7 @@ def check_store() -> str:
         retries = os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
         text = str(e).strip()
         errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)  # "[Errno 111] Connection refused"
-        reason = errno.group(0) if errno else (text.splitlines() or [type(e).__name__])[0][:200]
+        reason = errno.group(0) if errno else (text.splitlines() or [type(e).__name__])[0]  # whole, never cut
         raise TrackingUnavailable(f"MLflow tracking store {uri} did not answer after {retries} retries "
                                   f"({reason})") from None
 
@@ -74,4 +102,10 @@ def experiment_id(name: str) -> str:
     location = None
     if uri.startswith("sqlite:///"):
         location = (Path(uri.removeprefix("sqlite:///")).parent / "mlruns").resolve().as_uri()
-    return client.create_experiment(name, artifact_location=location)
+    try:
+        return client.create_experiment(name, artifact_location=location)
+    except MlflowException as e:  # another driver created it meanwhile
+        created = client.get_experiment_by_name(name)
+        if created is None or e.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        return created.experiment_id

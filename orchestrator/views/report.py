@@ -1,7 +1,7 @@
 """The HTML report of a model's updates: one self-contained page rendered from `report.html.j2`
 (Jinja2, autoescaped), figures inlined as base64 PNGs so that it opens anywhere, offline.
 
-`ReportData` is what the page shows; orchestrator/tracking/report_data.py gathers it from MLflow.
+`ReportData` is what the page shows; orchestrator/driver/report.py gathers it from MLflow.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class ReportData:
     matrix_versions: list[str]
     matrix: list[list[float]]
     points: list[dict[str, Any]]  # {label, method, error_rate, nfr, version} per evaluated run
-    latest: str
+    version: str  # the version whose flips are explored: the latest, unless asked for another
     parent: str | None = None
     n_eval: int = 0
     n_flips: int = 0
@@ -79,7 +79,7 @@ def figures(data: ReportData) -> dict[str, str | None]:
         "scatter": plots.png_base64(plots.er_nfr_scatter(points, f"{data.model}: every evaluated run",
                                                          colours=plots.METHOD_COLOURS)),
         "per_class": plots.png_base64(plots.per_class_bars(
-            data.per_class, f"v{data.parent} → v{data.latest}: NFR per true class")) if data.per_class else None,
+            data.per_class, f"v{data.parent} → v{data.version}: NFR per true class")) if data.per_class else None,
     }
 
 

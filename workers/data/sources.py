@@ -66,6 +66,11 @@ class ImageSet:
         return ImageSet(self.images[index], self.labels[index], self.classes)
 
 
+def _first_line(error: BaseException) -> str:
+    """The first line of an exception's message, whole (its type's name when it has none)."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Parse one IDX file (optionally gzipped): magic 0x0000 dtype ndim, big-endian dims, data."""
     path = Path(path)
@@ -96,7 +101,36 @@ def _find_idx(directory: Path, prefix: str, kind: str) -> Path | None:
     return None
 
 
-def _idx_pair(directory: Path, prefix: str, classes: tuple[str, ...] | None) -> ImageSet | None:
+def class_names(labelled: list[tuple[Path, np.ndarray]], num_classes: int | None = None) -> tuple[str, ...]:
+    """Names "0" … "C−1" for the integer labels of `labelled` ((file, labels) pairs of one dataset).
+
+    C is the declared `num_classes` (every label must lie below it); else the largest id + 1, and
+    then every id below it must occur: a gap means ids that are not class indices (a 200 among
+    0–9 would train a 201-class model) or a mislabelled sample. DataError names the file."""
+    present = [(path, labels) for path, labels in labelled if labels.size]
+    if not present:
+        return tuple(str(c) for c in range(num_classes or 0))
+    ids = np.unique(np.concatenate([labels for _, labels in present]))
+    lowest, top = int(ids[0]), int(ids[-1])
+    if lowest < 0:
+        holder = next(path for path, labels in present if int(labels.min()) == lowest)
+        raise DataError(f"{holder}: negative class id {lowest}")
+    holder = next(path for path, labels in present if int(labels.max()) == top)
+    if num_classes is not None:
+        if top >= num_classes:
+            raise DataError(f"{holder}: label {top} is not below data.num_classes = {num_classes}")
+        return tuple(str(c) for c in range(num_classes))
+    missing = np.setdiff1d(np.arange(top + 1), ids)
+    if missing.size:
+        shown = ", ".join(str(int(c)) for c in missing[:5]) + (", …" if missing.size > 5 else "")
+        raise DataError(f"{holder}: class ids must run 0..C−1 without gaps, but the labels reach {top} and "
+                        f"{missing.size} ids below it never occur ({shown}); fix the labels, or declare the "
+                        "class count with data.num_classes")
+    return tuple(str(c) for c in range(top + 1))
+
+
+def _idx_pair(directory: Path, prefix: str) -> tuple[Path, np.ndarray, np.ndarray] | None:
+    """(labels file, images N×C×H×W, labels) of the `prefix` files, None when there are none."""
     images_path = _find_idx(directory, prefix, "images-idx3")
     labels_path = _find_idx(directory, prefix, "labels-idx1")
     if images_path is None or labels_path is None:
@@ -107,37 +141,49 @@ def _idx_pair(directory: Path, prefix: str, classes: tuple[str, ...] | None) -> 
         images = images[:, None]
     if images.dtype != np.uint8:
         raise DataError(f"{images_path}: expected uint8 pixels, got {images.dtype}")
-    if classes is None:
-        classes = tuple(str(c) for c in range(int(labels.max()) + 1))
-    return ImageSet(torch.from_numpy(images.copy()), torch.from_numpy(labels), classes)
+    return labels_path, images, labels
 
 
-def load_idx_directory(directory: Path, classes: tuple[str, ...] | None = None) -> tuple[ImageSet, ImageSet | None]:
+def load_idx_directory(directory: Path, classes: tuple[str, ...] | None = None, num_classes: int | None = None
+                       ) -> tuple[ImageSet, ImageSet | None]:
     """A directory with train-{images-idx3,labels-idx1}-ubyte[.gz] and optionally t10k-… files.
 
-    Returns (train, test); test is None when there are no t10k files.
+    Returns (train, test); test is None when there are no t10k files. Without `classes` (names),
+    the class ids of both files are checked by `class_names`.
     """
-    train = _idx_pair(directory, "train", classes)
-    if train is None:
+    pairs = [_idx_pair(directory, "train"), _idx_pair(directory, "t10k")]
+    if pairs[0] is None:
         raise DataError(f"{directory}: no train-images-idx3-ubyte / train-labels-idx1-ubyte files")
-    test = _idx_pair(directory, "t10k", train.classes)
+    found = [pair for pair in pairs if pair is not None]
+    if classes is None:
+        classes = class_names([(path, labels) for path, _, labels in found], num_classes)
+    train, test = (None if pair is None else ImageSet(torch.from_numpy(pair[1].copy()), torch.from_numpy(pair[2]),
+                                                      classes) for pair in pairs)
     return train, test
 
 
-def load_image_folder(directory: Path) -> ImageSet:
-    """An ImageFolder tree (one sub-directory per class), read with torchvision, kept as uint8."""
-    from PIL import Image
+def load_image_folder(directory: Path, num_classes: int | None = None) -> ImageSet:
+    """An ImageFolder tree (one sub-directory per class), read with torchvision, kept as uint8;
+    `num_classes`, when declared, must be the number of class folders."""
+    from PIL import Image, UnidentifiedImageError
     from torchvision.datasets import ImageFolder
 
     try:
         folder = ImageFolder(str(directory))
     except (FileNotFoundError, RuntimeError) as e:
         raise DataError(f"{directory}: not a usable ImageFolder tree ({e})") from None
+    if num_classes is not None and num_classes != len(folder.classes):
+        raise DataError(f"{directory}: {len(folder.classes)} class folders, but data.num_classes = {num_classes}")
     images = []
     for path, _ in folder.samples:
-        with Image.open(path) as img:
-            mode = "L" if img.mode in ("L", "1", "I;16", "I") else "RGB"
-            images.append(np.asarray(img.convert(mode)))
+        try:
+            with Image.open(path) as img:
+                mode = "L" if img.mode in ("L", "1", "I;16", "I") else "RGB"
+                images.append(np.asarray(img.convert(mode)))
+        except UnidentifiedImageError:
+            raise DataError(f"{path}: cannot read image (not a format PIL can identify)") from None
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:  # truncated, corrupt data
+            raise DataError(f"{path}: cannot read image ({_first_line(e)})") from None
     shapes = {a.shape for a in images}
     if len(shapes) != 1:
         raise DataError(f"{directory}: images differ in size or channels ({sorted(shapes)[:3]}…); resize them first")
@@ -147,7 +193,7 @@ def load_image_folder(directory: Path) -> ImageSet:
     return ImageSet(torch.from_numpy(np.ascontiguousarray(stacked)), torch.from_numpy(labels), tuple(folder.classes))
 
 
-def load_npz(path: Path) -> ImageSet:
+def load_npz(path: Path, num_classes: int | None = None) -> ImageSet:
     """An .npz with `x` (N×H×W, N×H×W×C or N×C×H×W; uint8, or floats in [0, 1]) and `y` (N ints)."""
     if not zipfile.is_zipfile(path):  # np.load would take any other file for a pickle
         raise DataError(f"{path}: not an .npz archive (no zip header)")
@@ -174,7 +220,7 @@ def load_npz(path: Path) -> ImageSet:
         x = x.transpose(0, 3, 1, 2)
     if x.ndim != 4 or len(x) != len(y):
         raise DataError(f"{path}: 'x' of shape {x.shape} does not match {len(y)} labels")
-    classes = tuple(str(c) for c in range(int(y.max()) + 1)) if y.size else ()
+    classes = class_names([(path, y)], num_classes)
     return ImageSet(torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(y.astype(np.int64)), classes)
 
 
@@ -183,11 +229,12 @@ def fashion_mnist_dir() -> Path:
     return Path(os.environ.get("CONGRUENT_FASHION_MNIST_DIR", FASHION_MNIST_DIR))
 
 
-def load_images(source: str | os.PathLike) -> tuple[ImageSet, ImageSet | None]:
+def load_images(source: str | os.PathLike, num_classes: int | None = None) -> tuple[ImageSet, ImageSet | None]:
     """Load `fashion-mnist` or a path (IDX directory, ImageFolder tree, .npz file).
 
     Returns (pool, test): `test` is the source's own held-out set when it has one (IDX t10k files),
-    else None and the splits are carved out of `pool`.
+    else None and the splits are carved out of `pool`. Integer labels (IDX, .npz) must be the
+    class ids 0..C−1 without gaps unless `num_classes` declares C (see `class_names`).
     """
     if str(source) == "fashion-mnist":
         directory = fashion_mnist_dir()
@@ -202,9 +249,9 @@ def load_images(source: str | os.PathLike) -> tuple[ImageSet, ImageSet | None]:
     if path.is_file():
         if path.suffix != ".npz":
             raise DataError(f"{path}: a data file must be an .npz holding x and y")
-        return load_npz(path), None
+        return load_npz(path, num_classes), None
     if not os.access(path, os.R_OK | os.X_OK):
         raise DataError(f"{path}: directory is not readable")
     if _find_idx(path, "train", "images-idx3") is not None:
-        return load_idx_directory(path)
-    return load_image_folder(path), None
+        return load_idx_directory(path, num_classes=num_classes)
+    return load_image_folder(path, num_classes), None

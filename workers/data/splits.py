@@ -85,6 +85,7 @@ def load_splits(
     eval_fraction: float = 0.2,
     train_limit: int | None = None,
     eval_limit: int | None = None,
+    num_classes: int | None = None,
 ) -> DataSplits:
     """Load a dataset and split it deterministically.
 
@@ -92,12 +93,13 @@ def load_splits(
       `eval_fraction` of a fixed permutation of the pool; its first `eval_limit` samples if given.
     - val: the last `val_fraction` of a fixed permutation of the rest; train: the remainder.
     - `subset` (data growth) then filters train and val; `train_limit` keeps the first N of train.
+    - `num_classes` declares the class count of a source whose label ids have gaps.
     """
     if subset not in SUBSETS:
         raise DataError(f"subset must be one of {', '.join(SUBSETS)}, got {subset!r}")
     if not 0 < val_fraction < 1 or not 0 < eval_fraction < 1:
         raise DataError("val_fraction and eval_fraction must lie strictly between 0 and 1")
-    pool, test = load_images(source)
+    pool, test = load_images(source, num_classes)
     if len(pool) == 0:
         raise DataError(f"{source}: the dataset is empty")
     generator = torch.Generator().manual_seed(SPLIT_SEED)
@@ -110,10 +112,32 @@ def load_splits(
     train = pool.take(order[: len(order) - n_val])
     val = pool.take(order[len(order) - n_val :])
     train, val = _apply_subset(train, subset), _apply_subset(val, subset)
+    of_subset = f" of subset {subset}" if subset != "all" else ""
     if train_limit is not None:
+        if train_limit > len(train):
+            raise DataError(f"{source}: train_limit {train_limit} is above the {len(train)} training samples{of_subset}")
         train = train.take(slice(0, train_limit))
     if eval_limit is not None:
+        if eval_limit > len(test):
+            raise DataError(f"{source}: eval_limit {eval_limit} is above the {len(test)} regression-eval samples")
         test = test.take(slice(0, eval_limit))
     if len(train) == 0 or len(val) == 0 or len(test) == 0:
         raise DataError(f"{source}: too few samples for train/val/eval splits ({len(pool)} in all)")
+    _check_coverage(train, torch.unique(torch.cat([pool.labels, test.labels])), source, subset, train_limit)
     return DataSplits(train, val, test, fingerprint(test), str(source), subset)
+
+
+def _check_coverage(train: ImageSet, present: torch.Tensor, source: object, subset: str, train_limit: int | None
+                    ) -> None:
+    """DataError unless the train split holds every class it should learn: each class of the
+    dataset (`present`), or of its first half for `half-classes`. A model never shown a class
+    cannot predict it, and its flips on that class would mean nothing."""
+    expected = present[present < (train.num_classes + 1) // 2] if subset == "half-classes" else present
+    missing = sorted(set(expected.tolist()) - set(torch.unique(train.labels).tolist()))
+    if not missing:
+        return
+    which = "classes of the first half" if subset == "half-classes" else "classes"
+    shown = ", ".join(map(str, missing[:5])) + (", …" if len(missing) > 5 else "")
+    cause = f"; train_limit {train_limit} is too small" if train_limit is not None else ""
+    raise DataError(f"{source}: the train split holds {len(expected) - len(missing)} of the {len(expected)} {which} "
+                    f"(none of {shown}){cause}")

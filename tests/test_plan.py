@@ -1,0 +1,133 @@
+"""Preflight and the plan, without Ray: what the spec resolves to (augmentation), the stages a
+method runs, and what the cluster must hold."""
+
+from pathlib import Path
+
+import pytest
+
+from datafiles import write_idx_dataset
+from orchestrator.driver.plan import augmentation_params, preflight, train_config
+from pipelines.spec import WorkerResources, parse_spec
+
+BASE = {"model": "plan", "version": "v2", "arch": "mlp-small", "method": {"name": "none"},
+        "data": {"train_limit": 300, "eval_limit": 100}}
+
+
+def spec(**fields):
+    return parse_spec({**BASE, **fields})
+
+
+@pytest.fixture(scope="module")
+def digits_folder(tmp_path_factory, fashion_mnist) -> Path:
+    """A user dataset (`data.path`): an IDX directory of 400 real images."""
+    folder = tmp_path_factory.mktemp("user-data") / "idx"
+    return write_idx_dataset(folder, fashion_mnist.train.images[:400, 0].numpy(),
+                             fashion_mnist.train.labels[:400].numpy())
+
+
+def test_flip_is_on_for_fashion_mnist_and_off_for_user_data(digits_folder):
+    """A mirrored digit can change its class: `flip: auto` flips only the built-in Fashion-MNIST."""
+    one_cpu = WorkerResources()
+    builtin = train_config(spec(), 0, one_cpu)
+    assert (builtin.augment, builtin.augment_padding, builtin.augment_flip) == (True, 2, True)
+    user = preflight(spec(data={"path": str(digits_folder)}))
+    config = user.student_job().config
+    assert (config.augment, config.augment_padding, config.augment_flip) == (True, 2, False)
+    assert all(not job.config.augment_flip for job in
+               preflight(spec(data={"path": str(digits_folder)}, method={"name": "ensemble", "m": 2})).replica_jobs())
+    assert augmentation_params(user.spec) == {"augment.crop": "2", "augment.flip": "false"}
+    assert augmentation_params(spec()) == {"augment.crop": "2", "augment.flip": "true"}
+
+
+@pytest.mark.parametrize("train,applied", [
+    ({"flip": True}, (True, 2, True)),
+    ({"flip": False}, (True, 2, False)),
+    ({"crop": 0}, (False, 0, False)),  # user data: no flip either, so nothing to apply
+    ({"crop": 0, "flip": True}, (True, 0, True)),
+    ({"crop": 4, "flip": False}, (True, 4, False)),
+    ({"crop": 0, "flip": False}, (False, 0, False)),
+    ({"augment": False, "flip": True}, (False, 0, False)),  # the master switch wins
+])
+def test_crop_and_flip_are_configured_separately(digits_folder, train, applied):
+    resolved = spec(data={"path": str(digits_folder)}, train=train)
+    config = train_config(resolved, 0, WorkerResources())
+    assert (config.augment, config.augment_padding, config.augment_flip) == applied
+    assert augmentation_params(resolved) == {"augment.crop": str(applied[1]), "augment.flip": str(applied[2]).lower()}
+
+
+def test_a_method_without_a_pool_counts_no_teacher_actors():
+    """Method none with `student.cpus: 2` fits a 2-CPU machine: it starts no teacher actor."""
+    from orchestrator.driver.cluster import check_resources
+    from pipelines.spec import SpecError
+
+    two_cpus = {"CPU": 2.0, "GPU": 0.0}
+    none = spec(resources={"student": {"cpus": 2}})
+    check_resources(none, two_cpus, replicas=False, student=True, pool_actors=0)
+    with pytest.raises(SpecError, match=r"resources: student \+ 2 teacher actors need 3.0 CPU / 0.0 GPU at once"):
+        check_resources(spec(method={"name": "fd-lm"}, old="o.pt", resources={"student": {"cpus": 2}}), two_cpus,
+                        replicas=False, student=True, pool_actors=2)
+    # replicas are counted only for methods that train them
+    check_resources(spec(resources={"replica": {"gpus": 1}}), two_cpus, replicas=False, student=True, pool_actors=0)
+    with pytest.raises(SpecError, match="resources.replica: asks 1.0 CPU / 1.0 GPU, cluster has 2.0 / 0.0"):
+        check_resources(spec(method={"name": "ensemble"}, resources={"replica": {"gpus": 1}}), two_cpus,
+                        replicas=True, student=False, pool_actors=2)
+
+
+def test_the_plan_says_which_stages_and_actors_a_method_starts(digits_folder):
+    data = {"path": str(digits_folder)}
+    plans = {name: preflight(spec(data=data, method={"name": name, "m": 2}))
+             for name in ("none", "ensemble", "elodi")}
+    assert [(p.needs_replicas, p.needs_student, p.pool_actors) for p in plans.values()] == [
+        (False, True, 0), (True, False, 2), (True, True, 2)]
+
+
+def test_stage_titles_are_numbered_over_the_stages_the_method_runs(digits_folder):
+    from orchestrator.driver.pipeline import stage_titles
+
+    data = {"path": str(digits_folder)}
+    assert stage_titles(preflight(spec(data=data))) == [
+        "stage 1/2: training the model (none)", "stage 2/2: evaluating on the regression-eval split"]
+    assert stage_titles(preflight(spec(data=data, method={"name": "elodi", "m": 2}))) == [
+        "stage 1/3: training 2 replicas of mlp-small in parallel",
+        "stage 2/3: distilling the student (elodi) online from 2 teacher actors",
+        "stage 3/3: evaluating on the regression-eval split"]
+    assert [t.split(":")[0] for t in stage_titles(preflight(spec(data=data, method={"name": "ensemble", "m": 2})))] == [
+        "stage 1/2", "stage 2/2"]
+
+
+def test_resources_beyond_this_machine_are_refused_before_ray_starts_or_mlflow_is_touched(tmp_path):
+    """An embedded Ray is checked against os.cpu_count() before it starts: exit 2, one line, Ray not
+    started, no MLflow store created."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "method": {"name": "ensemble", "m": 2}, "storage": str(tmp_path / "s"),
+                                    "resources": {"replica": {"cpus": 100000}}}))
+    probe = ("import sys, ray\nfrom orchestrator.cli import main\ncode = main(['run', sys.argv[1]])\n"
+             "print('ray started' if ray.is_initialized() else 'ray not started')\nsys.exit(code)")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"congruent run: error: {path}: resources.replica: asks 100000.0 CPU / 0.0 GPU, cluster has "
+        f"{float(os.cpu_count())} / 0.0"]
+    assert done.stdout.strip() == "ray not started"
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "s").exists()
+
+
+def test_a_version_is_tagged_without_empty_lineage_or_flip_tags(digits_folder):
+    """v1 has no parent and no flips: its registry tags leave them out instead of holding ""."""
+    from orchestrator.driver.pipeline import version_tags
+
+    plan = preflight(spec(data={"path": str(digits_folder)}))
+    tags = version_tags(plan.spec, plan, {"error_rate": 0.25})
+    assert sorted(tags) == ["arch", "error_rate", "fingerprint", "label", "method", "spec_hash"]
+    assert all(tags.values())
+    undefined = {"nfr": 0.0, "pfr": 0.1, "rel_nfr": None, "er_old": 0.3, "er_new": 0.0}
+    tags = version_tags(plan.spec, plan, {"error_rate": 0.0, "vs_old": undefined})
+    assert (tags["nfr"], tags["pfr"]) == ("0.000000", "0.100000") and "rel_nfr" not in tags

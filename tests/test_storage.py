@@ -1,0 +1,126 @@
+"""Run storage (workers/storage.py) on a local directory and on a real S3 (SeaweedFS): what Ctrl-C
+discards, what it keeps, and the checks preflight makes before any work."""
+
+import secrets
+from dataclasses import dataclass
+
+import pytest
+
+from servers import CHECKSUM_ENV, start_seaweedfs
+from workers import storage
+from workers.checkpoints import read_checkpoint
+from workers.stages import DataRequest, TrainJob, discard_unfinished, finished, train_job
+from workers.trainer import TrainConfig
+
+DATA = DataRequest(train_limit=300, eval_limit=100)
+
+
+@dataclass(frozen=True)
+class S3:
+    endpoint: str
+    env: dict
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A SeaweedFS S3 on 127.0.0.1 with a bucket `runs` and credentials of this module."""
+    access_key, secret_key = "test" + secrets.token_hex(8), secrets.token_urlsafe(32)
+    server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"), access_key, secret_key, buckets=("runs",))
+    try:
+        yield S3(server.endpoint, {"AWS_ENDPOINT_URL_S3": server.endpoint, "AWS_ACCESS_KEY_ID": access_key,
+                                   "AWS_SECRET_ACCESS_KEY": secret_key, "AWS_DEFAULT_REGION": "us-east-1",
+                                   **CHECKSUM_ENV})
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_env(s3, monkeypatch):
+    """This process's environment pointed at the module's S3 (boto3 reads it from there)."""
+    for key, value in s3.env.items():
+        monkeypatch.setenv(key, value)
+    storage._client.cache_clear()
+    yield s3
+    storage._client.cache_clear()
+
+
+def job(name: str, uri: str, epochs: int) -> TrainJob:
+    return TrainJob(name, DATA, "mlp-small", TrainConfig(epochs=epochs, lr=0.05, augment=False), uri)
+
+
+def interrupted_after_first_epoch(training: TrainJob) -> None:
+    """`training` stopped by a Ctrl-C once its first epoch's checkpoint is stored."""
+    def ctrl_c(stats):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_job(training, on_epoch=ctrl_c)
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_ctrl_c_discards_partial_checkpoints_and_keeps_finished_ones(where, tmp_path, request):
+    base = str(tmp_path / "storage") if where == "local" else f"s3://runs/{request.node.name}"
+    if where == "s3":
+        request.getfixturevalue("s3_env")
+    done = job("replica-0", storage.join(base, "replicas", "key", "replica-0.pt"), epochs=1)
+    cut = job("replica-1", storage.join(base, "replicas", "key", "replica-1.pt"), epochs=2)
+    never = job("replica-2", storage.join(base, "replicas", "key", "replica-2.pt"), epochs=1)
+    train_job(done)
+    interrupted_after_first_epoch(cut)
+    assert finished(done) and not finished(cut) and not finished(never)
+    assert discard_unfinished([done, cut, never]) == [cut.checkpoint_uri]
+    assert finished(done) and storage.download(done.checkpoint_uri, tmp_path / "copy.pt")
+    assert read_checkpoint(tmp_path / "copy.pt")["epoch"] == 1
+    assert not storage.download(cut.checkpoint_uri, tmp_path / "gone.pt")
+    # a rerun reuses the finished one as it is and trains the discarded one from the start
+    assert train_job(done).epochs_run == 0
+    assert train_job(cut).resumed_from == 0
+
+
+def test_delete_removes_a_local_file_its_tmp_sibling_and_the_emptied_folder(tmp_path):
+    folder = tmp_path / "replicas" / "key"
+    folder.mkdir(parents=True)
+    (folder / "replica-0.pt").write_bytes(b"x")
+    (folder / "replica-0.pt.tmp").write_bytes(b"half")  # a write killed before its rename
+    assert storage.delete(str(folder / "replica-0.pt"))
+    assert not folder.exists() and (tmp_path / "replicas").is_dir()
+    assert not storage.delete(str(folder / "replica-0.pt"))
+
+
+def test_delete_an_s3_object(s3_env, tmp_path):
+    (tmp_path / "f").write_bytes(b"checkpoint")
+    uri = storage.upload(tmp_path / "f", "s3://runs/delete-me/replica-0.pt")
+    assert storage.download(uri, tmp_path / "back") and storage.delete(uri)
+    assert not storage.download(uri, tmp_path / "again") and not storage.delete(uri)
+
+
+def test_a_local_storage_check_writes_a_probe_and_leaves_nothing(tmp_path):
+    storage.check_writable(str(tmp_path / "runs" / "deep"))
+    assert list(tmp_path.iterdir()) == []  # the folders it created for the probe are gone again
+    (tmp_path / "kept").mkdir()
+    storage.check_writable(str(tmp_path / "kept"))
+    assert list((tmp_path / "kept").iterdir()) == []
+    (tmp_path / "plain.txt").write_text("x")
+    with pytest.raises(storage.StorageError, match=r"plain.txt/runs: cannot write there \(Not a directory\)"):
+        storage.check_writable(str(tmp_path / "plain.txt" / "runs"))
+    with pytest.raises(storage.StorageError, match=r"plain.txt: cannot write there \(File exists\)"):
+        storage.check_writable(str(tmp_path / "plain.txt"))
+
+
+def test_an_s3_storage_check_needs_credentials_a_server_and_the_bucket(s3_env, monkeypatch):
+    storage.check_writable("s3://runs/prefix")
+    with pytest.raises(storage.StorageError, match=r"^s3://missing-bucket/p: no such bucket$"):
+        storage.check_writable("s3://missing-bucket/p")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    with pytest.raises(storage.StorageError, match=r"s3://runs/prefix: access denied \(wrong AWS_ACCESS_KEY_ID"):
+        storage.check_writable("s3://runs/prefix")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")  # nothing listens on the discard port
+    with pytest.raises(storage.StorageError, match="s3://runs/prefix: S3 did not answer"):
+        storage.check_writable("s3://runs/prefix", timeout_s=2)
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(storage.StorageError, match="s3://runs/prefix: no AWS credentials"):
+        storage.check_writable("s3://runs/prefix")
