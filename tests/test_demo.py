@@ -46,6 +46,7 @@ def test_demo_registers_three_versions_and_prints_the_comparison(demo):
     for v in versions[1:]:  # the table prints the registry's own figures
         assert f"{100 * float(v.tags['nfr']):.2f}%" in printed
     assert "v2-elodi" in printed and "mlflow ui --backend-store-uri" in printed
+    assert "over 3 plain trainings of v2" in printed and "the demo's promise" in printed  # m = 2 replicas + v2-none
     assert str(out / "report.html") in printed
     labels = np.load(out / "v2-elodi" / "predictions" / "labels.npy")
     assert labels.shape == (500,)
@@ -83,3 +84,15 @@ def test_report_is_self_contained_logged_and_renders_in_chromium(demo, tmp_path)
     reds = (pixels[..., 0] > 150) & (pixels[..., 1] < 90) & (pixels[..., 2] < 90)
     assert reds.sum() > 2000  # the heatmap's and the bars' red are on screen, not just text
     shutil.copy(shot, out / "report-screenshot.png")
+
+
+def test_the_demo_verdict_by_hand():
+    from orchestrator.driver.demo import Verdict
+
+    v = Verdict(none_nfrs=[0.020, 0.018, 0.022], none_ers=[0.10, 0.10, 0.10], elodi_nfr=0.015, elodi_er=0.102,
+                paragon_nfr=0.017)
+    assert v.none_nfr == pytest.approx((0.020, 0.002))
+    assert v.ratio == pytest.approx(0.75) and v.z == pytest.approx(2.5) and v.er_increase == pytest.approx(0.002)
+    assert [ok for _, ok in v.checks()] == [True, True, True]
+    worse = Verdict([0.020, 0.018, 0.022], [0.10] * 3, elodi_nfr=0.018, elodi_er=0.106, paragon_nfr=None)
+    assert [ok for _, ok in worse.checks()] == [False, False, False]  # 0.9×, z = 1, +0.6 pt
