@@ -195,6 +195,19 @@ def settings_of(job: TrainJob) -> ModelSettings:
     return ModelSettings(job.arch, splits.num_classes, splits.in_channels, splits.image_size)
 
 
+def initial_model(job: TrainJob) -> torch.nn.Module:
+    """The job's model before training: built from its seed, or from `init_from`'s weights (BCWI's
+    fine-tuning), which must be of the same architecture and shapes."""
+    settings = settings_of(job)
+    model = settings.build(job.config.seed, job.allow_user_factories)
+    if job.init_from is not None:
+        start, start_settings = load_model(fetch_checkpoint(job.init_from), job.allow_user_factories)
+        if start_settings != settings:
+            raise CheckpointError(f"{job.init_from}: built as {start_settings}, cannot start {settings}")
+        model.load_state_dict(start.state_dict())
+    return model
+
+
 def train_job(
     job: TrainJob, references: ReferenceSource | None = None, on_epoch: Callable[[EpochStats], None] | None = None,
     send_progress: Callable[[ProgressEvent], object] | None = None,
@@ -204,14 +217,8 @@ def train_job(
     receives `ProgressEvent`s while it trains."""
     started = time.perf_counter()
     torch.set_num_threads(job.config.threads)
-    splits = cached_splits(job.data)
-    settings = settings_of(job)
-    model = settings.build(job.config.seed, job.allow_user_factories)
-    if job.init_from is not None:
-        start, start_settings = load_model(fetch_checkpoint(job.init_from), job.allow_user_factories)
-        if start_settings != settings:
-            raise CheckpointError(f"{job.init_from}: built as {start_settings}, cannot start {settings}")
-        model.load_state_dict(start.state_dict())
+    splits, settings = cached_splits(job.data), settings_of(job)
+    model = initial_model(job)
     books = Bookkeeping.of(job, on_epoch, send_progress)
     references = references if references is not None else local_references(job)
     try:

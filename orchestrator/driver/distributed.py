@@ -44,10 +44,8 @@ def train_loop(config: dict[str, Any]) -> None:
     from ray.train.torch import prepare_model
 
     from orchestrator.driver.pool import TeacherPool
-    from workers.checkpoints import load_model
     from workers.progress import ProgressReporter
-    from workers.stages import Bookkeeping, cached_splits, local_references, settings_of, val_reference
-    from workers.storage import fetch_checkpoint
+    from workers.stages import Bookkeeping, cached_splits, initial_model, local_references, settings_of, val_reference
     from workers.trainer import train
 
     job: TrainJob = config["job"]
@@ -56,11 +54,8 @@ def train_loop(config: dict[str, Any]) -> None:
     rank, world = context.get_world_rank(), context.get_world_size()
     started = time.perf_counter()
     torch.set_num_threads(job.config.threads)
-    splits = cached_splits(job.data)
-    settings = settings_of(job)
-    model = settings.build(job.config.seed, job.allow_user_factories)
-    if job.init_from is not None:
-        model.load_state_dict(load_model(fetch_checkpoint(job.init_from), job.allow_user_factories)[0].state_dict())
+    splits, settings = cached_splits(job.data), settings_of(job)
+    model = initial_model(job)
     folder = Path(tempfile.mkdtemp(prefix="congruent-ddp-"))
     local = folder / MODEL
     restored = ray.train.get_checkpoint()
