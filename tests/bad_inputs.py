@@ -9,14 +9,12 @@ split differs from the corpus specs' data (see `make_assets`).
 
 from __future__ import annotations
 
-import os
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import bad_files
 import numpy as np
-import torch
 import yaml
 
 from workers.checkpoints import ModelSettings, save_checkpoint
@@ -133,101 +131,6 @@ def _data(write: Callable[[Path], Path]) -> Callable[[Path, Assets], dict]:
     return document
 
 
-def _truncated(path: Path) -> None:
-    settings = ModelSettings("mlp-small", 10)
-    save_checkpoint(path, settings.build(), settings)
-    path.write_bytes(path.read_bytes()[:2000])
-
-
-def _other_architecture(path: Path) -> None:
-    torch.save({"model": {"arch": "mlp-small", "num_classes": 10},
-                "state_dict": ModelSettings("lenet", 10).build().state_dict()}, path)
-
-
-def _five_classes(path: Path) -> None:
-    save_checkpoint(path, ModelSettings("mlp-small", 5).build(), ModelSettings("mlp-small", 5))
-
-
-def _pickled_object(path: Path) -> None:
-    class_ref = os.system  # a callable pickle would import and call on load
-    torch.save({"model": {"arch": "mlp-small", "num_classes": 10}, "state_dict": {}, "payload": class_ref}, path)
-
-
-def _plain_pickle(path: Path) -> None:
-    path.write_bytes(pickle.dumps({"model": {"arch": "mlp-small"}}))
-
-
-def _not_a_checkpoint_dict(path: Path) -> None:
-    torch.save({"weights": torch.zeros(3)}, path)
-
-
-def _empty_dir(folder: Path) -> Path:
-    (folder / "empty-data").mkdir(exist_ok=True)
-    return folder / "empty-data"
-
-
-def _npz(name: str, **arrays) -> Callable[[Path], Path]:
-    def write(folder: Path) -> Path:
-        np.savez(folder / name, **arrays)
-        return folder / name
-    return write
-
-
-def _text_file(name: str, text: str) -> Callable[[Path], Path]:
-    def write(folder: Path) -> Path:
-        (folder / name).write_text(text)
-        return folder / name
-    return write
-
-
-def _idx_with_labels(labels: list[int]) -> Callable[[Path], Path]:
-    """An IDX directory (train-images / train-labels) of 28×28 noise images with these labels."""
-    def write(folder: Path) -> Path:
-        from datafiles import write_idx_dataset
-
-        images = np.random.default_rng(0).integers(0, 256, (len(labels), 28, 28), dtype=np.uint8)
-        return write_idx_dataset(folder / "idx", images, np.array(labels))
-    return write
-
-
-DIGITS_WITH_STRAYS = [i % 10 for i in range(60)] + [200, 17]  # a 201-class model unless refused
-
-
-def _image_tree(*files: tuple[str, bytes | None]) -> Callable[[Path], Path]:
-    """An ImageFolder tree of `(class/name, content)` files; content None: a valid 28×28 PNG."""
-    def write(folder: Path) -> Path:
-        from PIL import Image
-
-        root = folder / "images"
-        for name, content in files:
-            path = root / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if content is None:
-                Image.fromarray(np.full((28, 28), 128, np.uint8)).save(path)
-            else:
-                path.write_bytes(content)
-        return root
-    return write
-
-
-def _half_a_png() -> bytes:
-    """The first half of a PNG file of 28×28 noise: a download cut short."""
-    import io
-
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.fromarray(np.random.default_rng(0).integers(0, 256, (28, 28), dtype=np.uint8)).save(buffer, format="PNG")
-    return buffer.getvalue()[: len(buffer.getvalue()) // 2]
-
-
-def _broken_link(folder: Path) -> Path:
-    link = folder / "data-link"
-    if not link.is_symlink():
-        link.symlink_to(folder / "gone")
-    return link
-
-
 def _run_through_file(folder: Path, assets: Assets) -> list[str]:
     """A spec path that cannot be opened even by root: its parent is a regular file."""
     (folder / "plain.txt").write_text("x")
@@ -316,7 +219,7 @@ CASES = [
              _run_spec("old-ref", _with(method__name="fd-lm", old=f"{MODEL}@champion"))),
     BadInput("old-registry-version-without-checkpoint", "corpus-parent version 2 has no checkpoint",
              _run_spec("old-empty", _with(method__name="fd-lm", old="corpus-parent@empty"))),
-    BadInput("old-class-mismatch", "has 5 classes, the data has 10", _run_spec("classes", _old(_five_classes))),
+    BadInput("old-class-mismatch", "has 5 classes, the data has 10", _run_spec("classes", _old(bad_files.five_classes))),
     BadInput("old-registry-class-mismatch-names-the-reference", "old: corpus-parent@five has 5 classes, the data has 10",
              _run_spec("five", _with(method__name="fd-lm", old="corpus-parent@five"))),
     BadInput("old-relative-path-as-written", "old: v1.pt: no such checkpoint",
@@ -328,14 +231,14 @@ CASES = [
              _run_spec("alias", _with(method__name="fd-lm", old="corpus-parent@nosuchalias"))),
     BadInput("old-registry-unknown-version", "corpus-parent/9: no such registered model version (corpus-parent has no "
              "version 9; its versions: 1, 2, 3)", _run_spec("version9", _with(method__name="fd-lm", old="corpus-parent/9"))),
-    BadInput("old-truncated-checkpoint", "not a readable checkpoint", _run_spec("truncated", _old(_truncated))),
+    BadInput("old-truncated-checkpoint", "not a readable checkpoint", _run_spec("truncated", _old(bad_files.truncated))),
     BadInput("old-other-architecture", "weights do not fit architecture 'mlp-small'",
-             _run_spec("foreign", _old(_other_architecture))),
+             _run_spec("foreign", _old(bad_files.other_architecture))),
     BadInput("old-pickled-object", "not a readable checkpoint (UnpicklingError: Trying to load unsupported GLOBAL "
-             "posix.system", _run_spec("pickled", _old(_pickled_object))),
-    BadInput("old-plain-pickle", "not a readable checkpoint", _run_spec("plain-pickle", _old(_plain_pickle))),
+             "posix.system", _run_spec("pickled", _old(bad_files.pickled_object))),
+    BadInput("old-plain-pickle", "not a readable checkpoint", _run_spec("plain-pickle", _old(bad_files.plain_pickle))),
     BadInput("old-not-a-congruent-checkpoint", "not a Congruent checkpoint",
-             _run_spec("foreign-dict", _old(_not_a_checkpoint_dict))),
+             _run_spec("foreign-dict", _old(bad_files.not_a_checkpoint_dict))),
     BadInput("bcwi-other-architecture", "bcwi interpolates weights",
              _run_spec("bcwi", lambda folder, a: _with(method__name="bcwi", arch="mlp", old=a.old_checkpoint))),
     BadInput("old-on-another-eval-split", "was evaluated on eval split 0123456789ab",
@@ -349,37 +252,37 @@ CASES = [
              _run_spec("train-above", _with(data__train_limit=60000))),
     BadInput("eval-limit-above-the-split", "data: fashion-mnist: eval_limit 20000 is above the 10000 regression-eval "
              "samples", _run_spec("eval-above", _with(data__eval_limit=20000))),
-    BadInput("data-empty-directory", "not a usable ImageFolder tree", _run_spec("empty-dir", _data(_empty_dir))),
+    BadInput("data-empty-directory", "not a usable ImageFolder tree", _run_spec("empty-dir", _data(bad_files.empty_dir))),
     BadInput("data-missing-path", "no such file or directory",
              _run_spec("no-data", lambda folder, a: _with(data={"path": str(folder / "no-data")}))),
-    BadInput("data-broken-symlink", "no such file or directory", _run_spec("link", _data(_broken_link))),
+    BadInput("data-broken-symlink", "no such file or directory", _run_spec("link", _data(bad_files.broken_link))),
     BadInput("data-path-through-a-file", "plain.txt/data.npz: no such file or directory",
-             _run_spec("through", _data(lambda folder: _text_file("plain.txt", "x")(folder) / "data.npz"))),
-    BadInput("data-not-npz", "must be an .npz", _run_spec("csv", _data(_text_file("data.csv", "1,2,3\n")))),
-    BadInput("data-npz-garbage", "not an .npz archive", _run_spec("garbage", _data(_text_file("data.npz", "not a zip")))),
+             _run_spec("through", _data(lambda folder: bad_files.text_file("plain.txt", "x")(folder) / "data.npz"))),
+    BadInput("data-not-npz", "must be an .npz", _run_spec("csv", _data(bad_files.text_file("data.csv", "1,2,3\n")))),
+    BadInput("data-npz-garbage", "not an .npz archive", _run_spec("garbage", _data(bad_files.text_file("data.npz", "not a zip")))),
     BadInput("data-npz-without-y", "must hold arrays 'x' and 'y'",
-             _run_spec("no-y", _data(_npz("no-y.npz", x=np.zeros((4, 1, 8, 8), np.uint8))))),
+             _run_spec("no-y", _data(bad_files.npz("no-y.npz", x=np.zeros((4, 1, 8, 8), np.uint8))))),
     BadInput("data-npz-nan-pixels", "must be finite",
-             _run_spec("nan-x", _data(_npz("nan.npz", x=np.full((4, 1, 8, 8), np.nan, np.float32), y=np.arange(4))))),
+             _run_spec("nan-x", _data(bad_files.npz("nan.npz", x=np.full((4, 1, 8, 8), np.nan, np.float32), y=np.arange(4))))),
     BadInput("data-corrupt-jpg", "images/coat/0.jpg: cannot read image (not a format PIL can identify)",
-             _run_spec("corrupt-jpg", _data(_image_tree(("coat/0.jpg", b"\xff\xd8 not really a jpeg"),
+             _run_spec("corrupt-jpg", _data(bad_files.image_tree(("coat/0.jpg", b"\xff\xd8 not really a jpeg"),
                                                        ("coat/1.png", None), ("shirt/0.png", None))))),
     BadInput("data-truncated-png", "images/shirt/1.png: cannot read image (image file is truncated",
-             _run_spec("truncated-png", _data(_image_tree(("coat/0.png", None), ("shirt/0.png", None),
-                                                         ("shirt/1.png", _half_a_png()))))),
+             _run_spec("truncated-png", _data(bad_files.image_tree(("coat/0.png", None), ("shirt/0.png", None),
+                                                         ("shirt/1.png", bad_files.half_a_png()))))),
     BadInput("data-idx-label-gaps", "idx/train-labels-idx1-ubyte: class ids must run 0..C−1 without gaps, but the "
              "labels reach 200 and 189 ids below it never occur (10, 11, 12, 13, 14, …)",
-             _run_spec("idx-gaps", _data(_idx_with_labels(DIGITS_WITH_STRAYS)))),
+             _run_spec("idx-gaps", _data(bad_files.idx_with_labels(bad_files.DIGITS_WITH_STRAYS)))),
     BadInput("data-npz-label-gaps", "the labels reach 7 and 2 ids below it never occur (3, 5)",
-             _run_spec("npz-gaps", _data(_npz("gaps.npz", x=np.zeros((40, 28, 28), np.uint8),
+             _run_spec("npz-gaps", _data(bad_files.npz("gaps.npz", x=np.zeros((40, 28, 28), np.uint8),
                                               y=np.array([0, 1, 2, 4, 6, 7] * 6 + [0, 1, 2, 4]))))),
     BadInput("data-label-above-num-classes", "label 200 is not below data.num_classes = 18",
-             _run_spec("declared", lambda folder, a: _with(data={"path": str(_idx_with_labels(DIGITS_WITH_STRAYS)(folder)),
+             _run_spec("declared", lambda folder, a: _with(data={"path": str(bad_files.idx_with_labels(bad_files.DIGITS_WITH_STRAYS)(folder)),
                                                                  "num_classes": 18}))),
     BadInput("num-classes-for-fashion-mnist", "data: num_classes declares the class count of a `path` dataset",
              _run_spec("fmnist-classes", _with(data__num_classes=12))),
     BadInput("data-npz-pickled-labels", "cannot read .npz",
-             _run_spec("obj-y", _data(_npz("obj.npz", x=np.zeros((2, 1, 8, 8), np.uint8),
+             _run_spec("obj-y", _data(bad_files.npz("obj.npz", x=np.zeros((2, 1, 8, 8), np.uint8),
                                             y=np.array([{"a": 1}, None], dtype=object))))),
     # where the run writes, and what the cluster can hold: refused before Ray starts
     BadInput("storage-unwritable", "plain.txt/runs: cannot write there (Not a directory)",
