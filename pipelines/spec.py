@@ -114,6 +114,10 @@ class TrainSpec(_Strict):
     momentum: float = Field(0.9, ge=0, lt=1)
     weight_decay: float = Field(5e-4, ge=0)
     schedule: Literal["cosine", "step"] = Field("cosine", description="step: ×0.1 at 50 % and 75 % of the epochs")
+    warmup_epochs: Literal["auto"] | float = Field(
+        "auto", description="linear learning-rate warm-up from lr/steps to lr over this many epochs, then the "
+        "schedule; auto: 1 epoch (at most a tenth of the run) for a student trained with LDI (elodi: its squared "
+        "logit differences diverge at full lr from a fresh start, docs/methods.md), none otherwise")
     seed: int = Field(0, ge=0, description="the deployed model's seed (initialisation and batch order)")
     augment: bool = Field(True, description="the master switch of augmentation: false trains on the images as they are")
     crop: int = Field(2, ge=0, description="random crop: each image shifted by up to ± this many pixels "
@@ -128,6 +132,13 @@ class TrainSpec(_Strict):
     compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = Field(
         False, description="torch.compile the training step's model (true: mode default); pays on GPUs, "
         "see docs/benchmarks.md")
+
+    @field_validator("warmup_epochs")
+    @classmethod
+    def _warmup_not_negative(cls, value: str | float) -> str | float:
+        if value != "auto" and value < 0:
+            raise ValueError("warmup_epochs must be auto or a number of epochs ≥ 0")
+        return value
 
 
 class WorkerResources(_Strict):

@@ -4,9 +4,9 @@ method runs, and what the cluster must hold."""
 from pathlib import Path
 
 import pytest
-
 from datafiles import write_idx_dataset
-from orchestrator.driver.plan import augmentation_params, preflight, train_config
+
+from orchestrator.driver.plan import applied_params, preflight, train_config
 from pipelines.spec import WorkerResources, parse_spec
 
 BASE = {"model": "plan", "version": "v2", "arch": "mlp-small", "method": {"name": "none"},
@@ -35,8 +35,8 @@ def test_flip_is_on_for_fashion_mnist_and_off_for_user_data(digits_folder):
     assert (config.augment, config.augment_padding, config.augment_flip) == (True, 2, False)
     assert all(not job.config.augment_flip for job in
                preflight(spec(data={"path": str(digits_folder)}, method={"name": "ensemble", "m": 2})).replica_jobs())
-    assert augmentation_params(user.spec) == {"augment.crop": "2", "augment.flip": "false"}
-    assert augmentation_params(spec()) == {"augment.crop": "2", "augment.flip": "true"}
+    assert applied_params(user.spec) == {"augment.crop": "2", "augment.flip": "false", "warmup.student_epochs": "0"}
+    assert applied_params(spec()) == {"augment.crop": "2", "augment.flip": "true", "warmup.student_epochs": "0"}
 
 
 @pytest.mark.parametrize("train,applied", [
@@ -52,7 +52,23 @@ def test_crop_and_flip_are_configured_separately(digits_folder, train, applied):
     resolved = spec(data={"path": str(digits_folder)}, train=train)
     config = train_config(resolved, 0, WorkerResources())
     assert (config.augment, config.augment_padding, config.augment_flip) == applied
-    assert augmentation_params(resolved) == {"augment.crop": str(applied[1]), "augment.flip": str(applied[2]).lower()}
+    assert applied_params(resolved) == {"augment.crop": str(applied[1]), "augment.flip": str(applied[2]).lower(),
+                                        "warmup.student_epochs": "0"}
+
+
+@pytest.mark.parametrize("method,train,student,replicas", [
+    ({"name": "elodi", "m": 2}, {"epochs": 20}, 1.0, 0.0),  # LDI: a warm-up epoch; the replicas train plainly
+    ({"name": "elodi", "m": 2}, {"epochs": 4}, 0.4, 0.0),  # at most a tenth of a short run
+    ({"name": "elodi", "m": 2}, {"epochs": 20, "warmup_epochs": 0}, 0.0, 0.0),
+    ({"name": "elodi", "m": 2}, {"epochs": 20, "warmup_epochs": 2.5}, 2.5, 2.5),  # a number applies to every training
+    ({"name": "none"}, {"epochs": 20}, 0.0, None),
+])
+def test_warmup_auto_is_for_the_ldi_student(method, train, student, replicas):
+    plan = preflight(spec(method=method, train=train))
+    assert plan.student_job().config.warmup_epochs == student
+    assert applied_params(plan.spec)["warmup.student_epochs"] == f"{student:g}"
+    if replicas is not None:
+        assert {job.config.warmup_epochs for job in plan.replica_jobs()} == {replicas}
 
 
 def test_a_method_without_a_pool_counts_no_teacher_actors():

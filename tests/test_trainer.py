@@ -127,3 +127,40 @@ def test_fd_lm_lowers_negative_flips_on_the_same_seed(fashion_mnist):
         train(new, train_set, config, Objective(method), LocalReferences(old=FrozenModels([old])))
         nfr[method] = negative_flip_rate(old_logits, predict_logits(new, eval_set), eval_set.labels)
     assert nfr["fd-lm"] < 0.8 * nfr["none"], nfr
+
+
+def test_warmup_then_cosine_by_hand():
+    """W = 1 epoch of 4 steps: lr·1/4, 2/4, 3/4, 1, then cosine from lr over the remaining 4 steps."""
+    from workers.trainer import _schedule
+
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([parameter], lr=0.4)
+    scheduler = _schedule(optimizer, TrainConfig(epochs=2, lr=0.4, warmup_epochs=1), steps_per_epoch=4)
+    lrs = []
+    for _ in range(8):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    cosine = [0.4 * (1 + math.cos(math.pi * s / 4)) / 2 for s in range(4)]
+    assert lrs == pytest.approx([0.1, 0.2, 0.3, 0.4, *cosine])
+
+
+def test_warmup_resumes_exactly(small, tmp_path):
+    subset = small[0].take(slice(0, 1024))
+    settings = ModelSettings("mlp-small", 10)
+    config = TrainConfig(epochs=3, batch_size=128, seed=1, warmup_epochs=1.5)
+    straight = settings.build(seed=1)
+    train(straight, subset, config)
+
+    def stop_after_epoch_1(stats):
+        if stats.epoch == 1:
+            raise KeyboardInterrupt
+
+    path = tmp_path / "ckpt.pt"
+    with pytest.raises(KeyboardInterrupt):
+        train(settings.build(seed=1), subset, config, settings=settings, checkpoint_path=path,
+              on_epoch=stop_after_epoch_1)
+    resumed = settings.build(seed=99)
+    train(resumed, subset, config, settings=settings, checkpoint_path=path)
+    for k, v in straight.state_dict().items():
+        assert torch.allclose(v, resumed.state_dict()[k], atol=1e-6), k

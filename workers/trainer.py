@@ -55,6 +55,7 @@ class TrainConfig:
     momentum: float = 0.9
     weight_decay: float = 5e-4
     schedule: Literal["cosine", "step"] = "cosine"  # step: ×0.1 at 50 % and 75 % of the epochs
+    warmup_epochs: float = 0.0  # linear lr warm-up before the schedule (LDI needs it: docs/methods.md)
     seed: int = 0
     augment: bool = True
     augment_padding: int = 2
@@ -69,8 +70,8 @@ class TrainConfig:
     compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = False  # torch.compile's mode
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.prefetch < 1:
-            raise ValueError("epochs, batch_size, prefetch must be ≥ 1 and lr > 0")
+        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.prefetch < 1 or self.warmup_epochs < 0:
+            raise ValueError("epochs, batch_size, prefetch must be ≥ 1, lr > 0 and warmup_epochs ≥ 0")
         if self.precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
 
@@ -97,15 +98,27 @@ class TrainResult:
     steps_run: int = 0  # optimiser steps taken by this call
 
 
+def warmup_steps(config: TrainConfig, steps_per_epoch: int) -> int:
+    """Steps of the linear warm-up: `warmup_epochs` of them, at most all but the run's last step."""
+    return max(0, min(round(config.warmup_epochs * steps_per_epoch), config.epochs * steps_per_epoch - 1))
+
+
 def _schedule(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_epoch: int):
-    """Stepped once per optimiser step: cosine from lr to 0 over the run, or ×0.1 at 50 % and 75 %."""
-    total = config.epochs * steps_per_epoch
+    """Stepped once per optimiser step: a linear warm-up from lr/W to lr over the first W steps
+    (`warmup_epochs`), then cosine from lr to 0 over the rest, or ×0.1 at 50 % and 75 % of the run."""
+    total, warmup = config.epochs * steps_per_epoch, warmup_steps(config, steps_per_epoch)
+    lr_scheduler = torch.optim.lr_scheduler
     if config.schedule == "cosine":
-        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total)
-    if config.schedule == "step":
-        milestones = [int(total * 0.5), int(total * 0.75)]
-        return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones, gamma=0.1)
-    raise ValueError(f"schedule must be cosine or step, got {config.schedule!r}")
+        after = lr_scheduler.CosineAnnealingLR(optimizer, T_max=total - warmup)
+    elif config.schedule == "step":
+        milestones = [max(1, int(total * f) - warmup) for f in (0.5, 0.75)]
+        after = lr_scheduler.MultiStepLR(optimizer, milestones, gamma=0.1)
+    else:
+        raise ValueError(f"schedule must be cosine or step, got {config.schedule!r}")
+    if not warmup:
+        return after
+    ramp = lr_scheduler.LinearLR(optimizer, start_factor=1 / warmup, total_iters=max(1, warmup - 1))
+    return lr_scheduler.SequentialLR(optimizer, [ramp, after], milestones=[warmup])
 
 
 SYNC_EVERY = 32  # steps between the loop's checks for a non-finite loss (each check waits for the device)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.driver.plan import Plan, augmentation_params
+from orchestrator.driver.plan import Plan, applied_params
 from orchestrator.driver.pool import PoolHandle, teacher_pool
 from orchestrator.driver.stages import eval_split_logits, select_bcwi, train_replicas, train_student
 from orchestrator.driver.watch import StageWatch
@@ -99,7 +99,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
     seconds: dict[str, float] = {}
     with runs.pipeline_run(spec) as run_id:
         runs.set_tags({"fingerprint": plan.fingerprint})
-        runs.log_params(augmentation_params(spec))
+        runs.log_params(applied_params(spec))
         replicas: list[TrainRecord] = []
         if plan.needs_replicas:
             watch.say(next(titles))

@@ -51,18 +51,30 @@ def augmentation(spec: UpdateSpec) -> tuple[int, bool]:
     return t.crop, flip
 
 
-def augmentation_params(spec: UpdateSpec) -> dict[str, str]:
-    """What augmentation was applied, as MLflow params: `augment.crop`, `augment.flip`."""
+def applied_params(spec: UpdateSpec) -> dict[str, str]:
+    """What the spec's `auto` settings resolved to, as MLflow params: `augment.crop`, `augment.flip`,
+    `warmup.student_epochs`."""
     crop, flip = augmentation(spec)
-    return {"augment.crop": str(crop), "augment.flip": str(flip).lower()}
+    return {"augment.crop": str(crop), "augment.flip": str(flip).lower(),
+            "warmup.student_epochs": f"{warmup_epochs(spec, student=True):g}"}
 
 
-def train_config(spec: UpdateSpec, seed: int, resources: WorkerResources) -> TrainConfig:
-    """The spec's `train` section for a model of seed `seed` trained with `resources`."""
+def warmup_epochs(spec: UpdateSpec, student: bool) -> float:
+    """`train.warmup_epochs`; auto: for a student trained with LDI (elodi), 1 epoch or a tenth of
+    the run if shorter, else none."""
+    if spec.train.warmup_epochs != "auto":
+        return spec.train.warmup_epochs
+    return min(1.0, spec.train.epochs / 10) if student and spec.method.name == "elodi" else 0.0
+
+
+def train_config(spec: UpdateSpec, seed: int, resources: WorkerResources, student: bool = False) -> TrainConfig:
+    """The spec's `train` section for a model of seed `seed` trained with `resources` (`student`: the
+    deployed model's training, whose objective is the method's)."""
     t = spec.train
     crop, flip = augmentation(spec)
     return TrainConfig(epochs=t.epochs, batch_size=t.batch_size, lr=t.lr, momentum=t.momentum,
-                       weight_decay=t.weight_decay, schedule=t.schedule, seed=seed, augment=crop > 0 or flip,
+                       weight_decay=t.weight_decay, schedule=t.schedule,
+                       warmup_epochs=warmup_epochs(spec, student), seed=seed, augment=crop > 0 or flip,
                        augment_padding=crop, augment_flip=flip, max_grad_norm=t.max_grad_norm, prefetch=t.prefetch,
                        threads=threads(resources.cpus), device=device(resources.gpus))
 
@@ -149,7 +161,7 @@ class Plan:
         spec = spec or self.spec
         return TrainJob(
             name="student", data=self.data, arch=spec.arch,
-            config=train_config(spec, spec.train.seed, spec.resources.student),
+            config=train_config(spec, spec.train.seed, spec.resources.student, student=True),
             checkpoint_uri=storage.join(spec.storage, spec.model, spec.version,
                                         f"{spec.spec_hash}-{self.data_key[:8]}", checkpoint_name),
             objective=objective_of(spec.method), init_from=spec.old if spec.method.name == "bcwi" else None,

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.driver.plan import Plan, augmentation_params, pool_topk
+from orchestrator.driver.plan import Plan, applied_params, pool_topk
 from orchestrator.driver.pool import teacher_pool
 from orchestrator.driver.stages import eval_split_logits, train_replicas
 from orchestrator.driver.watch import StageWatch
@@ -199,7 +199,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
     registered = None
     with runs.pipeline_run(spec, f"{spec.version}-tune"):
         runs.set_tags({"fingerprint": plan.fingerprint})
-        runs.log_params(augmentation_params(spec))
+        runs.log_params(applied_params(spec))
         record = search(plan, run_dir, watch)
         record.seconds = time.perf_counter() - started
         for replica in record.replicas:
