@@ -9,7 +9,9 @@ versions needs no re-inference.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import io
 import json
 import logging
 import re
@@ -248,7 +250,10 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
         )
     finally:
         pytorch_logger.setLevel(level)
-    registered = mlflow.register_model(info.model_uri, model, tags=tags)
+    # MLflow prints "Successfully registered model …" and "Created version …" to stderr itself; the
+    # commands say which version was registered, in a line of their own
+    with contextlib.redirect_stderr(io.StringIO()):
+        registered = mlflow.register_model(info.model_uri, model, tags=tags)
     version = drop_duplicate_versions(model, registered.run_id)  # HTTP retries may double a POST
     client = MlflowClient()
     try:
