@@ -55,3 +55,44 @@ def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_fil
             break
         time.sleep(0.5)
     assert not running
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_tune_search_deletes_its_trials_and_marks_the_run_killed(ray_cluster, spec_file, tmp_path):
+    old = tmp_path / "old.pt"
+    from workers.checkpoints import ModelSettings, save_checkpoint
+
+    settings = ModelSettings("mlp-small", 10)
+    save_checkpoint(old, settings.build(seed=3), settings)
+    spec = spec_file(model="tune-interrupted", old=str(old), method={"name": "elodi", "m": 2},
+                     data={"train_limit": 4000, "eval_limit": 500}, train={"epochs": 30, "lr": 0.05},
+                     resources={"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5},
+                                "teacher_actors": 1},
+                     tune={"search": "grid", "space": {"alpha": [0.5, 0.9]}})
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "RAY_ADDRESS": ""}
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "tune", str(spec), "--ray-address", ray_cluster.address,
+         "--register-best"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )
+    trials = tmp_path / "storage" / "tune-interrupted" / "v2" / "tune"
+    try:
+        for _ in range(480):  # until a trial has written its first epoch: the search is running
+            if (trials.exists() and list(trials.rglob("*.pt"))) or driver.poll() is not None:
+                break
+            time.sleep(0.5)
+        assert list(trials.rglob("*.pt")), "no trial ever started"
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=180)
+    finally:
+        driver.kill()
+    assert driver.returncode == 130, err[-2000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "interrupted" in lines[0] and "KILLED" in lines[0], err[-2000:]
+    assert not [p for p in trials.rglob("*") if p.is_file()]  # this search's trial checkpoints are gone
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    experiment = client.get_experiment_by_name("tune-interrupted")
+    runs = client.search_runs([experiment.experiment_id], filter_string="tags.mlflow.runName = 'v2-tune'")
+    assert [run.info.status for run in runs] == ["KILLED"]
+    assert client.search_model_versions("name='tune-interrupted'") == []

@@ -57,13 +57,21 @@ def run(args: argparse.Namespace) -> int:
         check_store()
     except TrackingUnavailable as e:
         return fail("tune", str(e), 1)
-    connect(args.ray_address)
+    # the trials report through Tune; their own output (a stopped trial's SIGTERM traceback) stays in Ray's logs
+    connect(args.ray_address, worker_logs=False)
     watch = StageWatch(make_display(args.quiet))
     try:
         record, registered = run_search(plan, run_dir, watch, args.register_best)
+    except KeyboardInterrupt:
+        watch.close()
+        return fail("tune", f"interrupted: {args.spec}: trials stopped and their checkpoints deleted, the MLflow "
+                            "run is marked KILLED, no version was registered", 130)
     finally:
         watch.close()
     print("\n" + format_trials(record))
+    if record.stopped_early:
+        print(f"{len(record.stopped_early)} trial(s) stopped early by ASHA (not candidates): "
+              f"{', '.join(record.stopped_early)}")
     if record.pick is None:
         print(f"no trial has ER ≤ no-treatment ER + {100 * spec.tune.er_tolerance:.2f} pt: nothing picked")
     elif registered is not None:

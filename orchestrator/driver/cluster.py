@@ -17,11 +17,12 @@ def worker_env(prefixes: tuple[str, ...] = FORWARDED_ENV_PREFIXES) -> dict[str, 
     return {k: v for k, v in os.environ.items() if k.startswith(prefixes)}
 
 
-def connect(ray_address: str | None, dashboard: bool = False) -> None:
+def connect(ray_address: str | None, dashboard: bool = False, worker_logs: bool = True) -> None:
     """Join the cluster whose GCS is at `ray_address` (or RAY_ADDRESS); without one, start Ray in
     this process — with its dashboard when `dashboard` (Ray Train's clean-up watches its runs
     through the State API it serves). The job's workers get this environment's S3 settings through
-    the runtime_env."""
+    the runtime_env. `worker_logs` False keeps the workers' output in Ray's log files instead of
+    this terminal."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -31,11 +32,11 @@ def connect(ray_address: str | None, dashboard: bool = False) -> None:
     # a driver submitted as a Ray Job already gives its workers the job's runtime_env
     runtime_env = None if "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ else {"env_vars": worker_env()}
     if ray_address:
-        ray.init(address=ray_address, logging_level="WARNING", runtime_env=runtime_env)
+        ray.init(address=ray_address, logging_level="WARNING", runtime_env=runtime_env, log_to_driver=worker_logs)
     else:
         quiet_local_auth()
         ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=dashboard, logging_level="WARNING",
-                 runtime_env=runtime_env)
+                 runtime_env=runtime_env, log_to_driver=worker_logs)
 
 
 def quiet_local_auth() -> None:

@@ -5,19 +5,29 @@ each trial a distillation that reserves only the student's resources.
     distilled from the pool, scored on the regression-eval split) → table, Pareto front, pick
 
 The pick: the lowest NFR among trials whose ER ≤ the no-treatment ER (the replicas' mean) + the
-spec's `er_tolerance`. `run_search` tracks the search as one MLflow run with a child run per trial.
+spec's `er_tolerance`; trials the ASHA scheduler stopped early are not candidates. `run_search` tracks
+the search as one MLflow run with a child run per trial. Each search writes its trials' checkpoints
+in a folder of its own (`STORAGE/MODEL/VERSION/tune/SEARCH_ID/`); Ctrl-C has Tune stop every trial,
+then deletes that folder and raises KeyboardInterrupt.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import logging
+import os
+import signal
+import threading
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ray import tune
 
 from orchestrator.driver.plan import Plan, applied_params, pool_topk
 from orchestrator.driver.pool import teacher_pool
@@ -26,6 +36,7 @@ from orchestrator.driver.watch import StageWatch
 from orchestrator.tracking import runs
 from orchestrator.views import plots
 from pipelines.spec import TuneSpec, UpdateSpec
+from workers import storage
 from workers.metrics import error_rate, negative_flip_rate, update_report
 from workers.selection import pareto_front, pick_trial
 from workers.stages import TrainRecord, cached_splits
@@ -33,8 +44,6 @@ from workers.stages import TrainRecord, cached_splits
 
 def search_space(tune_spec: TuneSpec) -> dict[str, Any]:
     """Ray Tune's own search space objects for the spec's `tune.space`."""
-    from ray import tune
-
     space = {}
     for name, values in tune_spec.space.items():
         if isinstance(values, list):
@@ -53,27 +62,46 @@ def trial_spec(spec: UpdateSpec, config: dict[str, Any]) -> UpdateSpec:
 
 
 def run_trial(config: dict[str, Any], plan: Plan, actors: list | None, groups: dict[str, list[str]],
-              old_eval_logits: np.ndarray, train_images: Any = None) -> None:
+              old_eval_logits: np.ndarray, trials_uri: str, train_images: Any = None) -> None:
     """One Tune trial, in a Tune worker: distil a student from the shared pool (or, without actors,
-    from its teachers in its own process), score it on the regression-eval split against the old
-    model, report per-epoch and final metrics."""
-    from ray import tune
-
+    from its teachers in its own process) into `trials_uri`/TRIAL_ID.pt, score it on the
+    regression-eval split against the old model, report per-epoch and final metrics."""
     from orchestrator.driver.pool import TeacherPool
     from workers.stages import eval_logits, train_job
 
     spec = trial_spec(plan.spec, config)
-    job = plan.student_job(f"tune/{tune.get_context().get_trial_id()}.pt", spec, None if actors else groups)
+    job = plan.student_job(spec=spec, teachers=None if actors else groups)
+    job = dataclasses.replace(job, checkpoint_uri=storage.join(trials_uri, f"{tune.get_context().get_trial_id()}.pt"))
     pool = None
     if actors:
         pool = TeacherPool(actors, job.objective.references, pool_topk(job.objective, plan.num_classes),
                            train_images=train_images[0])
-    record = train_job(job, pool, on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate}))
+    record = train_job(job, pool,
+                       on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate}))
     labels = cached_splits(plan.data).eval.labels.numpy()
     logits = eval_logits({"new": record.checkpoint}, plan.data, job.config.device, spec.allow_user_factories)["new"]
     tune.report({**update_report(old_eval_logits, logits, labels), "epoch": len(record.history),
                  "val_error_rate": record.val_error_rate, "steps": record.steps, "checkpoint": record.checkpoint,
                  "seconds": record.seconds})
+
+
+class StopOnCtrlC(tune.Stopper):
+    """Has Tune stop every trial once `pressed` is set (by the search's SIGINT handler, `_fit`)."""
+
+    def __init__(self) -> None:
+        self.pressed = threading.Event()
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.pressed.is_set()
+
+    def __getstate__(self) -> dict:  # Tune pickles its run config; an Event does not pickle
+        return {}
+
+    def __setstate__(self, state: dict) -> None:
+        self.pressed = threading.Event()
 
 
 @dataclass
@@ -92,6 +120,7 @@ class SearchRecord:
     paragon: dict[str, Any]
     old_error_rate: float
     teacher_batches_served: int
+    stopped_early: list[str] = field(default_factory=list)  # trial ids the ASHA scheduler stopped
     seconds: float = 0.0
     paragon_logits: np.ndarray | None = field(default=None, repr=False)
 
@@ -117,8 +146,6 @@ def _shared_pool(plan: Plan, groups: dict[str, list[str]]):
 
 def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
     """Replicas once, a shared pool, the Tune search (Ray must be initialised)."""
-    from ray import tune
-
     spec = plan.spec
     watch.say(f"training {spec.method.m} replicas of {spec.arch} once for every trial")
     started = time.perf_counter()
@@ -136,30 +163,45 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         else:
             paragon = np.mean([logits[r.name] for r in replicas], axis=0)
         res = spec.resources.student
+        trials_uri = storage.join(spec.storage, spec.model, spec.version, "tune", uuid.uuid4().hex[:12])
         trainable = tune.with_resources(
             tune.with_parameters(run_trial, plan=plan, actors=pool.actors if pool else None, groups=groups,
-                                 old_eval_logits=old_logits, train_images=[pool.train_images] if pool else None),
+                                 old_eval_logits=old_logits, trials_uri=trials_uri,
+                                 train_images=[pool.train_images] if pool else None),
             {"cpu": res.cpus, "gpu": res.gpus},
         )
         scheduler = None
         if spec.tune.scheduler == "asha":
-            scheduler = tune.schedulers.ASHAScheduler(time_attr="epoch", max_t=spec.train.epochs, grace_period=1)
+            # max_t one past the last epoch: ASHA ends a trial whose "epoch" reaches max_t, and a trial's
+            # final report (its eval scores) comes after its last epoch's
+            scheduler = tune.schedulers.ASHAScheduler(time_attr="epoch", max_t=spec.train.epochs + 1, grace_period=1)
         watch.say(f"searching {', '.join(spec.tune.space)} ({spec.tune.search}, {spec.tune.scheduler})")
+        stopper = StopOnCtrlC()
         tuner = tune.Tuner(
             trainable, param_space=search_space(spec.tune),
             tune_config=tune.TuneConfig(num_samples=spec.tune.num_samples, scheduler=scheduler,
                                         metric="val_error_rate", mode="min"),
-            run_config=tune.RunConfig(name="search", storage_path=str((run_dir / "tune").resolve()), verbose=0),
+            run_config=tune.RunConfig(name="search", storage_path=str((run_dir / "tune").resolve()), verbose=0,
+                                      stop=stopper),
         )
         started = time.perf_counter()
-        results = tuner.fit()
+        try:
+            results = _fit(tuner, stopper.pressed)
+        except KeyboardInterrupt:  # the second Ctrl-C: the trials die with this driver
+            stopper.pressed.set()
         search_seconds = time.perf_counter() - started
+        if stopper.pressed.is_set():  # Tune stopped the trials: nothing of this search is kept
+            storage.delete_tree(trials_uri)
+            raise KeyboardInterrupt
         served = pool.batches_served()[1] if pool else 0
-    trials = []
+    trials, stopped = [], []
     for result in results:
-        if result.error is not None or "nfr" not in result.metrics:
+        if result.error is not None:
             raise RuntimeError(f"trial {result.metrics.get('trial_id', '?')} failed: {result.error}")
         m = result.metrics
+        if "nfr" not in m:  # terminated without its final report: stopped early by the scheduler
+            stopped.append(m["trial_id"])
+            continue
         trials.append({"trial_id": m["trial_id"], "config": result.config, "error_rate": m["er_new"],
                        "nfr": m["nfr"], "pfr": m["pfr"], "rel_nfr": m["rel_nfr"], "steps": m["steps"],
                        "checkpoint": m["checkpoint"], "seconds": m["seconds"]})
@@ -170,8 +212,33 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         no_treatment_error_rate=reference, replica_error_rates=replica_ers, replica_nfrs=replica_nfrs,
         replicas=replicas, replicas_seconds=replicas_seconds, search_seconds=search_seconds,
         paragon=update_report(old_logits, paragon, labels), old_error_rate=error_rate(old_logits, labels),
-        teacher_batches_served=served, paragon_logits=paragon,
+        teacher_batches_served=served, stopped_early=sorted(stopped), paragon_logits=paragon,
     )
+
+
+def _fit(tuner: Any, ctrl_c: threading.Event) -> Any:
+    """`tuner.fit()` with Ctrl-C ending the search: the first press sets `ctrl_c`, which the search's
+    stopper turns into Tune stopping every trial; a second press raises KeyboardInterrupt at once.
+    Tune's own SIGINT handler stays off (it prints how to resume an experiment the search does not
+    resume), and so do its warnings."""
+    def on_sigint(signum: int, frame: Any) -> None:
+        if ctrl_c.is_set():
+            raise KeyboardInterrupt
+        ctrl_c.set()
+
+    tune_logger = logging.getLogger("ray.tune")
+    level, handler = tune_logger.level, signal.getsignal(signal.SIGINT)
+    in_main = threading.current_thread() is threading.main_thread()
+    tune_logger.setLevel(logging.CRITICAL)
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    if in_main:
+        signal.signal(signal.SIGINT, on_sigint)
+    try:
+        return tuner.fit()
+    finally:
+        tune_logger.setLevel(level)
+        if in_main:
+            signal.signal(signal.SIGINT, handler)
 
 
 def scatter(record: SearchRecord, title: str) -> Any:
