@@ -11,35 +11,43 @@ import pytest
 from mlflow import MlflowClient
 
 
+def interrupt_once(args: list[str], uri: str, cwd, started, timeout_s: float) -> tuple[int, str]:
+    """`congruent ARGS` with its own MLflow store at `uri`; one SIGINT as soon as `started()` lists a
+    file (the stage under attack has written a checkpoint). Returns the exit code and stderr."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "RAY_ADDRESS": ""}
+    driver = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    try:
+        for _ in range(int(timeout_s * 2)):
+            if started() or driver.poll() is not None:
+                break
+            time.sleep(0.5)
+        assert started(), "the stage never started"
+        driver.send_signal(signal.SIGINT)
+        _, err = driver.communicate(timeout=180)
+    finally:
+        driver.kill()
+    return driver.returncode, err
+
+
+def assert_one_line(err: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "interrupted" in lines[0] and "KILLED" in lines[0], err[-2000:]
+    assert "Traceback" not in err
+
+
 @pytest.mark.slow
 def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_file, tmp_path):
     spec = spec_file(model="interrupted", arch="small-cnn", data={"train_limit": 6000, "eval_limit": 500},
                      method={"name": "ensemble", "m": 2}, train={"epochs": 20, "batch_size": 64, "lr": 0.05},
                      resources={"replica": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1})
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "RAY_ADDRESS": ""}
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "run", str(spec), "--ray-address", ray_cluster.address],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
-    )
+    storage = tmp_path / "storage"
+    code, err = interrupt_once(["run", str(spec), "--ray-address", ray_cluster.address], uri, tmp_path,
+                               lambda: storage.exists() and list(storage.rglob("replica-*.pt")), 120)
+    assert code == 130, err[-2000:]
+    assert_one_line(err)
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-    try:
-        replica_checkpoint = None
-        for _ in range(240):  # until a replica has written its first epoch: the stage is running
-            found = list((tmp_path / "storage").rglob("replica-*.pt")) if (tmp_path / "storage").exists() else []
-            if found or driver.poll() is not None:
-                replica_checkpoint = found
-                break
-            time.sleep(0.5)
-        assert replica_checkpoint, "the replicas never started"
-        driver.send_signal(signal.SIGINT)
-        out, err = driver.communicate(timeout=120)
-    finally:
-        driver.kill()
-    assert driver.returncode == 130, err[-2000:]
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "interrupted" in lines[0] and "KILLED" in lines[0], err[-2000:]
-    assert "Traceback" not in err
     experiment = client.get_experiment_by_name("interrupted")
     runs = client.search_runs([experiment.experiment_id], filter_string="tags.mlflow.runName = 'v2'")
     assert [run.info.status for run in runs] == ["KILLED"]
@@ -70,26 +78,11 @@ def test_ctrl_c_during_a_tune_search_deletes_its_trials_and_marks_the_run_killed
                                 "teacher_actors": 1},
                      tune={"search": "grid", "space": {"alpha": [0.5, 0.9]}})
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "RAY_ADDRESS": ""}
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "tune", str(spec), "--ray-address", ray_cluster.address,
-         "--register-best"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
-    )
     trials = tmp_path / "storage" / "tune-interrupted" / "v2" / "tune"
-    try:
-        for _ in range(480):  # until a trial has written its first epoch: the search is running
-            if (trials.exists() and list(trials.rglob("*.pt"))) or driver.poll() is not None:
-                break
-            time.sleep(0.5)
-        assert list(trials.rglob("*.pt")), "no trial ever started"
-        driver.send_signal(signal.SIGINT)
-        out, err = driver.communicate(timeout=180)
-    finally:
-        driver.kill()
-    assert driver.returncode == 130, err[-2000:]
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "interrupted" in lines[0] and "KILLED" in lines[0], err[-2000:]
+    code, err = interrupt_once(["tune", str(spec), "--ray-address", ray_cluster.address, "--register-best"], uri,
+                               tmp_path, lambda: trials.exists() and list(trials.rglob("*.pt")), 240)
+    assert code == 130, err[-2000:]
+    assert_one_line(err)
     assert not [p for p in trials.rglob("*") if p.is_file()]  # this search's trial checkpoints are gone
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
     experiment = client.get_experiment_by_name("tune-interrupted")

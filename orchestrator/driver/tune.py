@@ -230,6 +230,7 @@ def _fit(tuner: Any, ctrl_c: threading.Event) -> Any:
     level, handler = tune_logger.level, signal.getsignal(signal.SIGINT)
     in_main = threading.current_thread() is threading.main_thread()
     tune_logger.setLevel(logging.CRITICAL)
+    disabled = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     if in_main:
         signal.signal(signal.SIGINT, on_sigint)
@@ -237,6 +238,10 @@ def _fit(tuner: Any, ctrl_c: threading.Event) -> Any:
         return tuner.fit()
     finally:
         tune_logger.setLevel(level)
+        if disabled is None:
+            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER")
+        else:
+            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = disabled
         if in_main:
             signal.signal(signal.SIGINT, handler)
 
