@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import platform
@@ -35,8 +36,9 @@ from orchestrator.driver.watch import StageWatch
 from pipelines.spec import parse_spec
 from workers.checkpoints import ModelSettings, save_checkpoint
 from workers.inference import FrozenModels, LocalReferences
+from workers.jobs import DataRequest, TrainJob, cached_splits
 from workers.objectives import Objective
-from workers.stages import DataRequest, TrainJob, cached_splits, train_job
+from workers.stages import train_job
 
 ARCH = "small-cnn"
 SECTION = "## Ray pipeline: teacher pool and replica scaling"
@@ -132,7 +134,7 @@ def main() -> None:
     args = parser.parse_args()
     workers = os.cpu_count() or 2
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level="ERROR")
+    ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level=logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         warm_up(args.samples, workers, Path(tmp))
         scaling = replica_scaling(args.m, args.samples, workers, Path(tmp))
@@ -154,7 +156,8 @@ def write_markdown(path: Path, record: dict, args: argparse.Namespace) -> None:
         f"**{t['ratio']:.2f}×** | {t['bytes_per_request']:,} |" for t in record["throughput"]
     )
     met = [f"m = {t['m']}, {t['actors']} actor(s)" for t in record["throughput"] if t["ratio"] >= 1.3]
-    missed = [f"m = {t['m']}, {t['actors']} actor(s) ({t['ratio']:.2f}×)" for t in record["throughput"] if t["ratio"] < 1.3]
+    missed = [f"m = {t['m']}, {t['actors']} actor(s) ({t['ratio']:.2f}×)"
+              for t in record["throughput"] if t["ratio"] < 1.3]
     verdict = (f"Target ≥ 1.3× met for {', '.join(met) or 'no configuration'}; "
                f"missed for {', '.join(missed) or 'none'}.")
     command = (f"python -m benchmarks.distillation --m {args.m} --teachers {' '.join(map(str, args.teachers))} "

@@ -32,6 +32,7 @@ from workers.data import batch_inputs, epoch_batches, load_splits
 from workers.inference import FrozenModels, LocalReferences
 from workers.models import build_model
 from workers.objectives import Objective
+from workers.runtime import autocast, use_threads
 from workers.trainer import TrainConfig, train
 
 
@@ -48,7 +49,7 @@ def hand_loop(setup: Setup, precision: str) -> float:
     """A minimal loop: split on the device, gather + augment there, channels-last, SGD."""
     splits = load_splits("fashion-mnist", train_limit=setup.train_limit)
     device = torch.device(setup.device)
-    torch.set_num_threads(TrainConfig.threads)  # as the trainer: one thread per CPU held
+    use_threads(TrainConfig.threads)  # as the trainer: one thread per CPU held
     model = build_model(setup.arch, 10, seed=0).to(device, memory_format=torch.channels_last)
     images, labels = splits.train.images.to(device), splits.train.labels.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4)
@@ -58,7 +59,7 @@ def hand_loop(setup: Setup, precision: str) -> float:
         started = time.perf_counter()
         for batch in epoch_batches(len(images), setup.batch, 0, epoch):
             x = batch_inputs(images, batch).contiguous(memory_format=torch.channels_last)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            with autocast(device, precision):
                 logits = model(x)
             loss = F.cross_entropy(logits.float(), labels[batch.indices.to(device, torch.long)])
             optimizer.zero_grad(set_to_none=True)
@@ -109,20 +110,20 @@ def replicas_as_processes(setup: Setup, count: int) -> float:
 
 
 def replicas_packed(setup: Setup, count: int, folder: Path | None = None) -> float:
-    """`count` replicas as one batched model in this process (workers/packed.py), bf16; their
-    checkpoints in a temporary folder."""
+    """`count` replicas as one batched model in this process (workers/packed.py), fp32 (what
+    packed replicas train in); their checkpoints in a temporary folder."""
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="gpu-throughput-")) if folder is None else folder
-    from workers.packed import train_packed
-    from workers.stages import DataRequest, TrainJob, train_job
+    from workers.jobs import DataRequest, TrainJob
+    from workers.stages import train_pack
 
     data = DataRequest(train_limit=setup.train_limit)
     jobs = [TrainJob(f"replica-{i}", data, setup.arch,
-                     TrainConfig(epochs=setup.epochs, batch_size=setup.batch, lr=0.1, device=setup.device, seed=i,
-                                 precision="bf16"), str(folder / f"pack{count}-replica-{i}.pt"))
+                     TrainConfig(epochs=setup.epochs, batch_size=setup.batch, lr=0.1, device=setup.device, seed=i),
+                     str(folder / f"pack{count}-replica-{i}.pt"))
             for i in range(count)]
-    records = train_packed(jobs) if count > 1 else [train_job(jobs[0])]
+    records = train_pack(jobs)
     n = len(load_splits("fashion-mnist", train_limit=setup.train_limit).train)
     return count * n / records[0].history[-1]["seconds"]
 

@@ -128,7 +128,8 @@ class TrainSpec(_Strict):
     max_grad_norm: float | None = Field(5.0, gt=0, description="gradient-norm clipping; null: none")
     prefetch: int = Field(2, ge=1, description="teacher batches requested ahead of the step")
     precision: Literal["fp32", "bf16"] = Field(
-        "fp32", description="bf16: forward passes under bf16 autocast (student and teachers); losses and metrics fp32")
+        "fp32", description="bf16: forward passes under bf16 autocast (replicas, student and teachers); losses and "
+        "metrics fp32; packed replicas (resources.replica.pack > 1) train fp32")
     compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = Field(
         False, description="torch.compile the training step's model (true: mode default); pays on GPUs, "
         "see docs/benchmarks.md")

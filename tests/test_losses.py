@@ -153,3 +153,20 @@ def test_elodi_objective_passes_its_ldi_choices():
     excluded = Objective("elodi", alpha=0.5, k=2, exclude_label=True)(student, labels, {"teacher": teacher}).item()
     assert plain == pytest.approx(0.5 * ce + 0.5 * 4.0) and mean == pytest.approx(0.5 * ce + 0.5 * 2.0)
     assert excluded == pytest.approx(0.5 * ce)
+
+
+def test_an_objective_name_outside_the_known_ones_raises_instead_of_training_something_else():
+    from workers.names import OBJECTIVES
+    from workers.objectives import DEFAULT_ALPHA, Objective
+
+    assert set(DEFAULT_ALPHA) == set(OBJECTIVES)  # each objective the spec may name has its default α
+    with pytest.raises(ValueError, match="objective must be one of"):
+        Objective("focal")
+    student, labels = torch.randn(4, 10, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 2, 3])
+    refs = {"old": torch.randn(4, 10), "teacher": torch.randn(4, 10)}
+    for name in OBJECTIVES:
+        assert torch.isfinite(Objective(name)(student, labels, refs))
+    unknown = Objective("fd-lm")
+    object.__setattr__(unknown, "method", "focal")  # past the constructor's check
+    with pytest.raises(ValueError, match="'focal'"):
+        unknown(student, labels, refs)

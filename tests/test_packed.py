@@ -5,13 +5,13 @@ a GPU runs."""
 import pytest
 import torch
 
-from workers import stages
+from workers import bookkeeping
 from workers.checkpoints import load_model, read_checkpoint
 from workers.inference import FrozenModels, predict_logits
+from workers.jobs import DataRequest, TrainJob
 from workers.metrics import error_rate
 from workers.models import build_model
-from workers.packed import train_packed
-from workers.stages import DataRequest, TrainJob, train_job
+from workers.stages import train_job, train_pack
 from workers.trainer import TrainConfig, train
 
 DATA = DataRequest(train_limit=768, eval_limit=300)
@@ -27,7 +27,7 @@ def weights(path):
 
 
 def test_packed_replicas_train_as_each_would_alone_and_write_their_own_checkpoints(tmp_path):
-    packed = train_packed(jobs(tmp_path, "packed"))
+    packed = train_pack(jobs(tmp_path, "packed"))
     alone = [train_job(job) for job in jobs(tmp_path, "alone")]
     for p, a in zip(packed, alone):
         assert p.seed == a.seed and p.steps == a.steps == 12 and p.epochs_run == 2
@@ -42,9 +42,9 @@ def test_packed_replicas_train_as_each_would_alone_and_write_their_own_checkpoin
 
 
 def test_a_packed_run_killed_after_an_epoch_resumes_to_the_same_models(tmp_path, monkeypatch):
-    straight = train_packed(jobs(tmp_path, "straight"))
+    straight = train_pack(jobs(tmp_path, "straight"))
     calls = []
-    original = stages.Bookkeeping.epoch_end
+    original = bookkeeping.Bookkeeping.epoch_end
 
     def crash_after_the_first_epoch(self, stats):
         original(self, stats)
@@ -52,12 +52,12 @@ def test_a_packed_run_killed_after_an_epoch_resumes_to_the_same_models(tmp_path,
         if len(calls) == 3:  # every replica has written epoch 1
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(stages.Bookkeeping, "epoch_end", crash_after_the_first_epoch)
+    monkeypatch.setattr(bookkeeping.Bookkeeping, "epoch_end", crash_after_the_first_epoch)
     with pytest.raises(KeyboardInterrupt):
-        train_packed(jobs(tmp_path, "resumed"))
-    monkeypatch.setattr(stages.Bookkeeping, "epoch_end", original)
+        train_pack(jobs(tmp_path, "resumed"))
+    monkeypatch.setattr(bookkeeping.Bookkeeping, "epoch_end", original)
     assert {read_checkpoint(j.checkpoint_uri)["epoch"] for j in jobs(tmp_path, "resumed")} == {1}
-    resumed = train_packed(jobs(tmp_path, "resumed"))
+    resumed = train_pack(jobs(tmp_path, "resumed"))
     for s, r in zip(straight, resumed):
         assert r.resumed_from == 1 and r.epochs_run == 1 and [h["epoch"] for h in r.history] == [1, 2]
         ws, wr = weights(s.checkpoint), weights(r.checkpoint)
@@ -68,7 +68,7 @@ def test_packing_refuses_replicas_that_differ_in_more_than_the_seed(tmp_path):
     mixed = jobs(tmp_path, "mixed", count=2)
     mixed[1] = TrainJob("replica-1", DATA, "lenet", mixed[1].config, str(tmp_path / "lenet.pt"))
     with pytest.raises(ValueError, match="share data, architecture and settings"):
-        train_packed(mixed)
+        train_pack(mixed)
 
 
 def test_bf16_training_and_bf16_teachers_on_the_cpu(fashion_mnist):
@@ -112,3 +112,26 @@ def test_the_gpu_benchmark_runs_every_measure_on_the_cpu(tmp_path):
     measures = json.loads((tmp_path / "results.json").read_text())["measures"]
     assert len(measures) == 10 and all(isinstance(v, float) and v > 0 for v in measures.values()), measures
     assert "| (d) 2 replicas packed |" in (tmp_path / "gpu-throughput.md").read_text()
+
+
+def test_a_packed_checkpoint_holds_every_field_of_a_solo_one_and_serves_as_old(tmp_path):
+    """Field by field, a packed replica's checkpoint is what a replica trained alone writes (the
+    same keys, types and values but the weights' float noise and the timings), so it resumes,
+    registers and serves as the `old` model of the next version."""
+    from orchestrator.driver.plan import preflight
+    from pipelines.spec import parse_spec
+
+    packed = read_checkpoint(train_pack(jobs(tmp_path, "packed", count=2, epochs=1))[1].checkpoint)
+    solo = read_checkpoint(train_job(jobs(tmp_path, "solo", count=2, epochs=1)[1]).checkpoint)
+    assert packed.keys() == solo.keys()
+    for key in ("model", "classes_seen", "epoch", "steps", "config", "scheduler"):
+        assert packed[key] == solo[key], key
+    assert packed["classes_seen"] == list(range(10))
+    assert [h.keys() for h in packed["history"]] == [h.keys() for h in solo["history"]]
+    assert packed["optimizer"]["param_groups"] == solo["optimizer"]["param_groups"]
+    assert {i: {k: v.shape for k, v in slot.items()} for i, slot in packed["optimizer"]["state"].items()} == \
+        {i: {k: v.shape for k, v in slot.items()} for i, slot in solo["optimizer"]["state"].items()}
+    plan = preflight(parse_spec({"model": "m", "version": "v2", "arch": "small-cnn", "method": {"name": "fd-lm"},
+                                 "data": {"train_limit": 768, "eval_limit": 300},
+                                 "old": str(tmp_path / "packed-1.pt"), "storage": str(tmp_path / "runs")}))
+    assert plan.old_classes is None and plan.spec.old == str(tmp_path / "packed-1.pt")

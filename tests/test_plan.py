@@ -29,11 +29,11 @@ def test_flip_is_on_for_fashion_mnist_and_off_for_user_data(digits_folder):
     """A mirrored digit can change its class: `flip: auto` flips only the built-in Fashion-MNIST."""
     one_cpu = WorkerResources()
     builtin = train_config(spec(), 0, one_cpu)
-    assert (builtin.augment, builtin.augment_padding, builtin.augment_flip) == (True, 2, True)
+    assert builtin.augmentation == (2, True)
     user = preflight(spec(data={"path": str(digits_folder)}))
     config = user.student_job().config
-    assert (config.augment, config.augment_padding, config.augment_flip) == (True, 2, False)
-    assert all(not job.config.augment_flip for job in
+    assert config.augmentation == (2, False)
+    assert all(not job.config.augmentation[1] for job in
                preflight(spec(data={"path": str(digits_folder)}, method={"name": "ensemble", "m": 2})).replica_jobs())
     assert applied_params(user.spec) == {"augment.crop": "2", "augment.flip": "false", "warmup.student_epochs": "0"}
     assert applied_params(spec()) == {"augment.crop": "2", "augment.flip": "true", "warmup.student_epochs": "0"}
@@ -51,7 +51,7 @@ def test_flip_is_on_for_fashion_mnist_and_off_for_user_data(digits_folder):
 def test_crop_and_flip_are_configured_separately(digits_folder, train, applied):
     resolved = spec(data={"path": str(digits_folder)}, train=train)
     config = train_config(resolved, 0, WorkerResources())
-    assert (config.augment, config.augment_padding, config.augment_flip) == applied
+    assert config.augmentation == applied[1:]
     assert applied_params(resolved) == {"augment.crop": str(applied[1]), "augment.flip": str(applied[2]).lower(),
                                         "warmup.student_epochs": "0"}
 
@@ -147,3 +147,70 @@ def test_a_version_is_tagged_without_empty_lineage_or_flip_tags(digits_folder):
     undefined = {"nfr": 0.0, "pfr": 0.1, "rel_nfr": None, "er_old": 0.3, "er_new": 0.0}
     tags = version_tags(plan.spec, plan, {"error_rate": 0.0, "vs_old": undefined})
     assert (tags["nfr"], tags["pfr"]) == ("0.000000", "0.100000") and "rel_nfr" not in tags
+
+
+# A value other than the default for every field of the spec's train, method and data sections,
+# and the section it needs beside it. A field added to the spec needs a row here.
+NON_DEFAULT = {
+    "train": {"epochs": 3, "batch_size": 64, "lr": 0.05, "momentum": 0.8, "weight_decay": 0.0, "schedule": "step",
+              "warmup_epochs": 0.5, "seed": 7, "augment": False, "crop": 3, "flip": False, "max_grad_norm": None,
+              "prefetch": 3, "precision": "bf16", "compile": "reduce-overhead"},
+    "method": {"name": "kd", "m": 3, "alpha": 0.5, "k": 3, "topk_by": "union", "p": 1.0, "margin": 0.1,
+               "ldi_reduction": "mean", "exclude_label": True, "legacy_weight": 0.3, "temperature": 2.0,
+               "focal_alpha": 0.5, "focal_beta": 2.0, "distance": "kl", "bcwi_alphas": [0.0, 0.5],
+               "bcwi_er_tolerance": 0.01},
+    "data": {"path": "user/data", "subset": "half-classes", "train_limit": 100, "eval_limit": 50,
+             "val_fraction": 0.2, "eval_fraction": 0.3, "num_classes": 12},
+}
+BESIDE = {("data", "num_classes"): {"path": "user/data"}, ("method", "name"): {"legacy_weight": None}}
+SAME_AS_DEFAULT = {("data", "dataset")}  # its one value, fashion-mnist, is also the source without it
+
+
+def consumers(document: dict) -> tuple:
+    """Everything the workers receive from a spec — the data request, the student's job and the
+    replicas' jobs (checkpoint paths aside: they hash the whole spec), BCWI's sweep."""
+    import dataclasses
+
+    from orchestrator.driver.plan import Plan, data_request
+
+    parsed = parse_spec(document)
+    plan = Plan(spec=parsed, parent=None, data=data_request(parsed), content_key="c", eval_fingerprint="f",
+                num_classes=10)
+    jobs = [plan.student_job(), *plan.replica_jobs()]
+    return plan.data, [dataclasses.replace(job, checkpoint_uri="") for job in jobs], plan.bcwi_sweep
+
+
+@pytest.mark.parametrize("section", sorted(NON_DEFAULT))
+def test_every_spec_field_reaches_the_workers(section):
+    """Each field of `train`, `method` and `data`, set away from its default, changes what the
+    workers receive: a field the spec accepts and no consumer reads fails here."""
+    from pipelines.spec import DataSpec, MethodSpec, TrainSpec
+
+    model = {"train": TrainSpec, "method": MethodSpec, "data": DataSpec}[section]
+    assert set(NON_DEFAULT[section]) | {f for s, f in SAME_AS_DEFAULT if s == section} == set(model.model_fields)
+    base = {**BASE, "method": {"name": "elodi", "m": 2, "legacy_weight": 0.5}, "old": "old.pt"}
+    for name, value in NON_DEFAULT[section].items():
+        plain = {**base, section: {**base.get(section, {}), **BESIDE.get((section, name), {})}}
+        changed = {**plain, section: {**plain[section], name: value}}
+        assert consumers(changed) != consumers(plain), f"{section}.{name} reaches no worker"
+
+
+def test_the_spec_precision_and_compile_mode_reach_the_training(tmp_path, monkeypatch):
+    """`train.precision: bf16` trains differently from fp32 (same seed, same batches: other
+    weights, other eval logits), and `train.compile` reaches torch.compile with its mode."""
+    import numpy as np
+    import torch
+
+    from workers.stages import eval_logits, train_job
+
+    logits, records = {}, {}
+    for precision in ("fp32", "bf16"):
+        plan = preflight(spec(train={"epochs": 1, "precision": precision}, storage=str(tmp_path / precision)))
+        records[precision] = train_job(plan.student_job())
+        logits[precision] = eval_logits({"new": records[precision].checkpoint}, plan.data)["new"]
+    assert records["bf16"].config["precision"] == "bf16" and records["fp32"].config["precision"] == "fp32"
+    assert not np.allclose(logits["fp32"], logits["bf16"], atol=1e-4)
+    modes = []
+    monkeypatch.setattr(torch, "compile", lambda module, mode=None: modes.append(mode) or module)
+    plan = preflight(spec(train={"epochs": 1, "compile": "reduce-overhead"}, storage=str(tmp_path / "compiled")))
+    assert train_job(plan.student_job()).config["compile"] == "reduce-overhead" and modes == ["reduce-overhead"]

@@ -18,8 +18,8 @@ from reliability_records import record
 from workers.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
 from workers.data import DataError
 from workers.data.sources import load_npz
+from workers.jobs import TrainRecord
 from workers.models import ModelError
-from workers.stages import TrainRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 CREDENTIALS = {

@@ -8,8 +8,10 @@ import pytest
 
 from servers import CHECKSUM_ENV, start_seaweedfs
 from workers import storage
+from workers.bookkeeping import discard_unfinished, finished
 from workers.checkpoints import read_checkpoint
-from workers.stages import DataRequest, TrainJob, discard_unfinished, finished, train_job
+from workers.jobs import DataRequest, TrainJob
+from workers.stages import train_job
 from workers.trainer import TrainConfig
 
 DATA = DataRequest(train_limit=300, eval_limit=100)

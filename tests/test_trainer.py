@@ -131,11 +131,11 @@ def test_fd_lm_lowers_negative_flips_on_the_same_seed(fashion_mnist):
 
 def test_warmup_then_cosine_by_hand():
     """W = 1 epoch of 4 steps: lr·1/4, 2/4, 3/4, 1, then cosine from lr over the remaining 4 steps."""
-    from workers.trainer import _schedule
+    from workers.trainer import lr_schedule
 
     parameter = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([parameter], lr=0.4)
-    scheduler = _schedule(optimizer, TrainConfig(epochs=2, lr=0.4, warmup_epochs=1), steps_per_epoch=4)
+    scheduler = lr_schedule(optimizer, TrainConfig(epochs=2, lr=0.4, warmup_epochs=1), steps_per_epoch=4)
     lrs = []
     for _ in range(8):
         lrs.append(optimizer.param_groups[0]["lr"])

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from workers.errors import first_line
 from workers.models import build_model
 
 
@@ -53,7 +54,7 @@ def _load_problem(error: Exception) -> str:
     if lines and lines[0].startswith("Weights only load failed"):
         detail = [line for line in lines[1:] if not line.startswith(("Please file an issue", "Check the documentation"))]
         return f"{type(error).__name__}: {detail[0] if detail else 'it holds objects a weights-only load refuses'}"
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return f"{type(error).__name__}: {first_line(error)}" if lines else type(error).__name__
 
 
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
@@ -78,10 +79,15 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return checkpoint
 
 
-def classes_seen(path: str | os.PathLike) -> tuple[int, ...] | None:
-    """The class ids the checkpoint's model was trained on (None: not recorded, take all)."""
+def classes_seen_of(path: str | os.PathLike) -> list[int] | None:
+    """The checkpoint's `classes_seen`: the class ids its model was trained on (None: not
+    recorded, take all)."""
     seen = read_checkpoint(path).get("classes_seen")
-    return None if seen is None else tuple(int(c) for c in seen)
+    if seen is None:
+        return None
+    if not isinstance(seen, (list, tuple)) or not all(isinstance(c, int) and not isinstance(c, bool) for c in seen):
+        raise CheckpointError(f"{path}: classes_seen must be a list of class ids, got {type(seen).__name__}")
+    return [int(c) for c in seen]
 
 
 def load_model(path: str | os.PathLike, allow_user_factories: bool = False) -> tuple[nn.Module, ModelSettings]:
@@ -95,6 +101,6 @@ def load_model(path: str | os.PathLike, allow_user_factories: bool = False) -> t
     try:
         model.load_state_dict(checkpoint["state_dict"])
     except RuntimeError as e:
-        first = str(e).strip().splitlines()[0]
-        raise CheckpointError(f"{path}: weights do not fit architecture {settings.arch!r} ({first})") from None
+        raise CheckpointError(f"{path}: weights do not fit architecture {settings.arch!r} ({first_line(e)})"
+                              ) from None
     return model.eval(), settings

@@ -11,7 +11,6 @@ teachers share the student's device.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -19,6 +18,7 @@ import torch
 from torch import nn
 
 from workers.data import Batch, ImageSet, to_model_input
+from workers.runtime import autocast
 
 Logits = torch.Tensor  # or losses.TopKLogits, from a pool that sends only the top-K
 
@@ -32,8 +32,8 @@ class ReferenceSource(Protocol):
 class FrozenModels:
     """Mean logits of one or more models, in eval mode without gradients:
     φ_ens(x) = (1/m) Σ_i φ^(i)(x) (the ensemble of ELODI; with one model, that model).
-    Models and inputs are kept channels-last (NHWC): twice as fast for CNN inference on CPU. With
-    `precision` "bf16" the forward passes run under bf16 autocast; the mean is fp32 either way."""
+    Models and inputs are kept channels-last (NHWC: docs/benchmarks.md). With `precision` "bf16"
+    the forward passes run under bf16 autocast; the mean is fp32 either way."""
 
     def __init__(self, models: Sequence[nn.Module], device: str | torch.device = "cpu", precision: str = "fp32") -> None:
         if not models:
@@ -47,9 +47,7 @@ class FrozenModels:
     @torch.inference_mode()
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         inputs = inputs.to(self.device, memory_format=torch.channels_last)
-        autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision == "bf16"
-                    else contextlib.nullcontext())
-        with autocast:
+        with autocast(self.device, self.precision):
             total = self.models[0](inputs).float()
             for model in self.models[1:]:
                 total = total + model(inputs).float()

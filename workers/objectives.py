@@ -21,7 +21,8 @@ from typing import Literal
 import torch
 
 from workers import losses
-from workers.names import OBJECTIVES as METHODS
+from workers.names import OBJECTIVES
+
 DEFAULT_ALPHA = {"none": 0.0, "kd": 0.5, "fd-kl": 0.9, "fd-lm": 0.9, "dynamic-fd": 0.9, "elodi": 0.8}
 
 
@@ -46,8 +47,8 @@ class Objective:
     exclude_label: bool = False  # leave the true class out of LDI (the reference code does)
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.method not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.method!r}")
         if not 0.0 <= self.weight <= 1.0:
             raise ValueError(f"alpha must lie in [0, 1], got {self.alpha}")
         if self.k < 1:
@@ -77,15 +78,20 @@ class Objective:
         ce = losses.cross_entropy(student, labels)
         if self.method == "none":
             return ce
-        old = refs["old"]
+        distill = self.distillation(student, labels, refs["old"])
+        return (1.0 - self.weight) * ce + self.weight * distill
+
+    def distillation(self, student: torch.Tensor, labels: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+        """D(student; old) of the methods that distil toward the old model (KD, FD-KL, FD-LM,
+        dynamic FD); ValueError for any other name."""
         if self.method == "kd":
-            distill = losses.knowledge_distillation(student, old, self.temperature or 4.0)
-        elif self.method == "fd-kl":
-            distill = losses.fd_kl(student, old, labels, self.focal_alpha, self.focal_beta, self.temperature or 100.0)
-        elif self.method == "fd-lm":
-            distill = losses.fd_lm(student, old, labels, self.focal_alpha, self.focal_beta)
-        else:
-            distill = losses.dynamic_fd(
+            return losses.knowledge_distillation(student, old, self.temperature or 4.0)
+        if self.method == "fd-kl":
+            return losses.fd_kl(student, old, labels, self.focal_alpha, self.focal_beta, self.temperature or 100.0)
+        if self.method == "fd-lm":
+            return losses.fd_lm(student, old, labels, self.focal_alpha, self.focal_beta)
+        if self.method == "dynamic-fd":
+            return losses.dynamic_fd(
                 student, old, labels, self.focal_alpha, self.focal_beta, self.distance, self.temperature or 100.0
             )
-        return (1.0 - self.weight) * ce + self.weight * distill
+        raise ValueError(f"objective {self.method!r} has no distillation term toward the old model")

@@ -3,8 +3,8 @@ runs it as a Ray actor, orchestrator/driver/pool.py).
 
 A `TeacherActor` loads every group of checkpoints it is given — e.g. {"teacher": the m replicas,
 "old": the deployed model} — and answers with each group's mean logits, or, for a group served as
-top-K, only the K largest values and their class indices. Given the training split (uint8, e.g.
-from Ray's object store, shared by the actors of a node), it answers `logits_of(batch)` for a
+top-K, only the K largest values and their class indices. Holding the training split (uint8, e.g.
+from Ray's object store, shared by the actors of a node: `hold_images`), it answers `logits_of(batch)` for a
 `Batch` — sample indices and augmentation draws, a few bytes a sample — rebuilding the student's
 very inputs itself; `logits(inputs)` takes model inputs (the eval split, the paragon).
 """
@@ -22,6 +22,7 @@ from workers.checkpoints import load_model
 from workers.data import Batch, batch_inputs
 from workers.inference import FrozenModels
 from workers.losses import TopKLogits
+from workers.runtime import use_threads
 from workers.storage import fetch_checkpoint
 
 Answer = dict[str, np.ndarray | tuple[np.ndarray, np.ndarray]]
@@ -32,18 +33,16 @@ class TeacherActor:
 
     def __init__(
         self, groups: Mapping[str, Sequence[str]], threads: int = 1, device: str = "cpu",
-        allow_user_factories: bool = False, train_images: np.ndarray | None = None, precision: str = "fp32",
+        allow_user_factories: bool = False, precision: str = "fp32",
     ) -> None:
-        torch.set_num_threads(threads)
+        use_threads(threads)
         self.device = torch.device(device)
         self.groups = {
             name: FrozenModels([load_model(fetch_checkpoint(uri), allow_user_factories)[0] for uri in uris], device,
                                precision)
             for name, uris in groups.items()
         }
-        self.images = None
-        if train_images is not None:
-            self.hold_images(train_images)
+        self.images: torch.Tensor | None = None  # the training split, once `hold_images` has it
         self.batches_served = 0
 
     def hold_images(self, train_images: np.ndarray) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import platform
 import sys
@@ -28,7 +29,7 @@ from benchmarks.fidelity.execute import load_logits, run_plan, run_plan_local
 from benchmarks.fidelity.report import heading, scatter, section_body
 from benchmarks.fidelity.results import results
 from benchmarks.report import write_section
-from workers.stages import cached_splits
+from workers.jobs import cached_splits
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,7 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def command_line(args: argparse.Namespace) -> str:
-    flags = {"quick": " --quick", "gpu": " --gpu"}.get(args.mode, "" if args.mode == "default" else f" --mode {args.mode}")
+    other = "" if args.mode == "default" else f" --mode {args.mode}"
+    flags = {"quick": " --quick", "gpu": " --gpu"}.get(args.mode, other)
     seeds = f" --seeds {args.seeds}" if args.seeds is not None else ""
     return f"python -m benchmarks.fidelity{flags}{seeds}"
 
@@ -92,7 +94,7 @@ def run_jobs(layout: planning.Layout, mode: planning.Mode, args: argparse.Namesp
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default 15 starves the trainings on a shared machine
-    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level="ERROR",
+    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level=logging.ERROR,
              runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())}})
     try:
         return run_plan(layout.plan, say)

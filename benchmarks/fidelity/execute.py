@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,9 @@ from workers.bcwi import select_bcwi
 from workers.checkpoints import load_model, save_checkpoint
 from workers.inference import FrozenModels, LocalReferences, predict_logits
 from workers.metrics import error_rate
-from workers.stages import cached_splits, train_job
+from workers.jobs import cached_splits
+from workers.runtime import use_threads
+from workers.stages import train_job
 
 BCWI_ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
 
@@ -75,7 +77,7 @@ def run_one(planned: Planned, paths: dict[str, tuple[str, ...]], bcwi_tolerance:
     record_path = Path(f"{planned.stem}.json")
     if record_path.exists():
         return {**json.loads(record_path.read_text()), "cached": True}
-    torch.set_num_threads(planned.job.config.threads)
+    use_threads(planned.job.config.threads)
     record = _bcwi(planned, paths, bcwi_tolerance) if planned.kind == "bcwi" else _train(planned, paths)
     record_path.write_text(json.dumps(record))
     return {**record, "cached": False}
@@ -111,14 +113,15 @@ def _packable(planned: Planned) -> bool:
 def _run_pack(pack: list[Planned]) -> list[dict[str, Any]]:
     """Replicas of one version (same data and settings, own seeds) as one batched model; cached
     ones are returned as they are."""
-    from workers.packed import train_packed
+    from workers.stages import train_pack
 
     trained: dict[str, dict[str, Any]] = {}
     todo = [p for p in pack if not Path(f"{p.stem}.json").exists()]
     if len(todo) > 1:
         started = time.perf_counter()
-        torch.set_num_threads(todo[0].job.config.threads)
-        for planned, record in zip(todo, train_packed([p.job for p in todo])):
+        # packed replicas train fp32 (workers/packed.py); the record says so
+        jobs = [replace(p.job, config=replace(p.job.config, precision="fp32")) for p in todo]
+        for planned, record in zip(todo, train_pack(jobs)):
             model, _ = load_model(planned.job.checkpoint_uri)
             device = planned.job.config.device
             saved = {**asdict(record), **_save_logits(model.to(device), planned, device),

@@ -3,12 +3,13 @@
     python -m benchmarks.fidelity.investigate [--quick] [--seeds 1] [--out docs/benchmarks.md]
 
 Each variant changes one setting of the default mode (α, the students' epochs, K, m, K chosen by the
-student's logits instead of the teacher ensemble's) and retrains only the two ELODI students of each seed; the replicas and plain models come
-from the benchmark's cache (same settings digest). Numbers are on the val split, never the eval
-split, so nothing here tunes the benchmark to its test set. Per variant: ER_new, NFR w.r.t. the old
-ELODI model, NFR as a multiple of no treatment's and of the paragon's (same split, same seeds), the
-new student's disagreement with its own teacher ensemble (how tight the distillation is), and the
-fraction of its steps whose gradient norm was clipped (how large the LDI term is).
+student's logits instead of the teacher ensemble's) and retrains only the two ELODI students of each
+seed; the replicas and plain models come from the benchmark's cache (same settings digest). Numbers
+are on the val split, never the eval split, so nothing here tunes the benchmark to its test set. Per
+variant: ER_new, NFR w.r.t. the old ELODI model, NFR as a multiple of no treatment's and of the
+paragon's (same split, same seeds), the new student's disagreement with its own teacher ensemble
+(how tight the distillation is), and the fraction of its steps whose gradient norm was clipped (how
+large the LDI term is).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +31,8 @@ from benchmarks.fidelity import plan as planning
 from benchmarks.fidelity.execute import load_logits, run_plan
 from benchmarks.fidelity.results import ensemble, mean_std
 from benchmarks.report import write_section
+from workers.jobs import cached_splits
 from workers.metrics import error_rate, negative_flip_rate
-from workers.stages import cached_splits
 
 SECTION = "## Fidelity: ELODI variants on the val split"
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -44,6 +47,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+def prefixed(prefix: str) -> Callable[[str], None]:
+    """run_plan's progress callback: each line printed after `prefix: `."""
+    return lambda line: print(f"{prefix}: {line}", flush=True)
+
+
 FD_VARIANTS = {"fd-kl": (0.9, 0.5), "fd-lm": (0.9, 0.5)}  # method: α values (0.9 is the benchmarked one)
 
 
@@ -53,9 +61,9 @@ def fd_scores(mode: planning.Mode, folder: Path, seeds: int, labels: np.ndarray)
     for method, alphas in FD_VARIANTS.items():
         for alpha in alphas:
             plan = planning.Planner(dataclasses.replace(mode, fd_alpha=alpha), folder)
-            pairs = [(planning.plain(plan, s, "old"), planning.plain(plan, s, "new"), planning.toward_old(plan, s, method))
-                     for s in range(seeds)]
-            run_plan(plan, lambda line: print(f"{method} α={alpha}: {line}", flush=True))
+            pairs = [(planning.plain(plan, s, "old"), planning.plain(plan, s, "new"),
+                      planning.toward_old(plan, s, method)) for s in range(seeds)]
+            run_plan(plan, prefixed(f"{method} α={alpha}"))
             logits = load_logits(plan, "val")
             per_seed = [(error_rate(logits[new], labels), negative_flip_rate(logits[old], logits[new], labels),
                          negative_flip_rate(logits[old], logits[new], labels)
@@ -123,7 +131,8 @@ def findings(table: dict[str, dict]) -> str:
     near_paragon = [n for n, v in table.items() if v["nfr_vs_paragon"][0] <= 1.15] or ["none"]
     er_ok = [n for n, v in table.items() if v["er_new"][0] <= v["none_er_new"][0] + 0.003] or ["none"]
     return (f"Lowest NFR: {name} ({100 * best['nfr'][0]:.2f} %, {best['nfr_vs_none'][0]:.2f} × none, "
-            f"ER {100 * (best['er_new'][0] - best['none_er_new'][0]):+.2f} pt vs none). Variants with NFR ≤ 0.6 × none: "
+            f"ER {100 * (best['er_new'][0] - best['none_er_new'][0]):+.2f} pt vs none). "
+            "Variants with NFR ≤ 0.6 × none: "
             f"{', '.join(under_none)}; ≤ 1.15 × paragon: {', '.join(near_paragon)}; ER ≤ none + 0.3 pt: "
             f"{', '.join(er_ok)}.")
 
@@ -170,14 +179,14 @@ def main(argv: list[str] | None = None) -> dict:
     started, table = time.perf_counter(), {}
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default 15 starves the trainings on a shared machine
-    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level="ERROR",
+    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level=logging.ERROR,
              runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())}})
     try:
         for name in args.variants:
             change = VARIANTS[name]
             plan = planning.Planner(variant_mode(mode, change), folder)
             rows = variant_rows(plan, args.seeds, change.get("k", data.num_classes))
-            records = run_plan(plan, lambda line: print(f"{name}: {line}", flush=True))
+            records = run_plan(plan, prefixed(name))
             table[name] = score(rows, load_logits(plan, "val"), labels, records)
             print(f"{name}: {json.dumps({k: round(v[0], 4) for k, v in table[name].items()})}", flush=True)
         fd = {} if args.no_fd else fd_scores(mode, folder, args.seeds, labels)

@@ -23,9 +23,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
+from workers.jobs import DataRequest, TrainJob
+from workers.losses import LdiReduction, TopKBy
 from workers.objectives import Objective
-from workers.stages import DataRequest, TrainJob
 from workers.trainer import TrainConfig
 
 VERSIONS = ("v1", "old", "new")
@@ -53,15 +55,15 @@ class Mode:
     elodi_epochs: int | None = None  # ELODI students' epochs (None: `epochs`, like every other model)
     elodi_clip: float | None = 5.0  # ELODI students' gradient-norm clip (TrainConfig.max_grad_norm)
     fd_alpha: float | None = None  # KD / FD weight α (None: the method's default, 0.5 / 0.9)
-    topk_by: str = "teacher"  # LDI's K(x): the teacher ensemble's top-K (ELODI Eq. 5), the student's, or union
+    topk_by: TopKBy = "teacher"  # LDI's K(x): the teacher ensemble's top-K (ELODI Eq. 5), the student's, or union
     device: str = "cpu"
     gpus_per_task: float = 0.0
     batch_size: int = 128
-    precision: str = "fp32"  # bf16: forward passes under autocast (students and their teachers)
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: forward passes under autocast (students and their teachers)
     pack: int = 1  # replicas of one version trained together as one batched model (local executor)
     chain: bool = True  # the v1 → v2 → v3 chain table (needs ELODI students of v1 too)
     curve_first: bool = False  # plan the NFR-vs-m models (paragons, ELODI both ends) before the main table
-    ldi_reduction: str = "sum"
+    ldi_reduction: LdiReduction = "sum"
     exclude_label: bool = False
 
 

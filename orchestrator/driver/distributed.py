@@ -27,7 +27,7 @@ from typing import Any
 
 from pipelines.spec import WorkerResources
 from workers import storage
-from workers.stages import TrainJob, TrainRecord
+from workers.jobs import TrainJob, TrainRecord
 
 RECORD = "record.json"  # rank 0's TrainRecord, beside model.pt in every reported checkpoint
 MODEL = "model.pt"
@@ -44,8 +44,9 @@ def train_loop(config: dict[str, Any]) -> None:
     from ray.train.torch import prepare_model
 
     from orchestrator.driver.pool import TeacherPool
+    from workers.bookkeeping import Bookkeeping
+    from workers.jobs import cached_splits, initial_model, local_references, settings_of, val_reference
     from workers.progress import ProgressReporter
-    from workers.stages import Bookkeeping, cached_splits, initial_model, local_references, settings_of, val_reference
     from workers.trainer import train
 
     job: TrainJob = config["job"]
@@ -53,7 +54,6 @@ def train_loop(config: dict[str, Any]) -> None:
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
     started = time.perf_counter()
-    torch.set_num_threads(job.config.threads)
     splits, settings = cached_splits(job.data), settings_of(job)
     model = initial_model(job)
     folder = Path(tempfile.mkdtemp(prefix="congruent-ddp-"))
@@ -67,8 +67,8 @@ def train_loop(config: dict[str, Any]) -> None:
     model = prepare_model(model.to(device, memory_format=memory_format), move_to_device=False)
     references = None
     if job.objective.references:
-        references = (TeacherPool(config["actors"], job.objective.references, config.get("topk"),
-                                  train_images=config["train_images"][0]) if config.get("actors")
+        references = (TeacherPool(config["actors"], job.objective.references, config["train_images"][0],
+                                  config.get("topk")) if config.get("actors")
                       else local_references(job))
     reporter = None
     if rank == 0 and config.get("queue") is not None:
@@ -124,7 +124,8 @@ def fit(job: TrainJob, resources: WorkerResources, workers: int, run_folder: str
     from ray.train import CheckpointConfig, FailureConfig, LoggingConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from workers.stages import finished, train_job
+    from workers.bookkeeping import finished
+    from workers.stages import train_job
 
     if finished(job):
         return train_job(job)  # reads the finished checkpoint, trains nothing

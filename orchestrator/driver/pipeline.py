@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -22,14 +21,14 @@ from typing import Any
 import numpy as np
 
 from orchestrator.driver.plan import Plan, applied_params
-from orchestrator.driver.pool import PoolHandle, teacher_pool
-from orchestrator.driver.stages import eval_split_logits, select_bcwi, train_replicas, train_student
+from orchestrator.driver.pool import serving_pool
+from orchestrator.driver.stages import eval_split_logits, paragon_logits, run_bcwi, train_replicas, train_student
 from orchestrator.driver.watch import StageWatch
 from orchestrator.tracking import registry, runs
 from orchestrator.tracking.ledger import write_ledger
 from pipelines.spec import UpdateSpec
+from workers.jobs import BcwiRecord, TrainRecord, cached_splits
 from workers.metrics import error_rate, update_report
-from workers.stages import BcwiRecord, TrainRecord, cached_splits
 
 
 @dataclass
@@ -98,7 +97,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
     titles = iter(stage_titles(plan))
     seconds: dict[str, float] = {}
     with runs.pipeline_run(spec) as run_id:
-        runs.set_tags({"fingerprint": plan.fingerprint})
+        runs.set_tags({"fingerprint": plan.eval_fingerprint})
         runs.log_params(applied_params(spec))
         replicas: list[TrainRecord] = []
         if plan.needs_replicas:
@@ -108,7 +107,10 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
             seconds["replicas"] = time.perf_counter() - started
         student, pool_record, paragon = None, None, None
         groups = plan.reference_groups([r.checkpoint for r in replicas])
-        with _pool_for(plan, groups) as pool:
+        # a data-parallel student's workers are reserved by Ray Train, not in the pool's placement group
+        data_parallel = plan.needs_student and spec.resources.student.workers > 1
+        with serving_pool(plan, groups, with_student=plan.needs_student and not data_parallel,
+                          spread=data_parallel) as pool:
             if plan.needs_student:
                 watch.say(next(titles))
                 in_process = groups if pool is None and plan.objective.references else None
@@ -121,43 +123,19 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
                 watch.say("evaluating the ensemble paragon" + (" through the teacher pool" if pool else ""))
                 paragon = paragon_logits(plan, replicas, pool)
         checkpoint, bcwi = (student.checkpoint if student else None), None
-        if plan.method == "bcwi":
-            bcwi = select_bcwi(plan, student)
+        if plan.method == "bcwi" and student is not None:
+            bcwi = run_bcwi(plan, student)
             watch.say(_bcwi_line(bcwi))
             checkpoint = bcwi.checkpoint
         watch.say(next(titles))
         evaluation = evaluate(plan, checkpoint, paragon, run_dir)
         result = PipelineResult(
-            spec.model, spec.version, plan.method, spec.arch, spec.spec_hash, plan.fingerprint, evaluation.n_eval,
-            checkpoint, spec.old, evaluation.metrics, evaluation.predictions, evaluation.labels, replicas, student,
-            pool_record, bcwi, seconds, run_id)
+            model=spec.model, version=spec.version, method=plan.method, arch=spec.arch, spec_hash=spec.spec_hash,
+            fingerprint=plan.eval_fingerprint, n_eval=evaluation.n_eval, checkpoint=checkpoint, old=spec.old,
+            metrics=evaluation.metrics, predictions=evaluation.predictions, labels=evaluation.labels,
+            replicas=replicas, student=student, teacher_pool=pool_record, bcwi=bcwi, seconds=seconds, run_id=run_id)
         publish(plan, result, run_dir, watch)
     return result
-
-
-@contextlib.contextmanager
-def _pool_for(plan: Plan, groups: dict[str, list[str]]):
-    """The teacher pool serving `groups` — its actors holding the training split, so that requests
-    go by index — or None: nothing to serve, or the teachers run in the student's task."""
-    if not groups or plan.teachers_in_process:
-        yield None
-        return
-    import ray
-
-    train_images = ray.put(cached_splits(plan.data).train.images.numpy())
-    # a data-parallel student's workers are reserved by Ray Train, not in the pool's placement group
-    data_parallel = plan.needs_student and plan.spec.resources.student.workers > 1
-    with teacher_pool(plan.spec, groups, with_student=not data_parallel and plan.needs_student,
-                      train_images=train_images, spread=data_parallel) as pool:
-        yield pool
-
-
-def paragon_logits(plan: Plan, replicas: list[TrainRecord], pool: PoolHandle | None) -> np.ndarray:
-    """φ_ens = (1/m) Σ_i φ^(i) on the regression-eval split: through the pool's actors, or a Ray task."""
-    if pool is not None:
-        return pool.client(("teacher",)).predict(cached_splits(plan.data).eval, "teacher").numpy()
-    logits = eval_split_logits(plan, {r.name: r.checkpoint for r in replicas})
-    return np.mean([logits[r.name] for r in replicas], axis=0)
 
 
 def _bcwi_line(bcwi: BcwiRecord) -> str:
@@ -208,7 +186,7 @@ def version_tags(spec: UpdateSpec, plan: Plan, metrics: dict[str, Any]) -> dict[
                 **{k: None if vs_old.get(k) is None else f"{vs_old[k]:.6f}" for k in ("nfr", "pfr", "rel_nfr")}}
     return {
         "method": spec.method.name, "arch": spec.arch, "label": spec.version,
-        "fingerprint": plan.fingerprint, "spec_hash": spec.spec_hash, "error_rate": f"{metrics['error_rate']:.6f}",
+        "fingerprint": plan.eval_fingerprint, "spec_hash": spec.spec_hash, "error_rate": f"{metrics['error_rate']:.6f}",
         **{k: v for k, v in optional.items() if v is not None},
         **({"nfr_classes": ",".join(map(str, plan.old_classes))} if plan.old_classes is not None else {}),
     }

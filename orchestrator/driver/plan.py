@@ -20,43 +20,32 @@ from pipelines.spec import MethodSpec, SpecError, UpdateSpec, WorkerResources
 from workers import storage
 from workers.names import REPLICA_METHODS
 from workers.objectives import Objective
-from workers.stages import DataRequest, TrainJob
+from workers.jobs import DataRequest, TrainJob
 from workers.trainer import TrainConfig
 
 
 def data_request(spec: UpdateSpec) -> DataRequest:
-    d = spec.data
-    return DataRequest(d.source, d.subset, d.val_fraction, d.eval_fraction, d.train_limit, d.eval_limit, d.num_classes)
+    """The spec's `data` section as the workers' record: every field by name, `dataset`/`path` as `source`."""
+    return DataRequest(source=spec.data.source, **spec.data.model_dump(exclude={"dataset", "path"}))
+
+
+# MethodSpec fields that are not the objective's: `name` (the objective's method, below), `m` (the
+# replica count, Plan.replica_jobs) and BCWI's α sweep (Plan.bcwi_sweep)
+NOT_OBJECTIVE_FIELDS = {"name", "m", "bcwi_alphas", "bcwi_er_tolerance"}
 
 
 def objective_of(method: MethodSpec) -> Objective:
-    """The training objective of the deployed model (plain CE for bcwi's fine-tuning and the ensemble)."""
+    """The training objective of the deployed model (plain CE for bcwi's fine-tuning and the
+    ensemble): every other field of the spec's `method` section passed by name."""
     name = "none" if method.name in ("ensemble", "bcwi") else method.name
-    return Objective(
-        name, alpha=method.alpha, temperature=method.temperature, focal_alpha=method.focal_alpha,
-        focal_beta=method.focal_beta, distance=method.distance, k=method.k, p=method.p, margin=method.margin,
-        topk_by=method.topk_by, legacy_weight=method.legacy_weight, ldi_reduction=method.ldi_reduction,
-        exclude_label=method.exclude_label,
-    )
+    return Objective(name, **method.model_dump(exclude=NOT_OBJECTIVE_FIELDS))
 
 
-def augmentation(spec: UpdateSpec) -> tuple[int, bool]:
-    """(crop padding, horizontal flip) that training applies: `train.flip: auto` resolved (on for
-    the built-in Fashion-MNIST, whose mirrored garments keep their class; off for `data.path`,
-    where a mirrored digit or letter may change its meaning), both off without `train.augment`."""
-    t = spec.train
-    if not t.augment:
-        return 0, False
-    flip = spec.data.path is None if t.flip == "auto" else bool(t.flip)
-    return t.crop, flip
-
-
-def applied_params(spec: UpdateSpec) -> dict[str, str]:
-    """What the spec's `auto` settings resolved to, as MLflow params: `augment.crop`, `augment.flip`,
-    `warmup.student_epochs`."""
-    crop, flip = augmentation(spec)
-    return {"augment.crop": str(crop), "augment.flip": str(flip).lower(),
-            "warmup.student_epochs": f"{warmup_epochs(spec, student=True):g}"}
+def resolved_flip(spec: UpdateSpec) -> bool:
+    """`train.flip` with auto resolved: on for the built-in Fashion-MNIST, whose mirrored garments
+    keep their class; off for `data.path`, where a mirrored digit or letter may change its meaning."""
+    flip = spec.train.flip
+    return spec.data.path is None if flip == "auto" else bool(flip)
 
 
 def warmup_epochs(spec: UpdateSpec, student: bool) -> float:
@@ -67,16 +56,25 @@ def warmup_epochs(spec: UpdateSpec, student: bool) -> float:
     return min(1.0, spec.train.epochs / 10) if student and spec.method.name == "elodi" else 0.0
 
 
-def train_config(spec: UpdateSpec, seed: int, resources: WorkerResources, student: bool = False) -> TrainConfig:
+def applied_params(spec: UpdateSpec) -> dict[str, str]:
+    """What the spec's `auto` settings resolved to, as MLflow params: `augment.crop`, `augment.flip`,
+    `warmup.student_epochs`. (Each training's nested run has the whole TrainConfig it ran with.)"""
+    crop, flip = train_config(spec, spec.train.seed, spec.resources.student, student=True).augmentation
+    return {"augment.crop": str(crop), "augment.flip": str(flip).lower(),
+            "warmup.student_epochs": f"{warmup_epochs(spec, student=True):g}"}
+
+
+def train_config(spec: UpdateSpec, seed: int, resources: WorkerResources, student: bool = False,
+                 fp32: bool = False) -> TrainConfig:
     """The spec's `train` section for a model of seed `seed` trained with `resources` (`student`: the
-    deployed model's training, whose objective is the method's)."""
-    t = spec.train
-    crop, flip = augmentation(spec)
-    return TrainConfig(epochs=t.epochs, batch_size=t.batch_size, lr=t.lr, momentum=t.momentum,
-                       weight_decay=t.weight_decay, schedule=t.schedule,
-                       warmup_epochs=warmup_epochs(spec, student), seed=seed, augment=crop > 0 or flip,
-                       augment_padding=crop, augment_flip=flip, max_grad_norm=t.max_grad_norm, prefetch=t.prefetch,
-                       threads=threads(resources.cpus), device=device(resources.gpus))
+    deployed model's training, whose objective is the method's): every field by name, its `auto`
+    values resolved, plus where the task computes (threads, device); `fp32`: whatever the spec's
+    precision (packed replicas)."""
+    values = spec.train.model_dump()
+    values.update(seed=seed, warmup_epochs=warmup_epochs(spec, student), flip=resolved_flip(spec))
+    if fp32:
+        values["precision"] = "fp32"
+    return TrainConfig(**values, threads=threads(resources.cpus), device=device(resources.gpus))
 
 
 @dataclass(frozen=True)
@@ -87,8 +85,8 @@ class Plan:
     spec: UpdateSpec
     parent: Reference | None
     data: DataRequest
-    data_key: str  # the train, val and eval content's fingerprint
-    fingerprint: str  # the regression-eval split's
+    content_key: str  # the train, val and eval splits' content (workers.jobs.content_key): names checkpoints
+    eval_fingerprint: str  # the regression-eval split's (DataSplits.fingerprint): versions compare on it
     num_classes: int
     old_as_written: str | None = None  # `old:` as the spec said it (a path, NAME@ALIAS, NAME/VERSION)
     old_classes: tuple[int, ...] | None = None  # the old model's classes, when it knows fewer than the data has
@@ -131,12 +129,13 @@ class Plan:
         every method and rerun with the same inputs reuses them."""
         spec = self.spec
         parts = {"data": spec.data.model_dump(mode="json"), "arch": spec.arch,
-                 "train": spec.train.model_dump(mode="json"), "content": self.data_key}
+                 "train": spec.train.model_dump(mode="json"), "content": self.content_key}
         key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
         base = storage.join(spec.storage, spec.model, "replicas", key)
+        packed = spec.resources.replica.pack > 1  # packed replicas train fp32 (workers/packed.py)
         return [
             TrainJob(name=f"replica-{i}", data=self.data, arch=spec.arch,
-                     config=train_config(spec, spec.train.seed + 1 + i, spec.resources.replica),
+                     config=train_config(spec, spec.train.seed + 1 + i, spec.resources.replica, fp32=packed),
                      checkpoint_uri=storage.join(base, f"replica-{i}.pt"),
                      allow_user_factories=spec.allow_user_factories, nfr_reference=spec.old)
             for i in range(spec.method.m)
@@ -163,11 +162,16 @@ class Plan:
             name="student", data=self.data, arch=spec.arch,
             config=train_config(spec, spec.train.seed, spec.resources.student, student=True),
             checkpoint_uri=storage.join(spec.storage, spec.model, spec.version,
-                                        f"{spec.spec_hash}-{self.data_key[:8]}", checkpoint_name),
+                                        f"{spec.spec_hash}-{self.content_key[:8]}", checkpoint_name),
             objective=objective_of(spec.method), init_from=spec.old if spec.method.name == "bcwi" else None,
             allow_user_factories=spec.allow_user_factories, nfr_reference=spec.old,
             teachers=tuple((name, tuple(uris)) for name, uris in (teachers or {}).items()),
         )
+
+    @property
+    def bcwi_sweep(self) -> tuple[tuple[float, ...], float]:
+        """BCWI's α values tried on the val split and the val ER tolerance of the pick."""
+        return self.spec.method.bcwi_alphas, self.spec.method.bcwi_er_tolerance
 
     def bcwi_checkpoint(self) -> str:
         spec = self.spec
@@ -204,10 +208,10 @@ def preflight(spec: UpdateSpec) -> Plan:
     """Every check that needs the data, the old checkpoint, the registry or the storage, before any
     Ray work: SpecError or RegistryError (one line) when the spec cannot run."""
     from orchestrator.tracking.registry import check_eval_split
-    from workers.checkpoints import CheckpointError, classes_seen, load_model
+    from workers.checkpoints import CheckpointError, classes_seen_of, load_model
     from workers.data import DataError
     from workers.models import ModelError, resolve_factory
-    from workers.stages import cached_splits, data_fingerprint
+    from workers.jobs import cached_splits, content_key
 
     written = spec.old  # what the user wrote: errors name it, not a temporary copy or an absolute path
     spec, parent = resolve_old(spec)
@@ -227,7 +231,8 @@ def preflight(spec: UpdateSpec) -> Plan:
         try:  # the weights are loaded too: a checkpoint of another architecture fails here, not in a worker
             local = storage.fetch_checkpoint(spec.old)
             _, old = load_model(local, spec.allow_user_factories)
-            old_classes = classes_seen(local)
+            seen = classes_seen_of(local)
+            old_classes = None if seen is None else tuple(seen)
         except (CheckpointError, FileNotFoundError, ModelError) as e:
             raise SpecError(f"old: {as_written(str(e), (local, spec.old), written)}") from None
         if old_classes is not None and set(old_classes) >= set(range(splits.num_classes)):
@@ -245,8 +250,9 @@ def preflight(spec: UpdateSpec) -> Plan:
         storage.check_writable(spec.storage)
     except storage.StorageError as e:
         raise SpecError(f"storage: {e}") from None
-    return Plan(spec, parent, request, data_fingerprint(request), splits.fingerprint, splits.num_classes, written,
-                old_classes)
+    return Plan(spec=spec, parent=parent, data=request, content_key=content_key(request),
+                eval_fingerprint=splits.fingerprint, num_classes=splits.num_classes, old_as_written=written,
+                old_classes=old_classes)
 
 
 def as_written(message: str, paths: tuple[str, ...], written: str | None) -> str:

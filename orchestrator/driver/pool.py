@@ -2,7 +2,7 @@
 reserved with the student in one placement group, and `TeacherPool`, the reference source the
 student's trainer reads them from.
 
-    with teacher_pool(spec, {"teacher": replica_checkpoints}, with_student=True) as pool:
+    with serving_pool(plan, {"teacher": replica_checkpoints}, with_student=True) as pool:
         student task: train_job(job, pool.client(("teacher",), topk))
 """
 
@@ -22,9 +22,11 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from orchestrator.driver.cluster import bundle, device, threads
+from orchestrator.driver.plan import Plan
 from pipelines.spec import UpdateSpec
 from workers.data import Batch, ImageSet, to_model_input
 from workers.inference import Logits
+from workers.jobs import cached_splits
 from workers.losses import TopKLogits
 from workers.teachers import TeacherActor
 
@@ -44,9 +46,10 @@ class TeacherPool:
     named in `topk` travel as top-K values and indices.
 
     Batches go to the actors round-robin, each call an ObjectRef that the trainer resolves when it
-    reaches that batch. Unlike `ray.util.ActorPool`, which hands an actor new work only after its
-    last result has been consumed, this keeps every actor's queue full while the student trains:
-    on 2 cores ActorPool left the actors idle long enough to cost a fifth of the throughput.
+    reaches that batch; a request is the batch's indices and augmentation draws, which the actors,
+    holding the training split (`train_images`), turn into the student's very inputs. Unlike
+    `ray.util.ActorPool`, which hands an actor new work only after its last result has been
+    consumed, this keeps every actor's queue full while the student trains (docs/benchmarks.md).
 
     Faults: an actor that dies is restarted by Ray (`max_restarts`), which also replays its queued
     calls (`max_task_retries`); a call that still fails with the actor's death is sent again, the
@@ -55,8 +58,8 @@ class TeacherPool:
     doubled batch is visible."""
 
     def __init__(
-        self, actors: Sequence, names: Sequence[str], topk: Mapping[str, int] | None = None, resubmit_limit: int = 4,
-        train_images: Any = None,
+        self, actors: Sequence[Any], names: Sequence[str], train_images: Any, topk: Mapping[str, int] | None = None,
+        resubmit_limit: int = 4,
     ) -> None:
         if not actors:
             raise ValueError("TeacherPool needs at least one actor")
@@ -71,14 +74,14 @@ class TeacherPool:
         self._delivered: Counter[int] = Counter()
         self.resubmitted = 0
 
-    def _submit(self, batch: np.ndarray | Batch, topk: Mapping[str, int]):
+    def _submit(self, batch: np.ndarray | Batch, topk: Mapping[str, int]) -> Any:
         actor = self.actors[self._next_actor]
         self._next_actor = (self._next_actor + 1) % len(self.actors)
         if isinstance(batch, Batch):  # the actors hold the training split: indices and draws suffice
             return actor.logits_by_index.remote(batch, topk, self.names, [self.train_images])
         return actor.logits.remote(batch, topk, self.names)
 
-    def _result(self, ref, batch: np.ndarray | Batch, topk: Mapping[str, int]) -> dict:
+    def _result(self, ref: Any, batch: np.ndarray | Batch, topk: Mapping[str, int]) -> dict[str, Any]:
         """The actor's answer for `batch`; re-sent to the next actor when the one asked died."""
         for _ in range(self.resubmit_limit):
             try:
@@ -89,16 +92,17 @@ class TeacherPool:
         return ray.get(ref)
 
     def request(self, inputs: torch.Tensor, batch: Batch | None = None) -> Callable[[], Mapping[str, Logits]]:
-        """The logits of a training step: by `batch` (indices and augmentation draws, a few bytes a
-        sample) when the actors hold the training split, else by its model inputs."""
+        """The logits of a training step, asked by `batch` (indices and augmentation draws, a few
+        bytes a sample); `inputs` stay with the student."""
+        if batch is None:
+            raise ValueError("the teacher pool is asked by batch (indices and draws), not by model inputs")
         batch_id = self._requested
-        payload = batch if batch is not None and self.train_images is not None else inputs.detach().cpu().numpy()
         self._requested += 1
-        self.request_bytes += payload.nbytes() if isinstance(payload, Batch) else payload.nbytes
-        ref = self._submit(payload, self.topk)
+        self.request_bytes += batch.nbytes()
+        ref = self._submit(batch, self.topk)
 
         def collect() -> Mapping[str, Logits]:
-            result = self._result(ref, payload, self.topk)
+            result = self._result(ref, batch, self.topk)
             self._delivered[batch_id] += 1
             return {name: _to_torch(value) for name, value in result.items()}
 
@@ -142,14 +146,14 @@ class PoolHandle:
     actors: list
     group: PlacementGroup
     with_student: bool
-    train_images: Any = None  # ObjectRef of the training split the actors read: requests go by index
+    train_images: Any  # ObjectRef of the training split the actors read: requests go by index
 
     def student_strategy(self) -> PlacementGroupSchedulingStrategy:
         """Where the student task goes: the placement group's bundle 0."""
         return PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=0)
 
     def client(self, names: Sequence[str], topk: Mapping[str, int] | None = None) -> TeacherPool:
-        return TeacherPool(self.actors, names, topk, train_images=self.train_images)
+        return TeacherPool(self.actors, names, self.train_images, topk)
 
     def batches_served(self) -> tuple[list[int], int]:
         """(actor pids, batches served in all since each actor's last start)."""
@@ -158,8 +162,8 @@ class PoolHandle:
 
 
 @contextlib.contextmanager
-def teacher_pool(spec: UpdateSpec, groups: Mapping[str, Sequence[str]], with_student: bool,
-                 train_images: Any = None, timeout_s: float = 300.0, spread: bool = False) -> Iterator[PoolHandle]:
+def teacher_pool(spec: UpdateSpec, groups: Mapping[str, Sequence[str]], with_student: bool, train_images: Any,
+                 timeout_s: float = 300.0, spread: bool = False) -> Iterator[PoolHandle]:
     """`resources.teacher_actors` actors holding `groups` of checkpoints, reserved in one placement
     group with the student (bundle 0, when `with_student`) so that all start at once or none, and
     actors never take the CPUs the student needs. With `train_images` (an ObjectRef of the uint8
@@ -195,3 +199,17 @@ def teacher_pool(spec: UpdateSpec, groups: Mapping[str, Sequence[str]], with_stu
         for actor in actors:
             ray.kill(actor)
         remove_placement_group(group)
+
+
+@contextlib.contextmanager
+def serving_pool(plan: Plan, groups: Mapping[str, Sequence[str]], with_student: bool, spread: bool = False
+                 ) -> Iterator[PoolHandle | None]:
+    """The teacher pool serving `groups`, its actors holding the training split (put in the object
+    store once) so that requests go by index; None when there is nothing to serve or the teachers
+    run in the student's own process (`teacher_actors: 0`). The one pool of `run` and `tune`."""
+    if not groups or plan.teachers_in_process:
+        yield None
+        return
+    train_images = ray.put(cached_splits(plan.data).train.images.numpy())
+    with teacher_pool(plan.spec, groups, with_student=with_student, train_images=train_images, spread=spread) as pool:
+        yield pool

@@ -18,7 +18,7 @@ from orchestrator.driver.plan import data_request
 from orchestrator.tracking import registry, runs
 from orchestrator.views.report import Flip, ReportData, png_thumbnail, render_html, top1_confidence
 from workers.metrics import negative_flips, per_class_nfr
-from workers.stages import cached_splits
+from workers.jobs import cached_splits
 
 MAX_FLIPS_SHOWN = 60
 

@@ -16,8 +16,9 @@ from orchestrator.driver.plan import Plan, pool_topk
 from orchestrator.driver.pool import PoolHandle, TeacherPool
 from orchestrator.driver.watch import StageWatch
 from workers import storage
-from workers.stages import (BcwiRecord, TrainJob, TrainRecord, bcwi_job, discard_unfinished, eval_logits, train_job,
-                            train_pack)
+from workers.bookkeeping import discard_unfinished
+from workers.jobs import BcwiRecord, TrainJob, TrainRecord, cached_splits
+from workers.stages import bcwi_job, eval_logits, train_job, train_pack
 
 
 def _train(job: TrainJob, queue: Any = None, pool: TeacherPool | None = None) -> TrainRecord:
@@ -34,7 +35,8 @@ def _summary(record: TrainRecord) -> str:
     return f"val ER {100 * record.val_error_rate:.2f}%"
 
 
-def _train_pack(jobs: list[TrainJob], queue: Any = None) -> list[TrainRecord]:
+def _pack_task(jobs: list[TrainJob], queue: Any = None) -> list[TrainRecord]:
+    """A replica task: its pack of replicas (one or more), progress to the driver's queue."""
     return train_pack(jobs, send_progress=queue.put_nowait if queue is not None else None)
 
 
@@ -47,8 +49,8 @@ def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
     task = ray.remote(on_node)
     jobs = plan.replica_jobs()
     if res.workers > 1:
-        return _collect(watch, jobs, {_fit_remotely(job, res, watch).remote(job, res, res.workers, run_folder(job),
-                                                                             watch.queue): job.name for job in jobs})
+        return _collect(watch, jobs, {_fit_remotely(job).remote(job, res, res.workers, run_folder(job), watch.queue):
+                                      job.name for job in jobs})
     packs = [jobs[i : i + res.pack] for i in range(0, len(jobs), res.pack)]
     refs = {}
     for pack in packs:
@@ -56,7 +58,7 @@ def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
         for job in pack[1:]:
             watch.display.add(job.name)
         ref = task.options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name=name).remote(
-            _train_pack, pack, watch.queue)
+            _pack_task, pack, watch.queue)
         refs[ref] = pack[0].name
     return _collect(watch, jobs, refs)
 
@@ -85,7 +87,7 @@ def _discard(jobs: list[TrainJob]) -> None:
         storage.delete_tree(run_folder(job))
 
 
-def _fit_remotely(job: TrainJob, resources: Any, watch: StageWatch) -> Any:
+def _fit_remotely(job: TrainJob) -> Any:
     """A data-parallel stage's launcher: a Ray task holding no resources (its Ray Train workers hold
     them) that runs `TorchTrainer.fit`, so that several such stages run at once."""
     return ray.remote(fit).options(num_cpus=0, max_retries=0, name=f"{job.name}-launcher")
@@ -100,7 +102,7 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
     if res.workers > 1:
         actors = pool.actors if job.objective.references and pool is not None else None
         topk = pool_topk(job.objective, plan.num_classes) if actors else None
-        ref = _fit_remotely(job, res, watch).remote(job, res, res.workers, run_folder(job), watch.queue, actors, topk,
+        ref = _fit_remotely(job).remote(job, res, res.workers, run_folder(job), watch.queue, actors, topk,
                                                     [pool.train_images] if actors else None)
         try:
             record = ray.get(next(watch.wait({ref: job.name})))
@@ -125,13 +127,14 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
     return record
 
 
-def select_bcwi(plan: Plan, tuned: TrainRecord) -> BcwiRecord:
+def run_bcwi(plan: Plan, tuned: TrainRecord) -> BcwiRecord:
     """BCWI's α picked on the val split by a Ray task (`resources.student`), the interpolated model
     stored next to the fine-tuned one."""
     spec, res = plan.spec, plan.spec.resources.student
     task = ray.remote(bcwi_job).options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name="bcwi")
-    ref = task.remote(spec.old, tuned.checkpoint, plan.data, spec.method.bcwi_alphas, spec.method.bcwi_er_tolerance,
-                      plan.bcwi_checkpoint(), device(res.gpus), spec.allow_user_factories)
+    alphas, tolerance = plan.bcwi_sweep
+    ref = task.remote(spec.old, tuned.checkpoint, plan.data, alphas, tolerance, plan.bcwi_checkpoint(),
+                      device(res.gpus), spec.allow_user_factories)
     try:
         return ray.get(ref)
     except KeyboardInterrupt:  # the interpolated checkpoint may be half written
@@ -147,3 +150,14 @@ def eval_split_logits(plan: Plan, checkpoints: Mapping[str, str]) -> dict[str, n
     res = plan.spec.resources.student
     task = ray.remote(eval_logits).options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name="evaluation")
     return ray.get(task.remote(dict(checkpoints), plan.data, device(res.gpus), plan.spec.allow_user_factories))
+
+
+def paragon_logits(plan: Plan, replicas: list[TrainRecord], pool: PoolHandle | None,
+                   logits: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """φ_ens = (1/m) Σ_i φ^(i) on the regression-eval split: through the pool's actors when there is
+    a pool, else the mean of the replicas' eval logits (`logits`, or computed by a Ray task)."""
+    if pool is not None:
+        return pool.client(("teacher",)).predict(cached_splits(plan.data).eval, "teacher").numpy()
+    if logits is None:
+        logits = eval_split_logits(plan, {r.name: r.checkpoint for r in replicas})
+    return np.mean([logits[r.name] for r in replicas], axis=0)

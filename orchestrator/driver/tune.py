@@ -13,7 +13,6 @@ then deletes that folder and raises KeyboardInterrupt.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -30,16 +29,16 @@ import numpy as np
 from ray import tune
 
 from orchestrator.driver.plan import Plan, applied_params, pool_topk
-from orchestrator.driver.pool import teacher_pool
-from orchestrator.driver.stages import eval_split_logits, train_replicas
+from orchestrator.driver.pool import serving_pool
+from orchestrator.driver.stages import eval_split_logits, paragon_logits, train_replicas
 from orchestrator.driver.watch import StageWatch
 from orchestrator.tracking import runs
 from orchestrator.views import plots
 from pipelines.spec import TuneSpec, UpdateSpec
 from workers import storage
 from workers.metrics import error_rate, negative_flip_rate, update_report
+from workers.jobs import TrainRecord, cached_splits
 from workers.selection import pareto_front, pick_trial
-from workers.stages import TrainRecord, cached_splits
 
 
 def search_space(tune_spec: TuneSpec) -> dict[str, Any]:
@@ -74,8 +73,8 @@ def run_trial(config: dict[str, Any], plan: Plan, actors: list | None, groups: d
     job = dataclasses.replace(job, checkpoint_uri=storage.join(trials_uri, f"{tune.get_context().get_trial_id()}.pt"))
     pool = None
     if actors:
-        pool = TeacherPool(actors, job.objective.references, pool_topk(job.objective, plan.num_classes),
-                           train_images=train_images[0])
+        pool = TeacherPool(actors, job.objective.references, train_images[0],
+                           pool_topk(job.objective, plan.num_classes))
     record = train_job(job, pool,
                        on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate}))
     labels = cached_splits(plan.data).eval.labels.numpy()
@@ -130,20 +129,6 @@ class SearchRecord:
         return json.dumps(record, indent=2, default=str)
 
 
-@contextlib.contextmanager
-def _shared_pool(plan: Plan, groups: dict[str, list[str]]):
-    """One teacher pool for every trial, in its own placement group, its actors holding the
-    training split; None when the trials run their teachers in-process (teacher_actors 0)."""
-    if plan.teachers_in_process:
-        yield None
-        return
-    import ray
-
-    train_images = ray.put(cached_splits(plan.data).train.images.numpy())
-    with teacher_pool(plan.spec, groups, with_student=False, train_images=train_images) as pool:
-        yield pool
-
-
 def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
     """Replicas once, a shared pool, the Tune search (Ray must be initialised)."""
     spec = plan.spec
@@ -157,11 +142,8 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
     replica_ers = [error_rate(logits[r.name], labels) for r in replicas]
     replica_nfrs = [negative_flip_rate(old_logits, logits[r.name], labels) for r in replicas]
     groups = {"teacher": [r.checkpoint for r in replicas], "old": [spec.old]}
-    with _shared_pool(plan, groups) as pool:
-        if pool is not None:
-            paragon = pool.client(("teacher",)).predict(cached_splits(plan.data).eval, "teacher").numpy()
-        else:
-            paragon = np.mean([logits[r.name] for r in replicas], axis=0)
+    with serving_pool(plan, groups, with_student=False) as pool:
+        paragon = paragon_logits(plan, replicas, pool, logits)
         res = spec.resources.student
         trials_uri = storage.join(spec.storage, spec.model, spec.version, "tune", uuid.uuid4().hex[:12])
         trainable = tune.with_resources(
@@ -270,7 +252,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
     started = time.perf_counter()
     registered = None
     with runs.pipeline_run(spec, f"{spec.version}-tune"):
-        runs.set_tags({"fingerprint": plan.fingerprint})
+        runs.set_tags({"fingerprint": plan.eval_fingerprint})
         runs.log_params(applied_params(spec))
         record = search(plan, run_dir, watch)
         record.seconds = time.perf_counter() - started
@@ -289,8 +271,9 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
             best = trial_spec(spec, picked["config"])
             evaluation = evaluate(plan, picked["checkpoint"], record.paragon_logits, run_dir / "best")
             registered = PipelineResult(
-                best.model, best.version, best.method.name, best.arch, best.spec_hash, plan.fingerprint,
-                evaluation.n_eval, picked["checkpoint"], best.old, evaluation.metrics, evaluation.predictions,
-                evaluation.labels)
+                model=best.model, version=best.version, method=best.method.name, arch=best.arch,
+                spec_hash=best.spec_hash, fingerprint=plan.eval_fingerprint, n_eval=evaluation.n_eval,
+                checkpoint=picked["checkpoint"], old=best.old, metrics=evaluation.metrics,
+                predictions=evaluation.predictions, labels=evaluation.labels)
             publish(plan, registered, run_dir / "best", watch, spec=best)
     return record, registered

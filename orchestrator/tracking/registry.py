@@ -27,7 +27,10 @@ from mlflow.exceptions import MlflowException
 from orchestrator.tracking.ledger import known_mask, read_ledger
 from orchestrator.views import plots
 from workers.metrics import error_rate, negative_flip_rate, nfr_matrix
-_REFERENCE = re.compile(r"^(?:models:/)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:@(?P<alias>[A-Za-z][\w-]*)|/(?P<version>\d+))$")
+
+_REFERENCE = re.compile(
+    r"^(?:models:/)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:@(?P<alias>[A-Za-z][\w-]*)|/(?P<version>\d+))$"
+)
 
 
 class RegistryError(ValueError):
@@ -54,7 +57,11 @@ def resolve(text: str) -> Reference:
     name, alias, version = parsed
     client = MlflowClient()
     try:
-        mv = client.get_model_version_by_alias(name, alias) if alias else client.get_model_version(name, version)
+        if alias:
+            mv = client.get_model_version_by_alias(name, alias)
+        else:
+            assert version is not None  # _REFERENCE matches an alias or a version
+            mv = client.get_model_version(name, version)
     except MlflowException:
         raise RegistryError(f"{text}: no such registered model version ({_what_exists(name, alias, version)})"
                             ) from None
@@ -132,7 +139,7 @@ def versions_of_spec(name: str, spec_hash: str, fingerprint: str) -> list[str]:
             if mv.tags.get("spec_hash") == spec_hash and mv.tags.get("fingerprint") == fingerprint]
 
 
-def drop_duplicate_versions(name: str, run_id: str) -> str:
+def drop_duplicate_versions(name: str, run_id: str | None) -> str:
     """Keep the oldest version registered from `run_id`, delete the others (a registration whose
     response was lost and that the client retried); return the kept version."""
     mine = [mv for mv in versions(name) if mv.run_id == run_id]
@@ -227,15 +234,15 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
     import numpy as np
     import torch
 
-    from workers.checkpoints import classes_seen, load_model, save_checkpoint
+    from workers.checkpoints import classes_seen_of, load_model, save_checkpoint
     from workers.storage import fetch_checkpoint
 
     path = fetch_checkpoint(checkpoint)
     network, settings = load_model(path, allow_user_factories)
-    seen = classes_seen(path)
+    seen = classes_seen_of(path)
     with tempfile.TemporaryDirectory() as tmp:
         clean = save_checkpoint(Path(tmp, "model.pt"), network, settings, fingerprint=tags["fingerprint"],
-                                **({} if seen is None else {"classes_seen": list(seen)}))
+                                **({} if seen is None else {"classes_seen": seen}))
         mlflow.log_artifact(str(clean), "checkpoint")
     example = np.zeros((1, settings.in_channels, settings.image_size, settings.image_size), np.float32)
     # the serving copy is MLflow's pickle flavour (pt2 would need torch.export of every architecture);
@@ -260,9 +267,9 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
         client.set_registered_model_alias(model, "challenger", version)
         names, matrix = chain_matrix(model, tags["fingerprint"])
         with tempfile.TemporaryDirectory() as tmp:
-            for path in write_matrix_files(Path(tmp), [f"v{n}" for n in names], matrix,
-                                           f"{model}: NFR of column vs row (%)"):
-                mlflow.log_artifact(str(path))
+            for matrix_file in write_matrix_files(Path(tmp), [f"v{n}" for n in names], matrix,
+                                                  f"{model}: NFR of column vs row (%)"):
+                mlflow.log_artifact(str(matrix_file))
     except BaseException:
         client.delete_model_version(model, version)
         raise

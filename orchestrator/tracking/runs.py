@@ -25,7 +25,7 @@ from orchestrator.tracking.store import experiment_id
 from pipelines.spec import UpdateSpec
 
 if TYPE_CHECKING:
-    from workers.stages import TrainRecord
+    from workers.jobs import TrainRecord
 
 
 def flatten(prefix: str, value: Any) -> dict[str, str]:
@@ -117,9 +117,11 @@ def log_history(run_id: str, history: list[dict[str, Any]]) -> None:
 
 
 def log_training(name: str, record: TrainRecord, extra_params: Mapping[str, Any] | None = None) -> None:
-    """A nested run for one trained model: its seed, where it ran, its per-epoch metrics."""
+    """A nested run for one trained model: its seed, the TrainConfig it ran with (`train.*`: the
+    precision and compile mode applied, its device and threads), where it ran, its per-epoch metrics."""
     with mlflow.start_run(run_name=name, nested=True) as run:
-        params = {"seed": record.seed, "checkpoint": record.checkpoint, **(extra_params or {})}
+        params = {"seed": record.seed, "checkpoint": record.checkpoint,
+                  **{f"train.{k}": v for k, v in record.config.items() if k != "seed"}, **(extra_params or {})}
         tags = {"pid": record.pid, "host": record.host, "node_id": record.node_id}
         MlflowClient().log_batch(
             run.info.run_id,
@@ -135,7 +137,9 @@ def log_metrics(prefix: str, values: Mapping[str, Any]) -> None:
     now = int(time.time() * 1000)
     metrics = [Metric(f"{prefix}{k}", float(v), now, 0) for k, v in values.items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    MlflowClient().log_batch(mlflow.active_run().info.run_id, metrics=metrics)
+    run = mlflow.active_run()
+    assert run is not None, "log_metrics needs an active MLflow run"
+    MlflowClient().log_batch(run.info.run_id, metrics=metrics)
 
 
 def _log_comparisons(metrics: Mapping[str, Any]) -> None:

@@ -1,0 +1,106 @@
+"""What a training does besides learning: its checkpoint's local copy (a temporary file for an S3
+URI, holding what an earlier try left), each epoch's checkpoint uploaded to storage (so a retry
+resumes), progress events, the record it returns; and the checks on a job's stored checkpoint that
+a rerun or an interrupt needs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from workers import storage
+from workers.checkpoints import CheckpointError, read_checkpoint
+from workers.jobs import TrainJob, TrainRecord, cached_splits
+from workers.progress import ProgressEvent, ProgressReporter
+from workers.trainer import EpochStats, Member, TrainResult, class_ids
+
+
+def local_checkpoint(job: TrainJob) -> str:
+    """Where the job's checkpoint is written locally: its path, or (S3) a temp file holding what an
+    earlier try left, to resume from."""
+    if not storage.is_s3(job.checkpoint_uri):
+        return job.checkpoint_uri
+    local = os.path.join(tempfile.mkdtemp(prefix="congruent-"), f"{job.name}.pt")
+    storage.download(job.checkpoint_uri, local)
+    return local
+
+
+@dataclass
+class Bookkeeping:
+    """A job's progress events and its checkpoint's trips to storage, at each step and epoch end."""
+
+    job: TrainJob
+    local: str
+    on_epoch: Callable[[EpochStats], None] | None = None
+    reporter: ProgressReporter | None = None
+
+    @staticmethod
+    def of(job: TrainJob, on_epoch: Callable[[EpochStats], None] | None = None,
+           send_progress: Callable[[ProgressEvent], object] | None = None) -> "Bookkeeping":
+        reporter = None
+        if send_progress is not None:
+            reporter = ProgressReporter(job.name, job.config.epochs, job.config.batch_size, send_progress)
+        return Bookkeeping(job, local_checkpoint(job), on_epoch, reporter)
+
+    def epoch_end(self, stats: EpochStats) -> None:
+        storage.upload(self.local, self.job.checkpoint_uri)
+        if self.on_epoch is not None:
+            self.on_epoch(stats)
+        if self.reporter is not None:
+            self.reporter.on_epoch(stats)
+
+    def step(self, epoch: int, step: int, steps_per_epoch: int) -> None:
+        if self.reporter is not None:
+            self.reporter.on_step(epoch, step, steps_per_epoch)
+
+    def member(self, val_reference: torch.Tensor | None = None) -> Member:
+        """The job as a member of `run_epochs`: its config, its local checkpoint, these callbacks."""
+        return Member(self.job.config, self.local, val_reference, self.epoch_end, self.step)
+
+    def drop_local_copy(self) -> None:
+        """The local copy of an S3 checkpoint goes once training ends: every epoch is in S3."""
+        if self.local != self.job.checkpoint_uri:
+            shutil.rmtree(os.path.dirname(self.local), ignore_errors=True)
+
+    def epochs_done(self) -> int:
+        """Epochs the local checkpoint holds (0: none yet)."""
+        return int(read_checkpoint(self.local)["epoch"]) if Path(self.local).exists() else 0
+
+    def record(self, result: TrainResult, started: float) -> TrainRecord:
+        return TrainRecord(
+            name=self.job.name, seed=self.job.config.seed, checkpoint=self.job.checkpoint_uri,
+            history=[asdict(h) for h in result.history], steps=result.steps, epochs_run=result.epochs_run,
+            resumed_from=result.resumed_from, steps_run=result.steps_run,
+            val_error_rate=result.history[-1].val_error_rate, pid=os.getpid(), host=socket.gethostname(),
+            seconds=time.perf_counter() - started, classes_seen=class_ids(cached_splits(self.job.data).train),
+            config=asdict(self.job.config),
+        )
+
+
+def finished(job: TrainJob) -> bool:
+    """Whether `job`'s checkpoint holds its whole training (every epoch), which a rerun reuses as is."""
+    uri = job.checkpoint_uri
+    with tempfile.TemporaryDirectory(prefix="congruent-check-") as tmp:
+        local = os.path.join(tmp, "checkpoint.pt") if storage.is_s3(uri) else uri
+        if not (storage.download(uri, local) if storage.is_s3(uri) else os.path.exists(local)):
+            return False
+        try:
+            return int(read_checkpoint(local).get("epoch", 0)) >= job.config.epochs
+        except CheckpointError:
+            return False
+
+
+def discard_unfinished(jobs: Sequence[TrainJob]) -> list[str]:
+    """Delete the checkpoints of `jobs` that hold a training cut short (after Ctrl-C): a deliberate
+    interrupt leaves no partial files, while finished ones stay for a rerun to reuse. (A driver
+    that dies instead discards nothing: a rerun resumes its partial checkpoints.) Returns the URIs
+    removed."""
+    return [job.checkpoint_uri for job in jobs if not finished(job) and storage.delete(job.checkpoint_uri)]

@@ -1,0 +1,153 @@
+"""The records a stage works from and reports — `DataRequest`, `TrainJob`, `TrainRecord`,
+`BcwiRecord` — and what a job resolves to inside a worker process: its data splits (loaded once
+per process), its model settings, its initial model, its in-process teachers, the old model's
+class ids on its val split."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import torch
+
+from workers.checkpoints import CheckpointError, ModelSettings, classes_seen_of, load_model
+from workers.data import DataSplits, load_splits
+from workers.data.splits import fingerprint
+from workers.inference import FrozenModels, LocalReferences, predict_logits
+from workers.objectives import Objective
+from workers.storage import fetch_checkpoint
+from workers.trainer import TrainConfig
+
+
+@dataclass(frozen=True)
+class DataRequest:
+    """What `load_splits` needs; hashable so each worker process loads a dataset once. The fields
+    are the spec's `data` section (pipelines/spec.py `DataSpec`) but `dataset`/`path` → `source`."""
+
+    source: str = "fashion-mnist"
+    subset: str = "all"
+    train_limit: int | None = None
+    eval_limit: int | None = None
+    val_fraction: float = 0.1
+    eval_fraction: float = 0.2
+    num_classes: int | None = None  # declared class count (labels with gaps); None: the largest id + 1
+
+
+@lru_cache(maxsize=2)
+def cached_splits(request: DataRequest) -> DataSplits:
+    return load_splits(**asdict(request))
+
+
+@lru_cache(maxsize=4)
+def content_key(request: DataRequest) -> str:
+    """sha256 over the train, validation and eval splits' content; 16 hex digits. With the spec
+    hash and the seed it names a stage's checkpoint: same key, same inputs, so a finished stage is
+    reused and never retrained, while a changed dataset under the same spec trains afresh. (The
+    eval split's own fingerprint, `DataSplits.fingerprint`, names the split versions are compared on.)"""
+    splits = cached_splits(request)
+    parts = (fingerprint(splits.train), fingerprint(splits.val), splits.fingerprint)
+    return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """One model to train and where its checkpoint goes (a local path or an S3 URI)."""
+
+    name: str
+    data: DataRequest
+    arch: str
+    config: TrainConfig
+    checkpoint_uri: str
+    objective: Objective = field(default_factory=Objective)
+    init_from: str | None = None  # start from these weights (BCWI fine-tuning from the old model)
+    allow_user_factories: bool = False
+    nfr_reference: str | None = None  # old model's checkpoint: each epoch records the val NFR against it
+    teachers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # in-process references: (name, checkpoints)
+
+
+@dataclass
+class TrainRecord:
+    """What one training reports: where its checkpoint is, its per-epoch history, how much it
+    trained (epochs_run 0: a finished checkpoint was reused; resumed_from > 0: after a retry or a
+    rerun), where and how long it ran, and — for a distilled student — the teacher pool's count of
+    batches (`teacher_batches`)."""
+
+    name: str
+    seed: int
+    checkpoint: str
+    history: list[dict[str, Any]]
+    steps: int
+    epochs_run: int
+    resumed_from: int
+    steps_run: int
+    val_error_rate: float | None
+    pid: int
+    host: str
+    seconds: float
+    node_id: str | None = None  # comma-separated for a data-parallel stage: every node a worker ran on
+    teacher_batches: dict[str, Any] | None = None
+    classes_seen: list[int] | None = None  # the class ids of its training split
+    config: dict[str, Any] = field(default_factory=dict)  # the TrainConfig it ran with (precision, compile, …)
+
+
+@dataclass(frozen=True)
+class BcwiRecord:
+    """BCWI's pick: α, the val sweep ({alpha, error_rate, nfr} per α) and the interpolated checkpoint."""
+
+    alpha: float
+    sweep: list[dict[str, float]]
+    checkpoint: str
+    classes_seen: list[int] | None = None
+
+
+def settings_of(job: TrainJob) -> ModelSettings:
+    splits = cached_splits(job.data)
+    return ModelSettings(job.arch, splits.num_classes, splits.in_channels, splits.image_size)
+
+
+def initial_model(job: TrainJob) -> torch.nn.Module:
+    """The job's model before training: built from its seed, or from `init_from`'s weights (BCWI's
+    fine-tuning), which must be of the same architecture and shapes."""
+    settings = settings_of(job)
+    model = settings.build(job.config.seed, job.allow_user_factories)
+    if job.init_from is not None:
+        start, start_settings = load_model(fetch_checkpoint(job.init_from), job.allow_user_factories)
+        if start_settings != settings:
+            raise CheckpointError(f"{job.init_from}: built as {start_settings}, cannot start {settings}")
+        model.load_state_dict(start.state_dict())
+    return model
+
+
+def local_references(job: TrainJob) -> LocalReferences | None:
+    """The job's teachers in this process, on its device, in its precision: the reference source
+    without any hop, for teachers that share the student's device."""
+    if not job.teachers:
+        return None
+    return LocalReferences(**{
+        name: FrozenModels([load_model(fetch_checkpoint(uri), job.allow_user_factories)[0] for uri in uris],
+                           job.config.device, job.config.precision)
+        for name, uris in job.teachers
+    })
+
+
+@lru_cache(maxsize=4)
+def reference_class_ids(uri: str, data: DataRequest, device: str, allow_user_factories: bool) -> torch.Tensor:
+    """Class ids of the checkpoint at `uri` on the val split (what each epoch's val NFR counts
+    against), -1 for samples of classes it was not trained on; read once per process."""
+    path = fetch_checkpoint(uri)
+    model, _ = load_model(path, allow_user_factories)
+    val = cached_splits(data).val
+    ids = predict_logits(model, val, device=device).argmax(1)
+    known = classes_seen_of(path)
+    if known is not None:
+        ids[~torch.isin(val.labels, torch.tensor(known))] = -1
+    return ids
+
+
+def val_reference(job: TrainJob) -> torch.Tensor | None:
+    """The old model's class ids on the val split, when the job records its val NFR."""
+    if job.nfr_reference is None:
+        return None
+    return reference_class_ids(job.nfr_reference, job.data, job.config.device, job.allow_user_factories)
