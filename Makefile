@@ -1,5 +1,6 @@
 # The two commands of the README contract: `make demo` and `make test`.
 # Each creates or refreshes .venv, installs the project and its system data, then runs.
+# `make test` runs `make lint` first: a style, type or layering error fails it before any test runs.
 PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,13 +8,21 @@ STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 
-.PHONY: demo test test-fast install system-data system-services clean
+.PHONY: demo test test-fast lint install system-data system-services clean
 
 demo: install system-data
 	$(BIN)/congruent demo
 
-test: install system-data system-services
+test: install system-data system-services lint
 	$(BIN)/python -m pytest -q
+
+# Style (ruff), formatting (ruff format), types (mypy) and the layering of docs/architecture.md
+# (import-linter); their settings are in pyproject.toml, the same hooks in .pre-commit-config.yaml.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # For development: everything but the tests marked slow (real trainings on the Ray cluster). CI runs `make test`.
 test-fast: install system-data

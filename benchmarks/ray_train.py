@@ -54,7 +54,8 @@ def main() -> None:
         rows = [stage(n, args.samples, args.epochs, Path(tmp, f"n{n}")) for n in (1, 2)]
     for row in rows:
         print(row)
-    table = markdown_table(["workers", "samples/s (last epoch)", "training s", "stage wall s", "start-up s", "val ER %"],
+    headers = ["workers", "samples/s (last epoch)", "training s", "stage wall s", "start-up s", "val ER %"]
+    table = markdown_table(headers,
                            [[str(r["workers"]), f"{r['samples_per_s']:.0f}", f"{r['training_s']:.1f}",
                              f"{r['wall_s']:.1f}", f"{r['startup_s']:.1f}", f"{100 * r['val_error_rate']:.2f}"]
                             for r in rows])

@@ -98,7 +98,8 @@ def report(records: list[dict], code: int, summary: str) -> str:
         *faults_table(faults), "",
         "A NaN or Inf loss stops training with the step number (`NonFiniteLossError`; "
         "tests/test_trainer.py::test_non_finite_loss_stops_with_the_step_number); the pipeline's MLflow run is then "
-        "FAILED and nothing is registered (tests/test_registry.py::test_tracked_run_registered_version_and_failed_run).",
+        "FAILED and nothing is registered "
+        "(tests/test_registry.py::test_tracked_run_registered_version_and_failed_run).",
         "",
     ]
     if environment:

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import bad_files
 import numpy as np
 import yaml
 
+import bad_files
 from workers.checkpoints import ModelSettings, save_checkpoint
 
 MODEL = "corpus"
@@ -202,16 +202,19 @@ CASES = [
     BadInput("k-zero", "method.k", _run_spec("k0", _with(method__k=0))),
     BadInput("lr-negative", "train.lr: Input should be greater than 0", _run_spec("lr", _with(train__lr=-0.1))),
     BadInput("val-fraction-one", "data.val_fraction", _run_spec("val", _with(data__val_fraction=1.0))),
-    BadInput("negative-teacher-actors", "resources.teacher_actors", _run_spec("actors", _with(resources={"teacher_actors": -1}))),
+    BadInput("negative-teacher-actors", "resources.teacher_actors",
+             _run_spec("actors", _with(resources={"teacher_actors": -1}))),
     BadInput("unknown-method", "method.name", _run_spec("method", _with(method__name="magic"))),
-    BadInput("unknown-architecture", "arch: unknown architecture 'resnet9000'", _run_spec("arch", _with(arch="resnet9000"))),
+    BadInput("unknown-architecture", "arch: unknown architecture 'resnet9000'",
+             _run_spec("arch", _with(arch="resnet9000"))),
     BadInput("user-factory-without-opt-in", "needs allow_user_factories",
              _run_spec("factory", _with(arch="os:system"))),
     BadInput("version-with-space", "version: String should match pattern", _run_spec("label", _with(version="v 2"))),
     BadInput("dataset-and-path", "either dataset or path",
              _run_spec("both", _with(data__dataset="fashion-mnist", data__path="/tmp"))),
     # the old version
-    BadInput("old-missing-for-fd", "old: method 'fd-lm' needs an old model", _run_spec("no-old", _with(method__name="fd-lm"))),
+    BadInput("old-missing-for-fd", "old: method 'fd-lm' needs an old model",
+             _run_spec("no-old", _with(method__name="fd-lm"))),
     BadInput("old-checkpoint-missing", "no such checkpoint",
              _run_spec("old-gone", lambda folder, a: _with(method__name="fd-lm", old=str(folder / "v1.pt")))),
     BadInput("old-registry-version-missing", "corpus@champion: no such registered model version (no registered "
@@ -219,8 +222,10 @@ CASES = [
              _run_spec("old-ref", _with(method__name="fd-lm", old=f"{MODEL}@champion"))),
     BadInput("old-registry-version-without-checkpoint", "corpus-parent version 2 has no checkpoint",
              _run_spec("old-empty", _with(method__name="fd-lm", old="corpus-parent@empty"))),
-    BadInput("old-class-mismatch", "has 5 classes, the data has 10", _run_spec("classes", _old(bad_files.five_classes))),
-    BadInput("old-registry-class-mismatch-names-the-reference", "old: corpus-parent@five has 5 classes, the data has 10",
+    BadInput("old-class-mismatch", "has 5 classes, the data has 10",
+             _run_spec("classes", _old(bad_files.five_classes))),
+    BadInput("old-registry-class-mismatch-names-the-reference",
+             "old: corpus-parent@five has 5 classes, the data has 10",
              _run_spec("five", _with(method__name="fd-lm", old="corpus-parent@five"))),
     BadInput("old-relative-path-as-written", "old: v1.pt: no such checkpoint",
              _run_spec("relative", _with(method__name="fd-lm", old="v1.pt"))),
@@ -230,8 +235,10 @@ CASES = [
              "has no alias 'nosuchalias'; its aliases: champion, empty, five)",
              _run_spec("alias", _with(method__name="fd-lm", old="corpus-parent@nosuchalias"))),
     BadInput("old-registry-unknown-version", "corpus-parent/9: no such registered model version (corpus-parent has no "
-             "version 9; its versions: 1, 2, 3)", _run_spec("version9", _with(method__name="fd-lm", old="corpus-parent/9"))),
-    BadInput("old-truncated-checkpoint", "not a readable checkpoint", _run_spec("truncated", _old(bad_files.truncated))),
+             "version 9; its versions: 1, 2, 3)",
+             _run_spec("version9", _with(method__name="fd-lm", old="corpus-parent/9"))),
+    BadInput("old-truncated-checkpoint", "not a readable checkpoint",
+             _run_spec("truncated", _old(bad_files.truncated))),
     BadInput("old-other-architecture", "weights do not fit architecture 'mlp-small'",
              _run_spec("foreign", _old(bad_files.other_architecture))),
     BadInput("old-pickled-object", "not a readable checkpoint (UnpicklingError: Trying to load unsupported GLOBAL "
@@ -248,22 +255,26 @@ CASES = [
              "is too small", _run_spec("one", _with(data__train_limit=1))),
     BadInput("train-limit-half-classes", "the train split holds 3 of the 5 classes of the first half (none of 0, 4)",
              _run_spec("half", _with(data={"subset": "half-classes", "train_limit": 3}))),
-    BadInput("train-limit-above-the-split", "data: fashion-mnist: train_limit 60000 is above the 54000 training samples",
+    BadInput("train-limit-above-the-split",
+             "data: fashion-mnist: train_limit 60000 is above the 54000 training samples",
              _run_spec("train-above", _with(data__train_limit=60000))),
     BadInput("eval-limit-above-the-split", "data: fashion-mnist: eval_limit 20000 is above the 10000 regression-eval "
              "samples", _run_spec("eval-above", _with(data__eval_limit=20000))),
-    BadInput("data-empty-directory", "not a usable ImageFolder tree", _run_spec("empty-dir", _data(bad_files.empty_dir))),
+    BadInput("data-empty-directory", "not a usable ImageFolder tree",
+             _run_spec("empty-dir", _data(bad_files.empty_dir))),
     BadInput("data-missing-path", "no such file or directory",
              _run_spec("no-data", lambda folder, a: _with(data={"path": str(folder / "no-data")}))),
     BadInput("data-broken-symlink", "no such file or directory", _run_spec("link", _data(bad_files.broken_link))),
     BadInput("data-path-through-a-file", "plain.txt/data.npz: no such file or directory",
              _run_spec("through", _data(lambda folder: bad_files.text_file("plain.txt", "x")(folder) / "data.npz"))),
     BadInput("data-not-npz", "must be an .npz", _run_spec("csv", _data(bad_files.text_file("data.csv", "1,2,3\n")))),
-    BadInput("data-npz-garbage", "not an .npz archive", _run_spec("garbage", _data(bad_files.text_file("data.npz", "not a zip")))),
+    BadInput("data-npz-garbage", "not an .npz archive",
+             _run_spec("garbage", _data(bad_files.text_file("data.npz", "not a zip")))),
     BadInput("data-npz-without-y", "must hold arrays 'x' and 'y'",
              _run_spec("no-y", _data(bad_files.npz("no-y.npz", x=np.zeros((4, 1, 8, 8), np.uint8))))),
     BadInput("data-npz-nan-pixels", "must be finite",
-             _run_spec("nan-x", _data(bad_files.npz("nan.npz", x=np.full((4, 1, 8, 8), np.nan, np.float32), y=np.arange(4))))),
+             _run_spec("nan-x", _data(bad_files.npz("nan.npz", x=np.full((4, 1, 8, 8), np.nan, np.float32),
+                                                    y=np.arange(4))))),
     BadInput("data-corrupt-jpg", "images/coat/0.jpg: cannot read image (not a format PIL can identify)",
              _run_spec("corrupt-jpg", _data(bad_files.image_tree(("coat/0.jpg", b"\xff\xd8 not really a jpeg"),
                                                        ("coat/1.png", None), ("shirt/0.png", None))))),
@@ -277,8 +288,8 @@ CASES = [
              _run_spec("npz-gaps", _data(bad_files.npz("gaps.npz", x=np.zeros((40, 28, 28), np.uint8),
                                               y=np.array([0, 1, 2, 4, 6, 7] * 6 + [0, 1, 2, 4]))))),
     BadInput("data-label-above-num-classes", "label 200 is not below data.num_classes = 18",
-             _run_spec("declared", lambda folder, a: _with(data={"path": str(bad_files.idx_with_labels(bad_files.DIGITS_WITH_STRAYS)(folder)),
-                                                                 "num_classes": 18}))),
+             _run_spec("declared", lambda folder, a: _with(data={
+                 "path": str(bad_files.idx_with_labels(bad_files.DIGITS_WITH_STRAYS)(folder)), "num_classes": 18}))),
     BadInput("num-classes-for-fashion-mnist", "data: num_classes declares the class count of a `path` dataset",
              _run_spec("fmnist-classes", _with(data__num_classes=12))),
     BadInput("data-npz-pickled-labels", "cannot read .npz",

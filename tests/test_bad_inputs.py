@@ -5,8 +5,8 @@ import pytest
 from mlflow import MlflowClient
 
 from bad_inputs import CASES, make_assets
-from orchestrator.tracking import store
 from orchestrator.cli import main
+from orchestrator.tracking import store
 from reliability_records import record
 
 

@@ -33,7 +33,8 @@ with mlflow.start_run(run_name=sys.argv[1]):
 
 def clean_env() -> dict:
     """The embedded default store: no MLFLOW_TRACKING_URI; this checkout's code."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS")}
     return {**env, "PYTHONPATH": str(ROOT)}
 
 

@@ -156,7 +156,8 @@ def test_label_ids_with_gaps_are_refused_unless_the_class_count_is_declared(tmp_
     write_idx(tmp_path / "train-labels-idx1-ubyte", np.arange(102, dtype=np.uint8) % 10)
     write_idx(tmp_path / "t10k-images-idx3-ubyte", images[:3])
     write_idx(tmp_path / "t10k-labels-idx1-ubyte", np.array([0, 12, 3], dtype=np.uint8))
-    with pytest.raises(DataError, match=r"t10k-labels-idx1-ubyte: .* reach 12 and 2 ids below it never occur \(10, 11\)"):
+    with pytest.raises(DataError,
+                       match=r"t10k-labels-idx1-ubyte: .* reach 12 and 2 ids below it never occur \(10, 11\)"):
         load_images(tmp_path)
     np.savez(tmp_path / "d.npz", x=images[:6], y=np.array([0, 1, 3, 3, 1, 0]))
     with pytest.raises(DataError, match=r"d.npz: .* reach 3 and 1 ids below it never occur \(2\)"):

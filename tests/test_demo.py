@@ -16,7 +16,8 @@ DEMO = ["--epochs", "1", "--m", "2", "--train-limit", "2000", "--eval-limit", "5
 
 def _env(out):
     # mlflow.set_registry_uri in earlier tests leaves MLFLOW_REGISTRY_URI in this process's environment
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS")}
     return {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{out / 'mlflow.db'}"}
 
 

@@ -77,14 +77,16 @@ class Killer(threading.Thread):
 def running_task_pid(dashboard: str, name: str) -> int | None:
     from ray.util.state import list_tasks
 
-    tasks = list_tasks(dashboard, filters=[("name", "=", name), ("state", "=", "RUNNING")], raise_on_missing_output=False)
+    tasks = list_tasks(dashboard, filters=[("name", "=", name), ("state", "=", "RUNNING")],
+                       raise_on_missing_output=False)
     return next((t.worker_pid for t in tasks if t.worker_pid), None)
 
 
 def teacher_actors(dashboard: str) -> list:
     from ray.util.state import list_actors
 
-    return list_actors(dashboard, filters=[("class_name", "=", "PooledTeacher")], detail=True, raise_on_missing_output=False)
+    return list_actors(dashboard, filters=[("class_name", "=", "PooledTeacher")], detail=True,
+                       raise_on_missing_output=False)
 
 
 @pytest.fixture(scope="module")

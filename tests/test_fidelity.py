@@ -24,7 +24,8 @@ def quick_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fidelity")
     out = folder / "docs" / "benchmarks.md"
     env = {**os.environ, **RAY_TEST_ENV, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "benchmarks.fidelity", "--quick", "--out", str(out), "--work", str(folder / "work")]
+    command = [sys.executable, "-m", "benchmarks.fidelity", "--quick", "--out", str(out),
+               "--work", str(folder / "work")]
     finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-3000:]
     record = json.loads((folder / "work" / "quick" / "results.json").read_text())
@@ -39,7 +40,8 @@ def test_quick_writes_section_table_and_plot(quick_run):
     assert "![ER–NFR scatter](fidelity-scatter.png)" in text
     assert (out.parent / "fidelity-scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     methods = [entry["method"] for entry in record["eval"]["table"]]
-    for method in ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "paragon", "elodi K=all", "elodi K=3", "legacy", "bcwi"):
+    for method in ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "paragon", "elodi K=all", "elodi K=3", "legacy",
+                   "bcwi"):
         assert any(method in m for m in methods), method
         assert any(method in line for line in text.splitlines() if line.startswith("|")), method
     assert "1/20" in stdout and "20/20" in stdout  # progress lines

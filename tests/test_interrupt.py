@@ -58,7 +58,8 @@ def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_fil
     from ray.util.state import list_tasks
 
     for _ in range(60):
-        running = list_tasks(address=ray_cluster.dashboard, filters=[("name", "=", "replica-0"), ("state", "=", "RUNNING")])
+        running = list_tasks(address=ray_cluster.dashboard,
+                             filters=[("name", "=", "replica-0"), ("state", "=", "RUNNING")])
         if not running:
             break
         time.sleep(0.5)

@@ -38,7 +38,8 @@ def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_sta
         out = capsys.readouterr().out
         assert code == 0, out[-2000:] + _error_log(mlflow_stack, "submitted")
         job_ids.append(re.search(r"as Ray job (\S+)", out).group(1))
-        assert "SUCCEEDED" in out and "registry: submitted version" in out  # the result table (the job is not a TTY: no bars)
+        # the result table (the job is not a TTY: no bars)
+        assert "SUCCEEDED" in out and "registry: submitted version" in out
 
     client = MlflowClient(tracking_uri=mlflow_stack.tracking_uri, registry_uri=mlflow_stack.tracking_uri)
     v2 = client.get_model_version("submitted", "2")

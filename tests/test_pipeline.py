@@ -110,5 +110,6 @@ def test_in_process_teachers_and_packed_replicas(ray_cluster, spec_document, tmp
                                       resources=resources), tmp_path / "out")
     assert result.teacher_pool is None and result.student.teacher_batches is None
     assert len(result.replicas) == 2 and len({r.pid for r in result.replicas}) == 1
-    assert {r.seed for r in result.replicas} == {1, 2} and result.replicas[0].checkpoint != result.replicas[1].checkpoint
+    assert {r.seed for r in result.replicas} == {1, 2}
+    assert result.replicas[0].checkpoint != result.replicas[1].checkpoint
     assert 0 < result.metrics["error_rate"] < 0.9 and "vs_paragon" in result.metrics

@@ -17,6 +17,7 @@ from conftest import SPEC_DATA, SPEC_TRAIN
 from orchestrator.cli import main
 from orchestrator.tracking.registry import Reference, ledger_of
 
+
 @pytest.fixture
 def run_spec(spec_file, tmp_path, capsys):
     """`run_spec(name, **fields)`: `congruent run` of a spec file, in this process."""
@@ -147,7 +148,8 @@ def test_checkpoints_in_s3_storage_on_the_cluster(ray_cluster, mlflow_stack, spe
     assert result["checkpoint"].startswith("s3://checkpoints/runs/s3-stored/v1/")
     assert mlflow_stack.secret_key not in (tmp_path / "out" / "result.json").read_text()
     client = MlflowClient(tracking_uri=mlflow_stack.tracking_uri, registry_uri=mlflow_stack.tracking_uri)
-    run = client.search_runs([client.get_experiment_by_name("s3-stored").experiment_id], "tags.mlflow.runName = 'v1'")[0]
+    experiment = client.get_experiment_by_name("s3-stored").experiment_id
+    run = client.search_runs([experiment], "tags.mlflow.runName = 'v1'")[0]
     logged = json.dumps({**run.data.params, **run.data.tags})
     assert "s3://checkpoints/runs" in logged and mlflow_stack.secret_key not in logged
     assert mlflow_stack.access_key not in logged

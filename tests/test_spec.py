@@ -76,7 +76,8 @@ resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
         (with_(method__name="elodi", old="o.pt", tune={"space": {"alpha": [0.5, 1.5]}}), "values must lie in [0, 1]"),
         (with_(method__name="elodi", tune={"space": {"alpha": [0.5]}}), "old: tune measures"),
         (with_(method__name="fd-lm", old="o.pt", tune={"space": {"alpha": [0.5]}}), "method.name must be elodi"),
-        (with_(method__name="elodi", old="o.pt", tune={"search": "random", "space": {"lr": {"low": 0, "high": 1, "log": True}}}),
+        (with_(method__name="elodi", old="o.pt",
+               tune={"search": "random", "space": {"lr": {"low": 0, "high": 1, "log": True}}}),
          "log range needs low > 0"),
     ],
 )

@@ -25,7 +25,8 @@ def test_the_pipeline_run_carries_er_and_nfr_and_counts_once_among_the_evaluated
     parent = client.get_run(ids[0])
     assert parent.data.metrics["error_rate"] == 0.2 and parent.data.metrics["vs_old.nfr"] == 0.03
     experiment = client.get_experiment_by_name(spec.model).experiment_id
-    by_nfr = client.search_runs([experiment], "tags.mlflow.runName != 'evaluation'", order_by=["metrics.`vs_old.nfr` ASC"])
+    by_nfr = client.search_runs([experiment], "tags.mlflow.runName != 'evaluation'",
+                                order_by=["metrics.`vs_old.nfr` ASC"])
     assert [run.info.run_name for run in by_nfr] == ["v3", "v2"]  # what the MLflow UI's sort does
     points = runs.evaluated_points(spec.model, {ids[0]: "2"})
     assert [(p["label"], p["nfr"], p["version"]) for p in points] == [("v2", 0.03, "2"), ("v3", 0.01, None)]

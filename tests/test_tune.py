@@ -26,7 +26,8 @@ def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashio
     assert code == 0
     record = json.loads((tmp_path / "out" / "tune.json").read_text())
     trials = record["trials"]
-    assert sorted((t["config"]["alpha"], t["config"]["k"]) for t in trials) == [(0.5, 3), (0.5, 10), (0.9, 3), (0.9, 10)]
+    configs = sorted((t["config"]["alpha"], t["config"]["k"]) for t in trials)
+    assert configs == [(0.5, 3), (0.5, 10), (0.9, 3), (0.9, 10)]
 
     # the replicas were trained once, by the replica stage; every trial was served by the shared pool
     assert len(record["replicas"]) == 2 and all(r["epochs_run"] == 1 for r in record["replicas"])

@@ -147,11 +147,11 @@ class TopKLogits(NamedTuple):
     indices: torch.Tensor
 
     @staticmethod
-    def of(logits: torch.Tensor, k: int) -> "TopKLogits":
+    def of(logits: torch.Tensor, k: int) -> TopKLogits:
         top = logits.topk(min(k, logits.shape[1]), dim=1)
         return TopKLogits(top.values, top.indices.to(torch.int32))
 
-    def to(self, device: torch.device | str) -> "TopKLogits":
+    def to(self, device: torch.device | str) -> TopKLogits:
         return TopKLogits(self.values.to(device), self.indices.to(device))
 
 

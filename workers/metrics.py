@@ -8,7 +8,8 @@ float logits (N×C) that are reduced to class ids with argmax.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

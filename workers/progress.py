@@ -49,7 +49,8 @@ class ProgressReporter:
         interval: float = 0.5, clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.task, self.epochs, self.batch_size = task, epochs, batch_size
-        self._send, self._interval, self._clock = send, interval, clock
+        self._send: Callable[[ProgressEvent], object] | None = send
+        self._interval, self._clock = interval, clock
         self._last_sent = -float("inf")
         self._epoch_started = (0, 0.0)  # (epoch, time of its first step)
         self._last_epoch: EpochStats | None = None

@@ -37,13 +37,13 @@ def invocation_lines(runs: Sequence[Mapping[str, Any]]) -> str:
 
 def table_markdown(table: Sequence[Mapping[str, Any]]) -> str:
     return markdown_table(["method", "ER_old %", "ER_new %", "NFR %", "Rel-NFR", "PFR %", "gap closed %"], [
-        [e["method"], percent(e["er_old"]), percent(e["er_new"]), f"**{percent(e['nfr'])}**", plain_number(e["rel_nfr"]),
-         percent(e["pfr"]), percent(e.get("gap_closed"))] for e in table])
+        [e["method"], percent(e["er_old"]), percent(e["er_new"]), f"**{percent(e['nfr'])}**",
+         plain_number(e["rel_nfr"]), percent(e["pfr"]), percent(e.get("gap_closed"))] for e in table])
 
 
 def verdict_lines(checks: Sequence[Mapping[str, Any]]) -> str:
-    return "\n".join(f"- {c['row']}: {c['target']} — {c['value']:.2f} {c['unit']}: **{'met' if c['met'] else 'missed'}**"
-                     for c in checks)
+    return "\n".join(f"- {c['row']}: {c['target']} — {c['value']:.2f} {c['unit']}: "
+                     f"**{'met' if c['met'] else 'missed'}**" for c in checks)
 
 
 def chain_markdown(chain: Mapping[str, Mapping[str, Any]]) -> str:
@@ -80,7 +80,8 @@ def section_body(record: Mapping[str, Any], plot_name: str) -> str:
     stopped = (f" (of {record['seeds']} planned: the run's deadline came first; the tables cover the models "
                f"that finished)" if seeds < record["seeds"] else "")
     sizes = ", ".join(f"{v} {n if n else 'all'}" for v, n in zip(VERSIONS, mode["train_sizes"]))
-    chain = "" if not test["chain"] else f"""Chain v1 → v2 → v3 (pairwise NFR, the ELODI paper's Table 5 shape), plain models against ELODI
+    chain = "" if not test["chain"] else "Chain v1 → v2 → v3 (pairwise NFR, the ELODI paper's Table 5 shape), " + f"""\
+plain models against ELODI
 models (K = all, m = {mode['m']}) on every version:
 
 {chain_markdown(test['chain'])}
@@ -88,14 +89,19 @@ models (K = all, m = {mode['m']}) on every version:
 """
     growth = ("data growth on one architecture" if len(set(mode["train_sizes"])) == 3 else
               "one architecture, old and new trained on the same images with different seeds (an update that retrains)")
-    return f"""Command: `{record['command']}` on {record['cpus']} CPU cores ({record['machine']}, torch {record['torch']},
+    machine = f"{record['machine']}, torch {record['torch']}"
+    mode_name = "default" if mode["name"] == "default" else f"`--{mode['name']}`"
+    ldi = f"LDI {mode.get('ldi_reduction', 'sum')} over K{', true class left out' if mode.get('exclude_label') else ''}"
+    batch, precision = mode.get("batch_size", 128), mode.get("precision", "fp32")
+    elodi_epochs = f"; ELODI students {mode['elodi_epochs']} epochs" if mode.get("elodi_epochs") else ""
+    return f"""Command: `{record['command']}` on {record['cpus']} CPU cores ({machine},
 {record['device']}), {record['date']}: {invocation_lines(record['invocations'])}.
 
-Setting ({'default' if mode['name'] == 'default' else '`--' + mode['name'] + '`'} mode): {growth} ({mode['arch']}), so BCWI applies. Training
+Setting ({mode_name} mode): {growth} ({mode['arch']}), so BCWI applies. Training
 images per version: {sizes} (each slice contains the previous one); eval: the Fashion-MNIST test set
 ({record['n_eval']} images); val: {record['n_val']} held-out training images. {mode['epochs']} epochs, batch
-{mode.get('batch_size', 128)}, {mode.get('precision', 'fp32')}, SGD lr {mode['lr']} cosine, augmentation (pad-crop, flip), gradient
-norm clipped at 5; LDI {mode.get('ldi_reduction', 'sum')} over K{', true class left out' if mode.get('exclude_label') else ''}{f"; ELODI students {mode['elodi_epochs']} epochs" if mode.get('elodi_epochs') else ''}. {seeds} seed(s){stopped}; every
+{batch}, {precision}, SGD lr {mode['lr']} cosine, augmentation (pad-crop, flip), gradient
+norm clipped at 5; {ldi}{elodi_epochs}. {seeds} seed(s){stopped}; every
 method of a seed shares that seed's old model and replicas. Replica 1 of each version is its plain
 (no-treatment) model; the paragon is the mean logits of m = {mode['m']} replicas at both ends (the
 paper's Table 1 protocol: the old side is an ensemble too). ELODI (α = {mode['alpha']}, LDI with
@@ -110,7 +116,8 @@ Main table, old → new on the eval split (mean ± std over seeds):
 
 {table_markdown(test['table'])}
 
-No-treatment NFR is {100 * none['nfr'][0]:.2f} % with a seed-to-seed std of {100 * none['nfr'][1]:.2f} points. "Gap closed" =
+No-treatment NFR is {100 * none['nfr'][0]:.2f} % with a seed-to-seed std of {100 * none['nfr'][1]:.2f} points. \
+"Gap closed" =
 (NFR_none − NFR) / (NFR_none − NFR_paragon), per seed, then mean ± std (the paper: 93 % on ImageNet).
 
 Targets (computed from the means above):

@@ -65,15 +65,16 @@ def main_table(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndar
     table = []
     for index, method in enumerate(methods):
         gaps = [gap_closed(r["nfr"], n["nfr"], p["nfr"]) for r, n, p in zip(reports[index], none, paragon)]
+        defined = [gap for gap in gaps if gap is not None]
         table.append({"method": method, "per_seed": reports[index], **summarise(reports[index]),
-                      "gap_closed": None if None in gaps else mean_std(gaps)})
+                      "gap_closed": mean_std(defined) if len(defined) == len(gaps) else None})
     return table
 
 
 def chain_table(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndarray) -> dict[str, dict]:
     """Pairwise NFR matrix M[i][j] (NFR of version j w.r.t. version i) of each chain, mean and std over seeds,
     with each version's error rate; empty when the mode plans no chain."""
-    result = {}
+    result: dict[str, dict] = {}
     if not layout.chains:
         return result
     for chain in ("plain", "elodi"):

@@ -7,7 +7,16 @@ and the driver are imported inside `run`.
 """
 
 from orchestrator.commands import (
-    compare, demo, logs, promote, report, run, status, submit, tune, versions,
+    compare,
+    demo,
+    logs,
+    promote,
+    report,
+    run,
+    status,
+    submit,
+    tune,
+    versions,
 )
 
 COMMANDS = (compare, run, tune, demo, versions, promote, report, submit, status, logs)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from orchestrator.commands.options import fail, json_option
 from orchestrator.views.format import percent
@@ -48,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "compare", parents=[json_option("print the result as JSON")], help="regression metrics (ER, NFR, PFR, Rel-NFR) between prediction files",
+        "compare", parents=[json_option("print the result as JSON")],
+        help="regression metrics (ER, NFR, PFR, Rel-NFR) between prediction files",
         description="Compare saved predictions of successive model versions on the same labels.",
     )
     parser.add_argument("--labels", required=True, metavar="LABELS.npy", help="1-D non-negative integer labels")

@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for result in results:
         vs_old = result.metrics.get("vs_old")
-        rows.append([result.version, f"v{result.registered_version}", result.method, percent(result.metrics["error_rate"]),
+        rows.append([result.version, f"v{result.registered_version}", result.method,
+                     percent(result.metrics["error_rate"]),
                      *[percent(vs_old[k], none="undefined") if vs_old else "—" for k in ("nfr", "pfr", "rel_nfr")]])
     print(f"\nDone in {time.perf_counter() - started:.0f} s. {args.model}: v1 → v2 on "
           f"{results[0].n_eval} regression-eval samples (fingerprint {results[0].fingerprint}):\n")

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         watch.close()
         return fail("run", f"interrupted: {args.spec}: stages cancelled, the MLflow run is marked KILLED, "
                            "no version was registered", 130)
-    except Exception as e:  # a stage failed: its MLflow run is FAILED and nothing was registered
+    except Exception as e:  # noqa: BLE001 — a stage failed: its MLflow run is FAILED and nothing was registered
         cause = getattr(e, "cause", None) or e  # a RayTaskError carries the worker's exception
         reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
         return fail("run", f"{args.spec}: pipeline failed ({type(cause).__name__}: {reason}); the MLflow run is "

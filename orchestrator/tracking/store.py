@@ -18,7 +18,6 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-
 # MLflow's HTTP client retries connection errors and 429/5xx answers with backoff
 # factor·2^(n−1) s: 0, 2, 4, 8, 16, 32 s here, so a server restart of up to a minute is survived
 # and an unreachable server fails after about 62 s (plus the timeouts), not after MLflow's default

@@ -62,7 +62,7 @@ def png_thumbnail(image: np.ndarray, scale: int = 3) -> str:
 
     pixels = image[0] if image.shape[0] == 1 else np.transpose(image, (1, 2, 0))
     picture = Image.fromarray(np.ascontiguousarray(pixels))
-    picture = picture.resize((picture.width * scale, picture.height * scale), Image.NEAREST)
+    picture = picture.resize((picture.width * scale, picture.height * scale), Image.Resampling.NEAREST)
     buffer = io.BytesIO()
     picture.save(buffer, format="PNG")
     return base64.b64encode(buffer.getvalue()).decode()

@@ -10,8 +10,8 @@ from workers.data.augment import AugmentDraws, apply_augmentation, augment_batch
 from workers.data.batches import Batch, batch_inputs, epoch_batches
 from workers.data.sources import DataError, ImageSet, load_images
 from workers.data.splits import (
-    DataSplits,
     SUBSETS,
+    DataSplits,
     fingerprint,
     half_classes,
     half_samples,

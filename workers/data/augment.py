@@ -34,7 +34,7 @@ class AugmentDraws:
     mirror: torch.Tensor | None = None  # bool B
 
     @staticmethod
-    def draw(n: int, generator: torch.Generator, padding: int = 2, flip: bool = True) -> "AugmentDraws":
+    def draw(n: int, generator: torch.Generator, padding: int = 2, flip: bool = True) -> AugmentDraws:
         """Random crop offsets (zero padding `padding`) and flips with probability ½ for n samples."""
         shift_y = shift_x = mirror = None
         if padding > 0:
@@ -44,8 +44,10 @@ class AugmentDraws:
             mirror = torch.rand(n, generator=generator) < 0.5
         return AugmentDraws(padding, shift_y, shift_x, mirror)
 
-    def take(self, index: slice | torch.Tensor) -> "AugmentDraws":
-        pick = (lambda t: None if t is None else t[index])
+    def take(self, index: slice | torch.Tensor) -> AugmentDraws:
+        def pick(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t[index]
+
         return AugmentDraws(self.padding, pick(self.shift_y), pick(self.shift_x), pick(self.mirror))
 
 
@@ -55,6 +57,7 @@ def apply_augmentation(images: torch.Tensor, draws: AugmentDraws) -> torch.Tenso
     n, c, h, w = images.shape
     out = images
     if draws.shift_y is not None and draws.padding > 0:
+        assert draws.shift_x is not None  # drawn together with shift_y
         p, device = draws.padding, images.device
         padded = torch.nn.functional.pad(images, (p, p, p, p))
         dy, dx = draws.shift_y.to(device, torch.long), draws.shift_x.to(device, torch.long)

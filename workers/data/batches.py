@@ -27,7 +27,7 @@ class Batch:
     def __len__(self) -> int:
         return len(self.indices)
 
-    def shard(self, rank: int, world: int) -> "Batch":
+    def shard(self, rank: int, world: int) -> Batch:
         """This process's part of the batch in data-parallel training: positions rank, rank + world, …"""
         window = slice(rank, None, world)
         return Batch(self.indices[window], None if self.draws is None else self.draws.take(window))

@@ -22,8 +22,8 @@ FASHION_MNIST_CLASSES = (
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
     "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 )
-_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
-               0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+_IDX_DTYPES: dict[int, np.dtype] = {0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"),
+                                    0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
 
 
 class DataError(ValueError):
@@ -59,7 +59,7 @@ class ImageSet:
     def image_size(self) -> int:
         return int(self.images.shape[2])
 
-    def take(self, index: torch.Tensor | np.ndarray | slice) -> "ImageSet":
+    def take(self, index: torch.Tensor | np.ndarray | slice) -> ImageSet:
         """The samples at `index`, same class list."""
         if isinstance(index, np.ndarray):
             index = torch.from_numpy(index)
@@ -159,6 +159,7 @@ def load_idx_directory(directory: Path, classes: tuple[str, ...] | None = None, 
         classes = class_names([(path, labels) for path, _, labels in found], num_classes)
     train, test = (None if pair is None else ImageSet(torch.from_numpy(pair[1].copy()), torch.from_numpy(pair[2]),
                                                       classes) for pair in pairs)
+    assert train is not None  # pairs[0] was checked above
     return train, test
 
 

@@ -115,7 +115,8 @@ def load_splits(
     of_subset = f" of subset {subset}" if subset != "all" else ""
     if train_limit is not None:
         if train_limit > len(train):
-            raise DataError(f"{source}: train_limit {train_limit} is above the {len(train)} training samples{of_subset}")
+            raise DataError(
+                f"{source}: train_limit {train_limit} is above the {len(train)} training samples{of_subset}")
         train = train.take(slice(0, train_limit))
     if eval_limit is not None:
         if eval_limit > len(test):
