@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import SPEC_RESOURCES, run_update
+from conftest import SPEC_RESOURCES, SPEC_TRAIN, run_update
 from orchestrator.cli import main
 from pipelines.spec import parse_spec
 from workers.checkpoints import ModelSettings, save_checkpoint
@@ -29,8 +29,14 @@ def old_checkpoints(fashion_mnist, tmp_path_factory):
 
 @pytest.mark.slow
 def test_elodi_pipeline_end_to_end_on_two_nodes(ray_cluster, old_checkpoints, spec_file, tmp_path, capsys):
-    spec = spec_file("elodi", version="v2-elodi", arch="small-cnn", old=old_checkpoints["mlp-small"], data=DATA,
-                     method={"name": "elodi", "m": 2, "alpha": 0.8, "k": 3, "legacy_weight": 0.5})
+    spec = spec_file(
+        "elodi",
+        version="v2-elodi",
+        arch="small-cnn",
+        old=old_checkpoints["mlp-small"],
+        data=DATA,
+        method={"name": "elodi", "m": 2, "alpha": 0.8, "k": 3, "legacy_weight": 0.5},
+    )
     code = main(["run", str(spec), "--ray-address", ray_cluster.address, "--out", str(tmp_path / "out")])
     out, err = capsys.readouterr()
     assert code == 0, err[-3000:]
@@ -60,13 +66,23 @@ def test_elodi_pipeline_end_to_end_on_two_nodes(ray_cluster, old_checkpoints, sp
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method,arch,old", [
-    ("none", "mlp-small", None), ("fd-lm", "mlp-small", "mlp-small"),
-    ("bcwi", "small-cnn", "small-cnn"), ("ensemble", "mlp-small", None),
-])
+@pytest.mark.parametrize(
+    "method,arch,old",
+    [
+        ("none", "mlp-small", None),
+        ("fd-lm", "mlp-small", "mlp-small"),
+        ("bcwi", "small-cnn", "small-cnn"),
+        ("ensemble", "mlp-small", None),
+    ],
+)
 def test_baselines_through_the_same_pipeline(ray_cluster, old_checkpoints, spec_document, tmp_path, method, arch, old):
-    document = spec_document(version=f"v2-{method}", arch=arch, method={"name": method, "m": 2}, data=DATA,
-                             old=old_checkpoints[old] if old else None)
+    document = spec_document(
+        version=f"v2-{method}",
+        arch=arch,
+        method={"name": method, "m": 2},
+        data=DATA,
+        old=old_checkpoints[old] if old else None,
+    )
     result = run_update(document, tmp_path / "out")
     metrics = result.metrics
     assert 0 < metrics["error_rate"] < 0.9
@@ -95,8 +111,10 @@ def test_a_user_architecture_runs_through_bcwi(ray_cluster, fashion_mnist, spec_
     old = settings.build(seed=3, allow_user_factories=True)
     train(old, fashion_mnist.train.take(slice(0, 500)), TrainConfig(epochs=1, lr=0.05, seed=3))
     path = save_checkpoint(tmp_path / "old.pt", old, settings)
-    result = run_update(spec_document(version="v2-user", arch=arch, allow_user_factories=True,
-                                      method={"name": "bcwi"}, old=str(path)), tmp_path / "out")
+    result = run_update(
+        spec_document(version="v2-user", arch=arch, allow_user_factories=True, method={"name": "bcwi"}, old=str(path)),
+        tmp_path / "out",
+    )
     assert result.bcwi is not None and result.registered_version is not None
     assert 0 < result.metrics["error_rate"] < 0.9
 
@@ -104,10 +122,30 @@ def test_a_user_architecture_runs_through_bcwi(ray_cluster, fashion_mnist, spec_
 @pytest.mark.slow
 def test_in_process_teachers_and_packed_replicas(ray_cluster, spec_document, tmp_path):
     """teacher_actors 0: the student task runs its teachers itself (no pool, no Ray hop); pack 2:
-    both replicas in one task, as one batched model, each with its own checkpoint."""
+    both replicas in one task, as one batched model, each with its own checkpoint. `precision:
+    bf16` reaches the student (and its MLflow run says so); packed replicas train fp32, and say so;
+    a packed replica's checkpoint serves as the next version's `old`."""
+    import mlflow
+
     resources = {**SPEC_RESOURCES, "teacher_actors": 0, "replica": {"cpus": 1, "pack": 2}}
-    result = run_update(spec_document(version="v2-local", method={"name": "elodi", "m": 2, "k": 3},
-                                      resources=resources), tmp_path / "out")
+    train = {**SPEC_TRAIN, "precision": "bf16"}
+    result = run_update(
+        spec_document(version="v2-local", method={"name": "elodi", "m": 2, "k": 3}, resources=resources, train=train),
+        tmp_path / "out",
+    )
+    assert result.student.config["precision"] == "bf16"
+    assert [r.config["precision"] for r in result.replicas] == ["fp32", "fp32"]
+    nested = mlflow.search_runs(
+        filter_string=f"tags.mlflow.parentRunId = '{result.run_id}'", search_all_experiments=True
+    )
+    params = {row["tags.mlflow.runName"]: row for _, row in nested.iterrows()}
+    assert params["distillation"]["params.train.precision"] == "bf16"
+    assert params["distillation"]["params.train.compile"] == "False"
+    assert params["replica-0"]["params.train.precision"] == "fp32"
+    following = run_update(
+        spec_document(version="v3-fd", method={"name": "fd-lm"}, old=result.replicas[0].checkpoint), tmp_path / "next"
+    )
+    assert following.metrics["vs_old"]["nfr"] < 0.5
     assert result.teacher_pool is None and result.student.teacher_batches is None
     assert len(result.replicas) == 2 and len({r.pid for r in result.replicas}) == 1
     assert {r.seed for r in result.replicas} == {1, 2}
