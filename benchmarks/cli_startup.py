@@ -46,11 +46,13 @@ def main() -> None:
         times = seconds(argv, args.repeat)
         rows.append([f"`{name}`", f"{statistics.median(times):.2f}", f"{max(times):.2f}"])
         print(f"{name}: median {statistics.median(times):.2f} s, worst {max(times):.2f} s")
-    body = (f"Command: `python -m benchmarks.cli_startup --repeat {args.repeat}`, {time.strftime('%Y-%m-%d')}, "
-            f"2 CPU cores, one run; each a fresh interpreter, wall seconds.\n\n"
-            + markdown_table(["command", "median s", "worst s"], rows)
-            + "\n\nTarget: both helps well under 1 s (the command line imports torch, ray and mlflow only "
-              "inside the command that needs them).")
+    body = (
+        f"Command: `python -m benchmarks.cli_startup --repeat {args.repeat}`, {time.strftime('%Y-%m-%d')}, "
+        f"2 CPU cores, one run; each a fresh interpreter, wall seconds.\n\n"
+        + markdown_table(["command", "median s", "worst s"], rows)
+        + "\n\nTarget: both helps well under 1 s (the command line imports torch, ray and mlflow only "
+        "inside the command that needs them)."
+    )
     write_section(Path(args.out), SECTION, body)
 
 

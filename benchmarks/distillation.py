@@ -45,14 +45,23 @@ SECTION = "## Ray pipeline: teacher pool and replica scaling"
 
 
 def _spec(m: int, samples: int, storage: str, actors: int, prefetch: int = 2):
-    return parse_spec({
-        "model": "bench", "version": f"m{m}", "arch": ARCH, "storage": storage,
-        "data": {"train_limit": samples, "eval_limit": 1000},
-        "method": {"name": "elodi", "m": m},
-        "train": {"epochs": 1, "lr": 0.05, "seed": 0, "prefetch": prefetch},
-        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 1 / actors},
-                      "teacher_actors": actors},
-    })
+    return parse_spec(
+        {
+            "model": "bench",
+            "version": f"m{m}",
+            "arch": ARCH,
+            "storage": storage,
+            "data": {"train_limit": samples, "eval_limit": 1000},
+            "method": {"name": "elodi", "m": m},
+            "train": {"epochs": 1, "lr": 0.05, "seed": 0, "prefetch": prefetch},
+            "resources": {
+                "replica": {"cpus": 1},
+                "student": {"cpus": 1},
+                "teacher": {"cpus": 1 / actors},
+                "teacher_actors": actors,
+            },
+        }
+    )
 
 
 def distillation_throughput(m: int, samples: int, actors: int, folder: Path) -> dict:
@@ -83,13 +92,25 @@ def distillation_throughput(m: int, samples: int, actors: int, folder: Path) -> 
             record.teacher_batches = client.deliveries()
             return record
 
-        pooled = ray.get(ray.remote(student).options(num_cpus=1, scheduling_strategy=pool.student_strategy()).remote(
-            TrainJob("bench-pool", request, ARCH, config, str(folder / "student-pool.pt"), objective),
-            pool.client(("teacher",))))
+        pooled = ray.get(
+            ray.remote(student)
+            .options(num_cpus=1, scheduling_strategy=pool.student_strategy())
+            .remote(
+                TrainJob("bench-pool", request, ARCH, config, str(folder / "student-pool.pt"), objective),
+                pool.client(("teacher",)),
+            )
+        )
     s, p = serial.history[0]["samples_per_second"], pooled.history[0]["samples_per_second"]
-    return {"m": m, "samples": samples, "actors": actors, "serial_samples_per_s": s, "pool_samples_per_s": p,
-            "ratio": p / s, "bytes_per_request": pooled.teacher_batches["bytes_per_request"],
-            "image_bytes_per_request": 128 * 28 * 28 * 4}
+    return {
+        "m": m,
+        "samples": samples,
+        "actors": actors,
+        "serial_samples_per_s": s,
+        "pool_samples_per_s": p,
+        "ratio": p / s,
+        "bytes_per_request": pooled.teacher_batches["bytes_per_request"],
+        "image_bytes_per_request": 128 * 28 * 28 * 4,
+    }
 
 
 def replica_scaling(m: int, samples: int, workers: int, folder: Path) -> dict:
@@ -101,9 +122,16 @@ def replica_scaling(m: int, samples: int, workers: int, folder: Path) -> dict:
         times[count] = time.perf_counter() - started
         inside[count] = [(r.pid, round(r.seconds, 1)) for r in records]
     bound = 1.15 * math.ceil(m / workers) * times[1]
-    return {"m": m, "workers": workers, "one_replica_s": times[1], "m_replicas_s": times[m],
-            "ratio_to_one": times[m] / times[1], "target_ratio": 1.15 * math.ceil(m / workers),
-            "meets_target": times[m] <= bound, "replica_pid_seconds": inside}
+    return {
+        "m": m,
+        "workers": workers,
+        "one_replica_s": times[1],
+        "m_replicas_s": times[m],
+        "ratio_to_one": times[m] / times[1],
+        "target_ratio": 1.15 * math.ceil(m / workers),
+        "meets_target": times[m] <= bound,
+        "replica_pid_seconds": inside,
+    }
 
 
 def warm_up(samples: int, workers: int, folder: Path) -> None:
@@ -111,6 +139,7 @@ def warm_up(samples: int, workers: int, folder: Path) -> None:
     spec = _spec(workers, 1024, str(folder / "warm-up"), workers)
     train_replicas(preflight(spec), StageWatch())
     request = DataRequest(train_limit=samples, eval_limit=1000)
+
     def load(request: DataRequest) -> int:
         cached_splits(request)
         time.sleep(1)  # hold the CPU so that each call lands in its own worker
@@ -118,9 +147,14 @@ def warm_up(samples: int, workers: int, folder: Path) -> None:
 
     ray.get([ray.remote(load).options(num_cpus=1).remote(request) for _ in range(workers)])
     cached_splits(request)
-    tiny = TrainJob("warm-up", DataRequest(train_limit=1024, eval_limit=1000), ARCH,
-                    train_config(spec, 0, spec.resources.student),
-                    str(folder / "warm-up.pt"), Objective("none"))
+    tiny = TrainJob(
+        "warm-up",
+        DataRequest(train_limit=1024, eval_limit=1000),
+        ARCH,
+        train_config(spec, 0, spec.resources.student),
+        str(folder / "warm-up.pt"),
+        Objective("none"),
+    )
     train_job(tiny)
 
 
@@ -140,11 +174,16 @@ def main() -> None:
         scaling = replica_scaling(args.m, args.samples, workers, Path(tmp))
         throughput = [
             distillation_throughput(m, args.samples, actors, Path(tmp, f"m{m}-a{actors}"))
-            for m in args.teachers for actors in args.actors
+            for m in args.teachers
+            for actors in args.actors
         ]
     ray.shutdown()
-    record = {"throughput": throughput, "scaling": scaling, "cpus": workers,
-              "machine": platform.processor() or platform.machine()}
+    record = {
+        "throughput": throughput,
+        "scaling": scaling,
+        "cpus": workers,
+        "machine": platform.processor() or platform.machine(),
+    }
     print(json.dumps(record, indent=2))
     write_markdown(Path(args.out), record, args)
 
@@ -153,26 +192,29 @@ def write_markdown(path: Path, record: dict, args: argparse.Namespace) -> None:
     s = record["scaling"]
     rows = "\n".join(
         f"| {t['m']} | {t['actors']} | {t['serial_samples_per_s']:.0f} | {t['pool_samples_per_s']:.0f} | "
-        f"**{t['ratio']:.2f}×** | {t['bytes_per_request']:,} |" for t in record["throughput"]
+        f"**{t['ratio']:.2f}×** | {t['bytes_per_request']:,} |"
+        for t in record["throughput"]
     )
     met = [f"m = {t['m']}, {t['actors']} actor(s)" for t in record["throughput"] if t["ratio"] >= 1.3]
-    missed = [f"m = {t['m']}, {t['actors']} actor(s) ({t['ratio']:.2f}×)"
-              for t in record["throughput"] if t["ratio"] < 1.3]
-    verdict = (f"Target ≥ 1.3× met for {', '.join(met) or 'no configuration'}; "
-               f"missed for {', '.join(missed) or 'none'}.")
-    command = (f"python -m benchmarks.distillation --m {args.m} --teachers {' '.join(map(str, args.teachers))} "
-               f"--actors {' '.join(map(str, args.actors))} --samples {args.samples}")
+    missed = [
+        f"m = {t['m']}, {t['actors']} actor(s) ({t['ratio']:.2f}×)" for t in record["throughput"] if t["ratio"] < 1.3
+    ]
+    verdict = f"Target ≥ 1.3× met for {', '.join(met) or 'no configuration'}; missed for {', '.join(missed) or 'none'}."
+    command = (
+        f"python -m benchmarks.distillation --m {args.m} --teachers {' '.join(map(str, args.teachers))} "
+        f"--actors {' '.join(map(str, args.actors))} --samples {args.samples}"
+    )
     section = f"""{SECTION}
 
-Command: `{command}` on {record['cpus']} CPU cores ({record['machine']}, no GPU), one run,
-{time.strftime('%Y-%m-%d')}. Architecture {ARCH}, Fashion-MNIST slice of {args.samples} training
+Command: `{command}` on {record["cpus"]} CPU cores ({record["machine"]}, no GPU), one run,
+{time.strftime("%Y-%m-%d")}. Architecture {ARCH}, Fashion-MNIST slice of {args.samples} training
 images, one epoch per model, processes warmed before timing.
 
 **Online distillation**, student samples/s: the m teachers run serially in the trainer's process
 (the reference code's loop) against the same trainer fed by the Ray teacher pool (actors sharing
 the second CPU, batches requested ahead of the step). The actors hold the training split (one
 `ray.put`, shared memory): a request carries the batch's sample indices and augmentation draws,
-not its images ({record['throughput'][0]['image_bytes_per_request']:,} bytes for 128 float images).
+not its images ({record["throughput"][0]["image_bytes_per_request"]:,} bytes for 128 float images).
 Target: pool ≥ 1.3× serial.
 
 | m | actors | serial | pool | pool / serial | bytes per request |
@@ -188,10 +230,10 @@ accounting during such runs (`/proc/PID/stat`) showed the teacher actors spendin
 than the same forward passes cost in a quiet process: with student and teachers busy at once, the two
 shared cores run each side slower than alone.
 
-**Replicas**: {s['m']} replicas on {s['workers']} one-CPU Ray workers took {s['m_replicas_s']:.1f} s, one replica
-{s['one_replica_s']:.1f} s: **{s['ratio_to_one']:.2f}×** against the target ≤ 1.15 × ⌈m/N⌉ =
-{s['target_ratio']:.2f}× ({'met' if s['meets_target'] else 'missed'}). Per replica (pid, seconds inside
-the task): {s['replica_pid_seconds'][s['m']]}.
+**Replicas**: {s["m"]} replicas on {s["workers"]} one-CPU Ray workers took {s["m_replicas_s"]:.1f} s, one replica
+{s["one_replica_s"]:.1f} s: **{s["ratio_to_one"]:.2f}×** against the target ≤ 1.15 × ⌈m/N⌉ =
+{s["target_ratio"]:.2f}× ({"met" if s["meets_target"] else "missed"}). Per replica (pid, seconds inside
+the task): {s["replica_pid_seconds"][s["m"]]}.
 """
     write_section(path, SECTION, section.removeprefix(SECTION))
 

@@ -24,6 +24,7 @@ import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -33,7 +34,7 @@ from workers.inference import FrozenModels, LocalReferences
 from workers.models import build_model
 from workers.objectives import Objective
 from workers.runtime import autocast, use_threads
-from workers.trainer import TrainConfig, train
+from workers.trainer import CompileMode, TrainConfig, train
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def hand_loop(setup: Setup, precision: str) -> float:
     splits = load_splits("fashion-mnist", train_limit=setup.train_limit)
     device = torch.device(setup.device)
     use_threads(TrainConfig.threads)  # as the trainer: one thread per CPU held
-    model = build_model(setup.arch, 10, seed=0).to(device, memory_format=torch.channels_last)
+    model = build_model(setup.arch, 10, seed=0).to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
     images, labels = splits.train.images.to(device), splits.train.labels.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4)
     rate = 0.0
@@ -70,11 +71,20 @@ def hand_loop(setup: Setup, precision: str) -> float:
     return rate
 
 
-def trainer(setup: Setup, precision: str, compile_mode: bool | str = False, references: int = 0) -> float:
+def trainer(
+    setup: Setup, precision: Literal["fp32", "bf16"], compile_mode: CompileMode = False, references: int = 0
+) -> float:
     """The project's trainer; with `references` m > 0, an ELODI student of m frozen bf16 teachers."""
     splits = load_splits("fashion-mnist", train_limit=setup.train_limit)
-    config = TrainConfig(epochs=setup.epochs, batch_size=setup.batch, lr=0.1, device=setup.device,
-                         precision=precision, compile=compile_mode, max_grad_norm=5.0)
+    config = TrainConfig(
+        epochs=setup.epochs,
+        batch_size=setup.batch,
+        lr=0.1,
+        device=setup.device,
+        precision=precision,
+        compile=compile_mode,
+        max_grad_norm=5.0,
+    )
     objective, source = Objective("none"), None
     if references:
         teachers = [build_model(setup.arch, 10, seed=100 + i) for i in range(references)]
@@ -87,10 +97,15 @@ def trainer(setup: Setup, precision: str, compile_mode: bool | str = False, refe
 def _replica_process(setup: Setup, seed: int, queue) -> None:
     splits = load_splits("fashion-mnist", train_limit=setup.train_limit)
     times = []
-    config = TrainConfig(epochs=setup.epochs, batch_size=setup.batch, lr=0.1, device=setup.device, seed=seed,
-                         precision="bf16")
-    train(build_model(setup.arch, 10, seed=seed), splits.train, config,
-          on_epoch=lambda stats: times.append((time.time() - stats.seconds, time.time())))
+    config = TrainConfig(
+        epochs=setup.epochs, batch_size=setup.batch, lr=0.1, device=setup.device, seed=seed, precision="bf16"
+    )
+    train(
+        build_model(setup.arch, 10, seed=seed),
+        splits.train,
+        config,
+        on_epoch=lambda stats: times.append((time.time() - stats.seconds, time.time())),
+    )
     queue.put((len(splits.train), times[-1]))
 
 
@@ -119,10 +134,16 @@ def replicas_packed(setup: Setup, count: int, folder: Path | None = None) -> flo
     from workers.stages import train_pack
 
     data = DataRequest(train_limit=setup.train_limit)
-    jobs = [TrainJob(f"replica-{i}", data, setup.arch,
-                     TrainConfig(epochs=setup.epochs, batch_size=setup.batch, lr=0.1, device=setup.device, seed=i),
-                     str(folder / f"pack{count}-replica-{i}.pt"))
-            for i in range(count)]
+    jobs = [
+        TrainJob(
+            f"replica-{i}",
+            data,
+            setup.arch,
+            TrainConfig(epochs=setup.epochs, batch_size=setup.batch, lr=0.1, device=setup.device, seed=i),
+            str(folder / f"pack{count}-replica-{i}.pt"),
+        )
+        for i in range(count)
+    ]
     records = train_pack(jobs)
     n = len(load_splits("fashion-mnist", train_limit=setup.train_limit).train)
     return count * n / records[0].history[-1]["seconds"]
@@ -144,14 +165,24 @@ def main() -> None:
     parser.add_argument("--skip-compile", action="store_true")
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() and not args.quick else "cpu"
-    setup = Setup("mlp-small" if args.quick else args.arch, 256 if args.quick else args.batch,
-                  2048 if args.quick else None, args.epochs, device)
+    setup = Setup(
+        "mlp-small" if args.quick else args.arch,
+        256 if args.quick else args.batch,
+        2048 if args.quick else None,
+        args.epochs,
+        device,
+    )
     replicas = [1, 2] if args.quick else args.replicas
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     card = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
-    results: dict = {"device": card, "torch": torch.__version__, "setup": setup.__dict__,
-                     "date": time.strftime("%Y-%m-%d"), "measures": {}}
+    results: dict = {
+        "device": card,
+        "torch": torch.__version__,
+        "setup": setup.__dict__,
+        "date": time.strftime("%Y-%m-%d"),
+        "measures": {},
+    }
 
     def measure(name: str, function, *arguments) -> None:
         started = time.perf_counter()
@@ -161,8 +192,10 @@ def main() -> None:
             value = None
             results["measures"][name + " error"] = f"{type(e).__name__}: {str(e)[:300]}"
         results["measures"][name] = value
-        print(f"{name}: {value if value is None else round(value)} samples/s ({time.perf_counter() - started:.0f} s)",
-              flush=True)
+        print(
+            f"{name}: {value if value is None else round(value)} samples/s ({time.perf_counter() - started:.0f} s)",
+            flush=True,
+        )
         (out / "results.json").write_text(json.dumps(results, indent=2))
 
     measure("(a) hand loop fp32", hand_loop, setup, "fp32")
@@ -183,8 +216,11 @@ def main() -> None:
 
 def markdown(results: dict) -> str:
     m = results["measures"]
-    rows = [f"| {name} | {'error' if value is None else f'{value:,.0f}'} |" for name, value in m.items()
-            if not name.endswith(" error")]
+    rows = [
+        f"| {name} | {'error' if value is None else f'{value:,.0f}'} |"
+        for name, value in m.items()
+        if not name.endswith(" error")
+    ]
 
     def ratio(a: str, b: str) -> str:
         return f"{m[a] / m[b]:.2f}×" if m.get(a) and m.get(b) else "n/a"
@@ -192,13 +228,20 @@ def markdown(results: dict) -> str:
     best_trainer = max((k for k in m if k.startswith("(b)") and m.get(k)), key=lambda k: m[k], default=None)
     best_hand = max((k for k in m if k.startswith("(a)") and m.get(k)), key=lambda k: m[k], default=None)
     packed8 = "(d) 8 replicas packed" if isinstance(m.get("(d) 8 replicas packed"), float) else None
-    lines = [f"Device: {results['device']}, torch {results['torch']}, {results['date']}; setup {results['setup']}.", "",
-             "| measure | samples/s |", "|---|---|", *rows, "",
-             f"- best trainer / best hand loop: {ratio(best_trainer, best_hand) if best_trainer and best_hand else 'n/a'} "
-             "(target ≥ 1.0×)",
-             f"- ELODI student with 8 teachers / trainer bf16: {ratio('(c) ELODI student, 8 bf16 teachers', '(b) trainer bf16')} "
-             "(target ≥ 0.4×)",
-             f"- 8 replicas packed: {m.get(packed8) or 0:,.0f} samples/s in all (target ≥ 200,000)"]
+    lines = [
+        f"Device: {results['device']}, torch {results['torch']}, {results['date']}; setup {results['setup']}.",
+        "",
+        "| measure | samples/s |",
+        "|---|---|",
+        *rows,
+        "",
+        f"- best trainer / best hand loop: {ratio(best_trainer, best_hand) if best_trainer and best_hand else 'n/a'} "
+        "(target ≥ 1.0×)",
+        "- ELODI student with 8 teachers / trainer bf16: "
+        f"{ratio('(c) ELODI student, 8 bf16 teachers', '(b) trainer bf16')} "
+        "(target ≥ 0.4×)",
+        f"- 8 replicas packed: {m.get(packed8) or 0:,.0f} samples/s in all (target ≥ 200,000)",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -43,13 +43,15 @@ def main() -> None:
         assert abs(matrix[i][j] - negative_flip_rate(versions[i], versions[j], labels)) < 1e-12
     best, worst = min(timings), max(timings)
     print(f"{args.versions} versions × {args.samples:,} samples: best {best:.2f} s, worst {worst:.2f} s")
-    section = (f"{SECTION}\n\nCommand: `python -m benchmarks.nfr_matrix --versions {args.versions} --samples "
-               f"{args.samples} --repeat {args.repeat}`, {time.strftime('%Y-%m-%d')}, 2 CPU cores, one run.\n\n"
-               f"{args.versions} versions × {args.samples:,} samples: **{best:.2f} s** best, {worst:.2f} s worst of "
-               f"{args.repeat} (target < 2 s: {'met' if worst < 2 else 'missed'}). The matrix comes from a boolean "
-               f"correct/incorrect table C (V×N): M[i][j] = (G[i][i] − G[i][j]) / N with G = C·Cᵀ accumulated in "
-               f"exact float32 blocks of 65,536 samples into int64 counts; entries are "
-               f"checked against direct counts.\n")
+    section = (
+        f"{SECTION}\n\nCommand: `python -m benchmarks.nfr_matrix --versions {args.versions} --samples "
+        f"{args.samples} --repeat {args.repeat}`, {time.strftime('%Y-%m-%d')}, 2 CPU cores, one run.\n\n"
+        f"{args.versions} versions × {args.samples:,} samples: **{best:.2f} s** best, {worst:.2f} s worst of "
+        f"{args.repeat} (target < 2 s: {'met' if worst < 2 else 'missed'}). The matrix comes from a boolean "
+        f"correct/incorrect table C (V×N): M[i][j] = (G[i][i] − G[i][j]) / N with G = C·Cᵀ accumulated in "
+        f"exact float32 blocks of 65,536 samples into int64 counts; entries are "
+        f"checked against direct counts.\n"
+    )
     write_section(Path(args.out), SECTION, section.removeprefix(SECTION))
 
 

@@ -30,11 +30,18 @@ TEMP_PATH = re.compile(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/\s:]+")  # each test
 def run_tests(records: Path) -> tuple[int, str]:
     """pytest over TESTS with the records file set; (exit code, its summary line)."""
     env = {**os.environ, "CONGRUENT_RELIABILITY_RECORDS": str(records), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    summary = next((line.strip("= ") for line in reversed(lines) if " in " in line and ("passed" in line or
-                                                                                      "failed" in line)), "no summary")
+    summary = next(
+        (line.strip("= ") for line in reversed(lines) if " in " in line and ("passed" in line or "failed" in line)),
+        "no summary",
+    )
     return done.returncode, summary
 
 
@@ -50,8 +57,10 @@ def _evidence(row: dict) -> str:
 def faults_table(rows: list[dict]) -> list[str]:
     lines = ["| fault injected | pid killed | survived | evidence |", "|---|---|---|---|"]
     for row in rows:
-        lines.append(f"| {row['fault']} | {row.get('killed_pid') or '-'} | {'yes' if row['survived'] else '**no**'} "
-                     f"| {_evidence(row)} |")
+        lines.append(
+            f"| {row['fault']} | {row.get('killed_pid') or '-'} | {'yes' if row['survived'] else '**no**'} "
+            f"| {_evidence(row)} |"
+        )
     return lines
 
 
@@ -72,15 +81,19 @@ def report(records: list[dict], code: int, summary: str) -> str:
     environment = [r for r in records if r["kind"] == "bad_environment"]
     today = datetime.date.today().isoformat()
     lines = [
-        "# Reliability", "",
+        "# Reliability",
+        "",
         "Written by `python -m benchmarks.reliability` (about 5 minutes on 2 cores); rerun it to refresh. "
         f"Last run {today} on {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}: "
-        f"pytest {summary} (exit {code}).", "",
+        f"pytest {summary} (exit {code}).",
+        "",
         f"**Faults: {sum(r['survived'] for r in faults)} of {len(faults)} injected survived.** "
         f"**Bad inputs: {sum(r['rejected'] for r in bad)} of {len(bad)} rejected cleanly** "
         "(exit 2, one stderr line naming the problem, no traceback, nothing tracked or registered). "
-        f"**Security checks: {sum(r['passed'] for r in security)} of {len(security)} passed.**", "",
-        "## Faults", "",
+        f"**Security checks: {sum(r['passed'] for r in security)} of {len(security)} passed.**",
+        "",
+        "## Faults",
+        "",
         "Processes are killed by pid with SIGKILL on a real two-node Ray cluster on 127.0.0.1 (`ray start` head + "
         "worker, 1 CPU each; tests/test_faults.py) once the stage under attack has written a checkpoint; the MLflow "
         "server (sqlite backend) is killed and restarted on its port while a run logs (tests/test_mlflow_restart.py).",
@@ -94,8 +107,10 @@ def report(records: list[dict], code: int, summary: str) -> str:
         "and eval split is reused, not duplicated; the dead driver's MLflow run is marked KILLED by the rerun;",
         "- MLflow server: the client retries with backoff 0, 2, 4, … 32 s (`MLFLOW_HTTP_REQUEST_*`, set by "
         "`orchestrator.tracking.store`), so a restart of up to a minute is survived; a version doubled by a replayed "
-        "POST is reduced to one.", "",
-        *faults_table(faults), "",
+        "POST is reduced to one.",
+        "",
+        *faults_table(faults),
+        "",
         "A NaN or Inf loss stops training with the step number (`NonFiniteLossError`; "
         "tests/test_trainer.py::test_non_finite_loss_stops_with_the_step_number); the pipeline's MLflow run is then "
         "FAILED and nothing is registered "
@@ -103,19 +118,28 @@ def report(records: list[dict], code: int, summary: str) -> str:
         "",
     ]
     if environment:
-        lines += [f"An unreachable tracking server: `{environment[0]['stderr']}` "
-                  f"after {environment[0]['seconds']} s (with `MLFLOW_HTTP_REQUEST_MAX_RETRIES=2`; the default "
-                  "policy gives up after about a minute), exit 1, before any Ray work.", ""]
+        lines += [
+            f"An unreachable tracking server: `{environment[0]['stderr']}` "
+            f"after {environment[0]['seconds']} s (with `MLFLOW_HTTP_REQUEST_MAX_RETRIES=2`; the default "
+            "policy gives up after about a minute), exit 1, before any Ray work.",
+            "",
+        ]
     lines += [
-        "## Bad inputs", "",
+        "## Bad inputs",
+        "",
         "The corpus is tests/bad_inputs.py; each case runs the real command line (`congruent run`, `compare`, "
-        "`promote`, `versions`) in a sqlite MLflow store that must be unchanged afterwards.", "",
-        *bad_inputs_table(bad), "",
-        "## Security", "",
-        *[f"- {r['check']}: {'passed' if r['passed'] else '**failed**'}" for r in security], "",
+        "`promote`, `versions`) in a sqlite MLflow store that must be unchanged afterwards.",
+        "",
+        *bad_inputs_table(bad),
+        "",
+        "## Security",
+        "",
+        *[f"- {r['check']}: {'passed' if r['passed'] else '**failed**'}" for r in security],
+        "",
         "Checkpoints load with `torch.load(weights_only=True)`, ledgers, predictions and data archives with "
         "`np.load(allow_pickle=False)`; tests/test_security.py also shows that the same payload does run when "
-        "pickle is allowed, so the refusals are what protects.", "",
+        "pickle is allowed, so the refusals are what protects.",
+        "",
     ]
     return "\n".join(lines)
 

@@ -40,11 +40,20 @@ def main() -> None:
         settings = ModelSettings("small-cnn", 10)
         save_checkpoint(Path(tmp, "old.pt"), settings.build(seed=99), settings)
         spec = {
-            "model": "bench-tune", "version": "v2", "arch": "small-cnn", "old": str(Path(tmp, "old.pt")),
-            "data": {"train_limit": args.samples, "eval_limit": 2000}, "storage": str(Path(tmp, "storage")),
-            "method": {"name": "elodi", "m": args.m}, "train": {"epochs": args.epochs, "lr": 0.05},
-            "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5},
-                          "teacher_actors": 2},
+            "model": "bench-tune",
+            "version": "v2",
+            "arch": "small-cnn",
+            "old": str(Path(tmp, "old.pt")),
+            "data": {"train_limit": args.samples, "eval_limit": 2000},
+            "storage": str(Path(tmp, "storage")),
+            "method": {"name": "elodi", "m": args.m},
+            "train": {"epochs": args.epochs, "lr": 0.05},
+            "resources": {
+                "replica": {"cpus": 1},
+                "student": {"cpus": 1},
+                "teacher": {"cpus": 0.5},
+                "teacher_actors": 2,
+            },
             "tune": {"search": "grid", "space": {"alpha": [0.5, 0.9], "k": [3, 10]}},
         }
         Path(tmp, "spec.yaml").write_text(yaml.safe_dump(spec))
@@ -65,17 +74,19 @@ def main() -> None:
     ratio = tune_s / (n * run_s)
     stages = (record["replicas_seconds"] + record["search_seconds"]) / (n * (record["replicas_seconds"] + trial))
     print(f"{n} trials: tune {tune_s:.0f} s; one ELODI run {run_s:.0f} s; ratio {ratio:.2f}; stages ratio {stages:.2f}")
-    section = (f"{SECTION}\n\nCommand: `python -m benchmarks.tune_cost --m {args.m} --samples {args.samples} "
-               f"--epochs {args.epochs}`, {time.strftime('%Y-%m-%d')}, 2 CPU cores, one run (small-cnn, m = {args.m}, "
-               f"Fashion-MNIST slice, whole commands including Ray start and MLflow).\n\n"
-               f"| measure | seconds |\n|---|---|\n"
-               f"| `congruent tune`, {n} trials (replicas once, shared pool, search, MLflow) | {tune_s:.0f} |\n"
-               f"| `congruent run` of the same ELODI spec (replicas + distillation) | {run_s:.0f} |\n"
-               f"| n × run | {n * run_s:.0f} |\n"
-               f"| **tune / (n × run)** | **{ratio:.2f}** |\n"
-               f"| inside the search: replica stage / search of {n} trials / one trial | "
-               f"{record['replicas_seconds']:.0f} / {record['search_seconds']:.0f} / {trial:.0f} |\n"
-               f"| stages only: (replicas + search) / (n × (replicas + trial)) | {stages:.2f} |\n")
+    section = (
+        f"{SECTION}\n\nCommand: `python -m benchmarks.tune_cost --m {args.m} --samples {args.samples} "
+        f"--epochs {args.epochs}`, {time.strftime('%Y-%m-%d')}, 2 CPU cores, one run (small-cnn, m = {args.m}, "
+        f"Fashion-MNIST slice, whole commands including Ray start and MLflow).\n\n"
+        f"| measure | seconds |\n|---|---|\n"
+        f"| `congruent tune`, {n} trials (replicas once, shared pool, search, MLflow) | {tune_s:.0f} |\n"
+        f"| `congruent run` of the same ELODI spec (replicas + distillation) | {run_s:.0f} |\n"
+        f"| n × run | {n * run_s:.0f} |\n"
+        f"| **tune / (n × run)** | **{ratio:.2f}** |\n"
+        f"| inside the search: replica stage / search of {n} trials / one trial | "
+        f"{record['replicas_seconds']:.0f} / {record['search_seconds']:.0f} / {trial:.0f} |\n"
+        f"| stages only: (replicas + search) / (n × (replicas + trial)) | {stages:.2f} |\n"
+    )
     write_section(Path(args.out), SECTION, section.removeprefix(SECTION))
 
 

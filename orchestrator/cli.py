@@ -31,8 +31,9 @@ def build_parser() -> CongruentArgumentParser:
     parser = CongruentArgumentParser(
         prog="congruent", description="Regression-free model updates: train, measure and register them on Ray + MLflow."
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
-                                       parser_class=CongruentArgumentParser)
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=CongruentArgumentParser
+    )
     for module in COMMANDS:
         module.register(subparsers)
     return parser

@@ -21,8 +21,17 @@ from pydantic_core import PydanticUndefined
 from pipelines import spec
 
 MODELS: tuple[type[BaseModel], ...] = (
-    spec.UpdateSpec, spec.DataSpec, spec.MethodSpec, spec.TrainSpec, spec.ResourcesSpec,
-    spec.WorkerResources, spec.StudentResources, spec.ReplicaResources, spec.PromoteSpec, spec.TuneSpec, spec.RangeSpec,
+    spec.UpdateSpec,
+    spec.DataSpec,
+    spec.MethodSpec,
+    spec.TrainSpec,
+    spec.ResourcesSpec,
+    spec.WorkerResources,
+    spec.StudentResources,
+    spec.ReplicaResources,
+    spec.PromoteSpec,
+    spec.TuneSpec,
+    spec.RangeSpec,
 )
 
 
@@ -81,18 +90,25 @@ def section(model: type[BaseModel]) -> str:
     doc = " ".join((model.__doc__ or "").split())
     rows = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
     for name, field in model.model_fields.items():
-        cells = [f"`{name}`", type_name(field.annotation), default_text(field), constraints(field.metadata),
-                 (field.description or "").replace("|", "\\|")]
+        cells = [
+            f"`{name}`",
+            type_name(field.annotation),
+            default_text(field),
+            constraints(field.metadata),
+            (field.description or "").replace("|", "\\|"),
+        ]
         rows.append("| " + " | ".join(cells) + " |")
     return f"## {model.__name__}\n\n" + (f"{doc}\n\n" if doc else "") + "\n".join(rows) + "\n"
 
 
 def reference() -> str:
-    head = ("# Spec reference\n\n"
-            "Generated from the pydantic models in `pipelines/spec.py` by `python -m pipelines.reference`; "
-            "do not edit by hand. A spec is one YAML mapping ([UpdateSpec](#updatespec)); unknown keys, "
-            "wrong types and out-of-range values are rejected before any work starts, with one line naming "
-            "the field (`congruent run` exits 2). Fractions are fractions (0.02 = 2 %), not percentages.\n")
+    head = (
+        "# Spec reference\n\n"
+        "Generated from the pydantic models in `pipelines/spec.py` by `python -m pipelines.reference`; "
+        "do not edit by hand. A spec is one YAML mapping ([UpdateSpec](#updatespec)); unknown keys, "
+        "wrong types and out-of-range values are rejected before any work starts, with one line naming "
+        "the field (`congruent run` exits 2). Fractions are fractions (0.02 = 2 %), not percentages.\n"
+    )
     return "\n".join([head, *(section(model) for model in MODELS)])
 
 

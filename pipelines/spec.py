@@ -26,6 +26,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from workers.errors import first_line
 from workers.names import METHODS, NEEDS_OLD, check_architecture
 
 
@@ -41,24 +42,37 @@ class DataSpec(_Strict):
     """Where the images come from and how they are split (fixed seed): train, val (model
     selection, BCWI's α) and the regression-eval split every version is scored on."""
 
-    dataset: Literal["fashion-mnist"] | None = Field(None, description="a built-in dataset (Debian's package); "
-                                                     "the default when `path` is not given")
+    dataset: Literal["fashion-mnist"] | None = Field(
+        None, description="a built-in dataset (Debian's package); the default when `path` is not given"
+    )
     path: str | None = Field(None, description="an IDX directory, an ImageFolder tree or an .npz (x, y)")
     subset: Literal["all", "half-classes", "half-samples"] = Field(
-        "all", description="train on all data, or on the first half of the classes / half the samples per "
-        "class (data growth: the old version of such an update)")
-    train_limit: int | None = Field(None, ge=1, description="use only the first N training samples "
-                                     "(of 54,000 for Fashion-MNIST)")
+        "all",
+        description="train on all data, or on the first half of the classes / half the samples per "
+        "class (data growth: the old version of such an update)",
+    )
+    train_limit: int | None = Field(
+        None, ge=1, description="use only the first N training samples (of 54,000 for Fashion-MNIST)"
+    )
     eval_limit: int | None = Field(None, ge=1, description="use only the first N regression-eval samples")
     val_fraction: float = Field(0.1, gt=0, lt=1, description="share of the training pool held out for validation")
-    eval_fraction: float = Field(0.2, gt=0, lt=1, description="share held out for regression eval when the source "
-                                 "has no test set of its own (Fashion-MNIST uses its 10k test images)")
-    num_classes: int | None = Field(None, ge=2, description="`path` only: the class count, for labels whose ids "
-                                    "have gaps (every label must lie below it); null: the largest label + 1, and "
-                                    "every id below it must occur")
+    eval_fraction: float = Field(
+        0.2,
+        gt=0,
+        lt=1,
+        description="share held out for regression eval when the source "
+        "has no test set of its own (Fashion-MNIST uses its 10k test images)",
+    )
+    num_classes: int | None = Field(
+        None,
+        ge=2,
+        description="`path` only: the class count, for labels whose ids "
+        "have gaps (every label must lie below it); null: the largest label + 1, and "
+        "every id below it must occur",
+    )
 
     @model_validator(mode="after")
-    def _one_source(self) -> "DataSpec":
+    def _one_source(self) -> DataSpec:
         if self.dataset is not None and self.path is not None:
             raise ValueError("give either dataset or path, not both")
         if self.num_classes is not None and self.path is None:
@@ -74,27 +88,37 @@ class MethodSpec(_Strict):
     """How the new version is trained (docs/methods.md has the losses and their papers)."""
 
     name: Literal[METHODS] = Field(  # type: ignore[valid-type]
-        "elodi", description="the treatment; kd, fd-*, dynamic-fd and bcwi need `old`")
-    m: int = Field(8, ge=1, le=64, description="replicas in the ensemble (elodi, ensemble); at most 64: each is "
-                   "a full training with its own checkpoint, and the paragon's NFR levels off by m = 4–8 "
-                   "(docs/benchmarks.md)")
+        "elodi", description="the treatment; kd, fd-*, dynamic-fd and bcwi need `old`"
+    )
+    m: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="replicas in the ensemble (elodi, ensemble); at most 64: each is "
+        "a full training with its own checkpoint, and the paragon's NFR levels off by m = 4–8 "
+        "(docs/benchmarks.md)",
+    )
     alpha: float | None = Field(None, ge=0, le=1, description="weight of the distillation term; None: method default")
     k: int = Field(10, ge=1, description="LDI: classes per sample")
     topk_by: Literal["teacher", "student", "union"] = Field(
-        "teacher", description="LDI: whose largest logits pick the K classes")
+        "teacher", description="LDI: whose largest logits pick the K classes"
+    )
     p: float = Field(2.0, gt=0, description="LDI: the p of the ‖·‖ₚ on logit differences")
     margin: float = Field(0.0, ge=0, description="LDI: differences below this margin cost nothing")
     ldi_reduction: Literal["sum", "mean"] = Field(
-        "sum", description="LDI per sample: the sum over the K selected classes (ELODI Eq. 8), or their mean "
-        "(the reference code's; 1/K the size)")
+        "sum",
+        description="LDI per sample: the sum over the K selected classes (ELODI Eq. 8), or their mean "
+        "(the reference code's; 1/K the size)",
+    )
     exclude_label: bool = Field(False, description="LDI leaves the true class's term out (the reference code does)")
     legacy_weight: float | None = Field(None, ge=0, le=1, description="λ of ELODI Eq. 9; needs `old`")
     temperature: float | None = Field(None, gt=0, description="KD / FD-KL temperature; None: the method default")
     focal_alpha: float = Field(1.0, ge=0, description="FD: weight of every sample in the distillation term")
     focal_beta: float = Field(5.0, ge=0, description="FD: extra weight of samples the old model gets right")
     distance: Literal["lm", "kl"] = Field("lm", description="dynamic-fd: logit matching or KL")
-    bcwi_alphas: tuple[float, ...] = Field(tuple(i / 10 for i in range(11)), min_length=1,
-                                           description="BCWI: interpolation weights tried on the val split")
+    bcwi_alphas: tuple[float, ...] = Field(
+        tuple(i / 10 for i in range(11)), min_length=1, description="BCWI: interpolation weights tried on the val split"
+    )
     bcwi_er_tolerance: float = Field(0.005, ge=0, description="BCWI: allowed val ER above α = 0")
 
     @field_validator("bcwi_alphas")
@@ -115,29 +139,38 @@ class TrainSpec(_Strict):
     weight_decay: float = Field(5e-4, ge=0)
     schedule: Literal["cosine", "step"] = Field("cosine", description="step: ×0.1 at 50 % and 75 % of the epochs")
     warmup_epochs: Literal["auto"] | float = Field(
-        "auto", description="linear learning-rate warm-up from lr/steps to lr over this many epochs, then the "
+        "auto",
+        description="linear learning-rate warm-up from lr/steps to lr over this many epochs, then the "
         "schedule; auto: 1 epoch (at most a tenth of the run) for a student trained with LDI (elodi: its squared "
-        "logit differences diverge at full lr from a fresh start, docs/methods.md), none otherwise")
+        "logit differences diverge at full lr from a fresh start, docs/methods.md), none otherwise",
+    )
     seed: int = Field(0, ge=0, description="the deployed model's seed (initialisation and batch order)")
     augment: bool = Field(True, description="the master switch of augmentation: false trains on the images as they are")
-    crop: int = Field(2, ge=0, description="random crop: each image shifted by up to ± this many pixels "
-                      "(zero padding); 0: no crop")
+    crop: int = Field(
+        2, ge=0, description="random crop: each image shifted by up to ± this many pixels (zero padding); 0: no crop"
+    )
     flip: Literal["auto", True, False] = Field(
-        "auto", description="random horizontal flip; auto: on for the built-in Fashion-MNIST (a mirrored garment "
-        "keeps its class), off for `data.path` (a mirrored digit or letter may not)")
+        "auto",
+        description="random horizontal flip; auto: on for the built-in Fashion-MNIST (a mirrored garment "
+        "keeps its class), off for `data.path` (a mirrored digit or letter may not)",
+    )
     max_grad_norm: float | None = Field(5.0, gt=0, description="gradient-norm clipping; null: none")
     prefetch: int = Field(2, ge=1, description="teacher batches requested ahead of the step")
     precision: Literal["fp32", "bf16"] = Field(
-        "fp32", description="bf16: forward passes under bf16 autocast (replicas, student and teachers); losses and "
-        "metrics fp32; packed replicas (resources.replica.pack > 1) train fp32")
+        "fp32",
+        description="bf16: forward passes under bf16 autocast (replicas, student and teachers); losses and "
+        "metrics fp32; packed replicas (resources.replica.pack > 1) train fp32",
+    )
     compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = Field(
-        False, description="torch.compile the training step's model (true: mode default); pays on GPUs, "
-        "see docs/benchmarks.md")
+        False,
+        description="torch.compile the training step's model (true: mode default); pays on GPUs, "
+        "see docs/benchmarks.md",
+    )
 
     @field_validator("warmup_epochs")
     @classmethod
     def _warmup_not_negative(cls, value: str | float) -> str | float:
-        if value != "auto" and value < 0:
+        if not isinstance(value, str) and value < 0:  # the only string the field type admits is "auto"
             raise ValueError("warmup_epochs must be auto or a number of epochs ≥ 0")
         return value
 
@@ -152,20 +185,30 @@ class WorkerResources(_Strict):
 class StudentResources(WorkerResources):
     """What the student reserves: one task, or `workers` Ray Train workers (data parallel)."""
 
-    workers: int = Field(1, ge=1, le=256, description="> 1: a Ray Train TorchTrainer of this many workers "
-                         "(DDP: gloo on CPUs, nccl on GPUs), each with cpus/gpus above, each training its "
-                         "shard of every batch")
+    workers: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="> 1: a Ray Train TorchTrainer of this many workers "
+        "(DDP: gloo on CPUs, nccl on GPUs), each with cpus/gpus above, each training its "
+        "shard of every batch",
+    )
 
 
 class ReplicaResources(StudentResources):
     """What one replica task reserves, how many replicas it trains at once, or over how many workers."""
 
-    pack: int = Field(1, ge=1, le=64, description="replicas trained in one task as one batched model "
-                      "(torch.func.vmap): fewer, larger kernels on a GPU; each keeps its seed, data order "
-                      "and checkpoint")
+    pack: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="replicas trained in one task as one batched model "
+        "(torch.func.vmap): fewer, larger kernels on a GPU; each keeps its seed, data order "
+        "and checkpoint",
+    )
 
     @model_validator(mode="after")
-    def _pack_or_workers(self) -> "ReplicaResources":
+    def _pack_or_workers(self) -> ReplicaResources:
         if self.pack > 1 and self.workers > 1:
             raise ValueError("pack and workers: a replica is either packed with others or spread over workers")
         return self
@@ -177,9 +220,13 @@ class ResourcesSpec(_Strict):
     replica: ReplicaResources = Field(ReplicaResources(), description="each replica task")
     student: StudentResources = Field(StudentResources(), description="the model that is deployed")
     teacher: WorkerResources = Field(WorkerResources(cpus=0.5), description="each teacher-pool actor")
-    teacher_actors: int = Field(2, ge=0, description="actors serving the replicas' (and old model's) logits; 0: "
-                                "the teachers run inside the student's task, on its device (the fast path on "
-                                "one GPU)")
+    teacher_actors: int = Field(
+        2,
+        ge=0,
+        description="actors serving the replicas' (and old model's) logits; 0: "
+        "the teachers run inside the student's task, on its device (the fast path on "
+        "one GPU)",
+    )
 
 
 class PromoteSpec(_Strict):
@@ -198,7 +245,7 @@ class RangeSpec(_Strict):
     log: bool = False
 
     @model_validator(mode="after")
-    def _ordered(self) -> "RangeSpec":
+    def _ordered(self) -> RangeSpec:
         if not self.low < self.high:
             raise ValueError("low must be below high")
         if self.log and self.low <= 0:
@@ -221,7 +268,7 @@ class TuneSpec(_Strict):
     er_tolerance: float = Field(0.005, ge=0)
 
     @model_validator(mode="after")
-    def _valid_space(self) -> "TuneSpec":
+    def _valid_space(self) -> TuneSpec:
         if not self.space:
             raise ValueError("space: give at least one setting to search")
         for name, values in self.space.items():
@@ -245,16 +292,25 @@ class TuneSpec(_Strict):
 class UpdateSpec(_Strict):
     """One update pipeline: the new version of a registered model and how to train it."""
 
-    model: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128,
-                       description="registered model name (MLflow registry and experiment)")
-    version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64,
-                         description="a free label (MLflow numbers the registered versions)")
+    model: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        max_length=128,
+        description="registered model name (MLflow registry and experiment)",
+    )
+    version: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        max_length=64,
+        description="a free label (MLflow numbers the registered versions)",
+    )
     data: DataSpec = Field(DataSpec(), description="the dataset and its splits")
-    arch: str = Field(description="mlp-small, mlp, small-cnn, lenet, resnet8/20/32, resnet18/34/50, or "
-                      "`module:function` with allow_user_factories")
+    arch: str = Field(
+        description="mlp-small, mlp, small-cnn, lenet, resnet8/20/32, resnet18/34/50, or "
+        "`module:function` with allow_user_factories"
+    )
     method: MethodSpec = Field(MethodSpec(), description="the treatment")
-    old: str | None = Field(None, description="the deployed version: a checkpoint path, or a registry "
-                            "reference NAME@ALIAS / NAME/VERSION")
+    old: str | None = Field(
+        None, description="the deployed version: a checkpoint path, or a registry reference NAME@ALIAS / NAME/VERSION"
+    )
     train: TrainSpec = Field(TrainSpec(), description="optimiser and loop")
     resources: ResourcesSpec = Field(ResourcesSpec(), description="Ray resources per stage")
     storage: str = Field("runs", description="checkpoints: a local directory or s3://bucket/prefix")
@@ -263,7 +319,7 @@ class UpdateSpec(_Strict):
     allow_user_factories: bool = Field(False, description="let `arch` name your own `module:function`")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "UpdateSpec":
+    def _consistent(self) -> UpdateSpec:
         try:
             check_architecture(self.arch, self.allow_user_factories)
         except ValueError as e:
@@ -284,7 +340,7 @@ class UpdateSpec(_Strict):
                 raise ValueError("resources.student.workers: each Tune trial trains in one task; set 1")
         return self
 
-    def with_absolute_paths(self, base: Path | None = None) -> "UpdateSpec":
+    def with_absolute_paths(self, base: Path | None = None) -> UpdateSpec:
         """Local paths (data.path, old, storage) made absolute, so workers on other nodes and in
         other directories read and write the same places."""
         base = base or Path.cwd()
@@ -316,7 +372,7 @@ def _model_in(annotation: object) -> type[BaseModel] | None:
 
 
 def _did_you_mean(loc: tuple) -> str:
-    """" (did you mean epochs?)" for an unknown key close to a field of the model it was found in."""
+    """ " (did you mean epochs?)" for an unknown key close to a field of the model it was found in."""
     model: type[BaseModel] | None = UpdateSpec
     for part in loc[:-1]:
         if model is None or not isinstance(part, str) or part not in model.model_fields:
@@ -363,7 +419,7 @@ def _yaml_problem(error: yaml.YAMLError, text: str) -> str:
     mark, problem = getattr(error, "problem_mark", None), getattr(error, "problem", None)
     line = f"invalid YAML at line {mark.line + 1}" if mark else "invalid YAML"
     if not problem:
-        return f"{line} ({(str(error).splitlines() or [type(error).__name__])[0]})"
+        return f"{line} ({first_line(error)})"
     context, context_mark = getattr(error, "context", None), getattr(error, "context_mark", None)
     where = ""
     if context and context_mark is not None:

@@ -21,8 +21,13 @@ def truncated(path: Path) -> None:
 
 
 def other_architecture(path: Path) -> None:
-    torch.save({"model": {"arch": "mlp-small", "num_classes": 10},
-                "state_dict": ModelSettings("lenet", 10).build().state_dict()}, path)
+    torch.save(
+        {
+            "model": {"arch": "mlp-small", "num_classes": 10},
+            "state_dict": ModelSettings("lenet", 10).build().state_dict(),
+        },
+        path,
+    )
 
 
 def five_classes(path: Path) -> None:
@@ -51,6 +56,7 @@ def npz(name: str, **arrays) -> Callable[[Path], Path]:
     def write(folder: Path) -> Path:
         np.savez(folder / name, **arrays)
         return folder / name
+
     return write
 
 
@@ -58,16 +64,19 @@ def text_file(name: str, text: str) -> Callable[[Path], Path]:
     def write(folder: Path) -> Path:
         (folder / name).write_text(text)
         return folder / name
+
     return write
 
 
 def idx_with_labels(labels: list[int]) -> Callable[[Path], Path]:
     """An IDX directory (train-images / train-labels) of 28×28 noise images with these labels."""
+
     def write(folder: Path) -> Path:
         from datafiles import write_idx_dataset
 
         images = np.random.default_rng(0).integers(0, 256, (len(labels), 28, 28), dtype=np.uint8)
         return write_idx_dataset(folder / "idx", images, np.array(labels))
+
     return write
 
 
@@ -76,6 +85,7 @@ DIGITS_WITH_STRAYS = [i % 10 for i in range(60)] + [200, 17]  # a 201-class mode
 
 def image_tree(*files: tuple[str, bytes | None]) -> Callable[[Path], Path]:
     """An ImageFolder tree of `(class/name, content)` files; content None: a valid 28×28 PNG."""
+
     def write(folder: Path) -> Path:
         from PIL import Image
 
@@ -88,6 +98,7 @@ def image_tree(*files: tuple[str, bytes | None]) -> Callable[[Path], Path]:
             else:
                 path.write_bytes(content)
         return root
+
     return write
 
 

@@ -21,8 +21,14 @@ from workers.checkpoints import ModelSettings, save_checkpoint
 
 MODEL = "corpus"
 DATA = {"train_limit": 300, "eval_limit": 100}
-BASE = {"model": MODEL, "version": "v2", "arch": "mlp-small", "data": DATA, "method": {"name": "none"},
-        "train": {"epochs": 1}}
+BASE = {
+    "model": MODEL,
+    "version": "v2",
+    "arch": "mlp-small",
+    "data": DATA,
+    "method": {"name": "none"},
+    "train": {"epochs": 1},
+}
 
 
 @dataclass(frozen=True)
@@ -60,8 +66,12 @@ def make_assets(folder: Path) -> Assets:
         with mlflow.start_run(run_name=alias) as run:
             if artifact is not None:
                 mlflow.log_artifact(str(artifact), "checkpoint")
-        version = client.create_model_version("corpus-parent", f"runs:/{run.info.run_id}/checkpoint",
-                                              run.info.run_id, tags={"fingerprint": "0123456789ab"})
+        version = client.create_model_version(
+            "corpus-parent",
+            f"runs:/{run.info.run_id}/checkpoint",
+            run.info.run_id,
+            tags={"fingerprint": "0123456789ab"},
+        )
         client.set_registered_model_alias("corpus-parent", alias, version.version)
     return Assets(str(old), "corpus-parent@champion")
 
@@ -86,6 +96,7 @@ def _run_text(name: str, text: str | bytes) -> Callable[[Path, Assets], list[str
         path = folder / f"{name}.yaml"
         path.write_bytes(text if isinstance(text, bytes) else text.encode())
         return ["run", str(path)]
+
     return make
 
 
@@ -95,17 +106,21 @@ def _run_spec(name: str, document: Callable[[Path, Assets], dict] | dict) -> Cal
         path = folder / f"{name}.yaml"
         path.write_text(yaml.safe_dump({**body, "storage": str(folder / "storage")}))
         return ["run", str(path)]
+
     return make
 
 
-def _run_with(name: str, document: dict, storage: Callable[[Path], str] | None = None,
-              out: Callable[[Path], str] | None = None) -> Callable[[Path, Assets], list[str]]:
+def _run_with(
+    name: str, document: dict, storage: Callable[[Path], str] | None = None, out: Callable[[Path], str] | None = None
+) -> Callable[[Path, Assets], list[str]]:
     """`run` of a spec whose storage (and --out) `storage(folder)` (and `out(folder)`) give."""
+
     def make(folder: Path, assets: Assets) -> list[str]:
         path = folder / f"{name}.yaml"
         where = storage(folder) if storage else str(folder / "storage")
         path.write_text(yaml.safe_dump({**document, "storage": where}))
         return ["run", str(path), *(["--out", out(folder)] if out else [])]
+
     return make
 
 
@@ -117,17 +132,21 @@ def _through_a_file(folder: Path) -> Path:
 
 def _old(write: Callable[[Path], None], **changes) -> Callable[[Path, Assets], dict]:
     """A spec whose old checkpoint is a file written by `write`."""
+
     def document(folder: Path, assets: Assets) -> dict:
         path = folder / "old-bad.pt"
         write(path)
         return _with(method__name="fd-lm", old=str(path), **changes)
+
     return document
 
 
 def _data(write: Callable[[Path], Path]) -> Callable[[Path, Assets], dict]:
     """A spec whose data.path is what `write` creates."""
+
     def document(folder: Path, assets: Assets) -> dict:
         return _with(data={"path": str(write(folder))})
+
     return document
 
 
@@ -139,6 +158,7 @@ def _run_through_file(folder: Path, assets: Assets) -> list[str]:
 
 def _compare(labels: np.ndarray | Callable[[Path], str], *predictions: np.ndarray | bytes | None):
     """`congruent compare` over arrays written as .npy (bytes: raw file content; None: no file)."""
+
     def make(folder: Path, assets: Assets) -> list[str]:
         paths = []
         for i, value in enumerate((labels, *predictions)):
@@ -149,6 +169,7 @@ def _compare(labels: np.ndarray | Callable[[Path], str], *predictions: np.ndarra
                 np.save(path, value, allow_pickle=value.dtype == object)
             paths.append(str(path))
         return ["compare", "--labels", paths[0], *paths[1:]]
+
     return make
 
 
@@ -165,12 +186,17 @@ def _with_value(value: float) -> np.ndarray:
 CASES = [
     # the spec file itself
     BadInput("yaml-unclosed-bracket", "invalid YAML at line", _run_text("unclosed", "model: [corpus\nversion: v2\n")),
-    BadInput("yaml-unclosed-brace-says-why",
-             "invalid YAML at line 4: expected ',' or '}', but got ':' (while parsing a flow mapping at line 3: "
-             "`data: {train_limit: 3`)",
-             _run_text("brace", "model: corpus\nversion: v2\ndata: {train_limit: 3\narch: mlp-small\n")),
-    BadInput("yaml-tab-indent", "invalid YAML at line 3: found character '\\t' that cannot start any token",
-             _run_text("tabs", "model: corpus\ndata:\n\ttrain_limit: 3\n")),
+    BadInput(
+        "yaml-unclosed-brace-says-why",
+        "invalid YAML at line 4: expected ',' or '}', but got ':' (while parsing a flow mapping at line 3: "
+        "`data: {train_limit: 3`)",
+        _run_text("brace", "model: corpus\nversion: v2\ndata: {train_limit: 3\narch: mlp-small\n"),
+    ),
+    BadInput(
+        "yaml-tab-indent",
+        "invalid YAML at line 3: found character '\\t' that cannot start any token",
+        _run_text("tabs", "model: corpus\ndata:\n\ttrain_limit: 3\n"),
+    ),
     BadInput("yaml-not-a-mapping", "must be a YAML mapping", _run_text("list", "- model\n- version\n")),
     BadInput("yaml-empty-file", "must be a YAML mapping", _run_text("empty", "")),
     BadInput("spec-not-utf8", "cannot read", _run_text("binary", b"model: \xff\xfe\x00corpus\n")),
@@ -181,161 +207,351 @@ CASES = [
     BadInput("unknown-top-level-key", "colour: unknown key", _run_spec("colour", _with(colour="red"))),
     BadInput("unknown-nested-key", "method.mm: unknown key", _run_spec("mm", _with(method__mm=3))),
     BadInput("missing-required-field", "arch: Field required", _run_spec("no-arch", _with(arch=None))),
-    BadInput("every-problem-at-once",
-             "method.m: Input should be greater than or equal to 1; train.epochs: Input should be greater than or "
-             "equal to 1; train.lr: Input should be greater than 0",
-             _run_spec("three", _with(method__m=0, train__epochs=0, train__lr=-1))),
-    BadInput("misspelt-key", "train.epoch: unknown key (did you mean epochs?)",
-             _run_spec("epoch", _with(train={"epoch": 3}))),
-    BadInput("misspelt-nested-key", "resources.replica.cpu: unknown key (did you mean cpus?)",
-             _run_spec("cpu", _with(resources={"replica": {"cpu": 2}}))),
-    BadInput("epochs-not-an-integer", "train.epochs: Input should be a valid integer",
-             _run_spec("epochs", _with(train__epochs="ten"))),
+    BadInput(
+        "every-problem-at-once",
+        "method.m: Input should be greater than or equal to 1; train.epochs: Input should be greater than or "
+        "equal to 1; train.lr: Input should be greater than 0",
+        _run_spec("three", _with(method__m=0, train__epochs=0, train__lr=-1)),
+    ),
+    BadInput(
+        "misspelt-key", "train.epoch: unknown key (did you mean epochs?)", _run_spec("epoch", _with(train={"epoch": 3}))
+    ),
+    BadInput(
+        "misspelt-nested-key",
+        "resources.replica.cpu: unknown key (did you mean cpus?)",
+        _run_spec("cpu", _with(resources={"replica": {"cpu": 2}})),
+    ),
+    BadInput(
+        "epochs-not-an-integer",
+        "train.epochs: Input should be a valid integer",
+        _run_spec("epochs", _with(train__epochs="ten")),
+    ),
     BadInput("m-is-a-list", "method.m: Input should be a valid integer", _run_spec("m-list", _with(method__m=[1, 2]))),
-    BadInput("augment-not-a-bool", "train.augment: Input should be a valid boolean",
-             _run_spec("augment", _with(train__augment="maybe"))),
+    BadInput(
+        "augment-not-a-bool",
+        "train.augment: Input should be a valid boolean",
+        _run_spec("augment", _with(train__augment="maybe")),
+    ),
     BadInput("m-zero", "method.m: Input should be greater than or equal to 1", _run_spec("m0", _with(method__m=0))),
-    BadInput("m-hundred-thousand", "method.m: Input should be less than or equal to 64",
-             _run_spec("m-huge", _with(method={"name": "elodi", "m": 100000}))),
-    BadInput("alpha-above-one", "method.alpha: Input should be less than or equal to 1",
-             _run_spec("alpha", _with(method__alpha=1.5))),
+    BadInput(
+        "m-hundred-thousand",
+        "method.m: Input should be less than or equal to 64",
+        _run_spec("m-huge", _with(method={"name": "elodi", "m": 100000})),
+    ),
+    BadInput(
+        "alpha-above-one",
+        "method.alpha: Input should be less than or equal to 1",
+        _run_spec("alpha", _with(method__alpha=1.5)),
+    ),
     BadInput("k-zero", "method.k", _run_spec("k0", _with(method__k=0))),
     BadInput("lr-negative", "train.lr: Input should be greater than 0", _run_spec("lr", _with(train__lr=-0.1))),
     BadInput("val-fraction-one", "data.val_fraction", _run_spec("val", _with(data__val_fraction=1.0))),
-    BadInput("negative-teacher-actors", "resources.teacher_actors",
-             _run_spec("actors", _with(resources={"teacher_actors": -1}))),
+    BadInput(
+        "negative-teacher-actors",
+        "resources.teacher_actors",
+        _run_spec("actors", _with(resources={"teacher_actors": -1})),
+    ),
     BadInput("unknown-method", "method.name", _run_spec("method", _with(method__name="magic"))),
-    BadInput("unknown-architecture", "arch: unknown architecture 'resnet9000'",
-             _run_spec("arch", _with(arch="resnet9000"))),
-    BadInput("user-factory-without-opt-in", "needs allow_user_factories",
-             _run_spec("factory", _with(arch="os:system"))),
+    BadInput(
+        "unknown-architecture", "arch: unknown architecture 'resnet9000'", _run_spec("arch", _with(arch="resnet9000"))
+    ),
+    BadInput(
+        "user-factory-without-opt-in", "needs allow_user_factories", _run_spec("factory", _with(arch="os:system"))
+    ),
     BadInput("version-with-space", "version: String should match pattern", _run_spec("label", _with(version="v 2"))),
-    BadInput("dataset-and-path", "either dataset or path",
-             _run_spec("both", _with(data__dataset="fashion-mnist", data__path="/tmp"))),
+    BadInput(
+        "dataset-and-path",
+        "either dataset or path",
+        _run_spec("both", _with(data__dataset="fashion-mnist", data__path="/tmp")),
+    ),
     # the old version
-    BadInput("old-missing-for-fd", "old: method 'fd-lm' needs an old model",
-             _run_spec("no-old", _with(method__name="fd-lm"))),
-    BadInput("old-checkpoint-missing", "no such checkpoint",
-             _run_spec("old-gone", lambda folder, a: _with(method__name="fd-lm", old=str(folder / "v1.pt")))),
-    BadInput("old-registry-version-missing", "corpus@champion: no such registered model version (no registered "
-             "model 'corpus')",
-             _run_spec("old-ref", _with(method__name="fd-lm", old=f"{MODEL}@champion"))),
-    BadInput("old-registry-version-without-checkpoint", "corpus-parent version 2 has no checkpoint",
-             _run_spec("old-empty", _with(method__name="fd-lm", old="corpus-parent@empty"))),
-    BadInput("old-class-mismatch", "has 5 classes, the data has 10",
-             _run_spec("classes", _old(bad_files.five_classes))),
-    BadInput("old-registry-class-mismatch-names-the-reference",
-             "old: corpus-parent@five has 5 classes, the data has 10",
-             _run_spec("five", _with(method__name="fd-lm", old="corpus-parent@five"))),
-    BadInput("old-relative-path-as-written", "old: v1.pt: no such checkpoint",
-             _run_spec("relative", _with(method__name="fd-lm", old="v1.pt"))),
-    BadInput("old-text-file", "not a readable checkpoint (not a file torch.save writes: neither a zip archive nor a "
-             "pickle)", _run_spec("text", _old(lambda path: path.write_text("hello, I am not a checkpoint\n")))),
-    BadInput("old-registry-unknown-alias", "corpus-parent@nosuchalias: no such registered model version (corpus-parent "
-             "has no alias 'nosuchalias'; its aliases: champion, empty, five)",
-             _run_spec("alias", _with(method__name="fd-lm", old="corpus-parent@nosuchalias"))),
-    BadInput("old-registry-unknown-version", "corpus-parent/9: no such registered model version (corpus-parent has no "
-             "version 9; its versions: 1, 2, 3)",
-             _run_spec("version9", _with(method__name="fd-lm", old="corpus-parent/9"))),
-    BadInput("old-truncated-checkpoint", "not a readable checkpoint",
-             _run_spec("truncated", _old(bad_files.truncated))),
-    BadInput("old-other-architecture", "weights do not fit architecture 'mlp-small'",
-             _run_spec("foreign", _old(bad_files.other_architecture))),
-    BadInput("old-pickled-object", "not a readable checkpoint (UnpicklingError: Trying to load unsupported GLOBAL "
-             "posix.system", _run_spec("pickled", _old(bad_files.pickled_object))),
+    BadInput(
+        "old-missing-for-fd", "old: method 'fd-lm' needs an old model", _run_spec("no-old", _with(method__name="fd-lm"))
+    ),
+    BadInput(
+        "old-checkpoint-missing",
+        "no such checkpoint",
+        _run_spec("old-gone", lambda folder, a: _with(method__name="fd-lm", old=str(folder / "v1.pt"))),
+    ),
+    BadInput(
+        "old-registry-version-missing",
+        "corpus@champion: no such registered model version (no registered model 'corpus')",
+        _run_spec("old-ref", _with(method__name="fd-lm", old=f"{MODEL}@champion")),
+    ),
+    BadInput(
+        "old-registry-version-without-checkpoint",
+        "corpus-parent version 2 has no checkpoint",
+        _run_spec("old-empty", _with(method__name="fd-lm", old="corpus-parent@empty")),
+    ),
+    BadInput(
+        "old-class-mismatch", "has 5 classes, the data has 10", _run_spec("classes", _old(bad_files.five_classes))
+    ),
+    BadInput(
+        "old-registry-class-mismatch-names-the-reference",
+        "old: corpus-parent@five has 5 classes, the data has 10",
+        _run_spec("five", _with(method__name="fd-lm", old="corpus-parent@five")),
+    ),
+    BadInput(
+        "old-relative-path-as-written",
+        "old: v1.pt: no such checkpoint",
+        _run_spec("relative", _with(method__name="fd-lm", old="v1.pt")),
+    ),
+    BadInput(
+        "old-text-file",
+        "not a readable checkpoint (not a file torch.save writes: neither a zip archive nor a pickle)",
+        _run_spec("text", _old(lambda path: path.write_text("hello, I am not a checkpoint\n"))),
+    ),
+    BadInput(
+        "old-registry-unknown-alias",
+        "corpus-parent@nosuchalias: no such registered model version (corpus-parent "
+        "has no alias 'nosuchalias'; its aliases: champion, empty, five)",
+        _run_spec("alias", _with(method__name="fd-lm", old="corpus-parent@nosuchalias")),
+    ),
+    BadInput(
+        "old-registry-unknown-version",
+        "corpus-parent/9: no such registered model version (corpus-parent has no version 9; its versions: 1, 2, 3)",
+        _run_spec("version9", _with(method__name="fd-lm", old="corpus-parent/9")),
+    ),
+    BadInput(
+        "old-truncated-checkpoint", "not a readable checkpoint", _run_spec("truncated", _old(bad_files.truncated))
+    ),
+    BadInput(
+        "old-other-architecture",
+        "weights do not fit architecture 'mlp-small'",
+        _run_spec("foreign", _old(bad_files.other_architecture)),
+    ),
+    BadInput(
+        "old-pickled-object",
+        "not a readable checkpoint (UnpicklingError: Trying to load unsupported GLOBAL posix.system",
+        _run_spec("pickled", _old(bad_files.pickled_object)),
+    ),
     BadInput("old-plain-pickle", "not a readable checkpoint", _run_spec("plain-pickle", _old(bad_files.plain_pickle))),
-    BadInput("old-not-a-congruent-checkpoint", "not a Congruent checkpoint",
-             _run_spec("foreign-dict", _old(bad_files.not_a_checkpoint_dict))),
-    BadInput("bcwi-other-architecture", "bcwi interpolates weights",
-             _run_spec("bcwi", lambda folder, a: _with(method__name="bcwi", arch="mlp", old=a.old_checkpoint))),
-    BadInput("old-on-another-eval-split", "was evaluated on eval split 0123456789ab",
-             _run_spec("split", lambda folder, a: _with(method__name="fd-lm", old=a.other_split_reference))),
+    BadInput(
+        "old-not-a-congruent-checkpoint",
+        "not a Congruent checkpoint",
+        _run_spec("foreign-dict", _old(bad_files.not_a_checkpoint_dict)),
+    ),
+    BadInput(
+        "bcwi-other-architecture",
+        "bcwi interpolates weights",
+        _run_spec("bcwi", lambda folder, a: _with(method__name="bcwi", arch="mlp", old=a.old_checkpoint)),
+    ),
+    BadInput(
+        "old-on-another-eval-split",
+        "was evaluated on eval split 0123456789ab",
+        _run_spec("split", lambda folder, a: _with(method__name="fd-lm", old=a.other_split_reference)),
+    ),
     # data
-    BadInput("train-limit-one", "the train split holds 1 of the 10 classes (none of 0, 1, 3, 4, 5, …); train_limit 1 "
-             "is too small", _run_spec("one", _with(data__train_limit=1))),
-    BadInput("train-limit-half-classes", "the train split holds 3 of the 5 classes of the first half (none of 0, 4)",
-             _run_spec("half", _with(data={"subset": "half-classes", "train_limit": 3}))),
-    BadInput("train-limit-above-the-split",
-             "data: fashion-mnist: train_limit 60000 is above the 54000 training samples",
-             _run_spec("train-above", _with(data__train_limit=60000))),
-    BadInput("eval-limit-above-the-split", "data: fashion-mnist: eval_limit 20000 is above the 10000 regression-eval "
-             "samples", _run_spec("eval-above", _with(data__eval_limit=20000))),
-    BadInput("data-empty-directory", "not a usable ImageFolder tree",
-             _run_spec("empty-dir", _data(bad_files.empty_dir))),
-    BadInput("data-missing-path", "no such file or directory",
-             _run_spec("no-data", lambda folder, a: _with(data={"path": str(folder / "no-data")}))),
+    BadInput(
+        "train-limit-one",
+        "the train split holds 1 of the 10 classes (none of 0, 1, 3, 4, 5, …); train_limit 1 is too small",
+        _run_spec("one", _with(data__train_limit=1)),
+    ),
+    BadInput(
+        "train-limit-half-classes",
+        "the train split holds 3 of the 5 classes of the first half (none of 0, 4)",
+        _run_spec("half", _with(data={"subset": "half-classes", "train_limit": 3})),
+    ),
+    BadInput(
+        "train-limit-above-the-split",
+        "data: fashion-mnist: train_limit 60000 is above the 54000 training samples",
+        _run_spec("train-above", _with(data__train_limit=60000)),
+    ),
+    BadInput(
+        "eval-limit-above-the-split",
+        "data: fashion-mnist: eval_limit 20000 is above the 10000 regression-eval samples",
+        _run_spec("eval-above", _with(data__eval_limit=20000)),
+    ),
+    BadInput(
+        "data-empty-directory", "not a usable ImageFolder tree", _run_spec("empty-dir", _data(bad_files.empty_dir))
+    ),
+    BadInput(
+        "data-missing-path",
+        "no such file or directory",
+        _run_spec("no-data", lambda folder, a: _with(data={"path": str(folder / "no-data")})),
+    ),
     BadInput("data-broken-symlink", "no such file or directory", _run_spec("link", _data(bad_files.broken_link))),
-    BadInput("data-path-through-a-file", "plain.txt/data.npz: no such file or directory",
-             _run_spec("through", _data(lambda folder: bad_files.text_file("plain.txt", "x")(folder) / "data.npz"))),
+    BadInput(
+        "data-path-through-a-file",
+        "plain.txt/data.npz: no such file or directory",
+        _run_spec("through", _data(lambda folder: bad_files.text_file("plain.txt", "x")(folder) / "data.npz")),
+    ),
     BadInput("data-not-npz", "must be an .npz", _run_spec("csv", _data(bad_files.text_file("data.csv", "1,2,3\n")))),
-    BadInput("data-npz-garbage", "not an .npz archive",
-             _run_spec("garbage", _data(bad_files.text_file("data.npz", "not a zip")))),
-    BadInput("data-npz-without-y", "must hold arrays 'x' and 'y'",
-             _run_spec("no-y", _data(bad_files.npz("no-y.npz", x=np.zeros((4, 1, 8, 8), np.uint8))))),
-    BadInput("data-npz-nan-pixels", "must be finite",
-             _run_spec("nan-x", _data(bad_files.npz("nan.npz", x=np.full((4, 1, 8, 8), np.nan, np.float32),
-                                                    y=np.arange(4))))),
-    BadInput("data-corrupt-jpg", "images/coat/0.jpg: cannot read image (not a format PIL can identify)",
-             _run_spec("corrupt-jpg", _data(bad_files.image_tree(("coat/0.jpg", b"\xff\xd8 not really a jpeg"),
-                                                       ("coat/1.png", None), ("shirt/0.png", None))))),
-    BadInput("data-truncated-png", "images/shirt/1.png: cannot read image (image file is truncated",
-             _run_spec("truncated-png", _data(bad_files.image_tree(("coat/0.png", None), ("shirt/0.png", None),
-                                                         ("shirt/1.png", bad_files.half_a_png()))))),
-    BadInput("data-idx-label-gaps", "idx/train-labels-idx1-ubyte: class ids must run 0..C−1 without gaps, but the "
-             "labels reach 200 and 189 ids below it never occur (10, 11, 12, 13, 14, …)",
-             _run_spec("idx-gaps", _data(bad_files.idx_with_labels(bad_files.DIGITS_WITH_STRAYS)))),
-    BadInput("data-npz-label-gaps", "the labels reach 7 and 2 ids below it never occur (3, 5)",
-             _run_spec("npz-gaps", _data(bad_files.npz("gaps.npz", x=np.zeros((40, 28, 28), np.uint8),
-                                              y=np.array([0, 1, 2, 4, 6, 7] * 6 + [0, 1, 2, 4]))))),
-    BadInput("data-label-above-num-classes", "label 200 is not below data.num_classes = 18",
-             _run_spec("declared", lambda folder, a: _with(data={
-                 "path": str(bad_files.idx_with_labels(bad_files.DIGITS_WITH_STRAYS)(folder)), "num_classes": 18}))),
-    BadInput("num-classes-for-fashion-mnist", "data: num_classes declares the class count of a `path` dataset",
-             _run_spec("fmnist-classes", _with(data__num_classes=12))),
-    BadInput("data-npz-pickled-labels", "cannot read .npz",
-             _run_spec("obj-y", _data(bad_files.npz("obj.npz", x=np.zeros((2, 1, 8, 8), np.uint8),
-                                            y=np.array([{"a": 1}, None], dtype=object))))),
+    BadInput(
+        "data-npz-garbage",
+        "not an .npz archive",
+        _run_spec("garbage", _data(bad_files.text_file("data.npz", "not a zip"))),
+    ),
+    BadInput(
+        "data-npz-without-y",
+        "must hold arrays 'x' and 'y'",
+        _run_spec("no-y", _data(bad_files.npz("no-y.npz", x=np.zeros((4, 1, 8, 8), np.uint8)))),
+    ),
+    BadInput(
+        "data-npz-nan-pixels",
+        "must be finite",
+        _run_spec(
+            "nan-x", _data(bad_files.npz("nan.npz", x=np.full((4, 1, 8, 8), np.nan, np.float32), y=np.arange(4)))
+        ),
+    ),
+    BadInput(
+        "data-corrupt-jpg",
+        "images/coat/0.jpg: cannot read image (not a format PIL can identify)",
+        _run_spec(
+            "corrupt-jpg",
+            _data(
+                bad_files.image_tree(
+                    ("coat/0.jpg", b"\xff\xd8 not really a jpeg"), ("coat/1.png", None), ("shirt/0.png", None)
+                )
+            ),
+        ),
+    ),
+    BadInput(
+        "data-truncated-png",
+        "images/shirt/1.png: cannot read image (image file is truncated",
+        _run_spec(
+            "truncated-png",
+            _data(
+                bad_files.image_tree(
+                    ("coat/0.png", None), ("shirt/0.png", None), ("shirt/1.png", bad_files.half_a_png())
+                )
+            ),
+        ),
+    ),
+    BadInput(
+        "data-idx-label-gaps",
+        "idx/train-labels-idx1-ubyte: class ids must run 0..C−1 without gaps, but the "
+        "labels reach 200 and 189 ids below it never occur (10, 11, 12, 13, 14, …)",
+        _run_spec("idx-gaps", _data(bad_files.idx_with_labels(bad_files.DIGITS_WITH_STRAYS))),
+    ),
+    BadInput(
+        "data-npz-label-gaps",
+        "the labels reach 7 and 2 ids below it never occur (3, 5)",
+        _run_spec(
+            "npz-gaps",
+            _data(
+                bad_files.npz(
+                    "gaps.npz", x=np.zeros((40, 28, 28), np.uint8), y=np.array([0, 1, 2, 4, 6, 7] * 6 + [0, 1, 2, 4])
+                )
+            ),
+        ),
+    ),
+    BadInput(
+        "data-label-above-num-classes",
+        "label 200 is not below data.num_classes = 18",
+        _run_spec(
+            "declared",
+            lambda folder, a: _with(
+                data={"path": str(bad_files.idx_with_labels(bad_files.DIGITS_WITH_STRAYS)(folder)), "num_classes": 18}
+            ),
+        ),
+    ),
+    BadInput(
+        "num-classes-for-fashion-mnist",
+        "data: num_classes declares the class count of a `path` dataset",
+        _run_spec("fmnist-classes", _with(data__num_classes=12)),
+    ),
+    BadInput(
+        "data-npz-pickled-labels",
+        "cannot read .npz",
+        _run_spec(
+            "obj-y",
+            _data(
+                bad_files.npz("obj.npz", x=np.zeros((2, 1, 8, 8), np.uint8), y=np.array([{"a": 1}, None], dtype=object))
+            ),
+        ),
+    ),
     # where the run writes, and what the cluster can hold: refused before Ray starts
-    BadInput("storage-unwritable", "plain.txt/runs: cannot write there (Not a directory)",
-             _run_with("storage", BASE, lambda f: str(_through_a_file(f) / "runs"))),
-    BadInput("out-unwritable", "plain.txt/out: cannot write there (Not a directory)",
-             _run_with("out", BASE, out=lambda f: str(_through_a_file(f) / "out"))),
-    BadInput("storage-s3-without-credentials", "storage: s3://congruent-runs/corpus: no AWS credentials",
-             _run_with("s3", BASE, lambda f: "s3://congruent-runs/corpus")),
-    BadInput("resources-beyond-the-cluster", "resources.replica: asks 100000.0 CPU",
-             _run_spec("cpus", _with(method={"name": "ensemble", "m": 2}, resources={"replica": {"cpus": 100000}}))),
-    BadInput("replica-workers-beyond-the-cluster", "resources.replica: asks 64 workers × 1.0 CPU",
-             _run_spec("workers", _with(method={"name": "ensemble", "m": 2}, resources={"replica": {"workers": 64}}))),
-    BadInput("student-workers-beyond-the-cluster", "resources: 2 student workers need 3.0 CPU",
-             _run_spec("student-workers", _with(resources={"student": {"cpus": 1.5, "workers": 2}}))),
-    BadInput("pack-and-workers", "pack and workers",
-             _run_spec("pack-workers", _with(resources={"replica": {"pack": 2, "workers": 2}}))),
-    BadInput("resources-teacher-pool-beyond-the-cluster", "resources: student + 2 teacher actors need",
-             _run_spec("pool", lambda folder, a: _with(method__name="fd-lm", old=a.old_checkpoint,
-                                                       resources={"teacher": {"cpus": 50000}}))),
+    BadInput(
+        "storage-unwritable",
+        "plain.txt/runs: cannot write there (Not a directory)",
+        _run_with("storage", BASE, lambda f: str(_through_a_file(f) / "runs")),
+    ),
+    BadInput(
+        "out-unwritable",
+        "plain.txt/out: cannot write there (Not a directory)",
+        _run_with("out", BASE, out=lambda f: str(_through_a_file(f) / "out")),
+    ),
+    BadInput(
+        "storage-s3-without-credentials",
+        "storage: s3://congruent-runs/corpus: no AWS credentials",
+        _run_with("s3", BASE, lambda f: "s3://congruent-runs/corpus"),
+    ),
+    BadInput(
+        "resources-beyond-the-cluster",
+        "resources.replica: asks 100000.0 CPU",
+        _run_spec("cpus", _with(method={"name": "ensemble", "m": 2}, resources={"replica": {"cpus": 100000}})),
+    ),
+    BadInput(
+        "replica-workers-beyond-the-cluster",
+        "resources.replica: asks 64 workers × 1.0 CPU",
+        _run_spec("workers", _with(method={"name": "ensemble", "m": 2}, resources={"replica": {"workers": 64}})),
+    ),
+    BadInput(
+        "student-workers-beyond-the-cluster",
+        "resources: 2 student workers need 3.0 CPU",
+        _run_spec("student-workers", _with(resources={"student": {"cpus": 1.5, "workers": 2}})),
+    ),
+    BadInput(
+        "pack-and-workers",
+        "pack and workers",
+        _run_spec("pack-workers", _with(resources={"replica": {"pack": 2, "workers": 2}})),
+    ),
+    BadInput(
+        "resources-teacher-pool-beyond-the-cluster",
+        "resources: student + 2 teacher actors need",
+        _run_spec(
+            "pool",
+            lambda folder, a: _with(method__name="fd-lm", old=a.old_checkpoint, resources={"teacher": {"cpus": 50000}}),
+        ),
+    ),
     # prediction files
     BadInput("predictions-nan", "NaN", _compare(LABELS, LOGITS, _with_value(np.nan))),
     BadInput("predictions-inf", "Inf", _compare(LABELS, LOGITS, _with_value(np.inf))),
-    BadInput("predictions-pickled", "pickled Python objects",
-             _compare(LABELS, LOGITS, np.array([{"class": 1}] * 5, dtype=object))),
+    BadInput(
+        "predictions-pickled",
+        "pickled Python objects",
+        _compare(LABELS, LOGITS, np.array([{"class": 1}] * 5, dtype=object)),
+    ),
     BadInput("predictions-length-mismatch", "5", _compare(LABELS, LOGITS, LOGITS[:4])),
     BadInput("predictions-empty-file", "not a .npy file", _compare(LABELS, LOGITS, b"")),
     BadInput("predictions-missing-file", "no such file", _compare(LABELS, LOGITS, None)),
     BadInput("labels-2d", "labels must be a 1-D array", _compare(LOGITS.astype(np.int64), LOGITS, LOGITS)),
     BadInput("labels-negative", "negative class ids", _compare(LABELS - 1, LOGITS, LOGITS)),
-    BadInput("logits-fewer-columns-than-classes", "logits have 3 columns, but the labels reach class 9: a model of "
-             "these labels has at least 10", _compare(np.array([0, 1, 2, 9, 0]), LOGITS, LOGITS)),
+    BadInput(
+        "logits-fewer-columns-than-classes",
+        "logits have 3 columns, but the labels reach class 9: a model of these labels has at least 10",
+        _compare(np.array([0, 1, 2, 9, 0]), LOGITS, LOGITS),
+    ),
     # the registry
-    BadInput("promote-unknown-model", "corpus-nothing",
-             lambda folder, a: ["promote", "corpus-nothing", "1", "--max-nfr", "0.1"]),
-    BadInput("promote-max-nfr-as-a-percentage", "argument --max-nfr: must be a fraction in [0, 1] (0.05 = 5 %), got 5",
-             lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "5"]),
-    BadInput("promote-max-nfr-negative", "argument --max-nfr: must be a fraction in [0, 1] (0.05 = 5 %), got -0.1",
-             lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "-0.1"]),
-    BadInput("promote-max-er-increase-above-one", "argument --max-er-increase: must be a fraction in [-1, 1]",
-             lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "0.02", "--max-er-increase", "3"]),
-    BadInput("report-unknown-version", "corpus-parent has no version 9; its versions: 1, 2, 3",
-             lambda folder, a: ["report", "corpus-parent", "--version", "9", "--out", str(folder / "r.html")]),
-    BadInput("versions-unknown-model", "no registered model 'corpus-nothing'",
-             lambda folder, a: ["versions", "corpus-nothing"]),
+    BadInput(
+        "promote-unknown-model",
+        "corpus-nothing",
+        lambda folder, a: ["promote", "corpus-nothing", "1", "--max-nfr", "0.1"],
+    ),
+    BadInput(
+        "promote-max-nfr-as-a-percentage",
+        "argument --max-nfr: must be a fraction in [0, 1] (0.05 = 5 %), got 5",
+        lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "5"],
+    ),
+    BadInput(
+        "promote-max-nfr-negative",
+        "argument --max-nfr: must be a fraction in [0, 1] (0.05 = 5 %), got -0.1",
+        lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "-0.1"],
+    ),
+    BadInput(
+        "promote-max-er-increase-above-one",
+        "argument --max-er-increase: must be a fraction in [-1, 1]",
+        lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "0.02", "--max-er-increase", "3"],
+    ),
+    BadInput(
+        "report-unknown-version",
+        "corpus-parent has no version 9; its versions: 1, 2, 3",
+        lambda folder, a: ["report", "corpus-parent", "--version", "9", "--out", str(folder / "r.html")],
+    ),
+    BadInput(
+        "versions-unknown-model",
+        "no registered model 'corpus-nothing'",
+        lambda folder, a: ["versions", "corpus-nothing"],
+    ),
 ]

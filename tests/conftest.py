@@ -103,20 +103,53 @@ def ray_cluster():
     common = ["--num-cpus", "1", "--disable-usage-stats"]
 
     def node_ports() -> list[str]:  # each node's agents on free ports: never clash with another Ray here
-        return ["--dashboard-agent-listen-port", str(_free_port()), "--dashboard-agent-grpc-port", str(_free_port()),
-                "--runtime-env-agent-port", str(_free_port()), "--metrics-export-port", str(_free_port())]
+        return [
+            "--dashboard-agent-listen-port",
+            str(_free_port()),
+            "--dashboard-agent-grpc-port",
+            str(_free_port()),
+            "--runtime-env-agent-port",
+            str(_free_port()),
+            "--metrics-export-port",
+            str(_free_port()),
+        ]
 
     address = f"127.0.0.1:{port}"
     # as from an activated venv: a Ray Job's `python` entrypoint is this venv's python
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     try:
-        subprocess.run([ray_cli, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                        "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
-                        "--dashboard-port", str(dashboard_port), "--temp-dir", ray_dir, *common, *node_ports()],
-                       check=True, capture_output=True, timeout=120, env=env)
-        subprocess.run([ray_cli, "start", "--address", address, "--node-ip-address", "127.0.0.1", *common,
-                        *node_ports()],
-                       check=True, capture_output=True, timeout=120, env=env)
+        subprocess.run(
+            [
+                ray_cli,
+                "start",
+                "--head",
+                "--node-ip-address",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--include-dashboard",
+                "true",
+                "--dashboard-host",
+                "127.0.0.1",
+                "--dashboard-port",
+                str(dashboard_port),
+                "--temp-dir",
+                ray_dir,
+                *common,
+                *node_ports(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+            env=env,
+        )
+        subprocess.run(
+            [ray_cli, "start", "--address", address, "--node-ip-address", "127.0.0.1", *common, *node_ports()],
+            check=True,
+            capture_output=True,
+            timeout=120,
+            env=env,
+        )
         import ray
 
         ray.init(address=address, logging_level="ERROR")
@@ -142,20 +175,32 @@ SPEC_RESOURCES = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"c
 def spec_document(tmp_path):
     """`spec_document(**fields)`: a spec as a dict (model fmnist, version v2, arch mlp-small, method
     none, checkpoints under tmp_path/storage) with `fields` replacing whole keys."""
+
     def make(**fields) -> dict:
-        return {"model": "fmnist", "version": "v2", "arch": "mlp-small", "method": {"name": "none"},
-                "data": SPEC_DATA, "train": SPEC_TRAIN, "resources": SPEC_RESOURCES,
-                "storage": str(tmp_path / "storage"), **fields}
+        return {
+            "model": "fmnist",
+            "version": "v2",
+            "arch": "mlp-small",
+            "method": {"name": "none"},
+            "data": SPEC_DATA,
+            "train": SPEC_TRAIN,
+            "resources": SPEC_RESOURCES,
+            "storage": str(tmp_path / "storage"),
+            **fields,
+        }
+
     return make
 
 
 @pytest.fixture
 def spec_file(tmp_path, spec_document):
     """`spec_file(name, **fields)`: `spec_document(**fields)` written to tmp_path/NAME.yaml."""
+
     def write(name: str = "spec", **fields) -> Path:
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(spec_document(**fields)))
         return path
+
     return write
 
 

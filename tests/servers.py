@@ -121,8 +121,13 @@ def _spawn(name: str, cmd: list[str], directory: Path, env: dict | None = None, 
     log_file.write(f"$ {' '.join(map(str, cmd))}\n".encode())
     try:
         proc = subprocess.Popen(
-            [str(c) for c in cmd], stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, start_new_session=True, **popen_kw,
+            [str(c) for c in cmd],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            **popen_kw,
         )
     except BaseException:
         log_file.close()
@@ -139,7 +144,8 @@ def _wait_ready(server: Server, check, what: str, timeout: float = READY_TIMEOUT
             server.stop()
             raise RuntimeError(
                 f"{server.name} exited with code {server.proc.returncode} before {what}; "
-                f"log {server.log_path}:\n{server.log_tail()}")
+                f"log {server.log_path}:\n{server.log_tail()}"
+            )
         try:
             if check():
                 return
@@ -149,7 +155,8 @@ def _wait_ready(server: Server, check, what: str, timeout: float = READY_TIMEOUT
             server.stop()
             raise RuntimeError(
                 f"{server.name}: no {what} within {timeout:.0f} s (last error: {last_error!r}); "
-                f"log {server.log_path}:\n{server.log_tail()}")
+                f"log {server.log_path}:\n{server.log_tail()}"
+            )
         time.sleep(0.25)
 
 
@@ -207,8 +214,10 @@ def _postgres_bindir() -> Path:
         return [int(x) for x in re.findall(r"\d+", bindir.parent.name)] or [0]
 
     if not found:
-        raise RuntimeError("PostgreSQL server not found (/usr/lib/postgresql/<ver>/bin/postgres): "
-                           "install the Debian package: apt-get install -y postgresql")
+        raise RuntimeError(
+            "PostgreSQL server not found (/usr/lib/postgresql/<ver>/bin/postgres): "
+            "install the Debian package: apt-get install -y postgresql"
+        )
     return max(found, key=version)
 
 
@@ -232,8 +241,10 @@ def start_postgres(directory, timeout: float = READY_TIMEOUT_S) -> Server:
         try:
             pw = pwd.getpwnam("postgres")
         except KeyError:
-            raise RuntimeError("running as root but there is no `postgres` system user "
-                               "(the Debian package creates it: apt-get install -y postgresql)") from None
+            raise RuntimeError(
+                "running as root but there is no `postgres` system user "
+                "(the Debian package creates it: apt-get install -y postgresql)"
+            ) from None
         base = Path(tempfile.mkdtemp(prefix="pgtest-"))
         os.chown(base, pw.pw_uid, pw.pw_gid)
         cleanup.append(lambda: shutil.rmtree(base, ignore_errors=True))
@@ -258,20 +269,53 @@ def start_postgres(directory, timeout: float = READY_TIMEOUT_S) -> Server:
             log.write(b"$ initdb\n")
             log.flush()
             result = subprocess.run(
-                [str(bindir / "initdb"), "-D", str(data), "-U", "mlflow", "--auth=trust",
-                 "-E", "UTF8", "--locale=C", "--no-sync"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                timeout=120, **as_user)
+                [
+                    str(bindir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "mlflow",
+                    "--auth=trust",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                    "--no-sync",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                timeout=120,
+                **as_user,
+            )
         if result.returncode != 0:
             raise RuntimeError(f"initdb failed ({result.returncode}); log {log_path}:\n{_log_tail(log_path)}")
 
         port = free_port()
-        server = _spawn("postgres", [
-            bindir / "postgres", "-D", data, "-p", str(port), "-k", sockopt,
-            "-c", f"listen_addresses={HOST}",
-            # Throw-away test data: durability off.
-            "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-        ], directory, env=env, **as_user)
+        server = _spawn(
+            "postgres",
+            [
+                bindir / "postgres",
+                "-D",
+                data,
+                "-p",
+                str(port),
+                "-k",
+                sockopt,
+                "-c",
+                f"listen_addresses={HOST}",
+                # Throw-away test data: durability off.
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+            ],
+            directory,
+            env=env,
+            **as_user,
+        )
     except BaseException:
         for fn in reversed(cleanup):
             fn()
@@ -280,15 +324,37 @@ def start_postgres(directory, timeout: float = READY_TIMEOUT_S) -> Server:
     server.stop_signal, server.signal_group = signal.SIGINT, False  # SIGINT: "fast" shutdown
 
     def accepting() -> bool:
-        return subprocess.run(
-            [str(bindir / "pg_isready"), "-q", "-h", HOST, "-p", str(port), "-U", "mlflow",
-             "-d", "postgres", "-t", "2"], env=env, timeout=10).returncode == 0
+        return (
+            subprocess.run(
+                [
+                    str(bindir / "pg_isready"),
+                    "-q",
+                    "-h",
+                    HOST,
+                    "-p",
+                    str(port),
+                    "-U",
+                    "mlflow",
+                    "-d",
+                    "postgres",
+                    "-t",
+                    "2",
+                ],
+                env=env,
+                timeout=10,
+            ).returncode
+            == 0
+        )
 
     with _stop_on_error(server):
         _wait_ready(server, accepting, "connections on 127.0.0.1", timeout)
         created = subprocess.run(
             [str(bindir / "createdb"), "-h", HOST, "-p", str(port), "-U", "mlflow", "mlflow"],
-            capture_output=True, text=True, env=env, timeout=60)
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         if created.returncode != 0:
             raise RuntimeError(f"createdb mlflow failed: {created.stderr.strip()}")
     server.info.update(
@@ -319,16 +385,25 @@ def s3_client(endpoint: str, access_key: str, secret_key: str):
     from botocore.config import Config
 
     return boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id=access_key, aws_secret_access_key=secret_key,
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
         region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}, request_checksum_calculation="when_required",
-                      response_checksum_validation="when_required", retries={"max_attempts": 2},
-                      connect_timeout=5, read_timeout=20),
+        config=Config(
+            s3={"addressing_style": "path"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            retries={"max_attempts": 2},
+            connect_timeout=5,
+            read_timeout=20,
+        ),
     )
 
 
-def start_seaweedfs(directory, access_key: str, secret_key: str, buckets=("mlflow",),
-                    timeout: float = READY_TIMEOUT_S) -> Server:
+def start_seaweedfs(
+    directory, access_key: str, secret_key: str, buckets=("mlflow",), timeout: float = READY_TIMEOUT_S
+) -> Server:
     """`weed mini` (master, volume, filer, S3) on 127.0.0.1, data in `directory`, credentials enforced.
 
     Returns a Server with ``endpoint`` (http://127.0.0.1:S3PORT), ``port`` and ``buckets``.
@@ -339,11 +414,23 @@ def start_seaweedfs(directory, access_key: str, secret_key: str, buckets=("mlflo
     base = _seaweed_base_port()
     s3_port = base + 3
     cmd = [
-        weed, "mini", f"-dir={directory / 'data'}", f"-ip={HOST}", f"-ip.bind={HOST}",
-        f"-master.port={base}", f"-volume.port={base + 1}", f"-filer.port={base + 2}",
-        f"-s3.port={s3_port}", f"-admin.port={base + 4}", f"-webdav.port={base + 5}",
-        f"-debug.port={base + 6}", "-s3.port.iceberg=0", "-s3.port.lance=0",
-        "-admin.ui=false", "-webdav=false", "-master.telemetry=false",
+        weed,
+        "mini",
+        f"-dir={directory / 'data'}",
+        f"-ip={HOST}",
+        f"-ip.bind={HOST}",
+        f"-master.port={base}",
+        f"-volume.port={base + 1}",
+        f"-filer.port={base + 2}",
+        f"-s3.port={s3_port}",
+        f"-admin.port={base + 4}",
+        f"-webdav.port={base + 5}",
+        f"-debug.port={base + 6}",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        "-admin.ui=false",
+        "-webdav=false",
+        "-master.telemetry=false",
     ]
     if len(str(directory)) < 80:  # keep the local unix sockets out of /tmp
         cmd += [f"-filer.localSocket={directory / 'filer.sock'}", f"-s3.localSocket={directory / 's3.sock'}"]
@@ -369,8 +456,14 @@ def start_seaweedfs(directory, access_key: str, secret_key: str, buckets=("mlflo
 # --------------------------------------------------------------------------- mlflow server
 
 
-def start_mlflow_server(directory, backend_uri: str, artifacts_destination: str, env: dict,
-                        timeout: float = READY_TIMEOUT_S, port: int | None = None) -> Server:
+def start_mlflow_server(
+    directory,
+    backend_uri: str,
+    artifacts_destination: str,
+    env: dict,
+    timeout: float = READY_TIMEOUT_S,
+    port: int | None = None,
+) -> Server:
     """`mlflow server` on 127.0.0.1:<port, else a free one> proxying artifacts to `artifacts_destination`.
 
     `env` adds the S3 settings (MLFLOW_S3_ENDPOINT_URL, AWS_* credentials, checksum variables).
@@ -384,11 +477,26 @@ def start_mlflow_server(directory, backend_uri: str, artifacts_destination: str,
     server_env = {**os.environ, **CHECKSUM_ENV, **env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     for key in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):  # the server's own stores are given
         server_env.pop(key, None)
-    server = _spawn("mlflow-server", [
-        mlflow_cli, "server", "--backend-store-uri", backend_uri,
-        "--artifacts-destination", artifacts_destination,
-        "--host", HOST, "--port", str(port), "--workers", "1",
-    ], directory, env=server_env, cwd=directory)
+    server = _spawn(
+        "mlflow-server",
+        [
+            mlflow_cli,
+            "server",
+            "--backend-store-uri",
+            backend_uri,
+            "--artifacts-destination",
+            artifacts_destination,
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        directory,
+        env=server_env,
+        cwd=directory,
+    )
     uri = f"http://{HOST}:{port}"
     with _stop_on_error(server):
         _wait_ready(server, lambda: _http_status(uri + "/health") == 200, "200 from /health", timeout)

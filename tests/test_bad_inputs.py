@@ -51,8 +51,14 @@ def test_bad_input_is_one_line_exit_2_nothing_registered(case, corpus_store, tmp
     code = main(argv)
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
-    record("bad_input", name=case.name, command=argv[0], exit_code=code, stderr=captured.err.strip(),
-           rejected=code == 2 and len(lines) == 1 and case.expect in captured.err and "Traceback" not in captured.err)
+    record(
+        "bad_input",
+        name=case.name,
+        command=argv[0],
+        exit_code=code,
+        stderr=captured.err.strip(),
+        rejected=code == 2 and len(lines) == 1 and case.expect in captured.err and "Traceback" not in captured.err,
+    )
     assert code == 2, captured.err
     assert len(lines) == 1 and lines[0].startswith(f"congruent {argv[0]}: error: "), captured.err
     assert case.expect in lines[0]

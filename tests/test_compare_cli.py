@@ -26,9 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 #   b→a 2/5 (2, 4), c→a 2/5 (2, 4), a→c 2/5 (0, 3), c→b 1/5 (1)
 LABELS = np.array([0, 1, 2, 1, 0])
 A_IDS = np.array([0, 1, 1, 1, 2])
-B_LOGITS = np.array(
-    [[2.0, 0.0, 1.0], [0.0, 1.0, 3.0], [0.5, 0.1, 0.9], [0.0, 5.0, 1.0], [3.0, 3.0, 1.0]]
-)
+B_LOGITS = np.array([[2.0, 0.0, 1.0], [0.0, 1.0, 3.0], [0.5, 0.1, 0.9], [0.0, 5.0, 1.0], [3.0, 3.0, 1.0]])
 C_IDS = np.array([1, 1, 2, 0, 0])
 EXPECTED = {
     "n": 5,
@@ -125,9 +123,7 @@ def npy_bytes(array: np.ndarray) -> bytes:
 
 BAD_PREDICTIONS = {
     "missing file": lambda d: str(d / "missing.npy"),
-    "pickled object array": lambda d: save(
-        d, "objects.npy", np.array([{"x": 1}] * 5, dtype=object), allow_pickle=True
-    ),
+    "pickled object array": lambda d: save(d, "objects.npy", np.array([{"x": 1}] * 5, dtype=object), allow_pickle=True),
     "float 1-D": lambda d: save(d, "floats.npy", np.array([0.0, 1.0, 2.0, 1.0, 0.0])),
     "3-D array": lambda d: save(d, "cube.npy", np.zeros((5, 3, 2))),
     "NaN logits": lambda d: save(d, "nan.npy", np.where(np.eye(5, 3) > 0, np.nan, 0.0)),
@@ -187,9 +183,7 @@ def test_single_prediction_file_is_an_error(files, capsys):
     code = main(["compare", "--labels", files["labels"], files["a"]])
     captured = capsys.readouterr()
     assert code == 2
-    assert captured.err.splitlines() == [
-        "congruent compare: error: needs at least two prediction files (old and new)"
-    ]
+    assert captured.err.splitlines() == ["congruent compare: error: needs at least two prediction files (old and new)"]
 
 
 @pytest.mark.parametrize(

@@ -33,8 +33,9 @@ with mlflow.start_run(run_name=sys.argv[1]):
 
 def clean_env() -> dict:
     """The embedded default store: no MLFLOW_TRACKING_URI; this checkout's code."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS")
+    }
     return {**env, "PYTHONPATH": str(ROOT)}
 
 
@@ -46,8 +47,17 @@ def runs_in(folder: Path, experiment: str) -> list:
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_drivers_opening_a_new_embedded_store_together_both_track(tmp_path, attempt):
-    drivers = [subprocess.Popen([sys.executable, "-c", TRACK, name], cwd=tmp_path, env=clean_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    drivers = [
+        subprocess.Popen(
+            [sys.executable, "-c", TRACK, name],
+            cwd=tmp_path,
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
     outputs = [driver.communicate(timeout=180) for driver in drivers]
     assert [driver.returncode for driver in drivers] == [0, 0], [err[-3000:] for _, err in outputs]
     assert sorted(run.info.run_name for run in runs_in(tmp_path, "together")) == ["a", "b"]
@@ -58,16 +68,34 @@ def test_two_congruent_runs_started_together_in_a_new_directory_both_register(tm
     specs = []
     for version in ("v1", "v2"):
         specs.append(tmp_path / f"{version}.yaml")
-        specs[-1].write_text(yaml.safe_dump({
-            "model": "together", "version": version, "arch": "mlp-small", "method": {"name": "none"},
-            "data": {"train_limit": 500, "eval_limit": 200}, "train": {"epochs": 1, "seed": int(version[1])},
-            "resources": {"student": {"cpus": 1}}}))
-    drivers = [subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(spec), "--quiet", "--json"],
-                                cwd=tmp_path, env={**clean_env(), "RAY_AUTH_MODE": "disabled"},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for spec in specs]
+        specs[-1].write_text(
+            yaml.safe_dump(
+                {
+                    "model": "together",
+                    "version": version,
+                    "arch": "mlp-small",
+                    "method": {"name": "none"},
+                    "data": {"train_limit": 500, "eval_limit": 200},
+                    "train": {"epochs": 1, "seed": int(version[1])},
+                    "resources": {"student": {"cpus": 1}},
+                }
+            )
+        )
+    drivers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "run", str(spec), "--quiet", "--json"],
+            cwd=tmp_path,
+            env={**clean_env(), "RAY_AUTH_MODE": "disabled"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for spec in specs
+    ]
     outputs = [driver.communicate(timeout=600) for driver in drivers]
     assert [driver.returncode for driver in drivers] == [0, 0], [err[-3000:] for _, err in outputs]
     registered = sorted(json.loads(out)["registered_version"] for out, _ in outputs)
     assert registered == ["1", "2"]
-    assert sorted(run.info.status for run in runs_in(tmp_path, "together")
-                  if "mlflow.parentRunId" not in run.data.tags) == ["FINISHED", "FINISHED"]
+    assert sorted(
+        run.info.status for run in runs_in(tmp_path, "together") if "mlflow.parentRunId" not in run.data.tags
+    ) == ["FINISHED", "FINISHED"]

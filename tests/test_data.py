@@ -145,8 +145,11 @@ def test_label_ids_with_gaps_are_refused_unless_the_class_count_is_declared(tmp_
     images = fashion_mnist.train.images[:102, 0].numpy()
     labels = np.concatenate([fashion_mnist.train.labels[:100].numpy(), [200, 17]])
     write_idx_dataset(tmp_path, images, labels)
-    with pytest.raises(DataError, match=r"train-labels-idx1-ubyte: class ids must run 0..C−1 without gaps, but the "
-                                        r"labels reach 200 and 189 ids below it never occur \(10, 11, 12, 13, 14, …\)"):
+    with pytest.raises(
+        DataError,
+        match=r"train-labels-idx1-ubyte: class ids must run 0..C−1 without gaps, but the "
+        r"labels reach 200 and 189 ids below it never occur \(10, 11, 12, 13, 14, …\)",
+    ):
         load_images(tmp_path)
     pool, _ = load_images(tmp_path, num_classes=201)
     assert pool.num_classes == 201 and pool.classes[-1] == "200"
@@ -156,8 +159,9 @@ def test_label_ids_with_gaps_are_refused_unless_the_class_count_is_declared(tmp_
     write_idx(tmp_path / "train-labels-idx1-ubyte", np.arange(102, dtype=np.uint8) % 10)
     write_idx(tmp_path / "t10k-images-idx3-ubyte", images[:3])
     write_idx(tmp_path / "t10k-labels-idx1-ubyte", np.array([0, 12, 3], dtype=np.uint8))
-    with pytest.raises(DataError,
-                       match=r"t10k-labels-idx1-ubyte: .* reach 12 and 2 ids below it never occur \(10, 11\)"):
+    with pytest.raises(
+        DataError, match=r"t10k-labels-idx1-ubyte: .* reach 12 and 2 ids below it never occur \(10, 11\)"
+    ):
         load_images(tmp_path)
     np.savez(tmp_path / "d.npz", x=images[:6], y=np.array([0, 1, 3, 3, 1, 0]))
     with pytest.raises(DataError, match=r"d.npz: .* reach 3 and 1 ids below it never occur \(2\)"):

@@ -16,8 +16,9 @@ DEMO = ["--epochs", "1", "--m", "2", "--train-limit", "2000", "--eval-limit", "5
 
 def _env(out):
     # mlflow.set_registry_uri in earlier tests leaves MLFLOW_REGISTRY_URI in this process's environment
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS")
+    }
     return {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{out / 'mlflow.db'}"}
 
 
@@ -30,8 +31,14 @@ def _client(out):
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
     env = {k: v for k, v in _env(out).items() if k != "MLFLOW_TRACKING_URI"}  # the demo picks its own store
-    done = subprocess.run([sys.executable, "-m", "orchestrator", "demo", "--out", str(out), *DEMO],
-                          capture_output=True, text=True, timeout=900, env=env, cwd=out)
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "demo", "--out", str(out), *DEMO],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=out,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return out, done.stdout
 
@@ -57,8 +64,14 @@ def test_demo_registers_three_versions_and_prints_the_comparison(demo):
 def test_report_is_self_contained_logged_and_renders_in_chromium(demo, tmp_path):
     out, _ = demo
     report = tmp_path / "report.html"
-    done = subprocess.run([sys.executable, "-m", "orchestrator", "report", "congruent-demo", "--out", str(report)],
-                          capture_output=True, text=True, timeout=300, env=_env(out), cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "report", "congruent-demo", "--out", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(out),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     page = report.read_text()
     for section in ("Version chain", "Pairwise NFR", "Error rate against NFR", "Flip explorer: v3 against v1"):
@@ -74,12 +87,17 @@ def test_report_is_self_contained_logged_and_renders_in_chromium(demo, tmp_path)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     assert chromium, "Debian's chromium is installed by `make test` (Makefile: system-services)"
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-    dom = subprocess.run([chromium, *flags, "--dump-dom", report.as_uri()], capture_output=True, text=True,
-                         timeout=120).stdout
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", report.as_uri()], capture_output=True, text=True, timeout=120
+    ).stdout
     assert f'data-images-drawn="{images}/{images}"' in dom  # every figure decoded by the browser
     shot = tmp_path / "report.png"
-    subprocess.run([chromium, *flags, f"--screenshot={shot}", "--window-size=1200,2400", report.as_uri()],
-                   capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [chromium, *flags, f"--screenshot={shot}", "--window-size=1200,2400", report.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     pixels = np.asarray(Image.open(shot).convert("RGB")).astype(int)
     assert pixels.shape == (2400, 1200, 3)
     reds = (pixels[..., 0] > 150) & (pixels[..., 1] < 90) & (pixels[..., 2] < 90)
@@ -90,8 +108,9 @@ def test_report_is_self_contained_logged_and_renders_in_chromium(demo, tmp_path)
 def test_the_demo_verdict_by_hand():
     from orchestrator.driver.demo import Verdict
 
-    v = Verdict(none_nfrs=[0.020, 0.018, 0.022], none_ers=[0.10, 0.10, 0.10], elodi_nfr=0.015, elodi_er=0.102,
-                paragon_nfr=0.017)
+    v = Verdict(
+        none_nfrs=[0.020, 0.018, 0.022], none_ers=[0.10, 0.10, 0.10], elodi_nfr=0.015, elodi_er=0.102, paragon_nfr=0.017
+    )
     assert v.none_nfr == pytest.approx((0.020, 0.002))
     assert v.ratio == pytest.approx(0.75) and v.z == pytest.approx(2.5) and v.er_increase == pytest.approx(0.002)
     assert [ok for _, ok in v.checks()] == [True, True, True]

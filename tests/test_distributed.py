@@ -36,16 +36,27 @@ def test_placement_of_workers_beside_spread_teacher_actors_by_hand():
 def train_workers(dashboard: str) -> list:
     from ray.util.state import list_actors
 
-    return list_actors(dashboard, filters=[("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")],
-                       detail=True, raise_on_missing_output=False)
+    return list_actors(
+        dashboard,
+        filters=[("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")],
+        detail=True,
+        raise_on_missing_output=False,
+    )
 
 
 @pytest.mark.slow
 def test_a_replica_on_two_workers_uses_both_nodes_survives_a_killed_worker_and_registers(
-        ray_cluster, spec_document, tmp_path):
-    document = spec_document(model="ddp-replica", version="v1", arch="small-cnn", data=DATA,
-                             method={"name": "ensemble", "m": 1}, train={"epochs": 4, "lr": 0.05, "seed": 0},
-                             resources=two_workers())
+    ray_cluster, spec_document, tmp_path
+):
+    document = spec_document(
+        model="ddp-replica",
+        version="v1",
+        arch="small-cnn",
+        data=DATA,
+        method={"name": "ensemble", "m": 1},
+        train={"epochs": 4, "lr": 0.05, "seed": 0},
+        resources=two_workers(),
+    )
     runs = tmp_path / "storage" / "ddp-replica" / "replicas"
     killed: list[int] = []
 
@@ -86,8 +97,12 @@ def test_a_replica_on_two_workers_uses_both_nodes_survives_a_killed_worker_and_r
 @pytest.mark.slow
 def test_an_elodi_student_on_two_workers_gets_one_teacher_batch_per_worker_step(ray_cluster, spec_document, tmp_path):
     resources = {**SPEC_RESOURCES, "student": {"cpus": 0.75, "workers": 2}, "teacher": {"cpus": 0.25}}
-    result = run_update(spec_document(model="ddp-student", version="v2", method={"name": "elodi", "m": 2, "k": 3},
-                                      data=DATA, resources=resources), tmp_path / "out")
+    result = run_update(
+        spec_document(
+            model="ddp-student", version="v2", method={"name": "elodi", "m": 2, "k": 3}, data=DATA, resources=resources
+        ),
+        tmp_path / "out",
+    )
     steps = result.student.steps
     per_worker = result.student.teacher_batches["per_worker"]
     assert steps == 24 and len(per_worker) == 2  # 3,000 images, global batch 128: 24 steps on each worker
@@ -104,10 +119,16 @@ def test_one_and_two_workers_learn_the_same_model(ray_cluster, spec_document, tm
     the same SGD up to BatchNorm seeing 64 samples, not 128. Tolerance: 2 points of val ER."""
     records = {}
     for workers in (1, 2):
-        document = spec_document(model=f"ddp-compare-{workers}", version="v1", arch="small-cnn", data=DATA,
-                                 method={"name": "none"}, train={"epochs": 2, "lr": 0.05, "seed": 3},
-                                 resources={**SPEC_RESOURCES, "student": {"cpus": 1, "workers": workers}},
-                                 storage=str(tmp_path / f"storage-{workers}"))
+        document = spec_document(
+            model=f"ddp-compare-{workers}",
+            version="v1",
+            arch="small-cnn",
+            data=DATA,
+            method={"name": "none"},
+            train={"epochs": 2, "lr": 0.05, "seed": 3},
+            resources={**SPEC_RESOURCES, "student": {"cpus": 1, "workers": workers}},
+            storage=str(tmp_path / f"storage-{workers}"),
+        )
         records[workers] = run_update(document, tmp_path / f"out-{workers}").student
     one, two = records[1], records[2]
     assert one.steps == two.steps == 48

@@ -34,8 +34,10 @@ def test_every_example_passes_preflight_after_the_first_version_is_registered(tm
     metrics = {"error_rate": error_rate(logits, labels)}
     (tmp_path / "ledger").mkdir()
     with runs.pipeline_run(first.spec):
-        runs.log_file(write_ledger(tmp_path / "ledger" / "predictions.npz", logits, labels, first.eval_fingerprint,
-                                   None), "ledger")
+        runs.log_file(
+            write_ledger(tmp_path / "ledger" / "predictions.npz", logits, labels, first.eval_fingerprint, None),
+            "ledger",
+        )
         version = registry.register(first.spec.model, checkpoint, version_tags(first.spec, first, metrics))
     registry.set_champion(first.spec.model, version)  # the promotion gate passes with no champion before it
     planned = {FIRST: first}

@@ -33,10 +33,19 @@ KILL_TIMEOUT_S = 240.0
 @pytest.fixture
 def fault_spec(spec_document):
     """The faulted pipelines' spec: small-cnn, 3 epochs on 3,000 images."""
+
     def make(**fields) -> dict:
-        return spec_document(**{"model": "faults", "version": "v1", "arch": "small-cnn",
-                                "data": {"train_limit": 3000, "eval_limit": 500},
-                                "train": {"epochs": 3, "lr": 0.05, "seed": 0}, **fields})
+        return spec_document(
+            **{
+                "model": "faults",
+                "version": "v1",
+                "arch": "small-cnn",
+                "data": {"train_limit": 3000, "eval_limit": 500},
+                "train": {"epochs": 3, "lr": 0.05, "seed": 0},
+                **fields,
+            }
+        )
+
     return make
 
 
@@ -77,16 +86,18 @@ class Killer(threading.Thread):
 def running_task_pid(dashboard: str, name: str) -> int | None:
     from ray.util.state import list_tasks
 
-    tasks = list_tasks(dashboard, filters=[("name", "=", name), ("state", "=", "RUNNING")],
-                       raise_on_missing_output=False)
+    tasks = list_tasks(
+        dashboard, filters=[("name", "=", name), ("state", "=", "RUNNING")], raise_on_missing_output=False
+    )
     return next((t.worker_pid for t in tasks if t.worker_pid), None)
 
 
 def teacher_actors(dashboard: str) -> list:
     from ray.util.state import list_actors
 
-    return list_actors(dashboard, filters=[("class_name", "=", "PooledTeacher")], detail=True,
-                       raise_on_missing_output=False)
+    return list_actors(
+        dashboard, filters=[("class_name", "=", "PooledTeacher")], detail=True, raise_on_missing_output=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +110,9 @@ def old_checkpoint(tmp_path_factory, fashion_mnist):
 
 @pytest.mark.slow
 def test_killed_replica_worker_resumes_from_its_last_checkpoint(ray_cluster, fault_spec, tmp_path):
-    document = fault_spec(model="faults-replica", train={"epochs": 4, "lr": 0.05, "seed": 0},
-                          method={"name": "ensemble", "m": 2})
+    document = fault_spec(
+        model="faults-replica", train={"epochs": 4, "lr": 0.05, "seed": 0}, method={"name": "ensemble", "m": 2}
+    )
     spec = parse_spec(document)
     replicas = tmp_path / "storage" / spec.model / "replicas"
 
@@ -115,8 +127,15 @@ def test_killed_replica_worker_resumes_from_its_last_checkpoint(ray_cluster, fau
     result = run_update(document, tmp_path / "out")
     killer.join()
     replica = result.replicas[0]
-    record("fault", fault="replica worker SIGKILL", killed_pid=killer.killed, survived=killer.killed is not None,
-           resumed_from=replica.resumed_from, epochs_run=replica.epochs_run, new_pid=replica.pid)
+    record(
+        "fault",
+        fault="replica worker SIGKILL",
+        killed_pid=killer.killed,
+        survived=killer.killed is not None,
+        resumed_from=replica.resumed_from,
+        epochs_run=replica.epochs_run,
+        new_pid=replica.pid,
+    )
     assert killer.killed is not None, f"replica-0 finished before it could be killed ({killer.error!r})"
     assert replica.pid != killer.killed  # Ray retried the task in a new worker process
     assert replica.resumed_from >= 1 and replica.epochs_run == spec.train.epochs - replica.resumed_from
@@ -126,8 +145,9 @@ def test_killed_replica_worker_resumes_from_its_last_checkpoint(ray_cluster, fau
 
 
 @pytest.mark.slow
-def test_killed_teacher_actor_restarts_and_the_student_is_the_fault_free_one(ray_cluster, old_checkpoint, fault_spec,
-                                                                           tmp_path):
+def test_killed_teacher_actor_restarts_and_the_student_is_the_fault_free_one(
+    ray_cluster, old_checkpoint, fault_spec, tmp_path
+):
     """An actor SIGKILLed mid-distillation: Ray restarts it and the pool replays or re-sends its
     batches. Had a batch been skipped, doubled or answered by the wrong teacher, the student would
     differ from the one a fault-free run of the same seed trains: it does not."""
@@ -147,13 +167,21 @@ def test_killed_teacher_actor_restarts_and_the_student_is_the_fault_free_one(ray
     result = run_update(document, tmp_path / "out")
     killer.join()
     restarts = sum(a.num_restarts for a in teacher_actors(ray_cluster.dashboard))
-    clean = run_update({**document, "model": "faults-teacher-clean", "storage": str(tmp_path / "clean")},
-                       tmp_path / "clean-out")
+    clean = run_update(
+        {**document, "model": "faults-teacher-clean", "storage": str(tmp_path / "clean")}, tmp_path / "clean-out"
+    )
     faulted_logits, clean_logits = (np.load(r.predictions["new"]) for r in (result, clean))
     batches = result.student.teacher_batches
-    record("fault", fault="teacher actor SIGKILL", killed_pid=killer.killed, survived=killer.killed is not None,
-           actor_restarts=restarts, steps=result.student.steps, **{f"batches_{k}": v for k, v in batches.items()},
-           same_student_as_fault_free=bool(np.array_equal(faulted_logits.argmax(1), clean_logits.argmax(1))))
+    record(
+        "fault",
+        fault="teacher actor SIGKILL",
+        killed_pid=killer.killed,
+        survived=killer.killed is not None,
+        actor_restarts=restarts,
+        steps=result.student.steps,
+        **{f"batches_{k}": v for k, v in batches.items()},
+        same_student_as_fault_free=bool(np.array_equal(faulted_logits.argmax(1), clean_logits.argmax(1))),
+    )
     assert killer.killed is not None, f"the student finished before an actor could be killed ({killer.error!r})"
     assert killer.killed not in result.teacher_pool.pids and len(result.teacher_pool.pids) == 2
     assert restarts >= 1 and result.student.resumed_from == 0
@@ -170,18 +198,32 @@ def rerun_closed_the_killed_run(model: str, pid: int | None) -> bool:
 
 
 @pytest.mark.slow
-def test_killed_driver_rerun_reuses_finished_stages_and_registers_once(ray_cluster, fault_spec, tmp_path,
-                                                                       monkeypatch):
-    document = fault_spec(model="faults-driver", method={"name": "elodi", "m": 2, "k": 3},
-                          data={"train_limit": 2000, "eval_limit": 500})
+def test_killed_driver_rerun_reuses_finished_stages_and_registers_once(ray_cluster, fault_spec, tmp_path, monkeypatch):
+    document = fault_spec(
+        model="faults-driver", method={"name": "elodi", "m": 2, "k": 3}, data={"train_limit": 2000, "eval_limit": 500}
+    )
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(document))
     spec = parse_spec(document)
     storage = tmp_path / "storage" / spec.model
     env = {**os.environ, "RAY_ADDRESS": "", "AWS_SECRET_ACCESS_KEY": "never-logged-7f3a9c"}
     driver = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "run", str(spec_path), "--ray-address", ray_cluster.address,
-         "--out", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "run",
+            str(spec_path),
+            "--ray-address",
+            ray_cluster.address,
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
 
     def driver_mid_distillation() -> int | None:
         checkpoint = first_match(storage, "v1/*/model.pt")
@@ -196,14 +238,18 @@ def test_killed_driver_rerun_reuses_finished_stages_and_registers_once(ray_clust
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", env["AWS_SECRET_ACCESS_KEY"])
     rerun = run_update(document, tmp_path / "out")
     again = run_update(document, tmp_path / "out-again")
-    record("fault", fault="driver SIGKILL, then the same spec rerun twice", killed_pid=killer.killed,
-           survived=rerun.registered_version is not None,
-           rerun_replica_epochs_run=[r.epochs_run for r in rerun.replicas],
-           rerun_student_resumed_from=rerun.student.resumed_from,
-           rerun_student_epochs_run=rerun.student.epochs_run,
-           third_run_epochs_run=[r.epochs_run for r in again.replicas] + [again.student.epochs_run],
-           versions=[rerun.registered_version, again.registered_version],
-           killed_run_closed=rerun_closed_the_killed_run(spec.model, killer.killed))
+    record(
+        "fault",
+        fault="driver SIGKILL, then the same spec rerun twice",
+        killed_pid=killer.killed,
+        survived=rerun.registered_version is not None,
+        rerun_replica_epochs_run=[r.epochs_run for r in rerun.replicas],
+        rerun_student_resumed_from=rerun.student.resumed_from,
+        rerun_student_epochs_run=rerun.student.epochs_run,
+        third_run_epochs_run=[r.epochs_run for r in again.replicas] + [again.student.epochs_run],
+        versions=[rerun.registered_version, again.registered_version],
+        killed_run_closed=rerun_closed_the_killed_run(spec.model, killer.killed),
+    )
     # the replicas finished before the kill: reused, not retrained; the student resumed
     assert [r.epochs_run for r in rerun.replicas] == [0, 0]
     assert 1 <= rerun.student.resumed_from < spec.train.epochs
@@ -244,8 +290,13 @@ def test_pool_resends_the_batches_of_an_actor_that_died_for_good(ray_cluster, tm
     reference = FrozenModels([load_model(p)[0] for p in paths])
     assert all(torch.allclose(answer, reference(batch), atol=1e-5) for answer, batch in zip(answers, batches))
     deliveries = pool.deliveries()
-    record("fault", fault="teacher actor SIGKILL, no restarts left", killed_pid=doomed,
-           survived=deliveries["distinct"] == 6, **{f"batches_{k}": v for k, v in deliveries.items()})
+    record(
+        "fault",
+        fault="teacher actor SIGKILL, no restarts left",
+        killed_pid=doomed,
+        survived=deliveries["distinct"] == 6,
+        **{f"batches_{k}": v for k, v in deliveries.items()},
+    )
     assert deliveries["requested"] == deliveries["delivered"] == deliveries["distinct"] == 6
     assert deliveries["duplicates"] == 0 and deliveries["resubmitted"] >= 3
     ray.kill(actors[1])

@@ -24,8 +24,16 @@ def quick_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fidelity")
     out = folder / "docs" / "benchmarks.md"
     env = {**os.environ, **RAY_TEST_ENV, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "benchmarks.fidelity", "--quick", "--out", str(out),
-               "--work", str(folder / "work")]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.fidelity",
+        "--quick",
+        "--out",
+        str(out),
+        "--work",
+        str(folder / "work"),
+    ]
     finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-3000:]
     record = json.loads((folder / "work" / "quick" / "results.json").read_text())
@@ -40,8 +48,18 @@ def test_quick_writes_section_table_and_plot(quick_run):
     assert "![ER–NFR scatter](fidelity-scatter.png)" in text
     assert (out.parent / "fidelity-scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     methods = [entry["method"] for entry in record["eval"]["table"]]
-    for method in ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "paragon", "elodi K=all", "elodi K=3", "legacy",
-                   "bcwi"):
+    for method in (
+        "none",
+        "kd",
+        "fd-kl",
+        "fd-lm",
+        "dynamic-fd",
+        "paragon",
+        "elodi K=all",
+        "elodi K=3",
+        "legacy",
+        "bcwi",
+    ):
         assert any(method in m for m in methods), method
         assert any(method in line for line in text.splitlines() if line.startswith("|")), method
     assert "1/20" in stdout and "20/20" in stdout  # progress lines
@@ -51,11 +69,19 @@ def test_the_gpu_mode_runs_without_ray_mlflow_or_pydantic(tmp_path):
     """`--gpu` runs every job in one process (a bare GPU machine has no Ray, MLflow or pydantic);
     its code path, on the CPU at toy scale (mode gpu-check): replicas packed, gap closed reported."""
     out = tmp_path / "docs" / "benchmarks.md"
-    probe = ("import sys\nfrom benchmarks.fidelity.cli import main\n"
-             f"main(['--mode', 'gpu-check', '--out', {str(out)!r}, '--work', {str(tmp_path / 'work')!r}])\n"
-             "print('loaded', sorted(m for m in ('ray', 'mlflow', 'pydantic') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    probe = (
+        "import sys\nfrom benchmarks.fidelity.cli import main\n"
+        f"main(['--mode', 'gpu-check', '--out', {str(out)!r}, '--work', {str(tmp_path / 'work')!r}])\n"
+        "print('loaded', sorted(m for m in ('ray', 'mlflow', 'pydantic') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "loaded []" in done.stdout
     record = json.loads((tmp_path / "work" / "gpu-check" / "results.json").read_text())
@@ -100,8 +126,9 @@ def test_plan_shares_models_between_methods(tmp_path):
     stems = [job.stem for job in layout.plan.jobs.values()]
     assert len(set(stems)) == len(stems)
     # a changed setting changes the stem of the job and of everything downstream
-    other = planning.layout(planning.MODES["default"].__class__(**{**planning.MODES["default"].__dict__, "lr": 0.01}),
-                            2, tmp_path)
+    other = planning.layout(
+        planning.MODES["default"].__class__(**{**planning.MODES["default"].__dict__, "lr": 0.01}), 2, tmp_path
+    )
     assert other.plan.jobs["s0/new/kd"].stem != layout.plan.jobs["s0/new/kd"].stem
 
 
@@ -118,8 +145,12 @@ def test_ensemble_is_the_mean_of_logits():
 def test_mean_std_by_hand():
     assert mean_std([0.01, 0.03]) == pytest.approx((0.02, 0.014142135623730951))
     assert mean_std([0.05]) == (0.05, 0.0)
-    summary = summarise([{"er_old": 0.1, "er_new": 0.2, "nfr": 0.02, "rel_nfr": None, "pfr": 0.0},
-                         {"er_old": 0.3, "er_new": 0.2, "nfr": 0.04, "rel_nfr": 0.5, "pfr": 0.0}])
+    summary = summarise(
+        [
+            {"er_old": 0.1, "er_new": 0.2, "nfr": 0.02, "rel_nfr": None, "pfr": 0.0},
+            {"er_old": 0.3, "er_new": 0.2, "nfr": 0.04, "rel_nfr": 0.5, "pfr": 0.0},
+        ]
+    )
     assert summary["rel_nfr"] is None and summary["er_old"] == pytest.approx((0.2, 0.1414213562))
 
 
@@ -138,8 +169,13 @@ def test_variant_mode_changes_one_setting():
 
 def test_findings_from_the_means():
     def variant(nfr, er, paragon):
-        return {"nfr": (nfr, 0.0), "nfr_vs_none": (nfr / 0.02, 0.0), "nfr_vs_paragon": (nfr / paragon, 0.0),
-                "er_new": (er, 0.0), "none_er_new": (0.10, 0.0)}
+        return {
+            "nfr": (nfr, 0.0),
+            "nfr_vs_none": (nfr / 0.02, 0.0),
+            "nfr_vs_paragon": (nfr / paragon, 0.0),
+            "er_new": (er, 0.0),
+            "none_er_new": (0.10, 0.0),
+        }
 
     text = findings({"a": variant(0.018, 0.11, 0.015), "b": variant(0.011, 0.102, 0.010)})
     assert text.startswith("Lowest NFR: b (1.10 %, 0.55 × none, ER +0.20 pt vs none)")
@@ -151,15 +187,22 @@ def test_invocations_log_keeps_the_run_that_trained(tmp_path):
     runs = invocations(tmp_path, {"date": "d1", "wall_s": 42.0, "trained": 0, "jobs": 86})
     assert [run["date"] for run in runs] == ["d0", "d1"]
     assert invocations(tmp_path, {"date": "d2", "wall_s": 40.0, "trained": 0, "jobs": 86})[-1]["date"] == "d2"
-    assert invocation_lines(runs) == ("wall time 28.9 min (86 of 86 models trained); then wall time 0.7 min "
-                                      "(0 of 86 models trained, the rest from the cache)")
+    assert invocation_lines(runs) == (
+        "wall time 28.9 min (86 of 86 models trained); then wall time 0.7 min "
+        "(0 of 86 models trained, the rest from the cache)"
+    )
 
 
 def test_invocation_lines_skip_earlier_cache_only_runs():
-    runs = [{"wall_s": 60.0, "trained": 3, "jobs": 9}, {"wall_s": 6.0, "trained": 0, "jobs": 9},
-            {"wall_s": 12.0, "trained": 0, "jobs": 9}]
-    assert invocation_lines(runs) == ("wall time 1.0 min (3 of 9 models trained, the rest from the cache); then wall "
-                                      "time 0.2 min (0 of 9 models trained, the rest from the cache)")
+    runs = [
+        {"wall_s": 60.0, "trained": 3, "jobs": 9},
+        {"wall_s": 6.0, "trained": 0, "jobs": 9},
+        {"wall_s": 12.0, "trained": 0, "jobs": 9},
+    ]
+    assert invocation_lines(runs) == (
+        "wall time 1.0 min (3 of 9 models trained, the rest from the cache); then wall "
+        "time 0.2 min (0 of 9 models trained, the rest from the cache)"
+    )
 
 
 def test_prune_keeps_the_rows_and_seeds_whose_models_were_trained(tmp_path):

@@ -15,8 +15,14 @@ def interrupt_once(args: list[str], uri: str, cwd, started, timeout_s: float) ->
     """`congruent ARGS` with its own MLflow store at `uri`; one SIGINT as soon as `started()` lists a
     file (the stage under attack has written a checkpoint). Returns the exit code and stderr."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "RAY_ADDRESS": ""}
-    driver = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
     try:
         for _ in range(int(timeout_s * 2)):
             if started() or driver.poll() is not None:
@@ -38,13 +44,23 @@ def assert_one_line(err: str) -> None:
 
 @pytest.mark.slow
 def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_file, tmp_path):
-    spec = spec_file(model="interrupted", arch="small-cnn", data={"train_limit": 6000, "eval_limit": 500},
-                     method={"name": "ensemble", "m": 2}, train={"epochs": 20, "batch_size": 64, "lr": 0.05},
-                     resources={"replica": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1})
+    spec = spec_file(
+        model="interrupted",
+        arch="small-cnn",
+        data={"train_limit": 6000, "eval_limit": 500},
+        method={"name": "ensemble", "m": 2},
+        train={"epochs": 20, "batch_size": 64, "lr": 0.05},
+        resources={"replica": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1},
+    )
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     storage = tmp_path / "storage"
-    code, err = interrupt_once(["run", str(spec), "--ray-address", ray_cluster.address], uri, tmp_path,
-                               lambda: storage.exists() and list(storage.rglob("replica-*.pt")), 120)
+    code, err = interrupt_once(
+        ["run", str(spec), "--ray-address", ray_cluster.address],
+        uri,
+        tmp_path,
+        lambda: storage.exists() and list(storage.rglob("replica-*.pt")),
+        120,
+    )
     assert code == 130, err[-2000:]
     assert_one_line(err)
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
@@ -58,8 +74,9 @@ def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_fil
     from ray.util.state import list_tasks
 
     for _ in range(60):
-        running = list_tasks(address=ray_cluster.dashboard,
-                             filters=[("name", "=", "replica-0"), ("state", "=", "RUNNING")])
+        running = list_tasks(
+            address=ray_cluster.dashboard, filters=[("name", "=", "replica-0"), ("state", "=", "RUNNING")]
+        )
         if not running:
             break
         time.sleep(0.5)
@@ -73,15 +90,24 @@ def test_ctrl_c_during_a_tune_search_deletes_its_trials_and_marks_the_run_killed
 
     settings = ModelSettings("mlp-small", 10)
     save_checkpoint(old, settings.build(seed=3), settings)
-    spec = spec_file(model="tune-interrupted", old=str(old), method={"name": "elodi", "m": 2},
-                     data={"train_limit": 4000, "eval_limit": 500}, train={"epochs": 30, "lr": 0.05},
-                     resources={"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5},
-                                "teacher_actors": 1},
-                     tune={"search": "grid", "space": {"alpha": [0.5, 0.9]}})
+    spec = spec_file(
+        model="tune-interrupted",
+        old=str(old),
+        method={"name": "elodi", "m": 2},
+        data={"train_limit": 4000, "eval_limit": 500},
+        train={"epochs": 30, "lr": 0.05},
+        resources={"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1},
+        tune={"search": "grid", "space": {"alpha": [0.5, 0.9]}},
+    )
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     trials = tmp_path / "storage" / "tune-interrupted" / "v2" / "tune"
-    code, err = interrupt_once(["tune", str(spec), "--ray-address", ray_cluster.address, "--register-best"], uri,
-                               tmp_path, lambda: trials.exists() and list(trials.rglob("*.pt")), 240)
+    code, err = interrupt_once(
+        ["tune", str(spec), "--ray-address", ray_cluster.address, "--register-best"],
+        uri,
+        tmp_path,
+        lambda: trials.exists() and list(trials.rglob("*.pt")),
+        240,
+    )
     assert code == 130, err[-2000:]
     assert_one_line(err)
     assert not [p for p in trials.rglob("*") if p.is_file()]  # this search's trial checkpoints are gone

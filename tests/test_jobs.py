@@ -79,16 +79,26 @@ def test_compose_file_is_valid_and_has_the_stack():
     compose = str(Path(sys.executable).with_name("docker-compose"))
     args = [compose, "-f", str(ROOT / "docker-compose.yml"), "--env-file", str(ROOT / ".env.example")]
     subprocess.run([*args, "config", "--quiet"], check=True, timeout=60)
-    config = json.loads(subprocess.run([*args, "--profile", "gpu", "config", "--format", "json"], check=True,
-                                       capture_output=True, text=True, timeout=60).stdout)
+    config = json.loads(
+        subprocess.run(
+            [*args, "--profile", "gpu", "config", "--format", "json"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
     services = config["services"]
     assert {"ray-head", "ray-worker", "ray-worker-gpu", "mlflow", "postgres", "s3", "create-buckets"} <= set(services)
     for name in ("ray-head", "ray-worker", "ray-worker-gpu"):
         assert int(services[name]["shm_size"]) >= 2 * 1024**3
     assert services["ray-worker-gpu"]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
     assert all("healthcheck" in services[n] for n in ("ray-head", "mlflow", "postgres", "s3"))
-    mlflow_command = " ".join(services["mlflow"]["command"]) if isinstance(services["mlflow"]["command"], list) \
+    mlflow_command = (
+        " ".join(services["mlflow"]["command"])
+        if isinstance(services["mlflow"]["command"], list)
         else services["mlflow"]["command"]
+    )
     assert "--app-name basic-auth" in mlflow_command and "--allowed-hosts" in mlflow_command
     assert "change-me" in (ROOT / ".env.example").read_text()  # placeholders only, never a real secret
 

@@ -26,21 +26,27 @@ def modules_loaded_by(code: str) -> set[str]:
 
 @pytest.mark.parametrize("argv", [[], ["compare"], ["run"], ["versions"]])
 def test_the_command_line_loads_no_torch_ray_or_mlflow_for_help(argv):
-    code = (f"from orchestrator.cli import main\ntry:\n    main({argv + ['--help']!r})\nexcept SystemExit:\n    pass")
+    code = f"from orchestrator.cli import main\ntry:\n    main({argv + ['--help']!r})\nexcept SystemExit:\n    pass"
     assert not modules_loaded_by(code) & set(HEAVY)
 
 
 def test_a_spec_is_validated_without_torch():
-    loaded = modules_loaded_by("from pipelines.spec import parse_spec\n"
-                               "parse_spec({'model': 'm', 'version': 'v', 'arch': 'resnet20'})")
+    loaded = modules_loaded_by(
+        "from pipelines.spec import parse_spec\nparse_spec({'model': 'm', 'version': 'v', 'arch': 'resnet20'})"
+    )
     assert "torch" not in loaded and "pydantic" in loaded
 
 
 def test_the_import_contracts_hold():
     """The layering of docs/architecture.md, as import-linter's contracts in pyproject.toml
     (`lint-imports`, also in `make lint`): a module that breaks one fails here."""
-    done = subprocess.run([str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "BROKEN" not in done.stdout and "KEPT" in done.stdout
 

@@ -17,9 +17,7 @@ from workers import metrics
 LABELS = np.array([0, 1, 2, 1, 0])
 OLD = np.array([0, 1, 1, 1, 2])
 NEW = np.array([0, 2, 2, 1, 0])
-NEW_LOGITS = np.array(
-    [[2.0, 0.0, 1.0], [0.0, 1.0, 3.0], [0.5, 0.1, 0.9], [0.0, 5.0, 1.0], [3.0, 1.0, 1.0]]
-)
+NEW_LOGITS = np.array([[2.0, 0.0, 1.0], [0.0, 1.0, 3.0], [0.5, 0.1, 0.9], [0.0, 5.0, 1.0], [3.0, 1.0, 1.0]])
 
 
 def test_hand_computed_rates():
@@ -32,9 +30,7 @@ def test_hand_computed_rates():
 
 def test_update_report_is_plain_json():
     report = metrics.update_report(OLD, NEW, LABELS)
-    assert report == pytest.approx(
-        {"n": 5, "er_old": 0.4, "er_new": 0.2, "nfr": 0.2, "pfr": 0.4, "rel_nfr": 5 / 3}
-    )
+    assert report == pytest.approx({"n": 5, "er_old": 0.4, "er_new": 0.2, "nfr": 0.2, "pfr": 0.4, "rel_nfr": 5 / 3})
     assert all(type(value) in (int, float) for value in report.values())
 
 
@@ -66,9 +62,7 @@ def test_class_ids_returns_int64_ids_unchanged():
 def test_logits_and_ids_give_the_same_answers():
     assert metrics.class_ids(NEW_LOGITS).tolist() == NEW.tolist()
     assert metrics.update_report(OLD, NEW_LOGITS, LABELS) == metrics.update_report(OLD, NEW, LABELS)
-    np.testing.assert_array_equal(
-        metrics.nfr_matrix([OLD, NEW_LOGITS], LABELS), metrics.nfr_matrix([OLD, NEW], LABELS)
-    )
+    np.testing.assert_array_equal(metrics.nfr_matrix([OLD, NEW_LOGITS], LABELS), metrics.nfr_matrix([OLD, NEW], LABELS))
 
 
 def test_torch_tensors_are_accepted():

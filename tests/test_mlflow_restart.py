@@ -77,10 +77,17 @@ def test_metrics_and_registration_survive_a_server_restart(tmp_path, monkeypatch
         client = MlflowClient()
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
         versions = [str(v.version) for v in client.search_model_versions("name='restarted'")]
-        record("fault", fault="MLflow server SIGKILL and restart on the same port", killed_pid=killed_pid,
-               survived=not errors,
-               downtime_s=round(downtime, 1), steps_logged=len(set(steps)), steps_expected=STEPS,
-               logged_before_restart=logged_before_restart, versions=versions)
+        record(
+            "fault",
+            fault="MLflow server SIGKILL and restart on the same port",
+            killed_pid=killed_pid,
+            survived=not errors,
+            downtime_s=round(downtime, 1),
+            steps_logged=len(set(steps)),
+            steps_expected=STEPS,
+            logged_before_restart=logged_before_restart,
+            versions=versions,
+        )
         assert logged_before_restart < STEPS  # the restart happened while the run was logging
         assert sorted(steps) == list(range(STEPS))  # every step once: none lost, none doubled
         assert first == second == "1" and versions == ["1"] and registered and not again
@@ -106,8 +113,17 @@ def test_an_unreachable_server_fails_in_bounded_time_with_one_line(tmp_path, mon
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({"model": "nowhere", "version": "v1", "arch": "mlp-small",
-                                    "data": {"train_limit": 300, "eval_limit": 100}, "method": {"name": "none"}}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "model": "nowhere",
+                "version": "v1",
+                "arch": "mlp-small",
+                "data": {"train_limit": 300, "eval_limit": 100},
+                "method": {"name": "none"},
+            }
+        )
+    )
     started = time.monotonic()
     code = main(["run", str(spec)])
     seconds = time.monotonic() - started
@@ -127,12 +143,16 @@ def test_a_rerun_closes_the_runs_its_dead_driver_left_running(tmp_path, monkeypa
     dead = subprocess.Popen(["true"])
     dead.wait()
     client = MlflowClient()
-    drivers = {"dead": (socket.gethostname(), dead.pid), "alive": (socket.gethostname(), os.getpid()),
-               "elsewhere": ("another-host", dead.pid)}
+    drivers = {
+        "dead": (socket.gethostname(), dead.pid),
+        "alive": (socket.gethostname(), os.getpid()),
+        "elsewhere": ("another-host", dead.pid),
+    }
     started = {}
     for name, (host, pid) in drivers.items():
-        run = client.create_run(experiment, run_name=name,
-                                tags={"spec_hash": "abc", "driver.host": host, "driver.pid": str(pid)})
+        run = client.create_run(
+            experiment, run_name=name, tags={"spec_hash": "abc", "driver.host": host, "driver.pid": str(pid)}
+        )
         started[name] = run.info.run_id
     child = client.create_run(experiment, tags={"mlflow.parentRunId": started["dead"]}).info.run_id
     assert runs.close_orphaned_runs(experiment, "abc") == [started["dead"]]

@@ -18,8 +18,16 @@ DATA = DataRequest(train_limit=768, eval_limit=300)
 
 
 def jobs(folder, prefix, count=3, epochs=2):
-    return [TrainJob(f"replica-{i}", DATA, "small-cnn", TrainConfig(epochs=epochs, batch_size=128, lr=0.05, seed=40 + i),
-                     str(folder / f"{prefix}-{i}.pt")) for i in range(count)]
+    return [
+        TrainJob(
+            f"replica-{i}",
+            DATA,
+            "small-cnn",
+            TrainConfig(epochs=epochs, batch_size=128, lr=0.05, seed=40 + i),
+            str(folder / f"{prefix}-{i}.pt"),
+        )
+        for i in range(count)
+    ]
 
 
 def weights(path):
@@ -78,7 +86,9 @@ def test_bf16_training_and_bf16_teachers_on_the_cpu(fashion_mnist):
     assert result.history[0].loss == result.history[0].loss and result.history[0].val_error_rate < 0.6
     assert next(model.parameters()).dtype == torch.float32  # master weights stay fp32
     full = FrozenModels([model])(torch.randn(8, 1, 28, 28, generator=torch.Generator().manual_seed(0)))
-    half = FrozenModels([model], precision="bf16")(torch.randn(8, 1, 28, 28, generator=torch.Generator().manual_seed(0)))
+    half = FrozenModels([model], precision="bf16")(
+        torch.randn(8, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    )
     assert half.dtype == torch.float32 and torch.allclose(full, half, atol=0.15)
     assert error_rate(predict_logits(model, val), val.labels) == result.history[0].val_error_rate
 
@@ -106,8 +116,13 @@ def test_the_gpu_benchmark_runs_every_measure_on_the_cpu(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_throughput", "--quick", "--skip-compile",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, cwd=root)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_throughput", "--quick", "--skip-compile", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=root,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     measures = json.loads((tmp_path / "results.json").read_text())["measures"]
     assert len(measures) == 10 and all(isinstance(v, float) and v > 0 for v in measures.values()), measures
@@ -129,9 +144,20 @@ def test_a_packed_checkpoint_holds_every_field_of_a_solo_one_and_serves_as_old(t
     assert packed["classes_seen"] == list(range(10))
     assert [h.keys() for h in packed["history"]] == [h.keys() for h in solo["history"]]
     assert packed["optimizer"]["param_groups"] == solo["optimizer"]["param_groups"]
-    assert {i: {k: v.shape for k, v in slot.items()} for i, slot in packed["optimizer"]["state"].items()} == \
-        {i: {k: v.shape for k, v in slot.items()} for i, slot in solo["optimizer"]["state"].items()}
-    plan = preflight(parse_spec({"model": "m", "version": "v2", "arch": "small-cnn", "method": {"name": "fd-lm"},
-                                 "data": {"train_limit": 768, "eval_limit": 300},
-                                 "old": str(tmp_path / "packed-1.pt"), "storage": str(tmp_path / "runs")}))
+    assert {i: {k: v.shape for k, v in slot.items()} for i, slot in packed["optimizer"]["state"].items()} == {
+        i: {k: v.shape for k, v in slot.items()} for i, slot in solo["optimizer"]["state"].items()
+    }
+    plan = preflight(
+        parse_spec(
+            {
+                "model": "m",
+                "version": "v2",
+                "arch": "small-cnn",
+                "method": {"name": "fd-lm"},
+                "data": {"train_limit": 768, "eval_limit": 300},
+                "old": str(tmp_path / "packed-1.pt"),
+                "storage": str(tmp_path / "runs"),
+            }
+        )
+    )
     assert plan.old_classes is None and plan.spec.old == str(tmp_path / "packed-1.pt")

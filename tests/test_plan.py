@@ -4,13 +4,18 @@ method runs, and what the cluster must hold."""
 from pathlib import Path
 
 import pytest
-from datafiles import write_idx_dataset
 
+from datafiles import write_idx_dataset
 from orchestrator.driver.plan import applied_params, preflight, train_config
 from pipelines.spec import WorkerResources, parse_spec
 
-BASE = {"model": "plan", "version": "v2", "arch": "mlp-small", "method": {"name": "none"},
-        "data": {"train_limit": 300, "eval_limit": 100}}
+BASE = {
+    "model": "plan",
+    "version": "v2",
+    "arch": "mlp-small",
+    "method": {"name": "none"},
+    "data": {"train_limit": 300, "eval_limit": 100},
+}
 
 
 def spec(**fields):
@@ -21,8 +26,9 @@ def spec(**fields):
 def digits_folder(tmp_path_factory, fashion_mnist) -> Path:
     """A user dataset (`data.path`): an IDX directory of 400 real images."""
     folder = tmp_path_factory.mktemp("user-data") / "idx"
-    return write_idx_dataset(folder, fashion_mnist.train.images[:400, 0].numpy(),
-                             fashion_mnist.train.labels[:400].numpy())
+    return write_idx_dataset(
+        folder, fashion_mnist.train.images[:400, 0].numpy(), fashion_mnist.train.labels[:400].numpy()
+    )
 
 
 def test_flip_is_on_for_fashion_mnist_and_off_for_user_data(digits_folder):
@@ -33,36 +39,54 @@ def test_flip_is_on_for_fashion_mnist_and_off_for_user_data(digits_folder):
     user = preflight(spec(data={"path": str(digits_folder)}))
     config = user.student_job().config
     assert config.augmentation == (2, False)
-    assert all(not job.config.augmentation[1] for job in
-               preflight(spec(data={"path": str(digits_folder)}, method={"name": "ensemble", "m": 2})).replica_jobs())
+    assert all(
+        not job.config.augmentation[1]
+        for job in preflight(
+            spec(data={"path": str(digits_folder)}, method={"name": "ensemble", "m": 2})
+        ).replica_jobs()
+    )
     assert applied_params(user.spec) == {"augment.crop": "2", "augment.flip": "false", "warmup.student_epochs": "0"}
     assert applied_params(spec()) == {"augment.crop": "2", "augment.flip": "true", "warmup.student_epochs": "0"}
 
 
-@pytest.mark.parametrize("train,applied", [
-    ({"flip": True}, (True, 2, True)),
-    ({"flip": False}, (True, 2, False)),
-    ({"crop": 0}, (False, 0, False)),  # user data: no flip either, so nothing to apply
-    ({"crop": 0, "flip": True}, (True, 0, True)),
-    ({"crop": 4, "flip": False}, (True, 4, False)),
-    ({"crop": 0, "flip": False}, (False, 0, False)),
-    ({"augment": False, "flip": True}, (False, 0, False)),  # the master switch wins
-])
+@pytest.mark.parametrize(
+    "train,applied",
+    [
+        ({"flip": True}, (True, 2, True)),
+        ({"flip": False}, (True, 2, False)),
+        ({"crop": 0}, (False, 0, False)),  # user data: no flip either, so nothing to apply
+        ({"crop": 0, "flip": True}, (True, 0, True)),
+        ({"crop": 4, "flip": False}, (True, 4, False)),
+        ({"crop": 0, "flip": False}, (False, 0, False)),
+        ({"augment": False, "flip": True}, (False, 0, False)),  # the master switch wins
+    ],
+)
 def test_crop_and_flip_are_configured_separately(digits_folder, train, applied):
     resolved = spec(data={"path": str(digits_folder)}, train=train)
     config = train_config(resolved, 0, WorkerResources())
     assert config.augmentation == applied[1:]
-    assert applied_params(resolved) == {"augment.crop": str(applied[1]), "augment.flip": str(applied[2]).lower(),
-                                        "warmup.student_epochs": "0"}
+    assert applied_params(resolved) == {
+        "augment.crop": str(applied[1]),
+        "augment.flip": str(applied[2]).lower(),
+        "warmup.student_epochs": "0",
+    }
 
 
-@pytest.mark.parametrize("method,train,student,replicas", [
-    ({"name": "elodi", "m": 2}, {"epochs": 20}, 1.0, 0.0),  # LDI: a warm-up epoch; the replicas train plainly
-    ({"name": "elodi", "m": 2}, {"epochs": 4}, 0.4, 0.0),  # at most a tenth of a short run
-    ({"name": "elodi", "m": 2}, {"epochs": 20, "warmup_epochs": 0}, 0.0, 0.0),
-    ({"name": "elodi", "m": 2}, {"epochs": 20, "warmup_epochs": 2.5}, 2.5, 2.5),  # a number applies to every training
-    ({"name": "none"}, {"epochs": 20}, 0.0, None),
-])
+@pytest.mark.parametrize(
+    "method,train,student,replicas",
+    [
+        ({"name": "elodi", "m": 2}, {"epochs": 20}, 1.0, 0.0),  # LDI: a warm-up epoch; the replicas train plainly
+        ({"name": "elodi", "m": 2}, {"epochs": 4}, 0.4, 0.0),  # at most a tenth of a short run
+        ({"name": "elodi", "m": 2}, {"epochs": 20, "warmup_epochs": 0}, 0.0, 0.0),
+        (
+            {"name": "elodi", "m": 2},
+            {"epochs": 20, "warmup_epochs": 2.5},
+            2.5,
+            2.5,
+        ),  # a number applies to every training
+        ({"name": "none"}, {"epochs": 20}, 0.0, None),
+    ],
+)
 def test_warmup_auto_is_for_the_ldi_student(method, train, student, replicas):
     plan = preflight(spec(method=method, train=train))
     assert plan.student_job().config.warmup_epochs == student
@@ -80,21 +104,33 @@ def test_a_method_without_a_pool_counts_no_teacher_actors():
     none = spec(resources={"student": {"cpus": 2}})
     check_resources(none, two_cpus, replicas=False, student=True, pool_actors=0)
     with pytest.raises(SpecError, match=r"resources: student \+ 2 teacher actors need 3.0 CPU / 0.0 GPU at once"):
-        check_resources(spec(method={"name": "fd-lm"}, old="o.pt", resources={"student": {"cpus": 2}}), two_cpus,
-                        replicas=False, student=True, pool_actors=2)
+        check_resources(
+            spec(method={"name": "fd-lm"}, old="o.pt", resources={"student": {"cpus": 2}}),
+            two_cpus,
+            replicas=False,
+            student=True,
+            pool_actors=2,
+        )
     # replicas are counted only for methods that train them
     check_resources(spec(resources={"replica": {"gpus": 1}}), two_cpus, replicas=False, student=True, pool_actors=0)
     with pytest.raises(SpecError, match="resources.replica: asks 1.0 CPU / 1.0 GPU, cluster has 2.0 / 0.0"):
-        check_resources(spec(method={"name": "ensemble"}, resources={"replica": {"gpus": 1}}), two_cpus,
-                        replicas=True, student=False, pool_actors=2)
+        check_resources(
+            spec(method={"name": "ensemble"}, resources={"replica": {"gpus": 1}}),
+            two_cpus,
+            replicas=True,
+            student=False,
+            pool_actors=2,
+        )
 
 
 def test_the_plan_says_which_stages_and_actors_a_method_starts(digits_folder):
     data = {"path": str(digits_folder)}
-    plans = {name: preflight(spec(data=data, method={"name": name, "m": 2}))
-             for name in ("none", "ensemble", "elodi")}
+    plans = {name: preflight(spec(data=data, method={"name": name, "m": 2})) for name in ("none", "ensemble", "elodi")}
     assert [(p.needs_replicas, p.needs_student, p.pool_actors) for p in plans.values()] == [
-        (False, True, 0), (True, False, 2), (True, True, 2)]
+        (False, True, 0),
+        (True, False, 2),
+        (True, True, 2),
+    ]
 
 
 def test_stage_titles_are_numbered_over_the_stages_the_method_runs(digits_folder):
@@ -102,13 +138,18 @@ def test_stage_titles_are_numbered_over_the_stages_the_method_runs(digits_folder
 
     data = {"path": str(digits_folder)}
     assert stage_titles(preflight(spec(data=data))) == [
-        "stage 1/2: training the model (none)", "stage 2/2: evaluating on the regression-eval split"]
+        "stage 1/2: training the model (none)",
+        "stage 2/2: evaluating on the regression-eval split",
+    ]
     assert stage_titles(preflight(spec(data=data, method={"name": "elodi", "m": 2}))) == [
         "stage 1/3: training 2 replicas of mlp-small in parallel",
         "stage 2/3: distilling the student (elodi) online from 2 teacher actors",
-        "stage 3/3: evaluating on the regression-eval split"]
+        "stage 3/3: evaluating on the regression-eval split",
+    ]
     assert [t.split(":")[0] for t in stage_titles(preflight(spec(data=data, method={"name": "ensemble", "m": 2})))] == [
-        "stage 1/2", "stage 2/2"]
+        "stage 1/2",
+        "stage 2/2",
+    ]
 
 
 def test_resources_beyond_this_machine_are_refused_before_ray_starts_or_mlflow_is_touched(tmp_path):
@@ -121,17 +162,34 @@ def test_resources_beyond_this_machine_are_refused_before_ray_starts_or_mlflow_i
     import yaml
 
     path = tmp_path / "big.yaml"
-    path.write_text(yaml.safe_dump({**BASE, "method": {"name": "ensemble", "m": 2}, "storage": str(tmp_path / "s"),
-                                    "resources": {"replica": {"cpus": 100000}}}))
-    probe = ("import sys, ray\nfrom orchestrator.cli import main\ncode = main(['run', sys.argv[1]])\n"
-             "print('ray started' if ray.is_initialized() else 'ray not started')\nsys.exit(code)")
+    path.write_text(
+        yaml.safe_dump(
+            {
+                **BASE,
+                "method": {"name": "ensemble", "m": 2},
+                "storage": str(tmp_path / "s"),
+                "resources": {"replica": {"cpus": 100000}},
+            }
+        )
+    )
+    probe = (
+        "import sys, ray\nfrom orchestrator.cli import main\ncode = main(['run', sys.argv[1]])\n"
+        "print('ray started' if ray.is_initialized() else 'ray not started')\nsys.exit(code)"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
-    done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path, env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines() == [
         f"congruent run: error: {path}: resources.replica: asks 100000.0 CPU / 0.0 GPU, cluster has "
-        f"{float(os.cpu_count())} / 0.0"]
+        f"{float(os.cpu_count())} / 0.0"
+    ]
     assert done.stdout.strip() == "ray not started"
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "s").exists()
 
@@ -152,15 +210,50 @@ def test_a_version_is_tagged_without_empty_lineage_or_flip_tags(digits_folder):
 # A value other than the default for every field of the spec's train, method and data sections,
 # and the section it needs beside it. A field added to the spec needs a row here.
 NON_DEFAULT = {
-    "train": {"epochs": 3, "batch_size": 64, "lr": 0.05, "momentum": 0.8, "weight_decay": 0.0, "schedule": "step",
-              "warmup_epochs": 0.5, "seed": 7, "augment": False, "crop": 3, "flip": False, "max_grad_norm": None,
-              "prefetch": 3, "precision": "bf16", "compile": "reduce-overhead"},
-    "method": {"name": "kd", "m": 3, "alpha": 0.5, "k": 3, "topk_by": "union", "p": 1.0, "margin": 0.1,
-               "ldi_reduction": "mean", "exclude_label": True, "legacy_weight": 0.3, "temperature": 2.0,
-               "focal_alpha": 0.5, "focal_beta": 2.0, "distance": "kl", "bcwi_alphas": [0.0, 0.5],
-               "bcwi_er_tolerance": 0.01},
-    "data": {"path": "user/data", "subset": "half-classes", "train_limit": 100, "eval_limit": 50,
-             "val_fraction": 0.2, "eval_fraction": 0.3, "num_classes": 12},
+    "train": {
+        "epochs": 3,
+        "batch_size": 64,
+        "lr": 0.05,
+        "momentum": 0.8,
+        "weight_decay": 0.0,
+        "schedule": "step",
+        "warmup_epochs": 0.5,
+        "seed": 7,
+        "augment": False,
+        "crop": 3,
+        "flip": False,
+        "max_grad_norm": None,
+        "prefetch": 3,
+        "precision": "bf16",
+        "compile": "reduce-overhead",
+    },
+    "method": {
+        "name": "kd",
+        "m": 3,
+        "alpha": 0.5,
+        "k": 3,
+        "topk_by": "union",
+        "p": 1.0,
+        "margin": 0.1,
+        "ldi_reduction": "mean",
+        "exclude_label": True,
+        "legacy_weight": 0.3,
+        "temperature": 2.0,
+        "focal_alpha": 0.5,
+        "focal_beta": 2.0,
+        "distance": "kl",
+        "bcwi_alphas": [0.0, 0.5],
+        "bcwi_er_tolerance": 0.01,
+    },
+    "data": {
+        "path": "user/data",
+        "subset": "half-classes",
+        "train_limit": 100,
+        "eval_limit": 50,
+        "val_fraction": 0.2,
+        "eval_fraction": 0.3,
+        "num_classes": 12,
+    },
 }
 BESIDE = {("data", "num_classes"): {"path": "user/data"}, ("method", "name"): {"legacy_weight": None}}
 SAME_AS_DEFAULT = {("data", "dataset")}  # its one value, fashion-mnist, is also the source without it
@@ -174,8 +267,9 @@ def consumers(document: dict) -> tuple:
     from orchestrator.driver.plan import Plan, data_request
 
     parsed = parse_spec(document)
-    plan = Plan(spec=parsed, parent=None, data=data_request(parsed), content_key="c", eval_fingerprint="f",
-                num_classes=10)
+    plan = Plan(
+        spec=parsed, parent=None, data=data_request(parsed), content_key="c", eval_fingerprint="f", num_classes=10
+    )
     jobs = [plan.student_job(), *plan.replica_jobs()]
     return plan.data, [dataclasses.replace(job, checkpoint_uri="") for job in jobs], plan.bcwi_sweep
 

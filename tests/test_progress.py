@@ -25,8 +25,18 @@ def test_reporter_throttles_steps_and_always_sends_epoch_ends():
     reporter.on_step(1, 2, 4)  # within the interval: dropped
     clock.now += 0.6
     reporter.on_step(1, 3, 4)  # 1.1 s after the first: sent; 2 steps · 10 samples in 1.1 s
-    reporter.on_epoch(EpochStats(epoch=1, loss=0.5, lr=0.1, seconds=1.2, samples_per_second=33.0,
-                                 clipped_fraction=0.0, val_error_rate=0.2, val_nfr=0.03))
+    reporter.on_epoch(
+        EpochStats(
+            epoch=1,
+            loss=0.5,
+            lr=0.1,
+            seconds=1.2,
+            samples_per_second=33.0,
+            clipped_fraction=0.0,
+            val_error_rate=0.2,
+            val_nfr=0.03,
+        )
+    )
     assert [(e.epoch, e.step) for e in sent] == [(1, 1), (1, 3), (1, 4)]
     assert abs(sent[1].samples_per_second - 20 / 1.1) < 1e-9
     assert sent[1].completed == 3 and sent[1].total == 8

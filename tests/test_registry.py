@@ -21,10 +21,12 @@ from orchestrator.tracking.registry import Reference, ledger_of
 @pytest.fixture
 def run_spec(spec_file, tmp_path, capsys):
     """`run_spec(name, **fields)`: `congruent run` of a spec file, in this process."""
+
     def run(name, **fields):
         code = main(["run", str(spec_file(name, **fields)), "--out", str(tmp_path / name)])
         captured = capsys.readouterr()
         return code, captured.out, captured.err
+
     return run
 
 
@@ -35,8 +37,7 @@ def versions_json(capsys, model, matrix=False):
 
 @pytest.mark.slow
 def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tmp_path, capsys):
-    code, out, err = run_spec("v1", model="tracked", version="v1", arch="mlp-small",
-                              method={"name": "none"})
+    code, out, err = run_spec("v1", model="tracked", version="v1", arch="mlp-small", method={"name": "none"})
     assert code == 0, err
     assert "Created version" not in err and "registered model" not in err.lower()  # MLflow's own prints muted
     client = MlflowClient()
@@ -68,8 +69,14 @@ def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tm
     assert served(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
 
     # a pipeline that diverges: its run is FAILED, no version appears, exit 1 with one line
-    code, out, err = run_spec("bad", model="tracked", version="v2", arch="mlp-small",
-                              method={"name": "none"}, train={**SPEC_TRAIN, "lr": 1e12, "max_grad_norm": None})
+    code, out, err = run_spec(
+        "bad",
+        model="tracked",
+        version="v2",
+        arch="mlp-small",
+        method={"name": "none"},
+        train={**SPEC_TRAIN, "lr": 1e12, "max_grad_norm": None},
+    )
     assert code == 1 and "NonFiniteLossError" in err and len(err.strip().splitlines()) == 1
     failed = client.search_runs([experiment.experiment_id], "tags.mlflow.runName = 'v2'")[0]
     assert failed.info.status == "FAILED"
@@ -83,8 +90,15 @@ def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, run_sp
     model = "chain"
     steps = [
         ("v1", {"arch": "mlp-small", "method": {"name": "none"}, "promote": {"max_nfr": 1.0}}),
-        ("v2", {"arch": "small-cnn", "method": {"name": "fd-lm"}, "old": f"{model}@champion",
-                "promote": {"max_nfr": 1.0, "max_er_increase": 1.0}}),
+        (
+            "v2",
+            {
+                "arch": "small-cnn",
+                "method": {"name": "fd-lm"},
+                "old": f"{model}@champion",
+                "promote": {"max_nfr": 1.0, "max_er_increase": 1.0},
+            },
+        ),
         ("v3", {"arch": "mlp", "method": {"name": "kd"}, "old": f"{model}@champion"}),
     ]
     for version, fields in steps:
@@ -134,12 +148,25 @@ def test_checkpoints_in_s3_storage_on_the_cluster(ray_cluster, mlflow_stack, spe
     workers get the endpoint and credentials from the driver's environment, not from the spec."""
     s3 = mlflow_stack.s3_client()
     s3.create_bucket(Bucket="checkpoints")
-    spec = spec_file(model="s3-stored", version="v1", method={"name": "elodi", "m": 2},
-                     storage="s3://checkpoints/runs")
+    spec = spec_file(model="s3-stored", version="v1", method={"name": "elodi", "m": 2}, storage="s3://checkpoints/runs")
     env = {**os.environ, **mlflow_stack.env, "RAY_ADDRESS": ""}
     done = subprocess.run(  # a driver process of its own: its workers get the S3 settings of its environment
-        [sys.executable, "-m", "orchestrator", "run", str(spec), "--ray-address", ray_cluster.address,
-         "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600, env=env)
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "run",
+            str(spec),
+            "--ray-address",
+            ray_cluster.address,
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket="checkpoints")["Contents"]}
     assert sum(k.endswith(("replica-0.pt", "replica-1.pt")) for k in keys) == 2
@@ -156,8 +183,9 @@ def test_checkpoints_in_s3_storage_on_the_cluster(ray_cluster, mlflow_stack, spe
 
 
 @pytest.mark.slow
-def test_data_growth_with_new_classes_counts_flips_on_the_classes_the_old_version_knows(ray_cluster, run_spec,
-                                                                                       tmp_path, capsys):
+def test_data_growth_with_new_classes_counts_flips_on_the_classes_the_old_version_knows(
+    ray_cluster, run_spec, tmp_path, capsys
+):
     code, _, err = run_spec("grow-v1", model="grown", version="v1", data={**SPEC_DATA, "subset": "half-classes"})
     assert code == 0, err
     code, _, err = run_spec("grow-v2", model="grown", version="v2", old="grown/1")

@@ -11,7 +11,7 @@ from orchestrator.views.report import Flip, ReportData, png_thumbnail, render_ht
 
 def test_top1_confidence_is_the_softmax_of_the_topk_logits():
     values = np.array([[2.0, 0.0, 0.0], [1.0, 1.0, 1.0]], dtype=np.float32)
-    expected = [np.e ** 2 / (np.e ** 2 + 2), 1 / 3]
+    expected = [np.e**2 / (np.e**2 + 2), 1 / 3]
     assert np.allclose(top1_confidence(values), expected)
     assert np.allclose(top1_confidence(values + 1000), expected)  # shifted: no overflow
 
@@ -26,17 +26,50 @@ def test_thumbnail_is_a_scaled_png_of_the_image():
 
 def _data(**fields):
     chain = [
-        {"version": "1", "label": "v1", "method": "none", "arch": "mlp-small", "parent_version": None,
-         "error_rate": 0.2, "nfr": None, "pfr": None, "rel_nfr": None, "aliases": ["champion"], "created": "t1"},
-        {"version": "2", "label": "v2 <b>", "method": "elodi", "arch": "small-cnn", "parent_version": "1",
-         "error_rate": 0.1, "nfr": 0.02, "pfr": 0.12, "rel_nfr": 1.25, "aliases": ["challenger"], "created": "t2"},
+        {
+            "version": "1",
+            "label": "v1",
+            "method": "none",
+            "arch": "mlp-small",
+            "parent_version": None,
+            "error_rate": 0.2,
+            "nfr": None,
+            "pfr": None,
+            "rel_nfr": None,
+            "aliases": ["champion"],
+            "created": "t1",
+        },
+        {
+            "version": "2",
+            "label": "v2 <b>",
+            "method": "elodi",
+            "arch": "small-cnn",
+            "parent_version": "1",
+            "error_rate": 0.1,
+            "nfr": 0.02,
+            "pfr": 0.12,
+            "rel_nfr": 1.25,
+            "aliases": ["challenger"],
+            "created": "t2",
+        },
     ]
-    points = [{"label": "v2", "method": "elodi", "error_rate": 0.1, "nfr": 0.02, "version": "2"},
-              {"label": "trial alpha=0.5", "method": "elodi", "error_rate": 0.12, "nfr": 0.015, "version": None}]
-    defaults = dict(model="m", chain=chain, matrix_versions=["1", "2"], matrix=[[0.0, 0.02], [0.12, 0.0]],
-                    points=points, version="2", parent="1", n_eval=100, n_flips=2,
-                    flips=[Flip(7, "Bag", "Bag", 0.9, "Shirt", 0.6, png_thumbnail(np.zeros((1, 2, 2), np.uint8)))],
-                    per_class=[("Bag", 0.5), ("Shirt", float("nan"))])
+    points = [
+        {"label": "v2", "method": "elodi", "error_rate": 0.1, "nfr": 0.02, "version": "2"},
+        {"label": "trial alpha=0.5", "method": "elodi", "error_rate": 0.12, "nfr": 0.015, "version": None},
+    ]
+    defaults = dict(
+        model="m",
+        chain=chain,
+        matrix_versions=["1", "2"],
+        matrix=[[0.0, 0.02], [0.12, 0.0]],
+        points=points,
+        version="2",
+        parent="1",
+        n_eval=100,
+        n_flips=2,
+        flips=[Flip(7, "Bag", "Bag", 0.9, "Shirt", 0.6, png_thumbnail(np.zeros((1, 2, 2), np.uint8)))],
+        per_class=[("Bag", 0.5), ("Shirt", float("nan"))],
+    )
     return ReportData(**{**defaults, **fields})
 
 

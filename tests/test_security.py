@@ -23,8 +23,10 @@ from workers.models import ModelError
 
 ROOT = Path(__file__).resolve().parent.parent
 CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "AKIA-test-9d1e", "AWS_SECRET_ACCESS_KEY": "secret-test-4b7c",
-    "MLFLOW_TRACKING_PASSWORD": "password-test-6e0d", "MLFLOW_TRACKING_TOKEN": "token-test-c3f1",
+    "AWS_ACCESS_KEY_ID": "AKIA-test-9d1e",
+    "AWS_SECRET_ACCESS_KEY": "secret-test-4b7c",
+    "MLFLOW_TRACKING_PASSWORD": "password-test-6e0d",
+    "MLFLOW_TRACKING_TOKEN": "token-test-c3f1",
 }  # MLFLOW_TRACKING_USERNAME is no secret: MLflow records it as the run's `mlflow.user` tag by design
 FACTORY_CALLS = []
 
@@ -48,8 +50,14 @@ class Payload:
 def test_a_checkpoint_with_a_pickled_payload_is_refused_and_never_runs(tmp_path):
     marker, path = tmp_path / "ran", tmp_path / "evil.pt"
     settings = ModelSettings("mlp-small", 10)
-    torch.save({"model": {"arch": "mlp-small", "num_classes": 10}, "state_dict": settings.build().state_dict(),
-                "extra": Payload(marker)}, path)
+    torch.save(
+        {
+            "model": {"arch": "mlp-small", "num_classes": 10},
+            "state_dict": settings.build().state_dict(),
+            "extra": Payload(marker),
+        },
+        path,
+    )
     with pytest.raises(CheckpointError, match="not a readable checkpoint"):
         load_model(path)
     assert not marker.exists()
@@ -110,9 +118,20 @@ def test_credentials_come_only_from_the_environment_and_are_never_logged(tmp_pat
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     store.configure()
     spec = parse_spec({"model": "creds", "version": "v1", "arch": "mlp-small", "storage": "s3://bucket/runs"})
-    record_of_training = TrainRecord(name="training", seed=0, checkpoint="s3://bucket/runs/m.pt",
-                                     history=[{"epoch": 1, "loss": 0.5}], steps=1, epochs_run=1, resumed_from=0,
-                                     steps_run=1, val_error_rate=0.5, pid=1, host="h", seconds=1.0)
+    record_of_training = TrainRecord(
+        name="training",
+        seed=0,
+        checkpoint="s3://bucket/runs/m.pt",
+        history=[{"epoch": 1, "loss": 0.5}],
+        steps=1,
+        epochs_run=1,
+        resumed_from=0,
+        steps_run=1,
+        val_error_rate=0.5,
+        pid=1,
+        host="h",
+        seconds=1.0,
+    )
     with runs.pipeline_run(spec):
         runs.log_training("training", record_of_training)
     client = MlflowClient()

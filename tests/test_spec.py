@@ -70,15 +70,22 @@ resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
         (["a", "list"], "YAML mapping"),
         (with_(method__name="elodi", old="o.pt", tune={"space": {}}), "space: give at least one"),
         (with_(method__name="elodi", old="o.pt", tune={"space": {"beta": [1]}}), "tune.space.beta"),
-        (with_(method__name="elodi", old="o.pt", tune={"space": {"alpha": {"low": 0.1, "high": 0.9}}}),
-         "grid search takes a list"),
+        (
+            with_(method__name="elodi", old="o.pt", tune={"space": {"alpha": {"low": 0.1, "high": 0.9}}}),
+            "grid search takes a list",
+        ),
         (with_(method__name="elodi", old="o.pt", tune={"space": {"k": [0, 3]}}), "integers ≥ 1"),
         (with_(method__name="elodi", old="o.pt", tune={"space": {"alpha": [0.5, 1.5]}}), "values must lie in [0, 1]"),
         (with_(method__name="elodi", tune={"space": {"alpha": [0.5]}}), "old: tune measures"),
         (with_(method__name="fd-lm", old="o.pt", tune={"space": {"alpha": [0.5]}}), "method.name must be elodi"),
-        (with_(method__name="elodi", old="o.pt",
-               tune={"search": "random", "space": {"lr": {"low": 0, "high": 1, "log": True}}}),
-         "log range needs low > 0"),
+        (
+            with_(
+                method__name="elodi",
+                old="o.pt",
+                tune={"search": "random", "space": {"lr": {"low": 0, "high": 1, "log": True}}},
+            ),
+            "log range needs low > 0",
+        ),
     ],
 )
 def test_bad_specs_name_the_field(document, problem):
@@ -91,9 +98,17 @@ def test_tune_space_maps_to_ray_tune_search_spaces():
 
     from orchestrator.driver.tune import search_space, trial_spec
 
-    spec = parse_spec(with_(method__name="elodi", old="o.pt", tune={
-        "search": "random", "num_samples": 5,
-        "space": {"alpha": [0.5, 0.8], "lr": {"low": 0.01, "high": 0.1, "log": True}, "k": [3, 10]}}))
+    spec = parse_spec(
+        with_(
+            method__name="elodi",
+            old="o.pt",
+            tune={
+                "search": "random",
+                "num_samples": 5,
+                "space": {"alpha": [0.5, 0.8], "lr": {"low": 0.01, "high": 0.1, "log": True}, "k": [3, 10]},
+            },
+        )
+    )
     space = search_space(spec.tune)
     assert isinstance(space["alpha"], tune.search.sample.Categorical)
     assert isinstance(space["lr"], tune.search.sample.Float) and space["lr"].lower == 0.01

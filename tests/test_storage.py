@@ -29,9 +29,16 @@ def s3(tmp_path_factory):
     access_key, secret_key = "test" + secrets.token_hex(8), secrets.token_urlsafe(32)
     server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"), access_key, secret_key, buckets=("runs",))
     try:
-        yield S3(server.endpoint, {"AWS_ENDPOINT_URL_S3": server.endpoint, "AWS_ACCESS_KEY_ID": access_key,
-                                   "AWS_SECRET_ACCESS_KEY": secret_key, "AWS_DEFAULT_REGION": "us-east-1",
-                                   **CHECKSUM_ENV})
+        yield S3(
+            server.endpoint,
+            {
+                "AWS_ENDPOINT_URL_S3": server.endpoint,
+                "AWS_ACCESS_KEY_ID": access_key,
+                "AWS_SECRET_ACCESS_KEY": secret_key,
+                "AWS_DEFAULT_REGION": "us-east-1",
+                **CHECKSUM_ENV,
+            },
+        )
     finally:
         server.stop()
 
@@ -52,6 +59,7 @@ def job(name: str, uri: str, epochs: int) -> TrainJob:
 
 def interrupted_after_first_epoch(training: TrainJob) -> None:
     """`training` stopped by a Ctrl-C once its first epoch's checkpoint is stored."""
+
     def ctrl_c(stats):
         raise KeyboardInterrupt
 

@@ -35,6 +35,7 @@ def test_teacher_actor_serves_group_means_and_top_k(checkpoints):
 
 def test_bcwi_sweep_picks_lowest_nfr_within_the_error_budget():
     old, new = {"w": torch.tensor([1.0])}, {"w": torch.tensor([0.0])}
+
     # pretend: ER rises with α (the old model is worse), NFR falls with α
     def evaluate(state):
         a = state["w"].item()

@@ -12,8 +12,15 @@ REPORT = {"nfr": 0.03, "pfr": 0.08, "rel_nfr": 0.7, "er_old": 0.25, "er_new": 0.
 
 def test_the_pipeline_run_carries_er_and_nfr_and_counts_once_among_the_evaluated_runs(tmp_path):
     store.configure()
-    spec = parse_spec({"model": "metrics-on-parent", "version": "v2", "arch": "mlp-small",
-                       "method": {"name": "fd-lm"}, "old": "old.pt"})
+    spec = parse_spec(
+        {
+            "model": "metrics-on-parent",
+            "version": "v2",
+            "arch": "mlp-small",
+            "method": {"name": "fd-lm"},
+            "old": "old.pt",
+        }
+    )
     (tmp_path / "predictions").mkdir()
     np.save(tmp_path / "predictions" / "labels.npy", np.arange(5))
     ids = []
@@ -25,15 +32,17 @@ def test_the_pipeline_run_carries_er_and_nfr_and_counts_once_among_the_evaluated
     parent = client.get_run(ids[0])
     assert parent.data.metrics["error_rate"] == 0.2 and parent.data.metrics["vs_old.nfr"] == 0.03
     experiment = client.get_experiment_by_name(spec.model).experiment_id
-    by_nfr = client.search_runs([experiment], "tags.mlflow.runName != 'evaluation'",
-                                order_by=["metrics.`vs_old.nfr` ASC"])
+    by_nfr = client.search_runs(
+        [experiment], "tags.mlflow.runName != 'evaluation'", order_by=["metrics.`vs_old.nfr` ASC"]
+    )
     assert [run.info.run_name for run in by_nfr] == ["v3", "v2"]  # what the MLflow UI's sort does
     points = runs.evaluated_points(spec.model, {ids[0]: "2"})
     assert [(p["label"], p["nfr"], p["version"]) for p in points] == [("v2", 0.03, "2"), ("v3", 0.01, None)]
 
 
-def _register(model: str, label: str, predictions: np.ndarray, labels: np.ndarray, folder, parent: str | None = None
-              ) -> str:
+def _register(
+    model: str, label: str, predictions: np.ndarray, labels: np.ndarray, folder, parent: str | None = None
+) -> str:
     """A registered version whose ledger holds `predictions` (class ids, as one-hot logits)."""
     import mlflow
 
@@ -47,9 +56,15 @@ def _register(model: str, label: str, predictions: np.ndarray, labels: np.ndarra
         logits = np.eye(10, dtype=np.float32)[predictions]
         (folder / label).mkdir()
         runs.log_file(write_ledger(folder / label / "predictions.npz", logits, labels, "feedc0ffee"), "ledger")
-        tags = {"method": "none", "arch": "mlp-small", "label": label, "fingerprint": "feedc0ffee",
-                "spec_hash": label, "error_rate": f"{np.mean(predictions != labels):.6f}",
-                **({"parent_version": parent} if parent else {})}
+        tags = {
+            "method": "none",
+            "arch": "mlp-small",
+            "label": label,
+            "fingerprint": "feedc0ffee",
+            "spec_hash": label,
+            "error_rate": f"{np.mean(predictions != labels):.6f}",
+            **({"parent_version": parent} if parent else {}),
+        }
         return registry.register(model, str(save_checkpoint(folder / f"{label}.pt", settings.build(), settings)), tags)
 
 

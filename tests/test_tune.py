@@ -19,8 +19,12 @@ def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashio
     train(old, fashion_mnist.train.take(slice(0, 1000)), TrainConfig(epochs=1, lr=0.05, seed=3))
     save_checkpoint(tmp_path / "old.pt", old, settings)
     tolerance = 0.2
-    spec = spec_file(model="tuned", old=str(tmp_path / "old.pt"), method={"name": "elodi", "m": 2},
-                     tune={"search": "grid", "space": {"alpha": [0.5, 0.9], "k": [3, 10]}, "er_tolerance": tolerance})
+    spec = spec_file(
+        model="tuned",
+        old=str(tmp_path / "old.pt"),
+        method={"name": "elodi", "m": 2},
+        tune={"search": "grid", "space": {"alpha": [0.5, 0.9], "k": [3, 10]}, "er_tolerance": tolerance},
+    )
     code = main(["tune", str(spec), "--out", str(tmp_path / "out"), "--register-best"])
     out = capsys.readouterr().out
     assert code == 0
@@ -50,18 +54,27 @@ def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashio
 
 
 @pytest.mark.slow
-def test_asha_stops_weak_trials_and_the_search_picks_among_the_finished(ray_cluster, fashion_mnist, spec_file,
-                                                                        tmp_path, capsys):
+def test_asha_stops_weak_trials_and_the_search_picks_among_the_finished(
+    ray_cluster, fashion_mnist, spec_file, tmp_path, capsys
+):
     """ASHA ends trials after an epoch without their final report: they are listed as stopped early,
     not taken for failures, and the pick comes from the trials that finished."""
     settings = ModelSettings("mlp-small", 10)
     old = build_model("mlp-small", 10, seed=3)
     train(old, fashion_mnist.train.take(slice(0, 1000)), TrainConfig(epochs=1, lr=0.05, seed=3))
     save_checkpoint(tmp_path / "old.pt", old, settings)
-    spec = spec_file(model="asha", old=str(tmp_path / "old.pt"), method={"name": "elodi", "m": 2},
-                     train={"epochs": 3, "batch_size": 128, "lr": 0.05, "seed": 0},
-                     tune={"search": "grid", "scheduler": "asha", "space": {"lr": [0.05, 0.00001], "k": [3, 10]},
-                           "er_tolerance": 0.5})
+    spec = spec_file(
+        model="asha",
+        old=str(tmp_path / "old.pt"),
+        method={"name": "elodi", "m": 2},
+        train={"epochs": 3, "batch_size": 128, "lr": 0.05, "seed": 0},
+        tune={
+            "search": "grid",
+            "scheduler": "asha",
+            "space": {"lr": [0.05, 0.00001], "k": [3, 10]},
+            "er_tolerance": 0.5,
+        },
+    )
     code = main(["tune", str(spec), "--out", str(tmp_path / "out")])
     out = capsys.readouterr().out
     assert code == 0

@@ -32,10 +32,12 @@ def decoded(png: str) -> Image.Image:
 
 def test_every_plot_draws_a_png(tmp_path):
     heatmap = plots.nfr_heatmap(["v1", "v2", "v3"], [[0, 0.02, 0.03], [0.1, 0, 0.01], [0.1, 0.02, 0]], "chain")
-    points = [plots.Point(0.10, 0.020, "elodi", "v2"), plots.Point(0.12, 0.015, "elodi"),
-              plots.Point(0.11, 0.030, "none", er_std=0.002, nfr_std=0.001)]
-    scatter = plots.er_nfr_scatter(points, "runs", colours=plots.METHOD_COLOURS, front=points[:2],
-                                   highlight=points[1])
+    points = [
+        plots.Point(0.10, 0.020, "elodi", "v2"),
+        plots.Point(0.12, 0.015, "elodi"),
+        plots.Point(0.11, 0.030, "none", er_std=0.002, nfr_std=0.001),
+    ]
+    scatter = plots.er_nfr_scatter(points, "runs", colours=plots.METHOD_COLOURS, front=points[:2], highlight=points[1])
     bars = plots.per_class_bars([("Bag", 0.5), ("Shirt", float("nan"))], "per class")
     for figure in (heatmap, scatter, bars):
         picture = decoded(plots.png_base64(figure))

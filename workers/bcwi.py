@@ -37,9 +37,11 @@ def interpolate_state_dicts(
 
 
 def sweep_bcwi(
-    old_state: dict[str, torch.Tensor], new_state: dict[str, torch.Tensor],
+    old_state: dict[str, torch.Tensor],
+    new_state: dict[str, torch.Tensor],
     evaluate: Callable[[dict[str, torch.Tensor]], tuple[float, float]],
-    alphas: Sequence[float], er_tolerance: float,
+    alphas: Sequence[float],
+    er_tolerance: float,
 ) -> tuple[float, list[dict[str, float]]]:
     """Pick BCWI's α after training: `evaluate(state) -> (ER, NFR)` on a validation split for each
     α; the pick is the lowest NFR among the α whose ER ≤ ER(α = 0, the fine-tuned model) + tolerance.
@@ -61,7 +63,11 @@ class BcwiChoice:
 
 
 def select_bcwi(
-    old: nn.Module, tuned: nn.Module, val: ImageSet, alphas: Sequence[float], er_tolerance: float,
+    old: nn.Module,
+    tuned: nn.Module,
+    val: ImageSet,
+    alphas: Sequence[float],
+    er_tolerance: float,
     device: str | torch.device = "cpu",
 ) -> BcwiChoice:
     """BCWI's α on the validation split: the lowest val NFR (against `old`) among the α whose val ER

@@ -43,8 +43,11 @@ class Bookkeeping:
     reporter: ProgressReporter | None = None
 
     @staticmethod
-    def of(job: TrainJob, on_epoch: Callable[[EpochStats], None] | None = None,
-           send_progress: Callable[[ProgressEvent], object] | None = None) -> "Bookkeeping":
+    def of(
+        job: TrainJob,
+        on_epoch: Callable[[EpochStats], None] | None = None,
+        send_progress: Callable[[ProgressEvent], object] | None = None,
+    ) -> Bookkeeping:
         reporter = None
         if send_progress is not None:
             reporter = ProgressReporter(job.name, job.config.epochs, job.config.batch_size, send_progress)
@@ -76,11 +79,19 @@ class Bookkeeping:
 
     def record(self, result: TrainResult, started: float) -> TrainRecord:
         return TrainRecord(
-            name=self.job.name, seed=self.job.config.seed, checkpoint=self.job.checkpoint_uri,
-            history=[asdict(h) for h in result.history], steps=result.steps, epochs_run=result.epochs_run,
-            resumed_from=result.resumed_from, steps_run=result.steps_run,
-            val_error_rate=result.history[-1].val_error_rate, pid=os.getpid(), host=socket.gethostname(),
-            seconds=time.perf_counter() - started, classes_seen=class_ids(cached_splits(self.job.data).train),
+            name=self.job.name,
+            seed=self.job.config.seed,
+            checkpoint=self.job.checkpoint_uri,
+            history=[asdict(h) for h in result.history],
+            steps=result.steps,
+            epochs_run=result.epochs_run,
+            resumed_from=result.resumed_from,
+            steps_run=result.steps_run,
+            val_error_rate=result.history[-1].val_error_rate,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            seconds=time.perf_counter() - started,
+            classes_seen=class_ids(cached_splits(self.job.data).train),
             config=asdict(self.job.config),
         )
 

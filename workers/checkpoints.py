@@ -52,7 +52,9 @@ def _load_problem(error: Exception) -> str:
     was refused (torch's first line only advises loading the file unsafely), else the first line."""
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     if lines and lines[0].startswith("Weights only load failed"):
-        detail = [line for line in lines[1:] if not line.startswith(("Please file an issue", "Check the documentation"))]
+        detail = [
+            line for line in lines[1:] if not line.startswith(("Please file an issue", "Check the documentation"))
+        ]
         return f"{type(error).__name__}: {detail[0] if detail else 'it holds objects a weights-only load refuses'}"
     return f"{type(error).__name__}: {first_line(error)}" if lines else type(error).__name__
 
@@ -68,11 +70,12 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     except OSError as e:
         raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
     if not head.startswith(_ZIP_MAGIC) and head[:1] != bytes([_PICKLE_PROTOCOL]):
-        raise CheckpointError(f"{path}: not a readable checkpoint (not a file torch.save writes: neither a zip "
-                              "archive nor a pickle)")
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint (not a file torch.save writes: neither a zip archive nor a pickle)"
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises many types for truncated or foreign files
+    except Exception as e:  # noqa: BLE001 - torch raises many types for truncated or foreign files
         raise CheckpointError(f"{path}: not a readable checkpoint ({_load_problem(e)})") from None
     if not isinstance(checkpoint, dict) or "model" not in checkpoint or "state_dict" not in checkpoint:
         raise CheckpointError(f"{path}: not a Congruent checkpoint (needs 'model' settings and 'state_dict')")
@@ -101,6 +104,5 @@ def load_model(path: str | os.PathLike, allow_user_factories: bool = False) -> t
     try:
         model.load_state_dict(checkpoint["state_dict"])
     except RuntimeError as e:
-        raise CheckpointError(f"{path}: weights do not fit architecture {settings.arch!r} ({first_line(e)})"
-                              ) from None
+        raise CheckpointError(f"{path}: weights do not fit architecture {settings.arch!r} ({first_line(e)})") from None
     return model.eval(), settings

@@ -35,13 +35,18 @@ class FrozenModels:
     Models and inputs are kept channels-last (NHWC: docs/benchmarks.md). With `precision` "bf16"
     the forward passes run under bf16 autocast; the mean is fp32 either way."""
 
-    def __init__(self, models: Sequence[nn.Module], device: str | torch.device = "cpu", precision: str = "fp32") -> None:
+    def __init__(
+        self, models: Sequence[nn.Module], device: str | torch.device = "cpu", precision: str = "fp32"
+    ) -> None:
         if not models:
             raise ValueError("FrozenModels needs at least one model")
         self.device = torch.device(device)
         self.precision = precision
         self.models = [
-            m.to(self.device, memory_format=torch.channels_last).eval().requires_grad_(False) for m in models
+            m.to(self.device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
+            .eval()
+            .requires_grad_(False)
+            for m in models
         ]
 
     @torch.inference_mode()

@@ -125,11 +125,16 @@ def local_references(job: TrainJob) -> LocalReferences | None:
     without any hop, for teachers that share the student's device."""
     if not job.teachers:
         return None
-    return LocalReferences(**{
-        name: FrozenModels([load_model(fetch_checkpoint(uri), job.allow_user_factories)[0] for uri in uris],
-                           job.config.device, job.config.precision)
-        for name, uris in job.teachers
-    })
+    return LocalReferences(
+        **{
+            name: FrozenModels(
+                [load_model(fetch_checkpoint(uri), job.allow_user_factories)[0] for uri in uris],
+                job.config.device,
+                job.config.precision,
+            )
+            for name, uris in job.teachers
+        }
+    )
 
 
 @lru_cache(maxsize=4)

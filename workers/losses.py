@@ -58,8 +58,12 @@ def dynamic_focal_weights(
 
 
 def fd_kl(
-    student: torch.Tensor, old: torch.Tensor, labels: torch.Tensor,
-    alpha: float = 1.0, beta: float = 5.0, temperature: float = 100.0,
+    student: torch.Tensor,
+    old: torch.Tensor,
+    labels: torch.Tensor,
+    alpha: float = 1.0,
+    beta: float = 5.0,
+    temperature: float = 100.0,
 ) -> torch.Tensor:
     """FD-KL: (1/B) Σ_i w_i · T² · KL(softmax(o_i/T) ‖ softmax(s_i/T)), w_i = α + β·1[old correct]."""
     return (focal_weights(old, labels, alpha, beta) * kl_per_sample(student, old, temperature)).mean()
@@ -73,8 +77,13 @@ def fd_lm(
 
 
 def dynamic_fd(
-    student: torch.Tensor, old: torch.Tensor, labels: torch.Tensor,
-    alpha: float = 1.0, beta: float = 5.0, distance: Literal["lm", "kl"] = "lm", temperature: float = 100.0,
+    student: torch.Tensor,
+    old: torch.Tensor,
+    labels: torch.Tensor,
+    alpha: float = 1.0,
+    beta: float = 5.0,
+    distance: Literal["lm", "kl"] = "lm",
+    temperature: float = 100.0,
 ) -> torch.Tensor:
     """Dynamic FD: (1/B) Σ_i w_i · d(s_i, o_i), w_i = α + β·1[p_old(ℓ|x) > p_new(ℓ|x)],
     d = ½‖s − o‖² (`lm`) or T²·KL (`kl`)."""
@@ -88,9 +97,7 @@ def dynamic_fd(
     return (weights * per_sample).mean()
 
 
-def topk_class_mask(
-    student: torch.Tensor, teacher: torch.Tensor, k: int, by: TopKBy = "teacher"
-) -> torch.Tensor:
+def topk_class_mask(student: torch.Tensor, teacher: torch.Tensor, k: int, by: TopKBy = "teacher") -> torch.Tensor:
     """Boolean B×C mask of the classes K(x) of each sample (ELODI Eq. 5): the K largest teacher
     logits of that sample (`teacher`), of the student (`student`), or their union. K ≥ C: all."""
     if k < 1:
@@ -123,9 +130,14 @@ def _reduce_ldi(terms: torch.Tensor, selected: torch.Tensor, reduction: LdiReduc
 
 
 def logit_difference_inhibition(
-    student: torch.Tensor, teacher: torch.Tensor, k: int = 10,
-    p: float = 2.0, margin: float = 0.0, by: TopKBy = "teacher",
-    reduction: LdiReduction = "sum", labels: torch.Tensor | None = None,
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    k: int = 10,
+    p: float = 2.0,
+    margin: float = 0.0,
+    by: TopKBy = "teacher",
+    reduction: LdiReduction = "sum",
+    labels: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """LDI (ELODI Eq. 8): (1/B) Σ_i r_i Σ_{k ∈ K(x_i), k ≠ ℓ_i} max(|s_ik − t_ik| − margin, 0)^p, with
     K(x_i) chosen per sample by :func:`topk_class_mask`; r_i = 1 (`sum`, the paper's equation) or
@@ -155,8 +167,14 @@ class TopKLogits(NamedTuple):
         return TopKLogits(self.values.to(device), self.indices.to(device))
 
 
-def ldi_topk(student: torch.Tensor, teacher: TopKLogits, p: float = 2.0, margin: float = 0.0,
-             reduction: LdiReduction = "sum", labels: torch.Tensor | None = None) -> torch.Tensor:
+def ldi_topk(
+    student: torch.Tensor,
+    teacher: TopKLogits,
+    p: float = 2.0,
+    margin: float = 0.0,
+    reduction: LdiReduction = "sum",
+    labels: torch.Tensor | None = None,
+) -> torch.Tensor:
     """LDI with K(x) = the teacher's top-K classes, given only those logits:
     (1/B) Σ_i r_i Σ_j max(|s_i[c_ij] − v_ij| − margin, 0)^p, (v, c) = teacher values and indices;
     r_i and the true class as in :func:`logit_difference_inhibition`."""
@@ -168,10 +186,18 @@ def ldi_topk(student: torch.Tensor, teacher: TopKLogits, p: float = 2.0, margin:
 
 
 def elodi(
-    student: torch.Tensor, labels: torch.Tensor, ensemble: torch.Tensor | TopKLogits,
-    alpha: float = 0.8, k: int = 10, p: float = 2.0, margin: float = 0.0, by: TopKBy = "teacher",
-    old: torch.Tensor | None = None, legacy_weight: float | None = None,
-    reduction: LdiReduction = "sum", exclude_label: bool = False,
+    student: torch.Tensor,
+    labels: torch.Tensor,
+    ensemble: torch.Tensor | TopKLogits,
+    alpha: float = 0.8,
+    k: int = 10,
+    p: float = 2.0,
+    margin: float = 0.0,
+    by: TopKBy = "teacher",
+    old: torch.Tensor | None = None,
+    legacy_weight: float | None = None,
+    reduction: LdiReduction = "sum",
+    exclude_label: bool = False,
 ) -> torch.Tensor:
     """ELODI: (1−α)·CE + α·LDI(s; ens). With a legacy old model (ELODI Eq. 9):
     (1−α)·CE + α·[λ·LDI(s; ens) + (1−λ)·LDI(s; old)], λ = `legacy_weight`.

@@ -49,9 +49,7 @@ def _labels(labels: Any) -> np.ndarray:
     """Labels as a non-empty 1-D int64 array."""
     array = _as_numpy(labels)
     if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(
-            f"labels must be a 1-D integer array, got a {array.ndim}-D array of dtype {array.dtype}"
-        )
+        raise ValueError(f"labels must be a 1-D integer array, got a {array.ndim}-D array of dtype {array.dtype}")
     if array.size == 0:
         raise ValueError("metrics are undefined on an empty set (N = 0)")
     return array.astype(np.int64, copy=False)
@@ -110,9 +108,7 @@ def nfr_matrix(predictions_list: Sequence[Any], labels: Any, scopes: Sequence[An
     truth = _labels(labels)
     if len(predictions_list) == 0:
         raise ValueError("nfr_matrix needs at least one prediction set")
-    correct = np.stack(
-        [_correct(p, truth, f"predictions[{v}]") for v, p in enumerate(predictions_list)]
-    )
+    correct = np.stack([_correct(p, truth, f"predictions[{v}]") for v, p in enumerate(predictions_list)])
     scope = np.ones_like(correct) if scopes is None else np.stack([np.asarray(s, dtype=bool) for s in scopes])
     if scope.shape != correct.shape:
         raise ValueError(f"scopes must be {correct.shape[0]} masks of {correct.shape[1]} samples")

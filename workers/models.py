@@ -51,10 +51,14 @@ def _conv_bn(cin: int, cout: int, stride: int = 1) -> list[nn.Module]:
 def small_cnn(num_classes: int, in_channels: int, image_size: int) -> nn.Module:
     """3×(conv3×3-BN-ReLU), max-pools between, global average pool, linear head."""
     return nn.Sequential(
-        *_conv_bn(in_channels, 16), nn.MaxPool2d(2),
-        *_conv_bn(16, 32), nn.MaxPool2d(2),
+        *_conv_bn(in_channels, 16),
+        nn.MaxPool2d(2),
+        *_conv_bn(16, 32),
+        nn.MaxPool2d(2),
         *_conv_bn(32, 64),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, num_classes),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, num_classes),
     )
 
 
@@ -62,9 +66,16 @@ def lenet(num_classes: int, in_channels: int, image_size: int) -> nn.Module:
     """LeNet-5 shape with ReLU and max-pool: conv5-32, conv5-64, fc 128 (padding keeps 28→7)."""
     side = image_size // 4
     return nn.Sequential(
-        nn.Conv2d(in_channels, 32, 5, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * side * side, 128), nn.ReLU(inplace=True), nn.Linear(128, num_classes),
+        nn.Conv2d(in_channels, 32, 5, padding=2),
+        nn.ReLU(inplace=True),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 5, padding=2),
+        nn.ReLU(inplace=True),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(64 * side * side, 128),
+        nn.ReLU(inplace=True),
+        nn.Linear(128, num_classes),
     )
 
 

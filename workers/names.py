@@ -2,8 +2,18 @@
 so that `pipelines.spec` (and `congruent --help`) stay light. workers/models.py and
 workers/objectives.py build what these names stand for; tests/test_models.py checks they agree."""
 
-ARCHITECTURES = ("mlp-small", "mlp", "small-cnn", "lenet", "resnet8", "resnet20", "resnet32",
-                 "resnet18", "resnet34", "resnet50")
+ARCHITECTURES = (
+    "mlp-small",
+    "mlp",
+    "small-cnn",
+    "lenet",
+    "resnet8",
+    "resnet20",
+    "resnet32",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+)
 OBJECTIVES = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi")  # what a model is trained to minimise
 METHODS = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi")  # an update pipeline's treatments
 NEEDS_OLD = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "bcwi")  # methods that read the old model

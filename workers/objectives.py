@@ -71,8 +71,17 @@ class Objective:
     def __call__(self, student: torch.Tensor, labels: torch.Tensor, refs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         if self.method == "elodi":
             return losses.elodi(
-                student, labels, refs["teacher"], self.weight, self.k, self.p, self.margin, self.topk_by,
-                old=refs.get("old"), legacy_weight=self.legacy_weight, reduction=self.ldi_reduction,
+                student,
+                labels,
+                refs["teacher"],
+                self.weight,
+                self.k,
+                self.p,
+                self.margin,
+                self.topk_by,
+                old=refs.get("old"),
+                legacy_weight=self.legacy_weight,
+                reduction=self.ldi_reduction,
                 exclude_label=self.exclude_label,
             )
         ce = losses.cross_entropy(student, labels)

@@ -56,9 +56,13 @@ class PackedModels:
         self.plain = [model.to(self.device).train() for model in models]
         self.params, self.buffers = stack_module_state(list(self.plain))
         skeleton = copy.deepcopy(self.plain[0]).to("meta")
-        self.forward = compiled(vmap(lambda p, b, x: functional_call(skeleton, (p, b), (x,))), config.compile)
+
+        def one_model(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+            return functional_call(skeleton, (p, b), (x,))
+
+        self.forward = compiled(vmap(one_model), config.compile)
         self.images, self.targets = data.images.to(self.device), data.labels.to(self.device)
-        self.optimizer = sgd(self.params.values(), config)
+        self.optimizer: torch.optim.Optimizer = sgd(self.params.values(), config)
 
     def restore(self, states: Sequence[Mapping[str, Any]]) -> None:
         with torch.no_grad():
@@ -77,8 +81,11 @@ class PackedModels:
             losses = losses.view(k, -1).mean(1)  # each replica's own batch-mean CE
             self.optimizer.zero_grad(set_to_none=True)
             losses.sum().backward()  # replica r's parameters get exactly the gradient of its own loss
-            clipped = (_clip_each(self.params, max_norm) if max_norm is not None
-                       else torch.zeros(k, dtype=torch.long, device=self.device))
+            clipped = (
+                _clip_each(self.params, max_norm)
+                if max_norm is not None
+                else torch.zeros(k, dtype=torch.long, device=self.device)
+            )
             self.optimizer.step()
             yield losses.detach(), clipped, labels.shape[1]
 
@@ -86,8 +93,9 @@ class PackedModels:
         """Model r with replica r's slice of the stacked parameters and buffers."""
         with torch.no_grad():
             for r, model in enumerate(self.plain):
-                model.load_state_dict({**{n: p[r] for n, p in self.params.items()},
-                                       **{n: b[r] for n, b in self.buffers.items()}})
+                model.load_state_dict(
+                    {**{n: p[r] for n, p in self.params.items()}, **{n: b[r] for n, b in self.buffers.items()}}
+                )
         return list(self.plain)
 
     def optimizer_states(self) -> list[dict[str, Any]]:
@@ -118,14 +126,33 @@ def _clip_each(params: dict[str, torch.Tensor], max_norm: float) -> torch.Tensor
 
 def _split_optimizer_state(state: dict[str, Any], k: int) -> list[dict[str, Any]]:
     """SGD's state of the stacked parameters as k states of one model each (what `OneModel` restores)."""
-    return [{"state": {i: {key: (value[r].clone() if torch.is_tensor(value) and value.dim() > 0 else value)
-                           for key, value in slot.items()} for i, slot in state["state"].items()},
-             "param_groups": copy.deepcopy(state["param_groups"])} for r in range(k)]
+    return [
+        {
+            "state": {
+                i: {
+                    key: (value[r].clone() if torch.is_tensor(value) and value.dim() > 0 else value)
+                    for key, value in slot.items()
+                }
+                for i, slot in state["state"].items()
+            },
+            "param_groups": copy.deepcopy(state["param_groups"]),
+        }
+        for r in range(k)
+    ]
 
 
 def _stacked_optimizer_state(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The inverse of `_split_optimizer_state`: k one-model SGD states as the stacked model's."""
     first = states[0]
-    stacked = {i: {key: (torch.stack([s["state"][i][key] for s in states]) if torch.is_tensor(value) and value.dim() > 0
-                         else value) for key, value in slot.items()} for i, slot in first["state"].items()}
+    stacked = {
+        i: {
+            key: (
+                torch.stack([s["state"][i][key] for s in states])
+                if torch.is_tensor(value) and value.dim() > 0
+                else value
+            )
+            for key, value in slot.items()
+        }
+        for i, slot in first["state"].items()
+    }
     return {"state": stacked, "param_groups": copy.deepcopy(first["param_groups"])}

@@ -45,8 +45,13 @@ class ProgressReporter:
     """Callbacks for `trainer.train` that send `ProgressEvent`s of task `task` to `send`."""
 
     def __init__(
-        self, task: str, epochs: int, batch_size: int, send: Callable[[ProgressEvent], object],
-        interval: float = 0.5, clock: Callable[[], float] = time.monotonic,
+        self,
+        task: str,
+        epochs: int,
+        batch_size: int,
+        send: Callable[[ProgressEvent], object],
+        interval: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.task, self.epochs, self.batch_size = task, epochs, batch_size
         self._send: Callable[[ProgressEvent], object] | None = send
@@ -75,13 +80,33 @@ class ProgressReporter:
         elapsed = now - self._epoch_started[1]
         rate = (step - 1) * self.batch_size / elapsed if elapsed > 0 else None
         last = self._last_epoch
-        self._emit(ProgressEvent(
-            self.task, epoch, self.epochs, step, steps_per_epoch, rate, last.loss if last else None,
-            last.val_error_rate if last else None, last.val_nfr if last else None,
-        ))
+        self._emit(
+            ProgressEvent(
+                self.task,
+                epoch,
+                self.epochs,
+                step,
+                steps_per_epoch,
+                rate,
+                last.loss if last else None,
+                last.val_error_rate if last else None,
+                last.val_nfr if last else None,
+            )
+        )
 
     def on_epoch(self, stats: EpochStats) -> None:
         self._last_epoch = stats
         steps = self._steps_per_epoch or 1
-        self._emit(ProgressEvent(self.task, stats.epoch, self.epochs, steps, steps, stats.samples_per_second,
-                                 stats.loss, stats.val_error_rate, stats.val_nfr))
+        self._emit(
+            ProgressEvent(
+                self.task,
+                stats.epoch,
+                self.epochs,
+                steps,
+                steps,
+                stats.samples_per_second,
+                stats.loss,
+                stats.val_error_rate,
+                stats.val_nfr,
+            )
+        )

@@ -12,9 +12,11 @@ def pareto_front(rows: Sequence[dict[str, Any]]) -> list[int]:
     front = []
     for i, a in enumerate(rows):
         dominated = any(
-            b["error_rate"] <= a["error_rate"] and b["nfr"] <= a["nfr"]
+            b["error_rate"] <= a["error_rate"]
+            and b["nfr"] <= a["nfr"]
             and (b["error_rate"] < a["error_rate"] or b["nfr"] < a["nfr"])
-            for j, b in enumerate(rows) if j != i
+            for j, b in enumerate(rows)
+            if j != i
         )
         if not dominated:
             front.append(i)

@@ -21,7 +21,14 @@ from workers.bookkeeping import Bookkeeping
 from workers.checkpoints import classes_seen_of, load_model, save_checkpoint
 from workers.inference import ReferenceSource, predict_logits
 from workers.jobs import (
-    BcwiRecord, DataRequest, TrainJob, TrainRecord, cached_splits, initial_model, local_references, settings_of,
+    BcwiRecord,
+    DataRequest,
+    TrainJob,
+    TrainRecord,
+    cached_splits,
+    initial_model,
+    local_references,
+    settings_of,
     val_reference,
 )
 from workers.packed import check_packable, train_together
@@ -32,7 +39,9 @@ from workers.trainer import EpochStats, train
 
 
 def train_job(
-    job: TrainJob, references: ReferenceSource | None = None, on_epoch: Callable[[EpochStats], None] | None = None,
+    job: TrainJob,
+    references: ReferenceSource | None = None,
+    on_epoch: Callable[[EpochStats], None] | None = None,
     send_progress: Callable[[ProgressEvent], object] | None = None,
 ) -> TrainRecord:
     """Train `job`, resuming from its checkpoint if one exists (a finished one is reused as is);
@@ -45,15 +54,27 @@ def train_job(
     books = Bookkeeping.of(job, on_epoch, send_progress)
     references = references if references is not None else local_references(job)
     try:
-        result = train(model, splits.train, job.config, job.objective, references, splits.val, settings, books.local,
-                       books.epoch_end, on_step=books.step, val_reference=val_reference(job))
+        result = train(
+            model,
+            splits.train,
+            job.config,
+            job.objective,
+            references,
+            splits.val,
+            settings,
+            books.local,
+            books.epoch_end,
+            on_step=books.step,
+            val_reference=val_reference(job),
+        )
     finally:
         books.drop_local_copy()
     return books.record(result, started)
 
 
-def train_pack(jobs: Sequence[TrainJob], send_progress: Callable[[ProgressEvent], object] | None = None
-               ) -> list[TrainRecord]:
+def train_pack(
+    jobs: Sequence[TrainJob], send_progress: Callable[[ProgressEvent], object] | None = None
+) -> list[TrainRecord]:
     """Train replicas (same data, architecture and settings, their own seeds) in this process, in
     the jobs' order: one `train_job` for a single job; else finished checkpoints are reused and the
     others trained as one batched model (workers/packed.py) from their common epoch — or, should
@@ -74,8 +95,7 @@ def train_pack(jobs: Sequence[TrainJob], send_progress: Callable[[ProgressEvent]
     finally:
         for b in books:
             b.drop_local_copy()
-    return [records[i] if i in records else train_job(job, send_progress=send_progress)
-            for i, job in enumerate(jobs)]
+    return [records[i] if i in records else train_job(job, send_progress=send_progress) for i, job in enumerate(jobs)]
 
 
 def eval_logits(
@@ -92,8 +112,14 @@ def eval_logits(
 
 
 def bcwi_job(
-    old_uri: str, tuned_uri: str, data: DataRequest, alphas: Sequence[float], er_tolerance: float, out_uri: str,
-    device: str = "cpu", allow_user_factories: bool = False,
+    old_uri: str,
+    tuned_uri: str,
+    data: DataRequest,
+    alphas: Sequence[float],
+    er_tolerance: float,
+    out_uri: str,
+    device: str = "cpu",
+    allow_user_factories: bool = False,
 ) -> BcwiRecord:
     """Interpolate the old and the fine-tuned weights with the α `select_bcwi` picks on the val
     split; store the result at `out_uri` (local or S3)."""
@@ -104,6 +130,11 @@ def bcwi_job(
     tuned.load_state_dict(choice.state_dict)
     seen = classes_seen_of(tuned_path)
     with tempfile.TemporaryDirectory(prefix="congruent-bcwi-") as tmp:
-        local = save_checkpoint(Path(tmp, "model-bcwi.pt"), tuned, settings, bcwi_alpha=choice.alpha,
-                                **({} if seen is None else {"classes_seen": seen}))
+        local = save_checkpoint(
+            Path(tmp, "model-bcwi.pt"),
+            tuned,
+            settings,
+            bcwi_alpha=choice.alpha,
+            **({} if seen is None else {"classes_seen": seen}),
+        )
         return BcwiRecord(choice.alpha, choice.sweep, storage.upload(local, out_uri), seen)

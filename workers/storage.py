@@ -11,6 +11,8 @@ import shutil
 from functools import lru_cache
 from pathlib import Path
 
+from workers.errors import first_line
+
 
 class StorageError(ValueError):
     """Storage that cannot be used; the message is one line naming the place and the problem."""
@@ -149,20 +151,32 @@ def _check_bucket(uri: str, timeout_s: float) -> None:
     bucket, _ = _split(uri)
     session = boto3.session.Session()
     if session.get_credentials() is None:
-        raise StorageError(f"{uri}: no AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                           "or AWS_PROFILE; AWS_ENDPOINT_URL_S3 for a server other than AWS)")
-    config = Config(s3={"addressing_style": "path"}, connect_timeout=timeout_s, read_timeout=timeout_s,
-                    retries={"total_max_attempts": 1})
+        raise StorageError(
+            f"{uri}: no AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "or AWS_PROFILE; AWS_ENDPOINT_URL_S3 for a server other than AWS)"
+        )
+    config = Config(
+        s3={"addressing_style": "path"},
+        connect_timeout=timeout_s,
+        read_timeout=timeout_s,
+        retries={"total_max_attempts": 1},
+    )
     try:
         session.client("s3", config=config).head_bucket(Bucket=bucket)
     except ClientError as e:
         code = str(e.response.get("Error", {}).get("Code", ""))
         denied = "access denied (wrong AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or no right to the bucket)"
-        why = {"404": "no such bucket", "NoSuchBucket": "no such bucket", "403": denied, "AccessDenied": denied,
-               "InvalidAccessKeyId": denied, "SignatureDoesNotMatch": denied}.get(code, f"S3 answered {code or e}")
+        why = {
+            "404": "no such bucket",
+            "NoSuchBucket": "no such bucket",
+            "403": denied,
+            "AccessDenied": denied,
+            "InvalidAccessKeyId": denied,
+            "SignatureDoesNotMatch": denied,
+        }.get(code, f"S3 answered {code or e}")
         raise StorageError(f"{uri}: {why}") from None
     except BotoCoreError as e:  # no endpoint, timeouts, bad credentials format
-        raise StorageError(f"{uri}: S3 did not answer ({(str(e).splitlines() or [type(e).__name__])[0]})") from None
+        raise StorageError(f"{uri}: S3 did not answer ({first_line(e)})") from None
 
 
 def delete_tree(uri: str) -> int:
@@ -172,7 +186,9 @@ def delete_tree(uri: str) -> int:
         pages = _client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key.rstrip("/") + "/")
         keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
         for start in range(0, len(keys), 1000):
-            _client().delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[start:start + 1000]]})
+            _client().delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]]}
+            )
         return len(keys)
     path = Path(uri)
     if not path.is_dir():

@@ -32,14 +32,19 @@ class TeacherActor:
     """Holds groups of frozen models (eval mode, no gradients) and serves their mean logits."""
 
     def __init__(
-        self, groups: Mapping[str, Sequence[str]], threads: int = 1, device: str = "cpu",
-        allow_user_factories: bool = False, precision: str = "fp32",
+        self,
+        groups: Mapping[str, Sequence[str]],
+        threads: int = 1,
+        device: str = "cpu",
+        allow_user_factories: bool = False,
+        precision: str = "fp32",
     ) -> None:
         use_threads(threads)
         self.device = torch.device(device)
         self.groups = {
-            name: FrozenModels([load_model(fetch_checkpoint(uri), allow_user_factories)[0] for uri in uris], device,
-                               precision)
+            name: FrozenModels(
+                [load_model(fetch_checkpoint(uri), allow_user_factories)[0] for uri in uris], device, precision
+            )
             for name, uris in groups.items()
         }
         self.images: torch.Tensor | None = None  # the training split, once `hold_images` has it
@@ -51,8 +56,9 @@ class TeacherActor:
             warnings.simplefilter("ignore", UserWarning)
             self.images = torch.from_numpy(train_images).to(self.device)
 
-    def logits_of(self, batch: Batch, topk: Mapping[str, int] | None = None,
-                  names: Sequence[str] | None = None) -> Answer:
+    def logits_of(
+        self, batch: Batch, topk: Mapping[str, int] | None = None, names: Sequence[str] | None = None
+    ) -> Answer:
         """`logits` of the training batch `batch` (indices and augmentation draws), built here from
         the training split this actor holds."""
         if self.images is None:

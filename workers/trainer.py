@@ -121,8 +121,9 @@ def class_ids(data: ImageSet) -> list[int]:
 
 def sgd(parameters: Iterable[torch.Tensor], config: TrainConfig) -> torch.optim.SGD:
     """SGD with Nesterov momentum and weight decay, at the config's peak lr."""
-    return torch.optim.SGD(list(parameters), lr=config.lr, momentum=config.momentum,
-                           weight_decay=config.weight_decay, nesterov=True)
+    return torch.optim.SGD(
+        list(parameters), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, nesterov=True
+    )
 
 
 def warmup_steps(config: TrainConfig, steps_per_epoch: int) -> int:
@@ -130,8 +131,9 @@ def warmup_steps(config: TrainConfig, steps_per_epoch: int) -> int:
     return max(0, min(round(config.warmup_epochs * steps_per_epoch), config.epochs * steps_per_epoch - 1))
 
 
-def lr_schedule(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_epoch: int
-                ) -> torch.optim.lr_scheduler.LRScheduler:
+def lr_schedule(
+    optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_epoch: int
+) -> torch.optim.lr_scheduler.LRScheduler:
     """Stepped once per optimiser step: a linear warm-up from lr/W to lr over the first W steps
     (`warmup_epochs`), then cosine from lr to 0 over the rest, or ×0.1 at 50 % and 75 % of the run."""
     total, warmup = config.epochs * steps_per_epoch, warmup_steps(config, steps_per_epoch)
@@ -233,8 +235,12 @@ def _restore(stepper: Stepper, scheduler: Any, members: Sequence[Member], result
 
 
 def run_epochs(
-    stepper: Stepper, members: Sequence[Member], data: ImageSet, val: ImageSet | None = None,
-    settings: ModelSettings | None = None, shard: tuple[int, int] = (0, 1),
+    stepper: Stepper,
+    members: Sequence[Member],
+    data: ImageSet,
+    val: ImageSet | None = None,
+    settings: ModelSettings | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> list[TrainResult]:
     """Train the stepper's models for the epochs their (shared) config asks, from where their
     checkpoints left off: each step a batch per member from its own seeded plan (this process's
@@ -285,8 +291,14 @@ def run_epochs(
         saving = any(m.checkpoint_path is not None for m in members)
         optimizer_states = stepper.optimizer_states() if saving else [{}] * k
         for r, (member, model, result) in enumerate(zip(members, models, results)):
-            stats = EpochStats(epoch=epoch + 1, loss=loss_sum[r].item() / seen, lr=lr, seconds=seconds,
-                               samples_per_second=seen / seconds, clipped_fraction=clipped[r].item() / steps_per_epoch)
+            stats = EpochStats(
+                epoch=epoch + 1,
+                loss=loss_sum[r].item() / seen,
+                lr=lr,
+                seconds=seconds,
+                samples_per_second=seen / seconds,
+                clipped_fraction=clipped[r].item() / steps_per_epoch,
+            )
             if val is not None:
                 logits = predict_logits(model, val, config.eval_batch_size, device)
                 stats.val_error_rate = error_rate(logits, val.labels)
@@ -295,9 +307,16 @@ def run_epochs(
             result.epochs_run += 1
             if member.checkpoint_path is not None and settings is not None:
                 save_checkpoint(
-                    member.checkpoint_path, model, settings, classes_seen=classes, optimizer=optimizer_states[r],
-                    scheduler=scheduler.state_dict(), epoch=epoch + 1, steps=result.steps,
-                    history=[asdict(h) for h in result.history], config=asdict(member.config),
+                    member.checkpoint_path,
+                    model,
+                    settings,
+                    classes_seen=classes,
+                    optimizer=optimizer_states[r],
+                    scheduler=scheduler.state_dict(),
+                    epoch=epoch + 1,
+                    steps=result.steps,
+                    history=[asdict(h) for h in result.history],
+                    config=asdict(member.config),
                 )
             if member.on_epoch is not None:
                 member.on_epoch(stats)
@@ -323,18 +342,24 @@ class OneModel:
     """A `Stepper` of one model (DistributedDataParallel-wrapped for data parallelism) minimising
     `objective` with reference logits from `references`, requested `config.prefetch` steps ahead."""
 
-    def __init__(self, model: nn.Module, data: ImageSet, config: TrainConfig, objective: Objective,
-                 references: ReferenceSource | None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        data: ImageSet,
+        config: TrainConfig,
+        objective: Objective,
+        references: ReferenceSource | None,
+    ) -> None:
         self.config, self.objective, self.references = config, objective, references
         self.device = torch.device(config.device)
         self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
         self.plain = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
         if self.plain is model:  # a DDP-wrapped model was placed before it was wrapped
-            model.to(self.device, memory_format=self.memory_format)
+            model.to(self.device, memory_format=self.memory_format)  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
         self.model = model
         self.forward = compiled(model, config.compile)
         self.images, self.targets = data.images.to(self.device), data.labels.to(self.device)  # lives on the device
-        self.optimizer = sgd(model.parameters(), config)
+        self.optimizer: torch.optim.Optimizer = sgd(model.parameters(), config)
 
     def restore(self, states: Sequence[Mapping[str, Any]]) -> None:
         self.plain.load_state_dict(states[0]["state_dict"])
@@ -343,8 +368,10 @@ class OneModel:
     def epoch(self, groups: Iterator[Sequence[Batch]]) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
         self.model.train()
         config = self.config
-        views = ((group[0], batch_inputs(self.images, group[0]).contiguous(memory_format=self.memory_format))
-                 for group in groups)
+        views = (
+            (group[0], batch_inputs(self.images, group[0]).contiguous(memory_format=self.memory_format))
+            for group in groups
+        )
         no_clip = torch.zeros(1, dtype=torch.long, device=self.device)
         for batch, inputs, pending in _with_references(views, self.references, config.prefetch):
             labels = self.targets[batch.indices.to(self.device, torch.long)]

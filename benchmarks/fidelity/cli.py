@@ -36,18 +36,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="ER/NFR of every update method on Fashion-MNIST")
     scale = parser.add_mutually_exclusive_group()
     scale.add_argument("--quick", action="store_const", const="quick", dest="mode", help="CI: checks the pipeline")
-    scale.add_argument("--gpu", action="store_const", const="gpu", dest="mode",
-                       help="one GPU, no Ray: resnet20 on full Fashion-MNIST, m = 4 and 8, 3 seeds")
+    scale.add_argument(
+        "--gpu",
+        action="store_const",
+        const="gpu",
+        dest="mode",
+        help="one GPU, no Ray: resnet20 on full Fashion-MNIST, m = 4 and 8, 3 seeds",
+    )
     scale.add_argument("--mode", choices=sorted(planning.MODES), dest="mode", help="any mode by name")
     parser.set_defaults(mode="default")
-    parser.add_argument("--local", action="store_true", help="run the jobs in this process, not on Ray "
-                        "(always for GPU modes)")
-    parser.add_argument("--report-only", action="store_true", help="rewrite the section and plot from the "
-                        "cache's results.json")
-    parser.add_argument("--deadline-s", type=float, default=None, help="start no new model after this many "
-                        "seconds (in-process runs); the tables cover the rows whose models were trained")
-    parser.add_argument("--evaluate-only", action="store_true", help="train nothing: tables from the cache's "
-                        "trained models (e.g. logits brought back from a GPU machine)")
+    parser.add_argument(
+        "--local", action="store_true", help="run the jobs in this process, not on Ray (always for GPU modes)"
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite the section and plot from the cache's results.json"
+    )
+    parser.add_argument(
+        "--deadline-s",
+        type=float,
+        default=None,
+        help="start no new model after this many "
+        "seconds (in-process runs); the tables cover the rows whose models were trained",
+    )
+    parser.add_argument(
+        "--evaluate-only",
+        action="store_true",
+        help="train nothing: tables from the cache's trained models (e.g. logits brought back from a GPU machine)",
+    )
     parser.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the mode's)")
     parser.add_argument("--out", default="docs/benchmarks.md", help="markdown file to write the section into")
     parser.add_argument("--work", default="benchmark-output/fidelity", help="cache of trained models and logits")
@@ -94,8 +109,13 @@ def run_jobs(layout: planning.Layout, mode: planning.Mode, args: argparse.Namesp
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default 15 starves the trainings on a shared machine
-    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level=logging.ERROR,
-             runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())}})
+    ray.init(
+        address="local",
+        num_cpus=args.cpus,
+        include_dashboard=False,
+        logging_level=logging.ERROR,
+        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())}},
+    )
     try:
         return run_plan(layout.plan, say)
     finally:
@@ -122,12 +142,20 @@ def main(argv: list[str] | None = None) -> dict:
     records = run_jobs(layout, mode, args)
     device = (work / "device.txt").read_text() if (work / "device.txt").exists() else "no GPU"
     record = {
-        "command": command_line(args), "mode": dataclasses.asdict(mode), "seeds": seeds, "cpus": args.cpus,
-        "machine": platform.processor() or platform.machine(), "torch": torch.__version__,
-        "device": device, "date": time.strftime("%Y-%m-%d"),
-        "wall_s": time.perf_counter() - started, "jobs": len(records),
+        "command": command_line(args),
+        "mode": dataclasses.asdict(mode),
+        "seeds": seeds,
+        "cpus": args.cpus,
+        "machine": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "device": device,
+        "date": time.strftime("%Y-%m-%d"),
+        "wall_s": time.perf_counter() - started,
+        "jobs": len(records),
         "trained": sum(not r["cached"] for r in records.values()),
-        "curve_seeds": len(layout.curves), "n_eval": len(data.eval), "n_val": len(data.val),
+        "curve_seeds": len(layout.curves),
+        "n_eval": len(data.eval),
+        "n_val": len(data.val),
         "bcwi_alpha": {n: r["alpha"] for n, r in records.items() if "alpha" in r},
         **evaluate(layout),
     }
@@ -143,16 +171,23 @@ def write_report(record: dict, out: Path, work: Path, mode: planning.Mode, seeds
     plot_name = ""
     try:
         name = f"fidelity-{mode.name}-scatter.png" if mode.name.startswith("gpu") else "fidelity-scatter.png"
-        plot = scatter(record["eval"]["table"], out.parent / name,
-                       f"Fashion-MNIST, {mode.arch}, {seeds} seed(s), eval split: ER vs NFR (mean ± std)")
+        plot = scatter(
+            record["eval"]["table"],
+            out.parent / name,
+            f"Fashion-MNIST, {mode.arch}, {seeds} seed(s), eval split: ER vs NFR (mean ± std)",
+        )
         plot_name = plot.name
     except ImportError as e:
-        print(f"no plot ({e}); draw it later: python -m benchmarks.fidelity --mode {mode.name} --report-only",
-              file=sys.stderr)
+        print(
+            f"no plot ({e}); draw it later: python -m benchmarks.fidelity --mode {mode.name} --report-only",
+            file=sys.stderr,
+        )
     write_section(out, heading(record["mode"]), section_body(record, plot_name))
     for check in record["eval"]["verdicts"]:
-        print(f"{check['row']}: {check['target']}: {check['value']:.2f} {check['unit']} "
-              f"({'met' if check['met'] else 'missed'})")
+        print(
+            f"{check['row']}: {check['target']}: {check['value']:.2f} {check['unit']} "
+            f"({'met' if check['met'] else 'missed'})"
+        )
     print(f"wrote {out} and {work / 'results.json'} in {record['wall_s'] / 60:.1f} min", file=sys.stderr)
     return record
 

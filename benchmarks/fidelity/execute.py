@@ -25,8 +25,8 @@ from benchmarks.fidelity.plan import Planned, Planner
 from workers.bcwi import select_bcwi
 from workers.checkpoints import load_model, save_checkpoint
 from workers.inference import FrozenModels, LocalReferences, predict_logits
-from workers.metrics import error_rate
 from workers.jobs import cached_splits
+from workers.metrics import error_rate
 from workers.runtime import use_threads
 from workers.stages import train_job
 
@@ -52,7 +52,9 @@ def _load(paths: tuple[str, ...], device: str, precision: str = "fp32") -> Froze
 def _train(planned: Planned, paths: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     device = planned.job.config.device
     precision = planned.job.config.precision
-    references = LocalReferences(**{name: _load(group, device, precision) for name, group in paths.items()}) if paths else None
+    references = (
+        LocalReferences(**{name: _load(group, device, precision) for name, group in paths.items()}) if paths else None
+    )
     record = train_job(planned.job, references)
     model, _ = load_model(planned.job.checkpoint_uri)
     return {**asdict(record), **_save_logits(model.to(device), planned, device)}
@@ -67,8 +69,14 @@ def _bcwi(planned: Planned, paths: dict[str, tuple[str, ...]], tolerance: float)
     choice = select_bcwi(old, tuned, cached_splits(planned.job.data).val, BCWI_ALPHAS, tolerance, device)
     tuned.load_state_dict(choice.state_dict)
     save_checkpoint(f"{planned.stem}.pt", tuned, settings, bcwi_alpha=choice.alpha)
-    return {"name": planned.name, "alpha": choice.alpha, "sweep": choice.sweep, "epochs_run": 0,
-            "seconds": time.perf_counter() - started, **_save_logits(tuned, planned, device)}
+    return {
+        "name": planned.name,
+        "alpha": choice.alpha,
+        "sweep": choice.sweep,
+        "epochs_run": 0,
+        "seconds": time.perf_counter() - started,
+        **_save_logits(tuned, planned, device),
+    }
 
 
 def run_one(planned: Planned, paths: dict[str, tuple[str, ...]], bcwi_tolerance: float, *upstream: Any) -> dict:
@@ -101,7 +109,11 @@ def run_plan(plan: Planner, say: Callable[[str], None] = print) -> dict[str, dic
         done, pending = ray.wait(pending, num_returns=1)
         record = ray.get(done[0])
         records[names[done[0]]] = record
-        how = "cached" if record["cached"] else f"{record['seconds']:.0f} s, val ER {100 * record['val_error_rate']:.2f} %"
+        how = (
+            "cached"
+            if record["cached"]
+            else f"{record['seconds']:.0f} s, val ER {100 * record['val_error_rate']:.2f} %"
+        )
         say(f"[{time.perf_counter() - started:6.0f} s] {len(records)}/{len(refs)} {names[done[0]]} ({how})")
     return records
 
@@ -124,15 +136,20 @@ def _run_pack(pack: list[Planned]) -> list[dict[str, Any]]:
         for planned, record in zip(todo, train_pack(jobs)):
             model, _ = load_model(planned.job.checkpoint_uri)
             device = planned.job.config.device
-            saved = {**asdict(record), **_save_logits(model.to(device), planned, device),
-                     "seconds": time.perf_counter() - started, "packed": len(todo)}
+            saved = {
+                **asdict(record),
+                **_save_logits(model.to(device), planned, device),
+                "seconds": time.perf_counter() - started,
+                "packed": len(todo),
+            }
             Path(f"{planned.stem}.json").write_text(json.dumps(saved))
             trained[planned.name] = {**saved, "cached": False}
     return [trained.get(p.name) or run_one(p, {}, 0.0) for p in pack]
 
 
-def run_plan_local(plan: Planner, say: Callable[[str], None] = print, deadline_s: float | None = None
-                   ) -> dict[str, dict]:
+def run_plan_local(
+    plan: Planner, say: Callable[[str], None] = print, deadline_s: float | None = None
+) -> dict[str, dict]:
     """Every planned job in this process, in the plan's order (teachers before their students);
     up to `mode.pack` consecutive replicas of one version trained together. No Ray needed. Past
     `deadline_s` seconds no new job starts (the cache keeps what finished; a rerun continues)."""
@@ -147,9 +164,13 @@ def run_plan_local(plan: Planner, say: Callable[[str], None] = print, deadline_s
             say(f"deadline of {deadline_s:.0f} s: {len(jobs) - index - len(cached)} of {len(jobs)} models not trained")
             break
         group = [jobs[index]]
-        while (_packable(group[0]) and index + len(group) < len(jobs) and len(group) < plan.mode.pack
-               and _packable(jobs[index + len(group)])
-               and jobs[index + len(group)].job.data == group[0].job.data):
+        while (
+            _packable(group[0])
+            and index + len(group) < len(jobs)
+            and len(group) < plan.mode.pack
+            and _packable(jobs[index + len(group)])
+            and jobs[index + len(group)].job.data == group[0].job.data
+        ):
             group.append(jobs[index + len(group)])
         if len(group) > 1:
             done = _run_pack(group)
@@ -159,7 +180,11 @@ def run_plan_local(plan: Planner, say: Callable[[str], None] = print, deadline_s
             done = [run_one(planned, paths, plan.mode.bcwi_tolerance)]
         for planned, record in zip(group, done):
             records[planned.name] = record
-            how = "cached" if record["cached"] else f"{record['seconds']:.0f} s, val ER {100 * record['val_error_rate']:.2f} %"
+            how = (
+                "cached"
+                if record["cached"]
+                else f"{record['seconds']:.0f} s, val ER {100 * record['val_error_rate']:.2f} %"
+            )
             say(f"[{time.perf_counter() - started:6.0f} s] {len(records)}/{len(jobs)} {planned.name} ({how})")
         index += len(group)
     return records
@@ -167,5 +192,8 @@ def run_plan_local(plan: Planner, say: Callable[[str], None] = print, deadline_s
 
 def load_logits(plan: Planner, split: str) -> dict[str, np.ndarray]:
     """name → N×C logits of every planned model on `split` (eval | val) that has been trained."""
-    return {name: np.load(f"{planned.stem}.{split}.npy") for name, planned in plan.jobs.items()
-            if Path(f"{planned.stem}.{split}.npy").exists()}
+    return {
+        name: np.load(f"{planned.stem}.{split}.npy")
+        for name, planned in plan.jobs.items()
+        if Path(f"{planned.stem}.{split}.npy").exists()
+    }

@@ -61,22 +61,34 @@ def fd_scores(mode: planning.Mode, folder: Path, seeds: int, labels: np.ndarray)
     for method, alphas in FD_VARIANTS.items():
         for alpha in alphas:
             plan = planning.Planner(dataclasses.replace(mode, fd_alpha=alpha), folder)
-            pairs = [(planning.plain(plan, s, "old"), planning.plain(plan, s, "new"),
-                      planning.toward_old(plan, s, method)) for s in range(seeds)]
+            pairs = [
+                (planning.plain(plan, s, "old"), planning.plain(plan, s, "new"), planning.toward_old(plan, s, method))
+                for s in range(seeds)
+            ]
             run_plan(plan, prefixed(f"{method} α={alpha}"))
             logits = load_logits(plan, "val")
-            per_seed = [(error_rate(logits[new], labels), negative_flip_rate(logits[old], logits[new], labels),
-                         negative_flip_rate(logits[old], logits[new], labels)
-                         / negative_flip_rate(logits[old], logits[none], labels)) for old, none, new in pairs]
-            table[f"{method}, α = {alpha}"] = {key: mean_std([row[i] for row in per_seed])
-                                               for i, key in enumerate(("er_new", "nfr", "nfr_vs_none"))}
+            per_seed = [
+                (
+                    error_rate(logits[new], labels),
+                    negative_flip_rate(logits[old], logits[new], labels),
+                    negative_flip_rate(logits[old], logits[new], labels)
+                    / negative_flip_rate(logits[old], logits[none], labels),
+                )
+                for old, none, new in pairs
+            ]
+            table[f"{method}, α = {alpha}"] = {
+                key: mean_std([row[i] for row in per_seed]) for i, key in enumerate(("er_new", "nfr", "nfr_vs_none"))
+            }
     return table
 
 
 def fd_markdown(table: dict[str, dict]) -> str:
     lines = ["| FD variant | ER_new % | NFR % | NFR / none |", "|---|---|---|---|"]
-    lines += [f"| {name} | {100 * v['er_new'][0]:.2f} ± {100 * v['er_new'][1]:.2f} | {100 * v['nfr'][0]:.2f} ± "
-              f"{100 * v['nfr'][1]:.2f} | {v['nfr_vs_none'][0]:.2f} |" for name, v in table.items()]
+    lines += [
+        f"| {name} | {100 * v['er_new'][0]:.2f} ± {100 * v['er_new'][1]:.2f} | {100 * v['nfr'][0]:.2f} ± "
+        f"{100 * v['nfr'][1]:.2f} | {v['nfr_vs_none'][0]:.2f} |"
+        for name, v in table.items()
+    ]
     return "\n".join(lines)
 
 
@@ -96,16 +108,23 @@ def variant_rows(plan: planning.Planner, seeds: int, k: int) -> dict[int, dict[s
     """Per seed: the plain old/new, the paragon ends, the ELODI old/new students and their teachers."""
     m, rows = plan.mode.m, {}
     for s in range(seeds):
-        rows[s] = {"plain_old": (planning.plain(plan, s, "old"),), "plain_new": (planning.plain(plan, s, "new"),),
-                   "paragon_old": planning.replicas(plan, s, "old", m),
-                   "paragon_new": planning.replicas(plan, s, "new", m),
-                   "elodi_old": (planning.elodi(plan, s, "old", m, k),),
-                   "elodi_new": (planning.elodi(plan, s, "new", m, k),)}
+        rows[s] = {
+            "plain_old": (planning.plain(plan, s, "old"),),
+            "plain_new": (planning.plain(plan, s, "new"),),
+            "paragon_old": planning.replicas(plan, s, "old", m),
+            "paragon_new": planning.replicas(plan, s, "new", m),
+            "elodi_old": (planning.elodi(plan, s, "old", m, k),),
+            "elodi_new": (planning.elodi(plan, s, "new", m, k),),
+        }
     return rows
 
 
-def score(rows: dict[int, dict[str, tuple[str, ...]]], logits: dict[str, np.ndarray], labels: np.ndarray,
-          records: dict[str, dict]) -> dict[str, tuple[float, float]]:
+def score(
+    rows: dict[int, dict[str, tuple[str, ...]]],
+    logits: dict[str, np.ndarray],
+    labels: np.ndarray,
+    records: dict[str, dict],
+) -> dict[str, tuple[float, float]]:
     """Mean ± std over seeds of the variant's val numbers."""
     per_seed: dict[str, list[float]] = {}
     for r in rows.values():
@@ -114,11 +133,18 @@ def score(rows: dict[int, dict[str, tuple[str, ...]]], logits: dict[str, np.ndar
         paragon = negative_flip_rate(get["paragon_old"], get["paragon_new"], labels)
         nfr = negative_flip_rate(get["elodi_old"], get["elodi_new"], labels)
         history = records[r["elodi_new"][0]].get("history", [])
-        values = {"er_new": error_rate(get["elodi_new"], labels), "nfr": nfr, "nfr_vs_none": nfr / none,
-                  "nfr_vs_paragon": nfr / paragon, "teacher_gap": disagreement(get["elodi_new"], get["paragon_new"]),
-                  "clipped": float(np.mean([h["clipped_fraction"] for h in history])) if history else float("nan"),
-                  "none_er_new": error_rate(get["plain_new"], labels), "none_nfr": none, "paragon_nfr": paragon,
-                  "paragon_er_new": error_rate(get["paragon_new"], labels)}
+        values = {
+            "er_new": error_rate(get["elodi_new"], labels),
+            "nfr": nfr,
+            "nfr_vs_none": nfr / none,
+            "nfr_vs_paragon": nfr / paragon,
+            "teacher_gap": disagreement(get["elodi_new"], get["paragon_new"]),
+            "clipped": float(np.mean([h["clipped_fraction"] for h in history])) if history else float("nan"),
+            "none_er_new": error_rate(get["plain_new"], labels),
+            "none_nfr": none,
+            "paragon_nfr": paragon,
+            "paragon_er_new": error_rate(get["paragon_new"], labels),
+        }
         for key, value in values.items():
             per_seed.setdefault(key, []).append(value)
     return {key: mean_std(values) for key, values in per_seed.items()}
@@ -130,26 +156,32 @@ def findings(table: dict[str, dict]) -> str:
     under_none = [n for n, v in table.items() if v["nfr_vs_none"][0] <= 0.6] or ["none"]
     near_paragon = [n for n, v in table.items() if v["nfr_vs_paragon"][0] <= 1.15] or ["none"]
     er_ok = [n for n, v in table.items() if v["er_new"][0] <= v["none_er_new"][0] + 0.003] or ["none"]
-    return (f"Lowest NFR: {name} ({100 * best['nfr'][0]:.2f} %, {best['nfr_vs_none'][0]:.2f} × none, "
-            f"ER {100 * (best['er_new'][0] - best['none_er_new'][0]):+.2f} pt vs none). "
-            "Variants with NFR ≤ 0.6 × none: "
-            f"{', '.join(under_none)}; ≤ 1.15 × paragon: {', '.join(near_paragon)}; ER ≤ none + 0.3 pt: "
-            f"{', '.join(er_ok)}.")
+    return (
+        f"Lowest NFR: {name} ({100 * best['nfr'][0]:.2f} %, {best['nfr_vs_none'][0]:.2f} × none, "
+        f"ER {100 * (best['er_new'][0] - best['none_er_new'][0]):+.2f} pt vs none). "
+        "Variants with NFR ≤ 0.6 × none: "
+        f"{', '.join(under_none)}; ≤ 1.15 × paragon: {', '.join(near_paragon)}; ER ≤ none + 0.3 pt: "
+        f"{', '.join(er_ok)}."
+    )
 
 
 def markdown(command: str, table: dict[str, dict], seeds: int, wall_s: float, base_m: int, fd: dict[str, dict]) -> str:
     base = next(iter(table.values()))
-    lines = ["| variant | ER_new % | NFR % | NFR / none | NFR / paragon | new ≠ its ensemble % | steps clipped % |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| variant | ER_new % | NFR % | NFR / none | NFR / paragon | new ≠ its ensemble % | steps clipped % |",
+        "|---|---|---|---|---|---|---|",
+    ]
     pct = lambda v: f"{100 * v[0]:.2f} ± {100 * v[1]:.2f}"  # noqa: E731
     for name, v in table.items():
-        lines.append(f"| {name} | {pct(v['er_new'])} | {pct(v['nfr'])} | {v['nfr_vs_none'][0]:.2f} | "
-                     f"{v['nfr_vs_paragon'][0]:.2f} | {pct(v['teacher_gap'])} | {100 * v['clipped'][0]:.0f} |")
-    return f"""Command: `{command}`, {time.strftime('%Y-%m-%d')}, {seeds} seed(s), wall time {wall_s / 60:.1f} min.
+        lines.append(
+            f"| {name} | {pct(v['er_new'])} | {pct(v['nfr'])} | {v['nfr_vs_none'][0]:.2f} | "
+            f"{v['nfr_vs_paragon'][0]:.2f} | {pct(v['teacher_gap'])} | {100 * v['clipped'][0]:.0f} |"
+        )
+    return f"""Command: `{command}`, {time.strftime("%Y-%m-%d")}, {seeds} seed(s), wall time {wall_s / 60:.1f} min.
 Val split only (the benchmark's eval numbers are not used to choose anything). Each variant changes
 one setting of ELODI (both ends) in the default mode; replicas and plain models are the benchmark's.
-For reference on the same split: no treatment ER_new {pct(base['none_er_new'])} %, NFR
-{pct(base['none_nfr'])} %; paragon ({base_m}×) ER_new {pct(base['paragon_er_new'])} %, NFR {pct(base['paragon_nfr'])} %
+For reference on the same split: no treatment ER_new {pct(base["none_er_new"])} %, NFR
+{pct(base["none_nfr"])} %; paragon ({base_m}×) ER_new {pct(base["paragon_er_new"])} %, NFR {pct(base["paragon_nfr"])} %
 (the m = 8 row is compared with the 8× paragon).
 
 {chr(10).join(lines)}
@@ -179,8 +211,13 @@ def main(argv: list[str] | None = None) -> dict:
     started, table = time.perf_counter(), {}
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default 15 starves the trainings on a shared machine
-    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level=logging.ERROR,
-             runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())}})
+    ray.init(
+        address="local",
+        num_cpus=args.cpus,
+        include_dashboard=False,
+        logging_level=logging.ERROR,
+        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())}},
+    )
     try:
         for name in args.variants:
             change = VARIANTS[name]

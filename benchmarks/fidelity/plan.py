@@ -68,20 +68,72 @@ class Mode:
 
 
 MODES = {
-    "quick": Mode("quick", seeds=1, arch="small-cnn", train_sizes=(500, 1000, 2000), eval_limit=1000,
-                  epochs=1, lr=0.05, m=2, curve=(1, 2), curve_seeds=None, k_small=3),
-    "default": Mode("default", seeds=3, arch="small-cnn", train_sizes=(2500, 5000, 10000), eval_limit=None,
-                    epochs=6, lr=0.05, m=4, curve=(1, 2, 4, 8), curve_seeds=1, k_small=3),
+    "quick": Mode(
+        "quick",
+        seeds=1,
+        arch="small-cnn",
+        train_sizes=(500, 1000, 2000),
+        eval_limit=1000,
+        epochs=1,
+        lr=0.05,
+        m=2,
+        curve=(1, 2),
+        curve_seeds=None,
+        k_small=3,
+    ),
+    "default": Mode(
+        "default",
+        seeds=3,
+        arch="small-cnn",
+        train_sizes=(2500, 5000, 10000),
+        eval_limit=None,
+        epochs=6,
+        lr=0.05,
+        m=4,
+        curve=(1, 2, 4, 8),
+        curve_seeds=1,
+        k_small=3,
+    ),
     # one GPU, no Ray (python -m benchmarks.fidelity --gpu): resnet20 on the full training split for old
     # and new (the update retrains; seeds differ), m = 4 and 8, both ends and plain old → ELODI new,
     # every method, 3 seeds; replicas packed 8 at a time, students with their teachers in-process, bf16
-    "gpu": Mode("gpu", seeds=3, arch="resnet20", train_sizes=(27000, None, None), eval_limit=None, epochs=4,
-                lr=0.1, m=8, curve=(4, 8), curve_seeds=None, k_small=10, device="cuda", batch_size=256,
-                precision="bf16", pack=8, chain=False, elodi_epochs=8, curve_first=True),
+    "gpu": Mode(
+        "gpu",
+        seeds=3,
+        arch="resnet20",
+        train_sizes=(27000, None, None),
+        eval_limit=None,
+        epochs=4,
+        lr=0.1,
+        m=8,
+        curve=(4, 8),
+        curve_seeds=None,
+        k_small=10,
+        device="cuda",
+        batch_size=256,
+        precision="bf16",
+        pack=8,
+        chain=False,
+        elodi_epochs=8,
+        curve_first=True,
+    ),
     # the gpu mode's code path on a CPU in a minute (tests/test_fidelity.py)
-    "gpu-check": Mode("gpu-check", seeds=1, arch="mlp-small", train_sizes=(500, 1000, 1000), eval_limit=500,
-                      epochs=1, lr=0.05, m=2, curve=(1, 2), curve_seeds=None, k_small=10, batch_size=128, pack=2,
-                      chain=False),
+    "gpu-check": Mode(
+        "gpu-check",
+        seeds=1,
+        arch="mlp-small",
+        train_sizes=(500, 1000, 1000),
+        eval_limit=500,
+        epochs=1,
+        lr=0.05,
+        m=2,
+        curve=(1, 2),
+        curve_seeds=None,
+        k_small=10,
+        batch_size=128,
+        pack=2,
+        chain=False,
+    ),
 }
 
 
@@ -122,21 +174,37 @@ class Planner:
     group: str = "table"
 
     def data(self, version: str) -> DataRequest:
-        return DataRequest(train_limit=self.mode.train_sizes[VERSIONS.index(version)],
-                           eval_limit=self.mode.eval_limit)
+        return DataRequest(train_limit=self.mode.train_sizes[VERSIONS.index(version)], eval_limit=self.mode.eval_limit)
 
     def config(self, seed: int, epochs: int | None = None, clip: float | None = 5.0) -> TrainConfig:
-        return TrainConfig(epochs=epochs or self.mode.epochs, lr=self.mode.lr, seed=seed, device=self.mode.device,
-                           max_grad_norm=clip, batch_size=self.mode.batch_size, precision=self.mode.precision)
+        return TrainConfig(
+            epochs=epochs or self.mode.epochs,
+            lr=self.mode.lr,
+            seed=seed,
+            device=self.mode.device,
+            max_grad_norm=clip,
+            batch_size=self.mode.batch_size,
+            precision=self.mode.precision,
+        )
 
-    def add(self, name: str, version: str, seed: int, objective: Objective = Objective(),
-            references: dict[str, tuple[str, ...]] | None = None, init_from: str | None = None,
-            kind: str = "train", epochs: int | None = None, clip: float | None = 5.0) -> str:
+    def add(
+        self,
+        name: str,
+        version: str,
+        seed: int,
+        objective: Objective = Objective(),
+        references: dict[str, tuple[str, ...]] | None = None,
+        init_from: str | None = None,
+        kind: str = "train",
+        epochs: int | None = None,
+        clip: float | None = 5.0,
+    ) -> str:
         if name in self.jobs:
             return name
         refs = tuple(sorted((references or {}).items()))
         upstream = [self.jobs[n].stem for _, group in refs for n in group] + (
-            [self.jobs[init_from].stem] if init_from else [])
+            [self.jobs[init_from].stem] if init_from else []
+        )
         job = TrainJob(name, self.data(version), self.mode.arch, self.config(seed, epochs, clip), "", objective)
         stem = str(self.folder / f"{name.replace('/', '_')}-{digest(kind, job, upstream)}")
         init_path = f"{self.jobs[init_from].stem}.pt" if init_from else None
@@ -152,8 +220,9 @@ def seed_of(seed: int, version: str, index: int) -> int:
 
 def replicas(plan: Planner, seed: int, version: str, count: int) -> tuple[str, ...]:
     """Names of replicas 1 … count of `version`, added if missing."""
-    return tuple(plan.add(f"s{seed}/{version}/replica-{i}", version, seed_of(seed, version, i))
-                 for i in range(1, count + 1))
+    return tuple(
+        plan.add(f"s{seed}/{version}/replica-{i}", version, seed_of(seed, version, i)) for i in range(1, count + 1)
+    )
 
 
 def plain(plan: Planner, seed: int, version: str) -> str:
@@ -165,31 +234,53 @@ def elodi(plan: Planner, seed: int, version: str, m: int, k: int, legacy: bool =
     """ELODI student of `version` distilled from its replicas 1 … m (K classes per sample); with
     `legacy`, Eq. 9's extra LDI toward the plain old model (weight 1 − λ)."""
     teachers = replicas(plan, seed, version, m)
-    objective = Objective("elodi", alpha=plan.mode.alpha, k=k, topk_by=plan.mode.topk_by,
-                          legacy_weight=plan.mode.legacy_weight if legacy else None,
-                          ldi_reduction=plan.mode.ldi_reduction, exclude_label=plan.mode.exclude_label)
+    objective = Objective(
+        "elodi",
+        alpha=plan.mode.alpha,
+        k=k,
+        topk_by=plan.mode.topk_by,
+        legacy_weight=plan.mode.legacy_weight if legacy else None,
+        ldi_reduction=plan.mode.ldi_reduction,
+        exclude_label=plan.mode.exclude_label,
+    )
     references = {"teacher": teachers}
     name = f"s{seed}/{version}/elodi-k{k}-m{m}"
     if legacy:
         references["old"] = (plain(plan, seed, "old"),)
         name = f"s{seed}/{version}/elodi-legacy-k{k}-m{m}"
-    return plan.add(name, version, seed_of(seed, version, STUDENT_OFFSET), objective, references,
-                    epochs=plan.mode.elodi_epochs, clip=plan.mode.elodi_clip)
+    return plan.add(
+        name,
+        version,
+        seed_of(seed, version, STUDENT_OFFSET),
+        objective,
+        references,
+        epochs=plan.mode.elodi_epochs,
+        clip=plan.mode.elodi_clip,
+    )
 
 
 def toward_old(plan: Planner, seed: int, method: str) -> str:
     """A new student trained with `method` (kd, fd-kl, fd-lm, dynamic-fd) toward the plain old."""
-    return plan.add(f"s{seed}/new/{method}", "new", seed_of(seed, "new", STUDENT_OFFSET),
-                    Objective(method, alpha=plan.mode.fd_alpha),
-                    {"old": (plain(plan, seed, "old"),)})
+    return plan.add(
+        f"s{seed}/new/{method}",
+        "new",
+        seed_of(seed, "new", STUDENT_OFFSET),
+        Objective(method, alpha=plan.mode.fd_alpha),
+        {"old": (plain(plan, seed, "old"),)},
+    )
 
 
 def bcwi(plan: Planner, seed: int) -> str:
     """BCWI: fine-tune from the plain old model on the new data, then interpolate (α on val)."""
     old = plain(plan, seed, "old")
     tuned = plan.add(f"s{seed}/new/bcwi-finetune", "new", seed_of(seed, "new", STUDENT_OFFSET), init_from=old)
-    return plan.add(f"s{seed}/new/bcwi", "new", seed_of(seed, "new", STUDENT_OFFSET),
-                    references={"old": (old,), "new": (tuned,)}, kind="bcwi")
+    return plan.add(
+        f"s{seed}/new/bcwi",
+        "new",
+        seed_of(seed, "new", STUDENT_OFFSET),
+        references={"old": (old,), "new": (tuned,)},
+        kind="bcwi",
+    )
 
 
 @dataclass(frozen=True)
@@ -206,31 +297,49 @@ def table_rows(plan: Planner, seed: int, num_classes: int) -> list[Row]:
     mode, old = plan.mode, (plain(plan, seed, "old"),)
     rows = [Row("none", old, (plain(plan, seed, "new"),))]
     rows += [Row(method, old, (toward_old(plan, seed, method),)) for method in ("kd", "fd-kl", "fd-lm", "dynamic-fd")]
-    rows.append(Row(f"paragon ({mode.m}×, both ends)", replicas(plan, seed, "old", mode.m),
-                    replicas(plan, seed, "new", mode.m)))
+    rows.append(
+        Row(f"paragon ({mode.m}×, both ends)", replicas(plan, seed, "old", mode.m), replicas(plan, seed, "new", mode.m))
+    )
     for k in dict.fromkeys((num_classes, min(mode.k_small, num_classes))):
         label = "all" if k >= num_classes else str(k)
-        rows.append(Row(f"elodi K={label} (both ends)", (elodi(plan, seed, "old", mode.m, k),),
-                        (elodi(plan, seed, "new", mode.m, k),)))
+        rows.append(
+            Row(
+                f"elodi K={label} (both ends)",
+                (elodi(plan, seed, "old", mode.m, k),),
+                (elodi(plan, seed, "new", mode.m, k),),
+            )
+        )
     rows.append(Row("plain old → elodi K=all", old, (elodi(plan, seed, "new", mode.m, num_classes),)))
-    rows.append(Row(f"plain old → elodi K=all + legacy (λ={mode.legacy_weight})", old,
-                    (elodi(plan, seed, "new", mode.m, num_classes, legacy=True),)))
+    rows.append(
+        Row(
+            f"plain old → elodi K=all + legacy (λ={mode.legacy_weight})",
+            old,
+            (elodi(plan, seed, "new", mode.m, num_classes, legacy=True),),
+        )
+    )
     rows.append(Row("bcwi", old, (bcwi(plan, seed),)))
     return rows
 
 
 def chain_versions(plan: Planner, seed: int, num_classes: int) -> dict[str, tuple[str, ...]]:
     """v1 → old → new, plain and with ELODI on every version (K = all, m)."""
-    return {"plain": tuple(plain(plan, seed, v) for v in VERSIONS),
-            "elodi": tuple(elodi(plan, seed, v, plan.mode.m, num_classes) for v in VERSIONS)}
+    return {
+        "plain": tuple(plain(plan, seed, v) for v in VERSIONS),
+        "elodi": tuple(elodi(plan, seed, v, plan.mode.m, num_classes) for v in VERSIONS),
+    }
 
 
 def curve_rows(plan: Planner, seed: int, num_classes: int) -> dict[int, dict[str, Row]]:
     """For each ensemble size m: the paragon and ELODI (both ends, K = all) with m replicas."""
-    return {m: {"paragon": Row("paragon", replicas(plan, seed, "old", m), replicas(plan, seed, "new", m)),
-                "elodi": Row("elodi", (elodi(plan, seed, "old", m, num_classes),),
-                             (elodi(plan, seed, "new", m, num_classes),))}
-            for m in plan.mode.curve}
+    return {
+        m: {
+            "paragon": Row("paragon", replicas(plan, seed, "old", m), replicas(plan, seed, "new", m)),
+            "elodi": Row(
+                "elodi", (elodi(plan, seed, "old", m, num_classes),), (elodi(plan, seed, "new", m, num_classes),)
+            ),
+        }
+        for m in plan.mode.curve
+    }
 
 
 @dataclass
@@ -263,6 +372,7 @@ def layout(mode: Mode, seeds: int, folder: Path, num_classes: int = 10) -> Layou
 def prune(layout: Layout, available: set[str]) -> Layout:
     """The layout without what lacks a trained model (a run stopped by its deadline): rows missing in
     any seed, chains and curve points with a missing member. `none` and the paragon must remain."""
+
     def complete(row: Row) -> bool:
         return set(row.old) | set(row.new) <= available
 
@@ -277,8 +387,11 @@ def prune(layout: Layout, available: set[str]) -> Layout:
         raise ValueError("too few trained models for a table: no treatment and the paragon are needed")
     rows = {s: [layout.rows[s][i] for i in keep] for s in seeds}
     chains = {s: c for s, c in layout.chains.items() if s in seeds and all(set(v) <= available for v in c.values())}
-    curves = {s: {m: c for m, c in curve.items() if all(complete(r) for r in c.values())}
-              for s, curve in layout.curves.items() if s in seeds}
+    curves = {
+        s: {m: c for m, c in curve.items() if all(complete(r) for r in c.values())}
+        for s, curve in layout.curves.items()
+        if s in seeds
+    }
     common = set.intersection(*(set(c) for c in curves.values())) if curves else set()
     curves = {s: {m: c for m, c in curve.items() if m in common} for s, curve in curves.items()}
     return Layout(layout.plan, rows, chains if len(chains) == len(layout.chains) else {}, curves)

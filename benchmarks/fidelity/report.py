@@ -31,44 +31,77 @@ def invocation_lines(runs: Sequence[Mapping[str, Any]]) -> str:
     """'wall time 28.9 min (86 of 86 models trained)' for each invocation on the cache that trained a
     model, oldest first, and for the latest one."""
     runs = [run for run in runs[:-1] if run["trained"] > 0] + list(runs[-1:])
-    return "; then ".join(f"wall time {run['wall_s'] / 60:.1f} min ({run['trained']} of {run['jobs']} models trained"
-                          f"{', the rest from the cache' if run['trained'] < run['jobs'] else ''})" for run in runs)
+    return "; then ".join(
+        f"wall time {run['wall_s'] / 60:.1f} min ({run['trained']} of {run['jobs']} models trained"
+        f"{', the rest from the cache' if run['trained'] < run['jobs'] else ''})"
+        for run in runs
+    )
 
 
 def table_markdown(table: Sequence[Mapping[str, Any]]) -> str:
-    return markdown_table(["method", "ER_old %", "ER_new %", "NFR %", "Rel-NFR", "PFR %", "gap closed %"], [
-        [e["method"], percent(e["er_old"]), percent(e["er_new"]), f"**{percent(e['nfr'])}**",
-         plain_number(e["rel_nfr"]), percent(e["pfr"]), percent(e.get("gap_closed"))] for e in table])
+    return markdown_table(
+        ["method", "ER_old %", "ER_new %", "NFR %", "Rel-NFR", "PFR %", "gap closed %"],
+        [
+            [
+                e["method"],
+                percent(e["er_old"]),
+                percent(e["er_new"]),
+                f"**{percent(e['nfr'])}**",
+                plain_number(e["rel_nfr"]),
+                percent(e["pfr"]),
+                percent(e.get("gap_closed")),
+            ]
+            for e in table
+        ],
+    )
 
 
 def verdict_lines(checks: Sequence[Mapping[str, Any]]) -> str:
-    return "\n".join(f"- {c['row']}: {c['target']} — {c['value']:.2f} {c['unit']}: "
-                     f"**{'met' if c['met'] else 'missed'}**" for c in checks)
+    return "\n".join(
+        f"- {c['row']}: {c['target']} — {c['value']:.2f} {c['unit']}: **{'met' if c['met'] else 'missed'}**"
+        for c in checks
+    )
 
 
 def chain_markdown(chain: Mapping[str, Mapping[str, Any]]) -> str:
     def cell(c: Mapping[str, Any], i: int, j: int) -> str:
         return f"{100 * c['nfr_mean'][i][j]:.2f} ± {100 * c['nfr_std'][i][j]:.2f}"
 
-    return markdown_table(["chain", "ER v1 / v2 / v3 %", "NFR v1→v2 %", "NFR v2→v3 %", "NFR v1→v3 %"], [
-        [name, " / ".join(f"{100 * e:.2f}" for e in c["er_mean"]), cell(c, 0, 1), cell(c, 1, 2), cell(c, 0, 2)]
-        for name, c in chain.items()])
+    return markdown_table(
+        ["chain", "ER v1 / v2 / v3 %", "NFR v1→v2 %", "NFR v2→v3 %", "NFR v1→v3 %"],
+        [
+            [name, " / ".join(f"{100 * e:.2f}" for e in c["er_mean"]), cell(c, 0, 1), cell(c, 1, 2), cell(c, 0, 2)]
+            for name, c in chain.items()
+        ],
+    )
 
 
 def curve_markdown(curve: Sequence[Mapping[str, Any]]) -> str:
-    return markdown_table(["m", "paragon ER_new %", "paragon NFR %", "ELODI ER_new %", "ELODI NFR %"], [
-        [str(e["m"]), percent(e["paragon"]["er_new"]), percent(e["paragon"]["nfr"]), percent(e["elodi"]["er_new"]),
-         percent(e["elodi"]["nfr"])] for e in curve])
+    return markdown_table(
+        ["m", "paragon ER_new %", "paragon NFR %", "ELODI ER_new %", "ELODI NFR %"],
+        [
+            [
+                str(e["m"]),
+                percent(e["paragon"]["er_new"]),
+                percent(e["paragon"]["nfr"]),
+                percent(e["elodi"]["er_new"]),
+                percent(e["elodi"]["nfr"]),
+            ]
+            for e in curve
+        ],
+    )
 
 
 def scatter(table: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
     """ER_new against NFR, one point per method (mean, error bars: std over seeds)."""
     from orchestrator.views import plots
 
-    points = [plots.Point(e["er_new"][0], e["nfr"][0], e["method"], er_std=e["er_new"][1], nfr_std=e["nfr"][1])
-              for e in table]
-    figure = plots.er_nfr_scatter(points, title, xlabel="ER of the new model (%)",
-                                  ylabel="NFR w.r.t. the old model (%)")
+    points = [
+        plots.Point(e["er_new"][0], e["nfr"][0], e["method"], er_std=e["er_new"][1], nfr_std=e["nfr"][1]) for e in table
+    ]
+    figure = plots.er_nfr_scatter(
+        points, title, xlabel="ER of the new model (%)", ylabel="NFR w.r.t. the old model (%)"
+    )
     return plots.save(figure, path, dpi=120)
 
 
@@ -77,59 +110,70 @@ def section_body(record: Mapping[str, Any], plot_name: str) -> str:
     mode, test = record["mode"], record["eval"]
     none = next(e for e in test["table"] if e["method"] == "none")
     seeds = len(none["per_seed"])  # the seeds whose models were trained (a deadline may stop a run)
-    stopped = (f" (of {record['seeds']} planned: the run's deadline came first; the tables cover the models "
-               f"that finished)" if seeds < record["seeds"] else "")
+    stopped = (
+        f" (of {record['seeds']} planned: the run's deadline came first; the tables cover the models that finished)"
+        if seeds < record["seeds"]
+        else ""
+    )
     sizes = ", ".join(f"{v} {n if n else 'all'}" for v, n in zip(VERSIONS, mode["train_sizes"]))
-    chain = "" if not test["chain"] else "Chain v1 → v2 → v3 (pairwise NFR, the ELODI paper's Table 5 shape), " + f"""\
+    chain = (
+        ""
+        if not test["chain"]
+        else "Chain v1 → v2 → v3 (pairwise NFR, the ELODI paper's Table 5 shape), "
+        + f"""\
 plain models against ELODI
-models (K = all, m = {mode['m']}) on every version:
+models (K = all, m = {mode["m"]}) on every version:
 
-{chain_markdown(test['chain'])}
+{chain_markdown(test["chain"])}
 
 """
-    growth = ("data growth on one architecture" if len(set(mode["train_sizes"])) == 3 else
-              "one architecture, old and new trained on the same images with different seeds (an update that retrains)")
+    )
+    growth = (
+        "data growth on one architecture"
+        if len(set(mode["train_sizes"])) == 3
+        else "one architecture, old and new trained on the same images with different seeds (an update that retrains)"
+    )
     machine = f"{record['machine']}, torch {record['torch']}"
     mode_name = "default" if mode["name"] == "default" else f"`--{mode['name']}`"
     ldi = f"LDI {mode.get('ldi_reduction', 'sum')} over K{', true class left out' if mode.get('exclude_label') else ''}"
     batch, precision = mode.get("batch_size", 128), mode.get("precision", "fp32")
     elodi_epochs = f"; ELODI students {mode['elodi_epochs']} epochs" if mode.get("elodi_epochs") else ""
-    return f"""Command: `{record['command']}` on {record['cpus']} CPU cores ({machine},
-{record['device']}), {record['date']}: {invocation_lines(record['invocations'])}.
+    return f"""Command: `{record["command"]}` on {record["cpus"]} CPU cores ({machine},
+{record["device"]}), {record["date"]}: {invocation_lines(record["invocations"])}.
 
-Setting ({mode_name} mode): {growth} ({mode['arch']}), so BCWI applies. Training
+Setting ({mode_name} mode): {growth} ({mode["arch"]}), so BCWI applies. Training
 images per version: {sizes} (each slice contains the previous one); eval: the Fashion-MNIST test set
-({record['n_eval']} images); val: {record['n_val']} held-out training images. {mode['epochs']} epochs, batch
-{batch}, {precision}, SGD lr {mode['lr']} cosine, augmentation (pad-crop, flip), gradient
+({record["n_eval"]} images); val: {record["n_val"]} held-out training images. {mode["epochs"]} epochs, batch
+{batch}, {precision}, SGD lr {mode["lr"]} cosine, augmentation (pad-crop, flip), gradient
 norm clipped at 5; {ldi}{elodi_epochs}. {seeds} seed(s){stopped}; every
 method of a seed shares that seed's old model and replicas. Replica 1 of each version is its plain
-(no-treatment) model; the paragon is the mean logits of m = {mode['m']} replicas at both ends (the
-paper's Table 1 protocol: the old side is an ensemble too). ELODI (α = {mode['alpha']}, LDI with
+(no-treatment) model; the paragon is the mean logits of m = {mode["m"]} replicas at both ends (the
+paper's Table 1 protocol: the old side is an ensemble too). ELODI (α = {mode["alpha"]}, LDI with
 p = 2): the old model is itself an ELODI student of m old-architecture replicas (Algorithm 1); the
 two "plain old →" rows distil only the new model, the second adding Eq. 9's legacy LDI toward the
-plain old model (λ = {mode['legacy_weight']}). BCWI: fine-tune from the old weights, then
+plain old model (λ = {mode["legacy_weight"]}). BCWI: fine-tune from the old weights, then
 θ = α·θ_old + (1−α)·θ_new with α picked on val (lowest val NFR with val ER ≤ α = 0's + 0.3 pt;
 every parameter and BatchNorm buffer interpolated). KD: α = 0.5, T = 4; FD: α = 0.9, focal 1 + 5·1[old
 correct], FD-KL T = 100; dynamic FD: logit matching.
 
 Main table, old → new on the eval split (mean ± std over seeds):
 
-{table_markdown(test['table'])}
+{table_markdown(test["table"])}
 
-No-treatment NFR is {100 * none['nfr'][0]:.2f} % with a seed-to-seed std of {100 * none['nfr'][1]:.2f} points. \
+No-treatment NFR is {100 * none["nfr"][0]:.2f} % with a seed-to-seed std of {100 * none["nfr"][1]:.2f} points. \
 "Gap closed" =
 (NFR_none − NFR) / (NFR_none − NFR_paragon), per seed, then mean ± std (the paper: 93 % on ImageNet).
 
 Targets (computed from the means above):
 
-{verdict_lines(test['verdicts'])}
+{verdict_lines(test["verdicts"])}
 
-{'![ER–NFR scatter](' + plot_name + ')' if plot_name else ''}
+{"![ER–NFR scatter](" + plot_name + ")" if plot_name else ""}
 
 {chain}NFR against the ensemble size m (both ends: paragon = m-model ensembles, ELODI = students of m
-replicas; m = 1 distils one replica), over {min(seeds, record['curve_seeds'])} seed(s):
+replicas; m = 1 distils one replica), over {min(seeds, record["curve_seeds"])} seed(s):
 
-{curve_markdown(test['curve'])}
+{curve_markdown(test["curve"])}
 
-The same numbers on the val split (for any tuning) are in `{record['results_path']}`.
+The same numbers on the val split (for any tuning) are in `{record["results_path"]}`.
 """

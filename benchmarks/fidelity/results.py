@@ -57,8 +57,10 @@ def main_table(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndar
     """One entry per method: {method, per_seed: [reports], **summary, gap_closed: mean ± std over
     seeds of each seed's gap closed (against that seed's none and paragon rows)}."""
     seeds = sorted(layout.rows)
-    reports = {index: [row_report(layout.rows[s][index], logits, labels) for s in seeds]
-               for index in range(len(layout.rows[seeds[0]]))}
+    reports = {
+        index: [row_report(layout.rows[s][index], logits, labels) for s in seeds]
+        for index in range(len(layout.rows[seeds[0]]))
+    }
     methods = [row.method for row in layout.rows[seeds[0]]]
     none = reports[methods.index("none")]
     paragon = reports[next(i for i, m in enumerate(methods) if m.startswith("paragon"))]
@@ -66,8 +68,14 @@ def main_table(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndar
     for index, method in enumerate(methods):
         gaps = [gap_closed(r["nfr"], n["nfr"], p["nfr"]) for r, n, p in zip(reports[index], none, paragon)]
         defined = [gap for gap in gaps if gap is not None]
-        table.append({"method": method, "per_seed": reports[index], **summarise(reports[index]),
-                      "gap_closed": mean_std(defined) if len(defined) == len(gaps) else None})
+        table.append(
+            {
+                "method": method,
+                "per_seed": reports[index],
+                **summarise(reports[index]),
+                "gap_closed": mean_std(defined) if len(defined) == len(gaps) else None,
+            }
+        )
     return table
 
 
@@ -81,9 +89,11 @@ def chain_table(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.nda
         versions = [[ensemble(logits, (name,)) for name in layout.chains[s][chain]] for s in sorted(layout.chains)]
         matrices = np.array([nfr_matrix(v, labels) for v in versions])
         errors = np.array([[error_rate(x, labels) for x in v] for v in versions])
-        result[chain] = {"nfr_mean": matrices.mean(axis=0).tolist(),
-                         "nfr_std": (matrices.std(axis=0, ddof=1) if len(matrices) > 1 else 0 * matrices[0]).tolist(),
-                         "er_mean": errors.mean(axis=0).tolist()}
+        result[chain] = {
+            "nfr_mean": matrices.mean(axis=0).tolist(),
+            "nfr_std": (matrices.std(axis=0, ddof=1) if len(matrices) > 1 else 0 * matrices[0]).tolist(),
+            "er_mean": errors.mean(axis=0).tolist(),
+        }
     return result
 
 
@@ -113,26 +123,59 @@ def verdicts(table: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             continue
         nfr, er = entry["nfr"][0], entry["er_new"][0]
         checks += [
-            {"row": entry["method"], "target": f"NFR ≤ {NFR_VS_NONE} × none", "value": nfr / none["nfr"][0],
-             "met": nfr <= NFR_VS_NONE * none["nfr"][0], "unit": "× none"},
-            {"row": entry["method"], "target": f"NFR ≤ {NFR_VS_PARAGON} × paragon",
-             "value": nfr / paragon["nfr"][0], "met": nfr <= NFR_VS_PARAGON * paragon["nfr"][0], "unit": "× paragon"},
-            {"row": entry["method"], "target": "ER ≤ none + 0.3 pt", "value": 100 * (er - none["er_new"][0]),
-             "met": er <= none["er_new"][0] + ER_SLACK, "unit": "pt vs none"},
+            {
+                "row": entry["method"],
+                "target": f"NFR ≤ {NFR_VS_NONE} × none",
+                "value": nfr / none["nfr"][0],
+                "met": nfr <= NFR_VS_NONE * none["nfr"][0],
+                "unit": "× none",
+            },
+            {
+                "row": entry["method"],
+                "target": f"NFR ≤ {NFR_VS_PARAGON} × paragon",
+                "value": nfr / paragon["nfr"][0],
+                "met": nfr <= NFR_VS_PARAGON * paragon["nfr"][0],
+                "unit": "× paragon",
+            },
+            {
+                "row": entry["method"],
+                "target": "ER ≤ none + 0.3 pt",
+                "value": 100 * (er - none["er_new"][0]),
+                "met": er <= none["er_new"][0] + ER_SLACK,
+                "unit": "pt vs none",
+            },
         ]
         if entry.get("gap_closed") is not None:
             closed = entry["gap_closed"][0]
-            checks.append({"row": entry["method"], "target": f"closes ≥ {GAP_CLOSED:.0%} of the none → paragon gap",
-                           "value": 100 * closed, "met": closed >= GAP_CLOSED, "unit": "% of the gap"})
+            checks.append(
+                {
+                    "row": entry["method"],
+                    "target": f"closes ≥ {GAP_CLOSED:.0%} of the none → paragon gap",
+                    "value": 100 * closed,
+                    "met": closed >= GAP_CLOSED,
+                    "unit": "% of the gap",
+                }
+            )
     for method in [m for m in ("fd-kl", "fd-lm") if any(e["method"].startswith(m) for e in table)]:
         entry = _by_method(table, method)
-        checks.append({"row": method, "target": "NFR < none", "value": entry["nfr"][0] / none["nfr"][0],
-                       "met": entry["nfr"][0] < none["nfr"][0], "unit": "× none"})
+        checks.append(
+            {
+                "row": method,
+                "target": "NFR < none",
+                "value": entry["nfr"][0] / none["nfr"][0],
+                "met": entry["nfr"][0] < none["nfr"][0],
+                "unit": "× none",
+            }
+        )
     return checks
 
 
 def results(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndarray) -> dict[str, Any]:
     """Every number of one split: main table, verdicts, chains, NFR vs m."""
     table = main_table(layout, logits, labels)
-    return {"table": table, "verdicts": verdicts(table), "chain": chain_table(layout, logits, labels),
-            "curve": curve_table(layout, logits, labels)}
+    return {
+        "table": table,
+        "verdicts": verdicts(table),
+        "chain": chain_table(layout, logits, labels),
+        "curve": curve_table(layout, logits, labels),
+    }

@@ -18,16 +18,35 @@ def format_comparison(result: dict[str, Any], names: Sequence[str]) -> str:
     from orchestrator.views.tables import table
 
     versions = range(len(result["error_rate"]))
-    lines = [f"{result['n']} samples, {len(names)} prediction files", "", "Error rate (ER)",
-             table(["#", "file", "ER"], [[str(v), names[v], percent(result["error_rate"][v])] for v in versions],
-                   left=2),
-             "", "Consecutive updates (old -> new)",
-             table(["old", "new", "NFR", "PFR", "Rel-NFR"],
-                   [[str(p["old"]), str(p["new"]), percent(p["nfr"]), percent(p["pfr"]),
-                     percent(p["rel_nfr"], none="undefined")] for p in result["pairs"]], left=0),
-             "", "NFR matrix (rows = old, columns = new)",
-             table(["old\\new", *map(str, versions)],
-                   [[str(i), *map(percent, result["nfr_matrix"][i])] for i in versions], left=0)]
+    lines = [
+        f"{result['n']} samples, {len(names)} prediction files",
+        "",
+        "Error rate (ER)",
+        table(["#", "file", "ER"], [[str(v), names[v], percent(result["error_rate"][v])] for v in versions], left=2),
+        "",
+        "Consecutive updates (old -> new)",
+        table(
+            ["old", "new", "NFR", "PFR", "Rel-NFR"],
+            [
+                [
+                    str(p["old"]),
+                    str(p["new"]),
+                    percent(p["nfr"]),
+                    percent(p["pfr"]),
+                    percent(p["rel_nfr"], none="undefined"),
+                ]
+                for p in result["pairs"]
+            ],
+            left=0,
+        ),
+        "",
+        "NFR matrix (rows = old, columns = new)",
+        table(
+            ["old\\new", *map(str, versions)],
+            [[str(i), *map(percent, result["nfr_matrix"][i])] for i in versions],
+            left=0,
+        ),
+    ]
     return "\n".join(lines)
 
 
@@ -38,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
         return fail("compare", "needs at least two prediction files (old and new)")
     try:
         labels = load_labels(args.labels)
-        predictions = [load_prediction_file(path, n=len(labels), num_classes=int(labels.max()) + 1)
-                       for path in args.predictions]
+        predictions = [
+            load_prediction_file(path, n=len(labels), num_classes=int(labels.max()) + 1) for path in args.predictions
+        ]
     except InputError as error:
         return fail("compare", str(error))
     result = compare_predictions(labels, predictions)
@@ -49,11 +69,16 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "compare", parents=[json_option("print the result as JSON")],
+        "compare",
+        parents=[json_option("print the result as JSON")],
         help="regression metrics (ER, NFR, PFR, Rel-NFR) between prediction files",
         description="Compare saved predictions of successive model versions on the same labels.",
     )
     parser.add_argument("--labels", required=True, metavar="LABELS.npy", help="1-D non-negative integer labels")
-    parser.add_argument("predictions", nargs="+", metavar="PREDICTIONS.npy",
-                        help="two or more files, oldest first: 1-D integer class ids or 2-D float logits")
+    parser.add_argument(
+        "predictions",
+        nargs="+",
+        metavar="PREDICTIONS.npy",
+        help="two or more files, oldest first: 1-D integer class ids or 2-D float logits",
+    )
     parser.set_defaults(func=run)

@@ -30,8 +30,9 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     gpus = 1.0 if torch.cuda.is_available() else 0.0  # on a GPU machine the demo trains there
-    settings = DemoSettings(out, args.model, args.epochs, args.m, args.seed, args.train_limit, args.eval_limit,
-                            args.legacy_weight, gpus)
+    settings = DemoSettings(
+        out, args.model, args.epochs, args.m, args.seed, args.train_limit, args.eval_limit, args.legacy_weight, gpus
+    )
     started = time.perf_counter()
     try:
         check_output(out, "--out" if args.out else None)
@@ -57,39 +58,59 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for result in results:
         vs_old = result.metrics.get("vs_old")
-        rows.append([result.version, f"v{result.registered_version}", result.method,
-                     percent(result.metrics["error_rate"]),
-                     *[percent(vs_old[k], none="undefined") if vs_old else "—" for k in ("nfr", "pfr", "rel_nfr")]])
-    print(f"\nDone in {time.perf_counter() - started:.0f} s. {args.model}: v1 → v2 on "
-          f"{results[0].n_eval} regression-eval samples (fingerprint {results[0].fingerprint}):\n")
+        rows.append(
+            [
+                result.version,
+                f"v{result.registered_version}",
+                result.method,
+                percent(result.metrics["error_rate"]),
+                *[percent(vs_old[k], none="undefined") if vs_old else "—" for k in ("nfr", "pfr", "rel_nfr")],
+            ]
+        )
+    print(
+        f"\nDone in {time.perf_counter() - started:.0f} s. {args.model}: v1 → v2 on "
+        f"{results[0].n_eval} regression-eval samples (fingerprint {results[0].fingerprint}):\n"
+    )
     print(table(["version", "registry", "method", "ER", "NFR vs v1", "PFR vs v1", "Rel-NFR"], rows, left=3))
     mean, std = verdict.none_nfr
     paragon = "" if verdict.paragon_nfr is None else f"; the {args.m}-replica paragon {percent(verdict.paragon_nfr)}"
-    print(f"\nNFR vs v1: ELODI {percent(verdict.elodi_nfr)}; no treatment {percent(mean)} ± {percent(std)} over "
-          f"{len(verdict.none_nfrs)} plain trainings of v2 (v2-none and the replicas){paragon}.")
+    print(
+        f"\nNFR vs v1: ELODI {percent(verdict.elodi_nfr)}; no treatment {percent(mean)} ± {percent(std)} over "
+        f"{len(verdict.none_nfrs)} plain trainings of v2 (v2-none and the replicas){paragon}."
+    )
     checks = verdict.checks()
     marks = "; ".join(f"{text}: {'met' if ok else 'MISSED'}" for text, ok in checks)
     print(f"ELODI {'keeps' if all(ok for _, ok in checks) else 'does not keep'} the demo's promise — {marks}.")
     if not all(ok for _, ok in checks):
-        print("At GPU scale (resnet20, full data, both ends ELODI; docs/benchmarks.md) NFR fell from 2.54 % to "
-              "1.02 %, the 8-replica paragon's 1.05 %, at -0.15 pt ER.")
-    print(f"\nWhere to look next:\n"
-          f"  report ({data.n_flips} negative flips of v{data.version} to explore): {report}\n"
-          f"  registry: congruent versions {args.model} --matrix   (with MLFLOW_TRACKING_URI={uri})\n"
-          f"  MLflow UI: mlflow ui --backend-store-uri {uri}\n"
-          f"  predictions (.npy for congruent compare): {out}/v*/predictions/")
+        print(
+            "At GPU scale (resnet20, full data, both ends ELODI; docs/benchmarks.md) NFR fell from 2.54 % to "
+            "1.02 %, the 8-replica paragon's 1.05 %, at -0.15 pt ER."
+        )
+    print(
+        f"\nWhere to look next:\n"
+        f"  report ({data.n_flips} negative flips of v{data.version} to explore): {report}\n"
+        f"  registry: congruent versions {args.model} --matrix   (with MLFLOW_TRACKING_URI={uri})\n"
+        f"  MLflow UI: mlflow ui --backend-store-uri {uri}\n"
+        f"  predictions (.npy for congruent compare): {out}/v*/predictions/"
+    )
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "demo", help="v1 → v2 without treatment and with ELODI, on Ray, in minutes",
-        parents=[out_option("where runs, the MLflow store and the report go (default: demo-output)"), quiet_option()])
+        "demo",
+        help="v1 → v2 without treatment and with ELODI, on Ray, in minutes",
+        parents=[out_option("where runs, the MLflow store and the report go (default: demo-output)"), quiet_option()],
+    )
     parser.add_argument("--model", default=MODEL, help=f"registered model name (default {MODEL})")
     parser.add_argument("--epochs", type=int, default=20, help="v2's epochs (v1 trains half as many)")
     parser.add_argument("--m", type=int, default=4, help="ELODI replicas")
-    parser.add_argument("--legacy-weight", type=float, default=0.8,
-                        help="λ of ELODI Eq. 9: the LDI toward the replicas' ensemble; 1 − λ pulls toward v1")
+    parser.add_argument(
+        "--legacy-weight",
+        type=float,
+        default=0.8,
+        help="λ of ELODI Eq. 9: the LDI toward the replicas' ensemble; 1 − λ pulls toward v1",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train-limit", type=int, default=None, help="training samples (default: all 54,000)")
     parser.add_argument("--eval-limit", type=int, default=None, help="regression-eval samples (default: all)")

@@ -7,12 +7,18 @@ import math
 import sys
 from collections.abc import Callable
 
+from workers.errors import first_line
+
 
 def quiet_option() -> argparse.ArgumentParser:
     """--quiet: no progress, only the result."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--quiet", action="store_true", default=None,
-                        help="print only the result (off a terminal, progress comes as plain lines, not bars)")
+    parent.add_argument(
+        "--quiet",
+        action="store_true",
+        default=None,
+        help="print only the result (off a terminal, progress comes as plain lines, not bars)",
+    )
     return parent
 
 
@@ -33,23 +39,31 @@ def out_option(what: str) -> argparse.ArgumentParser:
 def ray_address() -> argparse.ArgumentParser:
     """--ray-address: the GCS address of a running Ray cluster, for commands that run Ray work here."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--ray-address", metavar="HOST:PORT", default=None,
-                        help="GCS address of a Ray cluster to join, e.g. 127.0.0.1:6379 (default: RAY_ADDRESS, "
-                             "else Ray starts inside this command)")
+    parent.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        default=None,
+        help="GCS address of a Ray cluster to join, e.g. 127.0.0.1:6379 (default: RAY_ADDRESS, "
+        "else Ray starts inside this command)",
+    )
     return parent
 
 
 def jobs_address() -> argparse.ArgumentParser:
     """--jobs-address: the dashboard (Jobs API) URL of a Ray cluster, for commands that talk to it."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--jobs-address", metavar="URL", default=None,
-                        help="Ray dashboard / Jobs API address, http://HEAD:8265 (default: RAY_JOBS_ADDRESS)")
+    parent.add_argument(
+        "--jobs-address",
+        metavar="URL",
+        default=None,
+        help="Ray dashboard / Jobs API address, http://HEAD:8265 (default: RAY_JOBS_ADDRESS)",
+    )
     return parent
 
 
 def fail(command: str, message: str, code: int = 2) -> int:
     """Print `congruent COMMAND: error: MESSAGE` (its first line) on stderr; return `code`."""
-    first = (str(message).strip().splitlines() or [""])[0]
+    first = first_line(str(message))
     print(f"congruent {command}: error: {first}", file=sys.stderr)
     return code
 
@@ -57,6 +71,7 @@ def fail(command: str, message: str, code: int = 2) -> int:
 def fraction(low: float, high: float) -> Callable[[str], float]:
     """argparse `type=` for a fraction within [low, high]: 0.05 is 5 %, so a 5 typed by habit (or a
     value out of range) is a usage error, not a limit that lets everything through."""
+
     def parse(text: str) -> float:
         try:
             value = float(text)

@@ -33,8 +33,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("promote", help="move alias champion to a version that passes the gate")
     parser.add_argument("model")
     parser.add_argument("version")
-    parser.add_argument("--max-nfr", type=fraction(0, 1), required=True,
-                        help="largest NFR against the champion, a fraction in [0, 1] (0.02 = 2 %%)")
-    parser.add_argument("--max-er-increase", type=fraction(-1, 1), default=0.0,
-                        help="largest ER increase over the champion, a fraction in [-1, 1] (default 0)")
+    parser.add_argument(
+        "--max-nfr",
+        type=fraction(0, 1),
+        required=True,
+        help="largest NFR against the champion, a fraction in [0, 1] (0.02 = 2 %%)",
+    )
+    parser.add_argument(
+        "--max-er-increase",
+        type=fraction(-1, 1),
+        default=0.0,
+        help="largest ER increase over the champion, a fraction in [-1, 1] (default 0)",
+    )
     parser.set_defaults(func=run)

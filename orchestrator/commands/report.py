@@ -24,15 +24,24 @@ def run(args: argparse.Namespace) -> int:
         return fail("report", str(e))
     except OSError as e:
         return fail("report", f"{out}: {e.strerror or e}")
-    print(f"{path}: {len(data.chain)} versions, {len(data.points)} evaluated runs, "
-          f"{data.n_flips} negative flips of v{data.version}" + (f" against v{data.parent}" if data.parent else ""))
+    print(
+        f"{path}: {len(data.chain)} versions, {len(data.points)} evaluated runs, "
+        f"{data.n_flips} negative flips of v{data.version}" + (f" against v{data.parent}" if data.parent else "")
+    )
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("report", help="a self-contained HTML report of a model's versions and flips",
-                                   parents=[out_option("where the HTML file goes (default: report.html)")])
+    parser = subparsers.add_parser(
+        "report",
+        help="a self-contained HTML report of a model's versions and flips",
+        parents=[out_option("where the HTML file goes (default: report.html)")],
+    )
     parser.add_argument("model", metavar="MODEL", help="registered model name")
-    parser.add_argument("--version", metavar="N", default=None,
-                        help="the version whose flips against its parent are explored (default: the latest)")
+    parser.add_argument(
+        "--version",
+        metavar="N",
+        default=None,
+        help="the version whose flips against its parent are explored (default: the latest)",
+    )
     parser.set_defaults(func=run)

@@ -1,7 +1,7 @@
 """`congruent run SPEC.yaml`: one update pipeline on an embedded local Ray, or on a cluster.
 
-    congruent run pipelines/examples/elodi-small.yaml               # Ray started inside the command
-    congruent run spec.yaml --ray-address 127.0.0.1:6379            # an existing cluster (or RAY_ADDRESS)
+congruent run pipelines/examples/elodi-small.yaml               # Ray started inside the command
+congruent run spec.yaml --ray-address 127.0.0.1:6379            # an existing cluster (or RAY_ADDRESS)
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.commands.options import fail, json_option, out_option, quiet_option, ray_address
 from orchestrator.views.format import percent
+from workers.errors import first_line
 
 
 def format_result(result: Any) -> str:
@@ -21,12 +22,26 @@ def format_result(result: Any) -> str:
     from orchestrator.views.tables import table
 
     m = result.metrics
-    rows = [[label, percent(r["er_old"]), percent(r["er_new"]), percent(r["nfr"]), percent(r["pfr"]),
-             percent(r["rel_nfr"], none="undefined")]
-            for label, r in (("new vs old", m.get("vs_old")), ("new vs paragon", m.get("vs_paragon")),
-                             ("paragon vs old", m.get("paragon_vs_old"))) if r is not None]
-    lines = [f"{result.model} {result.version} ({result.method}, {result.arch}): ER {percent(m['error_rate'])} "
-             f"on {result.n_eval} regression-eval samples (fingerprint {result.fingerprint})"]
+    rows = [
+        [
+            label,
+            percent(r["er_old"]),
+            percent(r["er_new"]),
+            percent(r["nfr"]),
+            percent(r["pfr"]),
+            percent(r["rel_nfr"], none="undefined"),
+        ]
+        for label, r in (
+            ("new vs old", m.get("vs_old")),
+            ("new vs paragon", m.get("vs_paragon")),
+            ("paragon vs old", m.get("paragon_vs_old")),
+        )
+        if r is not None
+    ]
+    lines = [
+        f"{result.model} {result.version} ({result.method}, {result.arch}): ER {percent(m['error_rate'])} "
+        f"on {result.n_eval} regression-eval samples (fingerprint {result.fingerprint})"
+    ]
     if rows:
         lines += ["", table(["update", "ER old", "ER new", "NFR", "PFR", "Rel-NFR"], rows)]
     lines += ["", f"predictions: {Path(result.labels).parent}/  checkpoint: {result.checkpoint}"]
@@ -38,8 +53,13 @@ def format_result(result: Any) -> str:
 def json_result(result: Any) -> dict[str, Any]:
     """`run --json`: the metrics (error_rate, vs_old, vs_paragon, paragon_vs_old, at the top level
     as before) and which version they belong to: model, version label, registered version, run."""
-    return {**result.metrics, "model": result.model, "version": result.version,
-            "registered_version": result.registered_version, "run_id": result.run_id}
+    return {
+        **result.metrics,
+        "model": result.model,
+        "version": result.version,
+        "registered_version": result.registered_version,
+        "run_id": result.run_id,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,29 +101,44 @@ def run(args: argparse.Namespace) -> int:
         result = run_pipeline(plan, run_dir, watch)
     except KeyboardInterrupt:
         watch.close()
-        return fail("run", f"interrupted: {args.spec}: stages cancelled, the MLflow run is marked KILLED, "
-                           "no version was registered", 130)
+        return fail(
+            "run",
+            f"interrupted: {args.spec}: stages cancelled, the MLflow run is marked KILLED, no version was registered",
+            130,
+        )
     except Exception as e:  # noqa: BLE001 — a stage failed: its MLflow run is FAILED and nothing was registered
         cause = getattr(e, "cause", None) or e  # a RayTaskError carries the worker's exception
-        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-        return fail("run", f"{args.spec}: pipeline failed ({type(cause).__name__}: {reason}); the MLflow run is "
-                           "marked FAILED with the traceback in error.log, no version was registered", 1)
+        reason = first_line(cause)
+        return fail(
+            "run",
+            f"{args.spec}: pipeline failed ({type(cause).__name__}: {reason}); the MLflow run is "
+            "marked FAILED with the traceback in error.log, no version was registered",
+            1,
+        )
     finally:
         watch.close()
     print(json.dumps(json_result(result)) if args.json else "\n" + format_result(result))
     if result.promotion is not None:
         passed = result.promotion["passed"]
-        print(f"{spec.model} v{result.registered_version} {'promoted to champion' if passed else 'NOT promoted'}: "
-              f"{result.promotion['reason']}", file=sys.stdout if passed else sys.stderr)
+        print(
+            f"{spec.model} v{result.registered_version} {'promoted to champion' if passed else 'NOT promoted'}: "
+            f"{result.promotion['reason']}",
+            file=sys.stdout if passed else sys.stderr,
+        )
         return 0 if passed else 1
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "run", help="run one update pipeline from a YAML spec on Ray",
-        parents=[ray_address(), out_option("where predictions and result.json go (default: runs/MODEL/VERSION)"),
-                 json_option("print only the result, as JSON: the metrics, model, version, registered_version, "
-                             "run_id"), quiet_option()])
+        "run",
+        help="run one update pipeline from a YAML spec on Ray",
+        parents=[
+            ray_address(),
+            out_option("where predictions and result.json go (default: runs/MODEL/VERSION)"),
+            json_option("print only the result, as JSON: the metrics, model, version, registered_version, run_id"),
+            quiet_option(),
+        ],
+    )
     parser.add_argument("spec", metavar="SPEC.yaml")
     parser.set_defaults(func=run)

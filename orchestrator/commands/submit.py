@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from orchestrator.commands.options import fail, jobs_address
+from workers.errors import first_line
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as e:
         return fail("submit", str(e))
     except (ConnectionError, RuntimeError) as e:
-        return fail("submit", f"cannot reach the Ray Jobs API ({str(e).splitlines()[0]})")
+        return fail("submit", f"cannot reach the Ray Jobs API ({first_line(e)})")
     print(f"submitted {spec.model} {spec.version} as Ray job {job_id}")
     if not args.wait:
         print(f"follow it with: congruent logs {job_id} --follow --jobs-address {client.get_address()}")
@@ -33,8 +34,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("submit", help="run an update pipeline on a Ray cluster as a Ray Job",
-                                   parents=[jobs_address()])
+    parser = subparsers.add_parser(
+        "submit", help="run an update pipeline on a Ray cluster as a Ray Job", parents=[jobs_address()]
+    )
     parser.add_argument("spec", metavar="SPEC.yaml")
     parser.add_argument("--wait", action="store_true", help="stream the job's logs and exit with its outcome")
     parser.set_defaults(func=run)

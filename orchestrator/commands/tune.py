@@ -19,12 +19,24 @@ def format_trials(record: Any) -> str:
     rows = []
     for i, t in enumerate(record.trials):
         marks = ("pick " if i == record.pick else "") + ("front" if i in record.pareto_front else "")
-        rows.append([t["trial_id"], *[f"{t['config'][k]:g}" for k in keys], percent(t["error_rate"]),
-                     percent(t["nfr"]), percent(t["rel_nfr"], none="undefined"), marks.strip()])
-    return "\n".join([
-        table(["trial", *keys, "ER", "NFR", "Rel-NFR", ""], rows), "",
-        f"no treatment (replicas' mean) ER {percent(record.no_treatment_error_rate)}, "
-        f"paragon ER {percent(record.paragon['er_new'])} NFR {percent(record.paragon['nfr'])}"])
+        rows.append(
+            [
+                t["trial_id"],
+                *[f"{t['config'][k]:g}" for k in keys],
+                percent(t["error_rate"]),
+                percent(t["nfr"]),
+                percent(t["rel_nfr"], none="undefined"),
+                marks.strip(),
+            ]
+        )
+    return "\n".join(
+        [
+            table(["trial", *keys, "ER", "NFR", "Rel-NFR", ""], rows),
+            "",
+            f"no treatment (replicas' mean) ER {percent(record.no_treatment_error_rate)}, "
+            f"paragon ER {percent(record.paragon['er_new'])} NFR {percent(record.paragon['nfr'])}",
+        ]
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,14 +76,20 @@ def run(args: argparse.Namespace) -> int:
         record, registered = run_search(plan, run_dir, watch, args.register_best)
     except KeyboardInterrupt:
         watch.close()
-        return fail("tune", f"interrupted: {args.spec}: trials stopped and their checkpoints deleted, the MLflow "
-                            "run is marked KILLED, no version was registered", 130)
+        return fail(
+            "tune",
+            f"interrupted: {args.spec}: trials stopped and their checkpoints deleted, the MLflow "
+            "run is marked KILLED, no version was registered",
+            130,
+        )
     finally:
         watch.close()
     print("\n" + format_trials(record))
     if record.stopped_early:
-        print(f"{len(record.stopped_early)} trial(s) stopped early by ASHA (not candidates): "
-              f"{', '.join(record.stopped_early)}")
+        print(
+            f"{len(record.stopped_early)} trial(s) stopped early by ASHA (not candidates): "
+            f"{', '.join(record.stopped_early)}"
+        )
     if record.pick is None:
         print(f"no trial has ER ≤ no-treatment ER + {100 * spec.tune.er_tolerance:.2f} pt: nothing picked")
     elif registered is not None:
@@ -82,8 +100,10 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "tune", help="Ray Tune search over ELODI's α and K, replicas trained once",
-        parents=[ray_address(), out_option("where results go (default: runs/MODEL/VERSION-tune)"), quiet_option()])
+        "tune",
+        help="Ray Tune search over ELODI's α and K, replicas trained once",
+        parents=[ray_address(), out_option("where results go (default: runs/MODEL/VERSION-tune)"), quiet_option()],
+    )
     parser.add_argument("spec", metavar="SPEC.yaml")
     parser.add_argument("--register-best", action="store_true", help="register the picked trial as a new version")
     parser.set_defaults(func=run)

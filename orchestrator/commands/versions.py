@@ -26,23 +26,46 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(output))
         return 0
-    cells = [[r["version"], r["label"], r["method"], r["arch"], r["parent_version"] or "—", percent(r["error_rate"]),
-              percent(r["nfr"]), percent(r["pfr"]), percent(r["rel_nfr"]), ",".join(r["aliases"]), r["created"]]
-             for r in rows]
+    cells = [
+        [
+            r["version"],
+            r["label"],
+            r["method"],
+            r["arch"],
+            r["parent_version"] or "—",
+            percent(r["error_rate"]),
+            percent(r["nfr"]),
+            percent(r["pfr"]),
+            percent(r["rel_nfr"]),
+            ",".join(r["aliases"]),
+            r["created"],
+        ]
+        for r in rows
+    ]
     print(f"{args.model}: {len(rows)} versions (flips against each version's parent)")
-    print(table(["version", "label", "method", "arch", "parent", "ER", "NFR", "PFR", "Rel-NFR", "aliases", "created"],
-                cells, left=4))
+    print(
+        table(
+            ["version", "label", "method", "arch", "parent", "ER", "NFR", "PFR", "Rel-NFR", "aliases", "created"],
+            cells,
+            left=4,
+        )
+    )
     if args.matrix:
         m = output["matrix"]
         print(f"\nNFR matrix (rows = old, columns = new) on eval split {m['fingerprint']}")
-        print(table(["old\\new", *m["versions"]],
-                    [[v, *map(percent, row)] for v, row in zip(m["versions"], m["nfr_matrix"])]))
+        print(
+            table(
+                ["old\\new", *m["versions"]],
+                [[v, *map(percent, row)] for v, row in zip(m["versions"], m["nfr_matrix"])],
+            )
+        )
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("versions", help="the version chain of a registered model, with flips",
-                                   parents=[json_option()])
+    parser = subparsers.add_parser(
+        "versions", help="the version chain of a registered model, with flips", parents=[json_option()]
+    )
     parser.add_argument("model")
     parser.add_argument("--matrix", action="store_true", help="also the pairwise NFR matrix from the ledgers")
     parser.set_defaults(func=run)

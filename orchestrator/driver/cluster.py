@@ -3,11 +3,13 @@ as a Ray task that notes the node it ran on."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pipelines.spec import SpecError, UpdateSpec, WorkerResources
+from workers.errors import first_line
 
 FORWARDED_ENV_PREFIXES = ("AWS_", "MLFLOW_S3_")  # what workers need for S3 storage, never logged
 
@@ -32,11 +34,17 @@ def connect(ray_address: str | None, dashboard: bool = False, worker_logs: bool 
     # a driver submitted as a Ray Job already gives its workers the job's runtime_env
     runtime_env = None if "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ else {"env_vars": worker_env()}
     if ray_address:
-        ray.init(address=ray_address, logging_level="WARNING", runtime_env=runtime_env, log_to_driver=worker_logs)
+        ray.init(address=ray_address, logging_level=logging.WARNING, runtime_env=runtime_env, log_to_driver=worker_logs)
     else:
         quiet_local_auth()
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=dashboard, logging_level="WARNING",
-                 runtime_env=runtime_env, log_to_driver=worker_logs)
+        ray.init(
+            address="local",
+            num_cpus=os.cpu_count(),
+            include_dashboard=dashboard,
+            logging_level=logging.WARNING,
+            runtime_env=runtime_env,
+            log_to_driver=worker_logs,
+        )
 
 
 def quiet_local_auth() -> None:
@@ -46,7 +54,7 @@ def quiet_local_auth() -> None:
     if "RAY_AUTH_MODE" in os.environ:
         return
     os.environ["RAY_AUTH_MODE"] = "token"
-    from ray._raylet import Config
+    from ray._raylet import Config  # type: ignore[attr-defined]  # ray's _raylet.pyi omits the Cython class
 
     Config.initialize("")  # Ray reads RAY_AUTH_MODE once, at import; it refreshes it the same way itself
 
@@ -63,8 +71,7 @@ def local_capacity(spec: UpdateSpec) -> dict[str, float]:
     return {"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)}
 
 
-def check_cluster(spec: UpdateSpec, ray_address: str | None, replicas: bool, student: bool, pool_actors: int
-                  ) -> None:
+def check_cluster(spec: UpdateSpec, ray_address: str | None, replicas: bool, student: bool, pool_actors: int) -> None:
     """`check_resources` against the cluster the command runs on, before any Ray work: an existing
     cluster (`ray_address`, RAY_ADDRESS, or one this process already joined) is joined and asked;
     the embedded local Ray is not started here, this machine's cores answer for it. SpecError
@@ -76,8 +83,7 @@ def check_cluster(spec: UpdateSpec, ray_address: str | None, replicas: bool, stu
             connect(ray_address)
         except ConnectionError as e:
             address = ray_address or os.environ.get("RAY_ADDRESS")
-            raise SpecError(f"cannot join the Ray cluster at {address} ({(str(e).splitlines() or ['no answer'])[0]})"
-                            ) from None
+            raise SpecError(f"cannot join the Ray cluster at {address} ({first_line(e)})") from None
         capacity = ray.cluster_resources()
         nodes = node_capacities()
     else:
@@ -87,8 +93,9 @@ def check_cluster(spec: UpdateSpec, ray_address: str | None, replicas: bool, stu
     check_placement(spec, nodes, replicas, student, pool_actors)
 
 
-def check_resources(spec: UpdateSpec, capacity: Mapping[str, float], replicas: bool, student: bool,
-                    pool_actors: int) -> None:
+def check_resources(
+    spec: UpdateSpec, capacity: Mapping[str, float], replicas: bool, student: bool, pool_actors: int
+) -> None:
     """SpecError when a cluster of `capacity` ({"CPU": n, "GPU": n}) can never hold a stage the
     method runs (Ray would wait forever): a replica (when `replicas`), or the student (when
     `student`) together with the `pool_actors` teacher actors it is reserved with."""
@@ -97,16 +104,18 @@ def check_resources(spec: UpdateSpec, capacity: Mapping[str, float], replicas: b
     replica_cpus, replica_gpus = r.replica.workers * r.replica.cpus, r.replica.workers * r.replica.gpus
     if replicas and (replica_cpus > cpus or replica_gpus > gpus):
         workers = f"{r.replica.workers} workers × " if r.replica.workers > 1 else ""
-        raise SpecError(f"resources.replica: asks {workers}{r.replica.cpus} CPU / {r.replica.gpus} GPU, "
-                        f"cluster has {cpus} / {gpus}")
+        raise SpecError(
+            f"resources.replica: asks {workers}{r.replica.cpus} CPU / {r.replica.gpus} GPU, cluster has {cpus} / {gpus}"
+        )
     n = r.student.workers if student else 0
     distill_cpus = n * r.student.cpus + pool_actors * r.teacher.cpus
     distill_gpus = n * r.student.gpus + pool_actors * r.teacher.gpus
     if distill_cpus > cpus or distill_gpus > gpus:
         who = ("student" if n == 1 else f"{n} student workers") if n else None
         what = " + ".join(([who] if who else []) + ([f"{pool_actors} teacher actors"] if pool_actors else []))
-        raise SpecError(f"resources: {what} need {distill_cpus} CPU / {distill_gpus} GPU at once, "
-                        f"cluster has {cpus} / {gpus}")
+        raise SpecError(
+            f"resources: {what} need {distill_cpus} CPU / {distill_gpus} GPU at once, cluster has {cpus} / {gpus}"
+        )
 
 
 def node_capacities() -> list[tuple[float, float]]:
@@ -116,8 +125,9 @@ def node_capacities() -> list[tuple[float, float]]:
     return [(n["Resources"].get("CPU", 0.0), n["Resources"].get("GPU", 0.0)) for n in ray.nodes() if n["Alive"]]
 
 
-def placeable(nodes: list[tuple[float, float]], spread: list[tuple[float, float]],
-              bundles: list[tuple[float, float]]) -> bool:
+def placeable(
+    nodes: list[tuple[float, float]], spread: list[tuple[float, float]], bundles: list[tuple[float, float]]
+) -> bool:
     """Whether `spread` bundles (round-robin over the nodes, roomiest first, as the teacher pool's
     SPREAD placement puts them) and then `bundles` (each on the first node it fits, largest first)
     fit the nodes' (CPU, GPU) capacities. A pure function: tests/test_plan.py checks it by hand."""
@@ -137,20 +147,35 @@ def placeable(nodes: list[tuple[float, float]], spread: list[tuple[float, float]
     return True
 
 
-def check_placement(spec: UpdateSpec, nodes: list[tuple[float, float]], replicas: bool, needs_student: bool,
-                    pool_actors: int) -> None:
+def check_placement(
+    spec: UpdateSpec, nodes: list[tuple[float, float]], replicas: bool, needs_student: bool, pool_actors: int
+) -> None:
     """SpecError when a data-parallel stage's workers cannot be placed on the `nodes` (CPU, GPU)
     (Ray Train would wait for them forever): the replica's workers alone, the student's beside the
     teacher actors."""
     r = spec.resources
-    if replicas and r.replica.workers > 1 and not placeable(
-            nodes, [], [(r.replica.cpus, r.replica.gpus)] * r.replica.workers):
-        raise SpecError(f"resources.replica: {r.replica.workers} workers of {r.replica.cpus} CPU / {r.replica.gpus} "
-                        f"GPU do not fit on the cluster's nodes {nodes} (CPU, GPU)")
-    if needs_student and r.student.workers > 1 and not placeable(
-            nodes, [(r.teacher.cpus, r.teacher.gpus)] * pool_actors, [(r.student.cpus, r.student.gpus)] * r.student.workers):
-        raise SpecError(f"resources.student: {r.student.workers} workers of {r.student.cpus} CPU / {r.student.gpus} GPU "
-                        f"do not fit beside {pool_actors} teacher actors on the cluster's nodes {nodes} (CPU, GPU)")
+    if (
+        replicas
+        and r.replica.workers > 1
+        and not placeable(nodes, [], [(r.replica.cpus, r.replica.gpus)] * r.replica.workers)
+    ):
+        raise SpecError(
+            f"resources.replica: {r.replica.workers} workers of {r.replica.cpus} CPU / {r.replica.gpus} "
+            f"GPU do not fit on the cluster's nodes {nodes} (CPU, GPU)"
+        )
+    if (
+        needs_student
+        and r.student.workers > 1
+        and not placeable(
+            nodes,
+            [(r.teacher.cpus, r.teacher.gpus)] * pool_actors,
+            [(r.student.cpus, r.student.gpus)] * r.student.workers,
+        )
+    ):
+        raise SpecError(
+            f"resources.student: {r.student.workers} workers of {r.student.cpus} CPU / {r.student.gpus} GPU "
+            f"do not fit beside {pool_actors} teacher actors on the cluster's nodes {nodes} (CPU, GPU)"
+        )
 
 
 def bundle(resources: WorkerResources) -> dict[str, float]:

@@ -9,7 +9,8 @@ order given: 0, 1, 2, ...
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -64,8 +65,7 @@ def load_labels(path: str | os.PathLike) -> np.ndarray:
     return labels.astype(np.int64, copy=False)
 
 
-def load_prediction_file(path: str | os.PathLike, n: int | None = None, num_classes: int | None = None
-                         ) -> np.ndarray:
+def load_prediction_file(path: str | os.PathLike, n: int | None = None, num_classes: int | None = None) -> np.ndarray:
     """Predictions from a .npy file: 1-D non-negative integer ids or 2-D finite float logits.
 
     When `n` is given, the file must hold exactly n predictions; with `num_classes` (the labels'
@@ -74,23 +74,20 @@ def load_prediction_file(path: str | os.PathLike, n: int | None = None, num_clas
     predictions = _load_array(path)
     if predictions.ndim == 1:
         if not np.issubdtype(predictions.dtype, np.integer):
-            raise InputError(
-                path, f"1-D predictions must be integer class ids, got dtype {predictions.dtype}"
-            )
+            raise InputError(path, f"1-D predictions must be integer class ids, got dtype {predictions.dtype}")
         if predictions.size and predictions.min() < 0:
-            raise InputError(
-                path, f"predictions contain negative class ids (min {predictions.min()})"
-            )
+            raise InputError(path, f"predictions contain negative class ids (min {predictions.min()})")
     elif predictions.ndim == 2:
         if not np.issubdtype(predictions.dtype, np.floating):
-            raise InputError(
-                path, f"2-D predictions must be float logits, got dtype {predictions.dtype}"
-            )
+            raise InputError(path, f"2-D predictions must be float logits, got dtype {predictions.dtype}")
         if predictions.shape[1] == 0:
             raise InputError(path, f"logits have zero classes (shape {predictions.shape})")
         if num_classes is not None and predictions.shape[1] < num_classes:
-            raise InputError(path, f"logits have {predictions.shape[1]} columns, but the labels reach class "
-                                   f"{num_classes - 1}: a model of these labels has at least {num_classes}")
+            raise InputError(
+                path,
+                f"logits have {predictions.shape[1]} columns, but the labels reach class "
+                f"{num_classes - 1}: a model of these labels has at least {num_classes}",
+            )
         finite_rows = np.isfinite(predictions).all(axis=1)
         if not finite_rows.all():
             row = int(np.argmin(finite_rows))

@@ -47,9 +47,12 @@ def demo_specs(settings: DemoSettings, old: str = "v1") -> list[dict[str, Any]]:
     """The three spec documents; v2's `old` is v1's registered version (`run_demo` fills it in)."""
     resources = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2}
     if settings.gpus > 0:
-        resources = {"replica": {"cpus": 1, "gpus": settings.gpus / 2}, "student": {"cpus": 1, "gpus": settings.gpus},
-                     "teacher_actors": 0}
-    common = {
+        resources = {
+            "replica": {"cpus": 1, "gpus": settings.gpus / 2},
+            "student": {"cpus": 1, "gpus": settings.gpus},
+            "teacher_actors": 0,
+        }
+    common: dict[str, Any] = {
         "model": settings.model,
         "data": {"dataset": "fashion-mnist", "train_limit": settings.train_limit, "eval_limit": settings.eval_limit},
         "train": {"epochs": settings.epochs, "batch_size": 128, "lr": 0.05, "seed": settings.seed, "augment": False},
@@ -59,11 +62,29 @@ def demo_specs(settings: DemoSettings, old: str = "v1") -> list[dict[str, Any]]:
     v1_data = {**common["data"], "subset": "half-samples"}  # the old version saw half of the images
     v1_train = {**common["train"], "epochs": max(1, settings.epochs // 2)}
     return [
-        {**common, "version": "v1", "arch": "mlp-small", "data": v1_data, "train": v1_train, "method": {"name": "none"}},
+        {
+            **common,
+            "version": "v1",
+            "arch": "mlp-small",
+            "data": v1_data,
+            "train": v1_train,
+            "method": {"name": "none"},
+        },
         {**common, "version": "v2-none", "arch": "mlp", "method": {"name": "none"}, "old": old},
-        {**common, "version": "v2-elodi", "arch": "mlp", "old": old,
-         "method": {"name": "elodi", "m": settings.m, "alpha": 0.8, "k": 10, "topk_by": "teacher",
-                    "legacy_weight": settings.legacy_weight}},
+        {
+            **common,
+            "version": "v2-elodi",
+            "arch": "mlp",
+            "old": old,
+            "method": {
+                "name": "elodi",
+                "m": settings.m,
+                "alpha": 0.8,
+                "k": 10,
+                "topk_by": "teacher",
+                "legacy_weight": settings.legacy_weight,
+            },
+        },
     ]
 
 
@@ -97,10 +118,14 @@ class Verdict:
         return self.elodi_er - float(np.mean(self.none_ers))
 
     def checks(self) -> list[tuple[str, bool]]:
-        return [(f"NFR ≤ 0.85× no treatment's ({self.ratio:.2f}×)", self.ratio <= 0.85),
-                (f"more than 2 std below it (z = {self.z:.1f})" if self.z is not None else "more than 2 std below it",
-                 self.z is not None and self.z > 2),
-                (f"ER ≤ no treatment's + 0.3 pt ({100 * self.er_increase:+.2f} pt)", self.er_increase <= 0.003)]
+        return [
+            (f"NFR ≤ 0.85× no treatment's ({self.ratio:.2f}×)", self.ratio <= 0.85),
+            (
+                f"more than 2 std below it (z = {self.z:.1f})" if self.z is not None else "more than 2 std below it",
+                self.z is not None and self.z > 2,
+            ),
+            (f"ER ≤ no treatment's + 0.3 pt ({100 * self.er_increase:+.2f} pt)", self.er_increase <= 0.003),
+        ]
 
 
 def verdict(results: Sequence[PipelineResult], replica_logits: dict[str, np.ndarray]) -> Verdict:
@@ -113,12 +138,18 @@ def verdict(results: Sequence[PipelineResult], replica_logits: dict[str, np.ndar
     old = np.load(elodi.predictions["old"])
     plain = [np.load(results[1].predictions["new"]), *replica_logits.values()]
     paragon = elodi.metrics.get("paragon_vs_old")
-    return Verdict([negative_flip_rate(old, p, labels) for p in plain], [error_rate(p, labels) for p in plain],
-                   elodi.metrics["vs_old"]["nfr"], elodi.metrics["error_rate"], paragon["nfr"] if paragon else None)
+    return Verdict(
+        [negative_flip_rate(old, p, labels) for p in plain],
+        [error_rate(p, labels) for p in plain],
+        elodi.metrics["vs_old"]["nfr"],
+        elodi.metrics["error_rate"],
+        paragon["nfr"] if paragon else None,
+    )
 
 
-def run_demo(settings: DemoSettings, watch: StageWatch, announce: Callable[[str], None]
-             ) -> tuple[list[PipelineResult], Verdict]:
+def run_demo(
+    settings: DemoSettings, watch: StageWatch, announce: Callable[[str], None]
+) -> tuple[list[PipelineResult], Verdict]:
     """v1, then v2-none and v2-elodi against v1's registered version, and the verdict (Ray must be
     initialised)."""
     from orchestrator.driver.stages import eval_split_logits
@@ -132,5 +163,6 @@ def run_demo(settings: DemoSettings, watch: StageWatch, announce: Callable[[str]
         announce(f"\n{plan.spec.version}: {plan.spec.arch}, method {plan.method}")
         watch.display.prefix = f"{plan.spec.version} "
         results.append(run_pipeline(plan, settings.out / plan.spec.version, watch))
+    assert plan is not None  # demo_specs gives three documents
     replica_logits = eval_split_logits(plan, {r.name: r.checkpoint for r in results[-1].replicas})
     return results, verdict(results, replica_logits)

@@ -64,12 +64,17 @@ def train_loop(config: dict[str, Any]) -> None:
             shutil.copyfile(Path(directory, MODEL), local)
     device = torch.device(job.config.device)
     memory_format = torch.channels_last if job.config.channels_last else torch.contiguous_format
-    model = prepare_model(model.to(device, memory_format=memory_format), move_to_device=False)
+    model = prepare_model(
+        model.to(device, memory_format=memory_format),  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
+        move_to_device=False,
+    )
     references = None
     if job.objective.references:
-        references = (TeacherPool(config["actors"], job.objective.references, config["train_images"][0],
-                                  config.get("topk")) if config.get("actors")
-                      else local_references(job))
+        references = (
+            TeacherPool(config["actors"], job.objective.references, config["train_images"][0], config.get("topk"))
+            if config.get("actors")
+            else local_references(job)
+        )
     reporter = None
     if rank == 0 and config.get("queue") is not None:
         reporter = ProgressReporter(job.name, job.config.epochs, job.config.batch_size, config["queue"].put_nowait)
@@ -88,9 +93,20 @@ def train_loop(config: dict[str, Any]) -> None:
                 Path(directory, RECORD).write_text(json.dumps(final))
             ray.train.report(metrics, checkpoint=Checkpoint.from_directory(directory))
 
-    result = train(model, splits.train, job.config, job.objective, references, splits.val if rank == 0 else None,
-                   settings, local, report, on_step=books.step, val_reference=val_reference(job) if rank == 0 else None,
-                   shard=(rank, world))
+    result = train(
+        model,
+        splits.train,
+        job.config,
+        job.objective,
+        references,
+        splits.val if rank == 0 else None,
+        settings,
+        local,
+        report,
+        on_step=books.step,
+        val_reference=val_reference(job) if rank == 0 else None,
+        shard=(rank, world),
+    )
     deliveries = references.deliveries() if isinstance(references, TeacherPool) else None
     gathered: list[Any] = [None] * world
     dist.all_gather_object(gathered, (ray.get_runtime_context().get_node_id(), deliveries))
@@ -116,9 +132,16 @@ def _sum(per_worker: list[dict[str, int]]) -> dict[str, int]:
     return {key: sum(worker[key] for worker in per_worker) for key in keys if key != "bytes_per_request"}
 
 
-def fit(job: TrainJob, resources: WorkerResources, workers: int, run_folder: str, queue: Any = None,
-        actors: list | None = None, topk: dict[str, int] | None = None, train_images: list | None = None
-        ) -> TrainRecord:
+def fit(
+    job: TrainJob,
+    resources: WorkerResources,
+    workers: int,
+    run_folder: str,
+    queue: Any = None,
+    actors: list | None = None,
+    topk: dict[str, int] | None = None,
+    train_images: list | None = None,
+) -> TrainRecord:
     """Train `job` on `workers` Ray Train workers (each with `resources`); its Ray Train run lives in
     `run_folder` (local or s3://). A finished model at the job's checkpoint URI is reused as is."""
     from ray.train import CheckpointConfig, FailureConfig, LoggingConfig, RunConfig, ScalingConfig
@@ -136,13 +159,20 @@ def fit(job: TrainJob, resources: WorkerResources, workers: int, run_folder: str
     trainer = TorchTrainer(
         train_loop,
         train_loop_config={"job": job, "queue": queue, "actors": actors, "topk": topk, "train_images": train_images},
-        scaling_config=ScalingConfig(num_workers=workers, use_gpu=resources.gpus > 0,
-                                     resources_per_worker=_per_worker(resources)),
-        run_config=RunConfig(name=name, storage_path=base, failure_config=FailureConfig(max_failures=2),
-                             checkpoint_config=CheckpointConfig(num_to_keep=2),
-                             logging_config=LoggingConfig(log_level="WARNING")),  # our progress, not its reports
+        scaling_config=ScalingConfig(
+            num_workers=workers, use_gpu=resources.gpus > 0, resources_per_worker=_per_worker(resources)
+        ),
+        # mypy resolves ray.train's RunConfig to ray.air's (v1); at run time it is v2's, which takes logging_config
+        run_config=RunConfig(  # type: ignore[call-arg]
+            name=name,
+            storage_path=base,
+            failure_config=FailureConfig(max_failures=2),
+            checkpoint_config=CheckpointConfig(num_to_keep=2),
+            logging_config=LoggingConfig(log_level="WARNING"),
+        ),  # our progress, not its reports
     )
     result = trainer.fit()
+    assert result.checkpoint is not None  # rank 0 reports the final model's checkpoint last
     with result.checkpoint.as_directory() as directory:
         record = TrainRecord(**json.loads(Path(directory, RECORD).read_text()))
         storage.upload(Path(directory, MODEL), job.checkpoint_uri)

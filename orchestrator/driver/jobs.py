@@ -38,8 +38,10 @@ def entrypoint(model: str, version: str, spec_hash: str) -> str:
     long driver still runs there (seen here: the driver's cwd vanished before registration), so
     the driver first moves the project and the spec into a directory of its own and runs there."""
     folder = f"${{TMPDIR:-/tmp}}/congruent-jobs/{model}/{version}-{spec_hash}"
-    return (f'mkdir -p "{folder}" && cp -r {" ".join(PACKAGES)} spec.yaml "{folder}"/ && cd "{folder}" '
-            "&& python -m orchestrator run spec.yaml --out .")
+    return (
+        f'mkdir -p "{folder}" && cp -r {" ".join(PACKAGES)} spec.yaml "{folder}"/ && cd "{folder}" '
+        "&& python -m orchestrator run spec.yaml --out ."
+    )
 
 
 def client(address: str | None) -> Any:

@@ -1,13 +1,13 @@
 """One update pipeline, top-down: the stages its method needs, then evaluation and publishing.
 
-    plan = preflight(spec)                  # driver: data, old checkpoint, registry (plan.py)
-    run_pipeline(plan, run_dir, watch)
-      replicas   m Ray tasks in parallel    (elodi, ensemble)
-      pool       Ray actors serving teacher logits, reserved with the student
-      student    one Ray task, distilled online from the pool (or plain CE)
-      bcwi       one Ray task: α picked on val (bcwi)
-      evaluate   one Ray task: logits on the regression-eval split; metrics in the driver
-      publish    MLflow: nested runs, evaluation, ledger, registry version, promotion gate
+plan = preflight(spec)                  # driver: data, old checkpoint, registry (plan.py)
+run_pipeline(plan, run_dir, watch)
+  replicas   m Ray tasks in parallel    (elodi, ensemble)
+  pool       Ray actors serving teacher logits, reserved with the student
+  student    one Ray task, distilled online from the pool (or plain CE)
+  bcwi       one Ray task: α picked on val (bcwi)
+  evaluate   one Ray task: logits on the regression-eval split; metrics in the driver
+  publish    MLflow: nested runs, evaluation, ledger, registry version, promotion gate
 """
 
 from __future__ import annotations
@@ -82,9 +82,11 @@ def stage_titles(plan: Plan) -> list[str]:
     if plan.needs_replicas:
         titles.append(f"training {plan.spec.method.m} replicas of {plan.spec.arch} in parallel")
     if plan.needs_student:
-        titles.append(f"distilling the student ({plan.method}) online from "
-                      f"{plan.spec.resources.teacher_actors} teacher actors"
-                      if plan.objective.references else f"training the model ({plan.method})")
+        titles.append(
+            f"distilling the student ({plan.method}) online from {plan.spec.resources.teacher_actors} teacher actors"
+            if plan.objective.references
+            else f"training the model ({plan.method})"
+        )
     titles.append("evaluating on the regression-eval split")
     return [f"stage {i}/{len(titles)}: {title}" for i, title in enumerate(titles, 1)]
 
@@ -109,8 +111,9 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
         groups = plan.reference_groups([r.checkpoint for r in replicas])
         # a data-parallel student's workers are reserved by Ray Train, not in the pool's placement group
         data_parallel = plan.needs_student and spec.resources.student.workers > 1
-        with serving_pool(plan, groups, with_student=plan.needs_student and not data_parallel,
-                          spread=data_parallel) as pool:
+        with serving_pool(
+            plan, groups, with_student=plan.needs_student and not data_parallel, spread=data_parallel
+        ) as pool:
             if plan.needs_student:
                 watch.say(next(titles))
                 in_process = groups if pool is None and plan.objective.references else None
@@ -130,18 +133,35 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
         watch.say(next(titles))
         evaluation = evaluate(plan, checkpoint, paragon, run_dir)
         result = PipelineResult(
-            model=spec.model, version=spec.version, method=plan.method, arch=spec.arch, spec_hash=spec.spec_hash,
-            fingerprint=plan.eval_fingerprint, n_eval=evaluation.n_eval, checkpoint=checkpoint, old=spec.old,
-            metrics=evaluation.metrics, predictions=evaluation.predictions, labels=evaluation.labels,
-            replicas=replicas, student=student, teacher_pool=pool_record, bcwi=bcwi, seconds=seconds, run_id=run_id)
+            model=spec.model,
+            version=spec.version,
+            method=plan.method,
+            arch=spec.arch,
+            spec_hash=spec.spec_hash,
+            fingerprint=plan.eval_fingerprint,
+            n_eval=evaluation.n_eval,
+            checkpoint=checkpoint,
+            old=spec.old,
+            metrics=evaluation.metrics,
+            predictions=evaluation.predictions,
+            labels=evaluation.labels,
+            replicas=replicas,
+            student=student,
+            teacher_pool=pool_record,
+            bcwi=bcwi,
+            seconds=seconds,
+            run_id=run_id,
+        )
         publish(plan, result, run_dir, watch)
     return result
 
 
 def _bcwi_line(bcwi: BcwiRecord) -> str:
     picked = next(row for row in bcwi.sweep if row["alpha"] == bcwi.alpha)
-    return (f"BCWI: α = {bcwi.alpha} picked on the validation split (val ER {100 * picked['error_rate']:.2f}%, "
-            f"val NFR {100 * picked['nfr']:.2f}%)")
+    return (
+        f"BCWI: α = {bcwi.alpha} picked on the validation split (val ER {100 * picked['error_rate']:.2f}%, "
+        f"val NFR {100 * picked['nfr']:.2f}%)"
+    )
 
 
 def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run_dir: Path) -> Evaluation:
@@ -150,6 +170,7 @@ def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run
     checkpoints = {name: uri for name, uri in (("new", checkpoint), ("old", plan.spec.old)) if uri is not None}
     logits = eval_split_logits(plan, checkpoints) if checkpoints else {}
     if checkpoint is None:
+        assert paragon is not None  # no model checkpoint: the ensemble method, evaluated by its paragon
         logits["new"] = paragon
     elif paragon is not None:
         logits["paragon"] = paragon
@@ -171,8 +192,9 @@ def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run
     order = [name for name in ("new", "old", "paragon") if name in logits]
     for name in order:
         np.save(folder / f"{name}.npy", logits[name].astype(np.float32))
-    return Evaluation(metrics, {name: str(folder / f"{name}.npy") for name in order}, str(folder / "labels.npy"),
-                      len(labels))
+    return Evaluation(
+        metrics, {name: str(folder / f"{name}.npy") for name in order}, str(folder / "labels.npy"), len(labels)
+    )
 
 
 def version_tags(spec: UpdateSpec, plan: Plan, metrics: dict[str, Any]) -> dict[str, str]:
@@ -182,18 +204,26 @@ def version_tags(spec: UpdateSpec, plan: Plan, metrics: dict[str, Any]) -> dict[
     where it is undefined)."""
     vs_old = metrics.get("vs_old", {})
     old = plan.old_as_written if plan.parent else spec.old  # a registry reference as written, else the path
-    optional = {"parent_version": plan.parent.version if plan.parent else None, "old": old,
-                **{k: None if vs_old.get(k) is None else f"{vs_old[k]:.6f}" for k in ("nfr", "pfr", "rel_nfr")}}
+    optional = {
+        "parent_version": plan.parent.version if plan.parent else None,
+        "old": old,
+        **{k: None if vs_old.get(k) is None else f"{vs_old[k]:.6f}" for k in ("nfr", "pfr", "rel_nfr")},
+    }
     return {
-        "method": spec.method.name, "arch": spec.arch, "label": spec.version,
-        "fingerprint": plan.eval_fingerprint, "spec_hash": spec.spec_hash, "error_rate": f"{metrics['error_rate']:.6f}",
+        "method": spec.method.name,
+        "arch": spec.arch,
+        "label": spec.version,
+        "fingerprint": plan.eval_fingerprint,
+        "spec_hash": spec.spec_hash,
+        "error_rate": f"{metrics['error_rate']:.6f}",
         **{k: v for k, v in optional.items() if v is not None},
         **({"nfr_classes": ",".join(map(str, plan.old_classes))} if plan.old_classes is not None else {}),
     }
 
 
-def publish(plan: Plan, result: PipelineResult, run_dir: Path, watch: StageWatch, spec: UpdateSpec | None = None
-            ) -> None:
+def publish(
+    plan: Plan, result: PipelineResult, run_dir: Path, watch: StageWatch, spec: UpdateSpec | None = None
+) -> None:
     """MLflow: nested runs per trained model, the pool's and BCWI's figures, the evaluation with
     the ledger; then the registry version (once per spec) and the promotion gate of `spec.promote`;
     last, result.json in `run_dir` and the run. `spec`: the one registered (a Tune trial's)."""
@@ -205,26 +235,41 @@ def publish(plan: Plan, result: PipelineResult, run_dir: Path, watch: StageWatch
         runs.log_training(name, result.student, {"method": spec.method.name})
     if result.teacher_pool is not None:
         batches = (result.student.teacher_batches or {}) if result.student else {}
-        runs.log_metrics("teacher_pool.", {**{k: v for k, v in asdict(result.teacher_pool).items() if k != "pids"},
-                                           **{f"batches_{k}": v for k, v in batches.items()}})
+        runs.log_metrics(
+            "teacher_pool.",
+            {
+                **{k: v for k, v in asdict(result.teacher_pool).items() if k != "pids"},
+                **{f"batches_{k}": v for k, v in batches.items()},
+            },
+        )
     if result.bcwi is not None:
         runs.log_bcwi(result.bcwi.alpha, result.bcwi.sweep)
     runs.log_metrics("seconds.", result.seconds)
     runs.log_evaluation(result.metrics, run_dir / "predictions")
     (run_dir / "ledger").mkdir(exist_ok=True)
     trained = result.bcwi or result.student
-    ledger = write_ledger(run_dir / "ledger" / "predictions.npz", np.load(result.predictions["new"]),
-                          np.load(result.labels), result.fingerprint, trained.classes_seen if trained else None)
+    ledger = write_ledger(
+        run_dir / "ledger" / "predictions.npz",
+        np.load(result.predictions["new"]),
+        np.load(result.labels),
+        result.fingerprint,
+        trained.classes_seen if trained else None,
+    )
     runs.log_file(ledger, "ledger")
     if result.checkpoint is not None:
-        version, new = registry.register_once(spec.model, result.checkpoint, version_tags(spec, plan, result.metrics),
-                                              spec.allow_user_factories)
-        watch.say(f"registered {spec.model} version {version} (alias challenger)" if new else
-                  f"{spec.model} version {version} already holds spec {spec.spec_hash}: not registered again")
+        version, new = registry.register_once(
+            spec.model, result.checkpoint, version_tags(spec, plan, result.metrics), spec.allow_user_factories
+        )
+        watch.say(
+            f"registered {spec.model} version {version} (alias challenger)"
+            if new
+            else f"{spec.model} version {version} already holds spec {spec.spec_hash}: not registered again"
+        )
         result.registered_version = version
     if spec.promote is not None and result.registered_version is not None:
-        passed, why = registry.gate(spec.model, result.registered_version, spec.promote.max_nfr,
-                                    spec.promote.max_er_increase)
+        passed, why = registry.gate(
+            spec.model, result.registered_version, spec.promote.max_nfr, spec.promote.max_er_increase
+        )
         if passed:
             registry.set_champion(spec.model, result.registered_version)
         result.promotion = {"passed": passed, "reason": why}

@@ -18,9 +18,9 @@ from orchestrator.driver.cluster import device, threads
 from orchestrator.tracking.registry import Reference
 from pipelines.spec import MethodSpec, SpecError, UpdateSpec, WorkerResources
 from workers import storage
+from workers.jobs import DataRequest, TrainJob
 from workers.names import REPLICA_METHODS
 from workers.objectives import Objective
-from workers.jobs import DataRequest, TrainJob
 from workers.trainer import TrainConfig
 
 
@@ -60,12 +60,16 @@ def applied_params(spec: UpdateSpec) -> dict[str, str]:
     """What the spec's `auto` settings resolved to, as MLflow params: `augment.crop`, `augment.flip`,
     `warmup.student_epochs`. (Each training's nested run has the whole TrainConfig it ran with.)"""
     crop, flip = train_config(spec, spec.train.seed, spec.resources.student, student=True).augmentation
-    return {"augment.crop": str(crop), "augment.flip": str(flip).lower(),
-            "warmup.student_epochs": f"{warmup_epochs(spec, student=True):g}"}
+    return {
+        "augment.crop": str(crop),
+        "augment.flip": str(flip).lower(),
+        "warmup.student_epochs": f"{warmup_epochs(spec, student=True):g}",
+    }
 
 
-def train_config(spec: UpdateSpec, seed: int, resources: WorkerResources, student: bool = False,
-                 fp32: bool = False) -> TrainConfig:
+def train_config(
+    spec: UpdateSpec, seed: int, resources: WorkerResources, student: bool = False, fp32: bool = False
+) -> TrainConfig:
     """The spec's `train` section for a model of seed `seed` trained with `resources` (`student`: the
     deployed model's training, whose objective is the method's): every field by name, its `auto`
     values resolved, plus where the task computes (threads, device); `fp32`: whatever the spec's
@@ -114,6 +118,7 @@ class Plan:
         if replica_checkpoints:
             groups["teacher"] = list(replica_checkpoints)
         if "old" in self.objective.references:
+            assert self.spec.old is not None  # the spec's validator requires old for an objective that reads it
             groups["old"] = [self.spec.old]
         return groups
 
@@ -128,16 +133,25 @@ class Plan:
         checkpoints are keyed by data, architecture and training settings, not by the method, so
         every method and rerun with the same inputs reuses them."""
         spec = self.spec
-        parts = {"data": spec.data.model_dump(mode="json"), "arch": spec.arch,
-                 "train": spec.train.model_dump(mode="json"), "content": self.content_key}
+        parts = {
+            "data": spec.data.model_dump(mode="json"),
+            "arch": spec.arch,
+            "train": spec.train.model_dump(mode="json"),
+            "content": self.content_key,
+        }
         key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
         base = storage.join(spec.storage, spec.model, "replicas", key)
         packed = spec.resources.replica.pack > 1  # packed replicas train fp32 (workers/packed.py)
         return [
-            TrainJob(name=f"replica-{i}", data=self.data, arch=spec.arch,
-                     config=train_config(spec, spec.train.seed + 1 + i, spec.resources.replica, fp32=packed),
-                     checkpoint_uri=storage.join(base, f"replica-{i}.pt"),
-                     allow_user_factories=spec.allow_user_factories, nfr_reference=spec.old)
+            TrainJob(
+                name=f"replica-{i}",
+                data=self.data,
+                arch=spec.arch,
+                config=train_config(spec, spec.train.seed + 1 + i, spec.resources.replica, fp32=packed),
+                checkpoint_uri=storage.join(base, f"replica-{i}.pt"),
+                allow_user_factories=spec.allow_user_factories,
+                nfr_reference=spec.old,
+            )
             for i in range(spec.method.m)
         ]
 
@@ -152,19 +166,28 @@ class Plan:
         """teacher_actors 0: the student's task runs its teachers itself, on its device."""
         return self.spec.resources.teacher_actors == 0
 
-    def student_job(self, checkpoint_name: str = "model.pt", spec: UpdateSpec | None = None,
-                    teachers: dict[str, list[str]] | None = None) -> TrainJob:
+    def student_job(
+        self,
+        checkpoint_name: str = "model.pt",
+        spec: UpdateSpec | None = None,
+        teachers: dict[str, list[str]] | None = None,
+    ) -> TrainJob:
         """The deployed model's training: the spec's objective (or `spec`'s: a Tune trial), the
         student's resources, a checkpoint keyed by spec hash and data content; `teachers`
         (checkpoints per reference name) run in the student's own process."""
         spec = spec or self.spec
         return TrainJob(
-            name="student", data=self.data, arch=spec.arch,
+            name="student",
+            data=self.data,
+            arch=spec.arch,
             config=train_config(spec, spec.train.seed, spec.resources.student, student=True),
-            checkpoint_uri=storage.join(spec.storage, spec.model, spec.version,
-                                        f"{spec.spec_hash}-{self.content_key[:8]}", checkpoint_name),
-            objective=objective_of(spec.method), init_from=spec.old if spec.method.name == "bcwi" else None,
-            allow_user_factories=spec.allow_user_factories, nfr_reference=spec.old,
+            checkpoint_uri=storage.join(
+                spec.storage, spec.model, spec.version, f"{spec.spec_hash}-{self.content_key[:8]}", checkpoint_name
+            ),
+            objective=objective_of(spec.method),
+            init_from=spec.old if spec.method.name == "bcwi" else None,
+            allow_user_factories=spec.allow_user_factories,
+            nfr_reference=spec.old,
             teachers=tuple((name, tuple(uris)) for name, uris in (teachers or {}).items()),
         )
 
@@ -210,8 +233,8 @@ def preflight(spec: UpdateSpec) -> Plan:
     from orchestrator.tracking.registry import check_eval_split
     from workers.checkpoints import CheckpointError, classes_seen_of, load_model
     from workers.data import DataError
-    from workers.models import ModelError, resolve_factory
     from workers.jobs import cached_splits, content_key
+    from workers.models import ModelError, resolve_factory
 
     written = spec.old  # what the user wrote: errors name it, not a temporary copy or an absolute path
     spec, parent = resolve_old(spec)
@@ -240,8 +263,10 @@ def preflight(spec: UpdateSpec) -> Plan:
         if old.num_classes != splits.num_classes:
             raise SpecError(f"old: {written} has {old.num_classes} classes, the data has {splits.num_classes}")
         if (old.in_channels, old.image_size) != (splits.in_channels, splits.image_size):
-            raise SpecError(f"old: {written} takes {old.in_channels}×{old.image_size}² images, the data has "
-                            f"{splits.in_channels}×{splits.image_size}²")
+            raise SpecError(
+                f"old: {written} takes {old.in_channels}×{old.image_size}² images, the data has "
+                f"{splits.in_channels}×{splits.image_size}²"
+            )
         if spec.method.name == "bcwi" and old.arch != spec.arch:
             raise SpecError(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
     if parent is not None:
@@ -250,9 +275,16 @@ def preflight(spec: UpdateSpec) -> Plan:
         storage.check_writable(spec.storage)
     except storage.StorageError as e:
         raise SpecError(f"storage: {e}") from None
-    return Plan(spec=spec, parent=parent, data=request, content_key=content_key(request),
-                eval_fingerprint=splits.fingerprint, num_classes=splits.num_classes, old_as_written=written,
-                old_classes=old_classes)
+    return Plan(
+        spec=spec,
+        parent=parent,
+        data=request,
+        content_key=content_key(request),
+        eval_fingerprint=splits.fingerprint,
+        num_classes=splits.num_classes,
+        old_as_written=written,
+        old_classes=old_classes,
+    )
 
 
 def as_written(message: str, paths: tuple[str, ...], written: str | None) -> str:

@@ -37,7 +37,10 @@ class ReservationTimeout(RuntimeError):
 
 def _to_torch(value: np.ndarray | tuple[np.ndarray, np.ndarray]) -> Logits:
     if isinstance(value, tuple):
-        return TopKLogits(torch.from_numpy(np.array(value[0])), torch.from_numpy(np.array(value[1])))
+        # Logits is typed as the Tensor it mostly is (workers/inference.py); the top-K pool path sends TopKLogits
+        return TopKLogits(  # type: ignore[return-value]
+            torch.from_numpy(np.array(value[0])), torch.from_numpy(np.array(value[1]))
+        )
     return torch.from_numpy(np.array(value))
 
 
@@ -58,7 +61,11 @@ class TeacherPool:
     doubled batch is visible."""
 
     def __init__(
-        self, actors: Sequence[Any], names: Sequence[str], train_images: Any, topk: Mapping[str, int] | None = None,
+        self,
+        actors: Sequence[Any],
+        names: Sequence[str],
+        train_images: Any,
+        topk: Mapping[str, int] | None = None,
         resubmit_limit: int = 4,
     ) -> None:
         if not actors:
@@ -112,9 +119,12 @@ class TeacherPool:
         """requested, delivered (to the trainer), distinct batch ids delivered, duplicates,
         resubmitted (after an actor died), bytes_per_request (the payload a step sends)."""
         return {
-            "requested": self._requested, "delivered": sum(self._delivered.values()),
-            "distinct": len(self._delivered), "duplicates": sum(n - 1 for n in self._delivered.values()),
-            "resubmitted": self.resubmitted, "bytes_per_request": self.request_bytes // max(self._requested, 1),
+            "requested": self._requested,
+            "delivered": sum(self._delivered.values()),
+            "distinct": len(self._delivered),
+            "duplicates": sum(n - 1 for n in self._delivered.values()),
+            "resubmitted": self.resubmitted,
+            "bytes_per_request": self.request_bytes // max(self._requested, 1),
         }
 
     def predict(self, data: ImageSet, name: str, batch_size: int = 1024) -> torch.Tensor:
@@ -131,8 +141,9 @@ class PooledTeacher(TeacherActor):
     request, inside a list, so Ray neither resolves it per call nor pins it as a constructor
     argument; the driver holds it for the pool's lifetime."""
 
-    def logits_by_index(self, batch: Batch, topk: Mapping[str, int] | None, names: Sequence[str] | None,
-                        shared: list) -> dict:
+    def logits_by_index(
+        self, batch: Batch, topk: Mapping[str, int] | None, names: Sequence[str] | None, shared: list
+    ) -> dict:
         if self.images is None:
             self.hold_images(ray.get(shared[0]))
         return self.logits_of(batch, topk, names)
@@ -162,8 +173,14 @@ class PoolHandle:
 
 
 @contextlib.contextmanager
-def teacher_pool(spec: UpdateSpec, groups: Mapping[str, Sequence[str]], with_student: bool, train_images: Any,
-                 timeout_s: float = 300.0, spread: bool = False) -> Iterator[PoolHandle]:
+def teacher_pool(
+    spec: UpdateSpec,
+    groups: Mapping[str, Sequence[str]],
+    with_student: bool,
+    train_images: Any,
+    timeout_s: float = 300.0,
+    spread: bool = False,
+) -> Iterator[PoolHandle]:
     """`resources.teacher_actors` actors holding `groups` of checkpoints, reserved in one placement
     group with the student (bundle 0, when `with_student`) so that all start at once or none, and
     actors never take the CPUs the student needs. With `train_images` (an ObjectRef of the uint8
@@ -182,16 +199,26 @@ def teacher_pool(spec: UpdateSpec, groups: Mapping[str, Sequence[str]], with_stu
     try:
         ready, _ = ray.wait([group.ready()], timeout=timeout_s)
         if not ready:
-            raise ReservationTimeout(f"resources: could not reserve {bundles} on the cluster within {timeout_s:.0f} s "
-                                     "(busy with other work?)")
+            raise ReservationTimeout(
+                f"resources: could not reserve {bundles} on the cluster within {timeout_s:.0f} s "
+                "(busy with other work?)"
+            )
         actor_class = ray.remote(PooledTeacher)
         first = int(with_student)
         actors = [
             actor_class.options(
-                num_cpus=r.teacher.cpus, num_gpus=r.teacher.gpus, max_restarts=2, max_task_retries=2,
+                num_cpus=r.teacher.cpus,
+                num_gpus=r.teacher.gpus,
+                max_restarts=2,
+                max_task_retries=2,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=first + i),
-            ).remote(dict(groups), threads(r.teacher.cpus), device(r.teacher.gpus), spec.allow_user_factories,
-                     precision=spec.train.precision)
+            ).remote(
+                dict(groups),
+                threads(r.teacher.cpus),
+                device(r.teacher.gpus),
+                spec.allow_user_factories,
+                precision=spec.train.precision,
+            )
             for i in range(r.teacher_actors)
         ]
         yield PoolHandle(actors, group, with_student, train_images)
@@ -202,8 +229,9 @@ def teacher_pool(spec: UpdateSpec, groups: Mapping[str, Sequence[str]], with_stu
 
 
 @contextlib.contextmanager
-def serving_pool(plan: Plan, groups: Mapping[str, Sequence[str]], with_student: bool, spread: bool = False
-                 ) -> Iterator[PoolHandle | None]:
+def serving_pool(
+    plan: Plan, groups: Mapping[str, Sequence[str]], with_student: bool, spread: bool = False
+) -> Iterator[PoolHandle | None]:
     """The teacher pool serving `groups`, its actors holding the training split (put in the object
     store once) so that requests go by index; None when there is nothing to serve or the teachers
     run in the student's own process (`teacher_actors: 0`). The one pool of `run` and `tune`."""

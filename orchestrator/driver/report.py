@@ -17,8 +17,8 @@ import numpy as np
 from orchestrator.driver.plan import data_request
 from orchestrator.tracking import registry, runs
 from orchestrator.views.report import Flip, ReportData, png_thumbnail, render_html, top1_confidence
-from workers.metrics import negative_flips, per_class_nfr
 from workers.jobs import cached_splits
+from workers.metrics import negative_flips, per_class_nfr
 
 MAX_FLIPS_SHOWN = 60
 
@@ -49,8 +49,15 @@ def flip_explorer(data: ReportData, run_id: str, new: dict[str, np.ndarray], old
     shown = flips[np.argsort(-new_conf[flips], kind="stable")][:MAX_FLIPS_SHOWN]  # most confident mistakes first
     data.n_eval, data.n_flips = int(len(labels)), int(len(flips))
     data.flips = [
-        Flip(int(i), names[labels[i]], names[old["class_ids"][i]], float(old_conf[i]), names[new["class_ids"][i]],
-             float(new_conf[i]), png_thumbnail(images.images[i].numpy()) if images is not None else None)
+        Flip(
+            int(i),
+            names[labels[i]],
+            names[old["class_ids"][i]],
+            float(old_conf[i]),
+            names[new["class_ids"][i]],
+            float(new_conf[i]),
+            png_thumbnail(images.images[i].numpy()) if images is not None else None,
+        )
         for i in shown
     ]
     data.per_class = list(zip(names, per_class_nfr(old["class_ids"], new["class_ids"], labels, num_classes).tolist()))
@@ -65,20 +72,23 @@ def gather(model: str, version: str | None = None) -> ReportData:
         raise registry.RegistryError(f"{model}: no registered versions")
     chosen = rows[-1] if version is None else next((r for r in rows if r["version"] == str(version)), None)
     if chosen is None:
-        raise registry.RegistryError(f"{model} has no version {version}; its versions: "
-                                     f"{', '.join(r['version'] for r in rows)}")
+        raise registry.RegistryError(
+            f"{model} has no version {version}; its versions: {', '.join(r['version'] for r in rows)}"
+        )
     names, matrix = registry.chain_matrix(model, chosen["fingerprint"])
     listed = {str(mv.version): mv for mv in registry.versions(model)}
     registered = {mv.run_id: v for v, mv in listed.items()}
     data = ReportData(model, rows, names, matrix, runs.evaluated_points(model, registered), chosen["version"])
     parent = chosen["parent_version"]
     if parent is None:
-        earlier = rows[:rows.index(chosen)]
+        earlier = rows[: rows.index(chosen)]
         same_data = [r["version"] for r in earlier if r["fingerprint"] == chosen["fingerprint"]]
         parent = same_data[-1] if same_data else None
         if parent is not None:
-            data.notes.append(f"v{chosen['version']} names no registered parent: its flips are shown against "
-                              f"v{parent}, the previous version on the same eval split")
+            data.notes.append(
+                f"v{chosen['version']} names no registered parent: its flips are shown against "
+                f"v{parent}, the previous version on the same eval split"
+            )
     data.parent = parent
     if parent is not None and listed[parent].tags.get("fingerprint") != chosen["fingerprint"]:
         data.notes.append(f"v{parent} was evaluated on another eval split: no flips can be counted")
@@ -89,8 +99,9 @@ def gather(model: str, version: str | None = None) -> ReportData:
     return data
 
 
-def write_report(model: str, out: Path, log_to_mlflow: bool = True, version: str | None = None
-                 ) -> tuple[Path, ReportData]:
+def write_report(
+    model: str, out: Path, log_to_mlflow: bool = True, version: str | None = None
+) -> tuple[Path, ReportData]:
     """Gather, render and write the report (flips of `version`, default the latest); log it to that
     version's run as report/report.html."""
     data = gather(model, version)

@@ -32,6 +32,7 @@ def _train(job: TrainJob, queue: Any = None, pool: TeacherPool | None = None) ->
 
 
 def _summary(record: TrainRecord) -> str:
+    assert record.val_error_rate is not None  # the stages train with the val split
     return f"val ER {100 * record.val_error_rate:.2f}%"
 
 
@@ -49,8 +50,11 @@ def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
     task = ray.remote(on_node)
     jobs = plan.replica_jobs()
     if res.workers > 1:
-        return _collect(watch, jobs, {_fit_remotely(job).remote(job, res, res.workers, run_folder(job), watch.queue):
-                                      job.name for job in jobs})
+        return _collect(
+            watch,
+            jobs,
+            {_fit_remotely(job).remote(job, res, res.workers, run_folder(job), watch.queue): job.name for job in jobs},
+        )
     packs = [jobs[i : i + res.pack] for i in range(0, len(jobs), res.pack)]
     refs = {}
     for pack in packs:
@@ -58,7 +62,8 @@ def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
         for job in pack[1:]:
             watch.display.add(job.name)
         ref = task.options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name=name).remote(
-            _pack_task, pack, watch.queue)
+            _pack_task, pack, watch.queue
+        )
         refs[ref] = pack[0].name
     return _collect(watch, jobs, refs)
 
@@ -93,8 +98,7 @@ def _fit_remotely(job: TrainJob) -> Any:
     return ray.remote(fit).options(num_cpus=0, max_retries=0, name=f"{job.name}-launcher")
 
 
-def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: TrainJob | None = None
-                  ) -> TrainRecord:
+def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: TrainJob | None = None) -> TrainRecord:
     """The deployed model as one Ray task (`resources.student`), in the pool's placement group when
     it distils from the pool (or with its teachers in its own process, `job.teachers`)."""
     job = job or plan.student_job()
@@ -102,15 +106,24 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
     if res.workers > 1:
         actors = pool.actors if job.objective.references and pool is not None else None
         topk = pool_topk(job.objective, plan.num_classes) if actors else None
-        ref = _fit_remotely(job).remote(job, res, res.workers, run_folder(job), watch.queue, actors, topk,
-                                                    [pool.train_images] if actors else None)
+        ref = _fit_remotely(job).remote(
+            job,
+            res,
+            res.workers,
+            run_folder(job),
+            watch.queue,
+            actors,
+            topk,
+            [pool.train_images] if actors and pool is not None else None,  # actors come from the pool
+        )
         try:
-            record = ray.get(next(watch.wait({ref: job.name})))
+            record: TrainRecord = ray.get(next(watch.wait({ref: job.name})))
         except KeyboardInterrupt:  # cancelled by the watch: its partial checkpoints go
             _discard([job])
             raise
-        watch.display.finish(job.name, f"{_summary(record)}, {record.seconds:.0f} s ({record.steps} steps, "
-                                       f"{res.workers} workers)")
+        watch.display.finish(
+            job.name, f"{_summary(record)}, {record.seconds:.0f} s ({record.steps} steps, {res.workers} workers)"
+        )
         return record
     options: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": job.name}
     client = None
@@ -119,7 +132,7 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
         options["scheduling_strategy"] = pool.student_strategy()
     ref = ray.remote(on_node).options(**options).remote(_train, job, watch.queue, client)
     try:
-        record: TrainRecord = ray.get(next(watch.wait({ref: job.name})))
+        record = ray.get(next(watch.wait({ref: job.name})))
     except KeyboardInterrupt:  # cancelled by the watch: its partial checkpoint goes
         discard_unfinished([job])
         raise
@@ -133,8 +146,18 @@ def run_bcwi(plan: Plan, tuned: TrainRecord) -> BcwiRecord:
     spec, res = plan.spec, plan.spec.resources.student
     task = ray.remote(bcwi_job).options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name="bcwi")
     alphas, tolerance = plan.bcwi_sweep
-    ref = task.remote(spec.old, tuned.checkpoint, plan.data, alphas, tolerance, plan.bcwi_checkpoint(),
-                      device(res.gpus), spec.allow_user_factories)
+    assert spec.old is not None  # the spec's validator requires old for bcwi
+    # ray's remote() overloads take bcwi_job (8 parameters, 2 with defaults) for a 6-argument function
+    ref = task.remote(  # type: ignore[call-arg]
+        spec.old,
+        tuned.checkpoint,
+        plan.data,
+        alphas,
+        tolerance,
+        plan.bcwi_checkpoint(),
+        device(res.gpus),
+        spec.allow_user_factories,
+    )
     try:
         return ray.get(ref)
     except KeyboardInterrupt:  # the interpolated checkpoint may be half written
@@ -152,8 +175,9 @@ def eval_split_logits(plan: Plan, checkpoints: Mapping[str, str]) -> dict[str, n
     return ray.get(task.remote(dict(checkpoints), plan.data, device(res.gpus), plan.spec.allow_user_factories))
 
 
-def paragon_logits(plan: Plan, replicas: list[TrainRecord], pool: PoolHandle | None,
-                   logits: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+def paragon_logits(
+    plan: Plan, replicas: list[TrainRecord], pool: PoolHandle | None, logits: Mapping[str, np.ndarray] | None = None
+) -> np.ndarray:
     """φ_ens = (1/m) Σ_i φ^(i) on the regression-eval split: through the pool's actors when there is
     a pool, else the mean of the replicas' eval logits (`logits`, or computed by a Ray task)."""
     if pool is not None:

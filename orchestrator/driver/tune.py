@@ -36,14 +36,14 @@ from orchestrator.tracking import runs
 from orchestrator.views import plots
 from pipelines.spec import TuneSpec, UpdateSpec
 from workers import storage
-from workers.metrics import error_rate, negative_flip_rate, update_report
 from workers.jobs import TrainRecord, cached_splits
+from workers.metrics import error_rate, negative_flip_rate, update_report
 from workers.selection import pareto_front, pick_trial
 
 
 def search_space(tune_spec: TuneSpec) -> dict[str, Any]:
     """Ray Tune's own search space objects for the spec's `tune.space`."""
-    space = {}
+    space: dict[str, Any] = {}
     for name, values in tune_spec.space.items():
         if isinstance(values, list):
             values = [int(v) for v in values] if name == "k" else values
@@ -60,8 +60,15 @@ def trial_spec(spec: UpdateSpec, config: dict[str, Any]) -> UpdateSpec:
     return spec.model_copy(update={"method": method, "train": train})
 
 
-def run_trial(config: dict[str, Any], plan: Plan, actors: list | None, groups: dict[str, list[str]],
-              old_eval_logits: np.ndarray, trials_uri: str, train_images: Any = None) -> None:
+def run_trial(
+    config: dict[str, Any],
+    plan: Plan,
+    actors: list | None,
+    groups: dict[str, list[str]],
+    old_eval_logits: np.ndarray,
+    trials_uri: str,
+    train_images: Any = None,
+) -> None:
     """One Tune trial, in a Tune worker: distil a student from the shared pool (or, without actors,
     from its teachers in its own process) into `trials_uri`/TRIAL_ID.pt, score it on the
     regression-eval split against the old model, report per-epoch and final metrics."""
@@ -73,15 +80,24 @@ def run_trial(config: dict[str, Any], plan: Plan, actors: list | None, groups: d
     job = dataclasses.replace(job, checkpoint_uri=storage.join(trials_uri, f"{tune.get_context().get_trial_id()}.pt"))
     pool = None
     if actors:
-        pool = TeacherPool(actors, job.objective.references, train_images[0],
-                           pool_topk(job.objective, plan.num_classes))
-    record = train_job(job, pool,
-                       on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate}))
+        pool = TeacherPool(
+            actors, job.objective.references, train_images[0], pool_topk(job.objective, plan.num_classes)
+        )
+    record = train_job(
+        job, pool, on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate})
+    )
     labels = cached_splits(plan.data).eval.labels.numpy()
     logits = eval_logits({"new": record.checkpoint}, plan.data, job.config.device, spec.allow_user_factories)["new"]
-    tune.report({**update_report(old_eval_logits, logits, labels), "epoch": len(record.history),
-                 "val_error_rate": record.val_error_rate, "steps": record.steps, "checkpoint": record.checkpoint,
-                 "seconds": record.seconds})
+    tune.report(
+        {
+            **update_report(old_eval_logits, logits, labels),
+            "epoch": len(record.history),
+            "val_error_rate": record.val_error_rate,
+            "steps": record.steps,
+            "checkpoint": record.checkpoint,
+            "seconds": record.seconds,
+        }
+    )
 
 
 class StopOnCtrlC(tune.Stopper):
@@ -132,6 +148,7 @@ class SearchRecord:
 def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
     """Replicas once, a shared pool, the Tune search (Ray must be initialised)."""
     spec = plan.spec
+    assert spec.tune is not None and spec.old is not None  # the command checks tune; the validator, old
     watch.say(f"training {spec.method.m} replicas of {spec.arch} once for every trial")
     started = time.perf_counter()
     replicas = train_replicas(plan, watch)
@@ -147,9 +164,15 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         res = spec.resources.student
         trials_uri = storage.join(spec.storage, spec.model, spec.version, "tune", uuid.uuid4().hex[:12])
         trainable = tune.with_resources(
-            tune.with_parameters(run_trial, plan=plan, actors=pool.actors if pool else None, groups=groups,
-                                 old_eval_logits=old_logits, trials_uri=trials_uri,
-                                 train_images=[pool.train_images] if pool else None),
+            tune.with_parameters(
+                run_trial,
+                plan=plan,
+                actors=pool.actors if pool else None,
+                groups=groups,
+                old_eval_logits=old_logits,
+                trials_uri=trials_uri,
+                train_images=[pool.train_images] if pool else None,
+            ),
             {"cpu": res.cpus, "gpu": res.gpus},
         )
         scheduler = None
@@ -160,11 +183,14 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         watch.say(f"searching {', '.join(spec.tune.space)} ({spec.tune.search}, {spec.tune.scheduler})")
         stopper = StopOnCtrlC()
         tuner = tune.Tuner(
-            trainable, param_space=search_space(spec.tune),
-            tune_config=tune.TuneConfig(num_samples=spec.tune.num_samples, scheduler=scheduler,
-                                        metric="val_error_rate", mode="min"),
-            run_config=tune.RunConfig(name="search", storage_path=str((run_dir / "tune").resolve()), verbose=0,
-                                      stop=stopper),
+            trainable,
+            param_space=search_space(spec.tune),
+            tune_config=tune.TuneConfig(
+                num_samples=spec.tune.num_samples, scheduler=scheduler, metric="val_error_rate", mode="min"
+            ),
+            run_config=tune.RunConfig(
+                name="search", storage_path=str((run_dir / "tune").resolve()), verbose=0, stop=stopper
+            ),
         )
         started = time.perf_counter()
         try:
@@ -184,17 +210,36 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         if "nfr" not in m:  # terminated without its final report: stopped early by the scheduler
             stopped.append(m["trial_id"])
             continue
-        trials.append({"trial_id": m["trial_id"], "config": result.config, "error_rate": m["er_new"],
-                       "nfr": m["nfr"], "pfr": m["pfr"], "rel_nfr": m["rel_nfr"], "steps": m["steps"],
-                       "checkpoint": m["checkpoint"], "seconds": m["seconds"]})
+        trials.append(
+            {
+                "trial_id": m["trial_id"],
+                "config": result.config,
+                "error_rate": m["er_new"],
+                "nfr": m["nfr"],
+                "pfr": m["pfr"],
+                "rel_nfr": m["rel_nfr"],
+                "steps": m["steps"],
+                "checkpoint": m["checkpoint"],
+                "seconds": m["seconds"],
+            }
+        )
     trials.sort(key=lambda t: t["trial_id"])
     reference = float(np.mean(replica_ers))
     return SearchRecord(
-        trials=trials, pareto_front=pareto_front(trials), pick=pick_trial(trials, reference, spec.tune.er_tolerance),
-        no_treatment_error_rate=reference, replica_error_rates=replica_ers, replica_nfrs=replica_nfrs,
-        replicas=replicas, replicas_seconds=replicas_seconds, search_seconds=search_seconds,
-        paragon=update_report(old_logits, paragon, labels), old_error_rate=error_rate(old_logits, labels),
-        teacher_batches_served=served, stopped_early=sorted(stopped), paragon_logits=paragon,
+        trials=trials,
+        pareto_front=pareto_front(trials),
+        pick=pick_trial(trials, reference, spec.tune.er_tolerance),
+        no_treatment_error_rate=reference,
+        replica_error_rates=replica_ers,
+        replica_nfrs=replica_nfrs,
+        replicas=replicas,
+        replicas_seconds=replicas_seconds,
+        search_seconds=search_seconds,
+        paragon=update_report(old_logits, paragon, labels),
+        old_error_rate=error_rate(old_logits, labels),
+        teacher_batches_served=served,
+        stopped_early=sorted(stopped),
+        paragon_logits=paragon,
     )
 
 
@@ -203,6 +248,7 @@ def _fit(tuner: Any, ctrl_c: threading.Event) -> Any:
     stopper turns into Tune stopping every trial; a second press raises KeyboardInterrupt at once.
     Tune's own SIGINT handler stays off (it prints how to resume an experiment the search does not
     resume), and so do its warnings."""
+
     def on_sigint(signum: int, frame: Any) -> None:
         if ctrl_c.is_set():
             raise KeyboardInterrupt
@@ -230,16 +276,22 @@ def _fit(tuner: Any, ctrl_c: threading.Event) -> Any:
 
 def scatter(record: SearchRecord, title: str) -> Any:
     """ER vs NFR of every trial, the Pareto front, the pick, the no-treatment replicas, the paragon."""
-    points = [plots.Point(t["error_rate"], t["nfr"], "ELODI trials",
-                          ", ".join(f"{k}={v:g}" for k, v in t["config"].items())) for t in record.trials]
-    points += [plots.Point(er, nfr, "no treatment (replicas)")
-               for er, nfr in zip(record.replica_error_rates, record.replica_nfrs)]
-    points.append(plots.Point(record.paragon["er_new"], record.paragon["nfr"],
-                              f"ensemble paragon (m = {len(record.replicas)})"))
+    points = [
+        plots.Point(t["error_rate"], t["nfr"], "ELODI trials", ", ".join(f"{k}={v:g}" for k, v in t["config"].items()))
+        for t in record.trials
+    ]
+    points += [
+        plots.Point(er, nfr, "no treatment (replicas)")
+        for er, nfr in zip(record.replica_error_rates, record.replica_nfrs)
+    ]
+    points.append(
+        plots.Point(record.paragon["er_new"], record.paragon["nfr"], f"ensemble paragon (m = {len(record.replicas)})")
+    )
     front = [points[i] for i in record.pareto_front]
     pick = points[record.pick] if record.pick is not None else None
-    return plots.er_nfr_scatter(points, title, front=front, highlight=pick,
-                                colours={"no treatment (replicas)": "tab:gray"})
+    return plots.er_nfr_scatter(
+        points, title, front=front, highlight=pick, colours={"no treatment (replicas)": "tab:gray"}
+    )
 
 
 def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool) -> tuple[SearchRecord, Any]:
@@ -259,8 +311,11 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
         for replica in record.replicas:
             runs.log_training(replica.name, replica)
         for trial in record.trials:
-            runs.log_trial(f"trial-{trial['trial_id']}", trial["config"],
-                           {k: trial[k] for k in ("error_rate", "nfr", "pfr", "rel_nfr", "steps", "seconds")})
+            runs.log_trial(
+                f"trial-{trial['trial_id']}",
+                trial["config"],
+                {k: trial[k] for k in ("error_rate", "nfr", "pfr", "rel_nfr", "steps", "seconds")},
+            )
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "tune.json").write_text(record.to_json())
         runs.log_file(run_dir / "tune.json")
@@ -271,9 +326,18 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
             best = trial_spec(spec, picked["config"])
             evaluation = evaluate(plan, picked["checkpoint"], record.paragon_logits, run_dir / "best")
             registered = PipelineResult(
-                model=best.model, version=best.version, method=best.method.name, arch=best.arch,
-                spec_hash=best.spec_hash, fingerprint=plan.eval_fingerprint, n_eval=evaluation.n_eval,
-                checkpoint=picked["checkpoint"], old=best.old, metrics=evaluation.metrics,
-                predictions=evaluation.predictions, labels=evaluation.labels)
+                model=best.model,
+                version=best.version,
+                method=best.method.name,
+                arch=best.arch,
+                spec_hash=best.spec_hash,
+                fingerprint=plan.eval_fingerprint,
+                n_eval=evaluation.n_eval,
+                checkpoint=picked["checkpoint"],
+                old=best.old,
+                metrics=evaluation.metrics,
+                predictions=evaluation.predictions,
+                labels=evaluation.labels,
+            )
             publish(plan, registered, run_dir / "best", watch, spec=best)
     return record, registered

@@ -12,17 +12,22 @@ from workers.metrics import class_ids
 LEDGER_TOPK = 5
 
 
-def write_ledger(path: Path, logits: np.ndarray, labels: np.ndarray, fingerprint: str,
-                 known_classes: list[int] | None = None) -> Path:
+def write_ledger(
+    path: Path, logits: np.ndarray, labels: np.ndarray, fingerprint: str, known_classes: list[int] | None = None
+) -> Path:
     """class ids, the top-k logits (values and classes) and the labels of the eval split, and the
     classes the version was trained on (flips against it count on those), .npz."""
     k = min(LEDGER_TOPK, logits.shape[1])
     order = np.argsort(-logits, axis=1, kind="stable")[:, :k]
     known = np.arange(logits.shape[1]) if known_classes is None else np.asarray(known_classes)
     np.savez_compressed(
-        path, class_ids=class_ids(logits).astype(np.int32), topk_indices=order.astype(np.int32),
+        path,
+        class_ids=class_ids(logits).astype(np.int32),
+        topk_indices=order.astype(np.int32),
         topk_values=np.take_along_axis(logits, order, axis=1).astype(np.float32),
-        labels=labels.astype(np.int64), fingerprint=np.array(fingerprint), known_classes=known.astype(np.int64),
+        labels=labels.astype(np.int64),
+        fingerprint=np.array(fingerprint),
+        known_classes=known.astype(np.int64),
     )
     return path
 

@@ -63,8 +63,9 @@ def resolve(text: str) -> Reference:
             assert version is not None  # _REFERENCE matches an alias or a version
             mv = client.get_model_version(name, version)
     except MlflowException:
-        raise RegistryError(f"{text}: no such registered model version ({_what_exists(name, alias, version)})"
-                            ) from None
+        raise RegistryError(
+            f"{text}: no such registered model version ({_what_exists(name, alias, version)})"
+        ) from None
     return Reference(name, str(mv.version))
 
 
@@ -111,8 +112,10 @@ def check_eval_split(ref: Reference, fingerprint: str) -> None:
     of one): flips against a version measured on other samples mean nothing."""
     recorded = _version(ref).tags.get("fingerprint")
     if recorded and recorded != fingerprint:
-        raise RegistryError(f"old: {ref.name} version {ref.version} was evaluated on eval split {recorded}, "
-                            f"this spec's data gives {fingerprint}; use the same data and eval_limit")
+        raise RegistryError(
+            f"old: {ref.name} version {ref.version} was evaluated on eval split {recorded}, "
+            f"this spec's data gives {fingerprint}; use the same data and eval_limit"
+        )
 
 
 def checkpoint_of(ref: Reference) -> str:
@@ -135,8 +138,11 @@ def versions(name: str) -> list[Any]:
 def versions_of_spec(name: str, spec_hash: str, fingerprint: str) -> list[str]:
     """Versions of `name` registered from the spec `spec_hash` and evaluated on the eval split
     `fingerprint`, oldest first: a rerun of a registered spec finds its version here."""
-    return [str(mv.version) for mv in versions(name)
-            if mv.tags.get("spec_hash") == spec_hash and mv.tags.get("fingerprint") == fingerprint]
+    return [
+        str(mv.version)
+        for mv in versions(name)
+        if mv.tags.get("spec_hash") == spec_hash and mv.tags.get("fingerprint") == fingerprint
+    ]
 
 
 def drop_duplicate_versions(name: str, run_id: str | None) -> str:
@@ -181,8 +187,10 @@ def gate(name: str, candidate: str, max_nfr: float, max_er_increase: float) -> t
     new = ledger_of(Reference(name, candidate))
     old = ledger_of(Reference(name, str(champion.version)))
     if str(new["fingerprint"]) != str(old["fingerprint"]):
-        raise RegistryError(f"{name} v{candidate} and champion v{champion.version} were evaluated on different "
-                            f"eval splits ({new['fingerprint']} vs {old['fingerprint']})")
+        raise RegistryError(
+            f"{name} v{candidate} and champion v{champion.version} were evaluated on different "
+            f"eval splits ({new['fingerprint']} vs {old['fingerprint']})"
+        )
     labels, known = new["labels"], known_mask(old)  # flips on the classes the champion knows
     nfr = negative_flip_rate(old["class_ids"][known], new["class_ids"][known], labels[known])
     increase = error_rate(new["class_ids"], labels) - error_rate(old["class_ids"], labels)
@@ -216,14 +224,22 @@ def chain(name: str) -> list[dict[str, Any]]:
     rows = []
     for mv in listed:
         tags = mv.tags
-        rows.append({
-            "version": str(mv.version), "label": tags.get("label", ""), "method": tags.get("method", ""),
-            "arch": tags.get("arch", ""), "parent_version": tags.get("parent_version") or None,
-            "error_rate": _fraction(tags.get("error_rate")), "nfr": _fraction(tags.get("nfr")),
-            "pfr": _fraction(tags.get("pfr")), "rel_nfr": _fraction(tags.get("rel_nfr")),
-            "fingerprint": tags.get("fingerprint", ""), "aliases": sorted(aliases.get(str(mv.version), [])),
-            "created": datetime.datetime.fromtimestamp(mv.creation_timestamp / 1000).isoformat(timespec="seconds"),
-        })
+        rows.append(
+            {
+                "version": str(mv.version),
+                "label": tags.get("label", ""),
+                "method": tags.get("method", ""),
+                "arch": tags.get("arch", ""),
+                "parent_version": tags.get("parent_version") or None,
+                "error_rate": _fraction(tags.get("error_rate")),
+                "nfr": _fraction(tags.get("nfr")),
+                "pfr": _fraction(tags.get("pfr")),
+                "rel_nfr": _fraction(tags.get("rel_nfr")),
+                "fingerprint": tags.get("fingerprint", ""),
+                "aliases": sorted(aliases.get(str(mv.version), [])),
+                "created": datetime.datetime.fromtimestamp(mv.creation_timestamp / 1000).isoformat(timespec="seconds"),
+            }
+        )
     return rows
 
 
@@ -241,8 +257,13 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
     network, settings = load_model(path, allow_user_factories)
     seen = classes_seen_of(path)
     with tempfile.TemporaryDirectory() as tmp:
-        clean = save_checkpoint(Path(tmp, "model.pt"), network, settings, fingerprint=tags["fingerprint"],
-                                **({} if seen is None else {"classes_seen": seen}))
+        clean = save_checkpoint(
+            Path(tmp, "model.pt"),
+            network,
+            settings,
+            fingerprint=tags["fingerprint"],
+            **({} if seen is None else {"classes_seen": seen}),
+        )
         mlflow.log_artifact(str(clean), "checkpoint")
     example = np.zeros((1, settings.in_channels, settings.image_size, settings.image_size), np.float32)
     # the serving copy is MLflow's pickle flavour (pt2 would need torch.export of every architecture);
@@ -252,8 +273,11 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
     pytorch_logger.setLevel(logging.ERROR)
     try:
         info = mlflow.pytorch.log_model(
-            network.to(memory_format=torch.contiguous_format), name="model", serialization_format="pickle",
-            input_example=example, pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+            network.to(memory_format=torch.contiguous_format),
+            name="model",
+            serialization_format="pickle",
+            input_example=example,
+            pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
         )
     finally:
         pytorch_logger.setLevel(level)
@@ -267,8 +291,9 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
         client.set_registered_model_alias(model, "challenger", version)
         names, matrix = chain_matrix(model, tags["fingerprint"])
         with tempfile.TemporaryDirectory() as tmp:
-            for matrix_file in write_matrix_files(Path(tmp), [f"v{n}" for n in names], matrix,
-                                                  f"{model}: NFR of column vs row (%)"):
+            for matrix_file in write_matrix_files(
+                Path(tmp), [f"v{n}" for n in names], matrix, f"{model}: NFR of column vs row (%)"
+            ):
                 mlflow.log_artifact(str(matrix_file))
     except BaseException:
         client.delete_model_version(model, version)
@@ -276,8 +301,9 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
     return version
 
 
-def register_once(model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool = False
-                  ) -> tuple[str, bool]:
+def register_once(
+    model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool = False
+) -> tuple[str, bool]:
     """(version, registered now): the version a previous run of the same spec (tags `spec_hash`
     and `fingerprint`) registered, else a new one from `register`."""
     existing = versions_of_spec(model, tags["spec_hash"], tags["fingerprint"])

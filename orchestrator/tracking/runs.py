@@ -41,8 +41,9 @@ def flatten(prefix: str, value: Any) -> dict[str, str]:
 def code_version() -> str:
     """The git commit of the project checkout, else the installed package version."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).resolve().parent
+        )
         if sha.returncode == 0:
             return sha.stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
@@ -57,9 +58,13 @@ def system_tags() -> dict[str, str]:
     import torch
 
     return {
-        "system.python": platform.python_version(), "system.platform": platform.platform(),
-        "system.cpus": str(os.cpu_count()), "system.torch": torch.__version__, "system.ray": ray.__version__,
-        "system.mlflow": mlflow.__version__, "system.cuda": str(torch.cuda.is_available()),
+        "system.python": platform.python_version(),
+        "system.platform": platform.platform(),
+        "system.cpus": str(os.cpu_count()),
+        "system.torch": torch.__version__,
+        "system.ray": ray.__version__,
+        "system.mlflow": mlflow.__version__,
+        "system.cuda": str(torch.cuda.is_available()),
     }
 
 
@@ -67,8 +72,13 @@ def log_spec(run_id: str, spec: UpdateSpec) -> None:
     """The whole spec as params and as spec.yaml, plus spec hash, code version, system information
     and the driver process (host and pid, for `close_orphaned_runs`) as tags."""
     params = [Param(k, v[:6000]) for k, v in flatten("", spec.model_dump(mode="json")).items()]
-    tags = {"spec_hash": spec.spec_hash, "code_version": code_version(), **system_tags(),
-            "driver.host": socket.gethostname(), "driver.pid": str(os.getpid())}
+    tags = {
+        "spec_hash": spec.spec_hash,
+        "code_version": code_version(),
+        **system_tags(),
+        "driver.host": socket.gethostname(),
+        "driver.pid": str(os.getpid()),
+    }
     client = MlflowClient()
     client.log_batch(run_id, params=params, tags=[RunTag(k, v) for k, v in tags.items()])
     client.log_text(run_id, yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False), "spec.yaml")
@@ -95,8 +105,9 @@ def close_orphaned_runs(experiment: str, spec_hash: str) -> list[str]:
         pid = run.data.tags.get("driver.pid", "")
         if run.data.tags.get("driver.host") != host or not pid.isdigit() or _process_alive(int(pid)):
             continue
-        children = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{run.info.run_id}' "
-                                                    "and attributes.status = 'RUNNING'")
+        children = client.search_runs(
+            [experiment], f"tags.mlflow.parentRunId = '{run.info.run_id}' and attributes.status = 'RUNNING'"
+        )
         for orphan in [*children, run]:
             client.set_tag(orphan.info.run_id, "ended_by", f"a rerun of spec {spec_hash}: driver {pid} had died")
             client.set_terminated(orphan.info.run_id, "KILLED")
@@ -110,7 +121,8 @@ def log_history(run_id: str, history: list[dict[str, Any]]) -> None:
     now = int(time.time() * 1000)
     metrics = [
         Metric(key, float(value), now, int(row["epoch"]))
-        for row in history for key, value in row.items()
+        for row in history
+        for key, value in row.items()
         if key != "epoch" and value is not None
     ]
     MlflowClient().log_batch(run_id, metrics=metrics)
@@ -120,8 +132,12 @@ def log_training(name: str, record: TrainRecord, extra_params: Mapping[str, Any]
     """A nested run for one trained model: its seed, the TrainConfig it ran with (`train.*`: the
     precision and compile mode applied, its device and threads), where it ran, its per-epoch metrics."""
     with mlflow.start_run(run_name=name, nested=True) as run:
-        params = {"seed": record.seed, "checkpoint": record.checkpoint,
-                  **{f"train.{k}": v for k, v in record.config.items() if k != "seed"}, **(extra_params or {})}
+        params = {
+            "seed": record.seed,
+            "checkpoint": record.checkpoint,
+            **{f"train.{k}": v for k, v in record.config.items() if k != "seed"},
+            **(extra_params or {}),
+        }
         tags = {"pid": record.pid, "host": record.host, "node_id": record.node_id}
         MlflowClient().log_batch(
             run.info.run_id,
@@ -135,8 +151,11 @@ def log_training(name: str, record: TrainRecord, extra_params: Mapping[str, Any]
 def log_metrics(prefix: str, values: Mapping[str, Any]) -> None:
     """Flat numeric metrics of the active run in one call; undefined (None) values are skipped."""
     now = int(time.time() * 1000)
-    metrics = [Metric(f"{prefix}{k}", float(v), now, 0) for k, v in values.items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    metrics = [
+        Metric(f"{prefix}{k}", float(v), now, 0)
+        for k, v in values.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
     run = mlflow.active_run()
     assert run is not None, "log_metrics needs an active MLflow run"
     MlflowClient().log_batch(run.info.run_id, metrics=metrics)
@@ -168,8 +187,10 @@ def log_bcwi(alpha: float, sweep: list[dict[str, float]]) -> None:
     """BCWI's pick as a tag and its val sweep as metrics, one step per α tried."""
     mlflow.set_tag("bcwi.alpha", str(alpha))
     for step, row in enumerate(sweep):
-        mlflow.log_metrics({"bcwi.alpha": row["alpha"], "bcwi.val_error_rate": row["error_rate"],
-                            "bcwi.val_nfr": row["nfr"]}, step=step)
+        mlflow.log_metrics(
+            {"bcwi.alpha": row["alpha"], "bcwi.val_error_rate": row["error_rate"], "bcwi.val_nfr": row["nfr"]},
+            step=step,
+        )
 
 
 @contextlib.contextmanager
@@ -232,12 +253,25 @@ def evaluated_points(model: str, registered: dict[str, str]) -> list[dict[str, A
         label = parent.data.tags.get("mlflow.runName", parent.info.run_id[:8])
         if parent is not run and run.data.params:  # a Tune trial logs its configuration
             label += " " + ", ".join(f"{k}={v}" for k, v in sorted(run.data.params.items()))
-        points.append({"label": label, "method": parent.data.params.get("method.name", "?"),
-                       "error_rate": metrics["error_rate"], "nfr": nfr,
-                       "version": registered.get(parent.info.run_id)})
+        points.append(
+            {
+                "label": label,
+                "method": parent.data.params.get("method.name", "?"),
+                "error_rate": metrics["error_rate"],
+                "nfr": nfr,
+                "version": registered.get(parent.info.run_id),
+            }
+        )
         if "paragon_vs_old.nfr" in metrics:  # the replicas' ensemble, evaluated beside the student
-            points.append({"label": f"{label} paragon", "method": "ensemble", "version": None,
-                           "error_rate": metrics["paragon_vs_old.er_new"], "nfr": metrics["paragon_vs_old.nfr"]})
+            points.append(
+                {
+                    "label": f"{label} paragon",
+                    "method": "ensemble",
+                    "version": None,
+                    "error_rate": metrics["paragon_vs_old.er_new"],
+                    "nfr": metrics["paragon_vs_old.nfr"],
+                }
+            )
     return sorted(points, key=lambda p: (p["method"], p["label"]))
 
 

@@ -18,6 +18,8 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from workers.errors import first_line
+
 # MLflow's HTTP client retries connection errors and 429/5xx answers with backoff
 # factor·2^(n−1) s: 0, 2, 4, 8, 16, 32 s here, so a server restart of up to a minute is survived
 # and an unreachable server fails after about 62 s (plus the timeouts), not after MLflow's default
@@ -85,9 +87,10 @@ def check_store() -> str:
         retries = os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
         text = str(e).strip()
         errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)  # "[Errno 111] Connection refused"
-        reason = errno.group(0) if errno else (text.splitlines() or [type(e).__name__])[0]  # whole, never cut
-        raise TrackingUnavailable(f"MLflow tracking store {uri} did not answer after {retries} retries "
-                                  f"({reason})") from None
+        reason = errno.group(0) if errno else first_line(e)  # whole, never cut
+        raise TrackingUnavailable(
+            f"MLflow tracking store {uri} did not answer after {retries} retries ({reason})"
+        ) from None
 
 
 def experiment_id(name: str) -> str:

@@ -18,8 +18,16 @@ from typing import Any
 
 import numpy as np
 
-METHOD_COLOURS = {"none": "#7f7f7f", "kd": "#1f77b4", "fd-kl": "#17becf", "fd-lm": "#2ca02c",
-                  "dynamic-fd": "#bcbd22", "ensemble": "#9467bd", "elodi": "#d62728", "bcwi": "#ff7f0e"}
+METHOD_COLOURS = {
+    "none": "#7f7f7f",
+    "kd": "#1f77b4",
+    "fd-kl": "#17becf",
+    "fd-lm": "#2ca02c",
+    "dynamic-fd": "#bcbd22",
+    "ensemble": "#9467bd",
+    "elodi": "#d62728",
+    "bcwi": "#ff7f0e",
+}
 MARKERS = "osD^vP*Xph<>"
 
 
@@ -65,8 +73,15 @@ def nfr_heatmap(names: Sequence[str], matrix: Sequence[Sequence[float]], title: 
         darkest = max((max(row) for row in matrix), default=0.0) or 1.0
         for i, row in enumerate(matrix):
             for j, value in enumerate(row):
-                axes.text(j, i, f"{100 * value:.2f}", ha="center", va="center", fontsize=8,
-                          color="white" if value > 0.6 * darkest else "black")
+                axes.text(
+                    j,
+                    i,
+                    f"{100 * value:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if value > 0.6 * darkest else "black",
+                )
     figure.colorbar(image, ax=axes, label="NFR (%)")
     axes.set_title(title)
     figure.tight_layout()
@@ -87,9 +102,13 @@ class Point:
 
 
 def er_nfr_scatter(
-    points: Sequence[Point], title: str, colours: Mapping[str, str] | None = None,
-    front: Sequence[Point] = (), highlight: Point | None = None,
-    xlabel: str = "error rate (%)", ylabel: str = "NFR against the old model (%)",
+    points: Sequence[Point],
+    title: str,
+    colours: Mapping[str, str] | None = None,
+    front: Sequence[Point] = (),
+    highlight: Point | None = None,
+    xlabel: str = "error rate (%)",
+    ylabel: str = "NFR against the old model (%)",
 ) -> Any:
     """Error rate (x) against NFR (y) in %, one colour and marker per group, error bars where
     given; `front` is joined by a dashed line (a Pareto front), `highlight` circled (a pick).
@@ -101,19 +120,41 @@ def er_nfr_scatter(
     for index, group in enumerate(groups):
         mine = [p for p in points if p.group == group]
         colour = (colours or {}).get(group) or plt.cm.tab10(index % 10)
-        axes.errorbar([100 * p.error_rate for p in mine], [100 * p.nfr for p in mine],
-                      xerr=[100 * p.er_std for p in mine], yerr=[100 * p.nfr_std for p in mine],
-                      fmt=MARKERS[index % len(MARKERS)], color=colour, capsize=3, alpha=0.85, label=group)
+        axes.errorbar(
+            [100 * p.error_rate for p in mine],
+            [100 * p.nfr for p in mine],
+            xerr=[100 * p.er_std for p in mine],
+            yerr=[100 * p.nfr_std for p in mine],
+            fmt=MARKERS[index % len(MARKERS)],
+            color=colour,
+            capsize=3,
+            alpha=0.85,
+            label=group,
+        )
     for p in points:
         if p.label:
-            axes.annotate(p.label, (100 * p.error_rate, 100 * p.nfr), fontsize=7, xytext=(3, 3),
-                          textcoords="offset points")
+            axes.annotate(
+                p.label, (100 * p.error_rate, 100 * p.nfr), fontsize=7, xytext=(3, 3), textcoords="offset points"
+            )
     if front:
-        axes.plot([100 * p.error_rate for p in front], [100 * p.nfr for p in front], "--", color="tab:blue",
-                  alpha=0.6, label="Pareto front")
+        axes.plot(
+            [100 * p.error_rate for p in front],
+            [100 * p.nfr for p in front],
+            "--",
+            color="tab:blue",
+            alpha=0.6,
+            label="Pareto front",
+        )
     if highlight is not None:
-        axes.scatter([100 * highlight.error_rate], [100 * highlight.nfr], s=220, facecolors="none",
-                     edgecolors="tab:red", linewidths=2, label="pick")
+        axes.scatter(
+            [100 * highlight.error_rate],
+            [100 * highlight.nfr],
+            s=220,
+            facecolors="none",
+            edgecolors="tab:red",
+            linewidths=2,
+            label="pick",
+        )
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
     axes.set_title(title, fontsize=10)
@@ -128,8 +169,9 @@ def per_class_bars(per_class: Sequence[tuple[str, float]], title: str) -> Any:
     """Horizontal bars: NFR within each true class (%); a class without samples (NaN) as 0."""
     plt = pyplot()
     figure, axes = plt.subplots(figsize=(6.4, 0.32 * len(per_class) + 1.2))
-    axes.barh(range(len(per_class)), [100 * value if value == value else 0.0 for _, value in per_class],
-              color="#d62728")
+    axes.barh(
+        range(len(per_class)), [100 * value if value == value else 0.0 for _, value in per_class], color="#d62728"
+    )
     axes.set_yticks(range(len(per_class)), [name for name, _ in per_class])
     axes.invert_yaxis()
     axes.set_xlabel("NFR within the class (%)")

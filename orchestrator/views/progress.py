@@ -79,9 +79,14 @@ class RichDisplay:
 
         self.console = console or Console()
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description:<20}"), BarColumn(bar_width=28),
-            TextColumn("{task.percentage:>3.0f} %"), TimeElapsedColumn(), TextColumn("{task.fields[figures]}"),
-            console=self.console, transient=False,
+            SpinnerColumn(),
+            TextColumn("{task.description:<20}"),
+            BarColumn(bar_width=28),
+            TextColumn("{task.percentage:>3.0f} %"),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[figures]}"),
+            console=self.console,
+            transient=False,
         )
         self.tasks: dict[str, Any] = {}  # task name → its current bar
         self.finished: set[str] = set()  # names whose bar is complete: a new task of that name gets a new bar
@@ -99,8 +104,9 @@ class RichDisplay:
 
     def update(self, event: ProgressEvent) -> None:
         self.add(event.task)
-        self.progress.update(self.tasks[event.task], total=event.total, completed=event.completed,
-                             figures=describe(event))
+        self.progress.update(
+            self.tasks[event.task], total=event.total, completed=event.completed, figures=describe(event)
+        )
 
     def finish(self, task: str, summary: str) -> None:
         self.add(task)

@@ -70,16 +70,26 @@ def png_thumbnail(image: np.ndarray, scale: int = 3) -> str:
 
 def figures(data: ReportData) -> dict[str, str | None]:
     """The page's figures as base64 PNGs (None: not drawn)."""
-    points = [plots.Point(p["error_rate"], p["nfr"], p["method"], f"v{p['version']}" if p["version"] else None)
-              for p in data.points]
+    points = [
+        plots.Point(p["error_rate"], p["nfr"], p["method"], f"v{p['version']}" if p["version"] else None)
+        for p in data.points
+    ]
     return {
-        "heatmap": plots.png_base64(plots.nfr_heatmap([f"v{v}" for v in data.matrix_versions], data.matrix,
-                                                      f"{data.model}: NFR of column vs row (%)"))
-        if data.matrix else None,
-        "scatter": plots.png_base64(plots.er_nfr_scatter(points, f"{data.model}: every evaluated run",
-                                                         colours=plots.METHOD_COLOURS)),
-        "per_class": plots.png_base64(plots.per_class_bars(
-            data.per_class, f"v{data.parent} → v{data.version}: NFR per true class")) if data.per_class else None,
+        "heatmap": plots.png_base64(
+            plots.nfr_heatmap(
+                [f"v{v}" for v in data.matrix_versions], data.matrix, f"{data.model}: NFR of column vs row (%)"
+            )
+        )
+        if data.matrix
+        else None,
+        "scatter": plots.png_base64(
+            plots.er_nfr_scatter(points, f"{data.model}: every evaluated run", colours=plots.METHOD_COLOURS)
+        ),
+        "per_class": plots.png_base64(
+            plots.per_class_bars(data.per_class, f"v{data.parent} → v{data.version}: NFR per true class")
+        )
+        if data.per_class
+        else None,
     }
 
 
@@ -87,13 +97,19 @@ def figures(data: ReportData) -> dict[str, str | None]:
 def _template() -> Any:
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-    environment = Environment(loader=PackageLoader("orchestrator.views", "."), autoescape=select_autoescape(["j2"]),
-                              undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    environment = Environment(
+        loader=PackageLoader("orchestrator.views", "."),
+        autoescape=select_autoescape(["j2"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     environment.filters["percent"] = percent
     return environment.get_template("report.html.j2")
 
 
 def render_html(data: ReportData) -> str:
     """The whole page as one string."""
-    return _template().render(data=data, figures=figures(data),
-                              generated=datetime.datetime.now().isoformat(timespec="seconds"))
+    return _template().render(
+        data=data, figures=figures(data), generated=datetime.datetime.now().isoformat(timespec="seconds")
+    )

@@ -34,14 +34,17 @@ class Batch:
 
     def nbytes(self) -> int:
         """Bytes this request carries (indices and draws)."""
-        parts = [self.indices] + ([] if self.draws is None else
-                                  [t for t in (self.draws.shift_y, self.draws.shift_x, self.draws.mirror)
-                                   if t is not None])
+        parts = [self.indices] + (
+            []
+            if self.draws is None
+            else [t for t in (self.draws.shift_y, self.draws.shift_x, self.draws.mirror) if t is not None]
+        )
         return sum(t.numel() * t.element_size() for t in parts)
 
 
-def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, augment: bool = True, padding: int = 2,
-                  flip: bool = True) -> Iterator[Batch]:
+def epoch_batches(
+    n: int, batch_size: int, seed: int, epoch: int, augment: bool = True, padding: int = 2, flip: bool = True
+) -> Iterator[Batch]:
     """The batches of one epoch: a permutation of the n samples and, when `augment`, one shift and
     mirror draw per position, all from a CPU generator seeded by seed · 100003 + epoch."""
     generator = torch.Generator().manual_seed(seed * 100_003 + epoch)

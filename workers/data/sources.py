@@ -17,13 +17,29 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from workers.errors import first_line
+
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")  # Debian: dataset-fashion-mnist
 FASHION_MNIST_CLASSES = (
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
 )
-_IDX_DTYPES: dict[int, np.dtype] = {0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"),
-                                    0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+_IDX_DTYPES: dict[int, np.dtype] = {
+    0x08: np.dtype(np.uint8),
+    0x09: np.dtype(np.int8),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
 
 
 class DataError(ValueError):
@@ -64,11 +80,6 @@ class ImageSet:
         if isinstance(index, np.ndarray):
             index = torch.from_numpy(index)
         return ImageSet(self.images[index], self.labels[index], self.classes)
-
-
-def _first_line(error: BaseException) -> str:
-    """The first line of an exception's message, whole (its type's name when it has none)."""
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
@@ -123,9 +134,11 @@ def class_names(labelled: list[tuple[Path, np.ndarray]], num_classes: int | None
     missing = np.setdiff1d(np.arange(top + 1), ids)
     if missing.size:
         shown = ", ".join(str(int(c)) for c in missing[:5]) + (", …" if missing.size > 5 else "")
-        raise DataError(f"{holder}: class ids must run 0..C−1 without gaps, but the labels reach {top} and "
-                        f"{missing.size} ids below it never occur ({shown}); fix the labels, or declare the "
-                        "class count with data.num_classes")
+        raise DataError(
+            f"{holder}: class ids must run 0..C−1 without gaps, but the labels reach {top} and "
+            f"{missing.size} ids below it never occur ({shown}); fix the labels, or declare the "
+            "class count with data.num_classes"
+        )
     return tuple(str(c) for c in range(top + 1))
 
 
@@ -144,8 +157,9 @@ def _idx_pair(directory: Path, prefix: str) -> tuple[Path, np.ndarray, np.ndarra
     return labels_path, images, labels
 
 
-def load_idx_directory(directory: Path, classes: tuple[str, ...] | None = None, num_classes: int | None = None
-                       ) -> tuple[ImageSet, ImageSet | None]:
+def load_idx_directory(
+    directory: Path, classes: tuple[str, ...] | None = None, num_classes: int | None = None
+) -> tuple[ImageSet, ImageSet | None]:
     """A directory with train-{images-idx3,labels-idx1}-ubyte[.gz] and optionally t10k-… files.
 
     Returns (train, test); test is None when there are no t10k files. Without `classes` (names),
@@ -157,8 +171,10 @@ def load_idx_directory(directory: Path, classes: tuple[str, ...] | None = None, 
     found = [pair for pair in pairs if pair is not None]
     if classes is None:
         classes = class_names([(path, labels) for path, _, labels in found], num_classes)
-    train, test = (None if pair is None else ImageSet(torch.from_numpy(pair[1].copy()), torch.from_numpy(pair[2]),
-                                                      classes) for pair in pairs)
+    train, test = (
+        None if pair is None else ImageSet(torch.from_numpy(pair[1].copy()), torch.from_numpy(pair[2]), classes)
+        for pair in pairs
+    )
     assert train is not None  # pairs[0] was checked above
     return train, test
 
@@ -184,7 +200,7 @@ def load_image_folder(directory: Path, num_classes: int | None = None) -> ImageS
         except UnidentifiedImageError:
             raise DataError(f"{path}: cannot read image (not a format PIL can identify)") from None
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:  # truncated, corrupt data
-            raise DataError(f"{path}: cannot read image ({_first_line(e)})") from None
+            raise DataError(f"{path}: cannot read image ({first_line(e)})") from None
     shapes = {a.shape for a in images}
     if len(shapes) != 1:
         raise DataError(f"{directory}: images differ in size or channels ({sorted(shapes)[:3]}…); resize them first")
@@ -240,9 +256,7 @@ def load_images(source: str | os.PathLike, num_classes: int | None = None) -> tu
     if str(source) == "fashion-mnist":
         directory = fashion_mnist_dir()
         if not directory.is_dir():
-            raise DataError(
-                f"{directory}: Fashion-MNIST is not installed (apt-get install -y dataset-fashion-mnist)"
-            )
+            raise DataError(f"{directory}: Fashion-MNIST is not installed (apt-get install -y dataset-fashion-mnist)")
         return load_idx_directory(directory, FASHION_MNIST_CLASSES)
     path = Path(source)
     if not path.exists():

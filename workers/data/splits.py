@@ -116,7 +116,8 @@ def load_splits(
     if train_limit is not None:
         if train_limit > len(train):
             raise DataError(
-                f"{source}: train_limit {train_limit} is above the {len(train)} training samples{of_subset}")
+                f"{source}: train_limit {train_limit} is above the {len(train)} training samples{of_subset}"
+            )
         train = train.take(slice(0, train_limit))
     if eval_limit is not None:
         if eval_limit > len(test):
@@ -128,8 +129,9 @@ def load_splits(
     return DataSplits(train, val, test, fingerprint(test), str(source), subset)
 
 
-def _check_coverage(train: ImageSet, present: torch.Tensor, source: object, subset: str, train_limit: int | None
-                    ) -> None:
+def _check_coverage(
+    train: ImageSet, present: torch.Tensor, source: object, subset: str, train_limit: int | None
+) -> None:
     """DataError unless the train split holds every class it should learn: each class of the
     dataset (`present`), or of its first half for `half-classes`. A model never shown a class
     cannot predict it, and its flips on that class would mean nothing."""
@@ -140,5 +142,7 @@ def _check_coverage(train: ImageSet, present: torch.Tensor, source: object, subs
     which = "classes of the first half" if subset == "half-classes" else "classes"
     shown = ", ".join(map(str, missing[:5])) + (", …" if len(missing) > 5 else "")
     cause = f"; train_limit {train_limit} is too small" if train_limit is not None else ""
-    raise DataError(f"{source}: the train split holds {len(expected) - len(missing)} of the {len(expected)} {which} "
-                    f"(none of {shown}){cause}")
+    raise DataError(
+        f"{source}: the train split holds {len(expected) - len(missing)} of the {len(expected)} {which} "
+        f"(none of {shown}){cause}"
+    )
