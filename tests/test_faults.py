@@ -24,7 +24,6 @@ from pipelines.spec import parse_spec
 from reliability_records import record
 from workers.checkpoints import ModelSettings, load_model, read_checkpoint, save_checkpoint
 from workers.inference import FrozenModels
-from workers.teachers import TeacherActor
 from workers.trainer import TrainConfig, train
 
 KILL_TIMEOUT_S = 240.0
@@ -276,19 +275,26 @@ def test_pool_resends_the_batches_of_an_actor_that_died_for_good(ray_cluster, tm
     next actor: every batch is answered once, with the right logits."""
     import ray
 
+    from orchestrator.driver.pool import PooledTeacher
+    from workers.data import batch_inputs, epoch_batches
+
     settings = ModelSettings("mlp-small", 10)
     paths = [str(save_checkpoint(tmp_path / f"r{i}.pt", settings.build(seed=i), settings)) for i in range(2)]
-    actor_class = ray.remote(TeacherActor)
+    images = torch.randint(0, 256, (24, 1, 28, 28), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    actor_class = ray.remote(PooledTeacher)
     actors = [actor_class.options(num_cpus=0.25, max_restarts=0).remote({"teacher": paths}) for _ in range(2)]
     doomed = ray.get(actors[0].info.remote())["pid"]
     ray.get(actors[1].info.remote())
     os.kill(doomed, signal.SIGKILL)
-    pool = TeacherPool(actors, ("teacher",))
-    batches = [torch.randn(4, 1, 28, 28, generator=torch.Generator().manual_seed(i)) for i in range(6)]
-    pending = [pool.request(batch) for batch in batches]
+    pool = TeacherPool(actors, ("teacher",), ray.put(images.numpy()))
+    batches = list(epoch_batches(len(images), 4, seed=0, epoch=0))  # indices and augmentation draws
+    pending = [pool.request(batch_inputs(images, batch), batch) for batch in batches]
     answers = [collect()["teacher"] for collect in pending]
     reference = FrozenModels([load_model(p)[0] for p in paths])
-    assert all(torch.allclose(answer, reference(batch), atol=1e-5) for answer, batch in zip(answers, batches))
+    assert all(
+        torch.allclose(answer, reference(batch_inputs(images, batch)), atol=1e-5)
+        for answer, batch in zip(answers, batches)
+    )
     deliveries = pool.deliveries()
     record(
         "fault",
