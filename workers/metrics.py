@@ -9,7 +9,7 @@ float logits (N×C) that are reduced to class ids with argmax.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -121,7 +121,33 @@ def nfr_matrix(predictions_list: Sequence[Any], labels: Any, scopes: Sequence[An
     return only_old_correct / np.maximum(scope.sum(axis=1), 1)[:, None]
 
 
-def update_report(old: Any, new: Any, labels: Any) -> dict[str, Any]:
+class UpdateReport(TypedDict):
+    """One update measured on one split (JSON as it is): rel_nfr None where undefined."""
+
+    n: int
+    er_old: float
+    er_new: float
+    nfr: float
+    pfr: float
+    rel_nfr: float | None
+
+
+class _Evaluated(TypedDict):
+    error_rate: float
+
+
+class EvaluationMetrics(_Evaluated, total=False):
+    """A version on the regression-eval split (the `congruent run --json` contract): its ER, and
+    each comparison it has — against the old model (on the old model's classes, and on all when
+    those differ), against the paragon, and the paragon against the old model."""
+
+    vs_old: UpdateReport
+    vs_old_all_classes: UpdateReport
+    vs_paragon: UpdateReport
+    paragon_vs_old: UpdateReport
+
+
+def update_report(old: Any, new: Any, labels: Any) -> UpdateReport:
     """JSON-ready summary of one update: n, er_old, er_new, nfr, pfr, rel_nfr (None: undefined)."""
     er_old = error_rate(old, labels)
     er_new = error_rate(new, labels)

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 
-def pareto_front(rows: Sequence[dict[str, Any]]) -> list[int]:
+class Scored(TypedDict):
+    """What a candidate needs to be chosen: its error rate and NFR (a Tune trial has more keys)."""
+
+    error_rate: float
+    nfr: float
+
+
+def pareto_front(rows: Sequence[Scored]) -> list[int]:
     """Indices of the rows no other row dominates on (error_rate, nfr), both minimised: row j
     dominates row i when it is no worse on both and better on one. Sorted by error rate."""
     front = []
@@ -23,7 +30,7 @@ def pareto_front(rows: Sequence[dict[str, Any]]) -> list[int]:
     return sorted(front, key=lambda i: (rows[i]["error_rate"], rows[i]["nfr"]))
 
 
-def pick_trial(rows: Sequence[dict[str, Any]], reference_error_rate: float, tolerance: float) -> int | None:
+def pick_trial(rows: Sequence[Scored], reference_error_rate: float, tolerance: float) -> int | None:
     """The lowest-NFR row among those with error_rate ≤ reference + tolerance (ties: lower ER,
     then order); None when no row qualifies."""
     eligible = [i for i, r in enumerate(rows) if r["error_rate"] <= reference_error_rate + tolerance]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.fidelity.plan import Layout, Row
-from workers.metrics import error_rate, nfr_matrix, update_report
+from workers.metrics import UpdateReport, error_rate, nfr_matrix, update_report
 
 METRICS = ("er_old", "er_new", "nfr", "rel_nfr", "pfr")
 ER_SLACK = 0.003  # ELODI's ER may exceed no treatment's by 0.3 points
@@ -42,7 +42,7 @@ def summarise(reports: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, fl
     return summary
 
 
-def row_report(row: Row, logits: Mapping[str, np.ndarray], labels: np.ndarray) -> dict[str, Any]:
+def row_report(row: Row, logits: Mapping[str, np.ndarray], labels: np.ndarray) -> UpdateReport:
     """update_report of the row's old ensemble → new ensemble."""
     return update_report(ensemble(logits, row.old), ensemble(logits, row.new), labels)
 

@@ -28,7 +28,7 @@ from orchestrator.tracking import registry, runs
 from orchestrator.tracking.ledger import write_ledger
 from pipelines.spec import UpdateSpec
 from workers.jobs import BcwiRecord, TrainRecord, cached_splits
-from workers.metrics import error_rate, update_report
+from workers.metrics import EvaluationMetrics, error_rate, update_report
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Evaluation:
     """The model against the old version and the paragon on the regression-eval split; the
     predictions (.npy logits) reproduce every number with `congruent compare`."""
 
-    metrics: dict[str, Any]  # error_rate, vs_old, vs_paragon, paragon_vs_old (update_report dicts)
+    metrics: EvaluationMetrics
     predictions: dict[str, str]  # new, old, paragon → .npy path
     labels: str
     n_eval: int
@@ -63,7 +63,7 @@ class PipelineResult:
     n_eval: int
     checkpoint: str | None  # None for the ensemble paragon (nothing single to deploy)
     old: str | None
-    metrics: dict[str, Any]
+    metrics: EvaluationMetrics
     predictions: dict[str, str]
     labels: str
     replicas: list[TrainRecord] = field(default_factory=list)
@@ -177,7 +177,7 @@ def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run
     labels = cached_splits(plan.data).eval.labels.numpy()
     # flips against the old model count on the classes it knows (data growth with new classes)
     known = np.ones(len(labels), bool) if plan.old_classes is None else np.isin(labels, plan.old_classes)
-    metrics: dict[str, Any] = {"error_rate": error_rate(logits["new"], labels)}
+    metrics: EvaluationMetrics = {"error_rate": error_rate(logits["new"], labels)}
     if "old" in logits:
         metrics["vs_old"] = update_report(logits["old"][known], logits["new"][known], labels[known])
         if plan.old_classes is not None:
@@ -197,7 +197,7 @@ def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run
     )
 
 
-def version_tags(spec: UpdateSpec, plan: Plan, metrics: dict[str, Any]) -> dict[str, str]:
+def version_tags(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> dict[str, str]:
     """The registry tags of a version: lineage, method, eval split, ER and flips against its parent.
     What a version does not have is absent, not an empty string: no `parent_version` and `old`
     for a first version, no `nfr` / `pfr` / `rel_nfr` without an old model (and no `rel_nfr`

@@ -23,7 +23,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from ray import tune
@@ -37,7 +37,7 @@ from orchestrator.views import plots
 from pipelines.spec import TuneSpec, UpdateSpec
 from workers import storage
 from workers.jobs import TrainRecord, cached_splits
-from workers.metrics import error_rate, negative_flip_rate, update_report
+from workers.metrics import UpdateReport, error_rate, negative_flip_rate, update_report
 from workers.selection import pareto_front, pick_trial
 
 
@@ -119,11 +119,26 @@ class StopOnCtrlC(tune.Stopper):
         self.pressed = threading.Event()
 
 
+class TrialResult(TypedDict):
+    """One finished trial: its settings, its scores on the regression-eval split against the old
+    model, its training and checkpoint."""
+
+    trial_id: str
+    config: dict[str, Any]
+    error_rate: float
+    nfr: float
+    pfr: float
+    rel_nfr: float | None
+    steps: int
+    checkpoint: str
+    seconds: float
+
+
 @dataclass
 class SearchRecord:
     """Everything the search found (tune.json)."""
 
-    trials: list[dict[str, Any]]
+    trials: list[TrialResult]
     pareto_front: list[int]
     pick: int | None
     no_treatment_error_rate: float
@@ -132,7 +147,7 @@ class SearchRecord:
     replicas: list[TrainRecord]
     replicas_seconds: float
     search_seconds: float
-    paragon: dict[str, Any]
+    paragon: UpdateReport
     old_error_rate: float
     teacher_batches_served: int
     stopped_early: list[str] = field(default_factory=list)  # trial ids the ASHA scheduler stopped
@@ -202,7 +217,8 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
             storage.delete_tree(trials_uri)
             raise KeyboardInterrupt
         served = pool.batches_served()[1] if pool else 0
-    trials, stopped = [], []
+    trials: list[TrialResult] = []
+    stopped: list[str] = []
     for result in results:
         if result.error is not None:
             raise RuntimeError(f"trial {result.metrics.get('trial_id', '?')} failed: {result.error}")
@@ -211,17 +227,17 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
             stopped.append(m["trial_id"])
             continue
         trials.append(
-            {
-                "trial_id": m["trial_id"],
-                "config": result.config,
-                "error_rate": m["er_new"],
-                "nfr": m["nfr"],
-                "pfr": m["pfr"],
-                "rel_nfr": m["rel_nfr"],
-                "steps": m["steps"],
-                "checkpoint": m["checkpoint"],
-                "seconds": m["seconds"],
-            }
+            TrialResult(
+                trial_id=m["trial_id"],
+                config=result.config,
+                error_rate=m["er_new"],
+                nfr=m["nfr"],
+                pfr=m["pfr"],
+                rel_nfr=m["rel_nfr"],
+                steps=m["steps"],
+                checkpoint=m["checkpoint"],
+                seconds=m["seconds"],
+            )
         )
     trials.sort(key=lambda t: t["trial_id"])
     reference = float(np.mean(replica_ers))
