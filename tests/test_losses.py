@@ -106,7 +106,7 @@ def test_objectives_compose_ce_and_distillation():
     assert Objective("elodi", legacy_weight=0.5).references == ("teacher", "old")
     with pytest.raises(ValueError, match="alpha"):
         Objective("kd", alpha=1.5)
-    with pytest.raises(ValueError, match="method"):
+    with pytest.raises(ValueError, match="objective must be one of"):
         Objective("magic")
 
 
