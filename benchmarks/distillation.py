@@ -30,7 +30,7 @@ import torch
 
 from benchmarks.report import write_section
 from orchestrator.driver.plan import preflight, train_config
-from orchestrator.driver.pool import TeacherPool, teacher_pool
+from orchestrator.driver.pool import TeacherPool, shareable, teacher_pool
 from orchestrator.driver.stages import train_replicas
 from orchestrator.driver.watch import StageWatch
 from pipelines.spec import parse_spec
@@ -83,8 +83,8 @@ def distillation_throughput(m: int, samples: int, actors: int, folder: Path) -> 
 
     # pool: the pipeline's student task and teacher actors, which hold the training split (requests
     # carry indices and augmentation draws)
-    train_images = ray.put(cached_splits(request).train.images.numpy())
-    with teacher_pool(spec, {"teacher": paths}, with_student=True, train_images=train_images) as pool:
+    train_split = ray.put(shareable(cached_splits(request).train))
+    with teacher_pool(spec, {"teacher": paths}, with_student=True, train_split=train_split) as pool:
         pool.batches_served()  # actors loaded before the clock starts
 
         def student(job: TrainJob, client: TeacherPool):

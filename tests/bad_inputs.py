@@ -376,7 +376,7 @@ CASES = [
         "plain.txt/data.npz: no such file or directory",
         _run_spec("through", _data(lambda folder: bad_files.text_file("plain.txt", "x")(folder) / "data.npz")),
     ),
-    BadInput("data-not-npz", "must be an .npz", _run_spec("csv", _data(bad_files.text_file("data.csv", "1,2,3\n")))),
+    BadInput("data-not-npz", "must be an .npz", _run_spec("txt", _data(bad_files.text_file("data.txt", "1,2,3\n")))),
     BadInput(
         "data-npz-garbage",
         "not an .npz archive",

@@ -4,10 +4,14 @@ stderr line naming the problem, exit code 2, no traceback, and nothing registere
 import pytest
 from mlflow import MlflowClient
 
-from bad_inputs import CASES, make_assets
+from bad_inputs import CASES as IMAGE_CASES
+from bad_inputs import make_assets
+from bad_text import TEXT_CASES
 from orchestrator.cli import main
 from orchestrator.tracking import store
 from reliability_records import record
+
+CASES = IMAGE_CASES + TEXT_CASES
 
 
 @pytest.fixture(scope="module")

@@ -6,17 +6,19 @@ from torch import nn
 
 from workers.bcwi import interpolate_state_dicts
 from workers.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
-from workers.models import ARCHITECTURES, ModelError, build_model
+from workers.inputs import InputSpec
+from workers.models import ModelError, build_model
+from workers.names import IMAGE_ARCHITECTURES
 
 
-def tiny_factory(num_classes, in_channels, image_size):
-    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * image_size * image_size, num_classes))
+def tiny_factory(num_classes, inputs):
+    return nn.Sequential(nn.Flatten(), nn.Linear(inputs.channels * inputs.size * inputs.size, num_classes))
 
 
-@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("arch", IMAGE_ARCHITECTURES)
 @pytest.mark.parametrize("channels,size", [(1, 28), (3, 32)])
-def test_every_architecture_maps_images_to_class_logits(arch, channels, size):
-    model = build_model(arch, num_classes=7, in_channels=channels, image_size=size, seed=0).eval()
+def test_every_image_architecture_maps_images_to_class_logits(arch, channels, size):
+    model = build_model(arch, num_classes=7, inputs=InputSpec.image(channels, size), seed=0).eval()
     with torch.no_grad():
         assert model(torch.randn(2, channels, size, size)).shape == (2, 7)
 
@@ -44,6 +46,23 @@ def test_unknown_architecture_and_user_factories_need_opt_in():
     assert model(torch.zeros(1, 1, 28, 28)).shape == (1, 10)
     with pytest.raises(ModelError, match="cannot import"):
         build_model("tests.test_models:nothing_here", 10, allow_user_factories=True)
+
+
+def test_a_checkpoint_written_before_text_inputs_still_loads(tmp_path):
+    """Checkpoints before text recorded `in_channels` and `image_size` in place of `inputs`."""
+    settings = ModelSettings("lenet", 10, InputSpec.image(3, 32))
+    model = settings.build(seed=2)
+    path = tmp_path / "old-format.pt"
+    torch.save(
+        {
+            "model": {"arch": "lenet", "num_classes": 10, "in_channels": 3, "image_size": 32},
+            "state_dict": model.state_dict(),
+        },
+        path,
+    )
+    loaded, loaded_settings = load_model(path)
+    assert loaded_settings == settings
+    assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in model.state_dict().items())
 
 
 def test_checkpoint_round_trip_and_clear_errors(tmp_path):

@@ -253,10 +253,13 @@ NON_DEFAULT = {
         "val_fraction": 0.2,
         "eval_fraction": 0.3,
         "num_classes": 12,
+        "text_column": "body",
+        "label_column": "y",
+        "encoding": "latin-1",
     },
 }
 BESIDE = {("data", "num_classes"): {"path": "user/data"}, ("method", "name"): {"legacy_weight": None}}
-SAME_AS_DEFAULT = {("data", "dataset")}  # its one value, fashion-mnist, is also the source without it
+SAME_AS_DEFAULT = {("data", "dataset")}  # fashion-mnist is the source without it; tweet-sentiment needs a text arch
 
 
 def consumers(document: dict) -> tuple:

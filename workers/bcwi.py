@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from workers.data import ImageSet
+from workers.data.encoded import Samples, encode
 from workers.inference import predict_logits
+from workers.inputs import InputSpec
 from workers.metrics import error_rate, negative_flip_rate
 
 
@@ -65,22 +66,25 @@ class BcwiChoice:
 def select_bcwi(
     old: nn.Module,
     tuned: nn.Module,
-    val: ImageSet,
+    val: Samples,
     alphas: Sequence[float],
     er_tolerance: float,
     device: str | torch.device = "cpu",
+    inputs: InputSpec | None = None,
 ) -> BcwiChoice:
     """BCWI's α on the validation split: the lowest val NFR (against `old`) among the α whose val ER
     ≤ ER(α = 0) + `er_tolerance` (see `sweep_bcwi`); `tuned` (fine-tuned from `old`) is left as it
-    was. Used by the pipeline and the fidelity benchmark alike."""
+    was. Both read `inputs` (one architecture, so one tokenizer for text). Used by the pipeline and
+    the fidelity benchmark alike."""
     old_state = {k: v.detach().clone() for k, v in old.state_dict().items()}
     tuned_state = {k: v.detach().clone() for k, v in tuned.state_dict().items()}
-    old_val = predict_logits(old.to(device), val, device=device)
+    encoded = encode(val, inputs)
+    old_val = predict_logits(old.to(device), encoded, device=device)
     probe = tuned.to(device)
 
     def evaluate(state: dict[str, torch.Tensor]) -> tuple[float, float]:
         probe.load_state_dict(state)
-        logits = predict_logits(probe, val, device=device)
+        logits = predict_logits(probe, encoded, device=device)
         return error_rate(logits, val.labels), negative_flip_rate(old_val, logits, val.labels)
 
     alpha, sweep = sweep_bcwi(old_state, tuned_state, evaluate, alphas, er_tolerance)

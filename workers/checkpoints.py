@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from workers.errors import first_line
+from workers.inputs import InputSpec
 from workers.models import build_model
 
 
@@ -20,15 +21,20 @@ class CheckpointError(ValueError):
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """Everything needed to rebuild a registry model before loading its weights."""
+    """Everything needed to rebuild a registry model before loading its weights: its architecture,
+    its classes and what it reads (for a text model, its tokenizer)."""
 
     arch: str
     num_classes: int
-    in_channels: int = 1
-    image_size: int = 28
+    inputs: InputSpec = InputSpec()
 
     def build(self, seed: int = 0, allow_user_factories: bool = False) -> nn.Module:
-        return build_model(self.arch, self.num_classes, self.in_channels, self.image_size, seed, allow_user_factories)
+        return build_model(self.arch, self.num_classes, self.inputs, seed, allow_user_factories)
+
+    @staticmethod
+    def from_record(record: dict[str, Any]) -> ModelSettings:
+        """From a checkpoint's `model` entry, also as checkpoints before text wrote it (image fields)."""
+        return ModelSettings(str(record["arch"]), int(record["num_classes"]), InputSpec.from_record(record))
 
 
 def save_checkpoint(path: str | os.PathLike, model: nn.Module, settings: ModelSettings, **extra: Any) -> Path:
@@ -97,8 +103,8 @@ def load_model(path: str | os.PathLike, allow_user_factories: bool = False) -> t
     """Rebuild the model a checkpoint describes and load its weights (strict), in eval mode."""
     checkpoint = read_checkpoint(path)
     try:
-        settings = ModelSettings(**checkpoint["model"])
-    except TypeError as e:
+        settings = ModelSettings.from_record(checkpoint["model"])
+    except (TypeError, KeyError, ValueError) as e:
         raise CheckpointError(f"{path}: bad model settings ({e})") from None
     model = settings.build(allow_user_factories=allow_user_factories)
     try:

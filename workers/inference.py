@@ -7,6 +7,9 @@ of its step, so a remote source (the Ray teacher pool, orchestrator/driver/pool.
 `batch` — indices and augmentation draws — to actors holding the training split) computes while the
 student trains. `LocalReferences` is the in-process source: no hop at all, the fast path when the
 teachers share the student's device.
+
+Model input is 4-D float images (kept channels-last) or 2-D token ids, as workers/data/encoded.py
+makes it; inference takes either.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from workers.data import Batch, ImageSet, to_model_input
+from workers.data import Batch
+from workers.data.encoded import EncodedSplit, Samples, encode
+from workers.inputs import InputSpec
 from workers.runtime import autocast
 
 Logits = torch.Tensor  # or losses.TopKLogits, from a pool that sends only the top-K
@@ -29,19 +34,32 @@ class ReferenceSource(Protocol):
     def request(self, inputs: torch.Tensor, batch: Batch | None = None) -> Callable[[], Mapping[str, Logits]]: ...
 
 
+def placed(inputs: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """Model input on `device`: images channels-last (NHWC: docs/benchmarks.md), token ids as they are."""
+    if inputs.dim() == 4:
+        return inputs.to(device, memory_format=torch.channels_last)
+    return inputs.to(device)
+
+
 class FrozenModels:
     """Mean logits of one or more models, in eval mode without gradients:
     φ_ens(x) = (1/m) Σ_i φ^(i)(x) (the ensemble of ELODI; with one model, that model).
-    Models and inputs are kept channels-last (NHWC: docs/benchmarks.md). With `precision` "bf16"
-    the forward passes run under bf16 autocast; the mean is fp32 either way."""
+    With `precision` "bf16" the forward passes run under bf16 autocast; the mean is fp32 either
+    way. Given `split` (the training split as these models read it: text through their own
+    tokenizer), a batch is read from it (`of_batch`) instead of the student's inputs."""
 
     def __init__(
-        self, models: Sequence[nn.Module], device: str | torch.device = "cpu", precision: str = "fp32"
+        self,
+        models: Sequence[nn.Module],
+        device: str | torch.device = "cpu",
+        precision: str = "fp32",
+        split: EncodedSplit | None = None,
     ) -> None:
         if not models:
             raise ValueError("FrozenModels needs at least one model")
         self.device = torch.device(device)
         self.precision = precision
+        self.split = None if split is None else split.to(self.device)
         self.models = [
             m.to(self.device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
             .eval()
@@ -51,12 +69,18 @@ class FrozenModels:
 
     @torch.inference_mode()
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
-        inputs = inputs.to(self.device, memory_format=torch.channels_last)
+        inputs = placed(inputs, self.device)
         with autocast(self.device, self.precision):
             total = self.models[0](inputs).float()
             for model in self.models[1:]:
                 total = total + model(inputs).float()
         return total / len(self.models)
+
+    def of_batch(self, inputs: torch.Tensor, batch: Batch | None) -> torch.Tensor:
+        """The mean logits of the training batch: read from `split` when held, else `inputs`."""
+        if self.split is not None and batch is not None:
+            return self(self.split.batch(batch))
+        return self(inputs)
 
 
 class LocalReferences:
@@ -68,20 +92,27 @@ class LocalReferences:
         self.names = tuple(functions)
 
     def request(self, inputs: torch.Tensor, batch: Batch | None = None) -> Callable[[], Mapping[str, Logits]]:
-        return lambda: {name: function(inputs) for name, function in self.functions.items()}
+        def answer(function: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+            return function.of_batch(inputs, batch) if isinstance(function, FrozenModels) else function(inputs)
+
+        return lambda: {name: answer(function) for name, function in self.functions.items()}
 
 
 @torch.no_grad()
 def predict_logits(
-    model: nn.Module, data: ImageSet, batch_size: int = 1024, device: str | torch.device = "cpu"
+    model: nn.Module,
+    data: Samples | EncodedSplit,
+    batch_size: int = 1024,
+    device: str | torch.device = "cpu",
+    inputs: InputSpec | None = None,
 ) -> torch.Tensor:
-    """N×C logits of `model` (eval mode) on every sample of `data`, in order, on the CPU."""
+    """N×C logits of `model` (eval mode) on every sample of `data`, in order, on the CPU; text is
+    read through `inputs`' tokenizer (the model's own)."""
+    encoded = data if isinstance(data, EncodedSplit) else encode(data, inputs)
     was_training = model.training
     model.eval()
     chunks = []
-    for start in range(0, len(data), batch_size):
-        inputs = to_model_input(data.images[start : start + batch_size])
-        inputs = inputs.to(device, memory_format=torch.channels_last)
-        chunks.append(model(inputs).float().cpu())
+    for start in range(0, len(encoded), batch_size):
+        chunks.append(model(placed(encoded.rows(start, start + batch_size), device)).float().cpu())
     model.train(was_training)
     return torch.cat(chunks)

@@ -14,8 +14,10 @@ import torch
 
 from workers.checkpoints import CheckpointError, ModelSettings, classes_seen_of, load_model
 from workers.data import DataSplits, load_splits
+from workers.data.encoded import encode
 from workers.data.splits import fingerprint
 from workers.inference import FrozenModels, LocalReferences, predict_logits
+from workers.inputs import InputSpec
 from workers.objectives import Objective
 from workers.storage import fetch_checkpoint
 from workers.trainer import TrainConfig
@@ -33,6 +35,9 @@ class DataRequest:
     val_fraction: float = 0.1
     eval_fraction: float = 0.2
     num_classes: int | None = None  # declared class count (labels with gaps); None: the largest id + 1
+    text_column: str = "text"
+    label_column: str = "label"
+    encoding: str = "utf-8"
 
 
 @lru_cache(maxsize=2)
@@ -65,6 +70,7 @@ class TrainJob:
     allow_user_factories: bool = False
     nfr_reference: str | None = None  # old model's checkpoint: each epoch records the val NFR against it
     teachers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # in-process references: (name, checkpoints)
+    inputs: InputSpec | None = None  # what the model reads: a text model's tokenizer; None: the data's images
 
 
 @dataclass
@@ -103,8 +109,11 @@ class BcwiRecord:
 
 
 def settings_of(job: TrainJob) -> ModelSettings:
+    """The job's model: its architecture, the data's classes, and what it reads — `job.inputs` (a
+    text model's tokenizer, trained by the plan), else the images of its data."""
     splits = cached_splits(job.data)
-    return ModelSettings(job.arch, splits.num_classes, splits.in_channels, splits.image_size)
+    inputs = job.inputs if job.inputs is not None else InputSpec.image(splits.in_channels, splits.image_size)
+    return ModelSettings(job.arch, splits.num_classes, inputs)
 
 
 def initial_model(job: TrainJob) -> torch.nn.Module:
@@ -122,19 +131,18 @@ def initial_model(job: TrainJob) -> torch.nn.Module:
 
 def local_references(job: TrainJob) -> LocalReferences | None:
     """The job's teachers in this process, on its device, in its precision: the reference source
-    without any hop, for teachers that share the student's device."""
+    without any hop, for teachers that share the student's device. Text teachers read the
+    training split through their own tokenizer (the old model's may differ from the student's)."""
     if not job.teachers:
         return None
-    return LocalReferences(
-        **{
-            name: FrozenModels(
-                [load_model(fetch_checkpoint(uri), job.allow_user_factories)[0] for uri in uris],
-                job.config.device,
-                job.config.precision,
-            )
-            for name, uris in job.teachers
-        }
-    )
+    train = cached_splits(job.data).train
+    groups = {}
+    for name, uris in job.teachers:
+        loaded = [load_model(fetch_checkpoint(uri), job.allow_user_factories) for uri in uris]
+        inputs = loaded[0][1].inputs
+        split = encode(train, inputs) if inputs.modality == "text" else None
+        groups[name] = FrozenModels([model for model, _ in loaded], job.config.device, job.config.precision, split)
+    return LocalReferences(**groups)
 
 
 @lru_cache(maxsize=4)
@@ -142,9 +150,9 @@ def reference_class_ids(uri: str, data: DataRequest, device: str, allow_user_fac
     """Class ids of the checkpoint at `uri` on the val split (what each epoch's val NFR counts
     against), -1 for samples of classes it was not trained on; read once per process."""
     path = fetch_checkpoint(uri)
-    model, _ = load_model(path, allow_user_factories)
+    model, settings = load_model(path, allow_user_factories)
     val = cached_splits(data).val
-    ids = predict_logits(model, val, device=device).argmax(1)
+    ids = predict_logits(model, val, device=device, inputs=settings.inputs).argmax(1)
     known = classes_seen_of(path)
     if known is not None:
         ids[~torch.isin(val.labels, torch.tensor(known))] = -1

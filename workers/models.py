@@ -1,7 +1,7 @@
 """Model registry: every architecture Congruent trains, built by name with a seed.
 
-`build_model(arch, num_classes, in_channels, image_size, seed)` gives the same weights for the same
-seed. Architectures:
+`build_model(arch, num_classes, inputs, seed)` gives the same weights for the same seed; `inputs`
+(workers/inputs.py) says what the model reads. Image architectures:
 
 - `mlp-small` (784-128-C), `mlp` (784-512-512-C): fast, few flips.
 - `small-cnn` (3 conv + BN, ~24k params), `lenet` (LeNet-5 style, ~0.4M params).
@@ -9,7 +9,8 @@ seed. Architectures:
   n basic blocks, widths 16/32/64, depth 6n+2).
 - `resnet18`, `resnet34`, `resnet50`: torchvision's ImageNet ResNets adapted to small images
   (3×3 stride-1 stem, no max-pool, 1 or 3 input channels).
-- A user factory `package.module:function` taking (num_classes, in_channels, image_size) — only when
+- Text: `text-bag`, `text-cnn`, `text-transformer` (workers/text_models.py), reading token ids.
+- A user factory `package.module:function` taking (num_classes, inputs: InputSpec) — only when
   `allow_user_factories=True` is passed, since it imports and runs user code.
 """
 
@@ -22,9 +23,11 @@ import torch
 from torch import nn
 from torchvision.models import resnet18, resnet34, resnet50
 
-from workers.names import check_architecture
+from workers.inputs import InputSpec
+from workers.names import check_architecture, modality_of
+from workers.text_models import TEXT_ARCHITECTURES
 
-ModelFactory = Callable[[int, int, int], nn.Module]
+ModelFactory = Callable[[int, InputSpec], nn.Module]
 
 
 class ModelError(ValueError):
@@ -32,9 +35,9 @@ class ModelError(ValueError):
 
 
 def _mlp(hidden: tuple[int, ...]) -> ModelFactory:
-    def build(num_classes: int, in_channels: int, image_size: int) -> nn.Module:
+    def build(num_classes: int, inputs: InputSpec) -> nn.Module:
         layers: list[nn.Module] = [nn.Flatten()]
-        width = in_channels * image_size * image_size
+        width = inputs.channels * inputs.size * inputs.size
         for h in hidden:
             layers += [nn.Linear(width, h), nn.ReLU(inplace=True)]
             width = h
@@ -48,10 +51,10 @@ def _conv_bn(cin: int, cout: int, stride: int = 1) -> list[nn.Module]:
     return [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)]
 
 
-def small_cnn(num_classes: int, in_channels: int, image_size: int) -> nn.Module:
+def small_cnn(num_classes: int, inputs: InputSpec) -> nn.Module:
     """3×(conv3×3-BN-ReLU), max-pools between, global average pool, linear head."""
     return nn.Sequential(
-        *_conv_bn(in_channels, 16),
+        *_conv_bn(inputs.channels, 16),
         nn.MaxPool2d(2),
         *_conv_bn(16, 32),
         nn.MaxPool2d(2),
@@ -62,11 +65,11 @@ def small_cnn(num_classes: int, in_channels: int, image_size: int) -> nn.Module:
     )
 
 
-def lenet(num_classes: int, in_channels: int, image_size: int) -> nn.Module:
+def lenet(num_classes: int, inputs: InputSpec) -> nn.Module:
     """LeNet-5 shape with ReLU and max-pool: conv5-32, conv5-64, fc 128 (padding keeps 28→7)."""
-    side = image_size // 4
+    side = inputs.size // 4
     return nn.Sequential(
-        nn.Conv2d(in_channels, 32, 5, padding=2),
+        nn.Conv2d(inputs.channels, 32, 5, padding=2),
         nn.ReLU(inplace=True),
         nn.MaxPool2d(2),
         nn.Conv2d(32, 64, 5, padding=2),
@@ -102,8 +105,8 @@ def _cifar_resnet(depth: int) -> ModelFactory:
         raise ModelError(f"CIFAR ResNet depth must be 6n+2, got {depth}")
     n = (depth - 2) // 6
 
-    def build(num_classes: int, in_channels: int, image_size: int) -> nn.Module:
-        layers: list[nn.Module] = [*_conv_bn(in_channels, 16)]
+    def build(num_classes: int, inputs: InputSpec) -> nn.Module:
+        layers: list[nn.Module] = [*_conv_bn(inputs.channels, 16)]
         cin = 16
         for stage, width in enumerate((16, 32, 64)):
             for block in range(n):
@@ -116,9 +119,9 @@ def _cifar_resnet(depth: int) -> ModelFactory:
 
 
 def _torchvision_resnet(constructor: Callable[..., nn.Module]) -> ModelFactory:
-    def build(num_classes: int, in_channels: int, image_size: int) -> nn.Module:
+    def build(num_classes: int, inputs: InputSpec) -> nn.Module:
         model = constructor(weights=None, num_classes=num_classes)
-        model.conv1 = nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False)
+        model.conv1 = nn.Conv2d(inputs.channels, 64, 3, 1, 1, bias=False)
         model.maxpool = nn.Identity()
         return model
 
@@ -136,6 +139,7 @@ ARCHITECTURES: dict[str, ModelFactory] = {  # the names of workers.names.ARCHITE
     "resnet18": _torchvision_resnet(resnet18),
     "resnet34": _torchvision_resnet(resnet34),
     "resnet50": _torchvision_resnet(resnet50),
+    **TEXT_ARCHITECTURES,  # text-bag, text-cnn, text-transformer (workers/text_models.py)
 }
 
 
@@ -160,16 +164,18 @@ def resolve_factory(arch: str, allow_user_factories: bool = False) -> ModelFacto
 def build_model(
     arch: str,
     num_classes: int,
-    in_channels: int = 1,
-    image_size: int = 28,
+    inputs: InputSpec = InputSpec(),
     seed: int = 0,
     allow_user_factories: bool = False,
 ) -> nn.Module:
-    """Build `arch` with weights initialised from `seed` (the global RNG is left untouched)."""
+    """Build `arch` for `inputs` with weights initialised from `seed` (the global RNG is left untouched)."""
     factory = resolve_factory(arch, allow_user_factories)
+    reads = modality_of(arch)
+    if reads is not None and reads != inputs.modality:
+        raise ModelError(f"{arch} reads {reads}, the data is {inputs.modality}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = factory(num_classes, in_channels, image_size)
+        model = factory(num_classes, inputs)
     if not isinstance(model, nn.Module):
         raise ModelError(f"model factory {arch!r} returned {type(model).__name__}, not a torch.nn.Module")
     return model

@@ -2,7 +2,7 @@
 so that `pipelines.spec` (and `congruent --help`) stay light. workers/models.py and
 workers/objectives.py build what these names stand for; tests/test_models.py checks they agree."""
 
-ARCHITECTURES = (
+IMAGE_ARCHITECTURES = (
     "mlp-small",
     "mlp",
     "small-cnn",
@@ -14,10 +14,19 @@ ARCHITECTURES = (
     "resnet34",
     "resnet50",
 )
+TEXT_ARCHITECTURES = ("text-bag", "text-cnn", "text-transformer")
+ARCHITECTURES = IMAGE_ARCHITECTURES + TEXT_ARCHITECTURES
 OBJECTIVES = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi")  # what a model is trained to minimise
 METHODS = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi")  # an update pipeline's treatments
 NEEDS_OLD = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "bcwi")  # methods that read the old model
 REPLICA_METHODS = ("elodi", "ensemble")  # methods that train m replicas of the new architecture
+
+
+def modality_of(arch: str) -> str | None:
+    """What a built-in architecture reads, "image" or "text"; None for a user factory."""
+    if arch in TEXT_ARCHITECTURES:
+        return "text"
+    return "image" if arch in IMAGE_ARCHITECTURES else None
 
 
 def is_user_factory(arch: str) -> bool:

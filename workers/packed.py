@@ -29,7 +29,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from workers.data import Batch, ImageSet, batch_inputs
+from workers.data import Batch
+from workers.data.encoded import Samples, encode
+from workers.inputs import InputSpec
 from workers.jobs import TrainJob, cached_splits, initial_model, settings_of
 from workers.runtime import use_threads
 from workers.trainer import Member, TrainConfig, TrainResult, compiled, run_epochs, sgd
@@ -51,7 +53,9 @@ class PackedModels:
     """A `Stepper` of k models of one architecture as one batched model: each step, model r's own
     batch through `vmap(functional_call)`, its own batch-mean cross-entropy, its own gradient clip."""
 
-    def __init__(self, models: Sequence[nn.Module], data: ImageSet, config: TrainConfig) -> None:
+    def __init__(
+        self, models: Sequence[nn.Module], data: Samples, config: TrainConfig, inputs: InputSpec | None = None
+    ) -> None:
         self.config, self.device = config, torch.device(config.device)
         self.plain = [model.to(self.device).train() for model in models]
         self.params, self.buffers = stack_module_state(list(self.plain))
@@ -61,7 +65,7 @@ class PackedModels:
             return functional_call(skeleton, (p, b), (x,))
 
         self.forward = compiled(vmap(one_model), config.compile)
-        self.images, self.targets = data.images.to(self.device), data.labels.to(self.device)
+        self.data, self.targets = encode(data, inputs).to(self.device), data.labels.to(self.device)
         self.optimizer: torch.optim.Optimizer = sgd(self.params.values(), config)
 
     def restore(self, states: Sequence[Mapping[str, Any]]) -> None:
@@ -74,7 +78,7 @@ class PackedModels:
     def epoch(self, groups: Iterator[Sequence[Batch]]) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
         k, max_norm = len(self.plain), self.config.max_grad_norm
         for group in groups:
-            inputs = torch.stack([batch_inputs(self.images, b) for b in group])
+            inputs = _stack_padded([self.data.batch(b) for b in group])
             labels = torch.stack([self.targets[b.indices.to(self.device, torch.long)] for b in group])
             logits = self.forward(self.params, self.buffers, inputs)
             losses = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), reduction="none")
@@ -109,8 +113,17 @@ def train_together(jobs: Sequence[TrainJob], members: Sequence[Member]) -> list[
     check_packable(jobs)
     use_threads(jobs[0].config.threads)
     splits = cached_splits(jobs[0].data)
-    stepper = PackedModels([initial_model(job) for job in jobs], splits.train, jobs[0].config)
-    return run_epochs(stepper, members, splits.train, splits.val, settings_of(jobs[0]))
+    settings = settings_of(jobs[0])
+    stepper = PackedModels([initial_model(job) for job in jobs], splits.train, jobs[0].config, settings.inputs)
+    return run_epochs(stepper, members, splits.train, splits.val, settings)
+
+
+def _stack_padded(inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The replicas' batches stacked; token-id batches (2-D) right-padded with 0 to the longest."""
+    if inputs[0].dim() == 2:
+        longest = max(x.shape[1] for x in inputs)
+        inputs = [F.pad(x, (0, longest - x.shape[1])) for x in inputs]
+    return torch.stack(list(inputs))
 
 
 def _clip_each(params: dict[str, torch.Tensor], max_norm: float) -> torch.Tensor:

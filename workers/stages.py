@@ -106,8 +106,8 @@ def eval_logits(
     split = cached_splits(data).eval
     logits = {}
     for name, uri in checkpoints.items():
-        model, _ = load_model(fetch_checkpoint(uri), allow_user_factories)
-        logits[name] = predict_logits(model, split, device=device).numpy().astype(np.float32)
+        model, settings = load_model(fetch_checkpoint(uri), allow_user_factories)
+        logits[name] = predict_logits(model, split, device=device, inputs=settings.inputs).numpy().astype(np.float32)
     return logits
 
 
@@ -126,7 +126,7 @@ def bcwi_job(
     old, settings = load_model(fetch_checkpoint(old_uri), allow_user_factories)
     tuned_path = fetch_checkpoint(tuned_uri)
     tuned, _ = load_model(tuned_path, allow_user_factories)
-    choice = select_bcwi(old, tuned, cached_splits(data).val, alphas, er_tolerance, device)
+    choice = select_bcwi(old, tuned, cached_splits(data).val, alphas, er_tolerance, device, settings.inputs)
     tuned.load_state_dict(choice.state_dict)
     seen = classes_seen_of(tuned_path)
     with tempfile.TemporaryDirectory(prefix="congruent-bcwi-") as tmp:

@@ -3,8 +3,8 @@ runs it as a Ray actor, orchestrator/driver/pool.py).
 
 A `TeacherActor` loads every group of checkpoints it is given — e.g. {"teacher": the m replicas,
 "old": the deployed model} — and answers with each group's mean logits, or, for a group served as
-top-K, only the K largest values and their class indices. Holding the training split (uint8, e.g.
-from Ray's object store, shared by the actors of a node: `hold_images`), it answers `logits_of(batch)` for a
+top-K, only the K largest values and their class indices. Holding the training split (uint8 images, e.g.
+from Ray's object store, shared by the actors of a node, or texts: `hold_split`), it answers `logits_of(batch)` for a
 `Batch` — sample indices and augmentation draws, a few bytes a sample — rebuilding the student's
 very inputs itself; `logits(inputs)` takes model inputs (the eval split, the paragon).
 """
@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from workers.checkpoints import load_model
-from workers.data import Batch, batch_inputs
+from workers.data import Batch
+from workers.data.encoded import EncodedSplit, encode
+from workers.data.text import TextSet
 from workers.inference import FrozenModels
+from workers.inputs import InputSpec
 from workers.losses import TopKLogits
 from workers.runtime import use_threads
 from workers.storage import fetch_checkpoint
@@ -41,44 +44,56 @@ class TeacherActor:
     ) -> None:
         use_threads(threads)
         self.device = torch.device(device)
-        self.groups = {
-            name: FrozenModels(
-                [load_model(fetch_checkpoint(uri), allow_user_factories)[0] for uri in uris], device, precision
-            )
-            for name, uris in groups.items()
-        }
-        self.images: torch.Tensor | None = None  # the training split, once `hold_images` has it
+        self.groups: dict[str, FrozenModels] = {}
+        self.inputs: dict[str, InputSpec] = {}  # what each group's models read (text: their tokenizer)
+        for name, uris in groups.items():
+            loaded = [load_model(fetch_checkpoint(uri), allow_user_factories) for uri in uris]
+            specs = {settings.inputs for _, settings in loaded}
+            if len(specs) > 1:
+                raise ValueError(f"the models of teacher group {name!r} read different inputs")
+            self.groups[name] = FrozenModels([model for model, _ in loaded], device, precision)
+            self.inputs[name] = specs.pop()
+        self.split: dict[str, EncodedSplit] | None = None  # the training split per group, once held
         self.batches_served = 0
 
-    def hold_images(self, train_images: np.ndarray) -> None:
-        """Keep the training split (uint8 N×C×H×W) on this actor's device, to answer `logits_of`."""
-        with warnings.catch_warnings():  # object-store arrays are read-only; they are only read here
-            warnings.simplefilter("ignore", UserWarning)
-            self.images = torch.from_numpy(train_images).to(self.device)
+    def hold_split(self, train: np.ndarray | TextSet) -> None:
+        """Keep the training split — uint8 images N×C×H×W, or texts — on this actor's device as each
+        group reads it (text through the group's own tokenizer), to answer `logits_of`."""
+        if isinstance(train, np.ndarray):
+            with warnings.catch_warnings():  # object-store arrays are read-only; they are only read here
+                warnings.simplefilter("ignore", UserWarning)
+                images = EncodedSplit(torch.from_numpy(train)).to(self.device)
+            self.split = dict.fromkeys(self.groups, images)
+            return
+        self.split = {name: encode(train, self.inputs[name]).to(self.device) for name in self.groups}
 
     def logits_of(
         self, batch: Batch, topk: Mapping[str, int] | None = None, names: Sequence[str] | None = None
     ) -> Answer:
-        """`logits` of the training batch `batch` (indices and augmentation draws), built here from
-        the training split this actor holds."""
-        if self.images is None:
+        """`logits` of the training batch `batch` (indices and augmentation draws), each group's
+        input built here from the training split this actor holds."""
+        if self.split is None:
             raise RuntimeError("this teacher actor holds no training split; send inputs to logits()")
-        return self._answer(batch_inputs(self.images, batch), topk, names)
+        split = self.split
+        return self._answer(lambda name: split[name].batch(batch), topk, names)
 
     def logits(
         self, inputs: np.ndarray, topk: Mapping[str, int] | None = None, names: Sequence[str] | None = None
     ) -> Answer:
         """{group: B×C mean logits} or, for groups in `topk`, (B×K values, B×K int32 class indices);
         only the groups in `names` when given."""
-        return self._answer(torch.from_numpy(np.array(inputs)), topk, names)  # read-only arrays: copy
+        x = torch.from_numpy(np.array(inputs))  # read-only arrays: copy
+        return self._answer(lambda name: x, topk, names)
 
-    def _answer(self, x: torch.Tensor, topk: Mapping[str, int] | None, names: Sequence[str] | None) -> Answer:
+    def _answer(
+        self, inputs_of: Callable[[str], torch.Tensor], topk: Mapping[str, int] | None, names: Sequence[str] | None
+    ) -> Answer:
         topk = topk or {}
         out: Answer = {}
         for name, models in self.groups.items():
             if names is not None and name not in names:
                 continue
-            logits = models(x).cpu()
+            logits = models(inputs_of(name)).cpu()
             if name in topk:
                 top = TopKLogits.of(logits, topk[name])
                 out[name] = (top.values.numpy(), top.indices.numpy())

@@ -30,7 +30,8 @@ import torch
 from torch import nn
 
 from workers.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
-from workers.data import Batch, ImageSet, batch_inputs, epoch_batches
+from workers.data import Batch, epoch_batches
+from workers.data.encoded import EncodedSplit, Samples, encode
 from workers.inference import Logits, ReferenceSource, predict_logits
 from workers.metrics import error_rate, negative_flip_rate
 from workers.objectives import Objective
@@ -113,7 +114,7 @@ class TrainResult:
     steps_run: int = 0  # optimiser steps taken by this call
 
 
-def class_ids(data: ImageSet) -> list[int]:
+def class_ids(data: Samples) -> list[int]:
     """The class ids present in a training split: a model trained on it has `classes_seen` these
     (data growth: NFR against it is counted on these classes only)."""
     return sorted(int(c) for c in torch.unique(data.labels))
@@ -171,7 +172,7 @@ def compiled(module: Callable[..., torch.Tensor], mode: CompileMode) -> Callable
     return torch.compile(module, mode="default" if mode is True else mode)
 
 
-def batches(data: ImageSet, config: TrainConfig, epoch: int) -> Iterator[Batch]:
+def batches(data: Samples, config: TrainConfig, epoch: int) -> Iterator[Batch]:
     """The epoch's plan: a permutation seeded by (seed, epoch) and its augmentation draws, so a
     resumed run — on any device — sees the same batches."""
     crop, flip = config.augmentation
@@ -237,8 +238,8 @@ def _restore(stepper: Stepper, scheduler: Any, members: Sequence[Member], result
 def run_epochs(
     stepper: Stepper,
     members: Sequence[Member],
-    data: ImageSet,
-    val: ImageSet | None = None,
+    data: Samples,
+    val: Samples | None = None,
     settings: ModelSettings | None = None,
     shard: tuple[int, int] = (0, 1),
 ) -> list[TrainResult]:
@@ -256,6 +257,7 @@ def run_epochs(
     results = [TrainResult(model) for model in stepper.models()]
     _restore(stepper, scheduler, members, results)
     classes = class_ids(data)
+    val_inputs = None if val is None else encode(val, settings.inputs if settings is not None else None)
     rank, world = shard
     for epoch in range(results[0].resumed_from, config.epochs):
         started, seen = time.perf_counter(), 0
@@ -299,8 +301,8 @@ def run_epochs(
                 samples_per_second=seen / seconds,
                 clipped_fraction=clipped[r].item() / steps_per_epoch,
             )
-            if val is not None:
-                logits = predict_logits(model, val, config.eval_batch_size, device)
+            if val is not None and val_inputs is not None:
+                logits = predict_logits(model, val_inputs, config.eval_batch_size, device)
                 stats.val_error_rate = error_rate(logits, val.labels)
                 stats.val_nfr = scoped_nfr(member.val_reference, logits, val.labels)
             result.history.append(stats)
@@ -345,7 +347,8 @@ class OneModel:
     def __init__(
         self,
         model: nn.Module,
-        data: ImageSet,
+        data: EncodedSplit,
+        targets: torch.Tensor,
         config: TrainConfig,
         objective: Objective,
         references: ReferenceSource | None,
@@ -358,8 +361,12 @@ class OneModel:
             model.to(self.device, memory_format=self.memory_format)  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
         self.model = model
         self.forward = compiled(model, config.compile)
-        self.images, self.targets = data.images.to(self.device), data.labels.to(self.device)  # lives on the device
+        self.data, self.targets = data.to(self.device), targets.to(self.device)  # the split lives on the device
         self.optimizer: torch.optim.Optimizer = sgd(model.parameters(), config)
+
+    def _view(self, batch: Batch) -> torch.Tensor:
+        inputs = self.data.batch(batch)
+        return inputs.contiguous(memory_format=self.memory_format) if inputs.dim() == 4 else inputs
 
     def restore(self, states: Sequence[Mapping[str, Any]]) -> None:
         self.plain.load_state_dict(states[0]["state_dict"])
@@ -368,10 +375,7 @@ class OneModel:
     def epoch(self, groups: Iterator[Sequence[Batch]]) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
         self.model.train()
         config = self.config
-        views = (
-            (group[0], batch_inputs(self.images, group[0]).contiguous(memory_format=self.memory_format))
-            for group in groups
-        )
+        views = ((group[0], self._view(group[0])) for group in groups)
         no_clip = torch.zeros(1, dtype=torch.long, device=self.device)
         for batch, inputs, pending in _with_references(views, self.references, config.prefetch):
             labels = self.targets[batch.indices.to(self.device, torch.long)]
@@ -397,11 +401,11 @@ class OneModel:
 
 def train(
     model: nn.Module,
-    data: ImageSet,
+    data: Samples,
     config: TrainConfig,
     objective: Objective | None = None,
     references: ReferenceSource | None = None,
-    val: ImageSet | None = None,
+    val: Samples | None = None,
     settings: ModelSettings | None = None,
     checkpoint_path: str | Path | None = None,
     on_epoch: Callable[[EpochStats], None] | None = None,
@@ -427,6 +431,7 @@ def train(
     if missing:
         raise ValueError(f"method {objective.method!r} needs reference logits: {', '.join(missing)}")
     use_threads(config.threads)
-    stepper = OneModel(model, data, config, objective, references)
+    encoded = encode(data, settings.inputs if settings is not None else None)
+    stepper = OneModel(model, encoded, data.labels, config, objective, references)
     member = Member(config, checkpoint_path, val_reference, on_epoch, on_step)
     return run_epochs(stepper, [member], data, val, settings, shard)[0]

@@ -71,7 +71,7 @@ def train_loop(config: dict[str, Any]) -> None:
     references = None
     if job.objective.references:
         references = (
-            TeacherPool(config["actors"], job.objective.references, config["train_images"][0], config.get("topk"))
+            TeacherPool(config["actors"], job.objective.references, config["train_split"][0], config.get("topk"))
             if config.get("actors")
             else local_references(job)
         )
@@ -140,7 +140,7 @@ def fit(
     queue: Any = None,
     actors: list | None = None,
     topk: dict[str, int] | None = None,
-    train_images: list | None = None,
+    train_split: list | None = None,
 ) -> TrainRecord:
     """Train `job` on `workers` Ray Train workers (each with `resources`); its Ray Train run lives in
     `run_folder` (local or s3://). A finished model at the job's checkpoint URI is reused as is."""
@@ -158,7 +158,7 @@ def fit(
     base, _, name = run_folder.rstrip("/").rpartition("/")
     trainer = TorchTrainer(
         train_loop,
-        train_loop_config={"job": job, "queue": queue, "actors": actors, "topk": topk, "train_images": train_images},
+        train_loop_config={"job": job, "queue": queue, "actors": actors, "topk": topk, "train_split": train_split},
         scaling_config=ScalingConfig(
             num_workers=workers, use_gpu=resources.gpus > 0, resources_per_worker=_per_worker(resources)
         ),

@@ -122,9 +122,12 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
             if pool is not None:
                 pids, served = pool.batches_served()
                 pool_record = PoolRecord(len(pool.actors), pids, served, student.steps if student else 0)
-            if replicas:
-                watch.say("evaluating the ensemble paragon" + (" through the teacher pool" if pool else ""))
+            if replicas and pool is not None and plan.inputs is None:  # images: the pool's actors hold the replicas
+                watch.say("evaluating the ensemble paragon through the teacher pool")
                 paragon = paragon_logits(plan, replicas, pool)
+        if replicas and paragon is None:  # a Ray task, once the pool has freed its reservation
+            watch.say("evaluating the ensemble paragon")
+            paragon = paragon_logits(plan, replicas, None)
         checkpoint, bcwi = (student.checkpoint if student else None), None
         if plan.method == "bcwi" and student is not None:
             bcwi = run_bcwi(plan, student)

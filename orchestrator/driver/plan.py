@@ -18,6 +18,9 @@ from orchestrator.driver.cluster import device, threads
 from orchestrator.tracking.registry import Reference
 from pipelines.spec import MethodSpec, SpecError, UpdateSpec, WorkerResources
 from workers import storage
+from workers.data.encoded import Samples
+from workers.data.text import TextSet
+from workers.inputs import InputSpec
 from workers.jobs import DataRequest, TrainJob
 from workers.names import REPLICA_METHODS
 from workers.objectives import Objective
@@ -72,10 +75,11 @@ def train_config(
 ) -> TrainConfig:
     """The spec's `train` section for a model of seed `seed` trained with `resources` (`student`: the
     deployed model's training, whose objective is the method's): every field by name, its `auto`
-    values resolved, plus where the task computes (threads, device); `fp32`: whatever the spec's
-    precision (packed replicas)."""
+    values resolved (augmentation is off for text), plus where the task computes (threads, device);
+    `fp32`: whatever the spec's precision (packed replicas)."""
     values = spec.train.model_dump()
     values.update(seed=seed, warmup_epochs=warmup_epochs(spec, student), flip=resolved_flip(spec))
+    values["augment"] = values["augment"] and spec.data.modality == "image"  # crop and flip are for images
     if fp32:
         values["precision"] = "fp32"
     return TrainConfig(**values, threads=threads(resources.cpus), device=device(resources.gpus))
@@ -94,6 +98,7 @@ class Plan:
     num_classes: int
     old_as_written: str | None = None  # `old:` as the spec said it (a path, NAME@ALIAS, NAME/VERSION)
     old_classes: tuple[int, ...] | None = None  # the old model's classes, when it knows fewer than the data has
+    inputs: InputSpec | None = None  # text: the new models' tokenizer, trained on the train split
 
     @property
     def method(self) -> str:
@@ -138,6 +143,7 @@ class Plan:
             "arch": spec.arch,
             "train": spec.train.model_dump(mode="json"),
             "content": self.content_key,
+            **({"tokenizer": spec.tokenizer.model_dump(mode="json")} if self.inputs is not None else {}),
         }
         key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
         base = storage.join(spec.storage, spec.model, "replicas", key)
@@ -151,6 +157,7 @@ class Plan:
                 checkpoint_uri=storage.join(base, f"replica-{i}.pt"),
                 allow_user_factories=spec.allow_user_factories,
                 nfr_reference=spec.old,
+                inputs=self.inputs,
             )
             for i in range(spec.method.m)
         ]
@@ -189,6 +196,7 @@ class Plan:
             allow_user_factories=spec.allow_user_factories,
             nfr_reference=spec.old,
             teachers=tuple((name, tuple(uris)) for name, uris in (teachers or {}).items()),
+            inputs=self.inputs,
         )
 
     @property
@@ -249,6 +257,7 @@ def preflight(spec: UpdateSpec) -> Plan:
     except DataError as e:
         raise SpecError(f"data: {e}") from None
     old_classes = None
+    inputs = None  # what the new models read: a text model's tokenizer (images: the data's shape)
     if spec.old is not None:
         local = spec.old
         try:  # the weights are loaded too: a checkpoint of another architecture fails here, not in a worker
@@ -262,13 +271,22 @@ def preflight(spec: UpdateSpec) -> Plan:
             old_classes = None  # it knows every class: NFR counts every sample
         if old.num_classes != splits.num_classes:
             raise SpecError(f"old: {written} has {old.num_classes} classes, the data has {splits.num_classes}")
-        if (old.in_channels, old.image_size) != (splits.in_channels, splits.image_size):
+        if old.inputs.modality != splits.modality:
+            raise SpecError(f"old: {written} reads {old.inputs.modality}, the data is {splits.modality}")
+        if splits.modality == "image" and (old.inputs.channels, old.inputs.size) != (
+            splits.in_channels,
+            splits.image_size,
+        ):
             raise SpecError(
-                f"old: {written} takes {old.in_channels}×{old.image_size}² images, the data has "
+                f"old: {written} takes {old.inputs.channels}×{old.inputs.size}² images, the data has "
                 f"{splits.in_channels}×{splits.image_size}²"
             )
         if spec.method.name == "bcwi" and old.arch != spec.arch:
             raise SpecError(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
+        if spec.method.name == "bcwi" and splits.modality == "text":
+            inputs = old.inputs  # BCWI starts from the old weights, so it keeps the old tokenizer
+    if splits.modality == "text" and inputs is None:
+        inputs = text_inputs(spec, splits.train)
     if parent is not None:
         check_eval_split(parent, splits.fingerprint)
     try:
@@ -284,7 +302,18 @@ def preflight(spec: UpdateSpec) -> Plan:
         num_classes=splits.num_classes,
         old_as_written=written,
         old_classes=old_classes,
+        inputs=inputs,
     )
+
+
+def text_inputs(spec: UpdateSpec, train: Samples) -> InputSpec:
+    """The version's tokenizer (`tokenizer` section), trained on its train split's texts."""
+    from workers.tokenizer import text_input
+
+    if not isinstance(train, TextSet):
+        raise SpecError("tokenizer: only text data has a tokenizer")
+    t = spec.tokenizer
+    return text_input(train.texts, t.kind, t.vocab_size, t.max_length)
 
 
 def as_written(message: str, paths: tuple[str, ...], written: str | None) -> str:

@@ -25,6 +25,8 @@ from orchestrator.driver.cluster import bundle, device, threads
 from orchestrator.driver.plan import Plan
 from pipelines.spec import UpdateSpec
 from workers.data import Batch, ImageSet, to_model_input
+from workers.data.encoded import Samples
+from workers.data.text import TextSet
 from workers.inference import Logits
 from workers.jobs import cached_splits
 from workers.losses import TopKLogits
@@ -50,7 +52,7 @@ class TeacherPool:
 
     Batches go to the actors round-robin, each call an ObjectRef that the trainer resolves when it
     reaches that batch; a request is the batch's indices and augmentation draws, which the actors,
-    holding the training split (`train_images`), turn into the student's very inputs. Unlike
+    holding the training split (`train_split`), turn into the student's very inputs. Unlike
     `ray.util.ActorPool`, which hands an actor new work only after its last result has been
     consumed, this keeps every actor's queue full while the student trains (docs/benchmarks.md).
 
@@ -64,13 +66,13 @@ class TeacherPool:
         self,
         actors: Sequence[Any],
         names: Sequence[str],
-        train_images: Any,
+        train_split: Any,
         topk: Mapping[str, int] | None = None,
         resubmit_limit: int = 4,
     ) -> None:
         if not actors:
             raise ValueError("TeacherPool needs at least one actor")
-        self.train_images = train_images  # an ObjectRef of the split: requests go by index
+        self.train_split = train_split  # an ObjectRef of the split: requests go by index
         self.request_bytes = 0
         self.names = tuple(names)
         self.topk = dict(topk or {})
@@ -85,7 +87,7 @@ class TeacherPool:
         actor = self.actors[self._next_actor]
         self._next_actor = (self._next_actor + 1) % len(self.actors)
         if isinstance(batch, Batch):  # the actors hold the training split: indices and draws suffice
-            return actor.logits_by_index.remote(batch, topk, self.names, [self.train_images])
+            return actor.logits_by_index.remote(batch, topk, self.names, [self.train_split])
         return actor.logits.remote(batch, topk, self.names)
 
     def _result(self, ref: Any, batch: np.ndarray | Batch, topk: Mapping[str, int]) -> dict[str, Any]:
@@ -144,8 +146,8 @@ class PooledTeacher(TeacherActor):
     def logits_by_index(
         self, batch: Batch, topk: Mapping[str, int] | None, names: Sequence[str] | None, shared: list
     ) -> dict:
-        if self.images is None:
-            self.hold_images(ray.get(shared[0]))
+        if self.split is None:
+            self.hold_split(ray.get(shared[0]))
         return self.logits_of(batch, topk, names)
 
 
@@ -157,14 +159,14 @@ class PoolHandle:
     actors: list
     group: PlacementGroup
     with_student: bool
-    train_images: Any  # ObjectRef of the training split the actors read: requests go by index
+    train_split: Any  # ObjectRef of the training split the actors read: requests go by index
 
     def student_strategy(self) -> PlacementGroupSchedulingStrategy:
         """Where the student task goes: the placement group's bundle 0."""
         return PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=0)
 
     def client(self, names: Sequence[str], topk: Mapping[str, int] | None = None) -> TeacherPool:
-        return TeacherPool(self.actors, names, self.train_images, topk)
+        return TeacherPool(self.actors, names, self.train_split, topk)
 
     def batches_served(self) -> tuple[list[int], int]:
         """(actor pids, batches served in all since each actor's last start)."""
@@ -177,13 +179,13 @@ def teacher_pool(
     spec: UpdateSpec,
     groups: Mapping[str, Sequence[str]],
     with_student: bool,
-    train_images: Any,
+    train_split: Any,
     timeout_s: float = 300.0,
     spread: bool = False,
 ) -> Iterator[PoolHandle]:
     """`resources.teacher_actors` actors holding `groups` of checkpoints, reserved in one placement
     group with the student (bundle 0, when `with_student`) so that all start at once or none, and
-    actors never take the CPUs the student needs. With `train_images` (an ObjectRef of the uint8
+    actors never take the CPUs the student needs. With `train_split` (an ObjectRef of the uint8
     training split, `ray.put` once: shared memory on a node) each actor holds the split and the
     student's requests carry only indices and augmentation draws. The actors are killed and the
     reservation released on the way out, also on an error or Ctrl-C. With `spread` the actors are
@@ -221,11 +223,17 @@ def teacher_pool(
             )
             for i in range(r.teacher_actors)
         ]
-        yield PoolHandle(actors, group, with_student, train_images)
+        yield PoolHandle(actors, group, with_student, train_split)
     finally:
         for actor in actors:
             ray.kill(actor)
         remove_placement_group(group)
+
+
+def shareable(train: Samples) -> np.ndarray | TextSet:
+    """What the actors hold of a training split, put in the object store once: uint8 images as one
+    array (shared memory on a node), or the texts (each group tokenizes them its own way)."""
+    return train.images.numpy() if isinstance(train, ImageSet) else train
 
 
 @contextlib.contextmanager
@@ -238,6 +246,6 @@ def serving_pool(
     if not groups or plan.teachers_in_process:
         yield None
         return
-    train_images = ray.put(cached_splits(plan.data).train.images.numpy())
-    with teacher_pool(plan.spec, groups, with_student=with_student, train_images=train_images, spread=spread) as pool:
+    train_split = ray.put(shareable(cached_splits(plan.data).train))
+    with teacher_pool(plan.spec, groups, with_student=with_student, train_split=train_split, spread=spread) as pool:
         yield pool

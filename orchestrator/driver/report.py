@@ -17,6 +17,8 @@ import numpy as np
 from orchestrator.driver.plan import data_request
 from orchestrator.tracking import registry, runs
 from orchestrator.views.report import Flip, ReportData, png_thumbnail, render_html, top1_confidence
+from workers.data import ImageSet
+from workers.data.text import TextSet
 from workers.jobs import cached_splits
 from workers.metrics import negative_flips, per_class_nfr
 
@@ -24,8 +26,8 @@ MAX_FLIPS_SHOWN = 60
 
 
 def eval_images(run_id: str, fingerprint: str) -> tuple[Any | None, str | None]:
-    """The eval split of the version's spec (run artifact spec.yaml) if it loads here with the
-    same fingerprint; else (None, why)."""
+    """The eval split of the version's spec (run artifact spec.yaml: images for thumbnails, or the
+    texts themselves) if it loads here with the same fingerprint; else (None, why)."""
     try:
         splits = cached_splits(data_request(runs.spec_of(run_id)))
     except Exception as e:  # noqa: BLE001 — thumbnails are optional, the flips are not
@@ -56,7 +58,8 @@ def flip_explorer(data: ReportData, run_id: str, new: dict[str, np.ndarray], old
             float(old_conf[i]),
             names[new["class_ids"][i]],
             float(new_conf[i]),
-            png_thumbnail(images.images[i].numpy()) if images is not None else None,
+            png_thumbnail(images.images[i].numpy()) if isinstance(images, ImageSet) else None,
+            images.texts[i] if isinstance(images, TextSet) else None,
         )
         for i in shown
     ]

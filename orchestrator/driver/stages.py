@@ -17,6 +17,7 @@ from orchestrator.driver.pool import PoolHandle, TeacherPool
 from orchestrator.driver.watch import StageWatch
 from workers import storage
 from workers.bookkeeping import discard_unfinished
+from workers.data import ImageSet
 from workers.jobs import BcwiRecord, TrainJob, TrainRecord, cached_splits
 from workers.stages import bcwi_job, eval_logits, train_job, train_pack
 
@@ -114,7 +115,7 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
             watch.queue,
             actors,
             topk,
-            [pool.train_images] if actors and pool is not None else None,  # actors come from the pool
+            [pool.train_split] if actors and pool is not None else None,  # actors come from the pool
         )
         try:
             record: TrainRecord = ray.get(next(watch.wait({ref: job.name})))
@@ -178,10 +179,12 @@ def eval_split_logits(plan: Plan, checkpoints: Mapping[str, str]) -> dict[str, n
 def paragon_logits(
     plan: Plan, replicas: list[TrainRecord], pool: PoolHandle | None, logits: Mapping[str, np.ndarray] | None = None
 ) -> np.ndarray:
-    """φ_ens = (1/m) Σ_i φ^(i) on the regression-eval split: through the pool's actors when there is
-    a pool, else the mean of the replicas' eval logits (`logits`, or computed by a Ray task)."""
-    if pool is not None:
-        return pool.client(("teacher",)).predict(cached_splits(plan.data).eval, "teacher").numpy()
+    """φ_ens = (1/m) Σ_i φ^(i) on the regression-eval split: the mean of the replicas' eval logits
+    when given (`logits`), else through the pool's actors (images), else by a Ray task."""
+    if logits is None and pool is not None:
+        split = cached_splits(plan.data).eval
+        assert isinstance(split, ImageSet), "the pool predicts on images; text replicas read their own tokens"
+        return pool.client(("teacher",)).predict(split, "teacher").numpy()
     if logits is None:
         logits = eval_split_logits(plan, {r.name: r.checkpoint for r in replicas})
     return np.mean([logits[r.name] for r in replicas], axis=0)

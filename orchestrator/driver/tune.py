@@ -67,7 +67,7 @@ def run_trial(
     groups: dict[str, list[str]],
     old_eval_logits: np.ndarray,
     trials_uri: str,
-    train_images: Any = None,
+    train_split: Any = None,
 ) -> None:
     """One Tune trial, in a Tune worker: distil a student from the shared pool (or, without actors,
     from its teachers in its own process) into `trials_uri`/TRIAL_ID.pt, score it on the
@@ -80,9 +80,7 @@ def run_trial(
     job = dataclasses.replace(job, checkpoint_uri=storage.join(trials_uri, f"{tune.get_context().get_trial_id()}.pt"))
     pool = None
     if actors:
-        pool = TeacherPool(
-            actors, job.objective.references, train_images[0], pool_topk(job.objective, plan.num_classes)
-        )
+        pool = TeacherPool(actors, job.objective.references, train_split[0], pool_topk(job.objective, plan.num_classes))
     record = train_job(
         job, pool, on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate})
     )
@@ -186,7 +184,7 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
                 groups=groups,
                 old_eval_logits=old_logits,
                 trials_uri=trials_uri,
-                train_images=[pool.train_images] if pool else None,
+                train_split=[pool.train_split] if pool else None,
             ),
             {"cpu": res.cpus, "gpu": res.gpus},
         )

@@ -265,7 +265,12 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
             **({} if seen is None else {"classes_seen": seen}),
         )
         mlflow.log_artifact(str(clean), "checkpoint")
-    example = np.zeros((1, settings.in_channels, settings.image_size, settings.image_size), np.float32)
+    inputs = settings.inputs
+    example = (  # one sample of what the model reads: an image, or a few [UNK] token ids
+        np.zeros((1, inputs.channels, inputs.size, inputs.size), np.float32)
+        if inputs.modality == "image"
+        else np.ones((1, 4), np.int64)
+    )
     # the serving copy is MLflow's pickle flavour (pt2 would need torch.export of every architecture);
     # our own loads use the weights-only checkpoint above, so MLflow's warning about it is muted
     pytorch_logger = logging.getLogger("mlflow.pytorch")

@@ -46,6 +46,9 @@ def configure() -> str:
     directory (created here, in the driver, before anything else touches it), with the bounded
     retry policy above."""
     bounded_http_retries()
+    # MLflow draws a tqdm bar on stderr per artifact download once tqdm is installed (tokenizers'
+    # huggingface_hub brings it): the commands print their own lines only
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial MLflow database tables"
     uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)

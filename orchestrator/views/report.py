@@ -29,7 +29,8 @@ class Flip:
     old_confidence: float  # softmax over the ledger's top-k logits
     new_class: str
     new_confidence: float
-    thumbnail: str | None = None  # base64 PNG
+    thumbnail: str | None = None  # base64 PNG (images)
+    text: str | None = None  # the sample itself (text)
 
 
 @dataclass

@@ -1,0 +1,102 @@
+"""Text updates end to end: the tokenizer a spec asks for, and text versions through the same Ray
+pipeline, registry and NFR chain as images, on real tweets (the built-in tweet-sentiment corpus)."""
+
+import json
+
+import pytest
+
+from pipelines.spec import parse_spec
+
+TWEETS = {"dataset": "tweet-sentiment", "train_limit": 4000, "eval_limit": 1500}
+
+
+def test_the_spec_tokenizer_is_trained_on_the_train_split_and_travels_with_every_job(tmp_path):
+    """`tokenizer` settings reach the jobs' input description; the tokenizer is trained on the
+    train split (so a subset trains another vocabulary), the same for the replicas and the student."""
+    from orchestrator.driver.plan import preflight
+
+    spec = {
+        "model": "tw",
+        "version": "v1",
+        "arch": "text-bag",
+        "data": TWEETS,
+        "storage": str(tmp_path),
+        "method": {"name": "elodi", "m": 2},
+        "tokenizer": {"kind": "bpe", "vocab_size": 500, "max_length": 24},
+    }
+    plan = preflight(parse_spec(spec))
+    inputs = plan.inputs
+    assert inputs is not None and inputs.modality == "text" and inputs.max_length == 24 and inputs.vocab_size <= 500
+    assert json.loads(inputs.tokenizer)["model"]["type"] == "BPE"
+    assert {job.inputs for job in [plan.student_job(), *plan.replica_jobs()]} == {inputs}
+    assert all(not job.config.augment for job in plan.replica_jobs())  # crop and flip are for images
+    half = preflight(parse_spec({**spec, "data": {**TWEETS, "subset": "half-samples", "train_limit": 1500}}))
+    assert half.inputs.tokenizer != inputs.tokenizer
+
+
+def test_an_image_architecture_on_text_is_one_line():
+    with pytest.raises(Exception, match="arch: resnet8 reads image, the data is text"):
+        parse_spec({"model": "tw", "version": "v1", "arch": "resnet8", "data": TWEETS})
+
+
+@pytest.mark.slow
+def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_path):
+    """v1: text-bag on half the tweets; v2: text-cnn with ELODI (teachers served by a pool actor
+    holding the texts), v2-fd: FD-LM with the old model in the student's process, reading the
+    tweets through its own (v1's) tokenizer. Both registered, NFR against v1 counted."""
+    from mlflow import MlflowClient
+
+    from conftest import run_update
+    from workers.checkpoints import read_checkpoint
+    from workers.storage import fetch_checkpoint
+
+    base = {
+        "model": "tweets",
+        "storage": str(tmp_path / "runs"),
+        "train": {"epochs": 1, "lr": 0.1, "batch_size": 64},
+        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1},
+    }
+    v1 = run_update(
+        {
+            **base,
+            "version": "v1",
+            "arch": "text-bag",
+            "method": {"name": "none"},
+            "data": {**TWEETS, "subset": "half-samples", "train_limit": 2000},
+            "train": {"epochs": 2, "lr": 0.5, "batch_size": 64},
+        },
+        tmp_path / "v1",
+    )
+    assert v1.registered_version == "1" and v1.metrics["error_rate"] < 0.6
+    v2 = run_update(
+        {
+            **base,
+            "version": "v2",
+            "arch": "text-cnn",
+            "old": "tweets/1",
+            "data": TWEETS,
+            "method": {"name": "elodi", "m": 2, "k": 3},
+        },
+        tmp_path / "v2",
+    )
+    assert v2.registered_version == "2" and v2.teacher_pool is not None
+    assert v2.teacher_pool.batches_served == v2.student.steps
+    assert 0 <= v2.metrics["vs_old"]["nfr"] < 0.3 and "vs_paragon" in v2.metrics
+    fd = run_update(
+        {
+            **base,
+            "version": "v2-fd",
+            "arch": "text-transformer",
+            "old": "tweets/1",
+            "data": TWEETS,
+            "method": {"name": "fd-lm"},
+            "resources": {**base["resources"], "teacher_actors": 0},
+        },
+        tmp_path / "fd",
+    )
+    assert fd.registered_version == "3" and fd.student.teacher_batches is None
+    # a registered text version is its tokenizer plus its weights
+    registered = MlflowClient().get_model_version("tweets", "2")
+    checkpoint = read_checkpoint(fetch_checkpoint(v2.checkpoint))
+    assert checkpoint["model"]["inputs"]["modality"] == "text" and checkpoint["model"]["inputs"]["tokenizer"]
+    assert registered.tags["nfr"] == f"{v2.metrics['vs_old']['nfr']:.6f}"
