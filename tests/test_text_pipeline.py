@@ -100,3 +100,40 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
     checkpoint = read_checkpoint(fetch_checkpoint(v2.checkpoint))
     assert checkpoint["model"]["inputs"]["modality"] == "text" and checkpoint["model"]["inputs"]["tokenizer"]
     assert registered.tags["nfr"] == f"{v2.metrics['vs_old']['nfr']:.6f}"
+    assert json.loads(registered.tags["classes"]) == ["negative", "neutral", "positive"]
+    assert checkpoint["classes"] == ["negative", "neutral", "positive"]
+
+
+def test_teachers_of_unaugmented_inputs_compute_each_sample_once(tmp_path):
+    """Text (and images without augmentation): a teacher actor keeps each training sample's logits
+    after their first batch and answers later epochs from memory, the same values."""
+    import torch
+
+    from orchestrator.driver.plan import preflight
+    from workers.data import Batch
+    from workers.jobs import cached_splits
+    from workers.stages import train_job
+    from workers.teachers import TeacherActor
+
+    plan = preflight(
+        parse_spec(
+            {
+                "model": "tw",
+                "version": "v1",
+                "arch": "text-bag",
+                "storage": str(tmp_path),
+                "data": {**TWEETS, "train_limit": 600},
+                "train": {"epochs": 1, "lr": 0.5},
+                "method": {"name": "none"},
+            }
+        )
+    )
+    actor = TeacherActor({"teacher": [train_job(plan.student_job()).checkpoint]})
+    actor.hold_split(cached_splits(plan.data).train)
+    first, second = Batch(torch.arange(0, 64, dtype=torch.int32)), Batch(torch.arange(32, 96, dtype=torch.int32))
+    a = actor.logits_of(first)["teacher"]
+    assert (actor.logits_of(first)["teacher"] == a).all() and actor.caches["teacher"].computed == 1
+    b = actor.logits_of(second)["teacher"]  # half new samples: computed, then every one of them known
+    assert actor.caches["teacher"].computed == 2 and (b[:32] == a[32:]).all()
+    actor.logits_of(Batch(torch.arange(95, -1, -1, dtype=torch.int32)))
+    assert actor.caches["teacher"].computed == 2

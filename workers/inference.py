@@ -34,6 +34,32 @@ class ReferenceSource(Protocol):
     def request(self, inputs: torch.Tensor, batch: Batch | None = None) -> Callable[[], Mapping[str, Logits]]: ...
 
 
+TEACHER_CACHE = True  # frozen teachers of unaugmented inputs answer each sample once (benchmarks: off)
+
+
+class LogitCache:
+    """Each training sample's logits, kept the first time they are computed: frozen teachers of
+    deterministic inputs (text; images without augmentation) answer every later epoch from memory
+    instead of running again (docs/benchmarks.md, "Teacher logits computed once")."""
+
+    def __init__(self, samples: int) -> None:
+        self.known = torch.zeros(samples, dtype=torch.bool)
+        self.values: torch.Tensor | None = None
+        self.computed = 0  # batches computed, not served from the cache
+
+    def get(self, indices: torch.Tensor, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
+        index = indices.long().cpu()
+        if self.values is not None and bool(self.known[index].all()):
+            return self.values[index.to(self.values.device)]
+        logits = compute()
+        if self.values is None:
+            self.values = torch.zeros(len(self.known), logits.shape[1], dtype=logits.dtype, device=logits.device)
+        self.values[index.to(logits.device)] = logits
+        self.known[index] = True
+        self.computed += 1
+        return logits
+
+
 def placed(inputs: torch.Tensor, device: torch.device | str) -> torch.Tensor:
     """Model input on `device`: images channels-last (NHWC: docs/benchmarks.md), token ids as they are."""
     if inputs.dim() == 4:
@@ -60,6 +86,7 @@ class FrozenModels:
         self.device = torch.device(device)
         self.precision = precision
         self.split = None if split is None else split.to(self.device)
+        self.cache: LogitCache | None = None
         self.models = [
             m.to(self.device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
             .eval()
@@ -77,10 +104,16 @@ class FrozenModels:
         return total / len(self.models)
 
     def of_batch(self, inputs: torch.Tensor, batch: Batch | None) -> torch.Tensor:
-        """The mean logits of the training batch: read from `split` when held, else `inputs`."""
-        if self.split is not None and batch is not None:
-            return self(self.split.batch(batch))
-        return self(inputs)
+        """The mean logits of the training batch: read from `split` when held (and, for inputs
+        without augmentation, computed once per sample: `LogitCache`), else from `inputs`."""
+        split = self.split
+        if split is None or batch is None:
+            return self(inputs)
+        if batch.draws is not None or not TEACHER_CACHE:
+            return self(split.batch(batch))
+        if self.cache is None:
+            self.cache = LogitCache(len(split))
+        return self.cache.get(batch.indices, lambda: self(split.batch(batch)))
 
 
 class LocalReferences:

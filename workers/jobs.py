@@ -140,7 +140,9 @@ def local_references(job: TrainJob) -> LocalReferences | None:
     for name, uris in job.teachers:
         loaded = [load_model(fetch_checkpoint(uri), job.allow_user_factories) for uri in uris]
         inputs = loaded[0][1].inputs
-        split = encode(train, inputs) if inputs.modality == "text" else None
+        # text: the group's own tokens; unaugmented images: kept so each sample's logits are computed once
+        deterministic = inputs.modality == "text" or job.config.augmentation == (0, False)
+        split = encode(train, inputs) if deterministic else None
         groups[name] = FrozenModels([model for model, _ in loaded], job.config.device, job.config.precision, split)
     return LocalReferences(**groups)
 

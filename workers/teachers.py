@@ -18,11 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from workers import inference
 from workers.checkpoints import load_model
 from workers.data import Batch
 from workers.data.encoded import EncodedSplit, encode
 from workers.data.text import TextSet
-from workers.inference import FrozenModels
+from workers.inference import FrozenModels, LogitCache
 from workers.inputs import InputSpec
 from workers.losses import TopKLogits
 from workers.runtime import use_threads
@@ -54,11 +55,13 @@ class TeacherActor:
             self.groups[name] = FrozenModels([model for model, _ in loaded], device, precision)
             self.inputs[name] = specs.pop()
         self.split: dict[str, EncodedSplit] | None = None  # the training split per group, once held
+        self.caches: dict[str, LogitCache] = {}  # per group: each sample's logits once computed (no augmentation)
         self.batches_served = 0
 
     def hold_split(self, train: np.ndarray | TextSet) -> None:
         """Keep the training split — uint8 images N×C×H×W, or texts — on this actor's device as each
         group reads it (text through the group's own tokenizer), to answer `logits_of`."""
+        self.caches = {}
         if isinstance(train, np.ndarray):
             with warnings.catch_warnings():  # object-store arrays are read-only; they are only read here
                 warnings.simplefilter("ignore", UserWarning)
@@ -75,7 +78,17 @@ class TeacherActor:
         if self.split is None:
             raise RuntimeError("this teacher actor holds no training split; send inputs to logits()")
         split = self.split
-        return self._answer(lambda name: split[name].batch(batch), topk, names)
+
+        def compute(name: str) -> torch.Tensor:
+            def run() -> torch.Tensor:
+                return self.groups[name](split[name].batch(batch))
+
+            if batch.draws is not None or not inference.TEACHER_CACHE:
+                return run()
+            cache = self.caches.setdefault(name, LogitCache(len(split[name])))
+            return cache.get(batch.indices, run)
+
+        return self._answer(compute, topk, names)
 
     def logits(
         self, inputs: np.ndarray, topk: Mapping[str, int] | None = None, names: Sequence[str] | None = None
@@ -83,17 +96,17 @@ class TeacherActor:
         """{group: B×C mean logits} or, for groups in `topk`, (B×K values, B×K int32 class indices);
         only the groups in `names` when given."""
         x = torch.from_numpy(np.array(inputs))  # read-only arrays: copy
-        return self._answer(lambda name: x, topk, names)
+        return self._answer(lambda name: self.groups[name](x), topk, names)
 
     def _answer(
-        self, inputs_of: Callable[[str], torch.Tensor], topk: Mapping[str, int] | None, names: Sequence[str] | None
+        self, logits_of: Callable[[str], torch.Tensor], topk: Mapping[str, int] | None, names: Sequence[str] | None
     ) -> Answer:
         topk = topk or {}
         out: Answer = {}
-        for name, models in self.groups.items():
+        for name in self.groups:
             if names is not None and name not in names:
                 continue
-            logits = models(inputs_of(name)).cpu()
+            logits = logits_of(name).cpu()
             if name in topk:
                 top = TopKLogits.of(logits, topk[name])
                 out[name] = (top.values.numpy(), top.indices.numpy())

@@ -313,6 +313,7 @@ def run_epochs(
                     model,
                     settings,
                     classes_seen=classes,
+                    classes=list(data.classes),
                     optimizer=optimizer_states[r],
                     scheduler=scheduler.state_dict(),
                     epoch=epoch + 1,

@@ -200,6 +200,13 @@ def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run
     )
 
 
+def class_names_tag(classes: tuple[str, ...]) -> dict[str, str]:
+    """The version's class list (JSON, in class-id order) as a registry tag, where MLflow's 5,000
+    characters hold it."""
+    text = json.dumps(list(classes))
+    return {"classes": text} if classes and len(text) <= 5000 else {}
+
+
 def version_tags(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> dict[str, str]:
     """The registry tags of a version: lineage, method, eval split, ER and flips against its parent.
     What a version does not have is absent, not an empty string: no `parent_version` and `old`
@@ -221,6 +228,7 @@ def version_tags(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> di
         "error_rate": f"{metrics['error_rate']:.6f}",
         **{k: v for k, v in optional.items() if v is not None},
         **({"nfr_classes": ",".join(map(str, plan.old_classes))} if plan.old_classes is not None else {}),
+        **class_names_tag(cached_splits(plan.data).train.classes),
     }
 
 

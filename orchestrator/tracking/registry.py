@@ -250,12 +250,13 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
     import numpy as np
     import torch
 
-    from workers.checkpoints import classes_seen_of, load_model, save_checkpoint
+    from workers.checkpoints import classes_seen_of, load_model, read_checkpoint, save_checkpoint
     from workers.storage import fetch_checkpoint
 
     path = fetch_checkpoint(checkpoint)
     network, settings = load_model(path, allow_user_factories)
     seen = classes_seen_of(path)
+    names = read_checkpoint(path).get("classes")  # the class list, in id order (checkpoints since text)
     with tempfile.TemporaryDirectory() as tmp:
         clean = save_checkpoint(
             Path(tmp, "model.pt"),
@@ -263,6 +264,7 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
             settings,
             fingerprint=tags["fingerprint"],
             **({} if seen is None else {"classes_seen": seen}),
+            **({} if names is None else {"classes": list(names)}),
         )
         mlflow.log_artifact(str(clean), "checkpoint")
     inputs = settings.inputs
