@@ -222,3 +222,67 @@ def test_prune_keeps_the_rows_and_seeds_whose_models_were_trained(tmp_path):
     assert sorted(full.rows) == [0, 1] and len(full.rows[0]) == len(layout.rows[0])
     with pytest.raises(ValueError, match="no treatment and the paragon"):
         planning.prune(layout, {"s0/old/replica-1"})
+
+
+def test_seeds_run_apart_plan_the_same_models(tmp_path):
+    """`--first-seed`: seed 1 planned alone has the names, seeds and stems it has in a 2-seed plan."""
+    mode = planning.MODES["gpu-check"]
+    both = planning.layout(mode, 2, tmp_path).plan.jobs
+    alone = planning.layout(mode, 1, tmp_path, first_seed=1).plan.jobs
+    assert set(alone) == {name for name in both if name.startswith("s1/")}
+    assert all(alone[name].stem == both[name].stem for name in alone)
+
+
+def _record(method_nfrs: dict[str, float], curve_nfr: float) -> dict:
+    def report(nfr):
+        return {"n": 100, "er_old": 0.1, "er_new": 0.1, "nfr": nfr, "rel_nfr": nfr / 0.09, "pfr": nfr}
+
+    table = [{"method": method, "per_seed": [report(nfr)]} for method, nfr in method_nfrs.items()]
+    one = {metric: [value, 0.0] for metric, value in report(curve_nfr).items() if metric != "n"}
+    return {"table": table, "curve": [{"m": 4, "paragon": one, "elodi": one}]}
+
+
+def test_merge_puts_seeds_of_separate_runs_in_one_table():
+    """Two one-seed runs: means and ddof-1 stds over both, gap closed per seed against its own none
+    and paragon ((4−3)/(4−2) = 0.5 and (6−3)/(6−3) = 1.0), a method missing from one run left out."""
+    from benchmarks.fidelity.results import merge
+
+    first = _record({"none": 0.04, "paragon (4×)": 0.02, "elodi K=all": 0.03, "kd": 0.035}, 0.02)
+    second = _record({"none": 0.06, "paragon (4×)": 0.03, "elodi K=all": 0.03}, 0.04)
+    merged = merge([first, second])
+    rows = {entry["method"]: entry for entry in merged["table"]}
+    assert list(rows) == ["none", "paragon (4×)", "elodi K=all"]
+    assert rows["none"]["nfr"] == pytest.approx((0.05, 0.0141421356))
+    assert rows["elodi K=all"]["gap_closed"] == pytest.approx((0.75, 0.3535533906))
+    assert merged["curve"][0]["elodi"]["nfr"] == pytest.approx((0.03, 0.0141421356))
+    assert any(check["row"] == "elodi K=all" for check in merged["verdicts"])
+
+
+def test_the_text_plan_gives_each_version_its_architecture_and_tokenizer(tmp_path):
+    """--text: old replicas are text-bags on half the tweets (their own tokenizer, lr, epochs), new ones
+    text-transformers on all; BCWI fine-tunes the old architecture with the old tokenizer on all data."""
+    mode = planning.MODES["text"]
+    jobs = planning.layout(mode, 1, tmp_path, num_classes=3).plan.jobs
+    old, new, tuned = (jobs[n].job for n in ("s0/old/replica-1", "s0/new/replica-1", "s0/new/bcwi-finetune"))
+    assert (old.arch, new.arch, tuned.arch) == ("text-bag", "text-transformer", "text-bag")
+    assert old.data.train_limit == 13640 and new.data.train_limit is None and tuned.data == new.data
+    assert old.inputs is not None and new.inputs is not None and old.inputs.tokenizer != new.inputs.tokenizer
+    assert tuned.inputs == old.inputs and tuned.init_from == jobs["s0/old/replica-1"].stem + ".pt"
+    assert (old.config.lr, old.config.epochs, new.config.lr, new.config.epochs) == (0.5, 5, mode.lr, mode.epochs)
+    assert jobs["s0/new/elodi-k3-m4"].references == (("teacher", tuple(f"s0/new/replica-{i}" for i in range(1, 5))),)
+
+
+@pytest.mark.slow
+def test_the_text_check_mode_end_to_end(tmp_path):
+    """The text modes' code path (text-check: a few hundred tweets) in this process: every row, the
+    text section, each model's logits read through its own tokenizer."""
+    from benchmarks.fidelity.cli import main
+
+    out = tmp_path / "docs" / "benchmarks.md"
+    record = main(["--mode", "text-check", "--local", "--out", str(out), "--work", str(tmp_path / "work")])
+    methods = [entry["method"] for entry in record["eval"]["table"]]
+    assert methods[0] == "none" and "bcwi" in methods and any("legacy" in m for m in methods)
+    assert all(report["n"] == 500 for entry in record["eval"]["table"] for report in entry["per_seed"])
+    text = out.read_text()
+    assert "## Fidelity on text: text-bag → text-cnn on tweet sentiment" in text and "text-bag` fine-tuned" in text
+    assert (out.parent / "fidelity-text-check-scatter.png").exists()

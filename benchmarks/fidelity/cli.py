@@ -27,7 +27,7 @@ import torch
 from benchmarks.fidelity import plan as planning
 from benchmarks.fidelity.execute import load_logits, run_plan, run_plan_local
 from benchmarks.fidelity.report import heading, scatter, section_body
-from benchmarks.fidelity.results import results
+from benchmarks.fidelity.results import merge, results
 from benchmarks.report import write_section
 from workers.jobs import cached_splits
 
@@ -42,6 +42,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         const="gpu",
         dest="mode",
         help="one GPU, no Ray: resnet20 on full Fashion-MNIST, m = 4 and 8, 3 seeds",
+    )
+    scale.add_argument(
+        "--text",
+        action="store_const",
+        const="text",
+        dest="mode",
+        help="tweets: text-bag (half the data) → text-transformer, 3 seeds (--mode text-cnn: → text-cnn)",
     )
     scale.add_argument("--mode", choices=sorted(planning.MODES), dest="mode", help="any mode by name")
     parser.set_defaults(mode="default")
@@ -64,6 +71,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="train nothing: tables from the cache's trained models (e.g. logits brought back from a GPU machine)",
     )
     parser.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the mode's)")
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="first seed index (seeds of one table on separate machines)"
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="RESULTS_JSON",
+        help="write one table from several runs' results.json (each its own seeds), training nothing",
+    )
     parser.add_argument("--out", default="docs/benchmarks.md", help="markdown file to write the section into")
     parser.add_argument("--work", default="benchmark-output/fidelity", help="cache of trained models and logits")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="Ray CPUs (tasks at once)")
@@ -72,9 +88,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def command_line(args: argparse.Namespace) -> str:
     other = "" if args.mode == "default" else f" --mode {args.mode}"
-    flags = {"quick": " --quick", "gpu": " --gpu"}.get(args.mode, other)
+    flags = {"quick": " --quick", "gpu": " --gpu", "text": " --text"}.get(args.mode, other)
     seeds = f" --seeds {args.seeds}" if args.seeds is not None else ""
-    return f"python -m benchmarks.fidelity{flags}{seeds}"
+    first = f" --first-seed {args.first_seed}" if args.first_seed else ""
+    return f"python -m benchmarks.fidelity{flags}{seeds}{first}"
 
 
 def evaluate(layout: planning.Layout) -> dict:
@@ -125,15 +142,22 @@ def run_jobs(layout: planning.Layout, mode: planning.Mode, args: argparse.Namesp
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     mode = planning.MODES[args.mode]
-    if mode.device == "cuda" and not torch.cuda.is_available() and not (args.report_only or args.evaluate_only):
+    trains = not (args.report_only or args.evaluate_only or args.merge)
+    if mode.device == "cuda" and not torch.cuda.is_available() and trains:
         raise SystemExit(f"fidelity --{mode.name}: no CUDA device here")
     seeds = args.seeds or mode.seeds
     work = Path(args.work) / mode.name
+    if args.merge:
+        record = merged([json.loads(Path(path).read_text()) for path in args.merge], args)
+        target = Path(args.out).parent / f"fidelity-{mode.name}-results.json"  # beside the section it backs
+        record["results_path"] = str(target)
+        target.write_text(json.dumps(record, indent=1, default=_plain))
+        return write_report(record, Path(args.out), work, mode, record["seeds"])
     if args.report_only:
         record = json.loads((work / "results.json").read_text())
         return write_report(record, Path(args.out), work, mode, seeds)
     data = cached_splits(planning.Planner(mode, work).data("new"))
-    layout = planning.layout(mode, seeds, work.resolve(), data.num_classes)
+    layout = planning.layout(mode, seeds, work.resolve(), data.num_classes, args.first_seed)
     print(f"fidelity ({mode.name}): {len(layout.plan.jobs)} models, {seeds} seed(s), cache {work}", flush=True)
     started = time.perf_counter()
     work.mkdir(parents=True, exist_ok=True)
@@ -165,16 +189,44 @@ def main(argv: list[str] | None = None) -> dict:
     return write_report(record, Path(args.out), work, mode, seeds)
 
 
+def merged(records: list[dict], args: argparse.Namespace) -> dict:
+    """One record from runs of one mode on disjoint seeds: their per-seed numbers as one table."""
+    modes = {json.dumps(record["mode"], sort_keys=True) for record in records}
+    if len(modes) > 1:
+        raise SystemExit("fidelity --merge: the runs used different settings; only runs of one mode merge")
+    first = records[0]
+    seeds = sum(len(record["eval"]["table"][0]["per_seed"]) for record in records)
+    runs = [run for record in records for run in record.get("invocations", [])]
+    return {
+        **first,
+        "command": " + ".join(record["command"] for record in records) + " (merged: python -m benchmarks.fidelity "
+        f"--mode {first['mode']['name']} --merge …)",
+        "seeds": seeds,
+        "device": ", ".join(dict.fromkeys(record["device"] for record in records)),
+        "date": max(record["date"] for record in records),
+        "wall_s": sum(record["wall_s"] for record in records),
+        "jobs": sum(record["jobs"] for record in records),
+        "trained": sum(record["trained"] for record in records),
+        "curve_seeds": sum(record["curve_seeds"] for record in records),
+        "bcwi_alpha": {name: a for record in records for name, a in record["bcwi_alpha"].items()},
+        "eval": merge([record["eval"] for record in records]),
+        "val": merge([record["val"] for record in records]),
+        "invocations": runs,
+        "merged_from": list(args.merge),
+    }
+
+
 def write_report(record: dict, out: Path, work: Path, mode: planning.Mode, seeds: int) -> dict:
     """The section in `out` (docs/benchmarks.md) and the ER–NFR scatter beside it (skipped, with a
     note, where matplotlib is missing: a bare GPU machine)."""
     plot_name = ""
     try:
-        name = f"fidelity-{mode.name}-scatter.png" if mode.name.startswith("gpu") else "fidelity-scatter.png"
+        name = f"fidelity-{mode.name}-scatter.png" if mode.name.startswith(("gpu", "text")) else "fidelity-scatter.png"
+        data = f"tweets, {mode.old_arch} → {mode.arch}" if mode.text else f"Fashion-MNIST, {mode.arch}"
         plot = scatter(
             record["eval"]["table"],
             out.parent / name,
-            f"Fashion-MNIST, {mode.arch}, {seeds} seed(s), eval split: ER vs NFR (mean ± std)",
+            f"{data}, {seeds} seed(s), eval split: ER vs NFR (mean ± std)",
         )
         plot_name = plot.name
     except ImportError as e:
@@ -188,7 +240,7 @@ def write_report(record: dict, out: Path, work: Path, mode: planning.Mode, seeds
             f"{check['row']}: {check['target']}: {check['value']:.2f} {check['unit']} "
             f"({'met' if check['met'] else 'missed'})"
         )
-    print(f"wrote {out} and {work / 'results.json'} in {record['wall_s'] / 60:.1f} min", file=sys.stderr)
+    print(f"wrote {out} and {record['results_path']} in {record['wall_s'] / 60:.1f} min", file=sys.stderr)
     return record
 
 

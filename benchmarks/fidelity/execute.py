@@ -24,7 +24,7 @@ import torch
 from benchmarks.fidelity.plan import Planned, Planner
 from workers.bcwi import select_bcwi
 from workers.checkpoints import load_model, save_checkpoint
-from workers.inference import FrozenModels, LocalReferences, predict_logits
+from workers.inference import predict_logits
 from workers.jobs import cached_splits
 from workers.metrics import error_rate
 from workers.runtime import use_threads
@@ -34,28 +34,23 @@ BCWI_ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
 
 
 def _save_logits(model: torch.nn.Module, planned: Planned, device: str) -> dict[str, float]:
-    """Write `<stem>.eval.npy` and `<stem>.val.npy`; return the val and eval error rates."""
+    """Write `<stem>.eval.npy` and `<stem>.val.npy` (text read through the model's own tokenizer);
+    return the val and eval error rates."""
     splits = cached_splits(planned.job.data)
     errors = {}
     for split in ("eval", "val"):
         data = getattr(splits, split)
-        logits = predict_logits(model, data, device=device).numpy().astype(np.float32)
+        logits = predict_logits(model, data, device=device, inputs=planned.job.inputs).numpy().astype(np.float32)
         np.save(f"{planned.stem}.{split}.npy", logits)
         errors[f"{split}_error_rate"] = error_rate(logits, data.labels)
     return errors
 
 
-def _load(paths: tuple[str, ...], device: str, precision: str = "fp32") -> FrozenModels:
-    return FrozenModels([load_model(path)[0] for path in paths], device, precision)
-
-
 def _train(planned: Planned, paths: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    """Train the job with its references in this process (`workers.jobs.local_references`: each group
+    on the job's device and precision, text read through the group's own tokenizer)."""
     device = planned.job.config.device
-    precision = planned.job.config.precision
-    references = (
-        LocalReferences(**{name: _load(group, device, precision) for name, group in paths.items()}) if paths else None
-    )
-    record = train_job(planned.job, references)
+    record = train_job(replace(planned.job, teachers=tuple(paths.items())))
     model, _ = load_model(planned.job.checkpoint_uri)
     return {**asdict(record), **_save_logits(model.to(device), planned, device)}
 
@@ -66,7 +61,8 @@ def _bcwi(planned: Planned, paths: dict[str, tuple[str, ...]], tolerance: float)
     device = planned.job.config.device
     old, settings = load_model(paths["old"][0])
     tuned, _ = load_model(paths["new"][0])
-    choice = select_bcwi(old, tuned, cached_splits(planned.job.data).val, BCWI_ALPHAS, tolerance, device)
+    val = cached_splits(planned.job.data).val
+    choice = select_bcwi(old, tuned, val, BCWI_ALPHAS, tolerance, device, settings.inputs)
     tuned.load_state_dict(choice.state_dict)
     save_checkpoint(f"{planned.stem}.pt", tuned, settings, bcwi_alpha=choice.alpha)
     return {

@@ -21,11 +21,14 @@ changed setting trains a new one.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from workers.jobs import DataRequest, TrainJob
+from workers.data.text import TextSet
+from workers.inputs import InputSpec
+from workers.jobs import DataRequest, TrainJob, cached_splits
 from workers.losses import LdiReduction, TopKBy
 from workers.objectives import Objective
 from workers.trainer import TrainConfig
@@ -65,6 +68,14 @@ class Mode:
     curve_first: bool = False  # plan the NFR-vs-m models (paragons, ELODI both ends) before the main table
     ldi_reduction: LdiReduction = "sum"
     exclude_label: bool = False
+    dataset: str = "fashion-mnist"  # DataRequest.source of every version
+    old_arch: str | None = None  # v1's and old's architecture (None: `arch`); BCWI fine-tunes it
+    old_lr: float | None = None  # their learning rate (None: `lr`)
+    old_epochs: int | None = None  # their epochs (None: `epochs`)
+
+    @property
+    def text(self) -> bool:
+        return self.dataset == "tweet-sentiment"
 
 
 MODES = {
@@ -116,6 +127,67 @@ MODES = {
         chain=False,
         elodi_epochs=8,
         curve_first=True,
+    ),
+    # text (python -m benchmarks.fidelity --text): old = text-bag on half of the tweets' training split,
+    # new = a text-transformer on all of it, each version with its own tokenizer; BCWI text-bag → text-bag
+    "text": Mode(
+        "text",
+        seeds=3,
+        arch="text-transformer",
+        train_sizes=(13640, 13640, None),
+        eval_limit=None,
+        epochs=3,
+        lr=0.05,
+        m=4,
+        curve=(1, 2, 4),
+        curve_seeds=1,
+        k_small=3,
+        batch_size=64,
+        chain=False,
+        dataset="tweet-sentiment",
+        old_arch="text-bag",
+        old_lr=0.5,
+        old_epochs=5,
+    ),
+    # the same with a text-cnn as the new architecture (Kim 2014)
+    "text-cnn": Mode(
+        "text-cnn",
+        seeds=3,
+        arch="text-cnn",
+        train_sizes=(13640, 13640, None),
+        eval_limit=None,
+        epochs=3,
+        lr=0.1,
+        m=4,
+        curve=(1, 2, 4),
+        curve_seeds=1,
+        k_small=3,
+        batch_size=64,
+        chain=False,
+        dataset="tweet-sentiment",
+        old_arch="text-bag",
+        old_lr=0.5,
+        old_epochs=5,
+    ),
+    # the text modes' code path on a CPU in a minute (tests/test_fidelity.py)
+    "text-check": Mode(
+        "text-check",
+        seeds=1,
+        arch="text-cnn",
+        train_sizes=(600, 600, 1200),
+        eval_limit=500,
+        epochs=1,
+        lr=0.1,
+        m=2,
+        curve=(1, 2),
+        curve_seeds=None,
+        k_small=3,
+        batch_size=64,
+        chain=False,
+        dataset="tweet-sentiment",
+        old_arch="text-bag",
+        old_lr=0.5,
+        old_epochs=1,
     ),
     # the gpu mode's code path on a CPU in a minute (tests/test_fidelity.py)
     "gpu-check": Mode(
@@ -174,12 +246,24 @@ class Planner:
     group: str = "table"
 
     def data(self, version: str) -> DataRequest:
-        return DataRequest(train_limit=self.mode.train_sizes[VERSIONS.index(version)], eval_limit=self.mode.eval_limit)
+        """The version's data: its first `train_sizes` training samples; eval and val are the same for all."""
+        size = self.mode.train_sizes[VERSIONS.index(version)]
+        return DataRequest(self.mode.dataset, train_limit=size, eval_limit=self.mode.eval_limit)
 
-    def config(self, seed: int, epochs: int | None = None, clip: float | None = 5.0) -> TrainConfig:
+    def arch(self, version: str) -> str:
+        return self.mode.arch if version == "new" else self.mode.old_arch or self.mode.arch
+
+    def inputs(self, version: str) -> InputSpec | None:
+        """Text: the version's tokenizer, trained on its training split (the spec's defaults); images: None."""
+        return _tokenizer_of(self.data(version)) if self.mode.text else None
+
+    def config(
+        self, seed: int, epochs: int | None = None, clip: float | None = 5.0, version: str = "new"
+    ) -> TrainConfig:
+        old = version != "new"
         return TrainConfig(
-            epochs=epochs or self.mode.epochs,
-            lr=self.mode.lr,
+            epochs=epochs or (self.mode.old_epochs if old and self.mode.old_epochs else self.mode.epochs),
+            lr=self.mode.old_lr if old and self.mode.old_lr else self.mode.lr,
             seed=seed,
             device=self.mode.device,
             max_grad_norm=clip,
@@ -198,19 +282,33 @@ class Planner:
         kind: str = "train",
         epochs: int | None = None,
         clip: float | None = 5.0,
+        like: str | None = None,
     ) -> str:
+        """Add job `name`, trained on `version`'s data; architecture, tokenizer and settings are
+        those of version `like` (default: `version`; BCWI fine-tunes the old architecture on new data)."""
         if name in self.jobs:
             return name
+        like = like or version
         refs = tuple(sorted((references or {}).items()))
         upstream = [self.jobs[n].stem for _, group in refs for n in group] + (
             [self.jobs[init_from].stem] if init_from else []
         )
-        job = TrainJob(name, self.data(version), self.mode.arch, self.config(seed, epochs, clip), "", objective)
+        config = self.config(seed, epochs, clip, like)
+        job = TrainJob(name, self.data(version), self.arch(like), config, "", objective, inputs=self.inputs(like))
         stem = str(self.folder / f"{name.replace('/', '_')}-{digest(kind, job, upstream)}")
         init_path = f"{self.jobs[init_from].stem}.pt" if init_from else None
-        job = TrainJob(name, job.data, job.arch, job.config, f"{stem}.pt", objective, init_from=init_path)
+        job = replace(job, checkpoint_uri=f"{stem}.pt", init_from=init_path)
         self.jobs[name] = Planned(name, kind, stem, job, refs, init_from, self.group)
         return name
+
+
+@lru_cache(maxsize=4)
+def _tokenizer_of(data: DataRequest) -> InputSpec:
+    from workers.tokenizer import text_input  # Hugging Face tokenizers: text modes only
+
+    train = cached_splits(data).train
+    assert isinstance(train, TextSet)
+    return text_input(train.texts)
 
 
 def seed_of(seed: int, version: str, index: int) -> int:
@@ -273,13 +371,16 @@ def toward_old(plan: Planner, seed: int, method: str) -> str:
 def bcwi(plan: Planner, seed: int) -> str:
     """BCWI: fine-tune from the plain old model on the new data, then interpolate (α on val)."""
     old = plain(plan, seed, "old")
-    tuned = plan.add(f"s{seed}/new/bcwi-finetune", "new", seed_of(seed, "new", STUDENT_OFFSET), init_from=old)
+    tuned = plan.add(
+        f"s{seed}/new/bcwi-finetune", "new", seed_of(seed, "new", STUDENT_OFFSET), init_from=old, like="old"
+    )
     return plan.add(
         f"s{seed}/new/bcwi",
         "new",
         seed_of(seed, "new", STUDENT_OFFSET),
         references={"old": (old,), "new": (tuned,)},
         kind="bcwi",
+        like="old",
     )
 
 
@@ -352,17 +453,20 @@ class Layout:
     curves: dict[int, dict[int, dict[str, Row]]]
 
 
-def layout(mode: Mode, seeds: int, folder: Path, num_classes: int = 10) -> Layout:
-    """Plan the main table for every seed first, then the chains, then the m curves (`curve_seeds`)."""
+def layout(mode: Mode, seeds: int, folder: Path, num_classes: int = 10, first_seed: int = 0) -> Layout:
+    """Plan the main table for seeds first_seed … first_seed + seeds − 1 first, then the chains, then
+    the m curves (`curve_seeds` of them). A seed's models do not depend on the other seeds, so seeds run
+    on separate machines (`--first-seed`) give the same models as one run of all of them."""
     plan = Planner(mode, folder)
-    curve_seeds = range(min(seeds, mode.curve_seeds or seeds))
+    every = range(first_seed, first_seed + seeds)
+    curve_seeds = every[: mode.curve_seeds or seeds]
     if mode.curve_first:  # ELODI's models first: under a deadline they are the ones that get trained
         plan.group = "curve"
         curves = {s: curve_rows(plan, s, num_classes) for s in curve_seeds}
         plan.group = "table"
-    rows = {s: table_rows(plan, s, num_classes) for s in range(seeds)}
+    rows = {s: table_rows(plan, s, num_classes) for s in every}
     plan.group = "chain"
-    chains = {s: chain_versions(plan, s, num_classes) for s in range(seeds)} if mode.chain else {}
+    chains = {s: chain_versions(plan, s, num_classes) for s in every} if mode.chain else {}
     if not mode.curve_first:
         plan.group = "curve"
         curves = {s: curve_rows(plan, s, num_classes) for s in curve_seeds}

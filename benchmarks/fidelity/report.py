@@ -14,8 +14,38 @@ GPU_SECTION = "## Fidelity at GPU scale: resnet20 on full Fashion-MNIST"
 
 
 def heading(mode: Mapping[str, Any]) -> str:
-    """The docs/benchmarks.md section a mode's results go to: GPU scale next to the CPU's small scale."""
+    """The docs/benchmarks.md section a mode's results go to: GPU scale next to the CPU's small scale,
+    one section per text architecture pair."""
+    if mode.get("dataset", "fashion-mnist") != "fashion-mnist":
+        where = " (GPU)" if mode["device"] == "cuda" else ""
+        return f"## Fidelity on text{where}: {mode['old_arch']} → {mode['arch']} on tweet sentiment"
     return GPU_SECTION if mode["device"] == "cuda" or mode["name"].startswith("gpu") else SECTION
+
+
+def _text_setting(record: Mapping[str, Any], seeds: str) -> str:
+    """The setting paragraph of a text mode."""
+    mode = record["mode"]
+    old_epochs, old_lr = mode["old_epochs"] or mode["epochs"], mode["old_lr"] or mode["lr"]
+    new_size = "all of it" if mode["train_sizes"][2] is None else f"the first {mode['train_sizes'][2]}"
+    old, arch, m = mode["old_arch"], mode["arch"], mode["m"]
+    sentences = [
+        f"Setting (`--{mode['name']}` mode): the built-in tweet-sentiment corpus (3 classes).",
+        f"Old: `{old}` on the first {mode['train_sizes'][1]} samples of the training split (half),",
+        f"{old_epochs} epoch(s), SGD lr {old_lr}; new: `{arch}` on {new_size}, {mode['epochs']} epoch(s),",
+        f"SGD lr {mode['lr']}; each version reads the text through its own tokenizer (WordPiece, trained on",
+        f"its own training split). Batch {mode['batch_size']}, cosine schedule, gradient norm clipped at 5,",
+        f"no augmentation; eval: {record['n_eval']} held-out tweets, val: {record['n_val']}. {seeds}; every",
+        "method of a seed shares that seed's old model and replicas. Replica 1 of each version is its plain",
+        f"(no-treatment) model; the paragon is the mean logits of m = {m} replicas at both ends (the paper's",
+        f"Table 1 protocol). ELODI (α = {mode['alpha']}, LDI with p = 2 over K = all 3 classes): the old",
+        f'model is itself an ELODI student of m `{old}` replicas (Algorithm 1); the "plain old →" rows',
+        "distil only the new model, the second adding Eq. 9's legacy LDI toward the plain old model",
+        f"(λ = {mode['legacy_weight']}). BCWI: `{old}` fine-tuned from the old weights on all the data (the",
+        "old tokenizer kept), then θ = α·θ_old + (1−α)·θ_new with α picked on val (lowest val NFR with val",
+        "ER ≤ α = 0's + 0.3 pt). KD: α = 0.5, T = 4; FD: α = 0.9, focal 1 + 5·1[old correct], FD-KL",
+        "T = 100; dynamic FD: logit matching.",
+    ]
+    return "\n".join(sentences)
 
 
 def percent(value: tuple[float, float] | None) -> str:
@@ -138,10 +168,7 @@ models (K = all, m = {mode["m"]}) on every version:
     ldi = f"LDI {mode.get('ldi_reduction', 'sum')} over K{', true class left out' if mode.get('exclude_label') else ''}"
     batch, precision = mode.get("batch_size", 128), mode.get("precision", "fp32")
     elodi_epochs = f"; ELODI students {mode['elodi_epochs']} epochs" if mode.get("elodi_epochs") else ""
-    return f"""Command: `{record["command"]}` on {record["cpus"]} CPU cores ({machine},
-{record["device"]}), {record["date"]}: {invocation_lines(record["invocations"])}.
-
-Setting ({mode_name} mode): {growth} ({mode["arch"]}), so BCWI applies. Training
+    setting = f"""Setting ({mode_name} mode): {growth} ({mode["arch"]}), so BCWI applies. Training
 images per version: {sizes} (each slice contains the previous one); eval: the Fashion-MNIST test set
 ({record["n_eval"]} images); val: {record["n_val"]} held-out training images. {mode["epochs"]} epochs, batch
 {batch}, {precision}, SGD lr {mode["lr"]} cosine, augmentation (pad-crop, flip), gradient
@@ -154,7 +181,13 @@ two "plain old →" rows distil only the new model, the second adding Eq. 9's le
 plain old model (λ = {mode["legacy_weight"]}). BCWI: fine-tune from the old weights, then
 θ = α·θ_old + (1−α)·θ_new with α picked on val (lowest val NFR with val ER ≤ α = 0's + 0.3 pt;
 every parameter and BatchNorm buffer interpolated). KD: α = 0.5, T = 4; FD: α = 0.9, focal 1 + 5·1[old
-correct], FD-KL T = 100; dynamic FD: logit matching.
+correct], FD-KL T = 100; dynamic FD: logit matching."""
+    if mode.get("dataset", "fashion-mnist") != "fashion-mnist":
+        setting = _text_setting(record, f"{seeds} seed(s){stopped}")
+    return f"""Command: `{record["command"]}` on {record["cpus"]} CPU cores ({machine},
+{record["device"]}), {record["date"]}: {invocation_lines(record["invocations"])}.
+
+{setting}
 
 Main table, old → new on the eval split (mean ± std over seeds):
 

@@ -62,6 +62,11 @@ def main_table(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndar
         for index in range(len(layout.rows[seeds[0]]))
     }
     methods = [row.method for row in layout.rows[seeds[0]]]
+    return table_of(methods, [reports[index] for index in range(len(methods))])
+
+
+def table_of(methods: Sequence[str], reports: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The main table from each method's per-seed reports (`reports[i]`: method i, one per seed)."""
     none = reports[methods.index("none")]
     paragon = reports[next(i for i, m in enumerate(methods) if m.startswith("paragon"))]
     table = []
@@ -102,9 +107,10 @@ def curve_table(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.nda
     seeds = sorted(layout.curves)
     table = []
     for m in [m for m in layout.plan.mode.curve if all(m in layout.curves[s] for s in seeds)]:
-        entry: dict[str, Any] = {"m": m}
+        entry: dict[str, Any] = {"m": m, "per_seed": {}}
         for kind in ("paragon", "elodi"):
-            entry[kind] = summarise([row_report(layout.curves[s][m][kind], logits, labels) for s in seeds])
+            entry["per_seed"][kind] = [row_report(layout.curves[s][m][kind], logits, labels) for s in seeds]
+            entry[kind] = summarise(entry["per_seed"][kind])
         table.append(entry)
     return table
 
@@ -179,3 +185,32 @@ def results(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndarray
         "chain": chain_table(layout, logits, labels),
         "curve": curve_table(layout, logits, labels),
     }
+
+
+def merge(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One split's numbers from runs on disjoint seeds (`--first-seed` on separate machines): per-seed
+    reports put together, then summarised as one run would. Methods and curve points missing from a
+    run are left out; a run from before curves kept their per-seed reports holds one seed, whose
+    summary mean is that seed's report."""
+    tables = [{entry["method"]: entry["per_seed"] for entry in record["table"]} for record in records]
+    methods = [method for method in tables[0] if all(method in table for table in tables)]
+    table = table_of(methods, [[report for t in tables for report in t[method]] for method in methods])
+    curves = []
+    for m in [entry["m"] for entry in records[0]["curve"]]:
+        found = [next((e for e in record["curve"] if e["m"] == m), None) for record in records]
+        points = [point for point in found if point is not None]
+        if len(points) < len(records):
+            continue
+        entry: dict[str, Any] = {"m": m, "per_seed": {}}
+        for kind in ("paragon", "elodi"):
+            entry["per_seed"][kind] = [
+                report for point in points for report in point.get("per_seed", {}).get(kind, [_one_seed(point[kind])])
+            ]
+            entry[kind] = summarise(entry["per_seed"][kind])
+        curves.append(entry)
+    return {"table": table, "verdicts": verdicts(table), "chain": {}, "curve": curves}
+
+
+def _one_seed(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A one-seed summary's values as that seed's report."""
+    return {metric: None if summary[metric] is None else summary[metric][0] for metric in METRICS}
