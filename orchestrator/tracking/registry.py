@@ -24,6 +24,7 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import known_mask, read_ledger
 from orchestrator.views import plots
 from workers.metrics import error_rate, negative_flip_rate, nfr_matrix
@@ -207,6 +208,7 @@ def set_champion(name: str, version: str) -> None:
     """Move alias `champion` to an existing version; RegistryError if there is no such version."""
     resolve(f"{name}/{version}")
     MlflowClient().set_registered_model_alias(name, "champion", version)
+    descriptions.describe(name, chain(name))  # the champion marked in the model's description
 
 
 def _fraction(text: str | None) -> float | None:
@@ -245,8 +247,9 @@ def chain(name: str) -> list[dict[str, Any]]:
 
 def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool = False) -> str:
     """Register the checkpoint (logged to the active run as `checkpoint/model.pt`, plus an MLflow
-    PyTorch model for serving) as a new version of `model` with `tags` and alias `challenger`, and
-    log the chain's NFR matrix; returns the version. Nothing stays registered if a step fails."""
+    PyTorch model for serving) as a new version of `model` with `tags` and alias `challenger`, log
+    the chain's NFR matrix and write the model's and the version's descriptions; returns the
+    version. Nothing stays registered if a step fails."""
     import numpy as np
     import torch
 
@@ -302,6 +305,7 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
                 Path(tmp), [f"v{n}" for n in names], matrix, f"{model}: NFR of column vs row (%)"
             ):
                 mlflow.log_artifact(str(matrix_file))
+        descriptions.describe(model, chain(model), version)  # the chain in MLflow's own description fields
     except BaseException:
         client.delete_model_version(model, version)
         raise

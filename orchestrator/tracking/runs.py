@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,10 +94,35 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def close_orphaned_runs(experiment: str, spec_hash: str) -> list[str]:
+TEMPORARY_TAG = "temporary_storage"  # JSON list of the storage folders a run deletes when it ends
+
+
+def record_temporary(uri: str) -> None:
+    """Note on the active run a storage folder (local or s3://) that exists only while the run does:
+    if its driver is killed before it deletes the folder, the next run of the spec does."""
+    run = mlflow.active_run()
+    assert run is not None, "record_temporary needs an active MLflow run"
+    listed = json.loads(MlflowClient().get_run(run.info.run_id).data.tags.get(TEMPORARY_TAG, "[]"))
+    mlflow.set_tag(TEMPORARY_TAG, json.dumps([*listed, uri]))
+
+
+def remove_leftovers(run_id: str, pid: str) -> str | None:
+    """Delete the temporary folders the dead run `run_id` recorded; one line saying what went."""
+    from workers import storage
+
+    folders = json.loads(MlflowClient().get_run(run_id).data.tags.get(TEMPORARY_TAG, "[]"))
+    removed = {uri: storage.delete_tree(uri) for uri in folders}
+    if not any(removed.values()):
+        return None
+    where = ", ".join(f"{uri} ({count} files)" for uri, count in removed.items() if count)
+    return f"removed what the interrupted run {run_id[:8]} (driver {pid} died) left: {where}"
+
+
+def close_orphaned_runs(experiment: str, spec_hash: str, say: Callable[[str], None] | None = None) -> list[str]:
     """Runs of the spec `spec_hash` left RUNNING by a driver that died on this host (SIGKILL, a
-    lost machine) are marked KILLED, with their nested runs, and tagged `ended_by`; returns their
-    ids. Runs whose driver is alive, or ran on another host, are left alone."""
+    lost machine) are marked KILLED, with their nested runs, and tagged `ended_by`, and the
+    temporary folders they recorded are deleted (`say` gets one line about it); returns their ids.
+    Runs whose driver is alive, or ran on another host, are left alone."""
     client = MlflowClient()
     host = socket.gethostname()
     closed = []
@@ -112,6 +137,9 @@ def close_orphaned_runs(experiment: str, spec_hash: str) -> list[str]:
             client.set_tag(orphan.info.run_id, "ended_by", f"a rerun of spec {spec_hash}: driver {pid} had died")
             client.set_terminated(orphan.info.run_id, "KILLED")
         closed.append(run.info.run_id)
+        line = remove_leftovers(run.info.run_id, pid)
+        if line is not None and say is not None:
+            say(line)
     return closed
 
 
@@ -194,13 +222,16 @@ def log_bcwi(alpha: float, sweep: list[dict[str, float]]) -> None:
 
 
 @contextlib.contextmanager
-def pipeline_run(spec: UpdateSpec, run_name: str | None = None) -> Iterator[str]:
+def pipeline_run(
+    spec: UpdateSpec, run_name: str | None = None, say: Callable[[str], None] | None = None
+) -> Iterator[str]:
     """The MLflow run of one pipeline (its id): the experiment named after the model, a run left
-    RUNNING by a dead driver of the same spec closed first, the spec logged; FAILED with the
-    traceback in error.log if anything raises inside, KILLED (nested runs too) on Ctrl-C."""
+    RUNNING by a dead driver of the same spec closed first (and its temporary folders deleted,
+    `say` told in one line), the spec logged; FAILED with the traceback in error.log if anything
+    raises inside, KILLED (nested runs too) on Ctrl-C."""
     experiment = experiment_id(spec.model)
     mlflow.set_experiment(experiment_id=experiment)  # nested runs follow it
-    close_orphaned_runs(experiment, spec.spec_hash)
+    close_orphaned_runs(experiment, spec.spec_hash, say)
     with mlflow.start_run(run_name=run_name or spec.version) as run:
         log_spec(run.info.run_id, spec)
         try:

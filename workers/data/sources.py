@@ -13,11 +13,15 @@ import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from workers.errors import first_line
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")  # Debian: dataset-fashion-mnist
 FASHION_MNIST_CLASSES = (
@@ -179,6 +183,25 @@ def load_idx_directory(
     return train, test
 
 
+_GREY = ("L", "1", "I;16", "I")
+_ALPHA = ("RGBA", "RGBa", "LA", "La", "PA")
+
+
+def pixels(img: PILImage) -> np.ndarray:
+    """A PIL image as uint8 H×W (grey) or H×W×3 (colour). Transparency is composited over black,
+    the value random crops pad with: a palette image with transparency is read through RGBA, as
+    PIL advises (its own RGB conversion would guess one colour per palette entry and warn)."""
+    from PIL import Image
+
+    if img.mode in _GREY:
+        return np.asarray(img.convert("L"))
+    if img.mode in _ALPHA or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        flat = Image.alpha_composite(Image.new("RGBA", rgba.size, (0, 0, 0, 255)), rgba)
+        return np.asarray(flat.convert("L" if img.mode in ("LA", "La") else "RGB"))
+    return np.asarray(img.convert("RGB"))
+
+
 def load_image_folder(directory: Path, num_classes: int | None = None) -> ImageSet:
     """An ImageFolder tree (one sub-directory per class), read with torchvision, kept as uint8;
     `num_classes`, when declared, must be the number of class folders."""
@@ -195,8 +218,7 @@ def load_image_folder(directory: Path, num_classes: int | None = None) -> ImageS
     for path, _ in folder.samples:
         try:
             with Image.open(path) as img:
-                mode = "L" if img.mode in ("L", "1", "I;16", "I") else "RGB"
-                images.append(np.asarray(img.convert(mode)))
+                images.append(pixels(img))
         except UnidentifiedImageError:
             raise DataError(f"{path}: cannot read image (not a format PIL can identify)") from None
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:  # truncated, corrupt data

@@ -1,0 +1,177 @@
+"""No library chatter on the terminal: palette PNGs with transparency are read through RGBA (no PIL
+warning, in the driver or a worker), and a Tune search prints none of Tune's own lines (where its
+results are, a TensorBoard hint). Each runs in a fresh process, as a user's command would."""
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from workers.data.sources import load_images, pixels
+
+ROOT = Path(__file__).resolve().parent.parent
+PALETTE = [0, 0, 0, 250, 20, 20, 20, 250, 20, 20, 20, 250, 250, 250, 250]  # black, red, green, blue, white
+
+
+def _palette_png(path: Path, indices: np.ndarray) -> None:
+    """A palette PNG whose transparency is a byte per palette entry (entry 0 clear, 2 half)."""
+    img = Image.fromarray(indices.astype(np.uint8), "P")
+    img.putpalette(PALETTE + [0] * (768 - len(PALETTE)))
+    img.save(path, transparency=bytes([0, 255, 128, 255, 255]))
+
+
+def _palette_folder(root: Path, classes: int = 4, per_class: int = 30) -> Path:
+    rng = np.random.default_rng(0)
+    for c in range(classes):
+        (root / f"class_{c}").mkdir(parents=True)
+        for i in range(per_class):
+            indices = rng.integers(0, 5, (12, 12))
+            indices[c * 3 : c * 3 + 3] = c + 1  # a band per class: something to learn
+            _palette_png(root / f"class_{c}" / f"{i}.png", indices)
+    return root
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    drop = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "RAY_ADDRESS", "RAY_AUTH_MODE", "PYTHONWARNINGS")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    return {**env, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/m.db"}
+
+
+def test_palette_transparency_is_composited_over_black_without_a_warning(tmp_path):
+    _palette_png(tmp_path / "p.png", np.array([[0, 1, 2, 3, 4]]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # PIL's "Palette images with Transparency … bytes" would raise
+        with Image.open(tmp_path / "p.png") as img:
+            assert img.mode == "P" and isinstance(img.info["transparency"], bytes)
+            read = pixels(img)
+    # clear → black; opaque red and blue as they are; half-transparent green at half its value
+    assert read.tolist() == [[[0, 0, 0], [250, 20, 20], [10, 125, 10], [20, 20, 250], [250, 250, 250]]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pool, _ = load_images(_palette_folder(tmp_path / "tree", classes=2, per_class=3))
+    assert pool.images.shape == (6, 3, 12, 12)
+
+
+@pytest.mark.slow
+def test_a_run_on_palette_pngs_prints_only_our_own_lines(tmp_path):
+    spec = {
+        "model": "palette",
+        "version": "v1",
+        "arch": "mlp-small",
+        "method": {"name": "none"},
+        "data": {"path": str(_palette_folder(tmp_path / "images"))},
+        "train": {"epochs": 1, "batch_size": 32, "lr": 0.05, "seed": 0},
+        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0},
+        "storage": str(tmp_path / "storage"),
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", "spec.yaml", "--out", "out"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "registered palette version 1" in done.stdout
+    assert done.stderr == "", done.stderr  # a run that succeeds says everything on stdout, in its own words
+
+
+TUNE_PROBE = """
+import ray
+from ray import tune
+from orchestrator.driver.tune import StopOnCtrlC, _fit
+
+def trial(config):
+    tune.report({"val_error_rate": config["x"]})
+
+ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR")
+stopper = StopOnCtrlC()
+tuner = tune.Tuner(
+    trial,
+    param_space={"x": tune.grid_search([0.1, 0.2])},
+    tune_config=tune.TuneConfig(metric="val_error_rate", mode="min"),
+    run_config=tune.RunConfig(name="probe", storage_path=STORAGE, verbose=0, stop=stopper),
+)
+results = _fit(tuner, stopper.pressed)
+print("trials", len(results))
+ray.shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_a_tune_search_prints_none_of_tunes_own_lines(tmp_path):
+    probe = TUNE_PROBE.replace("STORAGE", repr(str(tmp_path / "tune")))
+    env = {**_env(tmp_path), "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "trials 2", done.stdout  # no "View detailed results here", no TensorBoard hint
+    assert "TensorBoard" not in done.stderr and "tensorboard" not in done.stderr, done.stderr
+
+
+@pytest.fixture
+def s3_env(tmp_path, monkeypatch):
+    """A SeaweedFS S3 on 127.0.0.1 with a bucket `runs`, this process's environment pointed at it."""
+    import secrets
+
+    from servers import CHECKSUM_ENV, start_seaweedfs
+    from workers import storage
+
+    access_key, secret_key = "test" + secrets.token_hex(8), secrets.token_urlsafe(32)
+    server = start_seaweedfs(tmp_path / "seaweedfs", access_key, secret_key, buckets=("runs",))
+    env = {"AWS_ENDPOINT_URL_S3": server.endpoint, "AWS_ACCESS_KEY_ID": access_key, **CHECKSUM_ENV}
+    for key, value in {**env, "AWS_SECRET_ACCESS_KEY": secret_key, "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    storage._client.cache_clear()
+    try:
+        yield
+    finally:
+        storage._client.cache_clear()
+        server.stop()
+
+
+def test_a_rerun_removes_the_s3_leftovers_of_its_killed_predecessor_and_says_so(s3_env, spec_document):
+    import socket
+
+    import mlflow
+    from mlflow import MlflowClient
+
+    from orchestrator.tracking import runs
+    from orchestrator.tracking.store import experiment_id
+    from pipelines.spec import parse_spec
+    from workers import storage
+
+    spec = parse_spec(spec_document(model="leftovers", storage="s3://runs/ckpt"))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=60)  # a driver that was killed: its pid is gone
+    client = MlflowClient()
+    experiment = experiment_id(spec.model)
+    folder, other = "s3://runs/ckpt/leftovers/v2/tune/abc", "s3://runs/ckpt/leftovers/v2/tune/kept"
+    predecessor = client.create_run(experiment, tags={"spec_hash": spec.spec_hash, "mlflow.runName": "v2-tune"})
+    run_id = predecessor.info.run_id
+    tags = {"driver.host": socket.gethostname(), "driver.pid": str(dead.pid)}
+    for key, value in {**tags, runs.TEMPORARY_TAG: f'["{folder}"]'}.items():
+        client.set_tag(run_id, key, value)
+    for name in ("1.pt", "2.pt"):
+        storage.upload(__file__, f"{folder}/{name}")
+    storage.upload(__file__, f"{other}/3.pt")  # another search's (finished) folder stays
+
+    said: list[str] = []
+    with runs.pipeline_run(spec, say=said.append):
+        pass
+    assert said == [f"removed what the interrupted run {run_id[:8]} (driver {dead.pid} died) left: {folder} (2 files)"]
+    assert storage.delete_tree(folder) == 0 and storage.delete_tree(other) == 1
+    assert client.get_run(run_id).info.status == "KILLED"
+    said.clear()
+    with runs.pipeline_run(spec, say=said.append):  # nothing left to remove: nothing said
+        pass
+    assert said == [] and mlflow.active_run() is None
