@@ -163,6 +163,13 @@ class TrainSpec(_Strict):
     """SGD with Nesterov momentum, per-epoch checkpoints; replicas use seeds seed + 1 … seed + m."""
 
     epochs: int = Field(10, ge=1)
+    student_epochs: int | None = Field(
+        None,
+        ge=1,
+        description="the deployed model's epochs (the distilled student; the replicas keep `epochs`); null: "
+        "`epochs`. Distillation gains from a longer schedule where plain training does not (docs/benchmarks.md, "
+        '"The text demo\'s configuration")',
+    )
     batch_size: int = Field(128, ge=1)
     lr: float = Field(0.1, gt=0, description="peak learning rate")
     momentum: float = Field(0.9, ge=0, lt=1)

@@ -116,3 +116,50 @@ def test_the_demo_verdict_by_hand():
     assert [ok for _, ok in v.checks()] == [True, True, True]
     worse = Verdict([0.020, 0.018, 0.022], [0.10] * 3, elodi_nfr=0.018, elodi_er=0.106, paragon_nfr=None)
     assert [ok for _, ok in worse.checks()] == [False, False, False]  # 0.9×, z = 1, +0.6 pt
+
+
+@pytest.mark.slow
+def test_the_text_demo_registers_its_versions_and_reports_flipped_tweets(tmp_path):
+    """`congruent demo --text` at toy scale: v1 (text-bag, half the tweets), v2-none and v2-elodi
+    registered under congruent-demo-text, the verdict against 0.8× no treatment printed, and the
+    report listing flipped tweets as text."""
+    out = tmp_path / "demo-text"
+    env = {k: v for k, v in _env(out).items() if k != "MLFLOW_TRACKING_URI"}
+    options = ["--epochs", "1", "--m", "2", "--train-limit", "1500", "--eval-limit", "600", "--quiet"]
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "demo", "--text", "--out", str(out), *options],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = _client(out)
+    versions = sorted(client.search_model_versions("name='congruent-demo-text'"), key=lambda v: int(v.version))
+    assert [v.tags["label"] for v in versions] == ["v1", "v2-none", "v2-elodi"]
+    assert [v.tags["arch"] for v in versions] == ["text-bag"] * 3
+    assert "NFR ≤ 0.8× no treatment's" in done.stdout and "more than 2 std" not in done.stdout
+    from markupsafe import escape  # as the report's Jinja escapes
+
+    from workers.jobs import DataRequest, cached_splits
+
+    report = (out / "report.html").read_text()
+    tweets = cached_splits(DataRequest("tweet-sentiment", train_limit=1500, eval_limit=600)).eval.texts
+    shown = [text for text in tweets if f"<tr><td>{escape(text)}</td>" in report]
+    assert shown and "eval image" not in report  # flipped tweets as text, no thumbnails
+
+
+def test_the_text_demo_verdict_asks_08_and_no_spread():
+    """The text demo's targets: NFR ≤ 0.8× no treatment's and ER ≤ +0.3 pt (no z-score check)."""
+    from orchestrator.driver.demo import Verdict
+
+    nfrs = [0.090, 0.094, 0.092]
+    kept = Verdict(
+        nfrs, [0.29] * 3, elodi_nfr=0.070, elodi_er=0.280, paragon_nfr=0.064, max_ratio=0.8, below_spread=False
+    )
+    assert [ok for _, ok in kept.checks()] == [True, True] and "0.8×" in kept.checks()[0][0]
+    missed = Verdict(
+        nfrs, [0.29] * 3, elodi_nfr=0.078, elodi_er=0.280, paragon_nfr=None, max_ratio=0.8, below_spread=False
+    )
+    assert [ok for _, ok in missed.checks()] == [False, True]  # 0.85×

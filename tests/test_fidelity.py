@@ -260,15 +260,17 @@ def test_merge_puts_seeds_of_separate_runs_in_one_table():
 
 def test_the_text_plan_gives_each_version_its_architecture_and_tokenizer(tmp_path):
     """--text: old replicas are text-bags on half the tweets (their own tokenizer, lr, epochs), new ones
-    text-transformers on all; BCWI fine-tunes the old architecture with the old tokenizer on all data."""
+    text-cnns on all; BCWI fine-tunes the old architecture with the old tokenizer on all data."""
     mode = planning.MODES["text"]
     jobs = planning.layout(mode, 1, tmp_path, num_classes=3).plan.jobs
     old, new, tuned = (jobs[n].job for n in ("s0/old/replica-1", "s0/new/replica-1", "s0/new/bcwi-finetune"))
-    assert (old.arch, new.arch, tuned.arch) == ("text-bag", "text-transformer", "text-bag")
+    assert (old.arch, new.arch, tuned.arch) == ("text-bag", "text-cnn", "text-bag")
     assert old.data.train_limit == 13640 and new.data.train_limit is None and tuned.data == new.data
     assert old.inputs is not None and new.inputs is not None and old.inputs.tokenizer != new.inputs.tokenizer
     assert tuned.inputs == old.inputs and tuned.init_from == jobs["s0/old/replica-1"].stem + ".pt"
-    assert (old.config.lr, old.config.epochs, new.config.lr, new.config.epochs) == (0.5, 5, mode.lr, mode.epochs)
+    assert (old.config.lr, old.config.epochs, new.config.lr, new.config.epochs) == (2.0, 5, mode.lr, mode.epochs)
+    assert old.config.weight_decay == new.config.weight_decay == 0.0
+    assert "s0/new/dynamic-fd" not in jobs and "s0/new/fd-lm" in jobs  # the issue's methods
     assert jobs["s0/new/elodi-k3-m4"].references == (("teacher", tuple(f"s0/new/replica-{i}" for i in range(1, 5))),)
 
 

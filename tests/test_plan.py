@@ -213,6 +213,7 @@ def test_a_version_is_tagged_without_empty_lineage_or_flip_tags(digits_folder):
 NON_DEFAULT = {
     "train": {
         "epochs": 3,
+        "student_epochs": 6,
         "batch_size": 64,
         "lr": 0.05,
         "momentum": 0.8,
@@ -312,3 +313,19 @@ def test_the_spec_precision_and_compile_mode_reach_the_training(tmp_path, monkey
     monkeypatch.setattr(torch, "compile", lambda module, mode=None: modes.append(mode) or module)
     plan = preflight(spec(train={"epochs": 1, "compile": "reduce-overhead"}, storage=str(tmp_path / "compiled")))
     assert train_job(plan.student_job()).config["compile"] == "reduce-overhead" and modes == ["reduce-overhead"]
+
+
+def test_student_epochs_lengthen_the_student_only():
+    """`train.student_epochs`: the deployed model trains that long (its warm-up a tenth of it, at
+    most 1 epoch); the replicas keep `epochs` and their checkpoints (keyed without it)."""
+    from orchestrator.driver.plan import Plan, data_request
+
+    def plan_of(train: dict) -> Plan:
+        parsed = parse_spec({**BASE, "method": {"name": "elodi", "m": 2}, "train": train})
+        return Plan(parsed, None, data_request(parsed), "c", "f", 10)
+
+    plain, longer = plan_of({"epochs": 5}), plan_of({"epochs": 5, "student_epochs": 15})
+    assert plain.student_job().config.epochs == 5 and longer.student_job().config.epochs == 15
+    assert longer.student_job().config.warmup_epochs == 1.0 and plain.student_job().config.warmup_epochs == 0.5
+    assert [job.config for job in longer.replica_jobs()] == [job.config for job in plain.replica_jobs()]
+    assert [job.checkpoint_uri for job in longer.replica_jobs()] == [job.checkpoint_uri for job in plain.replica_jobs()]

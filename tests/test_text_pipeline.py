@@ -137,3 +137,47 @@ def test_teachers_of_unaugmented_inputs_compute_each_sample_once(tmp_path):
     assert actor.caches["teacher"].computed == 2 and (b[:32] == a[32:]).all()
     actor.logits_of(Batch(torch.arange(95, -1, -1, dtype=torch.int32)))
     assert actor.caches["teacher"].computed == 2
+
+
+@pytest.mark.slow
+def test_tune_searches_alpha_and_k_on_text(ray_cluster, spec_file, tmp_path):
+    """`congruent tune` on a text version: the replicas trained once, every trial served by the pool
+    that holds the tweets, the pick the lowest NFR within the ER tolerance, registered with its classes."""
+    from mlflow import MlflowClient
+
+    from orchestrator.cli import main
+    from orchestrator.driver.plan import preflight
+    from workers.stages import train_job
+
+    old = preflight(
+        parse_spec(
+            {
+                "model": "tw-old",
+                "version": "v1",
+                "arch": "text-bag",
+                "storage": str(tmp_path / "old"),
+                "data": {**TWEETS, "subset": "half-samples", "train_limit": 1200},
+                "train": {"epochs": 2, "lr": 2.0, "weight_decay": 0.0},
+                "method": {"name": "none"},
+            }
+        )
+    )
+    old_checkpoint = train_job(old.student_job()).checkpoint
+    spec = spec_file(
+        model="tw-tuned",
+        arch="text-bag",
+        old=old_checkpoint,
+        data={**TWEETS, "train_limit": 1500, "eval_limit": 800},
+        train={"epochs": 1, "lr": 2.0, "weight_decay": 0.0, "batch_size": 64},
+        method={"name": "elodi", "m": 2, "k": 3},
+        tune={"search": "grid", "space": {"alpha": [0.5, 0.9]}, "er_tolerance": 0.5},
+    )
+    assert main(["tune", str(spec), "--out", str(tmp_path / "out"), "--register-best"]) == 0
+    record = json.loads((tmp_path / "out" / "tune.json").read_text())
+    trials = record["trials"]
+    assert sorted(t["config"]["alpha"] for t in trials) == [0.5, 0.9]
+    assert len(record["replicas"]) == 2 and record["teacher_batches_served"] == sum(t["steps"] for t in trials)
+    pick = record["pick"]
+    assert pick is not None and trials[pick]["nfr"] == min(t["nfr"] for t in trials)
+    version = MlflowClient().get_model_version("tw-tuned", "1")
+    assert json.loads(version.tags["classes"]) == ["negative", "neutral", "positive"]

@@ -28,11 +28,13 @@ def _text_setting(record: Mapping[str, Any], seeds: str) -> str:
     old_epochs, old_lr = mode["old_epochs"] or mode["epochs"], mode["old_lr"] or mode["lr"]
     new_size = "all of it" if mode["train_sizes"][2] is None else f"the first {mode['train_sizes'][2]}"
     old, arch, m = mode["old_arch"], mode["arch"], mode["m"]
+    elodi_epochs = f"; ELODI students train {mode['elodi_epochs']} epochs" if mode.get("elodi_epochs") else ""
     sentences = [
         f"Setting (`--{mode['name']}` mode): the built-in tweet-sentiment corpus (3 classes).",
         f"Old: `{old}` on the first {mode['train_sizes'][1]} samples of the training split (half),",
         f"{old_epochs} epoch(s), SGD lr {old_lr}; new: `{arch}` on {new_size}, {mode['epochs']} epoch(s),",
-        f"SGD lr {mode['lr']}; each version reads the text through its own tokenizer (WordPiece, trained on",
+        f"SGD lr {mode['lr']}, weight decay {mode.get('weight_decay', 5e-4)}; each version reads the text through",
+        "its own tokenizer (WordPiece, trained on",
         f"its own training split). Batch {mode['batch_size']}, cosine schedule, gradient norm clipped at 5,",
         f"no augmentation; eval: {record['n_eval']} held-out tweets, val: {record['n_val']}. {seeds}; every",
         "method of a seed shares that seed's old model and replicas. Replica 1 of each version is its plain",
@@ -40,7 +42,8 @@ def _text_setting(record: Mapping[str, Any], seeds: str) -> str:
         f"Table 1 protocol). ELODI (α = {mode['alpha']}, LDI with p = 2 over K = all 3 classes): the old",
         f'model is itself an ELODI student of m `{old}` replicas (Algorithm 1); the "plain old →" rows',
         "distil only the new model, the second adding Eq. 9's legacy LDI toward the plain old model",
-        f"(λ = {mode['legacy_weight']}). BCWI: `{old}` fine-tuned from the old weights on all the data (the",
+        f"(λ = {mode['legacy_weight']}){elodi_epochs}. BCWI: `{old}` fine-tuned from the old weights on all",
+        "the data (the",
         "old tokenizer kept), then θ = α·θ_old + (1−α)·θ_new with α picked on val (lowest val NFR with val",
         "ER ≤ α = 0's + 0.3 pt). KD: α = 0.5, T = 4; FD: α = 0.9, focal 1 + 5·1[old correct], FD-KL",
         "T = 100; dynamic FD: logit matching.",

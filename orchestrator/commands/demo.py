@@ -13,11 +13,12 @@ from orchestrator.commands.options import fail, out_option, quiet_option
 from orchestrator.views.format import percent
 
 MODEL = "congruent-demo"
+TEXT_MODEL = "congruent-demo-text"
 
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.cluster import check_cluster, connect
-    from orchestrator.driver.demo import DemoSettings, demo_specs, run_demo
+    from orchestrator.driver.demo import TEXT_EPOCHS, DemoSettings, demo_specs, run_demo
     from orchestrator.driver.plan import check_output, preflight
     from orchestrator.driver.report import write_report
     from orchestrator.driver.watch import StageWatch
@@ -30,8 +31,10 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     gpus = 1.0 if torch.cuda.is_available() else 0.0  # on a GPU machine the demo trains there
+    model = args.model or (TEXT_MODEL if args.text else MODEL)
+    epochs = args.epochs or (TEXT_EPOCHS if args.text else 20)
     settings = DemoSettings(
-        out, args.model, args.epochs, args.m, args.seed, args.train_limit, args.eval_limit, args.legacy_weight, gpus
+        out, model, epochs, args.m, args.seed, args.train_limit, args.eval_limit, args.legacy_weight, gpus, args.text
     )
     started = time.perf_counter()
     try:
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("demo", "interrupted; the current run is marked KILLED", 130)
     finally:
         watch.close()
-    report, data = write_report(args.model, out / "report.html")
+    report, data = write_report(model, out / "report.html")
     uri = os.environ["MLFLOW_TRACKING_URI"]
     rows = []
     for result in results:
@@ -68,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             ]
         )
     print(
-        f"\nDone in {time.perf_counter() - started:.0f} s. {args.model}: v1 → v2 on "
+        f"\nDone in {time.perf_counter() - started:.0f} s. {model}: v1 → v2 on "
         f"{results[0].n_eval} regression-eval samples (fingerprint {results[0].fingerprint}):\n"
     )
     print(table(["version", "registry", "method", "ER", "NFR vs v1", "PFR vs v1", "Rel-NFR"], rows, left=3))
@@ -83,13 +86,16 @@ def run(args: argparse.Namespace) -> int:
     print(f"ELODI {'keeps' if all(ok for _, ok in checks) else 'does not keep'} the demo's promise — {marks}.")
     if not all(ok for _, ok in checks):
         print(
-            "At GPU scale (resnet20, full data, both ends ELODI; docs/benchmarks.md) NFR fell from 2.54 % to "
-            "1.02 %, the 8-replica paragon's 1.05 %, at -0.15 pt ER."
+            "The text benchmark (python -m benchmarks.fidelity --text) measures ELODI on tweets over 3 seeds: "
+            "docs/benchmarks.md."
+            if args.text
+            else "At GPU scale (resnet20, full data, both ends ELODI, 3 seeds; docs/benchmarks.md) NFR fell from "
+            "2.80 % to 1.11 %, against the 8-replica paragon's 0.83 %, at -0.56 pt ER."
         )
     print(
         f"\nWhere to look next:\n"
         f"  report ({data.n_flips} negative flips of v{data.version} to explore): {report}\n"
-        f"  registry: congruent versions {args.model} --matrix   (with MLFLOW_TRACKING_URI={uri})\n"
+        f"  registry: congruent versions {model} --matrix   (with MLFLOW_TRACKING_URI={uri})\n"
         f"  MLflow UI: mlflow ui --backend-store-uri {uri}\n"
         f"  predictions (.npy for congruent compare): {out}/v*/predictions/"
     )
@@ -102,8 +108,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="v1 → v2 without treatment and with ELODI, on Ray, in minutes",
         parents=[out_option("where runs, the MLflow store and the report go (default: demo-output)"), quiet_option()],
     )
-    parser.add_argument("--model", default=MODEL, help=f"registered model name (default {MODEL})")
-    parser.add_argument("--epochs", type=int, default=20, help="v2's epochs (v1 trains half as many)")
+    parser.add_argument(
+        "--text",
+        action="store_true",
+        help="the text demo: tweets, v1 a text-bag on half of them, v2 without treatment and with plain ELODI",
+    )
+    parser.add_argument(
+        "--model", default=None, help=f"registered model name (default {MODEL}; with --text {TEXT_MODEL})"
+    )
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="v2's epochs (default 20, v1 trains half as many; --text: 5, v1 too)"
+    )
     parser.add_argument("--m", type=int, default=4, help="ELODI replicas")
     parser.add_argument(
         "--legacy-weight",
@@ -112,6 +127,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="λ of ELODI Eq. 9: the LDI toward the replicas' ensemble; 1 − λ pulls toward v1",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train-limit", type=int, default=None, help="training samples (default: all 54,000)")
+    parser.add_argument(
+        "--train-limit", type=int, default=None, help="training samples (default: all: 54,000 images, 27,280 tweets)"
+    )
     parser.add_argument("--eval-limit", type=int, default=None, help="regression-eval samples (default: all)")
     parser.set_defaults(func=run)

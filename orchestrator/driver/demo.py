@@ -41,17 +41,24 @@ class DemoSettings:
     eval_limit: int | None = None
     legacy_weight: float = 0.8  # λ of Eq. 9: 1 − λ of the LDI pulls toward v1
     gpus: float = 0.0  # > 0: replicas share the GPU(s) in fractions, the student holds one with its teachers
+    text: bool = False  # the text demo: tweets, text-bag → TEXT_ARCH, plain ELODI (legacy_weight unused)
 
 
-def demo_specs(settings: DemoSettings, old: str = "v1") -> list[dict[str, Any]]:
-    """The three spec documents; v2's `old` is v1's registered version (`run_demo` fills it in)."""
-    resources = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2}
+def _resources(settings: DemoSettings) -> dict[str, Any]:
     if settings.gpus > 0:
-        resources = {
+        return {
             "replica": {"cpus": 1, "gpus": settings.gpus / 2},
             "student": {"cpus": 1, "gpus": settings.gpus},
             "teacher_actors": 0,
         }
+    return {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2}
+
+
+def demo_specs(settings: DemoSettings, old: str = "v1") -> list[dict[str, Any]]:
+    """The three spec documents; v2's `old` is v1's registered version (`run_demo` fills it in)."""
+    if settings.text:
+        return text_demo_specs(settings, old)
+    resources = _resources(settings)
     common: dict[str, Any] = {
         "model": settings.model,
         "data": {"dataset": "fashion-mnist", "train_limit": settings.train_limit, "eval_limit": settings.eval_limit},
@@ -88,6 +95,45 @@ def demo_specs(settings: DemoSettings, old: str = "v1") -> list[dict[str, Any]]:
     ]
 
 
+TEXT_ARCH = "text-bag"  # v1 and v2 of the text demo (a text-cnn was neither more accurate nor helped here)
+TEXT_EPOCHS = 5  # v1's and v2's plain trainings in the text demo; the ELODI student distils 3× as long
+TEXT_TRAIN = {"batch_size": 64, "lr": 2.0, "weight_decay": 0.0}  # a mean of embeddings needs a high lr
+
+
+def text_demo_specs(settings: DemoSettings, old: str = "v1") -> list[dict[str, Any]]:
+    """The text demo (`congruent demo --text`): v1 a text-bag on half of the tweets, then v2 on all of
+    them without treatment and with plain ELODI (no term toward v1), each version with its own
+    tokenizer. ELODI (α 0.9, K = all 3 classes) distils for 3× the plain trainings' epochs
+    (`train.student_epochs`): a plain text-bag trained that long flips more, not less. The
+    configuration came from a search on 2 CPU cores (docs/benchmarks.md, "The text demo's configuration")."""
+    common: dict[str, Any] = {
+        "model": settings.model,
+        "data": {"dataset": "tweet-sentiment", "train_limit": settings.train_limit, "eval_limit": settings.eval_limit},
+        "train": {"epochs": settings.epochs, "seed": settings.seed, **TEXT_TRAIN},
+        "resources": _resources(settings),
+        "storage": str(settings.out / "runs"),
+    }
+    elodi = {"name": "elodi", "m": settings.m, "alpha": 0.9, "k": 3}
+    return [
+        {
+            **common,
+            "version": "v1",
+            "arch": TEXT_ARCH,
+            "data": {**common["data"], "subset": "half-samples"},
+            "method": {"name": "none"},
+        },
+        {**common, "version": "v2-none", "arch": TEXT_ARCH, "method": {"name": "none"}, "old": old},
+        {
+            **common,
+            "version": "v2-elodi",
+            "arch": TEXT_ARCH,
+            "old": old,
+            "train": {**common["train"], "student_epochs": 3 * settings.epochs},
+            "method": elodi,
+        },
+    ]
+
+
 @dataclass(frozen=True)
 class Verdict:
     """ELODI's NFR against the no-treatment spread, and the demo's three targets."""
@@ -97,6 +143,8 @@ class Verdict:
     elodi_nfr: float
     elodi_er: float
     paragon_nfr: float | None
+    max_ratio: float = 0.85  # ELODI's NFR at most this × no treatment's (the text demo: 0.8)
+    below_spread: bool = True  # also more than 2 std below the no-treatment spread (the image demo)
 
     @property
     def none_nfr(self) -> tuple[float, float]:
@@ -118,17 +166,18 @@ class Verdict:
         return self.elodi_er - float(np.mean(self.none_ers))
 
     def checks(self) -> list[tuple[str, bool]]:
+        spread = (
+            f"more than 2 std below it (z = {self.z:.1f})" if self.z is not None else "more than 2 std below it",
+            self.z is not None and self.z > 2,
+        )
         return [
-            (f"NFR ≤ 0.85× no treatment's ({self.ratio:.2f}×)", self.ratio <= 0.85),
-            (
-                f"more than 2 std below it (z = {self.z:.1f})" if self.z is not None else "more than 2 std below it",
-                self.z is not None and self.z > 2,
-            ),
+            (f"NFR ≤ {self.max_ratio}× no treatment's ({self.ratio:.2f}×)", self.ratio <= self.max_ratio),
+            *([spread] if self.below_spread else []),
             (f"ER ≤ no treatment's + 0.3 pt ({100 * self.er_increase:+.2f} pt)", self.er_increase <= 0.003),
         ]
 
 
-def verdict(results: Sequence[PipelineResult], replica_logits: dict[str, np.ndarray]) -> Verdict:
+def verdict(results: Sequence[PipelineResult], replica_logits: dict[str, np.ndarray], text: bool = False) -> Verdict:
     """The demo's verdict from its three results and the replicas' eval logits (plain trainings of
     v2's architecture, seeds of their own): NFR and ER of each against v1's predictions."""
     from workers.metrics import error_rate, negative_flip_rate
@@ -144,6 +193,7 @@ def verdict(results: Sequence[PipelineResult], replica_logits: dict[str, np.ndar
         elodi.metrics["vs_old"]["nfr"],
         elodi.metrics["error_rate"],
         paragon["nfr"] if paragon else None,
+        *((0.8, False) if text else ()),
     )
 
 
@@ -165,4 +215,4 @@ def run_demo(
         results.append(run_pipeline(plan, settings.out / plan.spec.version, watch))
     assert plan is not None  # demo_specs gives three documents
     replica_logits = eval_split_logits(plan, {r.name: r.checkpoint for r in results[-1].replicas})
-    return results, verdict(results, replica_logits)
+    return results, verdict(results, replica_logits, settings.text)

@@ -56,7 +56,8 @@ def warmup_epochs(spec: UpdateSpec, student: bool) -> float:
     the run if shorter, else none."""
     if spec.train.warmup_epochs != "auto":
         return spec.train.warmup_epochs
-    return min(1.0, spec.train.epochs / 10) if student and spec.method.name == "elodi" else 0.0
+    epochs = spec.train.student_epochs or spec.train.epochs
+    return min(1.0, epochs / 10) if student and spec.method.name == "elodi" else 0.0
 
 
 def applied_params(spec: UpdateSpec) -> dict[str, str]:
@@ -78,6 +79,9 @@ def train_config(
     values resolved (augmentation is off for text), plus where the task computes (threads, device);
     `fp32`: whatever the spec's precision (packed replicas)."""
     values = spec.train.model_dump()
+    student_epochs = values.pop("student_epochs")
+    if student and student_epochs is not None:
+        values["epochs"] = student_epochs
     values.update(seed=seed, warmup_epochs=warmup_epochs(spec, student), flip=resolved_flip(spec))
     values["augment"] = values["augment"] and spec.data.modality == "image"  # crop and flip are for images
     if fp32:
@@ -141,7 +145,7 @@ class Plan:
         parts = {
             "data": spec.data.model_dump(mode="json"),
             "arch": spec.arch,
-            "train": spec.train.model_dump(mode="json"),
+            "train": spec.train.model_dump(mode="json", exclude={"student_epochs"}),  # the replicas' settings
             "content": self.content_key,
             **({"tokenizer": spec.tokenizer.model_dump(mode="json")} if self.inputs is not None else {}),
         }
