@@ -37,7 +37,10 @@ def _client():
     import boto3
     from botocore.config import Config
 
-    return boto3.client("s3", config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5}))
+    # a session of its own: boto3's default session keeps the first credentials it resolved, so a process
+    # whose AWS_* environment changes (cache_clear) would go on signing with the old keys
+    session = boto3.session.Session()
+    return session.client("s3", config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5}))
 
 
 def upload(local_path: str | os.PathLike, uri: str) -> str:
