@@ -80,6 +80,31 @@ class Mode:
         return self.dataset == "tweet-sentiment"
 
 
+# old = text-bag on half of the tweets' training split, new = a text-cnn on all of it, each version with
+# its own tokenizer; BCWI text-bag → text-bag. The issue's methods: no dynamic FD
+TEXT = Mode(
+    "text",
+    seeds=3,
+    arch="text-cnn",
+    train_sizes=(13640, 13640, None),
+    eval_limit=None,
+    epochs=3,
+    lr=0.02,
+    m=4,
+    curve=(2, 4),
+    curve_seeds=1,
+    k_small=3,
+    batch_size=64,
+    chain=False,
+    elodi_epochs=6,
+    dataset="tweet-sentiment",
+    old_arch="text-bag",
+    old_lr=2.0,
+    old_epochs=5,
+    weight_decay=0.0,
+    toward_old=("kd", "fd-kl", "fd-lm"),
+)
+
 MODES = {
     "quick": Mode(
         "quick",
@@ -130,76 +155,36 @@ MODES = {
         elodi_epochs=8,
         curve_first=True,
     ),
-    # text (python -m benchmarks.fidelity --text, ~30 min on 2 CPU cores): old = text-bag on half of the
-    # tweets' training split, new = a text-cnn on all of it, each version with its own tokenizer; BCWI
-    # text-bag → text-bag. The issue's methods: no dynamic FD
-    "text": Mode(
-        "text",
-        seeds=3,
-        arch="text-cnn",
-        train_sizes=(13640, 13640, None),
-        eval_limit=None,
-        epochs=3,
-        lr=0.02,
-        m=4,
-        curve=(2, 4),
-        curve_seeds=1,
-        k_small=3,
-        batch_size=64,
-        chain=False,
-        elodi_epochs=6,
-        dataset="tweet-sentiment",
-        old_arch="text-bag",
-        old_lr=2.0,
-        old_epochs=5,
-        weight_decay=0.0,
-        toward_old=("kd", "fd-kl", "fd-lm"),
-    ),
+    # text (python -m benchmarks.fidelity --text, ~30 min on 2 CPU cores): see TEXT
+    "text": TEXT,
     # the same with a text-transformer as the new model, on one GPU in this process (issue 24); on
     # 2 CPU cores a transformer training takes ~6 min, too long for a 3-seed table there
-    "gpu-text": Mode(
-        "gpu-text",
-        seeds=3,
+    "gpu-text": replace(
+        TEXT,
+        name="gpu-text",
         arch="text-transformer",
-        train_sizes=(13640, 13640, None),
-        eval_limit=None,
         epochs=5,
         lr=0.05,
         m=8,
         curve=(4, 8),
         curve_seeds=None,
-        k_small=3,
         batch_size=128,
-        chain=False,
+        elodi_epochs=None,
         device="cuda",
-        dataset="tweet-sentiment",
-        old_arch="text-bag",
-        old_lr=2.0,
-        old_epochs=5,
-        weight_decay=0.0,
-        toward_old=("kd", "fd-kl", "fd-lm"),
     ),
     # the text modes' code path on a CPU in a minute (tests/test_fidelity.py)
-    "text-check": Mode(
-        "text-check",
+    "text-check": replace(
+        TEXT,
+        name="text-check",
         seeds=1,
-        arch="text-cnn",
         train_sizes=(600, 600, 1200),
         eval_limit=500,
         epochs=1,
-        lr=0.02,
         m=2,
         curve=(1, 2),
         curve_seeds=None,
-        k_small=3,
-        batch_size=64,
-        chain=False,
-        dataset="tweet-sentiment",
-        old_arch="text-bag",
-        old_lr=2.0,
+        elodi_epochs=None,
         old_epochs=1,
-        weight_decay=0.0,
-        toward_old=("kd", "fd-kl", "fd-lm"),
     ),
     # the gpu mode's code path on a CPU in a minute (tests/test_fidelity.py)
     "gpu-check": Mode(
