@@ -278,10 +278,18 @@ def test_the_text_plan_gives_each_version_its_architecture_and_tokenizer(tmp_pat
 def test_the_text_check_mode_end_to_end(tmp_path):
     """The text modes' code path (text-check: a few hundred tweets) in this process: every row, the
     text section, each model's logits read through its own tokenizer."""
-    from benchmarks.fidelity.cli import main
-
     out = tmp_path / "docs" / "benchmarks.md"
-    record = main(["--mode", "text-check", "--local", "--out", str(out), "--work", str(tmp_path / "work")])
+    command = [sys.executable, "-m", "benchmarks.fidelity", "--mode", "text-check", "--local"]
+    done = subprocess.run(
+        [*command, "--out", str(out), "--work", str(tmp_path / "work")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # a process of its own, as the gpu-check test: nothing it sets stays in the test session
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((tmp_path / "work" / "text-check" / "results.json").read_text())
     methods = [entry["method"] for entry in record["eval"]["table"]]
     assert methods[0] == "none" and "bcwi" in methods and any("legacy" in m for m in methods)
     assert all(report["n"] == 500 for entry in record["eval"]["table"] for report in entry["per_seed"])
