@@ -56,6 +56,14 @@ class DataSpec(_Strict):
         description="share held out for regression eval when the source "
         "has no test set of its own (Fashion-MNIST uses its 10k test images)",
     )
+    image_size: int | None = Field(
+        None,
+        ge=8,
+        le=1024,
+        description="images: resize (shorter side) and centre-crop every image to this size; training then "
+        "augments with random-resized crops (train.crop auto) and each channel is normalised by the training "
+        "split's mean and std (or the pretrained weights' own); null: the images as stored",
+    )
     num_classes: int | None = Field(
         None,
         ge=2,
@@ -75,6 +83,8 @@ class DataSpec(_Strict):
     def _one_source(self) -> DataSpec:
         if self.dataset is not None and self.path is not None:
             raise ValueError("give either dataset or path, not both")
+        if self.image_size is not None and self.modality == "text":
+            raise ValueError("image_size: the data is text")
         if self.num_classes is not None and self.path is None:
             raise ValueError("num_classes declares the class count of a `path` dataset; Fashion-MNIST has 10")
         return self
@@ -153,8 +163,16 @@ class TrainSpec(_Strict):
     )
     seed: int = Field(0, ge=0, description="the deployed model's seed (initialisation and batch order)")
     augment: bool = Field(True, description="the master switch of augmentation: false trains on the images as they are")
-    crop: int = Field(
-        2, ge=0, description="random crop: each image shifted by up to ± this many pixels (zero padding); 0: no crop"
+    crop: Literal["auto", "resized"] | int = Field(
+        "auto",
+        description="random crop: each image shifted by up to ± this many pixels (zero padding; 0: no crop), or "
+        "resized: a random-resized crop (area 35–100 %, aspect ratio 3/4–4/3) scaled back to the image size; "
+        "auto: resized with data.image_size, else a 2-pixel shift",
+    )
+    freeze: Literal["none", "backbone"] = Field(
+        "none",
+        description="backbone: only the classifier head (the model's last linear layer) trains — fine-tuning "
+        "from `init`; the trainable parameter count is logged with each training",
     )
     flip: Literal["auto", True, False] = Field(
         "auto",
@@ -173,6 +191,13 @@ class TrainSpec(_Strict):
         description="torch.compile the training step's model (true: mode default); pays on GPUs, "
         "see docs/benchmarks.md",
     )
+
+    @field_validator("crop")
+    @classmethod
+    def _crop_not_negative(cls, value: str | int) -> str | int:
+        if isinstance(value, int) and value < 0:
+            raise ValueError("crop must be auto, resized or a number of pixels ≥ 0")
+        return value
 
     @field_validator("warmup_epochs")
     @classmethod

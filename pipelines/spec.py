@@ -41,10 +41,13 @@ from pipelines.sections import (
 )
 from workers.errors import first_line
 from workers.names import (
+    HF_PREFIX,
     IMAGE_ARCHITECTURES,
     NEEDS_OLD,
+    REPLICA_METHODS,
     TEXT_ARCHITECTURES,
     check_architecture,
+    is_hf,
     modality_of,
 )
 
@@ -67,6 +70,9 @@ __all__ = [  # the sections live in pipelines/sections.py; every caller imports 
 ]
 
 
+WEIGHTS_FILE_SUFFIXES = (".pt", ".pth", ".safetensors")  # an `init` naming a state_dict file
+
+
 class SpecError(ValueError):
     """A spec that cannot run; the message is one line naming the field and the problem."""
 
@@ -86,8 +92,19 @@ class UpdateSpec(_Strict):
     )
     data: DataSpec = Field(DataSpec(), description="the dataset and its splits")
     arch: str = Field(
-        description="mlp-small, mlp, small-cnn, lenet, resnet8/20/32, resnet18/34/50, or "
-        "`module:function` with allow_user_factories"
+        description="mlp-small, mlp, small-cnn, lenet, resnet8/20/32, resnet18/34/50 (images); text-bag, "
+        "text-cnn, text-transformer (text); hf:DIR: a Hugging Face sequence classifier and its tokenizer from a "
+        "local directory (no hub access), fine-tuned from its weights; or `module:function` with "
+        "allow_user_factories"
+    )
+    init: str | None = Field(
+        None,
+        min_length=1,
+        description="where the model starts (replicas, student and plain training alike): a torchvision "
+        "weights name of resnet18/34/50 (IMAGENET1K_V1, DEFAULT; read from torchvision's cache, never "
+        "downloaded), a state_dict file (.pt, .pth, .safetensors; the classifier head stays fresh when the "
+        "class count differs), or old: the deployed version's own weights (fine-tuning; same arch); null: "
+        "random weights from the seed",
     )
     method: MethodSpec = Field(MethodSpec(), description="the treatment")
     old: str | None = Field(
@@ -116,6 +133,9 @@ class UpdateSpec(_Strict):
             raise ValueError(f"old: {needs} needs an old model (a checkpoint path or NAME@ALIAS)")
         if self.method.legacy_weight is not None and self.method.name != "elodi":
             raise ValueError("method.legacy_weight: only elodi has a legacy term")
+        self._check_init()
+        if is_hf(self.arch) and self.resources.replica.pack > 1 and self.method.name in REPLICA_METHODS:
+            raise ValueError("resources.replica.pack: hf:DIR models train one per task; set pack 1")
         if self.tune is not None:
             if self.method.name != "elodi":
                 raise ValueError("tune: searches ELODI's settings, so method.name must be elodi")
@@ -127,8 +147,30 @@ class UpdateSpec(_Strict):
                 raise ValueError("resources.student.workers: each Tune trial trains in one task; set 1")
         return self
 
+    def _check_init(self) -> None:
+        init = self.init
+        if init is None:
+            if self.train.freeze != "none":
+                raise ValueError("train.freeze: freezing the backbone needs starting weights (init)")
+            return
+        if init == "old":
+            if self.old is None:
+                raise ValueError("init: old starts from the deployed version's weights; give `old`")
+        elif not init.lower().endswith(WEIGHTS_FILE_SUFFIXES):
+            if not init.replace("_", "").isalnum() or init.upper() != init:
+                raise ValueError(
+                    f"init: {init!r} is neither old, a state_dict file ({', '.join(WEIGHTS_FILE_SUFFIXES)}) nor a "
+                    "torchvision weights name (e.g. IMAGENET1K_V1)"
+                )
+            if self.arch not in ("resnet18", "resnet34", "resnet50"):
+                raise ValueError(f"init: torchvision weights {init} exist for resnet18/34/50, not {self.arch}")
+        if self.train.freeze != "none" and self.resources.replica.pack > 1 and self.method.name in REPLICA_METHODS:
+            raise ValueError(
+                "train.freeze: packed replicas (resources.replica.pack > 1) train every weight; set pack 1"
+            )
+
     def with_absolute_paths(self, base: Path | None = None) -> UpdateSpec:
-        """Local paths (data.path, old, storage) made absolute, so workers on other nodes and in
+        """Local paths (data.path, old, storage, an init file, hf:DIR) made absolute, so workers on other nodes and in
         other directories read and write the same places."""
         base = base or Path.cwd()
 
@@ -138,7 +180,21 @@ class UpdateSpec(_Strict):
             return str((base / value).resolve())
 
         data = self.data.model_copy(update={"path": absolute(self.data.path)})
-        return self.model_copy(update={"data": data, "old": absolute(self.old), "storage": absolute(self.storage)})
+        init = (
+            absolute(self.init)
+            if self.init is not None and self.init.lower().endswith(WEIGHTS_FILE_SUFFIXES)
+            else self.init
+        )
+        arch = HF_PREFIX + str(absolute(self.arch.removeprefix(HF_PREFIX))) if is_hf(self.arch) else self.arch
+        return self.model_copy(
+            update={
+                "data": data,
+                "old": absolute(self.old),
+                "storage": absolute(self.storage),
+                "init": init,
+                "arch": arch,
+            }
+        )
 
     @property
     def spec_hash(self) -> str:

@@ -183,6 +183,23 @@ def _with_value(value: float) -> np.ndarray:
     return logits
 
 
+def _init_file(write: Callable[[Path], None], name: str = "start.pth", **changes) -> Callable[[Path, Assets], dict]:
+    """A spec whose `init` is a file written by `write` (nothing written: `write` does nothing)."""
+
+    def document(folder: Path, assets: Assets) -> dict:
+        path = folder / name
+        write(path)
+        return _with(init=str(path), **changes)
+
+    return document
+
+
+def _mlp_state_dict(path: Path) -> None:
+    import torch
+
+    torch.save(ModelSettings("mlp-small", 10).build(seed=0).state_dict(), path)
+
+
 CASES = [
     # the spec file itself
     BadInput("yaml-unclosed-bracket", "invalid YAML at line", _run_text("unclosed", "model: [corpus\nversion: v2\n")),
@@ -340,6 +357,54 @@ CASES = [
         "old-on-another-eval-split",
         "was evaluated on eval split 0123456789ab",
         _run_spec("split", lambda folder, a: _with(method__name="fd-lm", old=a.other_split_reference)),
+    ),
+    # where the model starts (init) and what trains (freeze)
+    BadInput(
+        "init-torchvision-weights-not-cached",
+        "init: resnet50 IMAGENET1K_V2 needs torchvision's file resnet50-11ad3fa6.pth in",
+        _run_spec("tv-cache", _with(arch="resnet50", init="IMAGENET1K_V2")),
+    ),
+    BadInput(
+        "init-unknown-torchvision-weights",
+        "init: resnet18 has no torchvision weights 'IMAGENET1K_V7' (known: DEFAULT, IMAGENET1K_V1)",
+        _run_spec("tv-name", _with(arch="resnet18", init="IMAGENET1K_V7")),
+    ),
+    BadInput(
+        "init-torchvision-weights-for-another-arch",
+        "init: torchvision weights IMAGENET1K_V1 exist for resnet18/34/50, not small-cnn",
+        _run_spec("tv-arch", _with(arch="small-cnn", init="IMAGENET1K_V1")),
+    ),
+    BadInput("init-not-a-known-form", "init: 'imagenet' is neither old", _run_spec("form", _with(init="imagenet"))),
+    BadInput("init-file-missing", "start.pth: no such file", _run_spec("init-missing", _init_file(lambda path: None))),
+    BadInput(
+        "init-file-of-another-architecture",
+        "does not fit this model (missing: 0.weight",
+        _run_spec("init-foreign", _init_file(_mlp_state_dict, arch="small-cnn")),
+    ),
+    BadInput(
+        "init-file-not-weights",
+        "start.pth: not a readable state_dict",
+        _run_spec("init-text", _init_file(lambda path: path.write_text("weights, honest\n"))),
+    ),
+    BadInput(
+        "init-old-without-old",
+        "init: old starts from the deployed version's weights; give `old`",
+        _run_spec("init-old", _with(init="old")),
+    ),
+    BadInput(
+        "init-old-of-another-arch",
+        "init: old starts from the old model's weights, so arch must be 'mlp-small'",
+        _run_spec("init-old-arch", lambda folder, a: _with(arch="small-cnn", init="old", old=a.old_checkpoint)),
+    ),
+    BadInput(
+        "freeze-without-init",
+        "train.freeze: freezing the backbone needs starting weights (init)",
+        _run_spec("freeze", _with(train__freeze="backbone")),
+    ),
+    BadInput(
+        "image-size-on-text",
+        "data: image_size: the data is text",
+        _run_spec("text-size", _with(arch="text-bag", data={"dataset": "tweet-sentiment", "image_size": 32})),
     ),
     # data
     BadInput(

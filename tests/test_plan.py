@@ -228,6 +228,7 @@ NON_DEFAULT = {
         "prefetch": 3,
         "precision": "bf16",
         "compile": "reduce-overhead",
+        "freeze": "backbone",
     },
     "method": {
         "name": "kd",
@@ -258,6 +259,7 @@ NON_DEFAULT = {
         "text_column": "body",
         "label_column": "y",
         "encoding": "latin-1",
+        "image_size": 32,
     },
 }
 BESIDE = {("data", "num_classes"): {"path": "user/data"}, ("method", "name"): {"legacy_weight": None}}
@@ -287,7 +289,7 @@ def test_every_spec_field_reaches_the_workers(section):
 
     model = {"train": TrainSpec, "method": MethodSpec, "data": DataSpec}[section]
     assert set(NON_DEFAULT[section]) | {f for s, f in SAME_AS_DEFAULT if s == section} == set(model.model_fields)
-    base = {**BASE, "method": {"name": "elodi", "m": 2, "legacy_weight": 0.5}, "old": "old.pt"}
+    base = {**BASE, "method": {"name": "elodi", "m": 2, "legacy_weight": 0.5}, "old": "old.pt", "init": "start.pt"}
     for name, value in NON_DEFAULT[section].items():
         plain = {**base, section: {**base.get(section, {}), **BESIDE.get((section, name), {})}}
         changed = {**plain, section: {**plain[section], name: value}}

@@ -18,6 +18,7 @@ import torch
 
 from workers import storage
 from workers.checkpoints import CheckpointError, read_checkpoint
+from workers.init import trainable_parameters
 from workers.jobs import TrainJob, TrainRecord, cached_splits
 from workers.progress import ProgressEvent, ProgressReporter
 from workers.trainer import EpochStats, Member, TrainResult, class_ids
@@ -93,6 +94,10 @@ class Bookkeeping:
             seconds=time.perf_counter() - started,
             classes_seen=class_ids(cached_splits(self.job.data).train),
             config=asdict(self.job.config),
+            parameters={
+                "total": sum(p.numel() for p in result.model.parameters()),
+                "trainable": trainable_parameters(result.model),  # the head alone with freeze: backbone
+            },
         )
 
 

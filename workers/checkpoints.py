@@ -22,19 +22,26 @@ class CheckpointError(ValueError):
 @dataclass(frozen=True)
 class ModelSettings:
     """Everything needed to rebuild a registry model before loading its weights: its architecture,
-    its classes and what it reads (for a text model, its tokenizer)."""
+    its classes and what it reads (for a text model, its tokenizer), and for an `hf:DIR` model its config."""
 
     arch: str
     num_classes: int
     inputs: InputSpec = InputSpec()
+    config: str | None = None  # hf:DIR models: the directory's config.json (the checkpoint needs no DIR)
 
     def build(self, seed: int = 0, allow_user_factories: bool = False) -> nn.Module:
-        return build_model(self.arch, self.num_classes, self.inputs, seed, allow_user_factories)
+        return build_model(self.arch, self.num_classes, self.inputs, seed, allow_user_factories, self.config)
 
     @staticmethod
     def from_record(record: dict[str, Any]) -> ModelSettings:
         """From a checkpoint's `model` entry, also as checkpoints before text wrote it (image fields)."""
-        return ModelSettings(str(record["arch"]), int(record["num_classes"]), InputSpec.from_record(record))
+        config = record.get("config")
+        return ModelSettings(
+            str(record["arch"]),
+            int(record["num_classes"]),
+            InputSpec.from_record(record),
+            None if config is None else str(config),
+        )
 
 
 def save_checkpoint(path: str | os.PathLike, model: nn.Module, settings: ModelSettings, **extra: Any) -> Path:

@@ -15,8 +15,9 @@ Modality = Literal["image", "text"]
 
 @dataclass(frozen=True)
 class InputSpec:
-    """A model's input: `image` (channels × size², uint8 scaled to [0, 1]) or `text` (int token
-    ids, 0 = padding, at most `max_length` a sample, from `tokenizer`, of `vocab_size` ids)."""
+    """A model's input: `image` (channels × size², uint8 x mapped to (x/255 − mean_c)/std_c per
+    channel c; no mean/std: the fixed map to [−1, 1], mean = std = 0.5) or `text` (int token ids,
+    0 = padding, at most `max_length` a sample, from `tokenizer`, of `vocab_size` ids)."""
 
     modality: Modality = "image"
     channels: int = 1
@@ -24,21 +25,40 @@ class InputSpec:
     tokenizer: str | None = None  # text: the tokenizer as JSON (tokenizers.Tokenizer.to_str())
     vocab_size: int = 0  # text: ids lie in [0, vocab_size)
     max_length: int = 128  # text: tokens kept per sample (the rest cut)
+    mean: tuple[float, ...] | None = None  # images: per-channel mean of x/255 (training split or pretrained)
+    std: tuple[float, ...] | None = None  # images: per-channel standard deviation of x/255
+    add_special_tokens: bool = False  # text: the tokenizer's own [CLS] … [SEP] around each text (hf:DIR models)
 
     def __post_init__(self) -> None:
         if self.modality not in ("image", "text"):
             raise ValueError(f"modality must be image or text, got {self.modality!r}")
         if self.modality == "text" and (self.tokenizer is None or self.vocab_size < 2 or self.max_length < 1):
             raise ValueError("a text input needs its tokenizer, a vocab_size ≥ 2 and a max_length ≥ 1")
+        if (self.mean is None) != (self.std is None):
+            raise ValueError("give both mean and std, or neither")
+        if self.mean is not None and self.std is not None:
+            if len(self.mean) != self.channels or len(self.std) != self.channels:
+                raise ValueError(f"mean and std need one value per channel ({self.channels})")
+            if any(s <= 0 for s in self.std):
+                raise ValueError("std must be > 0 in every channel")
 
     @staticmethod
-    def image(channels: int = 1, size: int = 28) -> InputSpec:
-        return InputSpec("image", channels=channels, size=size)
+    def image(
+        channels: int = 1,
+        size: int = 28,
+        mean: tuple[float, ...] | None = None,
+        std: tuple[float, ...] | None = None,
+    ) -> InputSpec:
+        return InputSpec("image", channels=channels, size=size, mean=mean, std=std)
 
     @staticmethod
     def from_record(record: dict[str, Any]) -> InputSpec:
         """From a checkpoint's `model` settings: `inputs` as written now, or the image fields
         (`in_channels`, `image_size`) that checkpoints before text carried."""
         if "inputs" in record:
-            return InputSpec(**record["inputs"])
+            fields = dict(record["inputs"])
+            for key in ("mean", "std"):  # a checkpoint stores tuples as lists
+                if fields.get(key) is not None:
+                    fields[key] = tuple(float(v) for v in fields[key])
+            return InputSpec(**fields)
         return InputSpec.image(int(record.get("in_channels", 1)), int(record.get("image_size", 28)))

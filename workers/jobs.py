@@ -16,8 +16,11 @@ from workers.checkpoints import CheckpointError, ModelSettings, classes_seen_of,
 from workers.data import DataSplits, load_splits
 from workers.data.encoded import encode
 from workers.data.splits import fingerprint
+from workers.hf_models import hf_directory, pretrained_state, read_directory
 from workers.inference import FrozenModels, LocalReferences, predict_logits
+from workers.init import freeze_backbone, initialise, load_weights
 from workers.inputs import InputSpec
+from workers.names import is_hf
 from workers.objectives import Objective
 from workers.storage import fetch_checkpoint
 from workers.trainer import TrainConfig
@@ -38,6 +41,7 @@ class DataRequest:
     text_column: str = "text"
     label_column: str = "label"
     encoding: str = "utf-8"
+    image_size: int | None = None  # images resized and centre-cropped to image_size² (None: as stored)
 
 
 @lru_cache(maxsize=2)
@@ -66,11 +70,12 @@ class TrainJob:
     config: TrainConfig
     checkpoint_uri: str
     objective: Objective = field(default_factory=Objective)
-    init_from: str | None = None  # start from these weights (BCWI fine-tuning from the old model)
+    init_from: str | None = None  # start from this checkpoint's weights, same model (BCWI; `init: old`)
+    init: str | None = None  # start from a torchvision weights name or a state_dict file (workers/init.py)
     allow_user_factories: bool = False
     nfr_reference: str | None = None  # old model's checkpoint: each epoch records the val NFR against it
     teachers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # in-process references: (name, checkpoints)
-    inputs: InputSpec | None = None  # what the model reads: a text model's tokenizer; None: the data's images
+    inputs: InputSpec | None = None  # what the model reads: a tokenizer, images' normalisation; None: the data's images
 
 
 @dataclass
@@ -96,6 +101,7 @@ class TrainRecord:
     teacher_batches: dict[str, Any] | None = None
     classes_seen: list[int] | None = None  # the class ids of its training split
     config: dict[str, Any] = field(default_factory=dict)  # the TrainConfig it ran with (precision, compile, …)
+    parameters: dict[str, int] = field(default_factory=dict)  # the model's parameter count: total, trainable
 
 
 @dataclass(frozen=True)
@@ -113,19 +119,29 @@ def settings_of(job: TrainJob) -> ModelSettings:
     text model's tokenizer, trained by the plan), else the images of its data."""
     splits = cached_splits(job.data)
     inputs = job.inputs if job.inputs is not None else InputSpec.image(splits.in_channels, splits.image_size)
-    return ModelSettings(job.arch, splits.num_classes, inputs)
+    config = read_directory(str(hf_directory(job.arch))).config if is_hf(job.arch) else None
+    return ModelSettings(job.arch, splits.num_classes, inputs, config)
 
 
 def initial_model(job: TrainJob) -> torch.nn.Module:
-    """The job's model before training: built from its seed, or from `init_from`'s weights (BCWI's
-    fine-tuning), which must be of the same architecture and shapes."""
+    """The job's model before training: built from its seed, then given `init`'s weights (a
+    torchvision weights name or a state_dict file; the head stays fresh for another class count),
+    an `hf:DIR` model its directory's, or `init_from`'s (BCWI's fine-tuning, `init: old`), which
+    must be of the same architecture and shapes; with `freeze: backbone` only its classifier head trains."""
     settings = settings_of(job)
     model = settings.build(job.config.seed, job.allow_user_factories)
+    if job.init is not None:
+        initialise(model, job.arch, job.init)
+    elif is_hf(job.arch) and job.init_from is None:  # hf:DIR starts from the directory's own weights
+        directory = str(hf_directory(job.arch))
+        load_weights(model, pretrained_state(directory), f"hf:{directory}", stem_may_differ=False)
     if job.init_from is not None:
         start, start_settings = load_model(fetch_checkpoint(job.init_from), job.allow_user_factories)
         if start_settings != settings:
             raise CheckpointError(f"{job.init_from}: built as {start_settings}, cannot start {settings}")
         model.load_state_dict(start.state_dict())
+    if job.config.freeze == "backbone":
+        freeze_backbone(model)
     return model
 
 

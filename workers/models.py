@@ -10,6 +10,7 @@
 - `resnet18`, `resnet34`, `resnet50`: torchvision's ImageNet ResNets adapted to small images
   (3×3 stride-1 stem, no max-pool, 1 or 3 input channels).
 - Text: `text-bag`, `text-cnn`, `text-transformer` (workers/text_models.py), reading token ids.
+- `hf:DIR`: a Hugging Face sequence classifier from a local directory (workers/hf_models.py).
 - A user factory `package.module:function` taking (num_classes, inputs: InputSpec) — only when
   `allow_user_factories=True` is passed, since it imports and runs user code.
 """
@@ -24,7 +25,7 @@ from torch import nn
 from torchvision.models import resnet18, resnet34, resnet50
 
 from workers.inputs import InputSpec
-from workers.names import check_architecture, modality_of
+from workers.names import check_architecture, is_hf, modality_of
 from workers.text_models import TEXT_ARCHITECTURES
 
 ModelFactory = Callable[[int, InputSpec], nn.Module]
@@ -143,12 +144,21 @@ ARCHITECTURES: dict[str, ModelFactory] = {  # the names of workers.names.ARCHITE
 }
 
 
-def resolve_factory(arch: str, allow_user_factories: bool = False) -> ModelFactory:
-    """The factory for a registered name, or for `module:function` when user factories are allowed."""
+def resolve_factory(arch: str, allow_user_factories: bool = False, config: str | None = None) -> ModelFactory:
+    """The factory for a registered name, for `hf:DIR` (built from `config`, a checkpoint's, else
+    the directory's own), or for `module:function` when user factories are allowed."""
     try:
         check_architecture(arch, allow_user_factories)
     except ValueError as e:
         raise ModelError(str(e)) from None
+    if is_hf(arch):
+        from workers.hf_models import HfError, build_hf, hf_directory, read_directory
+
+        try:
+            hf_config = config if config is not None else read_directory(str(hf_directory(arch))).config
+        except HfError as e:
+            raise ModelError(str(e)) from None
+        return lambda num_classes, inputs: build_hf(hf_config, num_classes)
     if arch in ARCHITECTURES:
         return ARCHITECTURES[arch]
     module_name, _, function_name = arch.partition(":")
@@ -167,9 +177,11 @@ def build_model(
     inputs: InputSpec = InputSpec(),
     seed: int = 0,
     allow_user_factories: bool = False,
+    config: str | None = None,
 ) -> nn.Module:
-    """Build `arch` for `inputs` with weights initialised from `seed` (the global RNG is left untouched)."""
-    factory = resolve_factory(arch, allow_user_factories)
+    """Build `arch` for `inputs` with weights initialised from `seed` (the global RNG is left
+    untouched); `config`: an `hf:DIR` model's config JSON (workers/hf_models.py)."""
+    factory = resolve_factory(arch, allow_user_factories, config)
     reads = modality_of(arch)
     if reads is not None and reads != inputs.modality:
         raise ModelError(f"{arch} reads {reads}, the data is {inputs.modality}")

@@ -22,16 +22,23 @@ NEEDS_OLD = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "bcwi")  # methods that read 
 REPLICA_METHODS = ("elodi", "ensemble")  # methods that train m replicas of the new architecture
 
 
+HF_PREFIX = "hf:"  # `hf:DIR`: a Hugging Face sequence classifier and its tokenizer from a local directory
+
+
+def is_hf(arch: str) -> bool:
+    return arch.startswith(HF_PREFIX)
+
+
 def modality_of(arch: str) -> str | None:
     """What a built-in architecture reads, "image" or "text"; None for a user factory."""
-    if arch in TEXT_ARCHITECTURES:
+    if arch in TEXT_ARCHITECTURES or is_hf(arch):
         return "text"
     return "image" if arch in IMAGE_ARCHITECTURES else None
 
 
 def is_user_factory(arch: str) -> bool:
     """`package.module:function`: a model factory of the user's own (needs allow_user_factories)."""
-    return ":" in arch
+    return ":" in arch and not is_hf(arch)
 
 
 def check_architecture(arch: str, allow_user_factories: bool = False) -> None:
@@ -39,8 +46,12 @@ def check_architecture(arch: str, allow_user_factories: bool = False) -> None:
     Whether the user's factory imports is checked later, before any work (it runs user code)."""
     if arch in ARCHITECTURES:
         return
+    if is_hf(arch):
+        if not arch.removeprefix(HF_PREFIX).strip():
+            raise ValueError("hf: needs the directory of a Hugging Face model, hf:DIR")
+        return
     if not is_user_factory(arch):
-        raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}")
+        raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}, hf:DIR")
     if not allow_user_factories:
         raise ValueError(f"user model factory {arch!r} needs allow_user_factories (it runs user code)")
     module, _, function = arch.partition(":")

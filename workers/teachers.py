@@ -20,7 +20,7 @@ import torch
 
 from workers import inference
 from workers.checkpoints import load_model
-from workers.data import Batch
+from workers.data import Batch, to_model_input
 from workers.data.encoded import EncodedSplit, encode
 from workers.data.text import TextSet
 from workers.inference import FrozenModels, LogitCache
@@ -65,8 +65,8 @@ class TeacherActor:
         if isinstance(train, np.ndarray):
             with warnings.catch_warnings():  # object-store arrays are read-only; they are only read here
                 warnings.simplefilter("ignore", UserWarning)
-                images = EncodedSplit(torch.from_numpy(train)).to(self.device)
-            self.split = dict.fromkeys(self.groups, images)
+                images = torch.from_numpy(train).to(self.device)
+            self.split = {name: EncodedSplit(images, None, spec.mean, spec.std) for name, spec in self.inputs.items()}
             return
         self.split = {name: encode(train, self.inputs[name]).to(self.device) for name in self.groups}
 
@@ -94,9 +94,15 @@ class TeacherActor:
         self, inputs: np.ndarray, topk: Mapping[str, int] | None = None, names: Sequence[str] | None = None
     ) -> Answer:
         """{group: B×C mean logits} or, for groups in `topk`, (B×K values, B×K int32 class indices);
-        only the groups in `names` when given."""
+        only the groups in `names` when given. uint8 images are normalised as each group reads
+        them; float inputs are model inputs already."""
         x = torch.from_numpy(np.array(inputs))  # read-only arrays: copy
-        return self._answer(lambda name: self.groups[name](x), topk, names)
+
+        def model_input(name: str) -> torch.Tensor:
+            spec = self.inputs[name]
+            return to_model_input(x, spec.mean, spec.std) if x.dtype == torch.uint8 else x
+
+        return self._answer(lambda name: self.groups[name](model_input(name)), topk, names)
 
     def _answer(
         self, logits_of: Callable[[str], torch.Tensor], topk: Mapping[str, int] | None, names: Sequence[str] | None

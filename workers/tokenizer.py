@@ -78,11 +78,17 @@ def _load(tokenizer_json: str) -> Tokenizer:
 
 def encode_texts(spec: InputSpec, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids (int32, N×L, right-padded with 0, L the longest sample cut at `spec.max_length`)
-    and lengths (int64, N); a text with no tokens reads as one [UNK]."""
+    and lengths (int64, N); a text with no tokens reads as one [UNK]. With `add_special_tokens` (a
+    pretrained model's tokenizer) each text gets its tokenizer's own specials, e.g. [CLS] … [SEP]."""
     if spec.modality != "text" or spec.tokenizer is None:
         raise ValueError(f"encode_texts needs a text input, got {spec.modality!r}")
-    encodings = _load(spec.tokenizer).encode_batch(list(texts), add_special_tokens=False)
-    rows = [e.ids[: spec.max_length] or [UNK_ID] for e in encodings]
+    encodings = _load(spec.tokenizer).encode_batch(list(texts), add_special_tokens=spec.add_special_tokens)
+    if spec.add_special_tokens:  # a cut text keeps its closing special token ([SEP])
+        rows = [
+            e.ids if len(e.ids) <= spec.max_length else e.ids[: spec.max_length - 1] + e.ids[-1:] for e in encodings
+        ]
+    else:
+        rows = [e.ids[: spec.max_length] or [UNK_ID] for e in encodings]
     lengths = torch.tensor([len(r) for r in rows], dtype=torch.int64)
     ids = torch.zeros(len(rows), int(lengths.max()) if rows else 1, dtype=torch.int32)
     for i, row in enumerate(rows):

@@ -67,7 +67,8 @@ class TrainConfig:
     warmup_epochs: float = 0.0  # linear lr warm-up before the schedule (LDI needs it: docs/methods.md)
     seed: int = 0
     augment: bool = True  # the master switch of crop and flip
-    crop: int = 2  # random shift by up to ± this many pixels (zero padding); 0: none
+    crop: int | Literal["resized"] = 2  # random shift by up to ± this many pixels (zero padding); 0: none
+    freeze: Literal["none", "backbone"] = "none"  # backbone: only the classifier head trains (jobs.freeze)
     flip: bool = True  # random horizontal flip
     max_grad_norm: float | None = 5.0  # clip the gradient norm (LDI starts large); None: no clipping
     prefetch: int = 2  # reference batches requested ahead of the step
@@ -83,11 +84,13 @@ class TrainConfig:
             raise ValueError("epochs, batch_size, prefetch must be ≥ 1, lr > 0 and warmup_epochs ≥ 0")
         if self.precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
+        if not (self.crop == "resized" or (isinstance(self.crop, int) and self.crop >= 0)):
+            raise ValueError(f"crop must be a number of pixels ≥ 0 or 'resized', got {self.crop!r}")
         if self.compile not in (False, True, "default", "reduce-overhead", "max-autotune"):
             raise ValueError(f"compile must be a boolean or a torch.compile mode, got {self.compile!r}")
 
     @property
-    def augmentation(self) -> tuple[int, bool]:
+    def augmentation(self) -> tuple[int | Literal["resized"], bool]:
         """(crop, flip) that training applies: both off without `augment`."""
         return (self.crop, self.flip) if self.augment else (0, False)
 
@@ -176,7 +179,10 @@ def batches(data: Samples, config: TrainConfig, epoch: int) -> Iterator[Batch]:
     """The epoch's plan: a permutation seeded by (seed, epoch) and its augmentation draws, so a
     resumed run — on any device — sees the same batches."""
     crop, flip = config.augmentation
-    return epoch_batches(len(data), config.batch_size, config.seed, epoch, crop > 0 or flip, crop, flip)
+    resized = crop == "resized"
+    padding = 0 if crop == "resized" else crop
+    augment = resized or padding > 0 or flip
+    return epoch_batches(len(data), config.batch_size, config.seed, epoch, augment, padding, flip, resized)
 
 
 SYNC_EVERY = 32  # steps between the loop's checks for a non-finite loss (each check waits for the device)

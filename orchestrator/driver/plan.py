@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from orchestrator.driver.cluster import device, threads
 from orchestrator.tracking.registry import Reference
-from pipelines.spec import MethodSpec, SpecError, UpdateSpec, WorkerResources
+from pipelines.spec import WEIGHTS_FILE_SUFFIXES, MethodSpec, SpecError, UpdateSpec, WorkerResources
 from workers import storage
 from workers.data.encoded import Samples
+from workers.data.sources import ImageSet
 from workers.data.text import TextSet
+from workers.init import InitError, check_available
 from workers.inputs import InputSpec
 from workers.jobs import DataRequest, TrainJob
-from workers.names import REPLICA_METHODS
+from workers.names import REPLICA_METHODS, is_hf
 from workers.objectives import Objective
 from workers.trainer import TrainConfig
 
@@ -83,6 +85,8 @@ def train_config(
     if student and student_epochs is not None:
         values["epochs"] = student_epochs
     values.update(seed=seed, warmup_epochs=warmup_epochs(spec, student), flip=resolved_flip(spec))
+    if values["crop"] == "auto":  # random-resized crops for images at a chosen size, else a 2-pixel shift
+        values["crop"] = "resized" if spec.data.image_size is not None else 2
     values["augment"] = values["augment"] and spec.data.modality == "image"  # crop and flip are for images
     if fp32:
         values["precision"] = "fp32"
@@ -102,7 +106,7 @@ class Plan:
     num_classes: int
     old_as_written: str | None = None  # `old:` as the spec said it (a path, NAME@ALIAS, NAME/VERSION)
     old_classes: tuple[int, ...] | None = None  # the old model's classes, when it knows fewer than the data has
-    inputs: InputSpec | None = None  # text: the new models' tokenizer, trained on the train split
+    inputs: InputSpec | None = None  # text: the tokenizer; images: their normalisation (None: the fixed map)
 
     @property
     def method(self) -> str:
@@ -147,6 +151,8 @@ class Plan:
             "arch": spec.arch,
             "train": spec.train.model_dump(mode="json", exclude={"student_epochs"}),  # the replicas' settings
             "content": self.content_key,
+            **({"init": spec.init} if spec.init is not None else {}),
+            **({"inputs": asdict(self.inputs)} if self.inputs is not None and self.inputs.modality == "image" else {}),
             **({"tokenizer": spec.tokenizer.model_dump(mode="json")} if self.inputs is not None else {}),
         }
         key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
@@ -162,6 +168,8 @@ class Plan:
                 allow_user_factories=spec.allow_user_factories,
                 nfr_reference=spec.old,
                 inputs=self.inputs,
+                init=None if spec.init == "old" else spec.init,
+                init_from=spec.old if spec.init == "old" else None,
             )
             for i in range(spec.method.m)
         ]
@@ -196,7 +204,8 @@ class Plan:
                 spec.storage, spec.model, spec.version, f"{spec.spec_hash}-{self.content_key[:8]}", checkpoint_name
             ),
             objective=objective_of(spec.method),
-            init_from=spec.old if spec.method.name == "bcwi" else None,
+            init_from=spec.old if spec.method.name == "bcwi" or spec.init == "old" else None,
+            init=None if spec.init == "old" else spec.init,
             allow_user_factories=spec.allow_user_factories,
             nfr_reference=spec.old,
             teachers=tuple((name, tuple(uris)) for name, uris in (teachers or {}).items()),
@@ -287,10 +296,21 @@ def preflight(spec: UpdateSpec) -> Plan:
             )
         if spec.method.name == "bcwi" and old.arch != spec.arch:
             raise SpecError(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
-        if spec.method.name == "bcwi" and splits.modality == "text":
-            inputs = old.inputs  # BCWI starts from the old weights, so it keeps the old tokenizer
+        if spec.init == "old" and old.arch != spec.arch:
+            raise SpecError(f"init: old starts from the old model's weights, so arch must be {old.arch!r}")
+        if spec.method.name == "bcwi" or spec.init == "old":
+            inputs = old.inputs  # starting from the old weights keeps what they read: tokenizer, normalisation
+    if spec.init is not None and spec.init != "old":
+        try:
+            check_available(spec.arch, spec.init)
+        except InitError as e:
+            raise SpecError(str(e)) from None
     if splits.modality == "text" and inputs is None:
         inputs = text_inputs(spec, splits.train)
+    if splits.modality == "image" and inputs is None:
+        inputs = image_inputs(spec, splits.train)
+    if spec.init is not None and spec.init != "old":
+        check_init_fits(spec, splits.num_classes, inputs or InputSpec.image(splits.in_channels, splits.image_size))
     if parent is not None:
         check_eval_split(parent, splits.fingerprint)
     try:
@@ -310,13 +330,54 @@ def preflight(spec: UpdateSpec) -> Plan:
     )
 
 
+def check_init_fits(spec: UpdateSpec, num_classes: int, inputs: InputSpec) -> None:
+    """SpecError unless `init`'s weights load into the version's model (built once here, so a file
+    of another architecture fails before any Ray work, not in a worker)."""
+    from workers.checkpoints import ModelSettings
+    from workers.init import initialise
+
+    assert spec.init is not None
+    model = ModelSettings(spec.arch, num_classes, inputs).build(allow_user_factories=spec.allow_user_factories)
+    try:
+        initialise(model, spec.arch, spec.init)
+    except InitError as e:
+        raise SpecError(str(e)) from None
+
+
+def image_inputs(spec: UpdateSpec, train: Samples) -> InputSpec | None:
+    """How the version's models normalise images: the pretrained weights' own mean and std for a
+    torchvision `init`, the training split's per channel with `data.image_size`, else None (the
+    fixed map to [−1, 1], which every image result before per-channel normalisation used)."""
+    from workers.data.augment import channel_statistics
+    from workers.init import pretrained_normalisation
+
+    assert isinstance(train, ImageSet)
+    channels, size = train.in_channels, train.image_size
+    if spec.init is not None and spec.init != "old" and not spec.init.lower().endswith(WEIGHTS_FILE_SUFFIXES):
+        return InputSpec.image(channels, size, *pretrained_normalisation(spec.arch, spec.init, channels))
+    if spec.data.image_size is not None:
+        return InputSpec.image(channels, size, *channel_statistics(train.images))
+    return None
+
+
 def text_inputs(spec: UpdateSpec, train: Samples) -> InputSpec:
-    """The version's tokenizer (`tokenizer` section), trained on its train split's texts."""
+    """The version's tokenizer (`tokenizer` section), trained on its train split's texts; for
+    `hf:DIR` the directory's own, with its special tokens, cut at `tokenizer.max_length`."""
+    from workers.hf_models import hf_directory, read_directory
     from workers.tokenizer import text_input
 
     if not isinstance(train, TextSet):
         raise SpecError("tokenizer: only text data has a tokenizer")
     t = spec.tokenizer
+    if is_hf(spec.arch):
+        found = read_directory(str(hf_directory(spec.arch)))  # preflight's resolve_factory read it already
+        return InputSpec(
+            "text",
+            tokenizer=found.tokenizer,
+            vocab_size=found.vocab_size,
+            max_length=t.max_length,
+            add_special_tokens=True,
+        )
     return text_input(train.texts, t.kind, t.vocab_size, t.max_length)
 
 

@@ -24,7 +24,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from orchestrator.driver.cluster import bundle, device, threads
 from orchestrator.driver.plan import Plan
 from pipelines.spec import UpdateSpec
-from workers.data import Batch, ImageSet, to_model_input
+from workers.data import Batch, ImageSet
 from workers.data.encoded import Samples
 from workers.data.text import TextSet
 from workers.inference import Logits
@@ -131,7 +131,7 @@ class TeacherPool:
 
     def predict(self, data: ImageSet, name: str, batch_size: int = 1024) -> torch.Tensor:
         """N×C mean logits of group `name` over `data`, in order (e.g. the paragon on the eval split)."""
-        batches = [to_model_input(data.images[i : i + batch_size]).numpy() for i in range(0, len(data), batch_size)]
+        batches = [data.images[i : i + batch_size].numpy() for i in range(0, len(data), batch_size)]
         refs = [self._submit(batch, {}) for batch in batches]
         results = [self._result(ref, batch, {}) for ref, batch in zip(refs, batches)]
         return torch.cat([torch.from_numpy(np.array(result[name])) for result in results])

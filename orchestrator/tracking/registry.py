@@ -245,6 +245,15 @@ def chain(name: str) -> list[dict[str, Any]]:
     return rows
 
 
+def serving_requirements(hf_config: str | None) -> list[str]:
+    """What the served model needs beside torch: transformers for an hf:DIR model (it has a config)."""
+    if hf_config is None:
+        return []
+    from importlib.metadata import version
+
+    return [f"transformers=={version('transformers')}"]
+
+
 def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool = False) -> str:
     """Register the checkpoint (logged to the active run as `checkpoint/model.pt`, plus an MLflow
     PyTorch model for serving) as a new version of `model` with `tags` and alias `challenger`, log
@@ -270,6 +279,10 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
             **({} if names is None else {"classes": list(names)}),
         )
         mlflow.log_artifact(str(clean), "checkpoint")
+        if settings.config is not None and settings.inputs.tokenizer is not None:  # hf:DIR: readable beside it
+            for name, text in (("config.json", settings.config), ("tokenizer.json", settings.inputs.tokenizer)):
+                Path(tmp, name).write_text(text)
+                mlflow.log_artifact(str(Path(tmp, name)), "checkpoint")
     inputs = settings.inputs
     example = (  # one sample of what the model reads: an image, or a few [UNK] token ids
         np.zeros((1, inputs.channels, inputs.size, inputs.size), np.float32)
@@ -287,7 +300,7 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
             name="model",
             serialization_format="pickle",
             input_example=example,
-            pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+            pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", *serving_requirements(settings.config)],
         )
     finally:
         pytorch_logger.setLevel(level)

@@ -158,12 +158,14 @@ def log_history(run_id: str, history: list[dict[str, Any]]) -> None:
 
 def log_training(name: str, record: TrainRecord, extra_params: Mapping[str, Any] | None = None) -> None:
     """A nested run for one trained model: its seed, the TrainConfig it ran with (`train.*`: the
-    precision and compile mode applied, its device and threads), where it ran, its per-epoch metrics."""
+    precision and compile mode applied, its device and threads), its parameter counts
+    (`parameters.total`, `parameters.trainable`), where it ran, its per-epoch metrics."""
     with mlflow.start_run(run_name=name, nested=True) as run:
         params = {
             "seed": record.seed,
             "checkpoint": record.checkpoint,
             **{f"train.{k}": v for k, v in record.config.items() if k != "seed"},
+            **{f"parameters.{k}": v for k, v in record.parameters.items()},
             **(extra_params or {}),
         }
         tags = {"pid": record.pid, "host": record.host, "node_id": record.node_id}

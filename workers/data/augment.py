@@ -18,44 +18,124 @@ PIXEL_MEAN = 0.5  # inputs are mapped to [-1, 1]; a fixed map keeps checkpoints 
 PIXEL_STD = 0.5
 
 
-def to_model_input(images: torch.Tensor) -> torch.Tensor:
-    """uint8 N×C×H×W → float32 (x/255 − 0.5)/0.5 ∈ [−1, 1], on the images' device."""
-    return (images.to(torch.float32) / 255.0 - PIXEL_MEAN) / PIXEL_STD
+def to_model_input(
+    images: torch.Tensor, mean: tuple[float, ...] | None = None, std: tuple[float, ...] | None = None
+) -> torch.Tensor:
+    """uint8 N×C×H×W → float32 (x/255 − mean_c)/std_c per channel c, on the images' device; without
+    mean/std the fixed map (x/255 − 0.5)/0.5 ∈ [−1, 1]."""
+    x = images.to(torch.float32) / 255.0
+    if mean is None or std is None:
+        return (x - PIXEL_MEAN) / PIXEL_STD
+    m = torch.tensor(mean, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
+    return (x - m) / s
+
+
+RESIZED_CROP_SCALE = (0.35, 1.0)  # random-resized crop: the share of the image's area a crop covers
+RESIZED_CROP_RATIO = (3 / 4, 4 / 3)  # … and its aspect ratio (width / height), drawn log-uniformly
+
+
+def channel_statistics(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and standard deviation of x/255 over uint8 N×C×H×W images (summed in
+    float64 chunks: a large split never becomes one float tensor)."""
+    c = images.shape[1]
+    total = torch.zeros(c, dtype=torch.float64)
+    squares = torch.zeros(c, dtype=torch.float64)
+    for chunk in images.split(1024):
+        x = chunk.to(torch.float64) / 255.0
+        total += x.sum((0, 2, 3))
+        squares += (x * x).sum((0, 2, 3))
+    count = images.shape[0] * images.shape[2] * images.shape[3]
+    mean = total / count
+    std = (squares / count - mean * mean).clamp(min=1e-12).sqrt()
+    return tuple(round(float(v), 6) for v in mean), tuple(round(max(float(v), 1e-3), 6) for v in std)
 
 
 @dataclass(frozen=True)
 class AugmentDraws:
-    """Per-sample draws: shifts in [0, 2·padding] (padding = no shift) and a horizontal-mirror bit;
-    None where that augmentation is off."""
+    """Per-sample draws: shifts in [0, 2·padding] (padding = no shift), or random-resized crop
+    boxes (top, left, height, width as fractions of the image, float16), and a horizontal-mirror
+    bit; None where that augmentation is off."""
 
     padding: int
     shift_y: torch.Tensor | None = None  # int8 B
     shift_x: torch.Tensor | None = None
     mirror: torch.Tensor | None = None  # bool B
+    boxes: torch.Tensor | None = None  # float16 B×4: top, left, height, width in [0, 1]
 
     @staticmethod
-    def draw(n: int, generator: torch.Generator, padding: int = 2, flip: bool = True) -> AugmentDraws:
-        """Random crop offsets (zero padding `padding`) and flips with probability ½ for n samples."""
-        shift_y = shift_x = mirror = None
-        if padding > 0:
+    def draw(
+        n: int, generator: torch.Generator, padding: int = 2, flip: bool = True, resized: bool = False
+    ) -> AugmentDraws:
+        """Random crop offsets (zero padding `padding`) or, with `resized`, random-resized crop boxes
+        (Szegedy et al. 2015: area share in RESIZED_CROP_SCALE, aspect ratio in RESIZED_CROP_RATIO,
+        a side longer than the image cut to it), and flips with probability ½ for n samples."""
+        shift_y = shift_x = mirror = boxes = None
+        if resized:
+            boxes = resized_crop_boxes(n, generator)
+        elif padding > 0:
             shift_y = torch.randint(0, 2 * padding + 1, (n,), generator=generator, dtype=torch.int8)
             shift_x = torch.randint(0, 2 * padding + 1, (n,), generator=generator, dtype=torch.int8)
         if flip:
             mirror = torch.rand(n, generator=generator) < 0.5
-        return AugmentDraws(padding, shift_y, shift_x, mirror)
+        return AugmentDraws(0 if resized else padding, shift_y, shift_x, mirror, boxes)
 
     def take(self, index: slice | torch.Tensor) -> AugmentDraws:
         def pick(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t[index]
 
-        return AugmentDraws(self.padding, pick(self.shift_y), pick(self.shift_x), pick(self.mirror))
+        return AugmentDraws(self.padding, pick(self.shift_y), pick(self.shift_x), pick(self.mirror), pick(self.boxes))
+
+    def tensors(self) -> list[torch.Tensor]:
+        """The draws that are on (what a request carries)."""
+        return [t for t in (self.shift_y, self.shift_x, self.mirror, self.boxes) if t is not None]
+
+
+def resized_crop_boxes(n: int, generator: torch.Generator) -> torch.Tensor:
+    """n boxes (top, left, height, width) as fractions of the image: area a ~ U(RESIZED_CROP_SCALE),
+    log ratio r ~ U(log RESIZED_CROP_RATIO), width √(a·r) and height √(a/r) cut to 1, the corner
+    uniform where the box fits."""
+    area = torch.empty(n).uniform_(*RESIZED_CROP_SCALE, generator=generator)
+    low, high = (torch.log(torch.tensor(r)).item() for r in RESIZED_CROP_RATIO)
+    ratio = torch.exp(torch.empty(n).uniform_(low, high, generator=generator))
+    width = torch.sqrt(area * ratio).clamp(max=1.0)
+    height = torch.sqrt(area / ratio).clamp(max=1.0)
+    top = torch.rand(n, generator=generator) * (1 - height)
+    left = torch.rand(n, generator=generator) * (1 - width)
+    return torch.stack([top, left, height, width], 1).to(torch.float16)
+
+
+def resized_crops(images: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+    """Each image's box (fractions: top, left, height, width) resampled bilinearly to the image's own
+    H×W (torchvision's roi_align, one sample per output pixel at its aligned centre); same dtype
+    (uint8 rounded) and device."""
+    from torchvision.ops import roi_align
+
+    n, _, h, w = images.shape
+    b = boxes.to(images.device, torch.float32)
+    top, left, height, width = b.unbind(1)
+    rois = torch.stack(
+        [
+            torch.arange(n, device=images.device, dtype=torch.float32),
+            left * w,
+            top * h,
+            (left + width) * w,
+            (top + height) * h,
+        ],
+        1,
+    )
+    out = roi_align(images.to(torch.float32), rois, (h, w), spatial_scale=1.0, sampling_ratio=1, aligned=True)
+    return out.round().clamp(0, 255).to(images.dtype) if images.dtype == torch.uint8 else out.to(images.dtype)
 
 
 def apply_augmentation(images: torch.Tensor, draws: AugmentDraws) -> torch.Tensor:
     """Crop each sample of N×C×H×W `images` (uint8 or float) from its zero-padded copy at its drawn
-    offset, then mirror the ones drawn; same dtype and device."""
+    offset (or resample its drawn box to the full size), then mirror the ones drawn; same dtype and
+    device."""
     n, c, h, w = images.shape
     out = images
+    if draws.boxes is not None:
+        out = resized_crops(images, draws.boxes)
     if draws.shift_y is not None and draws.padding > 0:
         assert draws.shift_x is not None  # drawn together with shift_y
         p, device = draws.padding, images.device

@@ -34,31 +34,41 @@ class Batch:
 
     def nbytes(self) -> int:
         """Bytes this request carries (indices and draws)."""
-        parts = [self.indices] + (
-            []
-            if self.draws is None
-            else [t for t in (self.draws.shift_y, self.draws.shift_x, self.draws.mirror) if t is not None]
-        )
+        parts = [self.indices] + ([] if self.draws is None else self.draws.tensors())
         return sum(t.numel() * t.element_size() for t in parts)
 
 
 def epoch_batches(
-    n: int, batch_size: int, seed: int, epoch: int, augment: bool = True, padding: int = 2, flip: bool = True
+    n: int,
+    batch_size: int,
+    seed: int,
+    epoch: int,
+    augment: bool = True,
+    padding: int = 2,
+    flip: bool = True,
+    resized: bool = False,
 ) -> Iterator[Batch]:
-    """The batches of one epoch: a permutation of the n samples and, when `augment`, one shift and
-    mirror draw per position, all from a CPU generator seeded by seed · 100003 + epoch."""
+    """The batches of one epoch: a permutation of the n samples and, when `augment`, one shift (or,
+    with `resized`, one random-resized crop box) and mirror draw per position, all from a CPU
+    generator seeded by seed · 100003 + epoch."""
     generator = torch.Generator().manual_seed(seed * 100_003 + epoch)
     order = torch.randperm(n, generator=generator).to(torch.int32)
-    draws = AugmentDraws.draw(n, generator, padding, flip) if augment and (padding > 0 or flip) else None
+    on = augment and (padding > 0 or flip or resized)
+    draws = AugmentDraws.draw(n, generator, padding, flip, resized) if on else None
     for start in range(0, n, batch_size):
         window = slice(start, start + batch_size)
         yield Batch(order[window], None if draws is None else draws.take(window))
 
 
-def batch_inputs(images: torch.Tensor, batch: Batch) -> torch.Tensor:
+def batch_inputs(
+    images: torch.Tensor,
+    batch: Batch,
+    mean: tuple[float, ...] | None = None,
+    std: tuple[float, ...] | None = None,
+) -> torch.Tensor:
     """Float model input of `batch` from uint8 training images N×C×H×W (on any device): gather,
-    augment, scale — on the images' device."""
+    augment, normalise (`to_model_input`) — on the images' device."""
     picked = images[batch.indices.to(images.device, torch.long)]
     if batch.draws is not None:
         picked = apply_augmentation(picked, batch.draws)
-    return to_model_input(picked)
+    return to_model_input(picked, mean, std)

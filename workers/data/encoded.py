@@ -5,7 +5,8 @@ indices plus augmentation draws, workers/data/batches.py) looks like as model in
 and what samples i…j look like for inference — so the trainer, the teachers and the evaluation
 never ask which modality they hold:
 
-- images: the uint8 N×C×H×W tensor itself; a batch is gathered, augmented and scaled to [0, 1].
+- images: the uint8 N×C×H×W tensor itself; a batch is gathered, augmented and normalised as the
+  reading model's InputSpec says (per-channel mean/std, or the fixed map to [−1, 1]).
 - text: token ids from the model's own tokenizer (int32 N×L, 0 = padding), computed once per
   (tokenizer, split) and cached; a batch is cut to its longest sample (the models mask padding).
 
@@ -36,6 +37,8 @@ class EncodedSplit:
 
     values: torch.Tensor
     lengths: torch.Tensor | None = None  # text only
+    mean: tuple[float, ...] | None = None  # images: the reading model's per-channel normalisation
+    std: tuple[float, ...] | None = None
 
     @property
     def modality(self) -> str:
@@ -46,20 +49,20 @@ class EncodedSplit:
 
     def to(self, device: torch.device | str) -> EncodedSplit:
         lengths = None if self.lengths is None else self.lengths.to(device)
-        return EncodedSplit(self.values.to(device), lengths)
+        return EncodedSplit(self.values.to(device), lengths, self.mean, self.std)
 
     def batch(self, batch: Batch) -> torch.Tensor:
         """A training batch as model input on this split's device: augmented float images, or
         token ids cut to the batch's longest sample (augmentation draws do not apply to text)."""
         if self.lengths is None:
-            return batch_inputs(self.values, batch)
+            return batch_inputs(self.values, batch, self.mean, self.std)
         index = batch.indices.to(self.values.device, torch.long)
         return self._ids(self.values[index], self.lengths[index])
 
     def rows(self, start: int, stop: int) -> torch.Tensor:
         """Samples start…stop−1 as model input, unaugmented (inference)."""
         if self.lengths is None:
-            return to_model_input(self.values[start:stop])
+            return to_model_input(self.values[start:stop], self.mean, self.std)
         return self._ids(self.values[start:stop], self.lengths[start:stop])
 
     @staticmethod
@@ -68,7 +71,7 @@ class EncodedSplit:
         return ids[:, :longest].long()
 
 
-_TEXT_CACHE: OrderedDict[tuple[str, str, int], EncodedSplit] = OrderedDict()
+_TEXT_CACHE: OrderedDict[tuple[str, str, int, bool], EncodedSplit] = OrderedDict()
 _TEXT_CACHE_SIZE = 8
 
 
@@ -79,12 +82,19 @@ def encode(data: Samples, inputs: InputSpec | None = None) -> EncodedSplit:
     if isinstance(data, ImageSet):
         if inputs is not None and inputs.modality != "image":
             raise ValueError(f"a model that reads {inputs.modality} cannot read images")
-        return EncodedSplit(data.images)
+        if inputs is None:
+            return EncodedSplit(data.images)
+        return EncodedSplit(data.images, None, inputs.mean, inputs.std)
     if inputs is None or inputs.modality != "text" or inputs.tokenizer is None:
         raise ValueError("text is read through a text model's tokenizer: give its InputSpec")
     from workers.tokenizer import encode_texts
 
-    key = (text_fingerprint(data), hashlib.sha256(inputs.tokenizer.encode()).hexdigest(), inputs.max_length)
+    key = (
+        text_fingerprint(data),
+        hashlib.sha256(inputs.tokenizer.encode()).hexdigest(),
+        inputs.max_length,
+        inputs.add_special_tokens,
+    )
     if key in _TEXT_CACHE:
         _TEXT_CACHE.move_to_end(key)
         return _TEXT_CACHE[key]

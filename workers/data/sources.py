@@ -202,9 +202,28 @@ def pixels(img: PILImage) -> np.ndarray:
     return np.asarray(img.convert("RGB"))
 
 
-def load_image_folder(directory: Path, num_classes: int | None = None) -> ImageSet:
+def fit_to_size(images: torch.Tensor, size: int) -> torch.Tensor:
+    """uint8 N×C×H×W → N×C×size×size: the shorter side resized to `size` (bilinear, antialiased),
+    then the centre crop (torchvision's Resize + CenterCrop, the usual evaluation view)."""
+    from torchvision.transforms.v2 import functional as tvf
+
+    if images.shape[-2:] == (size, size):
+        return images
+    chunks = [tvf.center_crop(tvf.resize(chunk, [size], antialias=True), [size, size]) for chunk in images.split(4096)]
+    return torch.cat(chunks).contiguous()
+
+
+def _as_colour(image: np.ndarray) -> np.ndarray:
+    """H×W grey → H×W×3 (the grey value in every channel); colour unchanged."""
+    return np.repeat(image[:, :, None], 3, axis=2) if image.ndim == 2 else image
+
+
+def load_image_folder(directory: Path, num_classes: int | None = None, image_size: int | None = None) -> ImageSet:
     """An ImageFolder tree (one sub-directory per class), read with torchvision, kept as uint8;
-    `num_classes`, when declared, must be the number of class folders."""
+    `num_classes`, when declared, must be the number of class folders. RGB stays RGB; RGBA and
+    palette images are composited over black (`pixels`); in a tree with any colour image, grey ones
+    become RGB. With `image_size` every image is resized and centre-cropped to it (`fit_to_size`),
+    so the images may differ in size; without it they must not."""
     from PIL import Image, UnidentifiedImageError
     from torchvision.datasets import ImageFolder
 
@@ -223,11 +242,22 @@ def load_image_folder(directory: Path, num_classes: int | None = None) -> ImageS
             raise DataError(f"{path}: cannot read image (not a format PIL can identify)") from None
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:  # truncated, corrupt data
             raise DataError(f"{path}: cannot read image ({first_line(e)})") from None
-    shapes = {a.shape for a in images}
-    if len(shapes) != 1:
-        raise DataError(f"{directory}: images differ in size or channels ({sorted(shapes)[:3]}…); resize them first")
-    stacked = np.stack(images)
-    stacked = stacked[:, None] if stacked.ndim == 3 else stacked.transpose(0, 3, 1, 2)
+    if any(a.ndim == 3 for a in images):
+        images = [_as_colour(a) for a in images]
+    if image_size is not None:
+        channels_first = (a[None] if a.ndim == 2 else a.transpose(2, 0, 1) for a in images)
+        images = [
+            fit_to_size(torch.from_numpy(np.ascontiguousarray(a))[None], image_size)[0].numpy() for a in channels_first
+        ]
+        stacked = np.stack(images)
+    else:
+        shapes = {a.shape for a in images}
+        if len(shapes) != 1:
+            raise DataError(
+                f"{directory}: images differ in size ({sorted(shapes)[:3]}…); set data.image_size to resize them"
+            )
+        stacked = np.stack(images)
+        stacked = stacked[:, None] if stacked.ndim == 3 else stacked.transpose(0, 3, 1, 2)
     labels = np.array([target for _, target in folder.samples], dtype=np.int64)
     return ImageSet(torch.from_numpy(np.ascontiguousarray(stacked)), torch.from_numpy(labels), tuple(folder.classes))
 
@@ -268,13 +298,26 @@ def fashion_mnist_dir() -> Path:
     return Path(os.environ.get("CONGRUENT_FASHION_MNIST_DIR", FASHION_MNIST_DIR))
 
 
-def load_images(source: str | os.PathLike, num_classes: int | None = None) -> tuple[ImageSet, ImageSet | None]:
-    """Load `fashion-mnist` or a path (IDX directory, ImageFolder tree, .npz file).
+def load_images(
+    source: str | os.PathLike, num_classes: int | None = None, image_size: int | None = None
+) -> tuple[ImageSet, ImageSet | None]:
+    """Load `fashion-mnist` or a path (IDX directory, ImageFolder tree, .npz file); with
+    `image_size`, every image resized and centre-cropped to image_size² (`fit_to_size`).
 
     Returns (pool, test): `test` is the source's own held-out set when it has one (IDX t10k files),
     else None and the splits are carved out of `pool`. Integer labels (IDX, .npz) must be the
     class ids 0..C−1 without gaps unless `num_classes` declares C (see `class_names`).
     """
+    if image_size is not None and not (
+        Path(source).is_dir() and _find_idx(Path(source), "train", "images-idx3") is None
+    ):
+        pool, test = load_images(source, num_classes)  # tensors: resized after loading
+        sized = [
+            None if s is None else ImageSet(fit_to_size(s.images, image_size), s.labels, s.classes)
+            for s in (pool, test)
+        ]
+        assert sized[0] is not None
+        return sized[0], sized[1]
     if str(source) == "fashion-mnist":
         directory = fashion_mnist_dir()
         if not directory.is_dir():
@@ -291,4 +334,4 @@ def load_images(source: str | os.PathLike, num_classes: int | None = None) -> tu
         raise DataError(f"{path}: directory is not readable")
     if _find_idx(path, "train", "images-idx3") is not None:
         return load_idx_directory(path, num_classes=num_classes)
-    return load_image_folder(path, num_classes), None
+    return load_image_folder(path, num_classes, image_size), None

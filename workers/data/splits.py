@@ -108,6 +108,7 @@ def load_splits(
     text_column: str = "text",
     label_column: str = "label",
     encoding: str = "utf-8",
+    image_size: int | None = None,
 ) -> DataSplits:
     """Load a dataset and split it deterministically.
 
@@ -116,6 +117,7 @@ def load_splits(
     - val: the last `val_fraction` of a fixed permutation of the rest; train: the remainder.
     - `subset` (data growth) then filters train and val; `train_limit` keeps the first N of train.
     - `num_classes` declares the class count of a source whose label ids have gaps.
+    - `image_size`: images resized and centre-cropped to image_size² (workers/data/sources.py).
     - Text (`tweet-sentiment`, a .csv/.tsv/.jsonl/.parquet table read by `text_column`,
       `label_column`, `encoding`): the permutations are of distinct texts, not samples, so every
       copy of a duplicated text lands on the same side of each split.
@@ -124,7 +126,7 @@ def load_splits(
         raise DataError(f"subset must be one of {', '.join(SUBSETS)}, got {subset!r}")
     if not 0 < val_fraction < 1 or not 0 < eval_fraction < 1:
         raise DataError("val_fraction and eval_fraction must lie strictly between 0 and 1")
-    pool, test = load_samples(source, num_classes, text_column, label_column, encoding)
+    pool, test = load_samples(source, num_classes, text_column, label_column, encoding, image_size)
     if len(pool) == 0:
         raise DataError(f"{source}: the dataset is empty")
     generator = torch.Generator().manual_seed(SPLIT_SEED)
@@ -160,14 +162,19 @@ def load_splits(
 
 
 def load_samples(
-    source: str | os.PathLike, num_classes: int | None, text_column: str, label_column: str, encoding: str
+    source: str | os.PathLike,
+    num_classes: int | None,
+    text_column: str,
+    label_column: str,
+    encoding: str,
+    image_size: int | None = None,
 ) -> tuple[Samples, Samples | None]:
     """(pool, the source's own test set or None) of an image or a text source."""
     if str(source) == "tweet-sentiment":
         return load_tweet_sentiment(), None
     if str(source).lower().endswith(TEXT_FORMATS):
         return read_text_table(source, text_column, label_column, encoding, num_classes), None
-    return load_images(source, num_classes)
+    return load_images(source, num_classes, image_size)
 
 
 def _split_text(
