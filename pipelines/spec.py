@@ -6,7 +6,7 @@
     arch: resnet8
     method: {name: elodi, m: 8, alpha: 0.8, k: 10, topk_by: teacher, legacy_weight: null}
     old: runs/fmnist-classifier/v1/model.pt   # checkpoint path; needed by kd/fd*/bcwi/legacy
-    train: {epochs: 10, batch_size: 128, lr: 0.1, seed: 0, augment: true, crop: 2, flip: auto}
+    train: {epochs: 10, batch_size: 128, lr: 0.1, seed: 0, augment: true, crop: auto, flip: auto}
     resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
 
 Unknown keys, wrong types and out-of-range values are rejected by pydantic; `load_spec` turns the

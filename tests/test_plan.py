@@ -331,3 +331,17 @@ def test_student_epochs_lengthen_the_student_only():
     assert longer.student_job().config.warmup_epochs == 1.0 and plain.student_job().config.warmup_epochs == 0.5
     assert [job.config for job in longer.replica_jobs()] == [job.config for job in plain.replica_jobs()]
     assert [job.checkpoint_uri for job in longer.replica_jobs()] == [job.checkpoint_uri for job in plain.replica_jobs()]
+
+
+def test_replicas_started_from_other_weights_are_other_replicas():
+    """The replicas' checkpoint key holds what `init` starts from (a file's content digest, not its
+    path): another old model, or other weights under the same file name, train new replicas."""
+    from orchestrator.driver.plan import Plan, data_request
+
+    spec = parse_spec({**BASE, "method": {"name": "elodi", "m": 1}, "old": "old.pt", "init": "old"})
+
+    def replica_uri(init_key):
+        plan = Plan(spec, None, data_request(spec), "c", "f", 10, init_key=init_key)
+        return plan.replica_jobs()[0].checkpoint_uri
+
+    assert replica_uri("digest-a") == replica_uri("digest-a") != replica_uri("digest-b")

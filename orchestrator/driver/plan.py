@@ -107,6 +107,7 @@ class Plan:
     old_as_written: str | None = None  # `old:` as the spec said it (a path, NAME@ALIAS, NAME/VERSION)
     old_classes: tuple[int, ...] | None = None  # the old model's classes, when it knows fewer than the data has
     inputs: InputSpec | None = None  # text: the tokenizer; images: their normalisation (None: the fixed map)
+    init_key: str | None = None  # what `init` starts from: a weights name, or the sha256 of the file it reads
 
     @property
     def method(self) -> str:
@@ -151,7 +152,7 @@ class Plan:
             "arch": spec.arch,
             "train": spec.train.model_dump(mode="json", exclude={"student_epochs"}),  # the replicas' settings
             "content": self.content_key,
-            **({"init": spec.init} if spec.init is not None else {}),
+            **({"init": self.init_key} if self.init_key is not None else {}),
             **({"inputs": asdict(self.inputs)} if self.inputs is not None and self.inputs.modality == "image" else {}),
             **({"tokenizer": spec.tokenizer.model_dump(mode="json")} if self.inputs is not None else {}),
         }
@@ -270,12 +271,15 @@ def preflight(spec: UpdateSpec) -> Plan:
     except DataError as e:
         raise SpecError(f"data: {e}") from None
     old_classes = None
+    init_key = None if spec.init is None or spec.init == "old" else spec.init
     inputs = None  # what the new models read: a text model's tokenizer (images: the data's shape)
     if spec.old is not None:
         local = spec.old
         try:  # the weights are loaded too: a checkpoint of another architecture fails here, not in a worker
             local = storage.fetch_checkpoint(spec.old)
             _, old = load_model(local, spec.allow_user_factories)
+            if spec.init == "old":
+                init_key = file_digest(local)
             seen = classes_seen_of(local)
             old_classes = None if seen is None else tuple(seen)
         except (CheckpointError, FileNotFoundError, ModelError) as e:
@@ -309,6 +313,8 @@ def preflight(spec: UpdateSpec) -> Plan:
         inputs = text_inputs(spec, splits.train)
     if splits.modality == "image" and inputs is None:
         inputs = image_inputs(spec, splits.train)
+    if spec.init is not None and spec.init.lower().endswith(WEIGHTS_FILE_SUFFIXES):
+        init_key = file_digest(spec.init)  # the same path with other weights in it trains new replicas
     if spec.init is not None and spec.init != "old":
         check_init_fits(spec, splits.num_classes, inputs or InputSpec.image(splits.in_channels, splits.image_size))
     if parent is not None:
@@ -327,6 +333,7 @@ def preflight(spec: UpdateSpec) -> Plan:
         old_as_written=written,
         old_classes=old_classes,
         inputs=inputs,
+        init_key=init_key,
     )
 
 
@@ -342,6 +349,15 @@ def check_init_fits(spec: UpdateSpec, num_classes: int, inputs: InputSpec) -> No
         initialise(model, spec.arch, spec.init)
     except InitError as e:
         raise SpecError(str(e)) from None
+
+
+def file_digest(path: str) -> str:
+    """sha256 of a file's bytes; 16 hex digits."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def image_inputs(spec: UpdateSpec, train: Samples) -> InputSpec | None:
