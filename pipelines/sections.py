@@ -177,7 +177,8 @@ class TrainSpec(_Strict):
     flip: Literal["auto", True, False] = Field(
         "auto",
         description="random horizontal flip; auto: on for the built-in Fashion-MNIST (a mirrored garment "
-        "keeps its class), off for `data.path` (a mirrored digit or letter may not)",
+        "keeps its class) and for photos resized by data.image_size, off for other `data.path` images (a "
+        "mirrored digit or letter may not keep its class)",
     )
     max_grad_norm: float | None = Field(5.0, gt=0, description="gradient-norm clipping; null: none")
     prefetch: int = Field(2, ge=1, description="teacher batches requested ahead of the step")

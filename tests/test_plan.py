@@ -33,7 +33,8 @@ def digits_folder(tmp_path_factory, fashion_mnist) -> Path:
 
 
 def test_flip_is_on_for_fashion_mnist_and_off_for_user_data(digits_folder):
-    """A mirrored digit can change its class: `flip: auto` flips only the built-in Fashion-MNIST."""
+    """A mirrored digit can change its class: `flip: auto` flips only the built-in Fashion-MNIST and
+    photos resized to `data.image_size`, which also crop at random sizes (`crop: auto`)."""
     one_cpu = WorkerResources()
     builtin = train_config(spec(), 0, one_cpu)
     assert builtin.augmentation == (2, True)
@@ -48,6 +49,9 @@ def test_flip_is_on_for_fashion_mnist_and_off_for_user_data(digits_folder):
     )
     assert applied_params(user.spec) == {"augment.crop": "2", "augment.flip": "false", "warmup.student_epochs": "0"}
     assert applied_params(spec()) == {"augment.crop": "2", "augment.flip": "true", "warmup.student_epochs": "0"}
+    photos = preflight(spec(data={"path": str(digits_folder), "image_size": 16}))
+    assert photos.student_job().config.augmentation == ("resized", True)  # photos at a size: crops and flips
+    assert applied_params(photos.spec)["augment.crop"] == "resized"
 
 
 @pytest.mark.parametrize(

@@ -48,9 +48,12 @@ def objective_of(method: MethodSpec) -> Objective:
 
 def resolved_flip(spec: UpdateSpec) -> bool:
     """`train.flip` with auto resolved: on for the built-in Fashion-MNIST, whose mirrored garments
-    keep their class; off for `data.path`, where a mirrored digit or letter may change its meaning."""
+    keep their class, and for photos at `data.image_size` (random-resized crops and flips, the usual
+    pair); off for other `data.path` images, where a mirrored digit or letter may change its meaning."""
     flip = spec.train.flip
-    return spec.data.path is None if flip == "auto" else bool(flip)
+    if flip == "auto":
+        return spec.data.path is None or spec.data.image_size is not None
+    return bool(flip)
 
 
 def warmup_epochs(spec: UpdateSpec, student: bool) -> float:
