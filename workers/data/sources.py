@@ -308,16 +308,20 @@ def load_images(
     else None and the splits are carved out of `pool`. Integer labels (IDX, .npz) must be the
     class ids 0..C−1 without gaps unless `num_classes` declares C (see `class_names`).
     """
-    if image_size is not None and not (
-        Path(source).is_dir() and _find_idx(Path(source), "train", "images-idx3") is None
-    ):
-        pool, test = load_images(source, num_classes)  # tensors: resized after loading
-        sized = [
-            None if s is None else ImageSet(fit_to_size(s.images, image_size), s.labels, s.classes)
-            for s in (pool, test)
-        ]
-        assert sized[0] is not None
-        return sized[0], sized[1]
+    pool, test = _load_source(source, num_classes, image_size)
+    if image_size is None:
+        return pool, test
+    # tensor sources (IDX, .npz) are resized here; an ImageFolder was resized image by image as it was read
+    return _sized(pool, image_size), None if test is None else _sized(test, image_size)
+
+
+def _sized(data: ImageSet, size: int) -> ImageSet:
+    return ImageSet(fit_to_size(data.images, size), data.labels, data.classes)
+
+
+def _load_source(
+    source: str | os.PathLike, num_classes: int | None, image_size: int | None
+) -> tuple[ImageSet, ImageSet | None]:
     if str(source) == "fashion-mnist":
         directory = fashion_mnist_dir()
         if not directory.is_dir():
