@@ -159,9 +159,8 @@ def initialise(model: nn.Module, arch: str, init: str) -> InitReport:
     `model`, built for `arch`."""
     if is_weights_file(init):  # a torchvision ResNet's own file may carry the 7×7 stem too
         return load_weights(model, read_state_dict(init), init, stem_may_differ=arch in TORCHVISION_ARCHS)
-    check_available(arch, init)
-    path = torchvision_file(arch, init)
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    check_available(arch, init)  # the cached file is there: torchvision's own loader reads it, no download
+    state = torchvision_weights(arch, init).get_state_dict(progress=False)
     return load_weights(model, state, f"{arch} {init}", stem_may_differ=True)
 
 
