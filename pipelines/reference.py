@@ -65,7 +65,6 @@ the old version's weights, `init: old`, against the same model from scratch; doc
 """
 
 
-
 def _anchor(model: type[BaseModel]) -> str:
     return f"[{model.__name__}](#{model.__name__.lower()})"
 
