@@ -63,9 +63,9 @@ the old version's weights, `init: old`, against the same model from scratch; doc
 - Every method gains from the old weights (`python -m benchmarks.fine_tuning --part methods`, same
   runs, docs/benchmarks.md "Fine-tuning from the deployed weights, every method"): KD from them flips
   least (Fashion-MNIST 1.34 % against 2.30 % from scratch, tweets 0.91 % against 8.89 %) at ER +3.4 /
-  +1.7 pt over plain fine-tuning; ELODI's replicas started from the old weights (m 3) stay as far from
-  it as plain fine-tuning (2.45 % and 3.24 %): its gain from scratch (7.49 % against 9.16 % on tweets)
-  does not add to the start's.
+  +1.7 pt over plain fine-tuning. ELODI with replicas started from the old weights (m 3) flips about
+  as much as plain fine-tuning or more (2.45 % and 3.24 %, against 2.59 % and 2.53 %): its gain from
+  scratch (7.49 % against 9.16 % on tweets) does not add to the start's.
 - `freeze: backbone` trains the head alone (the trainable count is logged per training); the head of
   a model for another class count starts fresh, so give it the epochs a head needs.
 """
