@@ -142,19 +142,7 @@ def run_methods_seed(setting: Setting, seed: int, folder: Path) -> list[dict[str
             )
             began = time.perf_counter()
             ids = predictions(trained_with_teachers(parse_spec(document), folder), evaluation)
-            rows.append(
-                {
-                    "setting": setting.name,
-                    "seed": seed,
-                    "start": start,
-                    "method": name,
-                    "er_old": float(error_rate(old_ids, labels)),
-                    "er": float(error_rate(ids, labels)),
-                    "nfr": float(negative_flip_rate(old_ids, ids, labels)),
-                    "seconds": time.perf_counter() - began,
-                }
-            )
-            print(f"{setting.name} seed {seed} {start} {name}: ER {rows[-1]['er']:.4f} NFR {rows[-1]['nfr']:.4f}")
+            rows.append(scored(old_ids, ids, labels, began, setting=setting.name, seed=seed, start=start, method=name))
     return rows
 
 
@@ -182,6 +170,20 @@ def methods_table(rows: list[dict[str, Any]]) -> str:
     return "".join(lines)
 
 
+def scored(old_ids: np.ndarray, ids: np.ndarray, labels: np.ndarray, began: float, **row: Any) -> dict[str, Any]:
+    """A results row: `row` (what was trained) with ER of old and new, NFR, seconds since `began`;
+    printed as a progress line."""
+    row |= {
+        "er_old": float(error_rate(old_ids, labels)),
+        "er": float(error_rate(ids, labels)),
+        "nfr": float(negative_flip_rate(old_ids, ids, labels)),
+        "seconds": time.perf_counter() - began,
+    }
+    what = " ".join(str(v) for k, v in row.items() if k in ("setting", "seed", "start", "method", "lr"))
+    print(f"{what}: ER {row['er']:.4f} NFR {row['nfr']:.4f}")
+    return row
+
+
 def predictions(checkpoint: str, data: Any) -> np.ndarray:
     model, settings = load_model(checkpoint)
     return predict_logits(model, data, inputs=settings.inputs).argmax(1).numpy()
@@ -205,19 +207,7 @@ def run_seed(setting: Setting, seed: int, folder: Path) -> list[dict[str, Any]]:
     for start, lr, spec in runs:
         began = time.perf_counter()
         ids = predictions(trained(spec, folder), evaluation)
-        rows.append(
-            {
-                "setting": setting.name,
-                "seed": seed,
-                "start": start,
-                "lr": lr,
-                "er_old": float(error_rate(old_ids, labels)),
-                "er": float(error_rate(ids, labels)),
-                "nfr": float(negative_flip_rate(old_ids, ids, labels)),
-                "seconds": time.perf_counter() - began,
-            }
-        )
-        print(f"{setting.name} seed {seed} {start} lr {lr:g}: ER {rows[-1]['er']:.4f} NFR {rows[-1]['nfr']:.4f}")
+        rows.append(scored(old_ids, ids, labels, began, setting=setting.name, seed=seed, start=start, lr=lr))
     return rows
 
 

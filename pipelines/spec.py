@@ -46,8 +46,11 @@ from workers.names import (
     NEEDS_OLD,
     REPLICA_METHODS,
     TEXT_ARCHITECTURES,
+    WEIGHTS_FILE_SUFFIXES,
     check_architecture,
     is_hf,
+    is_torchvision_weights,
+    is_weights_file,
     modality_of,
 )
 
@@ -68,9 +71,6 @@ __all__ = [  # the sections live in pipelines/sections.py; every caller imports 
     "load_spec",
     "parse_spec",
 ]
-
-
-WEIGHTS_FILE_SUFFIXES = (".pt", ".pth", ".safetensors")  # an `init` naming a state_dict file
 
 
 class SpecError(ValueError):
@@ -156,7 +156,7 @@ class UpdateSpec(_Strict):
         if init == "old":
             if self.old is None:
                 raise ValueError("init: old starts from the deployed version's weights; give `old`")
-        elif not init.lower().endswith(WEIGHTS_FILE_SUFFIXES):
+        elif is_torchvision_weights(init):
             if not init.replace("_", "").isalnum() or init.upper() != init:
                 raise ValueError(
                     f"init: {init!r} is neither old, a state_dict file ({', '.join(WEIGHTS_FILE_SUFFIXES)}) nor a "
@@ -180,11 +180,7 @@ class UpdateSpec(_Strict):
             return str((base / value).resolve())
 
         data = self.data.model_copy(update={"path": absolute(self.data.path)})
-        init = (
-            absolute(self.init)
-            if self.init is not None and self.init.lower().endswith(WEIGHTS_FILE_SUFFIXES)
-            else self.init
-        )
+        init = absolute(self.init) if self.init is not None and is_weights_file(self.init) else self.init
         arch = HF_PREFIX + str(absolute(self.arch.removeprefix(HF_PREFIX))) if is_hf(self.arch) else self.arch
         return self.model_copy(
             update={

@@ -26,18 +26,14 @@ import torch
 from torch import nn
 
 from workers.errors import first_line
+from workers.names import is_weights_file
 
-STATE_DICT_SUFFIXES = (".pt", ".pth", ".safetensors")
 TORCHVISION_ARCHS = ("resnet18", "resnet34", "resnet50")  # the built-in archs torchvision has weights for
 STEM = ("conv1.weight",)  # torchvision ResNets' 7×7 stride-2 stem; Congruent's is 3×3 stride 1
 
 
 class InitError(ValueError):
     """Starting weights that cannot be used; the message names the source and the problem."""
-
-
-def is_weights_file(init: str) -> bool:
-    return init.lower().endswith(STATE_DICT_SUFFIXES)
 
 
 def torchvision_weights(arch: str, name: str) -> Any:  # a torchvision WeightsEnum member

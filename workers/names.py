@@ -36,6 +36,19 @@ def modality_of(arch: str) -> str | None:
     return "image" if arch in IMAGE_ARCHITECTURES else None
 
 
+WEIGHTS_FILE_SUFFIXES = (".pt", ".pth", ".safetensors")  # an `init` naming a state_dict file
+
+
+def is_weights_file(init: str) -> bool:
+    """`init` names a state_dict file (else `old` or a torchvision weights name)."""
+    return init.lower().endswith(WEIGHTS_FILE_SUFFIXES)
+
+
+def is_torchvision_weights(init: str) -> bool:
+    """`init` names torchvision weights (IMAGENET1K_V1, DEFAULT): neither `old` nor a file."""
+    return init != "old" and not is_weights_file(init)
+
+
 def is_user_factory(arch: str) -> bool:
     """`package.module:function`: a model factory of the user's own (needs allow_user_factories)."""
     return ":" in arch and not is_hf(arch)

@@ -15,16 +15,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from orchestrator.driver.cluster import device, threads
+from orchestrator.driver.inputs import check_init_available, check_init_fits, file_digest, image_inputs, text_inputs
 from orchestrator.tracking.registry import Reference
-from pipelines.spec import WEIGHTS_FILE_SUFFIXES, MethodSpec, SpecError, UpdateSpec, WorkerResources
+from pipelines.spec import MethodSpec, SpecError, UpdateSpec, WorkerResources
 from workers import storage
-from workers.data.encoded import Samples
-from workers.data.sources import ImageSet
-from workers.data.text import TextSet
-from workers.init import InitError, check_available
 from workers.inputs import InputSpec
 from workers.jobs import DataRequest, TrainJob
-from workers.names import REPLICA_METHODS, is_hf
+from workers.names import REPLICA_METHODS, is_weights_file
 from workers.objectives import Objective
 from workers.trainer import TrainConfig
 
@@ -307,19 +304,12 @@ def preflight(spec: UpdateSpec) -> Plan:
             raise SpecError(f"init: old starts from the old model's weights, so arch must be {old.arch!r}")
         if spec.method.name == "bcwi" or spec.init == "old":
             inputs = old.inputs  # starting from the old weights keeps what they read: tokenizer, normalisation
-    if spec.init is not None and spec.init != "old":
-        try:
-            check_available(spec.arch, spec.init)
-        except InitError as e:
-            raise SpecError(str(e)) from None
-    if splits.modality == "text" and inputs is None:
-        inputs = text_inputs(spec, splits.train)
-    if splits.modality == "image" and inputs is None:
-        inputs = image_inputs(spec, splits.train)
-    if spec.init is not None and spec.init.lower().endswith(WEIGHTS_FILE_SUFFIXES):
+    check_init_available(spec)
+    if inputs is None:
+        inputs = text_inputs(spec, splits.train) if splits.modality == "text" else image_inputs(spec, splits.train)
+    if spec.init is not None and is_weights_file(spec.init):
         init_key = file_digest(spec.init)  # the same path with other weights in it trains new replicas
-    if spec.init is not None and spec.init != "old":
-        check_init_fits(spec, splits.num_classes, inputs or InputSpec.image(splits.in_channels, splits.image_size))
+    check_init_fits(spec, splits.num_classes, inputs or InputSpec.image(splits.in_channels, splits.image_size))
     if parent is not None:
         check_eval_split(parent, splits.fingerprint)
     try:
@@ -338,66 +328,6 @@ def preflight(spec: UpdateSpec) -> Plan:
         inputs=inputs,
         init_key=init_key,
     )
-
-
-def check_init_fits(spec: UpdateSpec, num_classes: int, inputs: InputSpec) -> None:
-    """SpecError unless `init`'s weights load into the version's model (built once here, so a file
-    of another architecture fails before any Ray work, not in a worker)."""
-    from workers.checkpoints import ModelSettings
-    from workers.init import initialise
-
-    assert spec.init is not None
-    model = ModelSettings(spec.arch, num_classes, inputs).build(allow_user_factories=spec.allow_user_factories)
-    try:
-        initialise(model, spec.arch, spec.init)
-    except InitError as e:
-        raise SpecError(str(e)) from None
-
-
-def file_digest(path: str) -> str:
-    """sha256 of a file's bytes; 16 hex digits."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
-
-
-def image_inputs(spec: UpdateSpec, train: Samples) -> InputSpec | None:
-    """How the version's models normalise images: the pretrained weights' own mean and std for a
-    torchvision `init`, the training split's per channel with `data.image_size`, else None (the
-    fixed map to [−1, 1], which every image result before per-channel normalisation used)."""
-    from workers.data.augment import channel_statistics
-    from workers.init import pretrained_normalisation
-
-    assert isinstance(train, ImageSet)
-    channels, size = train.in_channels, train.image_size
-    if spec.init is not None and spec.init != "old" and not spec.init.lower().endswith(WEIGHTS_FILE_SUFFIXES):
-        return InputSpec.image(channels, size, *pretrained_normalisation(spec.arch, spec.init, channels))
-    if spec.data.image_size is not None:
-        return InputSpec.image(channels, size, *channel_statistics(train.images))
-    return None
-
-
-def text_inputs(spec: UpdateSpec, train: Samples) -> InputSpec:
-    """The version's tokenizer (`tokenizer` section), trained on its train split's texts; for
-    `hf:DIR` the directory's own, with its special tokens, cut at `tokenizer.max_length`."""
-    from workers.hf_models import hf_directory, read_directory
-    from workers.tokenizer import text_input
-
-    if not isinstance(train, TextSet):
-        raise SpecError("tokenizer: only text data has a tokenizer")
-    t = spec.tokenizer
-    if is_hf(spec.arch):
-        found = read_directory(str(hf_directory(spec.arch)))  # preflight's resolve_factory read it already
-        return InputSpec(
-            "text",
-            tokenizer=found.tokenizer,
-            vocab_size=found.vocab_size,
-            max_length=t.max_length,
-            add_special_tokens=True,
-        )
-    return text_input(train.texts, t.kind, t.vocab_size, t.max_length)
 
 
 def as_written(message: str, paths: tuple[str, ...], written: str | None) -> str:

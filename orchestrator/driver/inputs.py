@@ -1,0 +1,86 @@
+"""What a version's models read and start from, settled in preflight: the image normalisation or
+the tokenizer (`InputSpec`), and the checks that `init`'s weights exist and fit the model."""
+
+from __future__ import annotations
+
+import hashlib
+
+from pipelines.spec import SpecError, UpdateSpec
+from workers.data.encoded import Samples
+from workers.data.sources import ImageSet
+from workers.data.text import TextSet
+from workers.init import InitError, check_available
+from workers.inputs import InputSpec
+from workers.names import is_hf, is_torchvision_weights
+
+
+def check_init_available(spec: UpdateSpec) -> None:
+    """SpecError unless `init`'s file (or torchvision's cached one) can be read here, no network."""
+    if spec.init is None or spec.init == "old":
+        return
+    try:
+        check_available(spec.arch, spec.init)
+    except InitError as e:
+        raise SpecError(str(e)) from None
+
+
+def check_init_fits(spec: UpdateSpec, num_classes: int, inputs: InputSpec) -> None:
+    """SpecError unless `init`'s weights load into the version's model (built once here, so a file
+    of another architecture fails before any Ray work, not in a worker). `init: old` is checked
+    against the old checkpoint by preflight."""
+    from workers.checkpoints import ModelSettings
+    from workers.init import initialise
+
+    if spec.init is None or spec.init == "old":
+        return
+    model = ModelSettings(spec.arch, num_classes, inputs).build(allow_user_factories=spec.allow_user_factories)
+    try:
+        initialise(model, spec.arch, spec.init)
+    except InitError as e:
+        raise SpecError(str(e)) from None
+
+
+def file_digest(path: str) -> str:
+    """sha256 of a file's bytes; 16 hex digits."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def image_inputs(spec: UpdateSpec, train: Samples) -> InputSpec | None:
+    """How the version's models normalise images: the pretrained weights' own mean and std for a
+    torchvision `init`, the training split's per channel with `data.image_size`, else None (the
+    fixed map to [−1, 1], which every image result before per-channel normalisation used)."""
+    from workers.data.augment import channel_statistics
+    from workers.init import pretrained_normalisation
+
+    assert isinstance(train, ImageSet)
+    channels, size = train.in_channels, train.image_size
+    if spec.init is not None and is_torchvision_weights(spec.init):
+        return InputSpec.image(channels, size, *pretrained_normalisation(spec.arch, spec.init, channels))
+    if spec.data.image_size is not None:
+        return InputSpec.image(channels, size, *channel_statistics(train.images))
+    return None
+
+
+def text_inputs(spec: UpdateSpec, train: Samples) -> InputSpec:
+    """The version's tokenizer (`tokenizer` section), trained on its train split's texts; for
+    `hf:DIR` the directory's own, with its special tokens, cut at `tokenizer.max_length`."""
+    from workers.hf_models import hf_directory, read_directory
+    from workers.tokenizer import text_input
+
+    if not isinstance(train, TextSet):
+        raise SpecError("tokenizer: only text data has a tokenizer")
+    t = spec.tokenizer
+    if is_hf(spec.arch):
+        found = read_directory(str(hf_directory(spec.arch)))  # preflight's resolve_factory read it already
+        return InputSpec(
+            "text",
+            tokenizer=found.tokenizer,
+            vocab_size=found.vocab_size,
+            max_length=t.max_length,
+            add_special_tokens=True,
+        )
+    return text_input(train.texts, t.kind, t.vocab_size, t.max_length)
