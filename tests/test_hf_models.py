@@ -143,3 +143,33 @@ def test_an_hf_text_update_from_v1_to_v2_with_elodi_registers_both(ray_cluster, 
     version = client.get_model_version("hf-tweets", str(v2.registered_version))
     artifacts = {a.path for a in client.list_artifacts(version.run_id, "checkpoint")}
     assert artifacts == {"checkpoint/model.pt", "checkpoint/config.json", "checkpoint/tokenizer.json"}
+
+
+def test_replicas_of_a_directory_saved_over_are_other_replicas(spec_document, tmp_path):
+    """The replicas' key holds the directory's content, not its path: a model saved over the same
+    directory trains new replicas, the same content reuses them."""
+    from orchestrator.driver.inputs import directory_digest
+    from orchestrator.driver.plan import preflight
+    from pipelines.spec import parse_spec
+
+    folder = tiny_bert(tmp_path / "bert", TEXTS)
+    document = spec_document(
+        model="hf-key",
+        version="v1",
+        arch=f"hf:{folder}",
+        data={"dataset": "tweet-sentiment", "train_limit": 200, "eval_limit": 100},
+        method={"name": "elodi", "m": 1},
+    )
+
+    def replica_uri() -> str:
+        return preflight(parse_spec(document)).replica_jobs()[0].checkpoint_uri
+
+    first, digest = replica_uri(), directory_digest(str(folder))
+    assert replica_uri() == first
+    torch.manual_seed(1)  # other weights under the same names
+    from transformers import BertForSequenceClassification
+
+    BertForSequenceClassification.from_pretrained(folder, local_files_only=True).apply(
+        lambda m: torch.nn.init.normal_(m.weight) if isinstance(m, torch.nn.Linear) else None
+    ).save_pretrained(folder)
+    assert directory_digest(str(folder)) != digest and replica_uri() != first

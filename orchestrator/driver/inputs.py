@@ -4,6 +4,7 @@ the tokenizer (`InputSpec`), and the checks that `init`'s weights exist and fit 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.encoded import Samples
@@ -46,6 +47,17 @@ def file_digest(path: str) -> str:
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def directory_digest(path: str) -> str:
+    """sha256 over a directory's files (relative names and bytes, in name order); 16 hex digits."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in Path(path).rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(path)).encode() + b"\0")
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()[:16]
 
 

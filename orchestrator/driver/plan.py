@@ -15,13 +15,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from orchestrator.driver.cluster import device, threads
-from orchestrator.driver.inputs import check_init_available, check_init_fits, file_digest, image_inputs, text_inputs
+from orchestrator.driver.inputs import (
+    check_init_available,
+    check_init_fits,
+    directory_digest,
+    file_digest,
+    image_inputs,
+    text_inputs,
+)
 from orchestrator.tracking.registry import Reference
 from pipelines.spec import MethodSpec, SpecError, UpdateSpec, WorkerResources
 from workers import storage
 from workers.inputs import InputSpec
 from workers.jobs import DataRequest, TrainJob
-from workers.names import REPLICA_METHODS, is_weights_file
+from workers.names import HF_PREFIX, REPLICA_METHODS, is_hf, is_weights_file
 from workers.objectives import Objective
 from workers.trainer import TrainConfig
 
@@ -108,6 +115,7 @@ class Plan:
     old_classes: tuple[int, ...] | None = None  # the old model's classes, when it knows fewer than the data has
     inputs: InputSpec | None = None  # text: the tokenizer; images: their normalisation (None: the fixed map)
     init_key: str | None = None  # what `init` starts from: a weights name, or the sha256 of the file it reads
+    arch_key: str | None = None  # `arch: hf:DIR`: the sha256 of the directory's files (its weights and tokenizer)
 
     @property
     def method(self) -> str:
@@ -153,6 +161,7 @@ class Plan:
             "train": spec.train.model_dump(mode="json", exclude={"student_epochs"}),  # the replicas' settings
             "content": self.content_key,
             **({"init": self.init_key} if self.init_key is not None else {}),
+            **({"arch_content": self.arch_key} if self.arch_key is not None else {}),
             **({"inputs": asdict(self.inputs)} if self.inputs is not None and self.inputs.modality == "image" else {}),
             **({"tokenizer": spec.tokenizer.model_dump(mode="json")} if self.inputs is not None else {}),
         }
@@ -327,6 +336,7 @@ def preflight(spec: UpdateSpec) -> Plan:
         old_classes=old_classes,
         inputs=inputs,
         init_key=init_key,
+        arch_key=directory_digest(spec.arch.removeprefix(HF_PREFIX)) if is_hf(spec.arch) else None,
     )
 
 
