@@ -1,14 +1,9 @@
 """Fine-tuning the deployed model (`init: old`) against training the update from scratch: error
-rate and negative flips, on 3 seeds — of plain training by learning rate (`--part lr`), and of
-every method from either start (`--part methods`).
+rate and negative flips of plain training by learning rate, on 3 seeds (the figures behind the
+documented fine-tuning defaults). Every method from either start is the fidelity benchmark's
+fine-tuning table (`python -m benchmarks.fidelity --mode fine-tuning`, `--mode fine-tuning-text`).
 
-    python -m benchmarks.fine_tuning [--part lr|methods] [--seeds 3] [--settings fashion-mnist tweets]
-
-`--part methods`: no treatment, KD, FD-LM and ELODI (m 3, K = all classes, its student trained twice
-the epochs, as the fidelity benchmark's does), each from scratch and from the old weights (ELODI's
-replicas too) at the architecture's learning rate, with the plain old model as `old`. Each setting
-writes docs/fine-tuning-methods-<setting>.json, so settings run as parallel processes; the table is
-rebuilt from every such file present.
+    python -m benchmarks.fine_tuning [--seeds 3] [--settings fashion-mnist tweets]
 
 Data growth on one architecture, so the old weights fit the new model: the old version trains on
 the first part of the training split, the new one on all of it (Fashion-MNIST: small-cnn on 5,000
@@ -45,9 +40,6 @@ RESULTS = Path("docs/fine-tuning-results.json")
 PLOT = Path("docs/fine-tuning-scatter.png")
 
 
-METHODS_SECTION = "## Fine-tuning from the deployed weights, every method"
-
-
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -58,11 +50,10 @@ class Setting:
     epochs: int
     lr: float
     train: dict[str, Any]
-    elodi: dict[str, Any]
 
 
 SETTINGS = (
-    Setting("fashion-mnist", "small-cnn", {}, 5000, 10000, 4, 0.05, {}, {"alpha": 0.8, "k": 10}),
+    Setting("fashion-mnist", "small-cnn", {}, 5000, 10000, 4, 0.05, {}),
     Setting(
         "tweets",
         "text-bag",
@@ -72,7 +63,6 @@ SETTINGS = (
         5,
         2.0,
         {"weight_decay": 0.0},
-        {"alpha": 0.9, "k": 3},
     ),
 )
 ARCHS = {s.name: s.arch for s in SETTINGS}
@@ -103,71 +93,6 @@ def trained(spec: UpdateSpec, folder: Path) -> str:
     job = plan.student_job()
     job = replace(job, checkpoint_uri=str(folder / f"{spec.version}-{spec.spec_hash}.pt"))
     return train_job(job).checkpoint
-
-
-def trained_with_teachers(spec: UpdateSpec, folder: Path) -> str:
-    """The spec's deployed model through the pipeline's own jobs: its replicas first (ELODI), then the
-    student with its teachers in this process; its checkpoint path."""
-    plan = preflight(spec)
-    replicas = [train_job(job).checkpoint for job in plan.replica_jobs()] if plan.needs_replicas else []
-    job = plan.student_job(teachers=plan.reference_groups(replicas))
-    job = replace(job, checkpoint_uri=str(folder / f"{spec.version}-{spec.spec_hash}.pt"))
-    return train_job(job).checkpoint
-
-
-def method_of(setting: Setting, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(method section, train additions) of a methods-table row."""
-    if name == "elodi":
-        return {"name": "elodi", "m": 3, **setting.elodi}, {"student_epochs": 2 * setting.epochs}
-    return {"name": name}, {}
-
-
-def run_methods_seed(setting: Setting, seed: int, folder: Path) -> list[dict[str, Any]]:
-    old = trained(spec_of(setting, "old", 100 + seed, setting.lr, setting.old_limit, folder), folder)
-    probe = spec_of(setting, "probe", seed, setting.lr, setting.new_limit, folder)
-    evaluation = cached_splits(preflight(probe).data).eval
-    labels = evaluation.labels.numpy()
-    old_ids = predictions(old, evaluation)
-    rows = []
-    for start in ("scratch", "from old"):
-        for name in ("none", "kd", "fd-lm", "elodi"):
-            method, train = method_of(setting, name)
-            document = probe.model_dump(mode="json", exclude_none=True)
-            document.update(
-                version=f"{name}-{'old' if start == 'from old' else 'scratch'}",
-                method=method,
-                old=old,
-                train={**document["train"], **train},
-                **({"init": "old"} if start == "from old" else {}),
-            )
-            began = time.perf_counter()
-            ids = predictions(trained_with_teachers(parse_spec(document), folder), evaluation)
-            rows.append(scored(old_ids, ids, labels, began, setting=setting.name, seed=seed, start=start, method=name))
-    return rows
-
-
-def methods_table(rows: list[dict[str, Any]]) -> str:
-    """method | ER and NFR from scratch | from the old weights, mean ± std over seeds, per setting."""
-
-    def cell(group: list[dict[str, Any]], key: str) -> str:
-        values = np.array([r[key] for r in group])
-        std = values.std(ddof=1) if len(values) > 1 else 0.0
-        return f"{100 * values.mean():.2f} ± {100 * std:.2f}"
-
-    lines = []
-    for setting in dict.fromkeys(r["setting"] for r in rows):
-        mine = [r for r in rows if r["setting"] == setting]
-        seeds = len({r["seed"] for r in mine})
-        er_old = 100 * float(np.mean([r["er_old"] for r in mine if r["method"] == "none"]))
-        table = []
-        for method in dict.fromkeys(r["method"] for r in mine):
-            scratch = [r for r in mine if r["method"] == method and r["start"] == "scratch"]
-            tuned = [r for r in mine if r["method"] == method and r["start"] == "from old"]
-            table.append([method, cell(scratch, "er"), cell(scratch, "nfr"), cell(tuned, "er"), cell(tuned, "nfr")])
-        headers = ["method", "ER % scratch", "NFR % scratch", "ER % from old", "NFR % from old"]
-        lines.append(f"**{setting}, {ARCHS[setting]}** ({seeds} seeds; old ER {er_old:.2f} %)\n\n")
-        lines.append(markdown_table(headers, table) + "\n\n")
-    return "".join(lines)
 
 
 def scored(old_ids: np.ndarray, ids: np.ndarray, labels: np.ndarray, began: float, **row: Any) -> dict[str, Any]:
@@ -264,40 +189,12 @@ def plot(table: list[dict[str, Any]], path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
-def methods_main(args: argparse.Namespace) -> None:
-    for setting in (s for s in SETTINGS if s.name in args.settings):
-        rows: list[dict[str, Any]] = []
-        with tempfile.TemporaryDirectory() as tmp:
-            for seed in range(args.seeds):
-                rows += run_methods_seed(setting, seed, Path(tmp))
-        Path(f"docs/fine-tuning-methods-{setting.name}.json").write_text(json.dumps({"rows": rows}, indent=1) + "\n")
-    every = [r for s in SETTINGS for r in _rows_of(Path(f"docs/fine-tuning-methods-{s.name}.json"))]
-    body = (
-        "`python -m benchmarks.fine_tuning --part methods` (mean ± std over seeds, one CPU thread a model). "
-        "Each method trains the new model from scratch or from the plain old model's weights (`init: old`; "
-        "ELODI's replicas too) at the architecture's learning rate; KD and FD-LM distil the plain old model, "
-        "ELODI (m 3, K = all classes, student 2× the epochs) its own replicas (plain old → ELODI). "
-        "NFR against the plain old model on the whole regression-eval split. Data: "
-        "docs/fine-tuning-methods-*.json.\n\n" + methods_table(every)
-    )
-    write_section(Path(args.out), METHODS_SECTION, body)
-    print(body)
-
-
-def _rows_of(path: Path) -> list[dict[str, Any]]:
-    return json.loads(path.read_text())["rows"] if path.exists() else []
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("lr", "methods"), default="lr")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--settings", nargs="*", default=[s.name for s in SETTINGS])
     parser.add_argument("--out", default="docs/benchmarks.md")
     args = parser.parse_args()
-    if args.part == "methods":
-        methods_main(args)
-        return
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for setting in (s for s in SETTINGS if s.name in args.settings):

@@ -60,12 +60,12 @@ the old version's weights, `init: old`, against the same model from scratch; doc
 - A lower rate keeps the model nearer the old one: fewer flips, but its ER climbs back toward the old
   model's (at 1/5 of the rate its ER is above the model from scratch on both data sets). Lower it only when
   flips matter more than the accuracy gain, and gate the result (`promote`).
-- Every method gains from the old weights (`python -m benchmarks.fine_tuning --part methods`, same
-  runs, docs/benchmarks.md "Fine-tuning from the deployed weights, every method"): KD from them flips
-  least (Fashion-MNIST 1.34 % against 2.30 % from scratch, tweets 0.91 % against 8.89 %) at ER +3.4 /
-  +1.7 pt over plain fine-tuning. ELODI with replicas started from the old weights (m 3) flips about
-  as much as plain fine-tuning or more (2.45 % and 3.24 %, against 2.59 % and 2.53 %): its gain from
-  scratch (7.49 % against 9.16 % on tweets) does not add to the start's.
+- Every method from either start is the fidelity benchmark's fine-tuning table
+  (`python -m benchmarks.fidelity --mode fine-tuning` and `--mode fine-tuning-text`, 3 seeds; docs/benchmarks.md,
+  "Reading the fine-tuning tables"). KD toward the old model, from its weights, flips least: 0.85 % on
+  Fashion-MNIST and 0.98 % on tweets, against 1.94 % and 3.42 % for plain fine-tuning, at ER +3.3 and +1.2 pt.
+  ELODI's replicas, all fine-tuned from one model, hardly differ, and ELODI from the old weights flips about as
+  much as plain fine-tuning (1.97 % and 3.87 %).
 - `freeze: backbone` trains the head alone (the trainable count is logged per training); the head of
   a model for another class count starts fresh, so give it the epochs a head needs.
 """

@@ -12,6 +12,7 @@ import pytest
 from benchmarks.fidelity import plan as planning
 from benchmarks.fidelity.cli import invocations
 from benchmarks.fidelity.investigate import disagreement, findings, variant_mode
+from benchmarks.fidelity.modes import MODES
 from benchmarks.fidelity.report import invocation_lines
 from benchmarks.fidelity.results import ensemble, mean_std, summarise
 from conftest import RAY_TEST_ENV
@@ -113,7 +114,7 @@ def test_quick_values_are_consistent(quick_run):
 
 
 def test_plan_shares_models_between_methods(tmp_path):
-    layout = planning.layout(planning.MODES["default"], 2, tmp_path)
+    layout = planning.layout(MODES["default"], 2, tmp_path)
     rows = {row.method: row for row in layout.rows[0]}
     assert rows["none"].old == rows["kd"].old == rows["bcwi"].old == ("s0/old/replica-1",)
     assert rows["paragon (4×, both ends)"].new == tuple(f"s0/new/replica-{i}" for i in range(1, 5))
@@ -126,9 +127,7 @@ def test_plan_shares_models_between_methods(tmp_path):
     stems = [job.stem for job in layout.plan.jobs.values()]
     assert len(set(stems)) == len(stems)
     # a changed setting changes the stem of the job and of everything downstream
-    other = planning.layout(
-        planning.MODES["default"].__class__(**{**planning.MODES["default"].__dict__, "lr": 0.01}), 2, tmp_path
-    )
+    other = planning.layout(MODES["default"].__class__(**{**MODES["default"].__dict__, "lr": 0.01}), 2, tmp_path)
     assert other.plan.jobs["s0/new/kd"].stem != layout.plan.jobs["s0/new/kd"].stem
 
 
@@ -161,7 +160,7 @@ def test_disagreement_by_hand():
 
 
 def test_variant_mode_changes_one_setting():
-    mode = planning.MODES["default"]
+    mode = MODES["default"]
     assert variant_mode(mode, {"alpha": 1.0}).alpha == 1.0
     assert variant_mode(mode, {"elodi_epochs": "2x"}).elodi_epochs == 2 * mode.epochs
     assert variant_mode(mode, {"k": 3}) == mode  # K is passed to the planner, not the mode
@@ -208,7 +207,7 @@ def test_invocation_lines_skip_earlier_cache_only_runs():
 def test_prune_keeps_the_rows_and_seeds_whose_models_were_trained(tmp_path):
     """A run stopped by its deadline: rows with an untrained model go, and seeds without their
     no-treatment and paragon models go; with none of those left there is no table."""
-    mode = planning.MODES["gpu-check"]
+    mode = MODES["gpu-check"]
     layout = planning.layout(mode, 2, tmp_path, num_classes=10)
     everything = set(layout.plan.jobs)
     seed0 = {name for name in everything if name.startswith("s0/")}
@@ -226,7 +225,7 @@ def test_prune_keeps_the_rows_and_seeds_whose_models_were_trained(tmp_path):
 
 def test_seeds_run_apart_plan_the_same_models(tmp_path):
     """`--first-seed`: seed 1 planned alone has the names, seeds and stems it has in a 2-seed plan."""
-    mode = planning.MODES["gpu-check"]
+    mode = MODES["gpu-check"]
     both = planning.layout(mode, 2, tmp_path).plan.jobs
     alone = planning.layout(mode, 1, tmp_path, first_seed=1).plan.jobs
     assert set(alone) == {name for name in both if name.startswith("s1/")}
@@ -261,7 +260,7 @@ def test_merge_puts_seeds_of_separate_runs_in_one_table():
 def test_the_text_plan_gives_each_version_its_architecture_and_tokenizer(tmp_path):
     """--text: old replicas are text-bags on half the tweets (their own tokenizer, lr, epochs), new ones
     text-cnns on all; BCWI fine-tunes the old architecture with the old tokenizer on all data."""
-    mode = planning.MODES["text"]
+    mode = MODES["text"]
     jobs = planning.layout(mode, 1, tmp_path, num_classes=3).plan.jobs
     old, new, tuned = (jobs[n].job for n in ("s0/old/replica-1", "s0/new/replica-1", "s0/new/bcwi-finetune"))
     assert (old.arch, new.arch, tuned.arch) == ("text-bag", "text-cnn", "text-bag")
@@ -296,3 +295,59 @@ def test_the_text_check_mode_end_to_end(tmp_path):
     text = out.read_text()
     assert "## Fidelity on text: text-bag → text-cnn on tweet sentiment" in text and "text-bag` fine-tuned" in text
     assert (out.parent / "fidelity-text-check-scatter.png").exists()
+
+
+def test_the_fine_tuning_plan_starts_every_new_model_from_the_plain_old_one(tmp_path):
+    """fine-tuning: the same rows twice; in the second every new model (plain, replicas, students)
+    starts from that seed's plain old model, and only BCWI (which fine-tunes either way) is shared."""
+    layout = planning.layout(MODES["fine-tuning"], 2, tmp_path)
+    jobs = layout.plan.jobs
+    for seed in (0, 1):
+        scratch, tuned = layout.rows[seed], layout.from_old[seed]
+        assert [r.method for r in scratch] == [r.method for r in tuned]
+        assert not any("elodi" in r.method and "plain old" not in r.method for r in scratch)  # no both-ends rows
+        plain_old = f"s{seed}/old/replica-1"
+        for before, after in zip(scratch, tuned):
+            assert before.old == after.old  # the old side is the deployed model either way
+            assert set(after.new).isdisjoint(before.new) == (before.method != "bcwi")
+            new = [name for name in after.new if not name.endswith("/bcwi")]
+            for name in new:
+                assert jobs[name].init_from == plain_old and jobs[name].job.init_from == jobs[plain_old].stem + ".pt"
+            assert all(jobs[name].init_from is None for name in before.new if "bcwi" not in name)
+        teachers = dict(jobs[f"s{seed}/new-from-old/elodi-k10-m4"].references)["teacher"]
+        assert all(jobs[name].init_from == plain_old for name in teachers)
+    assert not any(name.startswith(("s0/v1", "s1/v1")) for name in jobs)  # no chain
+
+
+def test_text_models_started_from_the_old_weights_read_the_old_tokenizer(tmp_path):
+    mode = MODES["fine-tuning-text"]
+    jobs = planning.layout(mode, 1, tmp_path, num_classes=3).plan.jobs
+    old, scratch, tuned = (jobs[n].job for n in ("s0/old/replica-1", "s0/new/replica-1", "s0/new-from-old/kd"))
+    assert old.arch == scratch.arch == tuned.arch == "text-bag"
+    assert tuned.inputs == old.inputs != scratch.inputs
+    assert (tuned.data, tuned.config.lr, tuned.config.epochs) == (scratch.data, mode.lr, mode.epochs)
+
+
+@pytest.mark.slow
+def test_the_fine_tuning_check_mode_end_to_end(tmp_path):
+    """The fine-tuning section: both tables from real trainings, the paired table, the scatter."""
+    out = tmp_path / "docs" / "benchmarks.md"
+    command = [sys.executable, "-m", "benchmarks.fidelity", "--mode", "fine-tuning-check", "--local"]
+    done = subprocess.run(
+        [*command, "--out", str(out), "--work", str(tmp_path / "work")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((tmp_path / "work" / "fine-tuning-check" / "results.json").read_text())
+    scratch, tuned = record["eval"]["table"], record["eval"]["from_old"]
+    assert [e["method"] for e in scratch] == [e["method"] for e in tuned]
+    assert scratch[0]["nfr"] != tuned[0]["nfr"] and scratch[-1]["nfr"] == tuned[-1]["nfr"]  # none differs, BCWI is one
+    assert "from_old" in record["val"] and record["eval"]["from_old_verdicts"]
+    text = out.read_text()
+    assert "## Fidelity, fine-tuning from the deployed weights: Fashion-MNIST, mlp-small" in text
+    assert "| method | ER_new % scratch | NFR % scratch | ER_new % from old |" in text
+    assert (out.parent / "fidelity-fine-tuning-check-scatter.png").read_bytes()[:4] == b"\x89PNG"

@@ -26,7 +26,8 @@ import torch
 
 from benchmarks.fidelity import plan as planning
 from benchmarks.fidelity.execute import load_logits, run_plan, run_plan_local
-from benchmarks.fidelity.report import heading, scatter, section_body
+from benchmarks.fidelity.modes import MODES, Mode
+from benchmarks.fidelity.report import data_name, heading, scatter, section_body
 from benchmarks.fidelity.results import merge, results
 from benchmarks.report import write_section
 from workers.jobs import cached_splits
@@ -50,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         dest="mode",
         help="tweets: text-bag (half the data) → text-cnn, 3 seeds, ~30 min on 2 CPUs (gpu-text: text-transformer)",
     )
-    scale.add_argument("--mode", choices=sorted(planning.MODES), dest="mode", help="any mode by name")
+    scale.add_argument("--mode", choices=sorted(MODES), dest="mode", help="any mode by name")
     parser.set_defaults(mode="default")
     parser.add_argument(
         "--local", action="store_true", help="run the jobs in this process, not on Ray (always for GPU modes)"
@@ -117,7 +118,7 @@ def invocations(work: Path, this: dict) -> list[dict]:
     return runs
 
 
-def run_jobs(layout: planning.Layout, mode: planning.Mode, args: argparse.Namespace) -> dict:
+def run_jobs(layout: planning.Layout, mode: Mode, args: argparse.Namespace) -> dict:
     """Every job of the plan: in this process (GPU modes, --local), else on a local Ray."""
     say = lambda line: print(line, flush=True)  # noqa: E731
     if args.local or mode.name.startswith("gpu") or args.evaluate_only:
@@ -141,7 +142,7 @@ def run_jobs(layout: planning.Layout, mode: planning.Mode, args: argparse.Namesp
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    mode = planning.MODES[args.mode]
+    mode = MODES[args.mode]
     trains = not (args.report_only or args.evaluate_only or args.merge)
     if mode.device == "cuda" and not torch.cuda.is_available() and trains:
         raise SystemExit(f"fidelity --{mode.name}: no CUDA device here")
@@ -216,17 +217,17 @@ def merged(records: list[dict], args: argparse.Namespace) -> dict:
     }
 
 
-def write_report(record: dict, out: Path, work: Path, mode: planning.Mode, seeds: int) -> dict:
+def write_report(record: dict, out: Path, work: Path, mode: Mode, seeds: int) -> dict:
     """The section in `out` (docs/benchmarks.md) and the ER–NFR scatter beside it (skipped, with a
     note, where matplotlib is missing: a bare GPU machine)."""
     plot_name = ""
     try:
-        name = f"fidelity-{mode.name}-scatter.png" if mode.name.startswith(("gpu", "text")) else "fidelity-scatter.png"
-        data = f"tweets, {mode.old_arch} → {mode.arch}" if mode.text else f"Fashion-MNIST, {mode.arch}"
+        name = "fidelity-scatter.png" if mode.name in ("default", "quick") else f"fidelity-{mode.name}-scatter.png"
         plot = scatter(
             record["eval"]["table"],
             out.parent / name,
-            f"{data}, {seeds} seed(s), eval split: ER vs NFR (mean ± std)",
+            f"{data_name(record['mode'])}, {seeds} seed(s), eval split: ER vs NFR (mean ± std)",
+            record["eval"].get("from_old", ()),
         )
         plot_name = plot.name
     except ImportError as e:

@@ -29,6 +29,7 @@ import ray
 
 from benchmarks.fidelity import plan as planning
 from benchmarks.fidelity.execute import load_logits, run_plan
+from benchmarks.fidelity.modes import MODES, Mode
 from benchmarks.fidelity.results import ensemble, mean_std
 from benchmarks.report import write_section
 from workers.jobs import cached_splits
@@ -55,7 +56,7 @@ def prefixed(prefix: str) -> Callable[[str], None]:
 FD_VARIANTS = {"fd-kl": (0.9, 0.5), "fd-lm": (0.9, 0.5)}  # method: α values (0.9 is the benchmarked one)
 
 
-def fd_scores(mode: planning.Mode, folder: Path, seeds: int, labels: np.ndarray) -> dict[str, dict]:
+def fd_scores(mode: Mode, folder: Path, seeds: int, labels: np.ndarray) -> dict[str, dict]:
     """FD students toward the plain old model with each α of FD_VARIANTS: val ER_new, NFR, NFR / none."""
     table = {}
     for method, alphas in FD_VARIANTS.items():
@@ -92,7 +93,7 @@ def fd_markdown(table: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def variant_mode(mode: planning.Mode, change: dict[str, Any]) -> planning.Mode:
+def variant_mode(mode: Mode, change: dict[str, Any]) -> Mode:
     settings = {k: v for k, v in change.items() if k not in ("k", "elodi_epochs")}
     if change.get("elodi_epochs") == "2x":
         settings["elodi_epochs"] = 2 * mode.epochs
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--work", default="benchmark-output/fidelity")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args(argv)
-    mode = planning.MODES["quick" if args.quick else "default"]
+    mode = MODES["quick" if args.quick else "default"]
     folder = (Path(args.work) / mode.name).resolve()
     data = cached_splits(planning.Planner(mode, folder).data("new"))
     labels = data.val.labels.numpy()

@@ -26,184 +26,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from benchmarks.fidelity.modes import Mode
 from workers.data.text import TextSet
 from workers.inputs import InputSpec
 from workers.jobs import DataRequest, TrainJob, cached_splits
-from workers.losses import LdiReduction, TopKBy
 from workers.objectives import Objective
 from workers.trainer import TrainConfig
 
 VERSIONS = ("v1", "old", "new")
 STUDENT_OFFSET = 500
-
-
-@dataclass(frozen=True)
-class Mode:
-    """Scale of one benchmark run (defaults in one place)."""
-
-    name: str
-    seeds: int
-    arch: str
-    train_sizes: tuple[int | None, int | None, int | None]  # v1, old, new (None: all)
-    eval_limit: int | None
-    epochs: int
-    lr: float
-    m: int  # ensemble size of the paragon and ELODI rows
-    curve: tuple[int, ...]  # ensemble sizes of the NFR-vs-m table
-    curve_seeds: int | None  # seeds of the NFR-vs-m table (None: all); it costs ~2/3 of a seed's table
-    k_small: int  # ELODI's small K (K = C is "all classes")
-    alpha: float = 0.8  # ELODI's weight of LDI
-    legacy_weight: float = 0.5  # λ of Eq. 9
-    bcwi_tolerance: float = 0.003  # BCWI: ER(α) ≤ ER(α = 0) + this, on val
-    elodi_epochs: int | None = None  # ELODI students' epochs (None: `epochs`, like every other model)
-    elodi_clip: float | None = 5.0  # ELODI students' gradient-norm clip (TrainConfig.max_grad_norm)
-    fd_alpha: float | None = None  # KD / FD weight α (None: the method's default, 0.5 / 0.9)
-    topk_by: TopKBy = "teacher"  # LDI's K(x): the teacher ensemble's top-K (ELODI Eq. 5), the student's, or union
-    device: str = "cpu"
-    gpus_per_task: float = 0.0
-    batch_size: int = 128
-    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: forward passes under autocast (students and their teachers)
-    pack: int = 1  # replicas of one version trained together as one batched model (local executor)
-    chain: bool = True  # the v1 → v2 → v3 chain table (needs ELODI students of v1 too)
-    curve_first: bool = False  # plan the NFR-vs-m models (paragons, ELODI both ends) before the main table
-    ldi_reduction: LdiReduction = "sum"
-    exclude_label: bool = False
-    dataset: str = "fashion-mnist"  # DataRequest.source of every version
-    old_arch: str | None = None  # v1's and old's architecture (None: `arch`); BCWI fine-tunes it
-    old_lr: float | None = None  # their learning rate (None: `lr`)
-    old_epochs: int | None = None  # their epochs (None: `epochs`)
-    toward_old: tuple[str, ...] = ("kd", "fd-kl", "fd-lm", "dynamic-fd")  # methods distilling the plain old
-    weight_decay: float = 5e-4  # text: 0 (a text-bag's mean of embeddings underfits with it)
-
-    @property
-    def text(self) -> bool:
-        return self.dataset == "tweet-sentiment"
-
-
-# old = text-bag on half of the tweets' training split, new = a text-cnn on all of it, each version with
-# its own tokenizer; BCWI text-bag → text-bag. The issue's methods: no dynamic FD
-TEXT = Mode(
-    "text",
-    seeds=3,
-    arch="text-cnn",
-    train_sizes=(13640, 13640, None),
-    eval_limit=None,
-    epochs=3,
-    lr=0.02,
-    m=4,
-    curve=(2, 4),
-    curve_seeds=1,
-    k_small=3,
-    batch_size=64,
-    chain=False,
-    elodi_epochs=6,
-    dataset="tweet-sentiment",
-    old_arch="text-bag",
-    old_lr=2.0,
-    old_epochs=5,
-    weight_decay=0.0,
-    toward_old=("kd", "fd-kl", "fd-lm"),
-)
-
-MODES = {
-    "quick": Mode(
-        "quick",
-        seeds=1,
-        arch="small-cnn",
-        train_sizes=(500, 1000, 2000),
-        eval_limit=1000,
-        epochs=1,
-        lr=0.05,
-        m=2,
-        curve=(1, 2),
-        curve_seeds=None,
-        k_small=3,
-    ),
-    "default": Mode(
-        "default",
-        seeds=3,
-        arch="small-cnn",
-        train_sizes=(2500, 5000, 10000),
-        eval_limit=None,
-        epochs=6,
-        lr=0.05,
-        m=4,
-        curve=(1, 2, 4, 8),
-        curve_seeds=1,
-        k_small=3,
-    ),
-    # one GPU, no Ray (python -m benchmarks.fidelity --gpu): resnet20 on the full training split for old
-    # and new (the update retrains; seeds differ), m = 4 and 8, both ends and plain old → ELODI new,
-    # every method, 3 seeds; replicas packed 8 at a time, students with their teachers in-process, bf16
-    "gpu": Mode(
-        "gpu",
-        seeds=3,
-        arch="resnet20",
-        train_sizes=(27000, None, None),
-        eval_limit=None,
-        epochs=4,
-        lr=0.1,
-        m=8,
-        curve=(4, 8),
-        curve_seeds=None,
-        k_small=10,
-        device="cuda",
-        batch_size=256,
-        precision="bf16",
-        pack=8,
-        chain=False,
-        elodi_epochs=8,
-        curve_first=True,
-    ),
-    # text (python -m benchmarks.fidelity --text, ~30 min on 2 CPU cores): see TEXT
-    "text": TEXT,
-    # the same with a text-transformer as the new model, on one GPU in this process (issue 24); on
-    # 2 CPU cores a transformer training takes ~6 min, too long for a 3-seed table there
-    "gpu-text": replace(
-        TEXT,
-        name="gpu-text",
-        arch="text-transformer",
-        epochs=5,
-        lr=0.05,
-        m=8,
-        curve=(4, 8),
-        curve_seeds=None,
-        batch_size=128,
-        elodi_epochs=None,
-        device="cuda",
-    ),
-    # the text modes' code path on a CPU in a minute (tests/test_fidelity.py)
-    "text-check": replace(
-        TEXT,
-        name="text-check",
-        seeds=1,
-        train_sizes=(600, 600, 1200),
-        eval_limit=500,
-        epochs=1,
-        m=2,
-        curve=(1, 2),
-        curve_seeds=None,
-        elodi_epochs=None,
-        old_epochs=1,
-    ),
-    # the gpu mode's code path on a CPU in a minute (tests/test_fidelity.py)
-    "gpu-check": Mode(
-        "gpu-check",
-        seeds=1,
-        arch="mlp-small",
-        train_sizes=(500, 1000, 1000),
-        eval_limit=500,
-        epochs=1,
-        lr=0.05,
-        m=2,
-        curve=(1, 2),
-        curve_seeds=None,
-        k_small=10,
-        batch_size=128,
-        pack=2,
-        chain=False,
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -241,6 +72,7 @@ class Planner:
     folder: Path
     jobs: dict[str, Planned] = field(default_factory=dict)
     group: str = "table"
+    start: Literal["scratch", "old"] = "scratch"  # "old": new-version models start from the plain old model
 
     def data(self, version: str) -> DataRequest:
         """The version's data: its first `train_sizes` training samples; eval and val are the same for all."""
@@ -292,7 +124,9 @@ class Planner:
             [self.jobs[init_from].stem] if init_from else []
         )
         config = self.config(seed, epochs, clip, like)
-        job = TrainJob(name, self.data(version), self.arch(like), config, "", objective, inputs=self.inputs(like))
+        # a model that starts from another's weights reads its inputs as that one does (text: its tokenizer)
+        inputs = self.jobs[init_from].job.inputs if init_from else self.inputs(like)
+        job = TrainJob(name, self.data(version), self.arch(like), config, "", objective, inputs=inputs)
         stem = str(self.folder / f"{name.replace('/', '_')}-{digest(kind, job, upstream)}")
         init_path = f"{self.jobs[init_from].stem}.pt" if init_from else None
         job = replace(job, checkpoint_uri=f"{stem}.pt", init_from=init_path)
@@ -314,10 +148,30 @@ def seed_of(seed: int, version: str, index: int) -> int:
     return 10000 * seed + 1000 * VERSIONS.index(version) + index
 
 
+def prefix(plan: Planner, seed: int, version: str) -> str:
+    """`s{seed}/{version}`; new models that start from the old weights are `s{seed}/new-from-old`."""
+    return f"s{seed}/new-from-old" if start_of(plan, seed, version) else f"s{seed}/{version}"
+
+
+def start_of(plan: Planner, seed: int, version: str) -> str | None:
+    """The planned model whose weights a `version` model starts from: None (from scratch), or, when the
+    planner fine-tunes, the plain old model for every new-version model (what `init: old` does when the
+    plain model is the deployed one: replicas, students and plain training alike)."""
+    return f"s{seed}/old/replica-1" if plan.start == "old" and version == "new" else None
+
+
 def replicas(plan: Planner, seed: int, version: str, count: int) -> tuple[str, ...]:
     """Names of replicas 1 … count of `version`, added if missing."""
+    if start_of(plan, seed, version):
+        plain(plan, seed, "old")
     return tuple(
-        plan.add(f"s{seed}/{version}/replica-{i}", version, seed_of(seed, version, i)) for i in range(1, count + 1)
+        plan.add(
+            f"{prefix(plan, seed, version)}/replica-{i}",
+            version,
+            seed_of(seed, version, i),
+            init_from=start_of(plan, seed, version),
+        )
+        for i in range(1, count + 1)
     )
 
 
@@ -340,16 +194,17 @@ def elodi(plan: Planner, seed: int, version: str, m: int, k: int, legacy: bool =
         exclude_label=plan.mode.exclude_label,
     )
     references = {"teacher": teachers}
-    name = f"s{seed}/{version}/elodi-k{k}-m{m}"
+    name = f"{prefix(plan, seed, version)}/elodi-k{k}-m{m}"
     if legacy:
         references["old"] = (plain(plan, seed, "old"),)
-        name = f"s{seed}/{version}/elodi-legacy-k{k}-m{m}"
+        name = f"{prefix(plan, seed, version)}/elodi-legacy-k{k}-m{m}"
     return plan.add(
         name,
         version,
         seed_of(seed, version, STUDENT_OFFSET),
         objective,
         references,
+        init_from=start_of(plan, seed, version),
         epochs=plan.mode.elodi_epochs,
         clip=plan.mode.elodi_clip,
     )
@@ -358,16 +213,18 @@ def elodi(plan: Planner, seed: int, version: str, m: int, k: int, legacy: bool =
 def toward_old(plan: Planner, seed: int, method: str) -> str:
     """A new student trained with `method` (kd, fd-kl, fd-lm, dynamic-fd) toward the plain old."""
     return plan.add(
-        f"s{seed}/new/{method}",
+        f"{prefix(plan, seed, 'new')}/{method}",
         "new",
         seed_of(seed, "new", STUDENT_OFFSET),
         Objective(method, alpha=plan.mode.fd_alpha),
         {"old": (plain(plan, seed, "old"),)},
+        init_from=start_of(plan, seed, "new"),
     )
 
 
 def bcwi(plan: Planner, seed: int) -> str:
-    """BCWI: fine-tune from the plain old model on the new data, then interpolate (α on val)."""
+    """BCWI: fine-tune from the plain old model on the new data, then interpolate (α on val). It starts
+    from the old weights either way: one model serves the scratch and the fine-tuning tables."""
     old = plain(plan, seed, "old")
     tuned = plan.add(
         f"s{seed}/new/bcwi-finetune", "new", seed_of(seed, "new", STUDENT_OFFSET), init_from=old, like="old"
@@ -399,7 +256,7 @@ def table_rows(plan: Planner, seed: int, num_classes: int) -> list[Row]:
     rows.append(
         Row(f"paragon ({mode.m}×, both ends)", replicas(plan, seed, "old", mode.m), replicas(plan, seed, "new", mode.m))
     )
-    for k in dict.fromkeys((num_classes, min(mode.k_small, num_classes))):
+    for k in dict.fromkeys((num_classes, min(mode.k_small, num_classes))) if mode.both_ends else ():
         label = "all" if k >= num_classes else str(k)
         rows.append(
             Row(
@@ -443,12 +300,15 @@ def curve_rows(plan: Planner, seed: int, num_classes: int) -> dict[int, dict[str
 
 @dataclass
 class Layout:
-    """Everything one run evaluates, per seed; the planner holds the jobs in submission order."""
+    """Everything one run evaluates, per seed; the planner holds the jobs in submission order.
+    `from_old`: the main table's rows again with every new model started from the plain old model's
+    weights (fine-tuning modes; empty otherwise)."""
 
     plan: Planner
     rows: dict[int, list[Row]]
     chains: dict[int, dict[str, tuple[str, ...]]]
     curves: dict[int, dict[int, dict[str, Row]]]
+    from_old: dict[int, list[Row]] = field(default_factory=dict)
 
 
 def layout(mode: Mode, seeds: int, folder: Path, num_classes: int = 10, first_seed: int = 0) -> Layout:
@@ -463,12 +323,17 @@ def layout(mode: Mode, seeds: int, folder: Path, num_classes: int = 10, first_se
         curves = {s: curve_rows(plan, s, num_classes) for s in curve_seeds}
         plan.group = "table"
     rows = {s: table_rows(plan, s, num_classes) for s in every}
+    from_old = {}
+    if mode.fine_tuning:
+        plan.group, plan.start = "from-old", "old"
+        from_old = {s: table_rows(plan, s, num_classes) for s in every}
+        plan.start = "scratch"
     plan.group = "chain"
     chains = {s: chain_versions(plan, s, num_classes) for s in every} if mode.chain else {}
     if not mode.curve_first:
         plan.group = "curve"
         curves = {s: curve_rows(plan, s, num_classes) for s in curve_seeds}
-    return Layout(plan, rows, chains, curves)
+    return Layout(plan, rows, chains, curves, from_old)
 
 
 def prune(layout: Layout, available: set[str]) -> Layout:
@@ -482,12 +347,19 @@ def prune(layout: Layout, available: set[str]) -> Layout:
         rows = layout.rows[seed]
         return all(complete(r) for r in rows if r.method == "none" or r.method.startswith("paragon"))
 
+    def table(by_seed: dict[int, list[Row]]) -> dict[int, list[Row]]:  # the rows complete in every seed
+        keep = [i for i in range(len(by_seed[seeds[0]])) if all(complete(by_seed[s][i]) for s in seeds)]
+        kept = {by_seed[seeds[0]][i].method for i in keep}
+        if "none" not in kept or not any(m.startswith("paragon") for m in kept):
+            raise ValueError("too few trained models for a table: no treatment and the paragon are needed")
+        return {s: [by_seed[s][i] for i in keep] for s in seeds}
+
     seeds = [s for s in sorted(layout.rows) if usable(s)] or sorted(layout.rows)[:1]
-    keep = [i for i in range(len(layout.rows[seeds[0]])) if all(complete(layout.rows[s][i]) for s in seeds)]
-    kept = {layout.rows[seeds[0]][i].method for i in keep}
-    if "none" not in kept or not any(m.startswith("paragon") for m in kept):
-        raise ValueError("too few trained models for a table: no treatment and the paragon are needed")
-    rows = {s: [layout.rows[s][i] for i in keep] for s in seeds}
+    rows = table(layout.rows)
+    try:
+        from_old = table(layout.from_old) if layout.from_old else {}
+    except ValueError:  # the fine-tuning table's models were not trained (yet): the scratch table alone
+        from_old = {}
     chains = {s: c for s, c in layout.chains.items() if s in seeds and all(set(v) <= available for v in c.values())}
     curves = {
         s: {m: c for m, c in curve.items() if all(complete(r) for r in c.values())}
@@ -496,4 +368,4 @@ def prune(layout: Layout, available: set[str]) -> Layout:
     }
     common = set.intersection(*(set(c) for c in curves.values())) if curves else set()
     curves = {s: {m: c for m, c in curve.items() if m in common} for s, curve in curves.items()}
-    return Layout(layout.plan, rows, chains if len(chains) == len(layout.chains) else {}, curves)
+    return Layout(layout.plan, rows, chains if len(chains) == len(layout.chains) else {}, curves, from_old)

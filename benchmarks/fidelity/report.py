@@ -15,11 +15,41 @@ GPU_SECTION = "## Fidelity at GPU scale: resnet20 on full Fashion-MNIST"
 
 def heading(mode: Mapping[str, Any]) -> str:
     """The docs/benchmarks.md section a mode's results go to: GPU scale next to the CPU's small scale,
-    one section per text architecture pair."""
+    one section per text architecture pair, one per fine-tuning table."""
+    if mode.get("fine_tuning"):
+        return f"## Fidelity, fine-tuning from the deployed weights: {data_name(mode)}"
     if mode.get("dataset", "fashion-mnist") != "fashion-mnist":
         where = " (GPU)" if mode["device"] == "cuda" else ""
         return f"## Fidelity on text{where}: {mode['old_arch']} → {mode['arch']} on tweet sentiment"
     return GPU_SECTION if mode["device"] == "cuda" or mode["name"].startswith("gpu") else SECTION
+
+
+def mode_flag(mode: Mapping[str, Any]) -> str:
+    """How the command line names the mode: 'default', '`--text`', '`--mode fine-tuning`'."""
+    if mode["name"] == "default":
+        return "default"
+    return f"`--{mode['name']}`" if mode["name"] in ("quick", "gpu", "text") else f"`--mode {mode['name']}`"
+
+
+def data_name(mode: Mapping[str, Any]) -> str:
+    """'tweets, text-bag → text-cnn' or 'Fashion-MNIST, small-cnn'."""
+    if mode.get("dataset", "fashion-mnist") != "fashion-mnist":
+        return (
+            f"tweets, {mode['old_arch']} → {mode['arch']}"
+            if mode["old_arch"] != mode["arch"]
+            else f"tweets, {mode['arch']}"
+        )
+    return f"Fashion-MNIST, {mode['arch']}"
+
+
+def _elodi_setting(mode: Mapping[str, Any], old: str) -> str:
+    """The sentence on which ELODI rows the table has."""
+    legacy = f"Eq. 9's legacy LDI toward the plain old model (λ = {mode['legacy_weight']})"
+    if not mode.get("both_ends", True):
+        return f"""the old model is the plain one; the "plain old →" rows distil the new
+model from its own m replicas, the second adding {legacy}"""
+    return f"""the old model is itself an ELODI student of m {old} replicas (Algorithm 1); the
+two "plain old →" rows distil only the new model, the second adding {legacy}"""
 
 
 def _text_setting(record: Mapping[str, Any], seeds: str) -> str:
@@ -30,7 +60,7 @@ def _text_setting(record: Mapping[str, Any], seeds: str) -> str:
     old, arch, m = mode["old_arch"], mode["arch"], mode["m"]
     elodi_epochs = f"; ELODI students train {mode['elodi_epochs']} epochs" if mode.get("elodi_epochs") else ""
     sentences = [
-        f"Setting (`--{mode['name']}` mode): the built-in tweet-sentiment corpus (3 classes).",
+        f"Setting ({mode_flag(mode)} mode): the built-in tweet-sentiment corpus (3 classes).",
         f"Old: `{old}` on the first {mode['train_sizes'][1]} samples of the training split (half),",
         f"{old_epochs} epoch(s), SGD lr {old_lr}; new: `{arch}` on {new_size}, {mode['epochs']} epoch(s),",
         f"SGD lr {mode['lr']}, weight decay {mode.get('weight_decay', 5e-4)}; each version reads the text through",
@@ -39,10 +69,8 @@ def _text_setting(record: Mapping[str, Any], seeds: str) -> str:
         f"no augmentation; eval: {record['n_eval']} held-out tweets, val: {record['n_val']}. {seeds}; every",
         "method of a seed shares that seed's old model and replicas. Replica 1 of each version is its plain",
         f"(no-treatment) model; the paragon is the mean logits of m = {m} replicas at both ends (the paper's",
-        f"Table 1 protocol). ELODI (α = {mode['alpha']}, LDI with p = 2 over K = all 3 classes): the old",
-        f'model is itself an ELODI student of m `{old}` replicas (Algorithm 1); the "plain old →" rows',
-        "distil only the new model, the second adding Eq. 9's legacy LDI toward the plain old model",
-        f"(λ = {mode['legacy_weight']}){elodi_epochs}. BCWI: `{old}` fine-tuned from the old weights on all",
+        f"Table 1 protocol). ELODI (α = {mode['alpha']}, LDI with p = 2 over K = all 3 classes):",
+        f"{_elodi_setting(mode, f'`{old}`')}{elodi_epochs}. BCWI: `{old}` fine-tuned from the old weights on all",
         "the data (the",
         "old tokenizer kept), then θ = α·θ_old + (1−α)·θ_new with α picked on val (lowest val NFR with val",
         "ER ≤ α = 0's + 0.3 pt). KD: α = 0.5, T = 4; FD: α = 0.9, focal 1 + 5·1[old correct], FD-KL",
@@ -71,22 +99,22 @@ def invocation_lines(runs: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def table_markdown(table: Sequence[Mapping[str, Any]]) -> str:
-    return markdown_table(
-        ["method", "ER_old %", "ER_new %", "NFR %", "Rel-NFR", "PFR %", "gap closed %"],
+def table_markdown(table: Sequence[Mapping[str, Any]], gap: bool = True) -> str:
+    """The main table; without `gap`, no "gap closed" column."""
+    headers = ["method", "ER_old %", "ER_new %", "NFR %", "Rel-NFR", "PFR %", "gap closed %"]
+    rows = [
         [
-            [
-                e["method"],
-                percent(e["er_old"]),
-                percent(e["er_new"]),
-                f"**{percent(e['nfr'])}**",
-                plain_number(e["rel_nfr"]),
-                percent(e["pfr"]),
-                percent(e.get("gap_closed")),
-            ]
-            for e in table
-        ],
-    )
+            e["method"],
+            percent(e["er_old"]),
+            percent(e["er_new"]),
+            f"**{percent(e['nfr'])}**",
+            plain_number(e["rel_nfr"]),
+            percent(e["pfr"]),
+            percent(e.get("gap_closed")),
+        ]
+        for e in table
+    ]
+    return markdown_table(headers, rows) if gap else markdown_table(headers[:-1], [row[:-1] for row in rows])
 
 
 def verdict_lines(checks: Sequence[Mapping[str, Any]]) -> str:
@@ -125,13 +153,68 @@ def curve_markdown(curve: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def scatter(table: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
-    """ER_new against NFR, one point per method (mean, error bars: std over seeds)."""
+def fine_tuning_markdown(split: Mapping[str, Any]) -> str:
+    """The fine-tuning part of a section: each method from scratch against from the old weights, the
+    from-old table in full and its targets."""
+    pairs = markdown_table(
+        [
+            "method",
+            "ER_new % scratch",
+            "NFR % scratch",
+            "ER_new % from old",
+            "NFR % from old",
+            "NFR from old ÷ scratch",
+        ],
+        [
+            [
+                scratch["method"],
+                percent(scratch["er_new"]),
+                percent(scratch["nfr"]),
+                percent(tuned["er_new"]),
+                f"**{percent(tuned['nfr'])}**",
+                f"{tuned['nfr'][0] / scratch['nfr'][0]:.2f}" if scratch["nfr"][0] else "undefined",
+            ]
+            for scratch, tuned in zip(split["table"], split["from_old"])
+        ],
+    )
+    return f"""From the old weights: the same methods with every new model (plain training, the replicas,
+the students) started from the plain old model's weights, as `init: old` starts a version from the
+deployed one, at the same learning rate and schedule; text models read the old model's tokenizer,
+which `init: old` keeps. BCWI fine-tunes from the old weights in both tables, so its row is one model.
+Each method, from scratch against from the old weights (eval split, mean ± std over seeds):
+
+{pairs}
+
+The from-old table in full. Its paragon's new side is m models fine-tuned from the one plain old
+model: they barely differ, so it is no upper bound here, and there is no "gap closed" column:
+
+{table_markdown(split["from_old"], gap=False)}
+
+Targets on the from-old table:
+
+{verdict_lines(split["from_old_verdicts"])}"""
+
+
+def scatter(
+    table: Sequence[Mapping[str, Any]], path: Path, title: str, from_old: Sequence[Mapping[str, Any]] = ()
+) -> Path:
+    """ER_new against NFR, one point per method (mean, error bars: std over seeds); with `from_old`,
+    one colour per start (from scratch, from the old weights) and each point labelled with its method."""
     from orchestrator.views import plots
 
-    points = [
-        plots.Point(e["er_new"][0], e["nfr"][0], e["method"], er_std=e["er_new"][1], nfr_std=e["nfr"][1]) for e in table
-    ]
+    def point(entry: Mapping[str, Any], group: str | None) -> plots.Point:
+        label = entry["method"].split(" (")[0].replace("plain old → ", "").replace(" K=all", "") if group else None
+        return plots.Point(
+            entry["er_new"][0],
+            entry["nfr"][0],
+            group or entry["method"],
+            label,
+            er_std=entry["er_new"][1],
+            nfr_std=entry["nfr"][1],
+        )
+
+    starts = "from scratch" if from_old else None
+    points = [point(e, starts) for e in table] + [point(e, "from the old weights") for e in from_old]
     figure = plots.er_nfr_scatter(
         points, title, xlabel="ER of the new model (%)", ylabel="NFR w.r.t. the old model (%)"
     )
@@ -167,7 +250,7 @@ models (K = all, m = {mode["m"]}) on every version:
         else "one architecture, old and new trained on the same images with different seeds (an update that retrains)"
     )
     machine = f"{record['machine']}, torch {record['torch']}"
-    mode_name = "default" if mode["name"] == "default" else f"`--{mode['name']}`"
+    mode_name = mode_flag(mode)
     ldi = f"LDI {mode.get('ldi_reduction', 'sum')} over K{', true class left out' if mode.get('exclude_label') else ''}"
     batch, precision = mode.get("batch_size", 128), mode.get("precision", "fp32")
     elodi_epochs = f"; ELODI students {mode['elodi_epochs']} epochs" if mode.get("elodi_epochs") else ""
@@ -179,14 +262,22 @@ norm clipped at 5; {ldi}{elodi_epochs}. {seeds} seed(s){stopped}; every
 method of a seed shares that seed's old model and replicas. Replica 1 of each version is its plain
 (no-treatment) model; the paragon is the mean logits of m = {mode["m"]} replicas at both ends (the
 paper's Table 1 protocol: the old side is an ensemble too). ELODI (α = {mode["alpha"]}, LDI with
-p = 2): the old model is itself an ELODI student of m old-architecture replicas (Algorithm 1); the
-two "plain old →" rows distil only the new model, the second adding Eq. 9's legacy LDI toward the
-plain old model (λ = {mode["legacy_weight"]}). BCWI: fine-tune from the old weights, then
+p = 2): {_elodi_setting(mode, "old-architecture")}. BCWI: fine-tune from the old weights, then
 θ = α·θ_old + (1−α)·θ_new with α picked on val (lowest val NFR with val ER ≤ α = 0's + 0.3 pt;
 every parameter and BatchNorm buffer interpolated). KD: α = 0.5, T = 4; FD: α = 0.9, focal 1 + 5·1[old
 correct], FD-KL T = 100; dynamic FD: logit matching."""
     if mode.get("dataset", "fashion-mnist") != "fashion-mnist":
         setting = _text_setting(record, f"{seeds} seed(s){stopped}")
+    curve = (
+        f"""NFR against the ensemble size m (both ends: paragon = m-model ensembles, ELODI = students of m
+replicas; m = 1 distils one replica), over {min(seeds, record["curve_seeds"])} seed(s):
+
+{curve_markdown(test["curve"])}
+
+"""
+        if test["curve"]
+        else ""
+    )
     return f"""Command: `{record["command"]}` on {record["cpus"]} CPU cores ({machine},
 {record["device"]}), {record["date"]}: {invocation_lines(record["invocations"])}.
 
@@ -204,12 +295,9 @@ Targets (computed from the means above):
 
 {verdict_lines(test["verdicts"])}
 
+{fine_tuning_markdown(test) if "from_old" in test else ""}
+
 {"![ER–NFR scatter](" + plot_name + ")" if plot_name else ""}
 
-{chain}NFR against the ensemble size m (both ends: paragon = m-model ensembles, ELODI = students of m
-replicas; m = 1 distils one replica), over {min(seeds, record["curve_seeds"])} seed(s):
-
-{curve_markdown(test["curve"])}
-
-The same numbers on the val split (for any tuning) are in `{record["results_path"]}`.
+{chain}{curve}The same numbers on the val split (for any tuning) are in `{record["results_path"]}`.
 """

@@ -8,6 +8,7 @@ standard deviation (ddof = 1; 0 with one seed).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -176,15 +177,27 @@ def verdicts(table: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return checks
 
 
+def fine_tuning_verdicts(table: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The targets on a from-old table that do not compare with its paragon (m fine-tunes of one model)."""
+    return [check for check in verdicts(table) if check["unit"] != "× paragon"]
+
+
 def results(layout: Layout, logits: Mapping[str, np.ndarray], labels: np.ndarray) -> dict[str, Any]:
-    """Every number of one split: main table, verdicts, chains, NFR vs m."""
+    """Every number of one split: main table, verdicts, chains, NFR vs m; for a fine-tuning mode, the
+    main table again with the new models started from the plain old model (`from_old`, its verdicts)."""
     table = main_table(layout, logits, labels)
-    return {
+    numbers = {
         "table": table,
         "verdicts": verdicts(table),
         "chain": chain_table(layout, logits, labels),
         "curve": curve_table(layout, logits, labels),
     }
+    if layout.from_old:  # no gap: m fine-tunes of one old model are no paragon (see the report)
+        from_old = [
+            {**e, "gap_closed": None} for e in main_table(replace(layout, rows=layout.from_old), logits, labels)
+        ]
+        numbers |= {"from_old": from_old, "from_old_verdicts": fine_tuning_verdicts(from_old)}
+    return numbers
 
 
 def merge(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -192,9 +205,7 @@ def merge(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     reports put together, then summarised as one run would. Methods and curve points missing from a
     run are left out; a run from before curves kept their per-seed reports holds one seed, whose
     summary mean is that seed's report."""
-    tables = [{entry["method"]: entry["per_seed"] for entry in record["table"]} for record in records]
-    methods = [method for method in tables[0] if all(method in table for table in tables)]
-    table = table_of(methods, [[report for t in tables for report in t[method]] for method in methods])
+    table = _merged_table([record["table"] for record in records])
     curves = []
     for m in [entry["m"] for entry in records[0]["curve"]]:
         found = [next((e for e in record["curve"] if e["m"] == m), None) for record in records]
@@ -208,7 +219,18 @@ def merge(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             ]
             entry[kind] = summarise(entry["per_seed"][kind])
         curves.append(entry)
-    return {"table": table, "verdicts": verdicts(table), "chain": {}, "curve": curves}
+    merged = {"table": table, "verdicts": verdicts(table), "chain": {}, "curve": curves}
+    if all("from_old" in record for record in records):
+        from_old = [{**e, "gap_closed": None} for e in _merged_table([record["from_old"] for record in records])]
+        merged |= {"from_old": from_old, "from_old_verdicts": fine_tuning_verdicts(from_old)}
+    return merged
+
+
+def _merged_table(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """One main table from several runs' tables on disjoint seeds: the methods every run has."""
+    by_method = [{entry["method"]: entry["per_seed"] for entry in table} for table in tables]
+    methods = [method for method in by_method[0] if all(method in t for t in by_method)]
+    return table_of(methods, [[report for t in by_method for report in t[method]] for method in methods])
 
 
 def _one_seed(summary: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,224 @@
+"""The fidelity benchmark's modes: the scale and settings of one run, by name (`--mode NAME`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from workers.losses import LdiReduction, TopKBy
+
+
+@dataclass(frozen=True)
+class Mode:
+    """Scale of one benchmark run (defaults in one place)."""
+
+    name: str
+    seeds: int
+    arch: str
+    train_sizes: tuple[int | None, int | None, int | None]  # v1, old, new (None: all)
+    eval_limit: int | None
+    epochs: int
+    lr: float
+    m: int  # ensemble size of the paragon and ELODI rows
+    curve: tuple[int, ...]  # ensemble sizes of the NFR-vs-m table
+    curve_seeds: int | None  # seeds of the NFR-vs-m table (None: all); it costs ~2/3 of a seed's table
+    k_small: int  # ELODI's small K (K = C is "all classes")
+    alpha: float = 0.8  # ELODI's weight of LDI
+    legacy_weight: float = 0.5  # λ of Eq. 9
+    bcwi_tolerance: float = 0.003  # BCWI: ER(α) ≤ ER(α = 0) + this, on val
+    elodi_epochs: int | None = None  # ELODI students' epochs (None: `epochs`, like every other model)
+    elodi_clip: float | None = 5.0  # ELODI students' gradient-norm clip (TrainConfig.max_grad_norm)
+    fd_alpha: float | None = None  # KD / FD weight α (None: the method's default, 0.5 / 0.9)
+    topk_by: TopKBy = "teacher"  # LDI's K(x): the teacher ensemble's top-K (ELODI Eq. 5), the student's, or union
+    device: str = "cpu"
+    gpus_per_task: float = 0.0
+    batch_size: int = 128
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: forward passes under autocast (students and their teachers)
+    pack: int = 1  # replicas of one version trained together as one batched model (local executor)
+    chain: bool = True  # the v1 → v2 → v3 chain table (needs ELODI students of v1 too)
+    curve_first: bool = False  # plan the NFR-vs-m models (paragons, ELODI both ends) before the main table
+    ldi_reduction: LdiReduction = "sum"
+    exclude_label: bool = False
+    dataset: str = "fashion-mnist"  # DataRequest.source of every version
+    old_arch: str | None = None  # v1's and old's architecture (None: `arch`); BCWI fine-tunes it
+    old_lr: float | None = None  # their learning rate (None: `lr`)
+    old_epochs: int | None = None  # their epochs (None: `epochs`)
+    toward_old: tuple[str, ...] = ("kd", "fd-kl", "fd-lm", "dynamic-fd")  # methods distilling the plain old
+    weight_decay: float = 5e-4  # text: 0 (a text-bag's mean of embeddings underfits with it)
+    both_ends: bool = True  # the rows whose old side is an ELODI student too (Algorithm 1), and their old students
+    fine_tuning: bool = False  # a second table: every new model starts from the plain old model's weights
+
+    @property
+    def text(self) -> bool:
+        return self.dataset == "tweet-sentiment"
+
+
+# old = text-bag on half of the tweets' training split, new = a text-cnn on all of it, each version with
+# its own tokenizer; BCWI text-bag → text-bag. The issue's methods: no dynamic FD
+TEXT = Mode(
+    "text",
+    seeds=3,
+    arch="text-cnn",
+    train_sizes=(13640, 13640, None),
+    eval_limit=None,
+    epochs=3,
+    lr=0.02,
+    m=4,
+    curve=(2, 4),
+    curve_seeds=1,
+    k_small=3,
+    batch_size=64,
+    chain=False,
+    elodi_epochs=6,
+    dataset="tweet-sentiment",
+    old_arch="text-bag",
+    old_lr=2.0,
+    old_epochs=5,
+    weight_decay=0.0,
+    toward_old=("kd", "fd-kl", "fd-lm"),
+)
+
+FINE_TUNING = Mode(
+    "fine-tuning",
+    seeds=3,
+    arch="small-cnn",
+    train_sizes=(2500, 5000, 10000),
+    eval_limit=None,
+    epochs=6,
+    lr=0.05,
+    m=4,
+    curve=(),
+    curve_seeds=None,
+    k_small=3,
+    chain=False,
+    both_ends=False,
+    fine_tuning=True,
+)
+
+MODES = {
+    "quick": Mode(
+        "quick",
+        seeds=1,
+        arch="small-cnn",
+        train_sizes=(500, 1000, 2000),
+        eval_limit=1000,
+        epochs=1,
+        lr=0.05,
+        m=2,
+        curve=(1, 2),
+        curve_seeds=None,
+        k_small=3,
+    ),
+    "default": Mode(
+        "default",
+        seeds=3,
+        arch="small-cnn",
+        train_sizes=(2500, 5000, 10000),
+        eval_limit=None,
+        epochs=6,
+        lr=0.05,
+        m=4,
+        curve=(1, 2, 4, 8),
+        curve_seeds=1,
+        k_small=3,
+    ),
+    # one GPU, no Ray (python -m benchmarks.fidelity --gpu): resnet20 on the full training split for old
+    # and new (the update retrains; seeds differ), m = 4 and 8, both ends and plain old → ELODI new,
+    # every method, 3 seeds; replicas packed 8 at a time, students with their teachers in-process, bf16
+    "gpu": Mode(
+        "gpu",
+        seeds=3,
+        arch="resnet20",
+        train_sizes=(27000, None, None),
+        eval_limit=None,
+        epochs=4,
+        lr=0.1,
+        m=8,
+        curve=(4, 8),
+        curve_seeds=None,
+        k_small=10,
+        device="cuda",
+        batch_size=256,
+        precision="bf16",
+        pack=8,
+        chain=False,
+        elodi_epochs=8,
+        curve_first=True,
+    ),
+    # text (python -m benchmarks.fidelity --text, ~30 min on 2 CPU cores): see TEXT
+    "text": TEXT,
+    # the same with a text-transformer as the new model, on one GPU in this process (issue 24); on
+    # 2 CPU cores a transformer training takes ~6 min, too long for a 3-seed table there
+    "gpu-text": replace(
+        TEXT,
+        name="gpu-text",
+        arch="text-transformer",
+        epochs=5,
+        lr=0.05,
+        m=8,
+        curve=(4, 8),
+        curve_seeds=None,
+        batch_size=128,
+        elodi_epochs=None,
+        device="cuda",
+    ),
+    # the text modes' code path on a CPU in a minute (tests/test_fidelity.py)
+    "text-check": replace(
+        TEXT,
+        name="text-check",
+        seeds=1,
+        train_sizes=(600, 600, 1200),
+        eval_limit=500,
+        epochs=1,
+        m=2,
+        curve=(1, 2),
+        curve_seeds=None,
+        elodi_epochs=None,
+        old_epochs=1,
+    ),
+    # the fine-tuning table (issue 23): each method from scratch and from the deployed (plain old) model's
+    # weights, as `init: old` runs it; one architecture at both ends, so the old weights fit the new model
+    "fine-tuning": FINE_TUNING,
+    # the same on tweets: text-bag → text-bag (the text table's new text-cnn cannot start from a text-bag)
+    "fine-tuning-text": replace(
+        TEXT,
+        name="fine-tuning-text",
+        arch="text-bag",
+        epochs=5,
+        lr=2.0,
+        curve=(),
+        elodi_epochs=10,
+        toward_old=("kd", "fd-kl", "fd-lm", "dynamic-fd"),
+        both_ends=False,
+        fine_tuning=True,
+    ),
+    # the fine-tuning modes' code path on a CPU in a minute (tests/test_fidelity.py)
+    "fine-tuning-check": replace(
+        FINE_TUNING,
+        name="fine-tuning-check",
+        seeds=1,
+        arch="mlp-small",
+        train_sizes=(500, 500, 1000),
+        eval_limit=500,
+        epochs=1,
+        m=2,
+        toward_old=("kd",),
+    ),
+    # the gpu mode's code path on a CPU in a minute (tests/test_fidelity.py)
+    "gpu-check": Mode(
+        "gpu-check",
+        seeds=1,
+        arch="mlp-small",
+        train_sizes=(500, 1000, 1000),
+        eval_limit=500,
+        epochs=1,
+        lr=0.05,
+        m=2,
+        curve=(1, 2),
+        curve_seeds=None,
+        k_small=10,
+        batch_size=128,
+        pack=2,
+        chain=False,
+    ),
+}
