@@ -172,7 +172,8 @@ class TrainSpec(_Strict):
     freeze: Literal["none", "backbone"] = Field(
         "none",
         description="backbone: only the classifier head (the model's last linear layer) trains — fine-tuning "
-        "from `init`; the trainable parameter count is logged with each training",
+        "from `init`; the backbone's BatchNorm statistics stay as they started; the trainable parameter count "
+        "is logged with each training",
     )
     flip: Literal["auto", True, False] = Field(
         "auto",

@@ -133,3 +133,15 @@ def test_a_frozen_backbone_does_not_move_and_the_head_does():
     optimiser.step()
     moved = {k for k, v in model.named_parameters() if not torch.equal(v, before[k])}
     assert moved == {"13.weight", "13.bias"}
+    buffers = dict(model.named_buffers())
+    assert any("running_mean" in k for k in buffers)
+    assert all(torch.equal(v, before[k]) for k, v in buffers.items())  # BatchNorm statistics stay the old model's
+
+
+def test_a_frozen_backbone_computes_in_training_what_it_computes_in_eval():
+    model = small_cnn(10, seed=0)
+    freeze_backbone(model)
+    images = torch.randn(8, 1, 28, 28)
+    with torch.no_grad():
+        trained_mode = model.train()(images)
+        assert torch.equal(trained_mode, model.eval()(images))

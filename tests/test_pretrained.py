@@ -73,7 +73,7 @@ def test_resnet18_from_a_state_dict_on_rgb_photos_then_fine_tuned_from_old(
     tuned, tuned_settings = load_model(fetch_checkpoint(v2.checkpoint))
     assert tuned_settings == settings  # it reads what v1 reads: same size, same normalisation
     after = tuned.state_dict()
-    backbone = [k for k, p in tuned.named_parameters() if not k.startswith("fc.")]
+    backbone = [k for k in after if not k.startswith("fc.")]  # parameters and BatchNorm statistics
     assert all(torch.equal(after[k], trained[k]) for k in backbone)  # started from v1, frozen
     assert not torch.equal(after["fc.weight"], trained["fc.weight"])  # the head alone trained
     assert v2.student is not None and v2.student.parameters["trainable"] == 512 * 10 + 10

@@ -162,12 +162,22 @@ def initialise(model: nn.Module, arch: str, init: str) -> InitReport:
 
 def freeze_backbone(model: nn.Module) -> int:
     """`train.freeze: backbone`: every parameter but the classifier head's stops training
-    (requires_grad False; SGD skips parameters without gradients, weight decay included).
-    Returns the trainable parameter count."""
+    (requires_grad False; SGD skips parameters without gradients, weight decay included), and the
+    backbone's BatchNorm layers run in eval mode even while the model trains: they normalise with
+    their running statistics and never update them, so the backbone computes exactly the features
+    it started with. Returns the trainable parameter count."""
     head = head_of(model) + "."
     for name, parameter in model.named_parameters():
         parameter.requires_grad_(name.startswith(head))
+    for name, module in model.named_modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and not (name + ".").startswith(head):
+            module.register_forward_pre_hook(_in_eval_mode)
     return trainable_parameters(model)
+
+
+def _in_eval_mode(module: nn.Module, _: object) -> None:
+    """Forward pre-hook: the module runs as in eval mode whatever `model.train()` set."""
+    module.training = False
 
 
 def trainable_parameters(model: nn.Module) -> int:
