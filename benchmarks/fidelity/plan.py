@@ -1,4 +1,4 @@
-"""What the fidelity benchmark trains: the modes, and one job per model, shared across methods.
+"""What the fidelity benchmark trains: one job per model, shared across methods (the modes: modes.py).
 
 Versions (data growth on one architecture, so BCWI applies): v1 is trained on the first
 `train_sizes[0]` training images, `old` (v2) on the first `train_sizes[1]`, `new` (v3) on the first
@@ -12,6 +12,8 @@ Versions (data growth on one architecture, so BCWI applies): v1 is trained on th
   Algorithm 1: old and new both distilled); `elodi-legacy-…` adds Eq. 9's LDI toward the plain old.
 - `bcwi-finetune`: plain CE starting from the plain old model's weights; `bcwi`: the interpolation
   θ = α·θ_old + (1−α)·θ_new with α picked on the validation split.
+- fine-tuning modes: `s{s}/new-from-old/…`, the new replicas and students again, each started from
+  the plain old model's weights (`init: old` with the plain model deployed); `Layout.from_old`.
 
 A job's output path holds a digest of everything that determines it (data, architecture, train
 config, objective, references' paths, start weights), so a rerun reuses finished models and a
