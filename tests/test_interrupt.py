@@ -27,6 +27,7 @@ def interrupt_once(
         text=True,
         env=env,
         cwd=cwd,
+        preexec_fn=_as_from_a_terminal,
     )
     try:
         for _ in range(int(timeout_s * 2)):
@@ -43,6 +44,14 @@ def interrupt_once(
     finally:
         driver.kill()
     return driver.returncode, err
+
+
+def _as_from_a_terminal() -> None:
+    """In the driver before it starts: SIGINT at its default and unblocked, as a shell's foreground
+    command has it, whatever the test process's earlier tests left in the state a child inherits
+    (an ignored disposition, a blocked mask)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def assert_one_line(err: str) -> None:
