@@ -34,11 +34,12 @@ from orchestrator.driver.pool import TeacherPool, shareable, teacher_pool
 from orchestrator.driver.stages import train_replicas
 from orchestrator.driver.watch import StageWatch
 from pipelines.spec import parse_spec
-from workers.checkpoints import ModelSettings, save_checkpoint
-from workers.inference import FrozenModels, LocalReferences
-from workers.jobs import DataRequest, TrainJob, cached_splits
-from workers.objectives import Objective
-from workers.stages import train_job
+from workers.models.checkpoints import ModelSettings, save_checkpoint
+from workers.tasks.bodies import train_job
+from workers.tasks.records import DataRequest, TrainJob
+from workers.tasks.resolve import cached_splits
+from workers.teachers.frozen import FrozenModels, LocalReferences
+from workers.training.objectives import Objective
 
 ARCH = "small-cnn"
 SECTION = "## Ray pipeline: teacher pool and replica scaling"

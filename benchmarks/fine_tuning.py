@@ -10,7 +10,7 @@ the first part of the training split, the new one on all of it (Fashion-MNIST: s
 then 10,000 images; tweets: text-bag on 13,640 then 27,280 texts, the text fidelity table's old).
 From scratch the new model trains at the architecture's own learning rate; from the old weights
 at that rate and at 1/5 and 1/25 of it (cosine schedule, same epochs). Every model goes through the
-pipeline's own path (spec → preflight → `workers.stages.train_job`), in this process, one thread.
+pipeline's own path (spec → preflight → `workers.tasks.bodies.train_job`), in this process, one thread.
 NFR and ER are counted on the whole regression-eval split.
 """
 
@@ -29,11 +29,11 @@ import numpy as np
 from benchmarks.report import markdown_table, write_section
 from orchestrator.driver.plan import preflight
 from pipelines.spec import UpdateSpec, parse_spec
-from workers.checkpoints import load_model
-from workers.inference import predict_logits
-from workers.jobs import cached_splits
 from workers.metrics import error_rate, negative_flip_rate
-from workers.stages import train_job
+from workers.models.checkpoints import load_model
+from workers.models.predict import predict_logits
+from workers.tasks.bodies import train_job
+from workers.tasks.resolve import cached_splits
 
 SECTION = "## Fine-tuning from the deployed weights (`init: old`)"
 RESULTS = Path("docs/fine-tuning-results.json")

@@ -2,11 +2,11 @@
 
 (a) a minimal hand-written loop — data and augmentation on the device, channels-last — fp32, bf16:
     the reference;
-(b) the project's trainer (workers.trainer.train): fp32, bf16, bf16 + torch.compile;
+(b) the project's trainer (workers.training.trainer.train): fp32, bf16, bf16 + torch.compile;
 (c) an ELODI student distilling online from m = 4 and 8 frozen bf16 teachers on the same device
     (the in-process reference source, `resources.teacher_actors: 0`);
 (d) 1, 2, 4, 8 replicas on one device: as separate processes (how replica tasks share a GPU) and
-    packed into one batched model (workers/packed.py, `resources.replica.pack`).
+    packed into one batched model (workers/training/packed.py, `resources.replica.pack`).
 
     python -m benchmarks.gpu_throughput [--arch resnet20] [--batch 512] [--out DIR] [--quick]
 
@@ -30,11 +30,12 @@ import torch
 import torch.nn.functional as F
 
 from workers.data import ImageSet, batch_inputs, epoch_batches, load_splits
-from workers.inference import FrozenModels, LocalReferences
-from workers.models import build_model
-from workers.objectives import Objective
+from workers.models.architectures import build_model
 from workers.runtime import autocast, use_threads
-from workers.trainer import CompileMode, TrainConfig, train
+from workers.teachers.frozen import FrozenModels, LocalReferences
+from workers.training.config import CompileMode, TrainConfig
+from workers.training.objectives import Objective
+from workers.training.trainer import train
 
 
 @dataclass(frozen=True)
@@ -126,13 +127,13 @@ def replicas_as_processes(setup: Setup, count: int) -> float:
 
 
 def replicas_packed(setup: Setup, count: int, folder: Path | None = None) -> float:
-    """`count` replicas as one batched model in this process (workers/packed.py), fp32 (what
+    """`count` replicas as one batched model in this process (workers/training/packed.py), fp32 (what
     packed replicas train in); their checkpoints in a temporary folder."""
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="gpu-throughput-")) if folder is None else folder
-    from workers.jobs import DataRequest, TrainJob
-    from workers.stages import train_pack
+    from workers.tasks.bodies import train_pack
+    from workers.tasks.records import DataRequest, TrainJob
 
     data = DataRequest(train_limit=setup.train_limit)
     jobs = [

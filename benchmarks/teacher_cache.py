@@ -4,8 +4,8 @@ model, with and without the teachers' per-sample logit cache, on text (determini
     python -m benchmarks.teacher_cache [--samples 8000] [--epochs 4] [--m 4] [--out docs/benchmarks.md]
 
 The same student (text-cnn on tweets, one CPU thread, in this process) trained three ways: plain
-cross-entropy; ELODI from m in-process text-cnn teachers (workers.jobs.local_references) with the
-cache off (`workers.inference.TEACHER_CACHE = False`: the teachers run every step of every epoch);
+cross-entropy; ELODI from m in-process text-cnn teachers (workers.tasks.resolve.local_references) with the
+cache off (`workers.teachers.frozen.TEACHER_CACHE = False`: the teachers run every step of every epoch);
 and with it on (they run in the first epoch only). Issue 22's target: ELODI ≤ 1.5× plain, with the
 cache. One run, ratios from the same run (the machine is shared and noisy).
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from benchmarks.report import markdown_table, write_section
 from orchestrator.driver.plan import Plan, preflight
 from pipelines.spec import parse_spec
-from workers import inference
-from workers.stages import train_job
+from workers.tasks.bodies import train_job
+from workers.teachers import frozen
 
 SECTION = "## Teacher logits computed once (text, CPU)"
 
@@ -64,13 +64,13 @@ def main() -> None:
         seconds = {"plain": time.perf_counter() - started}
         elodi = plan_of("elodi", {"name": "elodi", "m": args.m, "k": 3}, args.samples, args.epochs, folder)
         for cached in (False, True):
-            inference.TEACHER_CACHE = cached
+            frozen.TEACHER_CACHE = cached
             job = elodi.student_job(teachers={"teacher": teachers})
             job = replace(job, checkpoint_uri=str(folder / f"elodi-{cached}.pt"))
             started = time.perf_counter()
             train_job(job)
             seconds["elodi, cache on" if cached else "elodi, cache off"] = time.perf_counter() - started
-    inference.TEACHER_CACHE = True
+    frozen.TEACHER_CACHE = True
     for name, value in seconds.items():
         print(f"{name}: {value:.1f} s ({value / seconds['plain']:.2f}× plain)")
     table = markdown_table(
@@ -84,7 +84,7 @@ def main() -> None:
         f"{args.samples} tweets, ELODI from {args.m} in-process text-cnn teachers.\n\n{table}\n\n"
         f"With the cache the teachers run in the first epoch only: ELODI costs **{ratio:.2f}×** a plain "
         f"training (issue 22's target ≤ 1.5×: {'met' if ratio <= 1.5 else 'missed'}). The pool's actors keep "
-        "the same cache (workers/teachers.py); images with augmentation on are never cached."
+        "the same cache (workers/teachers/actor.py); images with augmentation on are never cached."
     )
     write_section(Path(args.out), SECTION, body)
 

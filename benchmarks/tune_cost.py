@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--out", default="docs/benchmarks.md")
     args = parser.parse_args()
-    from workers.checkpoints import ModelSettings, save_checkpoint
+    from workers.models.checkpoints import ModelSettings, save_checkpoint
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = ModelSettings("small-cnn", 10)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from workers.checkpoints import ModelSettings, save_checkpoint
+from workers.models.checkpoints import ModelSettings, save_checkpoint
 
 
 def truncated(path: Path) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 import yaml
 
 import bad_files
-from workers.checkpoints import ModelSettings, save_checkpoint
+from workers.models.checkpoints import ModelSettings, save_checkpoint
 
 MODEL = "corpus"
 DATA = {"train_limit": 300, "eval_limit": 100}

@@ -142,7 +142,8 @@ def test_the_text_demo_registers_its_versions_and_reports_flipped_tweets(tmp_pat
     assert "NFR ≤ 0.8× no treatment's" in done.stdout and "more than 2 std" not in done.stdout
     from markupsafe import escape  # as the report's Jinja escapes
 
-    from workers.jobs import DataRequest, cached_splits
+    from workers.tasks.records import DataRequest
+    from workers.tasks.resolve import cached_splits
 
     report = (out / "report.html").read_text()
     tweets = cached_splits(DataRequest("tweet-sentiment", train_limit=1500, eval_limit=600)).eval.texts

@@ -19,9 +19,9 @@ def test_every_example_passes_preflight_after_the_first_version_is_registered(tm
     from orchestrator.driver.plan import preflight
     from orchestrator.tracking import registry, runs, store
     from orchestrator.tracking.ledger import write_ledger
-    from workers.jobs import cached_splits
     from workers.metrics import error_rate
-    from workers.stages import eval_logits, train_job
+    from workers.tasks.bodies import eval_logits, train_job
+    from workers.tasks.resolve import cached_splits
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")  # a registry of its own
     monkeypatch.chdir(tmp_path)  # the examples' relative storage

@@ -22,9 +22,10 @@ from conftest import run_update
 from orchestrator.driver.pool import TeacherPool
 from pipelines.spec import parse_spec
 from reliability_records import record
-from workers.checkpoints import ModelSettings, load_model, read_checkpoint, save_checkpoint
-from workers.inference import FrozenModels
-from workers.trainer import TrainConfig, train
+from workers.models.checkpoints import ModelSettings, load_model, read_checkpoint, save_checkpoint
+from workers.teachers.frozen import FrozenModels
+from workers.training.config import TrainConfig
+from workers.training.trainer import train
 
 KILL_TIMEOUT_S = 240.0
 

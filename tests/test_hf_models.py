@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from conftest import SPEC_RESOURCES, run_update
-from workers.checkpoints import ModelSettings, load_model
-from workers.hf_models import HfError, pretrained_state, read_directory
-from workers.inputs import InputSpec
+from workers.data.input_spec import InputSpec
+from workers.data.tokenizer import encode_texts
+from workers.models.checkpoints import ModelSettings, load_model
+from workers.models.hf import HfError, pretrained_state, read_directory
 from workers.names import check_architecture, modality_of
-from workers.tokenizer import encode_texts
 
 TEXTS = ["the flight was late again", "great crew, lovely flight", "lost my bag", "thanks for the upgrade"] * 50
 
@@ -148,7 +148,7 @@ def test_an_hf_text_update_from_v1_to_v2_with_elodi_registers_both(ray_cluster, 
 def test_replicas_of_a_directory_saved_over_are_other_replicas(spec_document, tmp_path):
     """The replicas' key holds the directory's content, not its path: a model saved over the same
     directory trains new replicas, the same content reuses them."""
-    from orchestrator.driver.inputs import directory_digest
+    from orchestrator.driver.model_inputs import directory_digest
     from orchestrator.driver.plan import preflight
     from pipelines.spec import parse_spec
 

@@ -7,7 +7,6 @@ import pytest
 import torch
 from PIL import Image
 
-from workers.checkpoints import ModelSettings, load_model, save_checkpoint
 from workers.data import load_splits
 from workers.data.augment import (
     RESIZED_CROP_RATIO,
@@ -20,8 +19,9 @@ from workers.data.augment import (
 )
 from workers.data.batches import Batch
 from workers.data.encoded import encode
+from workers.data.input_spec import InputSpec
 from workers.data.sources import ImageSet, fit_to_size, load_image_folder
-from workers.inputs import InputSpec
+from workers.models.checkpoints import ModelSettings, load_model, save_checkpoint
 
 
 def test_fit_to_size_resizes_the_shorter_side_then_takes_the_centre():

@@ -6,8 +6,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from workers.checkpoints import ModelSettings, save_checkpoint
-from workers.init import (
+from workers.data.input_spec import InputSpec
+from workers.models.checkpoints import ModelSettings, save_checkpoint
+from workers.models.starting_weights import (
     InitError,
     check_available,
     freeze_backbone,
@@ -19,7 +20,6 @@ from workers.init import (
     torchvision_file,
     trainable_parameters,
 )
-from workers.inputs import InputSpec
 
 
 def small_cnn(classes: int, seed: int) -> torch.nn.Module:

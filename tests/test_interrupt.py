@@ -105,7 +105,7 @@ def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_fil
 @pytest.mark.slow
 def test_ctrl_c_during_a_tune_search_deletes_its_trials_and_marks_the_run_killed(ray_cluster, spec_file, tmp_path):
     old = tmp_path / "old.pt"
-    from workers.checkpoints import ModelSettings, save_checkpoint
+    from workers.models.checkpoints import ModelSettings, save_checkpoint
 
     settings = ModelSettings("mlp-small", 10)
     save_checkpoint(old, settings.build(seed=3), settings)

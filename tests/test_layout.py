@@ -66,6 +66,6 @@ def test_each_folder_says_what_its_contract_forbids():
 
 def test_the_architectures_the_spec_names_are_the_ones_the_core_builds():
     from workers import names
-    from workers.models import ARCHITECTURES
+    from workers.models.architectures import ARCHITECTURES
 
     assert names.ARCHITECTURES == tuple(ARCHITECTURES)

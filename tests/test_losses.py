@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from workers import losses
-from workers.objectives import Objective
+from workers.training import losses
+from workers.training.objectives import Objective
 
 T = torch.tensor
 
@@ -157,7 +157,7 @@ def test_elodi_objective_passes_its_ldi_choices():
 
 def test_an_objective_name_outside_the_known_ones_raises_instead_of_training_something_else():
     from workers.names import OBJECTIVES
-    from workers.objectives import DEFAULT_ALPHA, Objective
+    from workers.training.objectives import DEFAULT_ALPHA, Objective
 
     assert set(DEFAULT_ALPHA) == set(OBJECTIVES)  # each objective the spec may name has its default α
     with pytest.raises(ValueError, match="objective must be one of"):

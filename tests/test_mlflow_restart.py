@@ -17,7 +17,7 @@ from orchestrator.tracking import registry, runs, store
 from orchestrator.tracking.ledger import write_ledger
 from reliability_records import record
 from servers import free_port, start_mlflow_server
-from workers.checkpoints import ModelSettings, save_checkpoint
+from workers.models.checkpoints import ModelSettings, save_checkpoint
 
 STEPS = 40
 FINGERPRINT = "f" * 16

@@ -4,11 +4,11 @@ import pytest
 import torch
 from torch import nn
 
-from workers.bcwi import interpolate_state_dicts
-from workers.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
-from workers.inputs import InputSpec
-from workers.models import ModelError, build_model
+from workers.data.input_spec import InputSpec
+from workers.models.architectures import ModelError, build_model
+from workers.models.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
 from workers.names import IMAGE_ARCHITECTURES
+from workers.training.bcwi import interpolate_state_dicts
 
 
 def tiny_factory(num_classes, inputs):

@@ -1,18 +1,20 @@
-"""Replicas trained as one batched model (workers/packed.py) and the trainer's device-side options
+"""Replicas trained as one batched model (workers/training/packed.py) and the trainer's device-side options
 (bf16 autocast, in-process bf16 teachers), on real Fashion-MNIST slices, on the CPU — the very code
 a GPU runs."""
 
 import pytest
 import torch
 
-from workers import bookkeeping
-from workers.checkpoints import load_model, read_checkpoint
-from workers.inference import FrozenModels, predict_logits
-from workers.jobs import DataRequest, TrainJob
 from workers.metrics import error_rate
-from workers.models import build_model
-from workers.stages import train_job, train_pack
-from workers.trainer import TrainConfig, train
+from workers.models.architectures import build_model
+from workers.models.checkpoints import load_model, read_checkpoint
+from workers.models.predict import predict_logits
+from workers.tasks import bookkeeping
+from workers.tasks.bodies import train_job, train_pack
+from workers.tasks.records import DataRequest, TrainJob
+from workers.teachers.frozen import FrozenModels
+from workers.training.config import TrainConfig
+from workers.training.trainer import train
 
 DATA = DataRequest(train_limit=768, eval_limit=300)
 

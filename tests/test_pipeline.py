@@ -8,8 +8,9 @@ import pytest
 from conftest import SPEC_RESOURCES, SPEC_TRAIN, run_update
 from orchestrator.cli import main
 from pipelines.spec import parse_spec
-from workers.checkpoints import ModelSettings, save_checkpoint
-from workers.trainer import TrainConfig, train
+from workers.models.checkpoints import ModelSettings, save_checkpoint
+from workers.training.config import TrainConfig
+from workers.training.trainer import train
 
 DATA = {"train_limit": 3000, "eval_limit": 1000}
 
@@ -106,7 +107,7 @@ def test_a_user_architecture_runs_through_bcwi(ray_cluster, fashion_mnist, spec_
     """A user model factory (allow_user_factories) reaches every stage that rebuilds the model:
     the old model's check, the fine-tuning, BCWI's sweep on a worker, the evaluation and the
     registration. (Any importable `module:function` is a user factory; this one ships with workers.)"""
-    arch = "workers.models:small_cnn"
+    arch = "workers.models.architectures:small_cnn"
     settings = ModelSettings(arch, 10)
     old = settings.build(seed=3, allow_user_factories=True)
     train(old, fashion_mnist.train.take(slice(0, 500)), TrainConfig(epochs=1, lr=0.05, seed=3))

@@ -306,7 +306,7 @@ def test_the_spec_precision_and_compile_mode_reach_the_training(tmp_path, monkey
     import numpy as np
     import torch
 
-    from workers.stages import eval_logits, train_job
+    from workers.tasks.bodies import eval_logits, train_job
 
     logits, records = {}, {}
     for precision in ("fp32", "bf16"):

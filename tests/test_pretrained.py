@@ -11,8 +11,8 @@ from mlflow import MlflowClient
 from PIL import Image
 
 from conftest import SPEC_RESOURCES, run_update
-from workers.checkpoints import ModelSettings, load_model
-from workers.inputs import InputSpec
+from workers.data.input_spec import InputSpec
+from workers.models.checkpoints import ModelSettings, load_model
 from workers.storage import fetch_checkpoint
 
 PER_CLASS = 24  # of 10 Fashion-MNIST classes: 240 photos, 168 of them to train at 64² on one core

@@ -6,7 +6,7 @@ import io
 
 from orchestrator.views.progress import LinesDisplay, QuietDisplay, RichDisplay, describe, make_display
 from workers.progress import ProgressEvent, ProgressReporter
-from workers.trainer import EpochStats
+from workers.training.epochs import EpochStats
 
 
 class Clock:

@@ -17,7 +17,7 @@ from orchestrator.tracking import registry
 from orchestrator.tracking.descriptions import model_description, version_description, version_sentence
 from orchestrator.tracking.ledger import write_ledger
 from servers import start_mlflow_server
-from workers.checkpoints import ModelSettings, save_checkpoint
+from workers.models.checkpoints import ModelSettings, save_checkpoint
 
 
 def _row(version, label, method, er, parent=None, nfr=None, pfr=None, aliases=()):

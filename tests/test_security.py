@@ -16,11 +16,11 @@ from orchestrator.tracking import runs, store
 from orchestrator.tracking.ledger import read_ledger
 from pipelines.spec import SpecError, UpdateSpec, parse_spec
 from reliability_records import record
-from workers.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
 from workers.data import DataError
 from workers.data.sources import load_npz
-from workers.jobs import TrainRecord
-from workers.models import ModelError
+from workers.models.architectures import ModelError
+from workers.models.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
+from workers.tasks.records import TrainRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 CREDENTIALS = {

@@ -143,7 +143,7 @@ def test_congruent_run_rejects_bad_specs_before_any_work(tmp_path, capsys, docum
 
 
 def test_congruent_run_rejects_class_and_architecture_mismatches(tmp_path, capsys):
-    from workers.checkpoints import ModelSettings, save_checkpoint
+    from workers.models.checkpoints import ModelSettings, save_checkpoint
 
     five = ModelSettings("mlp-small", 5)
     save_checkpoint(tmp_path / "five.pt", five.build(), five)

@@ -8,11 +8,11 @@ import pytest
 
 from servers import CHECKSUM_ENV, start_seaweedfs
 from workers import storage
-from workers.bookkeeping import discard_unfinished, finished
-from workers.checkpoints import read_checkpoint
-from workers.jobs import DataRequest, TrainJob
-from workers.stages import train_job
-from workers.trainer import TrainConfig
+from workers.models.checkpoints import read_checkpoint
+from workers.tasks.bodies import train_job
+from workers.tasks.bookkeeping import discard_unfinished, finished
+from workers.tasks.records import DataRequest, TrainJob
+from workers.training.config import TrainConfig
 
 DATA = DataRequest(train_limit=300, eval_limit=100)
 

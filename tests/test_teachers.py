@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from workers.bcwi import interpolate_state_dicts, sweep_bcwi
-from workers.checkpoints import ModelSettings, save_checkpoint
-from workers.inference import FrozenModels
-from workers.teachers import TeacherActor
+from workers.models.checkpoints import ModelSettings, save_checkpoint
+from workers.teachers.actor import TeacherActor
+from workers.teachers.frozen import FrozenModels
+from workers.training.bcwi import interpolate_state_dicts, sweep_bcwi
 
 
 @pytest.fixture()
@@ -50,10 +50,11 @@ def test_bcwi_sweep_picks_lowest_nfr_within_the_error_budget():
 def test_select_bcwi_interpolates_at_the_alpha_the_val_sweep_picks(fashion_mnist):
     """On a real val slice: the pick follows the rule over the sweep it reports, the returned
     weights are the interpolation at that α, and the fine-tuned model is left as it was."""
-    from workers.bcwi import select_bcwi
-    from workers.inference import predict_logits
     from workers.metrics import error_rate, negative_flip_rate
-    from workers.trainer import TrainConfig, train
+    from workers.models.predict import predict_logits
+    from workers.training.bcwi import select_bcwi
+    from workers.training.config import TrainConfig
+    from workers.training.trainer import train
 
     settings = ModelSettings("mlp-small", 10)
     old, tuned = settings.build(seed=1), settings.build(seed=1)

@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 
-from workers.inputs import InputSpec
-from workers.text_models import TEXT_ARCHITECTURES
-from workers.tokenizer import encode_texts, text_input, train_tokenizer
+from workers.data.input_spec import InputSpec
+from workers.data.tokenizer import encode_texts, text_input, train_tokenizer
+from workers.models.text import TEXT_ARCHITECTURES
 
 SPORT = [
     "The striker scored a brilliant goal in the final minute.",

@@ -47,7 +47,7 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
     from mlflow import MlflowClient
 
     from conftest import run_update
-    from workers.checkpoints import read_checkpoint
+    from workers.models.checkpoints import read_checkpoint
     from workers.storage import fetch_checkpoint
 
     base = {
@@ -111,9 +111,9 @@ def test_teachers_of_unaugmented_inputs_compute_each_sample_once(tmp_path):
 
     from orchestrator.driver.plan import preflight
     from workers.data import Batch
-    from workers.jobs import cached_splits
-    from workers.stages import train_job
-    from workers.teachers import TeacherActor
+    from workers.tasks.bodies import train_job
+    from workers.tasks.resolve import cached_splits
+    from workers.teachers.actor import TeacherActor
 
     plan = preflight(
         parse_spec(
@@ -147,7 +147,7 @@ def test_tune_searches_alpha_and_k_on_text(ray_cluster, spec_file, tmp_path):
 
     from orchestrator.cli import main
     from orchestrator.driver.plan import preflight
-    from workers.stages import train_job
+    from workers.tasks.bodies import train_job
 
     old = preflight(
         parse_spec(

@@ -48,7 +48,7 @@ def _register(
 
     from orchestrator.tracking import registry
     from orchestrator.tracking.ledger import write_ledger
-    from workers.checkpoints import ModelSettings, save_checkpoint
+    from workers.models.checkpoints import ModelSettings, save_checkpoint
 
     settings = ModelSettings("mlp-small", 10)
     mlflow.set_experiment(experiment_id=store.experiment_id(model))

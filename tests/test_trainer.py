@@ -6,13 +6,16 @@ import math
 import pytest
 import torch
 
-from workers.checkpoints import ModelSettings, read_checkpoint
 from workers.data import batch_inputs
-from workers.inference import FrozenModels, LocalReferences, predict_logits
 from workers.metrics import error_rate, negative_flip_rate
-from workers.models import build_model
-from workers.objectives import Objective
-from workers.trainer import NonFiniteLossError, TrainConfig, train
+from workers.models.architectures import build_model
+from workers.models.checkpoints import ModelSettings, read_checkpoint
+from workers.models.predict import predict_logits
+from workers.teachers.frozen import FrozenModels, LocalReferences
+from workers.training.config import TrainConfig
+from workers.training.epochs import NonFiniteLossError
+from workers.training.objectives import Objective
+from workers.training.trainer import train
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +134,7 @@ def test_fd_lm_lowers_negative_flips_on_the_same_seed(fashion_mnist):
 
 def test_warmup_then_cosine_by_hand():
     """W = 1 epoch of 4 steps: lr·1/4, 2/4, 3/4, 1, then cosine from lr over the remaining 4 steps."""
-    from workers.trainer import lr_schedule
+    from workers.training.config import lr_schedule
 
     parameter = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([parameter], lr=0.4)

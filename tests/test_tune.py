@@ -6,10 +6,11 @@ import pytest
 from mlflow import MlflowClient
 
 from orchestrator.cli import main
-from workers.checkpoints import ModelSettings, save_checkpoint
-from workers.models import build_model
+from workers.models.architectures import build_model
+from workers.models.checkpoints import ModelSettings, save_checkpoint
 from workers.selection import pick_trial
-from workers.trainer import TrainConfig, train
+from workers.training.config import TrainConfig
+from workers.training.trainer import train
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """The names a spec is validated against — architectures, objectives, methods — with no torch import,
-so that `pipelines.spec` (and `congruent --help`) stay light. workers/models.py and
-workers/objectives.py build what these names stand for; tests/test_models.py checks they agree."""
+so that `pipelines.spec` (and `congruent --help`) stay light. workers/models/architectures.py and
+workers/training/objectives.py build what these names stand for; tests/test_models.py checks they agree."""
 
 IMAGE_ARCHITECTURES = (
     "mlp-small",

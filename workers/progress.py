@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the driver imports this module to draw events: it must not import torch
-    from workers.trainer import EpochStats
+    from workers.training.epochs import EpochStats
 
 
 @dataclass(frozen=True)

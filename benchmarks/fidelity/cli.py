@@ -30,7 +30,7 @@ from benchmarks.fidelity.modes import MODES, Mode
 from benchmarks.fidelity.report import data_name, heading, scatter, section_body
 from benchmarks.fidelity.results import merge, results
 from benchmarks.report import write_section
-from workers.jobs import cached_splits
+from workers.tasks.resolve import cached_splits
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

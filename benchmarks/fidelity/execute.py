@@ -1,6 +1,6 @@
 """Running the plan: on Ray (one task per model, two at once on two cores, in submission order), or
 in this process (`run_plan_local`: a bare GPU machine, no Ray; consecutive replicas of a version
-trained together as one batched model, workers/packed.py).
+trained together as one batched model, workers/training/packed.py).
 
 Each job trains (or, for BCWI, interpolates) one model with the project's `train_job`, then saves
 its logits on the eval and val splits next to the checkpoint. A job whose record file exists
@@ -22,13 +22,13 @@ import numpy as np
 import torch
 
 from benchmarks.fidelity.plan import Planned, Planner
-from workers.bcwi import select_bcwi
-from workers.checkpoints import load_model, save_checkpoint
-from workers.inference import predict_logits
-from workers.jobs import cached_splits
 from workers.metrics import error_rate
+from workers.models.checkpoints import load_model, save_checkpoint
+from workers.models.predict import predict_logits
 from workers.runtime import use_threads
-from workers.stages import train_job
+from workers.tasks.bodies import train_job
+from workers.tasks.resolve import cached_splits
+from workers.training.bcwi import select_bcwi
 
 BCWI_ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
 
@@ -47,7 +47,7 @@ def _save_logits(model: torch.nn.Module, planned: Planned, device: str) -> dict[
 
 
 def _train(planned: Planned, paths: dict[str, tuple[str, ...]]) -> dict[str, Any]:
-    """Train the job with its references in this process (`workers.jobs.local_references`: each group
+    """Train the job with its references in this process (`workers.tasks.resolve.local_references`: each group
     on the job's device and precision, text read through the group's own tokenizer)."""
     device = planned.job.config.device
     record = train_job(replace(planned.job, teachers=tuple(paths.items())))
@@ -121,13 +121,13 @@ def _packable(planned: Planned) -> bool:
 def _run_pack(pack: list[Planned]) -> list[dict[str, Any]]:
     """Replicas of one version (same data and settings, own seeds) as one batched model; cached
     ones are returned as they are."""
-    from workers.stages import train_pack
+    from workers.tasks.bodies import train_pack
 
     trained: dict[str, dict[str, Any]] = {}
     todo = [p for p in pack if not Path(f"{p.stem}.json").exists()]
     if len(todo) > 1:
         started = time.perf_counter()
-        # packed replicas train fp32 (workers/packed.py); the record says so
+        # packed replicas train fp32 (workers/training/packed.py); the record says so
         jobs = [replace(p.job, config=replace(p.job.config, precision="fp32")) for p in todo]
         for planned, record in zip(todo, train_pack(jobs)):
             model, _ = load_model(planned.job.checkpoint_uri)

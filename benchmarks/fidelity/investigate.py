@@ -32,8 +32,8 @@ from benchmarks.fidelity.execute import load_logits, run_plan
 from benchmarks.fidelity.modes import MODES, Mode
 from benchmarks.fidelity.results import ensemble, mean_std
 from benchmarks.report import write_section
-from workers.jobs import cached_splits
 from workers.metrics import error_rate, negative_flip_rate
+from workers.tasks.resolve import cached_splits
 
 SECTION = "## Fidelity: ELODI variants on the val split"
 VARIANTS: dict[str, dict[str, Any]] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from workers.losses import LdiReduction, TopKBy
+from workers.training.losses import LdiReduction, TopKBy
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Literal
 
 from benchmarks.fidelity.modes import Mode
+from workers.data.input_spec import InputSpec
 from workers.data.text import TextSet
-from workers.inputs import InputSpec
-from workers.jobs import DataRequest, TrainJob, cached_splits
-from workers.objectives import Objective
-from workers.trainer import TrainConfig
+from workers.tasks.records import DataRequest, TrainJob
+from workers.tasks.resolve import cached_splits
+from workers.training.config import TrainConfig
+from workers.training.objectives import Objective
 
 VERSIONS = ("v1", "old", "new")
 STUDENT_OFFSET = 500
@@ -138,7 +139,7 @@ class Planner:
 
 @lru_cache(maxsize=4)
 def _tokenizer_of(data: DataRequest) -> InputSpec:
-    from workers.tokenizer import text_input  # Hugging Face tokenizers: text modes only
+    from workers.data.tokenizer import text_input  # Hugging Face tokenizers: text modes only
 
     train = cached_splits(data).train
     assert isinstance(train, TextSet)

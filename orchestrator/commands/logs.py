@@ -11,13 +11,13 @@ from orchestrator.commands.options import fail, jobs_address
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from orchestrator.driver import jobs
+    from orchestrator.driver import ray_jobs
     from pipelines.spec import SpecError
 
     try:
-        client = jobs.client(args.jobs_address)
+        client = ray_jobs.client(args.jobs_address)
         if args.follow:
-            asyncio.run(jobs.stream_logs(client, args.job_id))
+            asyncio.run(ray_jobs.stream_logs(client, args.job_id))
         else:
             print(client.get_job_logs(args.job_id), end="")
     except (SpecError, RuntimeError, ConnectionError) as e:

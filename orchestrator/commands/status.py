@@ -8,11 +8,11 @@ from orchestrator.commands.options import fail, jobs_address
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver import jobs
+    from orchestrator.driver import ray_jobs
     from pipelines.spec import SpecError
 
     try:
-        info = jobs.client(args.jobs_address).get_job_info(args.job_id)
+        info = ray_jobs.client(args.jobs_address).get_job_info(args.job_id)
     except (SpecError, RuntimeError, ConnectionError) as e:
         return fail("status", str(e))
     meta = info.metadata or {}

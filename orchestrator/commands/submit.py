@@ -1,5 +1,5 @@
 """`congruent submit SPEC.yaml --jobs-address http://HEAD:8265 [--wait]`: the same pipeline as
-`congruent run`, sent to a cluster as a Ray Job (orchestrator/driver/jobs.py says what travels)."""
+`congruent run`, sent to a cluster as a Ray Job (orchestrator/driver/ray_jobs.py says what travels)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from workers.errors import first_line
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from orchestrator.driver import jobs
+    from orchestrator.driver import ray_jobs
     from pipelines.spec import SpecError, load_spec
 
     try:
         spec = load_spec(args.spec)
-        client, job_id = jobs.submit(spec, Path(args.spec), args.jobs_address)
+        client, job_id = ray_jobs.submit(spec, Path(args.spec), args.jobs_address)
     except SpecError as e:
         return fail("submit", str(e))
     except (ConnectionError, RuntimeError) as e:
@@ -27,8 +27,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.wait:
         print(f"follow it with: congruent logs {job_id} --follow --jobs-address {client.get_address()}")
         return 0
-    asyncio.run(jobs.stream_logs(client, job_id))
-    info = jobs.wait_for_end(client, job_id)
+    asyncio.run(ray_jobs.stream_logs(client, job_id))
+    info = ray_jobs.wait_for_end(client, job_id)
     print(f"job {job_id}: {info.status.value}" + (f" ({info.message})" if info.message else ""))
     return 0 if info.status.value == "SUCCEEDED" else 1
 

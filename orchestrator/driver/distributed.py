@@ -27,7 +27,7 @@ from typing import Any
 
 from pipelines.spec import WorkerResources
 from workers import storage
-from workers.jobs import TrainJob, TrainRecord
+from workers.tasks.records import TrainJob, TrainRecord
 
 RECORD = "record.json"  # rank 0's TrainRecord, beside model.pt in every reported checkpoint
 MODEL = "model.pt"
@@ -44,10 +44,10 @@ def train_loop(config: dict[str, Any]) -> None:
     from ray.train.torch import prepare_model
 
     from orchestrator.driver.pool import TeacherPool
-    from workers.bookkeeping import Bookkeeping
-    from workers.jobs import cached_splits, initial_model, local_references, settings_of, val_reference
     from workers.progress import ProgressReporter
-    from workers.trainer import train
+    from workers.tasks.bookkeeping import Bookkeeping
+    from workers.tasks.resolve import cached_splits, initial_model, local_references, settings_of, val_reference
+    from workers.training.trainer import train
 
     job: TrainJob = config["job"]
     _quiet_reports()
@@ -147,8 +147,8 @@ def fit(
     from ray.train import CheckpointConfig, FailureConfig, LoggingConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from workers.bookkeeping import finished
-    from workers.stages import train_job
+    from workers.tasks.bodies import train_job
+    from workers.tasks.bookkeeping import finished
 
     if finished(job):
         return train_job(job)  # reads the finished checkpoint, trains nothing

@@ -27,8 +27,9 @@ from orchestrator.driver.watch import StageWatch
 from orchestrator.tracking import registry, runs
 from orchestrator.tracking.ledger import write_ledger
 from pipelines.spec import UpdateSpec
-from workers.jobs import BcwiRecord, TrainRecord, cached_splits
 from workers.metrics import EvaluationMetrics, error_rate, update_report
+from workers.tasks.records import BcwiRecord, TrainRecord
+from workers.tasks.resolve import cached_splits
 
 
 @dataclass

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from orchestrator.driver.cluster import device, threads
-from orchestrator.driver.inputs import (
+from orchestrator.driver.model_inputs import (
     check_init_available,
     check_init_fits,
     directory_digest,
@@ -26,11 +26,11 @@ from orchestrator.driver.inputs import (
 from orchestrator.tracking.registry import Reference
 from pipelines.spec import MethodSpec, SpecError, UpdateSpec, WorkerResources
 from workers import storage
-from workers.inputs import InputSpec
-from workers.jobs import DataRequest, TrainJob
+from workers.data.input_spec import InputSpec
 from workers.names import HF_PREFIX, REPLICA_METHODS, is_hf, is_weights_file
-from workers.objectives import Objective
-from workers.trainer import TrainConfig
+from workers.tasks.records import DataRequest, TrainJob
+from workers.training.config import TrainConfig
+from workers.training.objectives import Objective
 
 
 def data_request(spec: UpdateSpec) -> DataRequest:
@@ -108,7 +108,7 @@ class Plan:
     spec: UpdateSpec
     parent: Reference | None
     data: DataRequest
-    content_key: str  # the train, val and eval splits' content (workers.jobs.content_key): names checkpoints
+    content_key: str  # the train, val and eval splits' content (workers.tasks.resolve.content_key): names checkpoints
     eval_fingerprint: str  # the regression-eval split's (DataSplits.fingerprint): versions compare on it
     num_classes: int
     old_as_written: str | None = None  # `old:` as the spec said it (a path, NAME@ALIAS, NAME/VERSION)
@@ -167,7 +167,7 @@ class Plan:
         }
         key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
         base = storage.join(spec.storage, spec.model, "replicas", key)
-        packed = spec.resources.replica.pack > 1  # packed replicas train fp32 (workers/packed.py)
+        packed = spec.resources.replica.pack > 1  # packed replicas train fp32 (workers/training/packed.py)
         return [
             TrainJob(
                 name=f"replica-{i}",
@@ -262,10 +262,10 @@ def preflight(spec: UpdateSpec) -> Plan:
     """Every check that needs the data, the old checkpoint, the registry or the storage, before any
     Ray work: SpecError or RegistryError (one line) when the spec cannot run."""
     from orchestrator.tracking.registry import check_eval_split
-    from workers.checkpoints import CheckpointError, classes_seen_of, load_model
     from workers.data import DataError
-    from workers.jobs import cached_splits, content_key
-    from workers.models import ModelError, resolve_factory
+    from workers.models.architectures import ModelError, resolve_factory
+    from workers.models.checkpoints import CheckpointError, classes_seen_of, load_model
+    from workers.tasks.resolve import cached_splits, content_key
 
     written = spec.old  # what the user wrote: errors name it, not a temporary copy or an absolute path
     spec, parent = resolve_old(spec)

@@ -1,4 +1,4 @@
-"""The teacher pool: Ray actors (workers/teachers.py's `TeacherActor`) that serve reference logits,
+"""The teacher pool: Ray actors (workers/teachers/actor.py's `TeacherActor`) that serve reference logits,
 reserved with the student in one placement group, and `TeacherPool`, the reference source the
 student's trainer reads them from.
 
@@ -27,10 +27,10 @@ from pipelines.spec import UpdateSpec
 from workers.data import Batch, ImageSet
 from workers.data.encoded import Samples
 from workers.data.text import TextSet
-from workers.inference import Logits
-from workers.jobs import cached_splits
-from workers.losses import TopKLogits
-from workers.teachers import TeacherActor
+from workers.tasks.resolve import cached_splits
+from workers.teachers.actor import TeacherActor
+from workers.training.losses import TopKLogits
+from workers.training.references import Logits
 
 
 class ReservationTimeout(RuntimeError):
@@ -39,7 +39,7 @@ class ReservationTimeout(RuntimeError):
 
 def _to_torch(value: np.ndarray | tuple[np.ndarray, np.ndarray]) -> Logits:
     if isinstance(value, tuple):
-        # Logits is typed as the Tensor it mostly is (workers/inference.py); the top-K pool path sends TopKLogits
+        # Logits is typed as the Tensor it mostly is (workers/teachers/frozen.py); the top-K pool path sends TopKLogits
         return TopKLogits(  # type: ignore[return-value]
             torch.from_numpy(np.array(value[0])), torch.from_numpy(np.array(value[1]))
         )
@@ -47,7 +47,7 @@ def _to_torch(value: np.ndarray | tuple[np.ndarray, np.ndarray]) -> Logits:
 
 
 class TeacherPool:
-    """A reference source (workers.inference.ReferenceSource) over Ray actor handles of `TeacherActor`; groups
+    """A reference source (workers.training.references.ReferenceSource) over Ray actor handles of `TeacherActor`; groups
     named in `topk` travel as top-K values and indices.
 
     Batches go to the actors round-robin, each call an ObjectRef that the trainer resolves when it

@@ -19,8 +19,8 @@ from orchestrator.tracking import registry, runs
 from orchestrator.views.report import Flip, ReportData, png_thumbnail, render_html, top1_confidence
 from workers.data import ImageSet
 from workers.data.text import TextSet
-from workers.jobs import cached_splits
 from workers.metrics import negative_flips, per_class_nfr
+from workers.tasks.resolve import cached_splits
 
 MAX_FLIPS_SHOWN = 60
 

@@ -1,4 +1,4 @@
-"""The pipeline's stages as Ray work: each function submits a stage body of workers/stages.py as
+"""The pipeline's stages as Ray work: each function submits a stage body of workers/tasks/bodies.py as
 Ray tasks with the spec's resources, waits for it while the watch draws progress, and returns the
 body's typed record."""
 
@@ -16,10 +16,11 @@ from orchestrator.driver.plan import Plan, pool_topk
 from orchestrator.driver.pool import PoolHandle, TeacherPool
 from orchestrator.driver.watch import StageWatch
 from workers import storage
-from workers.bookkeeping import discard_unfinished
 from workers.data import ImageSet
-from workers.jobs import BcwiRecord, TrainJob, TrainRecord, cached_splits
-from workers.stages import bcwi_job, eval_logits, train_job, train_pack
+from workers.tasks.bodies import bcwi_job, eval_logits, train_job, train_pack
+from workers.tasks.bookkeeping import discard_unfinished
+from workers.tasks.records import BcwiRecord, TrainJob, TrainRecord
+from workers.tasks.resolve import cached_splits
 
 
 def _train(job: TrainJob, queue: Any = None, pool: TeacherPool | None = None) -> TrainRecord:

@@ -36,9 +36,10 @@ from orchestrator.tracking import runs
 from orchestrator.views import plots
 from pipelines.spec import TuneSpec, UpdateSpec
 from workers import storage
-from workers.jobs import TrainRecord, cached_splits
 from workers.metrics import UpdateReport, error_rate, negative_flip_rate, update_report
 from workers.selection import pareto_front, pick_trial
+from workers.tasks.records import TrainRecord
+from workers.tasks.resolve import cached_splits
 
 
 def search_space(tune_spec: TuneSpec) -> dict[str, Any]:
@@ -73,7 +74,7 @@ def run_trial(
     from its teachers in its own process) into `trials_uri`/TRIAL_ID.pt, score it on the
     regression-eval split against the old model, report per-epoch and final metrics."""
     from orchestrator.driver.pool import TeacherPool
-    from workers.stages import eval_logits, train_job
+    from workers.tasks.bodies import eval_logits, train_job
 
     spec = trial_spec(plan.spec, config)
     job = plan.student_job(spec=spec, teachers=None if actors else groups)

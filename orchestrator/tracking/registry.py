@@ -262,7 +262,7 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
     import numpy as np
     import torch
 
-    from workers.checkpoints import classes_seen_of, load_model, read_checkpoint, save_checkpoint
+    from workers.models.checkpoints import classes_seen_of, load_model, read_checkpoint, save_checkpoint
     from workers.storage import fetch_checkpoint
 
     path = fetch_checkpoint(checkpoint)

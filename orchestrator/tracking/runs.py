@@ -25,7 +25,7 @@ from orchestrator.tracking.store import experiment_id
 from pipelines.spec import UpdateSpec
 
 if TYPE_CHECKING:
-    from workers.jobs import TrainRecord
+    from workers.tasks.records import TrainRecord
 
 
 def flatten(prefix: str, value: Any) -> dict[str, str]:

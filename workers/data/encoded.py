@@ -24,9 +24,9 @@ import torch
 
 from workers.data.augment import to_model_input
 from workers.data.batches import Batch, batch_inputs
+from workers.data.input_spec import InputSpec
 from workers.data.sources import ImageSet
 from workers.data.text import TextSet, text_fingerprint
-from workers.inputs import InputSpec
 
 Samples = ImageSet | TextSet  # a split of either modality: labels, classes, len, take
 
@@ -87,7 +87,7 @@ def encode(data: Samples, inputs: InputSpec | None = None) -> EncodedSplit:
         return EncodedSplit(data.images, None, inputs.mean, inputs.std)
     if inputs is None or inputs.modality != "text" or inputs.tokenizer is None:
         raise ValueError("text is read through a text model's tokenizer: give its InputSpec")
-    from workers.tokenizer import encode_texts
+    from workers.data.tokenizer import encode_texts
 
     key = (
         text_fingerprint(data),

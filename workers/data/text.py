@@ -2,7 +2,7 @@
 built-in tweet-sentiment corpus.
 
 Everything lands in a :class:`TextSet`: the texts as a tuple of str, int64 labels, the class names.
-Token ids are not computed here: each text model trains its own tokenizer (workers/tokenizer.py)
+Token ids are not computed here: each text model trains its own tokenizer (workers/data/tokenizer.py)
 and workers/data/encoded.py encodes a split once per tokenizer. Every unusable input raises one
 DataError whose single line names the file, the line or row, and the problem.
 """

@@ -17,7 +17,7 @@ from typing import Literal
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from workers.inputs import InputSpec
+from workers.data.input_spec import InputSpec
 
 TokenizerKind = Literal["wordpiece", "bpe"]
 PAD, UNK = "[PAD]", "[UNK]"

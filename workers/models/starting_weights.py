@@ -5,7 +5,7 @@
 - a state_dict file (`.pt`, `.pth`: read with `weights_only`; `.safetensors`), or a Congruent
   checkpoint, whose `state_dict` is taken;
 - `old` (the deployed version's own weights) is resolved by the plan to the old checkpoint and loaded
-  by `workers.jobs.initial_model` as BCWI's fine-tuning is: same architecture, strictly.
+  by `workers.tasks.resolve.initial_model` as BCWI's fine-tuning is: same architecture, strictly.
 
 `load_weights` matches the file's keys to the model's. The classifier head (the model's last
 `nn.Linear`) keeps its fresh initialisation when its shape differs (another class count); for

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from workers.inputs import InputSpec
+from workers.data.input_spec import InputSpec
 
 TextModelFactory = Callable[[int, InputSpec], nn.Module]
 BIGRAM_BUCKETS = 2**16

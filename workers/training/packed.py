@@ -5,11 +5,11 @@ Here the m models' parameters and buffers are stacked (`torch.func.stack_module_
 `vmap(functional_call)` runs all of them in each kernel: replica r still has its own seed
 (initialisation, data order, augmentation draws), its own loss, gradient-norm clip and momentum.
 `PackedModels` supplies only how the m models step together; the epochs — resume, schedule,
-validation, checkpoints in the trainer's own format — are `workers.trainer.run_epochs`, as for a
+validation, checkpoints in the trainer's own format — are `workers.training.epochs.run_epochs`, as for a
 replica trained alone, so a packed replica's checkpoint is interchangeable with a solo one's (same
 seed, same batches; weights equal up to float summation order).
 
-    results = train_together(jobs, members)   # replicas: plain CE, same data and config but the seed
+    results = train_together(jobs, members)   # workers/tasks/bodies.py: replicas, plain CE, own seeds
 
 BatchNorm's running statistics update inside vmap because the buffers are stacked too. Packed
 replicas train in fp32 (`precision: fp32`, checked): vmap'd BatchNorm under CUDA's bf16 autocast
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -31,22 +30,8 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from workers.data import Batch
 from workers.data.encoded import Samples, encode
-from workers.inputs import InputSpec
-from workers.jobs import TrainJob, cached_splits, initial_model, settings_of
-from workers.runtime import use_threads
-from workers.trainer import Member, TrainConfig, TrainResult, compiled, run_epochs, sgd
-
-
-def check_packable(jobs: Sequence[TrainJob]) -> None:
-    """ValueError unless `jobs` are plain replicas that differ in nothing but the seed."""
-    first = jobs[0]
-    for job in jobs:
-        if job.objective.references or job.init_from or job.teachers:
-            raise ValueError(f"{job.name}: only plain replicas (no references, no start weights) train packed")
-        if (job.data, job.arch, replace(job.config, seed=0)) != (first.data, first.arch, replace(first.config, seed=0)):
-            raise ValueError(f"{job.name}: packed replicas share data, architecture and settings but the seed")
-        if job.config.precision != "fp32":
-            raise ValueError(f"{job.name}: packed replicas train in fp32 (vmap'd BatchNorm has no bf16 autocast)")
+from workers.data.input_spec import InputSpec
+from workers.training.config import TrainConfig, compiled, sgd
 
 
 class PackedModels:
@@ -104,18 +89,6 @@ class PackedModels:
 
     def optimizer_states(self) -> list[dict[str, Any]]:
         return _split_optimizer_state(self.optimizer.state_dict(), len(self.plain))
-
-
-def train_together(jobs: Sequence[TrainJob], members: Sequence[Member]) -> list[TrainResult]:
-    """Train `jobs` (replicas: same data, architecture and settings, their own seeds; see
-    `check_packable`) as one batched model, each job's `member` holding its checkpoint and
-    callbacks; results in the jobs' order."""
-    check_packable(jobs)
-    use_threads(jobs[0].config.threads)
-    splits = cached_splits(jobs[0].data)
-    settings = settings_of(jobs[0])
-    stepper = PackedModels([initial_model(job) for job in jobs], splits.train, jobs[0].config, settings.inputs)
-    return run_epochs(stepper, members, splits.train, splits.val, settings)
 
 
 def _stack_padded(inputs: Sequence[torch.Tensor]) -> torch.Tensor:

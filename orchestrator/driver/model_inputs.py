@@ -8,10 +8,10 @@ from pathlib import Path
 
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.encoded import Samples
+from workers.data.input_spec import InputSpec
 from workers.data.sources import ImageSet
 from workers.data.text import TextSet
-from workers.init import InitError, check_available
-from workers.inputs import InputSpec
+from workers.models.starting_weights import InitError, check_available
 from workers.names import is_hf, is_torchvision_weights
 
 
@@ -29,8 +29,8 @@ def check_init_fits(spec: UpdateSpec, num_classes: int, inputs: InputSpec) -> No
     """SpecError unless `init`'s weights load into the version's model (built once here, so a file
     of another architecture fails before any Ray work, not in a worker). `init: old` is checked
     against the old checkpoint by preflight."""
-    from workers.checkpoints import ModelSettings
-    from workers.init import initialise
+    from workers.models.checkpoints import ModelSettings
+    from workers.models.starting_weights import initialise
 
     if spec.init is None or spec.init == "old":
         return
@@ -66,7 +66,7 @@ def image_inputs(spec: UpdateSpec, train: Samples) -> InputSpec | None:
     torchvision `init`, the training split's per channel with `data.image_size`, else None (the
     fixed map to [−1, 1], which every image result before per-channel normalisation used)."""
     from workers.data.augment import channel_statistics
-    from workers.init import pretrained_normalisation
+    from workers.models.starting_weights import pretrained_normalisation
 
     assert isinstance(train, ImageSet)
     channels, size = train.in_channels, train.image_size
@@ -80,8 +80,8 @@ def image_inputs(spec: UpdateSpec, train: Samples) -> InputSpec | None:
 def text_inputs(spec: UpdateSpec, train: Samples) -> InputSpec:
     """The version's tokenizer (`tokenizer` section), trained on its train split's texts; for
     `hf:DIR` the directory's own, with its special tokens, cut at `tokenizer.max_length`."""
-    from workers.hf_models import hf_directory, read_directory
-    from workers.tokenizer import text_input
+    from workers.data.tokenizer import text_input
+    from workers.models.hf import hf_directory, read_directory
 
     if not isinstance(train, TextSet):
         raise SpecError("tokenizer: only text data has a tokenizer")

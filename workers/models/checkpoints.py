@@ -10,9 +10,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from workers.data.input_spec import InputSpec
 from workers.errors import first_line
-from workers.inputs import InputSpec
-from workers.models import build_model
+from workers.models.architectures import build_model
 
 
 class CheckpointError(ValueError):

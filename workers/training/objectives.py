@@ -20,8 +20,8 @@ from typing import Literal
 
 import torch
 
-from workers import losses
 from workers.names import OBJECTIVES
+from workers.training import losses
 
 DEFAULT_ALPHA = {"none": 0.0, "kd": 0.5, "fd-kl": 0.9, "fd-lm": 0.9, "dynamic-fd": 0.9, "elodi": 0.8}
 

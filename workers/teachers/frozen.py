@@ -1,38 +1,19 @@
-"""Inference: logits of a model over a dataset, and reference logits for training.
-
-A *reference source* gives the named reference logits ("teacher": the replica ensemble, "old": the
-deployed model) for the batch the student is training on. `request(inputs, batch)` starts the work
-and returns a zero-argument callable that yields {name: logits}; the trainer requests batches ahead
-of its step, so a remote source (the Ray teacher pool, orchestrator/driver/pool.py, which sends only
-`batch` — indices and augmentation draws — to actors holding the training split) computes while the
-student trains. `LocalReferences` is the in-process source: no hop at all, the fast path when the
-teachers share the student's device.
-
-Model input is 4-D float images (kept channels-last) or 2-D token ids, as workers/data/encoded.py
-makes it; inference takes either.
-"""
+"""Frozen models as reference sources: `FrozenModels` (the mean logits of one or more models, in eval
+mode), `LocalReferences` (the in-process source: no hop at all, the fast path when the teachers share
+the student's device) and `LogitCache` (each sample's logits computed once, for deterministic inputs)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
 
 import torch
 from torch import nn
 
 from workers.data import Batch
-from workers.data.encoded import EncodedSplit, Samples, encode
-from workers.inputs import InputSpec
+from workers.data.encoded import EncodedSplit
+from workers.models.predict import placed
 from workers.runtime import autocast
-
-Logits = torch.Tensor  # or losses.TopKLogits, from a pool that sends only the top-K
-
-
-class ReferenceSource(Protocol):
-    names: tuple[str, ...]
-
-    def request(self, inputs: torch.Tensor, batch: Batch | None = None) -> Callable[[], Mapping[str, Logits]]: ...
-
+from workers.training.references import Logits
 
 TEACHER_CACHE = True  # frozen teachers of unaugmented inputs answer each sample once (benchmarks: off)
 
@@ -58,13 +39,6 @@ class LogitCache:
         self.known[index] = True
         self.computed += 1
         return logits
-
-
-def placed(inputs: torch.Tensor, device: torch.device | str) -> torch.Tensor:
-    """Model input on `device`: images channels-last (NHWC: docs/benchmarks.md), token ids as they are."""
-    if inputs.dim() == 4:
-        return inputs.to(device, memory_format=torch.channels_last)
-    return inputs.to(device)
 
 
 class FrozenModels:
@@ -129,23 +103,3 @@ class LocalReferences:
             return function.of_batch(inputs, batch) if isinstance(function, FrozenModels) else function(inputs)
 
         return lambda: {name: answer(function) for name, function in self.functions.items()}
-
-
-@torch.no_grad()
-def predict_logits(
-    model: nn.Module,
-    data: Samples | EncodedSplit,
-    batch_size: int = 1024,
-    device: str | torch.device = "cpu",
-    inputs: InputSpec | None = None,
-) -> torch.Tensor:
-    """N×C logits of `model` (eval mode) on every sample of `data`, in order, on the CPU; text is
-    read through `inputs`' tokenizer (the model's own)."""
-    encoded = data if isinstance(data, EncodedSplit) else encode(data, inputs)
-    was_training = model.training
-    model.eval()
-    chunks = []
-    for start in range(0, len(encoded), batch_size):
-        chunks.append(model(placed(encoded.rows(start, start + batch_size), device)).float().cpu())
-    model.train(was_training)
-    return torch.cat(chunks)

@@ -1,7 +1,7 @@
 """Model registry: every architecture Congruent trains, built by name with a seed.
 
 `build_model(arch, num_classes, inputs, seed)` gives the same weights for the same seed; `inputs`
-(workers/inputs.py) says what the model reads. Image architectures:
+(workers/data/input_spec.py) says what the model reads. Image architectures:
 
 - `mlp-small` (784-128-C), `mlp` (784-512-512-C): fast, few flips.
 - `small-cnn` (3 conv + BN, ~24k params), `lenet` (LeNet-5 style, ~0.4M params).
@@ -9,8 +9,8 @@
   n basic blocks, widths 16/32/64, depth 6n+2).
 - `resnet18`, `resnet34`, `resnet50`: torchvision's ImageNet ResNets adapted to small images
   (3×3 stride-1 stem, no max-pool, 1 or 3 input channels).
-- Text: `text-bag`, `text-cnn`, `text-transformer` (workers/text_models.py), reading token ids.
-- `hf:DIR`: a Hugging Face sequence classifier from a local directory (workers/hf_models.py).
+- Text: `text-bag`, `text-cnn`, `text-transformer` (workers/models/text.py), reading token ids.
+- `hf:DIR`: a Hugging Face sequence classifier from a local directory (workers/models/hf.py).
 - A user factory `package.module:function` taking (num_classes, inputs: InputSpec) — only when
   `allow_user_factories=True` is passed, since it imports and runs user code.
 """
@@ -24,9 +24,9 @@ import torch
 from torch import nn
 from torchvision.models import resnet18, resnet34, resnet50
 
-from workers.inputs import InputSpec
+from workers.data.input_spec import InputSpec
+from workers.models.text import TEXT_ARCHITECTURES
 from workers.names import check_architecture, is_hf, modality_of
-from workers.text_models import TEXT_ARCHITECTURES
 
 ModelFactory = Callable[[int, InputSpec], nn.Module]
 
@@ -140,7 +140,7 @@ ARCHITECTURES: dict[str, ModelFactory] = {  # the names of workers.names.ARCHITE
     "resnet18": _torchvision_resnet(resnet18),
     "resnet34": _torchvision_resnet(resnet34),
     "resnet50": _torchvision_resnet(resnet50),
-    **TEXT_ARCHITECTURES,  # text-bag, text-cnn, text-transformer (workers/text_models.py)
+    **TEXT_ARCHITECTURES,  # text-bag, text-cnn, text-transformer (workers/models/text.py)
 }
 
 
@@ -152,7 +152,7 @@ def resolve_factory(arch: str, allow_user_factories: bool = False, config: str |
     except ValueError as e:
         raise ModelError(str(e)) from None
     if is_hf(arch):
-        from workers.hf_models import HfError, build_hf, hf_directory, read_directory
+        from workers.models.hf import HfError, build_hf, hf_directory, read_directory
 
         try:
             hf_config = config if config is not None else read_directory(str(hf_directory(arch))).config
@@ -180,7 +180,7 @@ def build_model(
     config: str | None = None,
 ) -> nn.Module:
     """Build `arch` for `inputs` with weights initialised from `seed` (the global RNG is left
-    untouched); `config`: an `hf:DIR` model's config JSON (workers/hf_models.py)."""
+    untouched); `config`: an `hf:DIR` model's config JSON (workers/models/hf.py)."""
     factory = resolve_factory(arch, allow_user_factories, config)
     reads = modality_of(arch)
     if reads is not None and reads != inputs.modality:

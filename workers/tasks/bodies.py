@@ -1,9 +1,9 @@
 """Stage bodies that Ray workers run: plain functions over plain records, no Ray calls inside.
 
 `train_job` trains one model (a replica, a student, a fine-tuned model) and stores its checkpoint;
-`train_pack` trains several replicas in one process; `eval_logits` scores checkpoints on the
-regression-eval split; `bcwi_job` picks BCWI's α. The driver (orchestrator/driver/) decides where
-and with which resources each runs.
+`train_pack` trains several replicas in one process (`train_together`: as one batched model);
+`eval_logits` scores checkpoints on the regression-eval split; `bcwi_job` picks BCWI's α. The
+driver (orchestrator/driver/) decides where and with which resources each runs.
 """
 
 from __future__ import annotations
@@ -11,31 +11,25 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from workers import storage
-from workers.bcwi import select_bcwi
-from workers.bookkeeping import Bookkeeping
-from workers.checkpoints import classes_seen_of, load_model, save_checkpoint
-from workers.inference import ReferenceSource, predict_logits
-from workers.jobs import (
-    BcwiRecord,
-    DataRequest,
-    TrainJob,
-    TrainRecord,
-    cached_splits,
-    initial_model,
-    local_references,
-    settings_of,
-    val_reference,
-)
-from workers.packed import check_packable, train_together
+from workers.models.checkpoints import classes_seen_of, load_model, save_checkpoint
+from workers.models.predict import predict_logits
 from workers.progress import ProgressEvent
 from workers.runtime import use_threads
 from workers.storage import fetch_checkpoint
-from workers.trainer import EpochStats, train
+from workers.tasks.bookkeeping import Bookkeeping
+from workers.tasks.records import BcwiRecord, DataRequest, TrainJob, TrainRecord
+from workers.tasks.resolve import cached_splits, initial_model, local_references, settings_of, val_reference
+from workers.training.bcwi import select_bcwi
+from workers.training.epochs import EpochStats, Member, TrainResult, run_epochs
+from workers.training.packed import PackedModels
+from workers.training.references import ReferenceSource
+from workers.training.trainer import train
 
 
 def train_job(
@@ -77,7 +71,7 @@ def train_pack(
 ) -> list[TrainRecord]:
     """Train replicas (same data, architecture and settings, their own seeds) in this process, in
     the jobs' order: one `train_job` for a single job; else finished checkpoints are reused and the
-    others trained as one batched model (workers/packed.py) from their common epoch — or, should
+    others trained as one batched model (workers/training/packed.py) from their common epoch — or, should
     they differ after a crash between two checkpoint writes, one after another."""
     if len(jobs) == 1:
         return [train_job(jobs[0], send_progress=send_progress)]
@@ -138,3 +132,27 @@ def bcwi_job(
             **({} if seen is None else {"classes_seen": seen}),
         )
         return BcwiRecord(choice.alpha, choice.sweep, storage.upload(local, out_uri), seen)
+
+
+def check_packable(jobs: Sequence[TrainJob]) -> None:
+    """ValueError unless `jobs` are plain replicas that differ in nothing but the seed."""
+    first = jobs[0]
+    for job in jobs:
+        if job.objective.references or job.init_from or job.teachers:
+            raise ValueError(f"{job.name}: only plain replicas (no references, no start weights) train packed")
+        if (job.data, job.arch, replace(job.config, seed=0)) != (first.data, first.arch, replace(first.config, seed=0)):
+            raise ValueError(f"{job.name}: packed replicas share data, architecture and settings but the seed")
+        if job.config.precision != "fp32":
+            raise ValueError(f"{job.name}: packed replicas train in fp32 (vmap'd BatchNorm has no bf16 autocast)")
+
+
+def train_together(jobs: Sequence[TrainJob], members: Sequence[Member]) -> list[TrainResult]:
+    """Train `jobs` (replicas: same data, architecture and settings, their own seeds; see
+    `check_packable`) as one batched model, each job's `member` holding its checkpoint and
+    callbacks; results in the jobs' order."""
+    check_packable(jobs)
+    use_threads(jobs[0].config.threads)
+    splits = cached_splits(jobs[0].data)
+    settings = settings_of(jobs[0])
+    stepper = PackedModels([initial_model(job) for job in jobs], splits.train, jobs[0].config, settings.inputs)
+    return run_epochs(stepper, members, splits.train, splits.val, settings)

@@ -1,47 +1,27 @@
-"""The records a stage works from and reports — `DataRequest`, `TrainJob`, `TrainRecord`,
-`BcwiRecord` — and what a job resolves to inside a worker process: its data splits (loaded once
-per process), its model settings, its initial model, its in-process teachers, the old model's
-class ids on its val split."""
+"""What a job resolves to inside a worker process: its data splits (loaded once per process), its
+model settings, its initial model, its in-process teachers, the old model's class ids on its val
+split."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from functools import lru_cache
-from typing import Any
 
 import torch
 
-from workers.checkpoints import CheckpointError, ModelSettings, classes_seen_of, load_model
 from workers.data import DataSplits, load_splits
 from workers.data.encoded import encode
+from workers.data.input_spec import InputSpec
 from workers.data.splits import fingerprint
-from workers.hf_models import hf_directory, pretrained_state, read_directory
-from workers.inference import FrozenModels, LocalReferences, predict_logits
-from workers.init import freeze_backbone, initialise, load_weights
-from workers.inputs import InputSpec
+from workers.models.checkpoints import CheckpointError, ModelSettings, classes_seen_of, load_model
+from workers.models.hf import hf_directory, pretrained_state, read_directory
+from workers.models.predict import predict_logits
+from workers.models.starting_weights import freeze_backbone, initialise, load_weights
 from workers.names import is_hf
-from workers.objectives import Objective
 from workers.storage import fetch_checkpoint
-from workers.trainer import TrainConfig
-
-
-@dataclass(frozen=True)
-class DataRequest:
-    """What `load_splits` needs; hashable so each worker process loads a dataset once. The fields
-    are the spec's `data` section (pipelines/spec.py `DataSpec`) but `dataset`/`path` → `source`."""
-
-    source: str = "fashion-mnist"
-    subset: str = "all"
-    train_limit: int | None = None
-    eval_limit: int | None = None
-    val_fraction: float = 0.1
-    eval_fraction: float = 0.2
-    num_classes: int | None = None  # declared class count (labels with gaps); None: the largest id + 1
-    text_column: str = "text"
-    label_column: str = "label"
-    encoding: str = "utf-8"
-    image_size: int | None = None  # images resized and centre-cropped to image_size² (None: as stored)
+from workers.tasks.records import DataRequest, TrainJob
+from workers.teachers.frozen import FrozenModels, LocalReferences
 
 
 @lru_cache(maxsize=2)
@@ -58,60 +38,6 @@ def content_key(request: DataRequest) -> str:
     splits = cached_splits(request)
     parts = (fingerprint(splits.train), fingerprint(splits.val), splits.fingerprint)
     return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class TrainJob:
-    """One model to train and where its checkpoint goes (a local path or an S3 URI)."""
-
-    name: str
-    data: DataRequest
-    arch: str
-    config: TrainConfig
-    checkpoint_uri: str
-    objective: Objective = field(default_factory=Objective)
-    init_from: str | None = None  # start from this checkpoint's weights, same model (BCWI; `init: old`)
-    init: str | None = None  # start from a torchvision weights name or a state_dict file (workers/init.py)
-    allow_user_factories: bool = False
-    nfr_reference: str | None = None  # old model's checkpoint: each epoch records the val NFR against it
-    teachers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # in-process references: (name, checkpoints)
-    inputs: InputSpec | None = None  # what the model reads: a tokenizer, images' normalisation; None: the data's images
-
-
-@dataclass
-class TrainRecord:
-    """What one training reports: where its checkpoint is, its per-epoch history, how much it
-    trained (epochs_run 0: a finished checkpoint was reused; resumed_from > 0: after a retry or a
-    rerun), where and how long it ran, and — for a distilled student — the teacher pool's count of
-    batches (`teacher_batches`)."""
-
-    name: str
-    seed: int
-    checkpoint: str
-    history: list[dict[str, Any]]
-    steps: int
-    epochs_run: int
-    resumed_from: int
-    steps_run: int
-    val_error_rate: float | None
-    pid: int
-    host: str
-    seconds: float
-    node_id: str | None = None  # comma-separated for a data-parallel stage: every node a worker ran on
-    teacher_batches: dict[str, Any] | None = None
-    classes_seen: list[int] | None = None  # the class ids of its training split
-    config: dict[str, Any] = field(default_factory=dict)  # the TrainConfig it ran with (precision, compile, …)
-    parameters: dict[str, int] = field(default_factory=dict)  # the model's parameter count: total, trainable
-
-
-@dataclass(frozen=True)
-class BcwiRecord:
-    """BCWI's pick: α, the val sweep ({alpha, error_rate, nfr} per α) and the interpolated checkpoint."""
-
-    alpha: float
-    sweep: list[dict[str, float]]
-    checkpoint: str
-    classes_seen: list[int] | None = None
 
 
 def settings_of(job: TrainJob) -> ModelSettings:

@@ -17,11 +17,12 @@ from pathlib import Path
 import torch
 
 from workers import storage
-from workers.checkpoints import CheckpointError, read_checkpoint
-from workers.init import trainable_parameters
-from workers.jobs import TrainJob, TrainRecord, cached_splits
+from workers.models.checkpoints import CheckpointError, read_checkpoint
+from workers.models.starting_weights import trainable_parameters
 from workers.progress import ProgressEvent, ProgressReporter
-from workers.trainer import EpochStats, Member, TrainResult, class_ids
+from workers.tasks.records import TrainJob, TrainRecord
+from workers.tasks.resolve import cached_splits
+from workers.training.epochs import EpochStats, Member, TrainResult, class_ids
 
 
 def local_checkpoint(job: TrainJob) -> str:

@@ -18,16 +18,16 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from workers import inference
-from workers.checkpoints import load_model
 from workers.data import Batch, to_model_input
 from workers.data.encoded import EncodedSplit, encode
+from workers.data.input_spec import InputSpec
 from workers.data.text import TextSet
-from workers.inference import FrozenModels, LogitCache
-from workers.inputs import InputSpec
-from workers.losses import TopKLogits
+from workers.models.checkpoints import load_model
 from workers.runtime import use_threads
 from workers.storage import fetch_checkpoint
+from workers.teachers import frozen
+from workers.teachers.frozen import FrozenModels, LogitCache
+from workers.training.losses import TopKLogits
 
 Answer = dict[str, np.ndarray | tuple[np.ndarray, np.ndarray]]
 
@@ -83,7 +83,7 @@ class TeacherActor:
             def run() -> torch.Tensor:
                 return self.groups[name](split[name].batch(batch))
 
-            if batch.draws is not None or not inference.TEACHER_CACHE:
+            if batch.draws is not None or not frozen.TEACHER_CACHE:
                 return run()
             cache = self.caches.setdefault(name, LogitCache(len(split[name])))
             return cache.get(batch.indices, run)

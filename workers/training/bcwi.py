@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from workers.data.encoded import Samples, encode
-from workers.inference import predict_logits
-from workers.inputs import InputSpec
+from workers.data.input_spec import InputSpec
 from workers.metrics import error_rate, negative_flip_rate
+from workers.models.predict import predict_logits
 
 
 def interpolate_state_dicts(

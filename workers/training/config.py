@@ -1,0 +1,98 @@
+"""A training's settings (`TrainConfig`) and what follows from them alone: the optimiser (SGD with
+Nesterov momentum), the learning-rate schedule (linear warm-up, then cosine or step) and the
+compiled forward pass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+CompileMode = bool | Literal["default", "reduce-overhead", "max-autotune"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimiser, schedule and loop settings. The first fields are the spec's `train` section
+    (pipelines/spec.py `TrainSpec`), same names, same meaning, its `auto` values resolved: the plan
+    builds this from the section's `model_dump()`, so a spec field with no field here cannot run.
+    The last four say where and how the task computes."""
+
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    schedule: Literal["cosine", "step"] = "cosine"  # step: ×0.1 at 50 % and 75 % of the epochs
+    warmup_epochs: float = 0.0  # linear lr warm-up before the schedule (LDI needs it: docs/methods.md)
+    seed: int = 0
+    augment: bool = True  # the master switch of crop and flip
+    crop: int | Literal["resized"] = 2  # random shift by up to ± this many pixels (zero padding); 0: none
+    freeze: Literal["none", "backbone"] = "none"  # backbone: only the classifier head trains (jobs.freeze)
+    flip: bool = True  # random horizontal flip
+    max_grad_norm: float | None = 5.0  # clip the gradient norm (LDI starts large); None: no clipping
+    prefetch: int = 2  # reference batches requested ahead of the step
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: the forward pass under autocast; loss, metrics fp32
+    compile: CompileMode = False  # torch.compile's mode (True: "default")
+    threads: int = 1  # torch intra-op threads: one per CPU the task holds
+    channels_last: bool = True  # NHWC tensors for CNN steps (docs/benchmarks.md)
+    device: str = "cpu"
+    eval_batch_size: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.prefetch < 1 or self.warmup_epochs < 0:
+            raise ValueError("epochs, batch_size, prefetch must be ≥ 1, lr > 0 and warmup_epochs ≥ 0")
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
+        if not (self.crop == "resized" or (isinstance(self.crop, int) and self.crop >= 0)):
+            raise ValueError(f"crop must be a number of pixels ≥ 0 or 'resized', got {self.crop!r}")
+        if self.compile not in (False, True, "default", "reduce-overhead", "max-autotune"):
+            raise ValueError(f"compile must be a boolean or a torch.compile mode, got {self.compile!r}")
+
+    @property
+    def augmentation(self) -> tuple[int | Literal["resized"], bool]:
+        """(crop, flip) that training applies: both off without `augment`."""
+        return (self.crop, self.flip) if self.augment else (0, False)
+
+
+def sgd(parameters: Iterable[torch.Tensor], config: TrainConfig) -> torch.optim.SGD:
+    """SGD with Nesterov momentum and weight decay, at the config's peak lr."""
+    return torch.optim.SGD(
+        list(parameters), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, nesterov=True
+    )
+
+
+def warmup_steps(config: TrainConfig, steps_per_epoch: int) -> int:
+    """Steps of the linear warm-up: `warmup_epochs` of them, at most all but the run's last step."""
+    return max(0, min(round(config.warmup_epochs * steps_per_epoch), config.epochs * steps_per_epoch - 1))
+
+
+def lr_schedule(
+    optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_epoch: int
+) -> torch.optim.lr_scheduler.LRScheduler:
+    """Stepped once per optimiser step: a linear warm-up from lr/W to lr over the first W steps
+    (`warmup_epochs`), then cosine from lr to 0 over the rest, or ×0.1 at 50 % and 75 % of the run."""
+    total, warmup = config.epochs * steps_per_epoch, warmup_steps(config, steps_per_epoch)
+    schedulers = torch.optim.lr_scheduler
+    after: torch.optim.lr_scheduler.LRScheduler
+    if config.schedule == "cosine":
+        after = schedulers.CosineAnnealingLR(optimizer, T_max=total - warmup)
+    elif config.schedule == "step":
+        milestones = [max(1, int(total * f) - warmup) for f in (0.5, 0.75)]
+        after = schedulers.MultiStepLR(optimizer, milestones, gamma=0.1)
+    else:
+        raise ValueError(f"schedule must be cosine or step, got {config.schedule!r}")
+    if not warmup:
+        return after
+    ramp = schedulers.LinearLR(optimizer, start_factor=1 / warmup, total_iters=max(1, warmup - 1))
+    return schedulers.SequentialLR(optimizer, [ramp, after], milestones=[warmup])
+
+
+def compiled(module: Callable[..., torch.Tensor], mode: CompileMode) -> Callable[..., torch.Tensor]:
+    """`torch.compile(module)` in `mode` (True: "default"), or the module itself; a compiled
+    module shares the model's parameters, so checkpoints and evaluation use the plain model."""
+    if not mode:
+        return module
+    return torch.compile(module, mode="default" if mode is True else mode)

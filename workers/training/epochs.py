@@ -1,0 +1,230 @@
+"""`run_epochs`: the one epoch machinery — resume, schedule and warm-up, the non-finite check, epoch
+statistics, validation, checkpoints — over a `Stepper`, how the models of one training take their
+steps (`OneModel` in workers/training/trainer.py, m replicas as one batched model in
+workers/training/packed.py)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from workers.data import Batch, epoch_batches
+from workers.data.encoded import Samples, encode
+from workers.metrics import error_rate, negative_flip_rate
+from workers.models.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
+from workers.models.predict import predict_logits
+from workers.training.config import TrainConfig, lr_schedule
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or Inf; training stopped at `step`."""
+
+    def __init__(self, step: int, epoch: int, value: float) -> None:
+        super().__init__(f"loss is {value} at step {step} (epoch {epoch}); training stopped")
+        self.step, self.epoch, self.value = step, epoch, value
+
+    def __reduce__(self) -> tuple[Any, ...]:  # travels back from Ray workers intact
+        return type(self), (self.step, self.epoch, self.value)
+
+
+@dataclass
+class EpochStats:
+    epoch: int
+    loss: float
+    lr: float
+    seconds: float
+    samples_per_second: float
+    clipped_fraction: float
+    val_error_rate: float | None = None
+    val_nfr: float | None = None  # NFR on the val split against `val_reference` (the old model's classes)
+
+
+@dataclass
+class TrainResult:
+    model: nn.Module
+    history: list[EpochStats] = field(default_factory=list)
+    steps: int = 0
+    epochs_run: int = 0  # epochs trained by this call (0 when a finished checkpoint was reused)
+    resumed_from: int = 0  # epochs already done in the checkpoint this call started from
+    steps_run: int = 0  # optimiser steps taken by this call
+
+
+def class_ids(data: Samples) -> list[int]:
+    """The class ids present in a training split: a model trained on it has `classes_seen` these
+    (data growth: NFR against it is counted on these classes only)."""
+    return sorted(int(c) for c in torch.unique(data.labels))
+
+
+def scoped_nfr(reference: torch.Tensor | None, logits: torch.Tensor, labels: torch.Tensor) -> float | None:
+    """NFR against `reference` (the old model's class ids on these samples; -1 marks a sample of a
+    class the old model never saw, left out of the count); None without a reference."""
+    if reference is None:
+        return None
+    known = reference >= 0
+    if not bool(known.any()):
+        return None
+    return negative_flip_rate(reference[known], logits[known], labels[known])
+
+
+def batches(data: Samples, config: TrainConfig, epoch: int) -> Iterator[Batch]:
+    """The epoch's plan: a permutation seeded by (seed, epoch) and its augmentation draws, so a
+    resumed run — on any device — sees the same batches."""
+    crop, flip = config.augmentation
+    resized = crop == "resized"
+    padding = 0 if crop == "resized" else crop
+    augment = resized or padding > 0 or flip
+    return epoch_batches(len(data), config.batch_size, config.seed, epoch, augment, padding, flip, resized)
+
+
+SYNC_EVERY = 32  # steps between the loop's checks for a non-finite loss (each check waits for the device)
+
+
+class Stepper(Protocol):
+    """How the models of one training take their steps: `OneModel`, or m replicas as one batched
+    model (workers/training/packed.py `PackedModels`). `run_epochs` does everything else."""
+
+    optimizer: torch.optim.Optimizer
+
+    def restore(self, states: Sequence[Mapping[str, Any]]) -> None:
+        """Weights and optimiser state from each model's checkpoint (in the models' order)."""
+
+    def epoch(self, groups: Iterator[Sequence[Batch]]) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
+        """One optimiser step per group (a batch per model); yields each model's loss (k,), whether
+        its gradient was clipped (k,), and the samples each model trained on."""
+        ...
+
+    def models(self) -> list[nn.Module]:
+        """The plain models with their current weights (for validation and checkpoints)."""
+        ...
+
+    def optimizer_states(self) -> list[dict[str, Any]]:
+        """Each model's optimiser state, in the format a `OneModel` restores."""
+        ...
+
+
+@dataclass
+class Member:
+    """One model of a training: its settings (the seed is its own) and what happens at its step
+    and epoch ends; `checkpoint_path` (with the run's settings) is written each epoch and resumed."""
+
+    config: TrainConfig
+    checkpoint_path: str | Path | None = None
+    val_reference: torch.Tensor | None = None  # the old model's class ids on val, -1 outside its classes
+    on_epoch: Callable[[EpochStats], None] | None = None
+    on_step: Callable[[int, int, int], None] | None = None
+
+
+def _restore(stepper: Stepper, scheduler: Any, members: Sequence[Member], results: Sequence[TrainResult]) -> None:
+    """Resume from the members' checkpoints: all of them, at one epoch, or none."""
+    paths = [m.checkpoint_path for m in members]
+    present = [p is not None and Path(p).exists() for p in paths]
+    if not any(present):
+        return
+    if not all(present):
+        raise ValueError("resuming a training of several models needs every model's checkpoint")
+    states = [read_checkpoint(p) for p in paths if p is not None]
+    if len({int(s["epoch"]) for s in states}) > 1:
+        raise ValueError("the checkpoints of a training of several models must be at one epoch")
+    stepper.restore(states)
+    scheduler.load_state_dict(states[0]["scheduler"])
+    for result, state in zip(results, states):
+        result.steps, result.resumed_from = int(state["steps"]), int(state["epoch"])
+        result.history = [EpochStats(**h) for h in state["history"]]
+
+
+def run_epochs(
+    stepper: Stepper,
+    members: Sequence[Member],
+    data: Samples,
+    val: Samples | None = None,
+    settings: ModelSettings | None = None,
+    shard: tuple[int, int] = (0, 1),
+) -> list[TrainResult]:
+    """Train the stepper's models for the epochs their (shared) config asks, from where their
+    checkpoints left off: each step a batch per member from its own seeded plan (this process's
+    `shard` of it), the schedule stepped, a non-finite loss raised with its step every SYNC_EVERY
+    steps; each epoch's statistics and validation per member, its checkpoint (optimiser, schedule,
+    epoch, history, config, the training split's classes) and its `on_epoch`."""
+    if any(m.checkpoint_path is not None for m in members) and settings is None:
+        raise ValueError("checkpoint_path needs the model settings")
+    config, k = members[0].config, len(members)
+    device = torch.device(config.device)
+    steps_per_epoch = math.ceil(len(data) / config.batch_size)
+    scheduler = lr_schedule(stepper.optimizer, config, steps_per_epoch)
+    results = [TrainResult(model) for model in stepper.models()]
+    _restore(stepper, scheduler, members, results)
+    classes = class_ids(data)
+    val_inputs = None if val is None else encode(val, settings.inputs if settings is not None else None)
+    rank, world = shard
+    for epoch in range(results[0].resumed_from, config.epochs):
+        started, seen = time.perf_counter(), 0
+        # per-step figures stay on the device: no host sync inside the loop but every SYNC_EVERY steps
+        loss_sum = torch.zeros(k, device=device)
+        clipped = torch.zeros(k, dtype=torch.long, device=device)
+        first_bad = torch.zeros((), dtype=torch.long, device=device)  # first non-finite step (0: none)
+        bad_loss = torch.zeros((), device=device)
+        groups: Iterator[Sequence[Batch]] = zip(*(batches(data, m.config, epoch) for m in members))
+        if world > 1:
+            groups = ([batch.shard(rank, world) for batch in group] for group in groups)
+        for step, (losses, was_clipped, n) in enumerate(stepper.epoch(groups), 1):
+            scheduler.step()
+            for result in results:
+                result.steps += 1
+                result.steps_run += 1
+            finite = torch.isfinite(losses)
+            now_bad = (first_bad == 0) & ~finite.all()
+            first_bad = torch.where(now_bad, results[0].steps, first_bad)
+            bad_loss = torch.where(now_bad, losses[torch.argmin(finite.int())], bad_loss)
+            loss_sum += losses * n
+            clipped += was_clipped
+            seen += n
+            if step % SYNC_EVERY == 0 or step == steps_per_epoch:
+                if int(first_bad.item()):
+                    raise NonFiniteLossError(int(first_bad.item()), epoch, bad_loss.item())
+            for member in members:
+                if member.on_step is not None:
+                    member.on_step(epoch + 1, step, steps_per_epoch)
+        seconds = time.perf_counter() - started
+        lr = stepper.optimizer.param_groups[0]["lr"]
+        models = stepper.models()
+        saving = any(m.checkpoint_path is not None for m in members)
+        optimizer_states = stepper.optimizer_states() if saving else [{}] * k
+        for r, (member, model, result) in enumerate(zip(members, models, results)):
+            stats = EpochStats(
+                epoch=epoch + 1,
+                loss=loss_sum[r].item() / seen,
+                lr=lr,
+                seconds=seconds,
+                samples_per_second=seen / seconds,
+                clipped_fraction=clipped[r].item() / steps_per_epoch,
+            )
+            if val is not None and val_inputs is not None:
+                logits = predict_logits(model, val_inputs, config.eval_batch_size, device)
+                stats.val_error_rate = error_rate(logits, val.labels)
+                stats.val_nfr = scoped_nfr(member.val_reference, logits, val.labels)
+            result.history.append(stats)
+            result.epochs_run += 1
+            if member.checkpoint_path is not None and settings is not None:
+                save_checkpoint(
+                    member.checkpoint_path,
+                    model,
+                    settings,
+                    classes_seen=classes,
+                    classes=list(data.classes),
+                    optimizer=optimizer_states[r],
+                    scheduler=scheduler.state_dict(),
+                    epoch=epoch + 1,
+                    steps=result.steps,
+                    history=[asdict(h) for h in result.history],
+                    config=asdict(member.config),
+                )
+            if member.on_epoch is not None:
+                member.on_epoch(stats)
+    return results
