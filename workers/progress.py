@@ -11,10 +11,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # the driver imports this module to draw events: it must not import torch
-    from workers.training.epochs import EpochStats
+
+class EpochStats(Protocol):
+    """What an epoch's end reports (workers/training/epochs.py `EpochStats` has these fields): named
+    here as a protocol, since the driver imports this module to draw events and must not import torch."""
+
+    epoch: int
+    loss: float
+    samples_per_second: float
+    val_error_rate: float | None
+    val_nfr: float | None
 
 
 @dataclass(frozen=True)
