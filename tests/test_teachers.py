@@ -94,3 +94,38 @@ def test_pareto_front_and_pick_rule():
     assert pick_trial(rows, reference_error_rate=0.105, tolerance=0.005) == 1  # 3 exceeds 0.110
     assert pick_trial(rows, reference_error_rate=0.105, tolerance=0.05) == 3
     assert pick_trial(rows, reference_error_rate=0.05, tolerance=0.0) is None
+
+
+def test_in_process_teachers_read_each_batch_through_their_own_inputs_as_the_pool_does(tmp_path):
+    """With `teacher_actors: 0` the old model reads the student's augmented training batch
+    normalised by its own InputSpec (here another mean and std than the student's), exactly as a
+    pool actor rebuilds it: the logits of one batch agree within bf16's tolerance."""
+    from workers.data.encoded import encode
+    from workers.data.input_spec import InputSpec
+    from workers.tasks.records import DataRequest, TrainJob
+    from workers.tasks.resolve import cached_splits, local_references
+    from workers.training.config import TrainConfig
+    from workers.training.epochs import batches
+    from workers.training.objectives import Objective
+
+    data = DataRequest(train_limit=256, eval_limit=64)
+    old_reads = InputSpec.image(1, 28, mean=(0.2,), std=(0.3,))
+    student_reads = InputSpec.image(1, 28, mean=(0.6,), std=(0.2,))
+    settings = ModelSettings("small-cnn", 10, old_reads)
+    old = str(save_checkpoint(tmp_path / "old.pt", settings.build(seed=1), settings))
+    config = TrainConfig(batch_size=32, precision="bf16")  # augmentation on: 2-pixel shifts and flips
+    job = TrainJob(
+        "student", data, "small-cnn", config, str(tmp_path / "student.pt"), Objective("kd"),
+        teachers=(("old", (old,)),), inputs=student_reads,
+    )  # fmt: skip
+    train = cached_splits(data).train
+    batch = next(batches(train, config, epoch=0))
+    assert batch.draws is not None
+    student_view = encode(train, student_reads).batch(batch)  # what the student trains on
+    references = local_references(job)
+    assert references is not None
+    in_process = references.request(student_view, batch)()["old"]
+    actor = TeacherActor({"old": [old]}, precision="bf16")
+    actor.hold_split(train.images.numpy())
+    through_pool = torch.from_numpy(np.asarray(actor.logits_of(batch)["old"]))
+    assert torch.allclose(in_process, through_pool, rtol=2e-2, atol=2e-2), (in_process - through_pool).abs().max()

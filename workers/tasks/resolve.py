@@ -5,7 +5,7 @@ split."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import lru_cache
 
 import torch
@@ -73,19 +73,28 @@ def initial_model(job: TrainJob) -> torch.nn.Module:
 
 def local_references(job: TrainJob) -> LocalReferences | None:
     """The job's teachers in this process, on its device, in its precision: the reference source
-    without any hop, for teachers that share the student's device. Text teachers read the
-    training split through their own tokenizer (the old model's may differ from the student's)."""
+    without any hop, for teachers that share the student's device. Each group reads the training
+    split as its own models were trained to read it — text through their tokenizer, images
+    normalised by their `InputSpec`'s mean and std (the old model's may differ from the student's) —
+    and rebuilds each batch from its indices and augmentation draws, as the pool's actors do
+    (workers/teachers/actor.py), so a setting of `resources` never changes what a teacher sees."""
     if not job.teachers:
         return None
     train = cached_splits(job.data).train
+    device = torch.device(job.config.device)
+    images_on_device: list[torch.Tensor] = []  # one device copy of the uint8 images, shared by the groups
     groups = {}
     for name, uris in job.teachers:
         loaded = [load_model(fetch_checkpoint(uri), job.allow_user_factories) for uri in uris]
-        inputs = loaded[0][1].inputs
-        # text: the group's own tokens; unaugmented images: kept so each sample's logits are computed once
-        deterministic = inputs.modality == "text" or job.config.augmentation == (0, False)
-        split = encode(train, inputs) if deterministic else None
-        groups[name] = FrozenModels([model for model, _ in loaded], job.config.device, job.config.precision, split)
+        specs = {settings.inputs for _, settings in loaded}
+        if len(specs) > 1:
+            raise ValueError(f"the models of teacher group {name!r} read different inputs")
+        split = encode(train, specs.pop())
+        if split.modality == "image":
+            if not images_on_device:
+                images_on_device.append(split.values.to(device))
+            split = replace(split, values=images_on_device[0])
+        groups[name] = FrozenModels([model for model, _ in loaded], device, job.config.precision, split)
     return LocalReferences(**groups)
 
 
