@@ -151,8 +151,13 @@ class TrainSpec(_Strict):
         '"The text demo\'s configuration")',
     )
     batch_size: int = Field(128, ge=1)
+    optimizer: Literal["sgd", "adamw"] = Field(
+        "sgd",
+        description="sgd: SGD with Nesterov momentum and L2 weight decay; adamw: AdamW (Loshchilov & Hutter "
+        "2019), weight decay decoupled, momentum unused",
+    )
     lr: float = Field(0.1, gt=0, description="peak learning rate")
-    momentum: float = Field(0.9, ge=0, lt=1)
+    momentum: float = Field(0.9, ge=0, lt=1, description="SGD's momentum")
     weight_decay: float = Field(5e-4, ge=0)
     schedule: Literal["cosine", "step"] = Field("cosine", description="step: ×0.1 at 50 % and 75 % of the epochs")
     warmup_epochs: Literal["auto"] | float = Field(

@@ -219,6 +219,7 @@ NON_DEFAULT = {
         "epochs": 3,
         "student_epochs": 6,
         "batch_size": 64,
+        "optimizer": "adamw",
         "lr": 0.05,
         "momentum": 0.8,
         "weight_decay": 0.0,

@@ -1,5 +1,5 @@
 """A training's settings (`TrainConfig`) and what follows from them alone: the optimiser (SGD with
-Nesterov momentum), the learning-rate schedule (linear warm-up, then cosine or step) and the
+Nesterov momentum, or AdamW), the learning-rate schedule (linear warm-up, then cosine or step) and the
 compiled forward pass."""
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ class TrainConfig:
 
     epochs: int = 10
     batch_size: int = 128
+    optimizer: Literal["sgd", "adamw"] = "sgd"
     lr: float = 0.1
-    momentum: float = 0.9
+    momentum: float = 0.9  # SGD only
     weight_decay: float = 5e-4
     schedule: Literal["cosine", "step"] = "cosine"  # step: ×0.1 at 50 % and 75 % of the epochs
     warmup_epochs: float = 0.0  # linear lr warm-up before the schedule (LDI needs it: docs/methods.md)
@@ -44,6 +45,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.prefetch < 1 or self.warmup_epochs < 0:
             raise ValueError("epochs, batch_size, prefetch must be ≥ 1, lr > 0 and warmup_epochs ≥ 0")
+        if self.optimizer not in ("sgd", "adamw"):
+            raise ValueError(f"optimizer must be sgd or adamw, got {self.optimizer!r}")
         if self.precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
         if not (self.crop == "resized" or (isinstance(self.crop, int) and self.crop >= 0)):
@@ -57,10 +60,14 @@ class TrainConfig:
         return (self.crop, self.flip) if self.augment else (0, False)
 
 
-def sgd(parameters: Iterable[torch.Tensor], config: TrainConfig) -> torch.optim.SGD:
-    """SGD with Nesterov momentum and weight decay, at the config's peak lr."""
+def make_optimizer(parameters: Iterable[torch.Tensor], config: TrainConfig) -> torch.optim.Optimizer:
+    """The config's optimiser at its peak lr: SGD with Nesterov momentum and L2 weight decay, or AdamW
+    (Loshchilov & Hutter 2019: Adam, β = (0.9, 0.999), with weight decay decoupled from the gradient)."""
+    params = list(parameters)
+    if config.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     return torch.optim.SGD(
-        list(parameters), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, nesterov=True
+        params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, nesterov=True
     )
 
 

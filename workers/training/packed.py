@@ -31,7 +31,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from workers.data import Batch
 from workers.data.encoded import Samples, encode
 from workers.data.input_spec import InputSpec
-from workers.training.config import TrainConfig, compiled, sgd
+from workers.training.config import TrainConfig, compiled, make_optimizer
 
 
 class PackedModels:
@@ -51,7 +51,7 @@ class PackedModels:
 
         self.forward = compiled(vmap(one_model), config.compile)
         self.data, self.targets = encode(data, inputs).to(self.device), data.labels.to(self.device)
-        self.optimizer: torch.optim.Optimizer = sgd(self.params.values(), config)
+        self.optimizer: torch.optim.Optimizer = make_optimizer(self.params.values(), config)
 
     def restore(self, states: Sequence[Mapping[str, Any]]) -> None:
         with torch.no_grad():

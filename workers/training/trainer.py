@@ -4,7 +4,7 @@
     result = train(model, splits.train, TrainConfig(epochs=5), Objective("fd-lm"),
                    references=LocalReferences(old=FrozenModels([old_model])), val=splits.val)
 
-SGD with Nesterov momentum and a cosine or step schedule after an optional linear warm-up. The
+SGD (Nesterov) or AdamW with a cosine or step schedule after an optional linear warm-up. The
 training split is moved to the training device once (uint8); each step takes a batch from the
 epoch's seeded plan (workers/data/batches.py), gathers and augments it on the device (the same view
 goes to the student and to every reference), asks the reference logit sources for that batch one or
@@ -30,7 +30,7 @@ from workers.data import Batch
 from workers.data.encoded import EncodedSplit, Samples, encode
 from workers.models.checkpoints import ModelSettings
 from workers.runtime import autocast, use_threads
-from workers.training.config import TrainConfig, compiled, sgd
+from workers.training.config import TrainConfig, compiled, make_optimizer
 from workers.training.epochs import EpochStats, Member, TrainResult, run_epochs
 from workers.training.objectives import Objective
 from workers.training.references import Logits, ReferenceSource
@@ -73,7 +73,7 @@ class OneModel:
         self.model = model
         self.forward = compiled(model, config.compile)
         self.data, self.targets = data.to(self.device), targets.to(self.device)  # the split lives on the device
-        self.optimizer: torch.optim.Optimizer = sgd(model.parameters(), config)
+        self.optimizer: torch.optim.Optimizer = make_optimizer(model.parameters(), config)
 
     def _view(self, batch: Batch) -> torch.Tensor:
         inputs = self.data.batch(batch)
