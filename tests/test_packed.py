@@ -2,6 +2,8 @@
 (bf16 autocast, in-process bf16 teachers), on real Fashion-MNIST slices, on the CPU — the very code
 a GPU runs."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -79,6 +81,45 @@ def test_packing_refuses_replicas_that_differ_in_more_than_the_seed(tmp_path):
     mixed[1] = TrainJob("replica-1", DATA, "lenet", mixed[1].config, str(tmp_path / "lenet.pt"))
     with pytest.raises(ValueError, match="share data, architecture and settings"):
         train_pack(mixed)
+
+
+@pytest.mark.parametrize("arch", ["text-cnn", "text-transformer"])
+def test_text_models_with_dropout_train_packed(tmp_path, arch):
+    """Dropout under vmap draws per replica (vmap's default randomness refuses any random op):
+    text-cnn and text-transformer replicas train packed, each to a model of its own."""
+    from workers.data.tokenizer import text_input
+    from workers.tasks.resolve import cached_splits
+
+    data = DataRequest(source="tweet-sentiment", train_limit=384, eval_limit=100)
+    inputs = text_input(cached_splits(data).train.texts, vocab_size=400, max_length=24)
+    config = TrainConfig(epochs=1, batch_size=64, lr=0.01, augment=False)
+    replicas = [
+        TrainJob(f"replica-{i}", data, arch, replace(config, seed=i), str(tmp_path / f"r{i}.pt"), inputs=inputs)
+        for i in range(2)
+    ]
+    records = train_pack(replicas)
+    assert [r.epochs_run for r in records] == [1, 1] and all(r.val_error_rate is not None for r in records)
+    first, second = weights(records[0].checkpoint), weights(records[1].checkpoint)
+    assert not torch.equal(first["embedding.weight"], second["embedding.weight"])
+
+
+def test_replicas_that_start_from_the_old_weights_train_packed(tmp_path):
+    """`init: old` with `pack > 1`: each packed replica starts from the old model's weights."""
+    from workers.models.checkpoints import ModelSettings, save_checkpoint
+
+    settings = ModelSettings("small-cnn", 10)
+    old = str(save_checkpoint(tmp_path / "old.pt", settings.build(seed=7), settings))
+    starting = [replace(job, init_from=old) for job in jobs(tmp_path, "from-old", count=2, epochs=1)]
+    starting = [replace(job, config=replace(job.config, lr=1e-9)) for job in starting]  # barely moves
+    records = train_pack(starting)
+    start = weights(old)
+    for record in records:
+        trained = weights(record.checkpoint)
+        assert all(
+            torch.allclose(trained[k].float(), start[k].float(), atol=1e-4)
+            for k in start
+            if k.endswith(("weight", "bias"))
+        )
 
 
 def test_bf16_training_and_bf16_teachers_on_the_cpu(fashion_mnist):

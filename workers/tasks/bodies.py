@@ -135,13 +135,21 @@ def bcwi_job(
 
 
 def check_packable(jobs: Sequence[TrainJob]) -> None:
-    """ValueError unless `jobs` are plain replicas that differ in nothing but the seed."""
+    """ValueError unless `jobs` are replicas that differ in nothing but the seed: no references, no
+    teachers, every weight trained (no frozen backbone), fp32. They may start from weights (`init`,
+    `init_from`: the old model's, for `init: old`), the same for all."""
     first = jobs[0]
+
+    def shared(job: TrainJob) -> tuple:
+        return job.data, job.arch, replace(job.config, seed=0), job.init, job.init_from, job.inputs
+
     for job in jobs:
-        if job.objective.references or job.init_from or job.teachers:
-            raise ValueError(f"{job.name}: only plain replicas (no references, no start weights) train packed")
-        if (job.data, job.arch, replace(job.config, seed=0)) != (first.data, first.arch, replace(first.config, seed=0)):
+        if job.objective.references or job.teachers:
+            raise ValueError(f"{job.name}: only plain replicas (no references, no teachers) train packed")
+        if shared(job) != shared(first):
             raise ValueError(f"{job.name}: packed replicas share data, architecture and settings but the seed")
+        if job.config.freeze != "none":
+            raise ValueError(f"{job.name}: packed replicas train every weight (freeze: backbone needs pack 1)")
         if job.config.precision != "fp32":
             raise ValueError(f"{job.name}: packed replicas train in fp32 (vmap'd BatchNorm has no bf16 autocast)")
 

@@ -14,7 +14,8 @@ seed, same batches; weights equal up to float summation order).
 BatchNorm's running statistics update inside vmap because the buffers are stacked too. Packed
 replicas train in fp32 (`precision: fp32`, checked): vmap'd BatchNorm under CUDA's bf16 autocast
 fails ("Expected running_mean to have type BFloat16"), so the plan gives packed replicas fp32.
-The `compile` mode applies to the batched forward pass.
+Dropout draws its masks per replica (`vmap(randomness="different")`), as m separate trainings
+would. The `compile` mode applies to the batched forward pass.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class PackedModels:
         def one_model(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
             return functional_call(skeleton, (p, b), (x,))
 
-        self.forward = compiled(vmap(one_model), config.compile)
+        # randomness "different": each replica draws its own dropout masks (text-cnn, text-transformer)
+        self.forward = compiled(vmap(one_model, randomness="different"), config.compile)
         self.data, self.targets = encode(data, inputs).to(self.device), data.labels.to(self.device)
         self.optimizer: torch.optim.Optimizer = make_optimizer(self.params.values(), config)
 
