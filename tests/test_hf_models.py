@@ -92,6 +92,18 @@ def test_the_directory_gives_config_tokenizer_and_weights(tmp_path):
     assert torch.allclose(model(padded), logits, atol=1e-5)
 
 
+def test_a_directory_saved_over_is_read_again(tmp_path):
+    """`read_directory` is cached by what the directory holds, not by its path: a model saved over
+    the same directory with another tokenizer gives the new tokenizer."""
+    folder = tiny_bert(tmp_path / "model", TEXTS)
+    first = read_directory(str(folder))
+    shutil.rmtree(folder)
+    tiny_bert(folder, ["an entirely different vocabulary of words", "nothing like the flights"] * 50)
+    second = read_directory(str(folder))
+    assert second.tokenizer != first.tokenizer
+    assert read_directory(str(folder)) == second
+
+
 def test_a_tokenizer_that_pads_with_another_id_is_refused(tmp_path):
     folder = tiny_bert(tmp_path / "bert", TEXTS, pad_first=False)
     with pytest.raises(HfError, match="padding token has id 4; Congruent pads with id 0"):

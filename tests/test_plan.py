@@ -350,3 +350,21 @@ def test_replicas_started_from_other_weights_are_other_replicas():
         return plan.replica_jobs()[0].checkpoint_uri
 
     assert replica_uri("digest-a") == replica_uri("digest-a") != replica_uri("digest-b")
+
+
+def test_text_replicas_are_keyed_by_the_trained_tokenizer_not_its_settings():
+    """Two tokenizers trained with the same `tokenizer:` settings but on other texts read the
+    tweets otherwise: replicas trained through one are not the other's."""
+    from orchestrator.driver.plan import Plan, data_request
+    from workers.data.tokenizer import text_input
+
+    spec = parse_spec(
+        {**BASE, "arch": "text-bag", "data": {"dataset": "tweet-sentiment"}, "method": {"name": "elodi", "m": 1}}
+    )
+
+    def replica_uri(texts):
+        inputs = text_input(texts, vocab_size=200, max_length=16)
+        return Plan(spec, None, data_request(spec), "c", "f", 3, inputs=inputs).replica_jobs()[0].checkpoint_uri
+
+    one, other = ["good flight", "bad crew", "lost bags"] * 10, ["late again", "thanks so much", "never again"] * 10
+    assert replica_uri(one) == replica_uri(one) != replica_uri(other)

@@ -162,8 +162,8 @@ class Plan:
             "content": self.content_key,
             **({"init": self.init_key} if self.init_key is not None else {}),
             **({"arch_content": self.arch_key} if self.arch_key is not None else {}),
-            **({"inputs": asdict(self.inputs)} if self.inputs is not None and self.inputs.modality == "image" else {}),
-            **({"tokenizer": spec.tokenizer.model_dump(mode="json")} if self.inputs is not None else {}),
+            # what the models read: the images' normalisation, or the trained tokenizer itself (its JSON)
+            **({"inputs": asdict(self.inputs)} if self.inputs is not None else {}),
         }
         key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
         base = storage.join(spec.storage, spec.model, "replicas", key)

@@ -13,6 +13,7 @@ padding token must have id 0 (BERT's [PAD] has).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -52,9 +53,29 @@ def _quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
-@lru_cache(maxsize=4)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt")  # read by pretrained_state
+
+
+def description_digest(directory: str) -> str:
+    """sha256 over the directory's files but its weights — config, tokenizer, special tokens — by
+    relative name and bytes (what `read_directory` reads); "" when there is no such directory."""
+    path = Path(directory)
+    if not path.is_dir():
+        return ""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.endswith(WEIGHT_SUFFIXES)):
+        digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def read_directory(directory: str) -> HfDirectory:
-    """The config and tokenizer of a local model directory; HfError (one line) when it has none."""
+    """The config and tokenizer of a local model directory; HfError (one line) when it has none.
+    Read once per content: a directory saved over with another config or tokenizer is read again."""
+    return _read_directory(directory, description_digest(directory))
+
+
+@lru_cache(maxsize=4)
+def _read_directory(directory: str, digest: str) -> HfDirectory:
     _quiet_transformers()
     from transformers import AutoConfig, AutoTokenizer
 
