@@ -176,9 +176,11 @@ class TrainSpec(_Strict):
     )
     freeze: Literal["none", "backbone"] = Field(
         "none",
-        description="backbone: only the classifier head (the model's last linear layer) trains — fine-tuning "
-        "from `init`; the backbone's BatchNorm statistics stay as they started; the trainable parameter count "
-        "is logged with each training",
+        description="backbone: only the classifier head trains (what the architecture names its classifier: `fc` "
+        "of torchvision's ResNets, `head` of the text models, the modules outside an hf:DIR model's base model such "
+        "as DistilBERT's pre_classifier and classifier, else the last linear layer) — fine-tuning from `init` or an "
+        "hf:DIR directory; the backbone runs in eval mode (no dropout, BatchNorm statistics as they started); the "
+        "trainable parameter count is logged with each training",
     )
     flip: Literal["auto", True, False] = Field(
         "auto",

@@ -150,8 +150,8 @@ class UpdateSpec(_Strict):
     def _check_init(self) -> None:
         init = self.init
         if init is None:
-            if self.train.freeze != "none":
-                raise ValueError("train.freeze: freezing the backbone needs starting weights (init)")
+            if self.train.freeze != "none" and not is_hf(self.arch):  # hf:DIR starts from its directory's weights
+                raise ValueError("train.freeze: freezing the backbone needs starting weights (init, or arch hf:DIR)")
             return
         if init == "old":
             if self.old is None:

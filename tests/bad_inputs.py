@@ -398,7 +398,7 @@ CASES = [
     ),
     BadInput(
         "freeze-without-init",
-        "train.freeze: freezing the backbone needs starting weights (init)",
+        "train.freeze: freezing the backbone needs starting weights (init, or arch hf:DIR)",
         _run_spec("freeze", _with(train__freeze="backbone")),
     ),
     BadInput(

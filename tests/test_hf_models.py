@@ -104,6 +104,28 @@ def test_a_directory_saved_over_is_read_again(tmp_path):
     assert read_directory(str(folder)) == second
 
 
+def test_a_frozen_distilbert_trains_its_whole_classification_head():
+    """DistilBERT's head is pre_classifier + classifier (the modules outside its base model): frozen,
+    both train, and the backbone's dropout is off."""
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+
+    from workers.models.hf import HfClassifier
+    from workers.models.starting_weights import freeze_backbone, head_modules
+
+    config = DistilBertConfig(vocab_size=50, dim=32, n_layers=1, n_heads=2, hidden_dim=64, num_labels=3, dropout=0.5)
+    torch.manual_seed(0)
+    model = HfClassifier(DistilBertForSequenceClassification(config))
+    assert set(head_modules(model)) == {"model.pre_classifier", "model.classifier", "model.dropout"}
+    freeze_backbone(model)
+    trainable = {name.rsplit(".", 1)[0] for name, p in model.named_parameters() if p.requires_grad}
+    assert trainable == {"model.pre_classifier", "model.classifier"}
+    ids = torch.randint(1, 50, (4, 6))
+    model.train()
+    with torch.no_grad():
+        features = model.model.distilbert(input_ids=ids).last_hidden_state
+        assert torch.equal(features, model.model.distilbert(input_ids=ids).last_hidden_state)
+
+
 def test_a_tokenizer_that_pads_with_another_id_is_refused(tmp_path):
     folder = tiny_bert(tmp_path / "bert", TEXTS, pad_first=False)
     with pytest.raises(HfError, match="padding token has id 4; Congruent pads with id 0"):

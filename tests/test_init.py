@@ -12,7 +12,7 @@ from workers.models.starting_weights import (
     InitError,
     check_available,
     freeze_backbone,
-    head_of,
+    head_modules,
     initialise,
     load_weights,
     pretrained_normalisation,
@@ -28,9 +28,9 @@ def small_cnn(classes: int, seed: int) -> torch.nn.Module:
 
 def test_every_weight_loads_but_a_head_of_another_class_count():
     source, target = small_cnn(10, seed=1), small_cnn(4, seed=2)
-    fresh_head = {k: v.clone() for k, v in target.state_dict().items() if k.startswith(head_of(target) + ".")}
+    fresh_head = {k: v.clone() for k, v in target.state_dict().items() if k.startswith("13.")}
     report = load_weights(target, source.state_dict(), "source.pt", stem_may_differ=False)
-    assert head_of(target) == "13" and set(report.fresh) == {"13.weight", "13.bias"}
+    assert head_modules(target) == ("13",) and set(report.fresh) == {"13.weight", "13.bias"}
     for name, value in target.state_dict().items():
         expected = fresh_head[name] if name in fresh_head else source.state_dict()[name]
         assert torch.equal(value, expected), name
@@ -145,3 +145,20 @@ def test_a_frozen_backbone_computes_in_training_what_it_computes_in_eval():
     with torch.no_grad():
         trained_mode = model.train()(images)
         assert torch.equal(trained_mode, model.eval()(images))
+
+
+def test_a_frozen_backbone_runs_without_dropout_while_its_head_trains():
+    """text-cnn's dropout sits in the backbone (on the pooled features): frozen, the model gives the
+    same logits twice in training mode, and only its `head` trains."""
+    from workers.data.tokenizer import text_input
+    from workers.models.architectures import build_model
+
+    inputs = text_input(["a frozen backbone", "keeps its features", "the head learns"] * 5, vocab_size=100)
+    model = build_model("text-cnn", 3, inputs, seed=0)
+    assert head_modules(model) == ("head",)
+    freeze_backbone(model)
+    ids = torch.randint(2, inputs.vocab_size, (8, 12))
+    with torch.no_grad():
+        model.train()
+        assert torch.equal(model(ids), model(ids))
+    assert {n for n, p in model.named_parameters() if p.requires_grad} == {"head.weight", "head.bias"}

@@ -156,3 +156,12 @@ def test_congruent_run_rejects_class_and_architecture_mismatches(tmp_path, capsy
     (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
     code, err = _run(tmp_path, capsys, with_(method__name="kd", old=str(tmp_path / "broken.pt")))
     assert code == 2 and "not a readable checkpoint" in err and len(err.splitlines()) == 1
+
+
+def test_an_hf_directory_is_the_starting_weights_a_frozen_backbone_needs():
+    """`hf:DIR` starts from the directory's weights, so `freeze: backbone` needs no `init`; any other
+    architecture does."""
+    document = {**BASE, "arch": "hf:some/dir", "data": {"dataset": "tweet-sentiment"}, "train": {"freeze": "backbone"}}
+    assert parse_spec(document).train.freeze == "backbone"
+    with pytest.raises(SpecError, match="freezing the backbone needs starting weights"):
+        parse_spec(with_(train__freeze="backbone"))

@@ -103,6 +103,14 @@ class HfClassifier(nn.Module):
         super().__init__()
         self.model = model
 
+    @property
+    def head_modules(self) -> tuple[str, ...]:
+        """The classification head: every module of the transformers model outside its base model
+        (`base_model_prefix`: BERT's `bert`, DistilBERT's `distilbert`), e.g. `classifier`, and
+        DistilBERT's `pre_classifier` too."""
+        base = self.model.base_model_prefix
+        return tuple(f"model.{name}" for name, _ in self.model.named_children() if name != base)
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         ids = ids.long()
         return self.model(input_ids=ids, attention_mask=(ids != 0).long()).logits

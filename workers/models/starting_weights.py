@@ -7,8 +7,8 @@
 - `old` (the deployed version's own weights) is resolved by the plan to the old checkpoint and loaded
   by `workers.tasks.resolve.initial_model` as BCWI's fine-tuning is: same architecture, strictly.
 
-`load_weights` matches the file's keys to the model's. The classifier head (the model's last
-`nn.Linear`) keeps its fresh initialisation when its shape differs (another class count); for
+`load_weights` matches the file's keys to the model's. The classifier head (`head_modules`: what
+the architecture names its classifier) keeps its fresh initialisation when its shape differs (another class count); for
 resnet18/34/50 so does the first convolution, which Congruent's ResNets replace by a 3×3
 stride-1 stem for small images. Every other missing, unexpected or mis-shaped key is an `InitError`
 that lists them.
@@ -105,12 +105,26 @@ def read_state_dict(source: str) -> dict[str, torch.Tensor]:
     return {str(k).removeprefix("module."): v for k, v in state.items()}  # DDP-saved files prefix `module.`
 
 
-def head_of(model: nn.Module) -> str:
-    """The name of the model's classifier head: its last `nn.Linear` module."""
-    heads = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
-    if not heads:
+def head_modules(model: nn.Module) -> tuple[str, ...]:
+    """The names of the modules the architecture calls its classifier head: the model's own
+    `head_modules` (`hf:DIR`: every module of the transformers model outside its base model, e.g.
+    BERT's classifier, DistilBERT's pre_classifier and classifier), its `head` (the text models) or
+    `fc` (torchvision's ResNets), else its last `nn.Linear` (the sequential built-ins, user factories)."""
+    declared = getattr(model, "head_modules", None)
+    if declared:
+        return tuple(declared)
+    for name in ("head", "fc"):
+        if isinstance(getattr(model, name, None), nn.Module):
+            return (name,)
+    linear = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    if not linear:
         raise InitError(f"{type(model).__name__} has no nn.Linear layer to treat as its classifier head")
-    return heads[-1]
+    return (linear[-1],)
+
+
+def in_head(name: str, heads: tuple[str, ...]) -> bool:
+    """Whether the parameter, buffer or module `name` belongs to one of the head modules `heads`."""
+    return any(name == head or name.startswith(head + ".") for head in heads)
 
 
 @dataclass(frozen=True)
@@ -131,8 +145,8 @@ def load_weights(model: nn.Module, state: dict[str, torch.Tensor], source: str, 
     keep the model's values where their shapes differ; any other mismatch is an InitError naming
     the missing keys, the unexpected ones and the mis-shaped ones."""
     own = model.state_dict()
-    head = head_of(model) + "."
-    may_differ = {k for k in own if k.startswith(head)} | (set(STEM) if stem_may_differ else set())
+    heads = head_modules(model)
+    may_differ = {k for k in own if in_head(k, heads)} | (set(STEM) if stem_may_differ else set())
     mismatched = [k for k in own if k in state and state[k].shape != own[k].shape]
     fresh = [k for k in mismatched if k in may_differ]
     missing = [k for k in own if k not in state and not k.endswith("num_batches_tracked")]
@@ -161,16 +175,18 @@ def initialise(model: nn.Module, arch: str, init: str) -> InitReport:
 
 
 def freeze_backbone(model: nn.Module) -> int:
-    """`train.freeze: backbone`: every parameter but the classifier head's stops training
-    (requires_grad False; SGD skips parameters without gradients, weight decay included), and the
-    backbone's BatchNorm layers run in eval mode even while the model trains: they normalise with
-    their running statistics and never update them, so the backbone computes exactly the features
-    it started with. Returns the trainable parameter count."""
-    head = head_of(model) + "."
+    """`train.freeze: backbone`: every parameter but the classifier head's (`head_modules`) stops
+    training (requires_grad False; the optimiser skips parameters without gradients, weight decay
+    included), and every module of the backbone runs in eval mode even while the model trains — its
+    dropout off, its BatchNorm layers normalising with their running statistics and never updating
+    them — so the backbone computes exactly the features of the model it started from. Returns the
+    trainable parameter count."""
+    heads = head_modules(model)
     for name, parameter in model.named_parameters():
-        parameter.requires_grad_(name.startswith(head))
+        parameter.requires_grad_(in_head(name, heads))
     for name, module in model.named_modules():
-        if isinstance(module, nn.modules.batchnorm._BatchNorm) and not (name + ".").startswith(head):
+        holds_head = any(head.startswith(name + ".") for head in heads) or name == ""  # the head's ancestors
+        if not holds_head and not in_head(name, heads):
             module.register_forward_pre_hook(_in_eval_mode)
     return trainable_parameters(model)
 
