@@ -116,6 +116,28 @@ def test_max_length_cuts_each_sample(spec):
     assert torch.equal(cut, full[:, :4]) and (full_lengths > 4).all()
 
 
+@pytest.mark.parametrize("template,closing", [("[CLS] $A [SEP]", True), ("[CLS] $A", False)])
+def test_a_pretrained_tokenizer_cuts_as_its_own_truncation_does(template, closing):
+    """With its special tokens (hf:DIR), a text is cut by the tokenizer's own truncation: [CLS] and
+    the first words, then [SEP] only for a tokenizer that closes with one — never the text's last word."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    tokenizer.train_from_iterator(TEXTS, trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=template, special_tokens=[("[CLS]", cls), ("[SEP]", sep)][: 2 if closing else 1]
+    )
+    spec = InputSpec("text", tokenizer=tokenizer.to_str(), vocab_size=300, max_length=5, add_special_tokens=True)
+    words = "the striker scored a brilliant goal in the final minute"
+    ids, lengths = encode_texts(spec, [words, "goal"])
+    first_words = tokenizer.encode(words, add_special_tokens=False).ids
+    expected = [cls, *first_words[:3], sep] if closing else [cls, *first_words[:4]]
+    assert ids[0].tolist() == expected and lengths.tolist() == [5, 3 if closing else 2]
+
+
 @pytest.mark.parametrize("arch", sorted(TEXT_ARCHITECTURES))
 def test_logits_are_finite_and_ignore_padding(arch, spec):
     model = build(arch, spec).eval()

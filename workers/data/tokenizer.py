@@ -76,21 +76,32 @@ def _load(tokenizer_json: str) -> Tokenizer:
     return Tokenizer.from_str(tokenizer_json)
 
 
+@lru_cache(maxsize=16)
+def _cutting(tokenizer_json: str, max_length: int) -> Tokenizer:
+    """The tokenizer with its own truncation at `max_length` ids (its special tokens counted, as its
+    post-processor places them) and padding with id 0 to the longest text of a batch."""
+    tokenizer = Tokenizer.from_str(tokenizer_json)
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.enable_padding(pad_id=PAD_ID, pad_token=tokenizer.id_to_token(PAD_ID) or PAD)
+    return tokenizer
+
+
 def encode_texts(spec: InputSpec, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids (int32, N×L, right-padded with 0, L the longest sample cut at `spec.max_length`)
     and lengths (int64, N); a text with no tokens reads as one [UNK]. With `add_special_tokens` (a
-    pretrained model's tokenizer) each text gets its tokenizer's own specials, e.g. [CLS] … [SEP]."""
+    pretrained model's tokenizer) each text gets its tokenizer's own specials, e.g. [CLS] … [SEP];
+    the cut is the tokenizer's own (`enable_truncation`), so it keeps a closing special token only
+    where the tokenizer has one."""
     if spec.modality != "text" or spec.tokenizer is None:
         raise ValueError(f"encode_texts needs a text input, got {spec.modality!r}")
-    encodings = _load(spec.tokenizer).encode_batch(list(texts), add_special_tokens=spec.add_special_tokens)
-    if spec.add_special_tokens:  # a cut text keeps its closing special token ([SEP])
-        rows = [
-            e.ids if len(e.ids) <= spec.max_length else e.ids[: spec.max_length - 1] + e.ids[-1:] for e in encodings
-        ]
-    else:
-        rows = [e.ids[: spec.max_length] or [UNK_ID] for e in encodings]
-    lengths = torch.tensor([len(r) for r in rows], dtype=torch.int64)
-    ids = torch.zeros(len(rows), int(lengths.max()) if rows else 1, dtype=torch.int32)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = torch.tensor(row, dtype=torch.int32)
+    tokenizer = _cutting(spec.tokenizer, spec.max_length)
+    encodings = tokenizer.encode_batch(list(texts), add_special_tokens=spec.add_special_tokens)
+    if not encodings:
+        return torch.zeros(0, 1, dtype=torch.int32), torch.zeros(0, dtype=torch.int64)
+    ids = torch.tensor([e.ids for e in encodings], dtype=torch.int32)
+    lengths = torch.tensor([sum(e.attention_mask) for e in encodings], dtype=torch.int64)
+    empty = lengths == 0
+    if bool(empty.any()):
+        unknown = tokenizer.token_to_id(getattr(tokenizer.model, "unk_token", None) or UNK)
+        ids[empty, 0], lengths[empty] = UNK_ID if unknown is None else unknown, 1
     return ids, lengths
