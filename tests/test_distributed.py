@@ -33,6 +33,43 @@ def test_placement_of_workers_beside_spread_teacher_actors_by_hand():
     assert placeable([(8.0, 1.0), (8.0, 1.0)], [], [(1.0, 1.0)] * 2)
 
 
+def test_a_non_finite_loss_on_one_worker_stops_every_worker_at_the_same_step(tmp_path):
+    """Two gloo processes training one DDP model: rank 1's loss turns NaN at the step where the
+    loop checks. Both stop there with NonFiniteLossError; before, rank 0 went on into the next
+    step's gradient all-reduce and waited for a rank that had stopped (here until the process
+    group's 20 s timeout)."""
+    import socket
+
+    import torch.multiprocessing
+
+    from ddp_processes import nan_on_one_rank
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    torch.multiprocessing.spawn(nan_on_one_rank, args=(2, str(tmp_path), port), nprocs=2, join=True)
+    outcomes = [json.loads((tmp_path / f"rank-{rank}.json").read_text()) for rank in range(2)]
+    assert outcomes == [{"ended": "NonFiniteLossError", "step": 2}] * 2
+    assert time.monotonic() - started < 60
+
+
+def test_batchnorm_is_synchronised_across_gpu_workers():
+    """On GPUs (nccl) a data-parallel model's BatchNorm layers become SyncBatchNorm, so each step
+    normalises by the statistics of the whole batch; on CPUs (gloo) SyncBatchNorm does not run, and
+    they stay per shard (docs/architecture.md says what differs)."""
+    import torch
+
+    from workers.models.architectures import build_model
+    from workers.tasks.resolve import data_parallel_batchnorm
+
+    def kinds(model):
+        return {type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)}
+
+    assert kinds(data_parallel_batchnorm(build_model("small-cnn", 10), torch.device("cuda"))) == {"SyncBatchNorm"}
+    assert kinds(data_parallel_batchnorm(build_model("small-cnn", 10), torch.device("cpu"))) == {"BatchNorm2d"}
+
+
 def train_workers(dashboard: str) -> list:
     from ray.util.state import list_actors
 

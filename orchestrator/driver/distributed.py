@@ -55,7 +55,7 @@ def train_loop(config: dict[str, Any]) -> None:
     rank, world = context.get_world_rank(), context.get_world_size()
     started = time.perf_counter()
     splits, settings = cached_splits(job.data), settings_of(job)
-    model = initial_model(job)
+    model = initial_model(job, data_parallel=True)  # BatchNorm synchronised across GPU workers
     folder = Path(tempfile.mkdtemp(prefix="congruent-ddp-"))
     local = folder / MODEL
     restored = ray.train.get_checkpoint()

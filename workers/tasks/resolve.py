@@ -49,11 +49,12 @@ def settings_of(job: TrainJob) -> ModelSettings:
     return ModelSettings(job.arch, splits.num_classes, inputs, config)
 
 
-def initial_model(job: TrainJob) -> torch.nn.Module:
+def initial_model(job: TrainJob, data_parallel: bool = False) -> torch.nn.Module:
     """The job's model before training: built from its seed, then given `init`'s weights (a
     torchvision weights name or a state_dict file; the head stays fresh for another class count),
     an `hf:DIR` model its directory's, or `init_from`'s (BCWI's fine-tuning, `init: old`), which
-    must be of the same architecture and shapes; with `freeze: backbone` only its classifier head trains."""
+    must be of the same architecture and shapes; `data_parallel`: its BatchNorm layers as
+    `data_parallel_batchnorm` makes them; with `freeze: backbone` only its classifier head trains."""
     settings = settings_of(job)
     model = settings.build(job.config.seed, job.allow_user_factories)
     if job.init is not None:
@@ -66,8 +67,23 @@ def initial_model(job: TrainJob) -> torch.nn.Module:
         if start_settings != settings:
             raise CheckpointError(f"{job.init_from}: built as {start_settings}, cannot start {settings}")
         model.load_state_dict(start.state_dict())
-    if job.config.freeze == "backbone":
+    if data_parallel:
+        model = data_parallel_batchnorm(model, torch.device(job.config.device))
+    if job.config.freeze == "backbone":  # after the conversion: its eval-mode hooks sit on the new layers
         freeze_backbone(model)
+    return model
+
+
+def data_parallel_batchnorm(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """For data-parallel training: on CUDA devices (nccl) every BatchNorm layer becomes a
+    `SyncBatchNorm`, which normalises each step by the mean and variance of the whole batch across
+    the workers, as one process would. SyncBatchNorm runs on GPUs only, so on CPUs (gloo) the layers
+    stay as they are and differ from one process in exactly this: each worker normalises its shard
+    (batch_size / workers samples) by the shard's own statistics, and the running statistics that
+    evaluation and the checkpoint keep are rank 0's (DistributedDataParallel broadcasts rank 0's
+    buffers at every forward pass), gathered from its shards only."""
+    if device.type == "cuda":
+        return torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
     return model
 
 

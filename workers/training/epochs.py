@@ -86,6 +86,17 @@ def batches(data: Samples, config: TrainConfig, epoch: int) -> Iterator[Batch]:
 SYNC_EVERY = 32  # steps between the loop's checks for a non-finite loss (each check waits for the device)
 
 
+def _first_bad_step(first_bad: torch.Tensor, world: int) -> int:
+    """The first step whose loss was not finite (0: none), agreed by every data-parallel process
+    (the largest over the processes, an all-reduce): so all of them stop at the same check, and none
+    waits forever in the next step's gradient all-reduce for a process that has stopped."""
+    if world > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+        agreed = first_bad.clone()
+        torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MAX)
+        return int(agreed.item())
+    return int(first_bad.item())
+
+
 class Stepper(Protocol):
     """How the models of one training take their steps: `OneModel`, or m replicas as one batched
     model (workers/training/packed.py `PackedModels`). `run_epochs` does everything else."""
@@ -186,8 +197,10 @@ def run_epochs(
             clipped += was_clipped
             seen += n
             if step % SYNC_EVERY == 0 or step == steps_per_epoch:
-                if int(first_bad.item()):
-                    raise NonFiniteLossError(int(first_bad.item()), epoch, bad_loss.item())
+                bad_step = _first_bad_step(first_bad, world)
+                if bad_step:
+                    own = int(first_bad.item()) == bad_step
+                    raise NonFiniteLossError(bad_step, epoch, bad_loss.item() if own else float("nan"))
             for member in members:
                 if member.on_step is not None:
                     member.on_step(epoch + 1, step, steps_per_epoch)
