@@ -98,7 +98,9 @@ class MethodSpec(_Strict):
     """How the new version is trained (docs/methods.md has the losses and their papers)."""
 
     name: Literal[METHODS] = Field(  # type: ignore[valid-type]
-        "elodi", description="the treatment; kd, fd-*, dynamic-fd and bcwi need `old`"
+        "none",
+        description="the treatment; none (the default): one plain model, what a first version is; kd, fd-*, "
+        "dynamic-fd and bcwi need `old`; elodi and ensemble train `m` replicas",
     )
     m: int = Field(
         8,

@@ -39,7 +39,7 @@ from pipelines.sections import (
     WorkerResources,
     _Strict,
 )
-from workers.errors import first_line
+from workers.errors import Problems, first_line
 from workers.names import (
     HF_PREFIX,
     IMAGE_ARCHITECTURES,
@@ -73,8 +73,8 @@ __all__ = [  # the sections live in pipelines/sections.py; every caller imports 
 ]
 
 
-class SpecError(ValueError):
-    """A spec that cannot run; the message is one line naming the field and the problem."""
+class SpecError(Problems):
+    """A spec that cannot run: one line per problem (`problems`), each naming the field."""
 
 
 class UpdateSpec(_Strict):
@@ -120,54 +120,63 @@ class UpdateSpec(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> UpdateSpec:
+        """Checks across fields, every one of them: all problems found, one line each."""
+        problems = self._cross_field_problems()
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def _cross_field_problems(self) -> list[str]:
+        problems = []
         try:
             check_architecture(self.arch, self.allow_user_factories)
         except ValueError as e:
-            raise ValueError(f"arch: {e}") from None
+            problems.append(f"arch: {e}")
         reads = modality_of(self.arch)
         if reads is not None and reads != self.data.modality:
             kinds = ", ".join(TEXT_ARCHITECTURES if self.data.modality == "text" else IMAGE_ARCHITECTURES)
-            raise ValueError(f"arch: {self.arch} reads {reads}, the data is {self.data.modality} ({kinds})")
+            problems.append(f"arch: {self.arch} reads {reads}, the data is {self.data.modality} ({kinds})")
         if self.old is None and (self.method.name in NEEDS_OLD or self.method.legacy_weight is not None):
             needs = "legacy_weight" if self.method.name not in NEEDS_OLD else f"method {self.method.name!r}"
-            raise ValueError(f"old: {needs} needs an old model (a checkpoint path or NAME@ALIAS)")
+            problems.append(f"old: {needs} needs an old model (a registry reference NAME@ALIAS or a checkpoint path)")
         if self.method.legacy_weight is not None and self.method.name != "elodi":
-            raise ValueError("method.legacy_weight: only elodi has a legacy term")
-        self._check_init()
+            problems.append("method.legacy_weight: only elodi has a legacy term")
+        problems += self._init_problems()
         if is_hf(self.arch) and self.resources.replica.pack > 1 and self.method.name in REPLICA_METHODS:
-            raise ValueError("resources.replica.pack: hf:DIR models train one per task; set pack 1")
+            problems.append("resources.replica.pack: hf:DIR models train one per task; set pack 1")
+        if self.data.modality == "image" and "tokenizer" in self.model_fields_set:
+            problems.append("tokenizer: only text data has a tokenizer; the data is images")
         if self.tune is not None:
             if self.method.name != "elodi":
-                raise ValueError("tune: searches ELODI's settings, so method.name must be elodi")
+                problems.append("tune: searches ELODI's settings, so method.name must be elodi")
             if self.old is None:
-                raise ValueError("old: tune measures each trial's NFR against the old model; give one")
+                problems.append("old: tune measures each trial's NFR against the old model; give one")
             if "legacy_weight" in self.tune.space and self.method.legacy_weight is None:
-                raise ValueError("tune.space.legacy_weight: set method.legacy_weight to enable the legacy term")
+                problems.append("tune.space.legacy_weight: set method.legacy_weight to enable the legacy term")
             if self.resources.student.workers > 1:
-                raise ValueError("resources.student.workers: each Tune trial trains in one task; set 1")
-        return self
+                problems.append("resources.student.workers: each Tune trial trains in one task; set 1")
+        return problems
 
-    def _check_init(self) -> None:
-        init = self.init
+    def _init_problems(self) -> list[str]:
+        init, problems = self.init, []
         if init is None:
             if self.train.freeze != "none" and not is_hf(self.arch):  # hf:DIR starts from its directory's weights
-                raise ValueError("train.freeze: freezing the backbone needs starting weights (init, or arch hf:DIR)")
-            return
+                problems.append("train.freeze: freezing the backbone needs starting weights (init, or arch hf:DIR)")
+            return problems
         if init == "old":
             if self.old is None:
-                raise ValueError("init: old starts from the deployed version's weights; give `old`")
+                problems.append("init: old starts from the deployed version's weights; give `old`")
         elif is_torchvision_weights(init):
             if not init.replace("_", "").isalnum() or init.upper() != init:
-                raise ValueError(
+                problems.append(
                     f"init: {init!r} is neither old, a state_dict file ({', '.join(WEIGHTS_FILE_SUFFIXES)}) nor a "
                     "torchvision weights name (e.g. IMAGENET1K_V1)"
                 )
-            if self.arch not in ("resnet18", "resnet34", "resnet50"):
-                raise ValueError(f"init: torchvision weights {init} exist for resnet18/34/50, not {self.arch}")
+            elif self.arch not in ("resnet18", "resnet34", "resnet50"):
+                problems.append(f"init: torchvision weights {init} exist for resnet18/34/50, not {self.arch}")
         if self.train.freeze != "none" and self.resources.replica.pack > 1 and self.method.name in REPLICA_METHODS:
-            raise ValueError(
-                "train.freeze: packed replicas (resources.replica.pack > 1) train every weight; set pack 1"
-            )
+            problems.append("train.freeze: packed replicas (resources.replica.pack > 1) train every weight; set pack 1")
+        return problems
 
     def with_absolute_paths(self, base: Path | None = None) -> UpdateSpec:
         """Local paths (data.path, old, storage, an init file, hf:DIR) made absolute, so workers on other nodes and in
@@ -221,11 +230,11 @@ def _did_you_mean(loc: tuple) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-def _describe(error: ValidationError) -> str:
-    """One line naming every problem, `field: problem; field: problem`. A union's member errors about
-    the wrong shape give way to the one that says what is wrong inside; member tags (`list[float]`,
-    `RangeSpec`) are dropped from the field path; an unknown key close to a known one gets a
-    "did you mean"."""
+def _describe(error: ValidationError) -> list[str]:
+    """One line per problem, `field: problem`. A union's member errors about the wrong shape give
+    way to the one that says what is wrong inside; member tags (`list[float]`, `RangeSpec`) are
+    dropped from the field path; an unknown key close to a known one gets a "did you mean"; the
+    cross-field checks give a line each."""
     problems: dict[str, list[tuple[str, str]]] = {}
     for e in error.errors():
         parts = [str(p) for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p[:1].isupper()))]
@@ -236,9 +245,9 @@ def _describe(error: ValidationError) -> str:
     lines = []
     for location, found in problems.items():
         specific = [message for kind, message in found if kind not in _SHAPE_ERRORS] or [m for _, m in found]
-        message = " or ".join(dict.fromkeys(specific))
-        lines.append(f"{location}: {message}" if location else message)
-    return "; ".join(lines)
+        for message in dict.fromkeys(specific) if not location else [" or ".join(dict.fromkeys(specific))]:
+            lines += [f"{location}: {line}" if location else line for line in message.splitlines()]
+    return lines
 
 
 def parse_spec(document: object) -> UpdateSpec:
@@ -248,7 +257,7 @@ def parse_spec(document: object) -> UpdateSpec:
     try:
         return UpdateSpec.model_validate(document)
     except ValidationError as e:
-        raise SpecError(_describe(e)) from None
+        raise SpecError(*_describe(e)) from None
 
 
 def _yaml_problem(error: yaml.YAMLError, text: str) -> str:
@@ -283,4 +292,4 @@ def load_spec(path: str | Path) -> UpdateSpec:
     try:
         return parse_spec(document)
     except SpecError as e:
-        raise SpecError(f"{path}: {e}") from None
+        raise SpecError(*(f"{path}: {problem}" for problem in e.problems)) from None

@@ -40,7 +40,7 @@ class Assets:
 @dataclass(frozen=True)
 class BadInput:
     name: str
-    expect: str  # a fragment of the one stderr line
+    expect: str | tuple[str, ...]  # a fragment of the one stderr line, or of each line: one per problem
     make: Callable[[Path, Assets], list[str]]
 
 
@@ -226,8 +226,11 @@ CASES = [
     BadInput("missing-required-field", "arch: Field required", _run_spec("no-arch", _with(arch=None))),
     BadInput(
         "every-problem-at-once",
-        "method.m: Input should be greater than or equal to 1; train.epochs: Input should be greater than or "
-        "equal to 1; train.lr: Input should be greater than 0",
+        (
+            "method.m: Input should be greater than or equal to 1",
+            "train.epochs: Input should be greater than or equal to 1",
+            "train.lr: Input should be greater than 0",
+        ),
         _run_spec("three", _with(method__m=0, train__epochs=0, train__lr=-1)),
     ),
     BadInput(
@@ -305,7 +308,10 @@ CASES = [
     ),
     BadInput(
         "old-registry-class-mismatch-names-the-reference",
-        "old: corpus-parent@five has 5 classes, the data has 10",
+        (
+            "old: corpus-parent@five has 5 classes, the data has 10",
+            "old: corpus-parent version 3 was evaluated on eval split 0123456789ab",  # a second problem of it
+        ),
         _run_spec("five", _with(method__name="fd-lm", old="corpus-parent@five")),
     ),
     BadInput(

@@ -16,7 +16,7 @@ FIRST = "v1-small.yaml"  # registers fmnist-classifier v1 and promotes it to cha
 @pytest.mark.slow
 def test_every_example_passes_preflight_after_the_first_version_is_registered(tmp_path, monkeypatch):
     from orchestrator.driver.pipeline import version_tags
-    from orchestrator.driver.plan import preflight
+    from orchestrator.driver.preflight import preflight
     from orchestrator.tracking import registry, runs, store
     from orchestrator.tracking.ledger import write_ledger
     from workers.metrics import error_rate

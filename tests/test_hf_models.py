@@ -183,7 +183,7 @@ def test_replicas_of_a_directory_saved_over_are_other_replicas(spec_document, tm
     """The replicas' key holds the directory's content, not its path: a model saved over the same
     directory trains new replicas, the same content reuses them."""
     from orchestrator.driver.model_inputs import directory_digest
-    from orchestrator.driver.plan import preflight
+    from orchestrator.driver.preflight import preflight
     from pipelines.spec import parse_spec
 
     folder = tiny_bert(tmp_path / "bert", TEXTS)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from datafiles import write_idx_dataset
-from orchestrator.driver.plan import applied_params, preflight, train_config
+from orchestrator.driver.plan import applied_params, train_config
+from orchestrator.driver.preflight import preflight
 from pipelines.spec import WorkerResources, parse_spec
 
 BASE = {

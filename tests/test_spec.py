@@ -165,3 +165,18 @@ def test_an_hf_directory_is_the_starting_weights_a_frozen_backbone_needs():
     assert parse_spec(document).train.freeze == "backbone"
     with pytest.raises(SpecError, match="freezing the backbone needs starting weights"):
         parse_spec(with_(train__freeze="backbone"))
+
+
+def test_every_cross_field_problem_is_a_line_of_its_own():
+    """The checks across fields go on after the first problem: each is one of the error's lines."""
+    with pytest.raises(SpecError) as caught:
+        parse_spec(with_(method__name="kd", method__legacy_weight=0.5, tokenizer={"vocab_size": 500}))
+    assert caught.value.problems == [
+        "old: method 'kd' needs an old model (a registry reference NAME@ALIAS or a checkpoint path)",
+        "method.legacy_weight: only elodi has a legacy term",
+        "tokenizer: only text data has a tokenizer; the data is images",
+    ]
+
+
+def test_a_spec_without_a_method_trains_one_plain_model():
+    assert parse_spec(BASE).method.name == "none"

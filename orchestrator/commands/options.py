@@ -68,6 +68,27 @@ def fail(command: str, message: str, code: int = 2) -> int:
     return code
 
 
+def fail_all(command: str, problems: list[str], code: int = 2) -> int:
+    """`fail` for each problem, one line each; return `code`."""
+    for problem in problems:
+        fail(command, problem, code)
+    return code
+
+
+def report_checks(command: str, paths: list[str], ray_address: str | None, quiet: bool = False) -> int:
+    """`congruent check` (and `run --check`): every problem of the specs at `paths`, one line each
+    on stderr, exit 2 if there is any; else a line per spec saying what it will run."""
+    from orchestrator.driver.preflight import check_specs
+
+    failed = False
+    for result in check_specs(paths, ray_address):
+        fail_all(command, result.problems)
+        failed = failed or bool(result.problems)
+        if not result.problems and not quiet:
+            print(f"{result.path}: ok: {result.summary}")
+    return 2 if failed else 0
+
+
 def fraction(low: float, high: float) -> Callable[[str], float]:
     """argparse `type=` for a fraction within [low, high]: 0.05 is 5 %, so a 5 typed by habit (or a
     value out of range) is a usage error, not a limit that lets everything through."""

@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.commands.options import fail, json_option, out_option, quiet_option, ray_address
+from orchestrator.commands.options import (
+    fail,
+    fail_all,
+    json_option,
+    out_option,
+    quiet_option,
+    ray_address,
+    report_checks,
+)
 from orchestrator.views.format import percent
 from workers.errors import first_line
 
@@ -65,31 +73,37 @@ def json_result(result: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.cluster import check_cluster, connect
     from orchestrator.driver.pipeline import run_pipeline
-    from orchestrator.driver.plan import check_output, preflight
+    from orchestrator.driver.plan import cluster_demand
+    from orchestrator.driver.preflight import check_output, preflight
     from orchestrator.driver.watch import StageWatch
-    from orchestrator.tracking.registry import RegistryError
     from orchestrator.tracking.store import TrackingUnavailable, check_store
     from orchestrator.views.progress import make_display
     from pipelines.spec import SpecError, load_spec
 
+    if args.check:
+        return report_checks("run", [args.spec], args.ray_address, args.quiet or args.json)
     # every check before Ray starts and before the MLflow run opens: exit 2 leaves nothing behind
     try:
         spec = load_spec(args.spec)
     except SpecError as e:
-        return fail("run", str(e))
+        return fail_all("run", e.problems)
+    problems: list[str] = []
     try:
-        plan = preflight(spec)  # data, old model, registry, storage
-    except (SpecError, RegistryError) as e:
-        return fail("run", f"{args.spec}: {e}")
+        plan = preflight(spec)  # data, old model, registry, storage: every problem at once
+    except SpecError as e:
+        problems += [f"{args.spec}: {line}" for line in e.problems]
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
     try:
         check_output(run_dir, "--out" if args.out else None)
     except SpecError as e:
-        return fail("run", str(e))
+        problems += e.problems
+    demand = cluster_demand(spec)
     try:  # what the cluster can hold: this machine's cores for an embedded Ray, not started yet
-        check_cluster(plan.spec, args.ray_address, plan.needs_replicas, plan.needs_student, plan.pool_actors)
+        check_cluster(spec, args.ray_address, demand.replicas, demand.student, demand.pool_actors)
     except SpecError as e:
-        return fail("run", f"{args.spec}: {e}")
+        problems += [f"{args.spec}: {line}" for line in e.problems]
+    if problems:
+        return fail_all("run", problems)
     try:
         check_store()  # an unreachable MLflow fails in bounded time
     except TrackingUnavailable as e:
@@ -141,4 +155,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ],
     )
     parser.add_argument("spec", metavar="SPEC.yaml")
+    parser.add_argument(
+        "--check", action="store_true", help="only check the spec, as `congruent check` does: no Ray, no training"
+    )
     parser.set_defaults(func=run)

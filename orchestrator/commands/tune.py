@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from orchestrator.commands.options import fail, out_option, quiet_option, ray_address
+from orchestrator.commands.options import fail, fail_all, out_option, quiet_option, ray_address
 from orchestrator.views.format import percent
 
 
@@ -41,10 +41,9 @@ def format_trials(record: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.cluster import check_cluster, connect
-    from orchestrator.driver.plan import check_output, preflight
+    from orchestrator.driver.preflight import check_output, preflight
     from orchestrator.driver.tune import run_search
     from orchestrator.driver.watch import StageWatch
-    from orchestrator.tracking.registry import RegistryError
     from orchestrator.tracking.store import TrackingUnavailable, check_store
     from orchestrator.views.progress import make_display
     from pipelines.spec import SpecError, load_spec
@@ -54,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
         if spec.tune is None:
             raise SpecError(f"{args.spec}: tune: the spec has no tune section (search space, search, num_samples)")
         plan = preflight(spec)
-    except (SpecError, RegistryError) as e:
-        return fail("tune", str(e) if str(e).startswith(str(args.spec)) else f"{args.spec}: {e}")
+    except SpecError as e:
+        spec_name = str(args.spec)
+        return fail_all("tune", [p if p.startswith(spec_name) else f"{spec_name}: {p}" for p in e.problems])
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, f"{spec.version}-tune")
     try:
         check_output(run_dir, "--out" if args.out else None)

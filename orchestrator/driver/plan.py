@@ -12,22 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from orchestrator.driver.cluster import device, threads
-from orchestrator.driver.model_inputs import (
-    check_init_available,
-    check_init_fits,
-    directory_digest,
-    file_digest,
-    image_inputs,
-    text_inputs,
-)
-from orchestrator.tracking.registry import Reference
-from pipelines.spec import MethodSpec, SpecError, UpdateSpec, WorkerResources
+from orchestrator.tracking.references import Reference
+from pipelines.spec import MethodSpec, UpdateSpec, WorkerResources
 from workers import storage
 from workers.data.input_spec import InputSpec
-from workers.names import HF_PREFIX, REPLICA_METHODS, is_hf, is_weights_file
+from workers.names import REPLICA_METHODS
 from workers.tasks.records import DataRequest, TrainJob
 from workers.training.config import TrainConfig
 from workers.training.objectives import Objective
@@ -101,6 +92,22 @@ def train_config(
 
 
 @dataclass(frozen=True)
+class Demand:
+    """What a spec's pipeline asks of the cluster: replica tasks, a student, teacher actors."""
+
+    replicas: bool
+    student: bool
+    pool_actors: int  # 0 without a pool: nothing to serve, or in-process teachers
+
+
+def cluster_demand(spec: UpdateSpec) -> Demand:
+    """The stages a spec's method runs, from the spec alone (so `congruent check` needs no plan)."""
+    replicas = spec.method.name in REPLICA_METHODS
+    serves = replicas or "old" in objective_of(spec.method).references
+    return Demand(replicas, spec.method.name != "ensemble", spec.resources.teacher_actors if serves else 0)
+
+
+@dataclass(frozen=True)
 class Plan:
     """A checked spec and what follows from it. `spec` has absolute paths and `old` as a checkpoint
     URI (a registry reference resolved to a local copy); `parent` is that registry version."""
@@ -127,11 +134,11 @@ class Plan:
 
     @property
     def needs_replicas(self) -> bool:
-        return self.method in REPLICA_METHODS
+        return cluster_demand(self.spec).replicas
 
     @property
     def needs_student(self) -> bool:
-        return self.method != "ensemble"
+        return cluster_demand(self.spec).student
 
     def reference_groups(self, replica_checkpoints: list[str]) -> dict[str, list[str]]:
         """The checkpoints the teachers serve: "teacher" (the replicas), "old" when the objective
@@ -147,8 +154,7 @@ class Plan:
     @property
     def pool_actors(self) -> int:
         """Teacher actors the pipeline starts (0 without a pool: nothing to serve, or in-process teachers)."""
-        serves = self.needs_replicas or "old" in self.objective.references
-        return self.spec.resources.teacher_actors if serves else 0
+        return cluster_demand(self.spec).pool_actors
 
     def replica_jobs(self) -> list[TrainJob]:
         """m replicas of the new architecture, seeds train.seed + 1 … train.seed + m; their
@@ -236,113 +242,3 @@ def pool_topk(objective: Objective, num_classes: int) -> dict[str, int]:
     """Groups the pool sends as top-K only: the ensemble, when LDI selects classes by the teacher."""
     compact = objective.method == "elodi" and objective.topk_by == "teacher" and objective.k < num_classes
     return {"teacher": objective.k} if compact else {}
-
-
-def resolve_old(spec: UpdateSpec) -> tuple[UpdateSpec, Reference | None]:
-    """Replace a registry reference in `old` by a local copy of that version's checkpoint."""
-    from orchestrator.tracking import registry, store
-
-    if spec.old is None or Path(spec.old).exists() or registry.parse_reference(spec.old) is None:
-        return spec, None
-    store.configure()
-    parent = registry.resolve(spec.old)
-    return spec.model_copy(update={"old": registry.checkpoint_of(parent)}), parent
-
-
-def check_output(folder: Path, option: str | None) -> None:
-    """SpecError unless the command's output folder (`option`: the flag that named it, None: the
-    default) can be created and written, checked before any work."""
-    try:
-        storage.check_writable(str(folder))
-    except storage.StorageError as e:
-        raise SpecError(f"{option or 'output folder'}: {e}") from None
-
-
-def preflight(spec: UpdateSpec) -> Plan:
-    """Every check that needs the data, the old checkpoint, the registry or the storage, before any
-    Ray work: SpecError or RegistryError (one line) when the spec cannot run."""
-    from orchestrator.tracking.registry import check_eval_split
-    from workers.data import DataError
-    from workers.models.architectures import ModelError, resolve_factory
-    from workers.models.checkpoints import CheckpointError, classes_seen_of, load_model
-    from workers.tasks.resolve import cached_splits, content_key
-
-    written = spec.old  # what the user wrote: errors name it, not a temporary copy or an absolute path
-    spec, parent = resolve_old(spec)
-    spec = spec.with_absolute_paths()
-    try:
-        resolve_factory(spec.arch, spec.allow_user_factories)  # a user factory imports here, not in a worker
-    except ModelError as e:
-        raise SpecError(f"arch: {e}") from None
-    request = data_request(spec)
-    try:
-        splits = cached_splits(request)
-    except DataError as e:
-        raise SpecError(f"data: {e}") from None
-    old_classes = None
-    init_key = None if spec.init is None or spec.init == "old" else spec.init
-    inputs = None  # what the new models read: a text model's tokenizer (images: the data's shape)
-    if spec.old is not None:
-        local = spec.old
-        try:  # the weights are loaded too: a checkpoint of another architecture fails here, not in a worker
-            local = storage.fetch_checkpoint(spec.old)
-            _, old = load_model(local, spec.allow_user_factories)
-            if spec.init == "old":
-                init_key = file_digest(local)
-            seen = classes_seen_of(local)
-            old_classes = None if seen is None else tuple(seen)
-        except (CheckpointError, FileNotFoundError, ModelError) as e:
-            raise SpecError(f"old: {as_written(str(e), (local, spec.old), written)}") from None
-        if old_classes is not None and set(old_classes) >= set(range(splits.num_classes)):
-            old_classes = None  # it knows every class: NFR counts every sample
-        if old.num_classes != splits.num_classes:
-            raise SpecError(f"old: {written} has {old.num_classes} classes, the data has {splits.num_classes}")
-        if old.inputs.modality != splits.modality:
-            raise SpecError(f"old: {written} reads {old.inputs.modality}, the data is {splits.modality}")
-        if splits.modality == "image" and (old.inputs.channels, old.inputs.size) != (
-            splits.in_channels,
-            splits.image_size,
-        ):
-            raise SpecError(
-                f"old: {written} takes {old.inputs.channels}×{old.inputs.size}² images, the data has "
-                f"{splits.in_channels}×{splits.image_size}²"
-            )
-        if spec.method.name == "bcwi" and old.arch != spec.arch:
-            raise SpecError(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
-        if spec.init == "old" and old.arch != spec.arch:
-            raise SpecError(f"init: old starts from the old model's weights, so arch must be {old.arch!r}")
-        if spec.method.name == "bcwi" or spec.init == "old":
-            inputs = old.inputs  # starting from the old weights keeps what they read: tokenizer, normalisation
-    check_init_available(spec)
-    if inputs is None:
-        inputs = text_inputs(spec, splits.train) if splits.modality == "text" else image_inputs(spec, splits.train)
-    if spec.init is not None and is_weights_file(spec.init):
-        init_key = file_digest(spec.init)  # the same path with other weights in it trains new replicas
-    check_init_fits(spec, splits.num_classes, inputs or InputSpec.image(splits.in_channels, splits.image_size))
-    if parent is not None:
-        check_eval_split(parent, splits.fingerprint)
-    try:
-        storage.check_writable(spec.storage)
-    except storage.StorageError as e:
-        raise SpecError(f"storage: {e}") from None
-    return Plan(
-        spec=spec,
-        parent=parent,
-        data=request,
-        content_key=content_key(request),
-        eval_fingerprint=splits.fingerprint,
-        num_classes=splits.num_classes,
-        old_as_written=written,
-        old_classes=old_classes,
-        inputs=inputs,
-        init_key=init_key,
-        arch_key=directory_digest(spec.arch.removeprefix(HF_PREFIX)) if is_hf(spec.arch) else None,
-    )
-
-
-def as_written(message: str, paths: tuple[str, ...], written: str | None) -> str:
-    """`message` with the paths the driver used for `old` (a registry version's temporary copy, an
-    absolute path) replaced by what the spec said."""
-    for path in sorted({p for p in paths if p}, key=len, reverse=True):
-        message = message.replace(path, written or path)
-    return message

@@ -14,9 +14,7 @@ import datetime
 import io
 import json
 import logging
-import re
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,28 +24,9 @@ from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import known_mask, read_ledger
+from orchestrator.tracking.references import Reference, RegistryError, parse_reference
 from orchestrator.views import plots
 from workers.metrics import error_rate, negative_flip_rate, nfr_matrix
-
-_REFERENCE = re.compile(
-    r"^(?:models:/)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:@(?P<alias>[A-Za-z][\w-]*)|/(?P<version>\d+))$"
-)
-
-
-class RegistryError(ValueError):
-    """A registry reference or comparison that cannot be made; one line."""
-
-
-@dataclass(frozen=True)
-class Reference:
-    name: str
-    version: str
-
-
-def parse_reference(text: str) -> tuple[str, str | None, str | None] | None:
-    """`NAME@ALIAS`, `NAME/VERSION` or `models:/…` of those → (name, alias, version); else None."""
-    match = _REFERENCE.match(text)
-    return (match["name"], match["alias"], match["version"]) if match else None
 
 
 def resolve(text: str) -> Reference:

@@ -41,6 +41,17 @@ def bounded_http_retries() -> None:
         os.environ.setdefault(key, value)
 
 
+def tracking_uri() -> str:
+    """`MLFLOW_TRACKING_URI`, else the embedded sqlite store in the working directory."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def embedded_database() -> Path | None:
+    """The sqlite file of an embedded store (None for a server), which may not exist yet."""
+    uri = tracking_uri()
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
 def configure() -> str:
     """Point MLflow at `MLFLOW_TRACKING_URI`, else at the embedded sqlite store in the working
     directory (created here, in the driver, before anything else touches it), with the bounded
@@ -50,7 +61,7 @@ def configure() -> str:
     # huggingface_hub brings it): the commands print their own lines only
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial MLflow database tables"
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
     with schema_lock(uri):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from workers.errors import first_line
+from workers.errors import Problems, first_line
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -46,8 +46,8 @@ _IDX_DTYPES: dict[int, np.dtype] = {
 }
 
 
-class DataError(ValueError):
-    """A dataset that cannot be used; the message names the path and the problem."""
+class DataError(Problems):
+    """A dataset that cannot be used; each problem names the path and what is wrong."""
 
 
 @dataclass(frozen=True)

@@ -116,17 +116,19 @@ def read_text_table(
         raise DataError(f"{path}: cannot read ({first_line(e)})") from None
     if size == 0:
         raise DataError(f"{path}: empty file")
+    problems: list[str] = []  # a missing column is reported beside what the other column shows
     if suffix == ".parquet":
-        rows = _parquet_rows(path, text_column, label_column)
+        rows = _parquet_rows(path, text_column, label_column, problems)
     else:
         content = _decode(path, encoding)
         if not content.strip():
             raise DataError(f"{path}: empty file")
         if suffix == ".jsonl":
-            rows = _jsonl_rows(path, content, text_column, label_column)
+            rows = _jsonl_rows(path, content, text_column, label_column, problems)
         else:
-            rows = _delimited_rows(path, content, "\t" if suffix == ".tsv" else ",", text_column, label_column)
-    return _text_set(path, rows, text_column, label_column, suffix in (".csv", ".tsv"), num_classes)
+            delimiter = "\t" if suffix == ".tsv" else ","
+            rows = _delimited_rows(path, content, delimiter, text_column, label_column, problems)
+    return _text_set(path, rows, text_column, label_column, suffix in (".csv", ".tsv"), num_classes, problems)
 
 
 def tweet_sentiment_csv() -> Path:
@@ -143,8 +145,10 @@ def load_tweet_sentiment() -> TextSet:
     return read_text_table(path, text_column="text", label_column="sentiment", encoding="latin-1")
 
 
-# A row as read: (where it is, e.g. "line 7" or "row 3"; the text value; the label value).
+# A row as read: (where it is, e.g. "line 7" or "row 3"; the text value; the label value), MISSING
+# for the value of a column the table does not have.
 _Row = tuple[str, object, object]
+MISSING = object()
 
 
 def _decode(path: Path, encoding: str) -> str:
@@ -169,7 +173,9 @@ def _columns(names: list[str]) -> str:
     return ", ".join(repr(n) for n in names) if names else "none"
 
 
-def _delimited_rows(path: Path, content: str, delimiter: str, text_column: str, label_column: str) -> list[_Row]:
+def _delimited_rows(
+    path: Path, content: str, delimiter: str, text_column: str, label_column: str, problems: list[str]
+) -> list[_Row]:
     # TSV as IANA defines it: no quoting, a quote is a character; CSV: RFC 4180 quoting.
     stream = io.StringIO(content, newline="")
     if delimiter == "\t":
@@ -187,23 +193,30 @@ def _delimited_rows(path: Path, content: str, delimiter: str, text_column: str, 
                 continue
             if header is None:
                 header = [name.strip() for name in record]
-                missing = [c for c in (text_column, label_column) if c not in header]
-                if missing:
-                    raise DataError(f"{path}: no column {missing[0]!r}; the columns are {_columns(header)}")
-                text_at, label_at = header.index(text_column), header.index(label_column)
+                problems += [
+                    f"{path}: no column {c!r}; the columns are {_columns(header)}"
+                    for c in (text_column, label_column)
+                    if c not in header
+                ]
+                text_at, label_at = (header.index(c) if c in header else None for c in (text_column, label_column))
                 continue
             if len(record) != len(header):
                 joined = reader.line_num > line and any("\n" in value for value in record)
                 hint = f" (an unclosed quote joins lines {line}–{reader.line_num}?)" if joined else ""
                 raise DataError(f"{path}: line {line}: {len(record)} fields, the header has {len(header)}{hint}")
-            rows.append((f"line {line}", record[text_at], record[label_at]))
+            rows.append((f"line {line}", _value(record, text_at), _value(record, label_at)))
     except csv.Error as e:
         raise DataError(f"{path}: line {reader.line_num}: not valid {kind} ({first_line(e)})") from None
     return rows
 
 
-def _jsonl_rows(path: Path, content: str, text_column: str, label_column: str) -> list[_Row]:
+def _value(record: list[str], at: int | None) -> object:
+    return MISSING if at is None else record[at]
+
+
+def _jsonl_rows(path: Path, content: str, text_column: str, label_column: str, problems: list[str]) -> list[_Row]:
     rows: list[_Row] = []
+    reported: set[str] = set()
     for number, line in enumerate(content.split("\n"), start=1):
         if not line.strip():
             continue
@@ -213,26 +226,34 @@ def _jsonl_rows(path: Path, content: str, text_column: str, label_column: str) -
             raise DataError(f"{path}: line {number}: not valid JSON ({e.msg} at column {e.colno})") from None
         if not isinstance(record, dict):
             raise DataError(f"{path}: line {number}: expected a JSON object, got {_json_type(record)}")
-        missing = [c for c in (text_column, label_column) if c not in record]
-        if missing:
-            raise DataError(f"{path}: line {number}: no key {missing[0]!r}; the keys are {_columns(list(record))}")
-        rows.append((f"line {number}", record[text_column], record[label_column]))
+        for column in (text_column, label_column):
+            if column not in record and column not in reported:
+                reported.add(column)  # once per key: the first line without it
+                problems.append(f"{path}: line {number}: no key {column!r}; the keys are {_columns(list(record))}")
+        rows.append((f"line {number}", record.get(text_column, MISSING), record.get(label_column, MISSING)))
     return rows
 
 
-def _parquet_rows(path: Path, text_column: str, label_column: str) -> list[_Row]:
+def _parquet_rows(path: Path, text_column: str, label_column: str, problems: list[str]) -> list[_Row]:
     import pyarrow as pa  # type: ignore[import-untyped]  # only Parquet needs it (installed with mlflow)
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     try:
         names = list(pq.read_schema(path).names)
-        missing = [c for c in (text_column, label_column) if c not in names]
-        if missing:
-            raise DataError(f"{path}: no column {missing[0]!r}; the columns are {_columns(names)}")
-        table = pq.read_table(path, columns=[text_column, label_column])
+        present = [c for c in (text_column, label_column) if c in names]
+        problems += [
+            f"{path}: no column {c!r}; the columns are {_columns(names)}"
+            for c in (text_column, label_column)
+            if c not in names
+        ]
+        table = pq.read_table(path, columns=present)
     except (pa.ArrowException, OSError) as e:
         raise DataError(f"{path}: cannot read Parquet ({first_line(e)})") from None
-    texts, labels = table.column(text_column).to_pylist(), table.column(label_column).to_pylist()
+
+    def values(column: str) -> list[object]:
+        return table.column(column).to_pylist() if column in present else [MISSING] * table.num_rows
+
+    texts, labels = values(text_column), values(label_column)
     return [(f"row {i}", text, label) for i, (text, label) in enumerate(zip(texts, labels), start=1)]
 
 
@@ -248,30 +269,64 @@ def _json_type(value: object) -> str:
 
 
 def _text_set(
-    path: Path, rows: list[_Row], text_column: str, label_column: str, digits_are_ids: bool, num_classes: int | None
+    path: Path,
+    rows: list[_Row],
+    text_column: str,
+    label_column: str,
+    digits_are_ids: bool,
+    num_classes: int | None,
+    problems: list[str],
 ) -> TextSet:
+    """The rows as a TextSet; DataError naming every problem found: the readers' (a missing column),
+    the first bad text and the first bad label (each column checked whatever the other holds), and
+    what the labels as a whole break (mixed kinds, one class, `num_classes`)."""
     if not rows:
-        raise DataError(f"{path}: no rows")
+        raise DataError(*problems, f"{path}: no rows")
     texts: list[str] = []
     labels: list[int | str] = []
     first_of: dict[type, str] = {}  # where the first integer and the first string label are
+    bad_text = bad_label = False
     for where, text, label in rows:
-        if not isinstance(text, str):
-            raise DataError(f"{path}: {where}: {text_column!r} is {_json_type(text)}, not a string")
-        if not text.strip():
-            raise DataError(f"{path}: {where}: empty text in column {text_column!r}")
+        if text is not MISSING and not bad_text:
+            if not isinstance(text, str):
+                problems.append(f"{path}: {where}: {text_column!r} is {_json_type(text)}, not a string")
+                bad_text = True
+            elif not text.strip():
+                problems.append(f"{path}: {where}: empty text in column {text_column!r}")
+                bad_text = True
+            else:
+                texts.append(text)
+        if label is MISSING or bad_label:
+            continue
         if isinstance(label, str):
             label = label.strip()
             if not label:
-                raise DataError(f"{path}: {where}: empty label in column {label_column!r}")
+                problems.append(f"{path}: {where}: empty label in column {label_column!r}")
+                bad_label = True
+                continue
         elif isinstance(label, bool) or not isinstance(label, int):
-            raise DataError(
+            problems.append(
                 f"{path}: {where}: label {_json_type(label)} in column {label_column!r} "
                 "is neither an integer nor a string"
             )
+            bad_label = True
+            continue
         first_of.setdefault(type(label), where)
-        texts.append(text)
         labels.append(label)
+    if not bad_label and labels:
+        try:
+            ids, classes = _class_ids(path, labels, first_of, digits_are_ids, num_classes)
+        except DataError as e:
+            problems += e.problems
+    if problems:
+        raise DataError(*problems)
+    return TextSet(tuple(texts), torch.tensor(ids, dtype=torch.int64), classes)
+
+
+def _class_ids(
+    path: Path, labels: list[int | str], first_of: dict[type, str], digits_are_ids: bool, num_classes: int | None
+) -> tuple[list[int], tuple[str, ...]]:
+    """Each label's class id and the class names: integer ids as given, or names sorted."""
     if int in first_of and str in first_of:
         raise DataError(f"{path}: labels mix integers ({first_of[int]}) and strings ({first_of[str]}); use one kind")
     if digits_are_ids and all(_INTEGER.fullmatch(str(label)) for label in labels):  # CSV/TSV: all digit strings
@@ -281,16 +336,12 @@ def _text_set(
         raise DataError(f"{path}: every row has the label {labels[0]!r}; a classifier needs at least two classes")
     if isinstance(labels[0], int):
         ints = [label for label in labels if isinstance(label, int)]
-        classes = _integer_classes(path, ints, num_classes)
-        ids = ints
-    else:
-        names = sorted(str(label) for label in distinct)
-        if num_classes is not None and num_classes != len(names):
-            raise DataError(f"{path}: {len(names)} distinct labels, but data.num_classes = {num_classes}")
-        classes = tuple(names)
-        index = {name: i for i, name in enumerate(names)}
-        ids = [index[str(label)] for label in labels]
-    return TextSet(tuple(texts), torch.tensor(ids, dtype=torch.int64), classes)
+        return ints, _integer_classes(path, ints, num_classes)
+    names = sorted(str(label) for label in distinct)
+    if num_classes is not None and num_classes != len(names):
+        raise DataError(f"{path}: {len(names)} distinct labels, but data.num_classes = {num_classes}")
+    index = {name: i for i, name in enumerate(names)}
+    return [index[str(label)] for label in labels], tuple(names)
 
 
 def _integer_classes(path: Path, labels: list[int], num_classes: int | None) -> tuple[str, ...]:
