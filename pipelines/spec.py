@@ -21,10 +21,12 @@ import hashlib
 import json
 import typing
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from pipelines.defaults import recipe_for
 from pipelines.sections import (
     DataSpec,
     MethodSpec,
@@ -117,6 +119,19 @@ class UpdateSpec(_Strict):
     promote: PromoteSpec | None = Field(None, description="gate that moves alias `champion` to this version")
     tune: TuneSpec | None = Field(None, description="the search of `congruent tune`")
     allow_user_factories: bool = Field(False, description="let `arch` name your own `module:function`")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _architecture_defaults(cls, document: Any) -> Any:
+        """The `train` fields the spec leaves out, from its architecture's recipe (pipelines/defaults.py)."""
+        if not isinstance(document, dict) or not isinstance(document.get("arch"), str):
+            return document
+        train = document.get("train")
+        if train is None:
+            train = {}
+        if not isinstance(train, dict):
+            return document  # not a mapping: the field's own validation says so
+        return {**document, "train": {**recipe_for(document["arch"]).train_fields(), **train}}
 
     @model_validator(mode="after")
     def _consistent(self) -> UpdateSpec:

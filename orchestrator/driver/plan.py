@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 from orchestrator.driver.cluster import device, threads
 from orchestrator.tracking.references import Reference
+from pipelines.defaults import recipe_for
 from pipelines.spec import MethodSpec, UpdateSpec, WorkerResources
 from workers import storage
 from workers.data.input_spec import InputSpec
@@ -52,12 +53,15 @@ def resolved_flip(spec: UpdateSpec) -> bool:
 
 
 def warmup_epochs(spec: UpdateSpec, student: bool) -> float:
-    """`train.warmup_epochs`; auto: for a student trained with LDI (elodi), 1 epoch or a tenth of
-    the run if shorter, else none."""
+    """`train.warmup_epochs`; auto: the architecture's own (its recipe, pipelines/defaults.py), and
+    for a student trained with LDI (elodi) at least 1 epoch, or a tenth of the run if shorter."""
     if spec.train.warmup_epochs != "auto":
         return spec.train.warmup_epochs
-    epochs = spec.train.student_epochs or spec.train.epochs
-    return min(1.0, epochs / 10) if student and spec.method.name == "elodi" else 0.0
+    own = recipe_for(spec.arch).warmup_epochs
+    epochs = (spec.train.student_epochs or spec.train.epochs) if student else spec.train.epochs
+    if student and spec.method.name == "elodi":
+        own = max(own, min(1.0, epochs / 10))
+    return min(own, float(epochs))
 
 
 def applied_params(spec: UpdateSpec) -> dict[str, str]:

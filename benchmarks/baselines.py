@@ -1,0 +1,302 @@
+"""Each built-in architecture with its defaults against the baseline a user would pick instead:
+TF-IDF over word 1–2-grams + logistic regression for text (tweet-sentiment), logistic regression
+on the pixels for images (Fashion-MNIST), scikit-learn, on the very splits Congruent trains and
+evaluates on.
+
+    python -m benchmarks.baselines --part sweep [--jobs 2]   # choose: each candidate once, ER on val
+    python -m benchmarks.baselines --part table [--jobs 2]   # check: the defaults, 3 seeds, ER on eval
+    python -m benchmarks.baselines --part report             # docs/benchmarks.md from the JSON
+
+Every model goes through the spec: a spec with `arch` and `data` (and, in the sweep, a candidate's
+`train` fields) resolves to the `TrainConfig` the pipeline would run (`orchestrator.driver.plan.
+train_config`, the architecture's recipe from pipelines/defaults.py filling in what the spec leaves
+out), trained in one process with one thread (`workers.training.trainer.train`). Units run
+`--jobs` at a time; each result is written to docs/baselines-results.json as it comes, and a rerun
+skips the units already there (a unit is its arch, resolved training settings, seed and budget).
+
+Budgets: an architecture too slow for 2 CPUs trains on the first `train_limit` samples of the
+training split (`BUDGETS`, with the reason); its baseline is fitted on that same slice, and both
+are scored on the same regression-eval samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS = Path("docs/baselines-results.json")
+SECTION = "## Baselines: each architecture with its defaults against the model a user would pick instead"
+TEXT_ARCHS = ("text-bag", "text-cnn", "text-transformer")
+IMAGE_ARCHS = (
+    "mlp-small",
+    "mlp",
+    "small-cnn",
+    "lenet",
+    "resnet8",
+    "resnet20",
+    "resnet32",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What an architecture trains and is scored on here: the first `train_limit` training samples
+    and `eval_limit` regression-eval samples (None: all), `seeds` seeds in the table, and why."""
+
+    train_limit: int | None = None
+    eval_limit: int | None = None
+    seeds: int = 3
+    why: str = ""
+
+
+FULL = Budget()
+BUDGETS: dict[str, Budget] = {  # measured on one core here: samples/s of a training step, batch 128
+    "resnet8": Budget(20000, why="750 samples/s: 10 epochs of all 54,000 images take 12 min"),
+    "resnet20": Budget(10000, why="290 samples/s: 10 epochs of all 54,000 images take 31 min"),
+    "resnet32": Budget(10000, why="160 samples/s: 10 epochs of all 54,000 images take 56 min"),
+    "resnet18": Budget(1000, 2000, why="22 samples/s: an epoch of all 54,000 images takes 41 min"),
+    "resnet34": Budget(1000, 2000, seeds=1, why="9 samples/s: an epoch of all 54,000 images takes 100 min"),
+    "resnet50": Budget(1000, 2000, seeds=1, why="7 samples/s: an epoch of all 54,000 images takes 130 min"),
+}
+
+# The sweep's candidates: `train` fields tried against each architecture's recipe (which is one of
+# them); the recipe is the candidate with the lowest validation ER, ties to the simpler optimiser.
+SGD, ADAMW = "sgd", "adamw"
+
+
+def sgd(lr: float, weight_decay: float = 5e-4) -> dict[str, Any]:
+    return {"optimizer": SGD, "lr": lr, "weight_decay": weight_decay}
+
+
+def adamw(lr: float, weight_decay: float = 0.01) -> dict[str, Any]:
+    return {"optimizer": ADAMW, "lr": lr, "weight_decay": weight_decay}
+
+
+CANDIDATES: dict[str, list[dict[str, Any]]] = {
+    "mlp-small": [sgd(0.01), sgd(0.03), sgd(0.1), adamw(1e-3)],
+    "mlp": [sgd(0.01), sgd(0.03), sgd(0.1), adamw(1e-3)],
+    "small-cnn": [sgd(0.03), sgd(0.1), adamw(1e-3)],
+    "lenet": [sgd(0.01), sgd(0.03), sgd(0.1)],
+    "resnet8": [sgd(0.05), sgd(0.1), adamw(1e-3)],
+    "resnet20": [sgd(0.05), sgd(0.1), adamw(1e-3)],
+    "resnet32": [sgd(0.05), sgd(0.1), adamw(1e-3)],
+    "text-bag": [sgd(1.0, 0.0), sgd(2.0, 0.0), sgd(4.0, 0.0), adamw(3e-3)],
+    "text-cnn": [sgd(0.02, 0.0), adamw(3e-4), adamw(1e-3), adamw(3e-3)],
+    "text-transformer": [adamw(3e-4), adamw(1e-3), adamw(3e-3)],
+}
+
+
+def data_of(arch: str) -> dict[str, Any]:
+    budget = BUDGETS.get(arch, FULL)
+    source = {"dataset": "tweet-sentiment"} if arch in TEXT_ARCHS else {}
+    return {**source, "train_limit": budget.train_limit, "eval_limit": budget.eval_limit}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One training: `arch` with the spec's `train` fields `train` (empty: its defaults), `seed`."""
+
+    part: str  # sweep | table
+    arch: str
+    seed: int
+    train: dict[str, Any] = field(default_factory=dict)
+
+
+def spec_of(unit: Unit) -> Any:
+    from pipelines.spec import parse_spec
+
+    return parse_spec(
+        {
+            "model": "baselines",
+            "version": unit.arch,
+            "arch": unit.arch,
+            "data": data_of(unit.arch),
+            "train": {**unit.train, "seed": unit.seed},
+        }
+    )
+
+
+def key_of(unit: Unit) -> str:
+    """What makes two units the same training: the resolved settings, the seed and the data."""
+    from orchestrator.driver.plan import train_config
+    from pipelines.spec import WorkerResources
+
+    config = asdict(train_config(spec_of(unit), unit.seed, WorkerResources()))
+    return json.dumps({"arch": unit.arch, "config": config, "data": data_of(unit.arch)}, sort_keys=True)
+
+
+def run_unit(unit: Unit) -> dict[str, Any]:
+    """Train the unit's model as the pipeline would (one thread) and score it: ER on the eval split,
+    and on the val split in the sweep."""
+    import torch
+
+    from orchestrator.driver.model_inputs import image_inputs, text_inputs
+    from orchestrator.driver.plan import data_request, train_config
+    from pipelines.spec import WorkerResources
+    from workers.data.input_spec import InputSpec
+    from workers.metrics import error_rate
+    from workers.models.checkpoints import ModelSettings
+    from workers.models.predict import predict_logits
+    from workers.tasks.resolve import cached_splits
+    from workers.training.trainer import train
+
+    torch.set_num_threads(1)
+    spec = spec_of(unit)
+    config = train_config(spec, unit.seed, WorkerResources())
+    splits = cached_splits(data_request(spec))
+    text = splits.modality == "text"
+    inputs = text_inputs(spec, splits.train) if text else image_inputs(spec, splits.train)
+    reads = inputs or InputSpec.image(splits.in_channels, splits.image_size)
+    settings = ModelSettings(unit.arch, splits.num_classes, reads)
+    model = settings.build(unit.seed)
+    started = time.perf_counter()
+    result = train(model, splits.train, config, settings=settings)
+    seconds = time.perf_counter() - started
+    scores = {"eval_error_rate": error_rate(predict_logits(model, splits.eval, inputs=reads), splits.eval.labels)}
+    if unit.part == "sweep":
+        scores["val_error_rate"] = error_rate(predict_logits(model, splits.val, inputs=reads), splits.val.labels)
+    return {
+        **asdict(unit),
+        "key": key_of(unit),
+        "config": {k: v for k, v in asdict(config).items() if k in ("optimizer", "lr", "weight_decay", "epochs")}
+        | {"batch_size": config.batch_size, "warmup_epochs": config.warmup_epochs},
+        "train_samples": len(splits.train),
+        "eval_samples": len(splits.eval),
+        "final_loss": result.history[-1].loss,
+        "seconds": round(seconds, 1),
+        **scores,
+    }
+
+
+def pixels(split: Any) -> Any:
+    """An image split as an N×(C·H·W) float array in [0, 1]."""
+    return split.images.flatten(1).numpy() / 255.0
+
+
+def baseline(arch_kind: str, train_limit: int | None, eval_limit: int | None) -> dict[str, Any]:
+    """The baseline a user would pick, fitted on the training slice and scored on the eval slice:
+    text, TF-IDF (word 1–2-grams, sublinear tf, min_df 2) + logistic regression (C 4); images,
+    logistic regression on the pixels / 255 (C 1, lbfgs). Deterministic: one fit."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    from workers.tasks.records import DataRequest
+    from workers.tasks.resolve import cached_splits
+
+    source = "tweet-sentiment" if arch_kind == "text" else "fashion-mnist"
+    splits: Any = cached_splits(DataRequest(source=source, train_limit=train_limit, eval_limit=eval_limit))
+    started = time.perf_counter()
+    if arch_kind == "text":
+        vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
+        x_train = vectorizer.fit_transform(splits.train.texts)
+        x_eval, x_val = vectorizer.transform(splits.eval.texts), vectorizer.transform(splits.val.texts)
+        model = LogisticRegression(C=4.0, max_iter=3000)
+        name = "TF-IDF word 1–2-grams + logistic regression (C 4)"
+    else:
+        x_train, x_val, x_eval = (pixels(s) for s in (splits.train, splits.val, splits.eval))
+        model = LogisticRegression(C=1.0, max_iter=500)
+        name = "logistic regression on pixels (C 1)"
+    model.fit(x_train, splits.train.labels.numpy())
+
+    def er(x: Any, labels: Any) -> float:
+        return float(np.mean(model.predict(x) != labels.numpy()))
+
+    return {
+        "kind": arch_kind,
+        "name": name,
+        "train_limit": train_limit,
+        "eval_limit": eval_limit,
+        "train_samples": len(splits.train),
+        "eval_samples": len(splits.eval),
+        "eval_error_rate": er(x_eval, splits.eval.labels),
+        "val_error_rate": er(x_val, splits.val.labels),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def load() -> dict[str, Any]:
+    if RESULTS.exists():
+        return json.loads(RESULTS.read_text())
+    return {"units": [], "baselines": []}
+
+
+def save(results: dict[str, Any]) -> None:
+    results["machine"] = f"{platform.machine()}, {platform.python_version()}"
+    results["date"] = date.today().isoformat()
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+
+
+def units_of(part: str, archs: list[str], seeds: int) -> Iterator[Unit]:
+    for arch in archs:
+        if part == "sweep":
+            for candidate in CANDIDATES.get(arch, []):
+                yield Unit("sweep", arch, 0, candidate)
+        else:
+            for seed in range(min(seeds, BUDGETS.get(arch, FULL).seeds)):
+                yield Unit("table", arch, seed)
+
+
+def run_part(part: str, archs: list[str], seeds: int, jobs: int) -> None:
+    """Train every unit of `part` not yet in the results, `jobs` at a time; then fit the baselines of
+    every budget the archs use."""
+    results = load()
+    done = {(u["part"], u["key"]) for u in results["units"]}
+    todo = [u for u in units_of(part, archs, seeds) if (u.part, key_of(u)) not in done]
+    # a table unit whose training the sweep already ran (its recipe is that candidate) is reused
+    swept = {u["key"]: u for u in results["units"] if u["part"] == "sweep"}
+    for unit in [u for u in todo if u.part == "table" and key_of(u) in swept]:
+        results["units"].append({**swept[key_of(unit)], "part": "table", "train": {}})
+        todo.remove(unit)
+    save(results)
+    print(f"{part}: {len(todo)} trainings to run, {jobs} at a time", flush=True)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(run_unit, unit): unit for unit in todo}
+        for future in as_completed(futures):
+            record = future.result()
+            results["units"].append(record)
+            save(results)
+            print(
+                f"{record['arch']} seed {record['seed']} {record['config']}: eval ER "
+                f"{100 * record['eval_error_rate']:.2f} %, {record['seconds']:.0f} s",
+                flush=True,
+            )
+    kinds = {arch: "text" if arch in TEXT_ARCHS else "image" for arch in archs}
+    budgets = {(kinds[a], data_of(a)["train_limit"], data_of(a)["eval_limit"]) for a in archs}
+    have = {(b["kind"], b["train_limit"], b["eval_limit"]) for b in results["baselines"]}
+    for kind, train_limit, eval_limit in sorted(budgets - have, key=str):
+        results["baselines"].append(baseline(kind, train_limit, eval_limit))
+        save(results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=("sweep", "table", "report"), required=True)
+    parser.add_argument("--archs", nargs="+", default=[*TEXT_ARCHS, *IMAGE_ARCHS])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    if args.part == "report":
+        from benchmarks.baselines_report import write_report
+
+        write_report(load())
+        return
+    run_part(args.part, args.archs, args.seeds, args.jobs)
+
+
+if __name__ == "__main__":
+    main()

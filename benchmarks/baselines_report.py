@@ -1,0 +1,126 @@
+"""docs/benchmarks.md's baselines section from docs/baselines-results.json (benchmarks/baselines.py)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from benchmarks.baselines import BUDGETS, CANDIDATES, FULL, IMAGE_ARCHS, SECTION, TEXT_ARCHS, data_of
+from benchmarks.report import markdown_table, write_section
+from pipelines.defaults import recipe_for
+
+DOC = Path("docs/benchmarks.md")
+
+
+def percent(value: float) -> str:
+    return f"{100 * value:.2f}"
+
+
+def recipe_text(config: dict[str, Any]) -> str:
+    """`sgd lr 0.1, wd 5e-4, 10 epochs, batch 128` from a unit's resolved settings."""
+    warmup = f", warm-up {config['warmup_epochs']:g}" if config.get("warmup_epochs") else ""
+    return (
+        f"{config['optimizer']} lr {config['lr']:g}, wd {config['weight_decay']:g}, "
+        f"{config['epochs']} epochs, batch {config['batch_size']}{warmup}"
+    )
+
+
+def baseline_for(results: dict[str, Any], arch: str) -> dict[str, Any] | None:
+    kind = "text" if arch in TEXT_ARCHS else "image"
+    data = data_of(arch)
+    for b in results["baselines"]:
+        if (b["kind"], b["train_limit"], b["eval_limit"]) == (kind, data["train_limit"], data["eval_limit"]):
+            return b
+    return None
+
+
+def table_rows(results: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for arch in (*TEXT_ARCHS, *IMAGE_ARCHS):
+        units = [u for u in results["units"] if u["part"] == "table" and u["arch"] == arch]
+        base = baseline_for(results, arch)
+        if not units or base is None:
+            continue
+        ers = [u["eval_error_rate"] for u in units]
+        mean = statistics.mean(ers)
+        spread = f" ± {percent(statistics.stdev(ers))}" if len(ers) > 1 else ""
+        text = arch in TEXT_ARCHS
+        met = mean <= base["eval_error_rate"] if text else mean < base["eval_error_rate"]
+        rows.append(
+            [
+                f"`{arch}`",
+                f"{units[0]['train_samples']:,} / {units[0]['eval_samples']:,}",
+                recipe_text(units[0]["config"]),
+                f"{percent(mean)}{spread} ({len(ers)} seed{'s' if len(ers) > 1 else ''})",
+                percent(base["eval_error_rate"]),
+                f"{100 * (mean - base['eval_error_rate']):+.2f}",
+                "yes" if met else "**no**",
+                f"{statistics.mean(u['seconds'] for u in units):.0f}",
+            ]
+        )
+    return rows
+
+
+def sweep_rows(results: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for arch in (*TEXT_ARCHS, *IMAGE_ARCHS):
+        recipe = recipe_for(arch)
+        for unit in [u for u in results["units"] if u["part"] == "sweep" and u["arch"] == arch]:
+            c = unit["config"]
+            chosen = (c["optimizer"], c["lr"], c["weight_decay"]) == (recipe.optimizer, recipe.lr, recipe.weight_decay)
+            rows.append(
+                [
+                    f"`{arch}`",
+                    recipe_text(c) + (" **(default)**" if chosen else ""),
+                    percent(unit["val_error_rate"]),
+                    percent(unit["eval_error_rate"]),
+                    f"{unit['final_loss']:.3f}",
+                    f"{unit['seconds']:.0f}",
+                ]
+            )
+    return rows
+
+
+def body(results: dict[str, Any]) -> str:
+    baselines = {b["kind"]: b["name"] for b in results["baselines"]}
+    budgets = [f"- `{arch}`: {b.why}" for arch, b in BUDGETS.items()]
+    return "\n".join(
+        [
+            "Commands: `python -m benchmarks.baselines --part sweep`, then `--part table`, then `--part report`; "
+            f"{results.get('date', '')}, 2 CPU cores ({results.get('machine', '')}), one thread per training, two "
+            "trainings at a time. Each row trains the architecture with its defaults (a spec with `arch` and "
+            "`data` only: pipelines/defaults.py fills in `train`) and scores it on the regression-eval split; the "
+            f"baseline is fitted on the same training samples and scored on the same eval samples "
+            f"(text: {baselines.get('text', 'TF-IDF + logistic regression')}; images: "
+            f"{baselines.get('image', 'logistic regression on pixels')}). Target: text at or below the baseline's "
+            "ER, images below it.",
+            "",
+            markdown_table(
+                ["arch", "train / eval samples", "defaults", "ER %", "baseline ER %", "Δ pt", "target met", "s"],
+                table_rows(results),
+            ),
+            "",
+            "Training-set limits (2 CPUs): the rows above train on the first N samples of the training split "
+            "where all of it would take too long:",
+            "",
+            *budgets,
+            "",
+            "How the defaults were chosen (`--part sweep`): each candidate trained once (seed 0) at the "
+            "architecture's epochs, ER on the validation split; the default is the candidate with the lowest "
+            "validation ER. Candidates per architecture: "
+            + "; ".join(f"`{a}` {len(c)}" for a, c in CANDIDATES.items())
+            + ". The torchvision ResNets (resnet18/34/50) are not swept: one training of theirs takes 8–25 min "
+            "here on 1,000 images; they keep the generic recipe.",
+            "",
+            markdown_table(["arch", "candidate", "val ER %", "eval ER %", "final loss", "s"], sweep_rows(results)),
+        ]
+    )
+
+
+def write_report(results: dict[str, Any]) -> None:
+    write_section(DOC, SECTION, body(results))
+    print(f"wrote {DOC}: {SECTION}")
+
+
+__all__ = ["FULL", "write_report"]

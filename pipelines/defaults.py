@@ -1,0 +1,70 @@
+"""Each architecture's training recipe: what the spec's `train` section means where it leaves a
+field out. A spec's own values win; the resolved values are part of the spec from then on (its
+hash, the MLflow params of every run, each training's `train.*` params).
+
+The built-in recipes were chosen by measurement on the built-in data (`python -m benchmarks.baselines
+--part sweep`: each candidate trained once, scored on the validation split), and checked against
+the baseline a user would pick instead (`--part table`, 3 seeds on the regression-eval split):
+docs/spec-reference.md ("Defaults of each architecture") and docs/benchmarks.md ("Baselines") have
+the figures. Imports no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from workers.names import is_hf
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The `train` fields an architecture fills in: optimiser, peak learning rate, weight decay,
+    epochs, batch size and the warm-up of a plain training (`warmup_epochs: auto`; an ELODI
+    student warms up at least 1 epoch, docs/methods.md)."""
+
+    optimizer: Literal["sgd", "adamw"]
+    lr: float
+    weight_decay: float
+    epochs: int
+    batch_size: int = 128
+    warmup_epochs: float = 0.0
+
+    def train_fields(self) -> dict[str, object]:
+        """The spec's `train` fields this recipe fills in (warm-up stays `auto`: resolved per training)."""
+        fields = asdict(self)
+        fields.pop("warmup_epochs")
+        return fields
+
+
+# For an architecture of the user's own (`module:function`): SGD at the rate that suits the CIFAR
+# ResNets it was first written for.
+GENERIC = Recipe("sgd", 0.1, 5e-4, 10)
+
+RECIPES: dict[str, Recipe] = {
+    "mlp-small": Recipe("sgd", 0.1, 5e-4, 10),
+    "mlp": Recipe("sgd", 0.1, 5e-4, 10),
+    "small-cnn": Recipe("sgd", 0.1, 5e-4, 10),
+    "lenet": Recipe("sgd", 0.1, 5e-4, 10),
+    "resnet8": Recipe("sgd", 0.1, 5e-4, 10),
+    "resnet20": Recipe("sgd", 0.1, 5e-4, 10),
+    "resnet32": Recipe("sgd", 0.1, 5e-4, 10),
+    "resnet18": Recipe("sgd", 0.1, 5e-4, 10),
+    "resnet34": Recipe("sgd", 0.1, 5e-4, 10),
+    "resnet50": Recipe("sgd", 0.1, 5e-4, 10),
+    "text-bag": Recipe("sgd", 2.0, 0.0, 5, 64),
+    "text-cnn": Recipe("adamw", 1e-3, 0.01, 4, 64),
+    "text-transformer": Recipe("adamw", 1e-3, 0.01, 4, 64, warmup_epochs=0.5),
+}
+
+# `hf:DIR`: a pretrained transformer fine-tuned (Devlin et al. 2019, appendix A.3: AdamW at 2e-5 to
+# 5e-5, batch 16 or 32, 2 to 4 epochs, warm-up over a tenth of the steps). Not measured here: the
+# project ships no pretrained model.
+HF = Recipe("adamw", 2e-5, 0.01, 3, 32, warmup_epochs=0.3)
+
+
+def recipe_for(arch: str) -> Recipe:
+    """The recipe of `arch`: a built-in's own, `hf:DIR`'s, else the generic one."""
+    if is_hf(arch):
+        return HF
+    return RECIPES.get(arch, GENERIC)
