@@ -70,12 +70,17 @@ def test_channel_statistics_and_the_normalisation_they_give():
 
 
 def test_an_encoded_split_reads_images_as_its_model_normalises_them():
-    data = ImageSet(torch.full((3, 3, 2, 2), 102, dtype=torch.uint8), torch.tensor([0, 1, 0]), ("x", "y"))
+    """Three images of different values (51, 102, 153 everywhere): rows and a batch give each one,
+    in its place, normalised per channel as the model's InputSpec says."""
+    images = torch.stack([torch.full((3, 2, 2), value, dtype=torch.uint8) for value in (51, 102, 153)])
+    data = ImageSet(images, torch.tensor([0, 1, 0]), ("x", "y"))
     spec = InputSpec.image(3, 2, (0.4, 0.2, 0.0), (0.2, 0.1, 0.5))
     rows = encode(data, spec).rows(0, 3)
-    assert rows[:, :, 0, 0][0].tolist() == pytest.approx([0.0, 2.0, 0.8])
+    by_hand = [[(v / 255 - m) / s for m, s in zip(spec.mean, spec.std)] for v in (51, 102, 153)]
+    assert [r.tolist() for r in rows[:, :, 0, 0]] == [pytest.approx(row) for row in by_hand]
+    assert rows[1:3, :, 0, 0].tolist() == [pytest.approx([0.0, 2.0, 0.8]), pytest.approx([1.0, 4.0, 1.2])]
     batch = encode(data, spec).batch(Batch(torch.tensor([2, 0], dtype=torch.int32)))
-    assert torch.equal(batch, rows[[2, 0]])
+    assert torch.equal(batch, rows[[2, 0]]) and not torch.equal(batch, rows[[0, 2]])
 
 
 def test_the_normalisation_travels_in_the_checkpoint(tmp_path):

@@ -369,3 +369,72 @@ def test_text_replicas_are_keyed_by_the_trained_tokenizer_not_its_settings():
 
     one, other = ["good flight", "bad crew", "lost bags"] * 10, ["late again", "thanks so much", "never again"] * 10
     assert replica_uri(one) == replica_uri(one) != replica_uri(other)
+
+
+def record_reads(monkeypatch, *classes) -> dict:
+    """{class: the field names the project's code reads of its instances} from now on: reads made
+    by the dataclass machinery (asdict, ==, replace, repr) and by the records' own validation
+    (`__post_init__`) do not count, only code of workers/ and orchestrator/."""
+    import dataclasses
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    reads: dict = {cls: set() for cls in classes}
+    for cls in classes:
+        names = {f.name for f in dataclasses.fields(cls)}
+
+        def getattribute(self, name, cls=cls, names=names):
+            if name in names:
+                caller = sys._getframe(1).f_code
+                ours = caller.co_filename.startswith((root + "/workers/", root + "/orchestrator/"))
+                if ours and caller.co_name != "__post_init__":
+                    reads[cls].add(name)
+            return object.__getattribute__(self, name)
+
+        monkeypatch.setattr(cls, "__getattribute__", getattribute)
+    return reads
+
+
+def test_every_field_the_job_records_carry_is_read_by_the_workers(tmp_path, monkeypatch):
+    """The stage bodies run the jobs a spec plans — a student distilling in its own process toward
+    the old model (kd, fd-kl, dynamic-fd) or from replicas with the legacy term (elodi) — with every
+    read of their TrainConfig and Objective recorded: a field the records carry that no worker
+    reads fails here (the test above only shows that it reaches the records)."""
+    import dataclasses
+
+    import torch
+
+    from workers.models.checkpoints import ModelSettings, save_checkpoint
+    from workers.tasks.bodies import train_job
+    from workers.training.config import TrainConfig
+    from workers.training.objectives import Objective
+
+    settings = ModelSettings("mlp-small", 10)
+    old = str(save_checkpoint(tmp_path / "old.pt", settings.build(seed=9), settings))
+    monkeypatch.setattr(torch, "compile", lambda module, mode=None: module)
+    reads = record_reads(monkeypatch, TrainConfig, Objective)
+    train = {"epochs": 1, "batch_size": 64, "compile": True, "max_grad_norm": 5.0}
+    methods = [
+        {"name": "kd", "temperature": 3.0},
+        {"name": "fd-kl"},
+        {"name": "dynamic-fd", "distance": "kl"},
+        {"name": "elodi", "m": 1, "legacy_weight": 0.3, "k": 3},
+    ]
+    for i, method in enumerate(methods):
+        document = {
+            **BASE,
+            "data": {"train_limit": 256, "eval_limit": 64},
+            "method": method,
+            "old": old,
+            "train": train,
+            "storage": str(tmp_path / f"runs-{i}"),
+            "resources": {"teacher_actors": 0},
+        }
+        plan = preflight(parse_spec(document))
+        teachers = [job.checkpoint_uri for job in plan.replica_jobs()]
+        for job in plan.replica_jobs():
+            train_job(job)
+        train_job(plan.student_job(teachers=plan.reference_groups(teachers)))
+    for cls in (TrainConfig, Objective):
+        unread = {f.name for f in dataclasses.fields(cls)} - reads[cls]
+        assert not unread, f"{cls.__name__} fields no worker reads: {sorted(unread)}"

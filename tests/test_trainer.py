@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from workers.data import batch_inputs
+from workers.data import Batch, batch_inputs
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models.architectures import build_model
 from workers.models.checkpoints import ModelSettings, read_checkpoint
@@ -55,7 +55,7 @@ def test_references_see_the_students_augmented_batch_ahead_of_its_step(small):
 
         def request(self, inputs, batch=None):
             index = len(seen_inputs)
-            seen_inputs.append(inputs)
+            seen_inputs.append(inputs.clone())  # its values now: a copy, not the object the student reads
             seen_batches.append(batch)
             events.append(("request", index))
 
@@ -67,10 +67,17 @@ def test_references_see_the_students_augmented_batch_ahead_of_its_step(small):
 
     model = build_model("mlp-small", 10, seed=0)
     student_inputs = []
-    model.register_forward_pre_hook(lambda module, args: student_inputs.append(args[0]) if module.training else None)
+    model.register_forward_pre_hook(
+        lambda module, args: student_inputs.append(args[0].clone()) if module.training else None
+    )
     train(model, subset, TrainConfig(epochs=1, batch_size=64, prefetch=2), Objective("fd-lm"), Recorder())
-    assert len(seen_inputs) == 10 and all(torch.equal(a, b) for a, b in zip(seen_inputs, student_inputs))
+    assert len(seen_inputs) == len(student_inputs) == 10
+    assert all(torch.equal(a, b) for a, b in zip(seen_inputs, student_inputs))  # copies: equal values
     assert not torch.equal(seen_inputs[0], student_inputs[1])
+    # augmented: each view differs from the same samples as they are (2-pixel shifts and flips)
+    assert all(
+        not torch.equal(batch_inputs(subset.images, Batch(b.indices)), x) for b, x in zip(seen_batches, seen_inputs)
+    )
     # the batch's indices and draws alone rebuild the very view (what a teacher actor receives)
     assert all(torch.equal(batch_inputs(subset.images, b), x) for b, x in zip(seen_batches, seen_inputs))
     assert sum(b.nbytes() for b in seen_batches) < 640 * 8  # bytes per sample, not an image's 3 KB
