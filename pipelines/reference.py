@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import types
 import typing
+from pathlib import Path
 from typing import Any, Literal
 
 import annotated_types
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from pipelines import spec
+from pipelines import defaults, spec
 
 MODELS: tuple[type[BaseModel], ...] = (
     spec.UpdateSpec,
@@ -111,12 +112,19 @@ def constraints(metadata: list[Any]) -> str:
     return ", ".join(words)
 
 
-def default_text(field: Any) -> str:
+RECIPE_FIELDS = set(defaults.GENERIC.train_fields())  # TrainSpec fields the architecture fills in
+
+
+def default_text(field: Any, model: type[BaseModel] | None = None, name: str = "") -> str:
+    if model is spec.TrainSpec and name in RECIPE_FIELDS:
+        return "the architecture's ([defaults](#defaults-of-each-architecture))"
     if field.default is PydanticUndefined:
         return "**required**"
     value = field.default
-    if isinstance(value, BaseModel):
-        return "see section"
+    if isinstance(value, BaseModel):  # a section: where its default differs from the section's own
+        own = type(value)().model_dump()
+        changed = [f"`{k}` {json.dumps(v)}" for k, v in value.model_dump().items() if own[k] != v]
+        return "see section" + (f"; here {', '.join(changed)}" if changed else "")
     if isinstance(value, tuple):
         value = list(value)
     return f"`{json.dumps(value)}`"
@@ -129,7 +137,7 @@ def section(model: type[BaseModel]) -> str:
         cells = [
             f"`{name}`",
             type_name(field.annotation),
-            default_text(field),
+            default_text(field, model, name),
             constraints(field.metadata),
             (field.description or "").replace("|", "\\|"),
         ]
@@ -145,7 +153,58 @@ def reference() -> str:
         "wrong types and out-of-range values are rejected before any work starts, with one line naming "
         "the field (`congruent run` exits 2). Fractions are fractions (0.02 = 2 %), not percentages.\n"
     )
-    return "\n".join([head, *(section(model) for model in MODELS), FINE_TUNING])
+    return "\n".join([head, *(section(model) for model in MODELS), architecture_defaults(), FINE_TUNING])
+
+
+SWEEP = Path(__file__).resolve().parents[1] / "docs" / "baselines-results.json"  # benchmarks/baselines.py
+
+
+def architecture_defaults() -> str:
+    """The recipes of pipelines/defaults.py, with the validation ER of every candidate the sweep
+    tried (benchmarks/baselines.py, docs/baselines-results.json) beside the one chosen."""
+    results = json.loads(SWEEP.read_text()) if SWEEP.exists() else {"units": []}
+    rows = ["| arch | optimizer | lr | weight decay | epochs | batch | warm-up | measured (val ER %, seed 0) |"]
+    rows.append("|---|---|---|---|---|---|---|---|")
+    named = [*defaults.RECIPES.items(), ("hf:DIR", defaults.HF), ("module:function", defaults.GENERIC)]
+    for arch, recipe in named:
+        tried = [u for u in results["units"] if u["part"] == "sweep" and u["arch"] == arch]
+        figures = "; ".join(
+            f"{'**' if _is(recipe, u['config']) else ''}{u['config']['optimizer']} {u['config']['lr']:g}: "
+            f"{100 * u['val_error_rate']:.2f}{'**' if _is(recipe, u['config']) else ''}"
+            for u in tried
+        )
+        rows.append(
+            f"| `{arch}` | {recipe.optimizer} | {recipe.lr:g} | {recipe.weight_decay:g} | {recipe.epochs} | "
+            f"{recipe.batch_size} | {recipe.warmup_epochs:g} | {figures or NOT_SWEPT.get(arch, 'not measured')} |"
+        )
+    return (
+        "## Defaults of each architecture\n\n"
+        "What `train:` holds where a spec leaves a field out (`pipelines/defaults.py`); the spec's own values win, "
+        "and the resolved values are the spec's from then on: its hash, the MLflow params of its run and of each "
+        "training. Chosen by `python -m benchmarks.baselines --part sweep` (each candidate trained once with the "
+        "architecture's epochs on the built-in data, tweets or Fashion-MNIST, scored on the validation split; the "
+        "lowest validation ER wins) and checked against the baseline a user would pick instead (docs/benchmarks.md, "
+        '"Baselines"). An ELODI student warms up at least 1 epoch whatever its architecture (`warmup_epochs: '
+        "auto`, docs/methods.md).\n\n" + "\n".join(rows) + "\n"
+    )
+
+
+NOT_SWEPT = {
+    "resnet18": "not swept: one training takes 8 min on 1,000 images on one core (the table's row: docs/benchmarks.md)",
+    "resnet34": "not swept: as resnet18, 19 min",
+    "resnet50": "not swept: as resnet18, 24 min",
+    "hf:DIR": "not measured: no pretrained model ships with the project; the values of BERT's fine-tuning (Devlin et "
+    "al. 2019, appendix A.3)",
+    "module:function": "not measured: your own architecture; the CIFAR ResNets' recipe (He et al. 2016)",
+}
+
+
+def _is(recipe: defaults.Recipe, config: dict[str, Any]) -> bool:
+    return (recipe.optimizer, recipe.lr, recipe.weight_decay) == (
+        config["optimizer"],
+        config["lr"],
+        config["weight_decay"],
+    )
 
 
 if __name__ == "__main__":
