@@ -161,6 +161,11 @@ class UpdateSpec(_Strict):
             problems.append("resources.replica.pack: hf:DIR models train one per task; set pack 1")
         if self.data.modality == "image" and "tokenizer" in self.model_fields_set:
             problems.append("tokenizer: only text data has a tokenizer; the data is images")
+        if is_hf(self.arch):
+            problems += [
+                f"tokenizer.{name}: an hf:DIR model reads its directory's own tokenizer; only max_length applies"
+                for name in sorted(self.tokenizer.model_fields_set - {"max_length"})
+            ]
         if self.tune is not None:
             if self.method.name != "elodi":
                 problems.append("tune: searches ELODI's settings, so method.name must be elodi")

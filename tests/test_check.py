@@ -66,10 +66,12 @@ def test_three_problems_of_one_spec_are_three_lines_exit_2_without_ray(tmp_path)
 
 
 def test_a_chain_is_checked_in_order_before_any_version_exists(tmp_path, capsys):
-    """v2 names `old: MODEL@champion`, which only v1's run will register: checked together, v2's old
-    is checked against v1's spec (its classes, what it reads); checked alone, it names nothing yet."""
+    """v2 names `old: MODEL@champion`, which only v1's run will register and promote: checked
+    together, v2's old is checked against v1's spec (its classes, what it reads); checked alone, or
+    after a v1 without a promotion gate (the champion would not move), it names nothing yet."""
     common = {"data": {"train_limit": 500, "eval_limit": 200}, "storage": str(tmp_path / "runs")}
-    v1 = write(tmp_path, "v1.yaml", {"model": "chain", "version": "v1", "arch": "mlp-small", **common})
+    v1_document = {"model": "chain", "version": "v1", "arch": "mlp-small", **common}
+    v1 = write(tmp_path, "v1.yaml", {**v1_document, "promote": {"max_nfr": 1.0}})
     v2 = {"model": "chain", "version": "v2", "arch": "small-cnn", "old": "chain@champion", **common}
     v2_path = write(tmp_path, "v2.yaml", {**v2, "method": {"name": "elodi", "m": 2}})
     assert main(["check", v1, v2_path]) == 0
@@ -77,6 +79,9 @@ def test_a_chain_is_checked_in_order_before_any_version_exists(tmp_path, capsys)
     assert out[0].startswith(f"{v1}: ok: chain v1: none, mlp-small; 500 train / 6,000 val / 200 eval image samples")
     assert out[1].startswith(f"{v2_path}: ok: chain v2: elodi (m 2), small-cnn") and "old chain@champion" in out[1]
     assert main(["check", v2_path]) == 2
+    assert "chain@champion: no version is registered yet" in capsys.readouterr().err
+    ungated = write(tmp_path, "ungated.yaml", v1_document)
+    assert main(["check", ungated, v2_path]) == 2
     assert "chain@champion: no version is registered yet" in capsys.readouterr().err
     # the old model a bcwi version interpolates must be of its architecture: v1's is not
     bcwi = write(tmp_path, "bcwi.yaml", {**v2, "method": {"name": "bcwi"}})

@@ -180,3 +180,14 @@ def test_every_cross_field_problem_is_a_line_of_its_own():
 
 def test_a_spec_without_a_method_trains_one_plain_model():
     assert parse_spec(BASE).method.name == "none"
+
+
+def test_an_hf_model_takes_only_max_length_from_the_tokenizer_section():
+    document = {**BASE, "arch": "hf:some/dir", "data": {"dataset": "tweet-sentiment"}}
+    assert parse_spec({**document, "tokenizer": {"max_length": 64}}).tokenizer.max_length == 64
+    with pytest.raises(SpecError) as caught:
+        parse_spec({**document, "tokenizer": {"kind": "bpe", "vocab_size": 500}})
+    assert caught.value.problems == [
+        "tokenizer.kind: an hf:DIR model reads its directory's own tokenizer; only max_length applies",
+        "tokenizer.vocab_size: an hf:DIR model reads its directory's own tokenizer; only max_length applies",
+    ]

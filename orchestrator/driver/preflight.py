@@ -107,8 +107,8 @@ class Inspection:
 def check_spec(spec: UpdateSpec, upcoming: dict[str, Shape] | None = None) -> Inspection:
     """Every check of `preflight`, without settling what the models read where no check needs it
     (a text version's tokenizer is trained only to check `init` weights against it). `upcoming`:
-    the versions specs checked before this one register, by model name — an `old: MODEL@ALIAS` of
-    such a model is checked against that spec instead of the registry."""
+    the versions specs checked before this one will register, by `MODEL@ALIAS` — an `old` naming
+    one is checked against that spec instead of the registry."""
     return _inspect(spec, settle_inputs=False, upcoming=upcoming or {})
 
 
@@ -135,8 +135,9 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
     reference = parse_reference(spec.old) if spec.old is not None and not Path(spec.old).exists() else None
     old: Any = None  # the old model's settings (or the Shape of a version an earlier spec registers)
     parent = None
-    if reference is not None and reference[0] in upcoming:
-        old, spec = upcoming[reference[0]], spec.model_copy(update={"old": None})
+    alias = None if reference is None else f"{reference[0]}@{reference[1]}"
+    if alias in upcoming:
+        old, spec = upcoming[alias], spec.model_copy(update={"old": None})
     else:
         resolved = found.attempt("old", lambda: resolve_old(spec), (RegistryError,))
         if resolved is None:  # an unresolved reference: the checks that need the old model are skipped
@@ -263,8 +264,9 @@ class Checked:
 def check_specs(paths: list[str], ray_address: str | None = None) -> list[Checked]:
     """Check each spec as `congruent run` does before Ray starts — `check_spec`, then what the
     cluster can hold (this machine's cores for an embedded Ray; a cluster at `ray_address` or
-    RAY_ADDRESS is joined and asked) — in order, a later spec's `old` of a model an earlier spec
-    registers checked against that spec. Starts no Ray and trains nothing."""
+    RAY_ADDRESS is joined and asked) — in order, a later spec's `old: MODEL@challenger` (or
+    `@champion`, when the earlier spec has a promotion gate) checked against the earlier spec
+    that registers it. Starts no Ray and trains nothing."""
     from orchestrator.driver.cluster import check_cluster
     from orchestrator.driver.plan import cluster_demand
     from pipelines.spec import load_spec
@@ -284,7 +286,9 @@ def check_specs(paths: list[str], ray_address: str | None = None) -> list[Checke
             check_cluster(spec, ray_address, demand.replicas, demand.student, demand.pool_actors)
         except SpecError as e:
             problems += e.problems
-        if inspection.shape is not None:
-            upcoming[spec.model] = inspection.shape
+        if inspection.shape is not None:  # what the aliases will name once this spec has run
+            upcoming[f"{spec.model}@challenger"] = inspection.shape
+            if spec.promote is not None:  # its gate may move champion; without one the champion stays
+                upcoming[f"{spec.model}@champion"] = inspection.shape
         results.append(Checked(path, [f"{path}: {line}" for line in problems], inspection.summary))
     return results
