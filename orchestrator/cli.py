@@ -8,8 +8,11 @@ no torch, ray or mlflow: `congruent --help` answers at once.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from orchestrator.commands import COMMANDS
@@ -39,6 +42,26 @@ def build_parser() -> CongruentArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt while a command runs — which `run`, `demo` and `tune`
+    turn into cancelled stages, an MLflow run marked KILLED and exit 130 — whatever this process
+    inherited or was left with: a command started as a background job of a script inherits SIGINT
+    ignored (POSIX; Python then never installs its handler), one started by Ray inherits it blocked,
+    and code that ran earlier in the same process may have left a handler of its own (asyncio's
+    runner turns a first Ctrl-C into a task cancellation). The previous handler is restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if previous is not None:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` (default: sys.argv[1:]), run the command, return its exit code."""
     try:
@@ -46,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(error, file=sys.stderr)
         return 2
-    return args.func(args)
+    with ctrl_c_raises():
+        return args.func(args)
 
 
 if __name__ == "__main__":

@@ -6,52 +6,45 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 
 
-def interrupt_once(
-    args: list[str], uri: str, cwd, started, timeout_s: float, again_after_s: float | None = None
-) -> tuple[int, str]:
+def interrupt_once(args: list[str], uri: str, cwd: Path, started, timeout_s: float) -> tuple[int, str]:
     """`congruent ARGS` with its own MLflow store at `uri`; one SIGINT as soon as `started()` lists a
-    file (the stage under attack has written a checkpoint). With `again_after_s`, a second SIGINT if
-    the driver still runs that long after the first, as a user presses Ctrl-C again: on the 2-core CI
-    machine a first SIGINT was lost once in about five runs (the pipeline ran on and exited 0).
-    Returns the exit code and stderr."""
+    file (the stage under attack has written a checkpoint). Its output goes to files, not pipes: a
+    pipe nobody reads until the end can fill and block the driver. Returns the exit code and stderr."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, "RAY_ADDRESS": ""}
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=cwd,
-        preexec_fn=_as_from_a_terminal,
-    )
-    try:
-        for _ in range(int(timeout_s * 2)):
-            if started() or driver.poll() is not None:
-                break
-            time.sleep(0.5)
-        assert started(), "the stage never started"
-        driver.send_signal(signal.SIGINT)
+    with open(cwd / "driver.out", "w") as out, open(cwd / "driver.err", "w") as err:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", *args],
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=cwd,
+            preexec_fn=_as_a_background_job_of_a_script,
+        )
         try:
-            _, err = driver.communicate(timeout=again_after_s or 180)
-        except subprocess.TimeoutExpired:
+            for _ in range(int(timeout_s * 2)):
+                if started() or driver.poll() is not None:
+                    break
+                time.sleep(0.5)
+            assert started(), "the stage never started: " + (cwd / "driver.err").read_text()[-2000:]
             driver.send_signal(signal.SIGINT)
-            _, err = driver.communicate(timeout=180)
-    finally:
-        driver.kill()
-    return driver.returncode, err
+            driver.wait(timeout=180)  # the clean-up: cancel, wait ≤ 30 s for the workers, delete, KILLED
+        finally:
+            driver.kill()
+    return driver.returncode, (cwd / "driver.err").read_text()
 
 
-def _as_from_a_terminal() -> None:
-    """In the driver before it starts: SIGINT at its default and unblocked, as a shell's foreground
-    command has it, whatever the test process's earlier tests left in the state a child inherits
-    (an ignored disposition, a blocked mask)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+def _as_a_background_job_of_a_script() -> None:
+    """In the driver before it starts: SIGINT ignored and blocked, as a command started with `&` by a
+    shell script inherits it (POSIX) and one started by Ray inherits it blocked — the driver must
+    still stop on Ctrl-C (orchestrator/cli.py `ctrl_c_raises`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 def assert_one_line(err: str) -> None:
@@ -67,7 +60,7 @@ def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_fil
         arch="small-cnn",
         data={"train_limit": 6000, "eval_limit": 500},
         method={"name": "ensemble", "m": 2},
-        train={"epochs": 200, "batch_size": 64, "lr": 0.05},  # far longer than the second press takes
+        train={"epochs": 200, "batch_size": 64, "lr": 0.05},  # far longer than the test takes
         resources={"replica": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1},
     )
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -78,7 +71,6 @@ def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_fil
         tmp_path,
         lambda: storage.exists() and list(storage.rglob("replica-*.pt")),
         120,
-        again_after_s=90,  # the cleanup (cancel, wait ≤ 30 s for the workers, delete, KILLED) ends well before
     )
     assert code == 130, err[-2000:]
     assert_one_line(err)
@@ -135,3 +127,30 @@ def test_ctrl_c_during_a_tune_search_deletes_its_trials_and_marks_the_run_killed
     runs = client.search_runs([experiment.experiment_id], filter_string="tags.mlflow.runName = 'v2-tune'")
     assert [run.info.status for run in runs] == ["KILLED"]
     assert client.search_model_versions("name='tune-interrupted'") == []
+
+
+def test_ctrl_c_raises_in_a_command_whatever_sigint_was_before():
+    """A process that inherited SIGINT ignored and blocked (a background job of a script, a process
+    Ray started): inside `ctrl_c_raises` (every command runs there) SIGINT raises KeyboardInterrupt;
+    afterwards the process's own setting is back."""
+    probe = (
+        "import os, signal, time\n"
+        "from orchestrator.cli import ctrl_c_raises\n"
+        "assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN\n"
+        "try:\n"
+        "    with ctrl_c_raises():\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(5)\n"
+        "    print('not interrupted')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', signal.getsignal(signal.SIGINT) == signal.SIG_IGN)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+        preexec_fn=_as_a_background_job_of_a_script,
+    )
+    assert done.stdout.strip() == "interrupted True", done.stdout + done.stderr
