@@ -34,7 +34,7 @@ def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_sta
     for document in specs:
         path = tmp_path / f"{document['version']}.yaml"
         path.write_text(yaml.safe_dump(document))
-        code = main(["submit", str(path), "--jobs-address", ray_cluster.dashboard, "--wait"])
+        code = main(["submit", str(path), "--jobs-address", ray_cluster.dashboard, "--wait", "--env-from-here"])
         out = capsys.readouterr().out
         assert code == 0, out[-2000:] + _error_log(mlflow_stack, "submitted")
         job_ids.append(re.search(r"as Ray job (\S+)", out).group(1))
@@ -112,3 +112,34 @@ def test_kuberay_manifest_matches_the_client_versions():
     gpu = groups["gpu"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert gpu["nvidia.com/gpu"] == "1" and "cpu" in groups
     assert "2.60.0" in (ROOT / "infra" / "Dockerfile.ray").read_text()
+
+
+def test_a_submitted_job_takes_this_environments_settings_only_when_asked(tmp_path, monkeypatch):
+    """The addresses this machine reaches MLflow and S3 at (localhost) are not the cluster's
+    (mlflow:5000 in docker-compose.yml): a job carries this environment's MLFLOW_* / AWS_* settings
+    only with --env-from-here, so a README-style laptop environment cannot override the cluster's."""
+    from orchestrator.driver import ray_jobs
+    from pipelines.spec import load_spec
+
+    sent = []
+
+    class Recorder:
+        def submit_job(self, **job):
+            sent.append(job)
+            return "job-1"
+
+        def get_address(self):
+            return "http://127.0.0.1:8265"
+
+    monkeypatch.setattr(ray_jobs, "client", lambda address: Recorder())
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://localhost:5000")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "laptop-secret")
+    path = tmp_path / "v1.yaml"
+    path.write_text(yaml.safe_dump({"model": "m", "version": "v1", "arch": "mlp-small"}))
+    assert main(["submit", str(path), "--jobs-address", "http://127.0.0.1:8265"]) == 0
+    assert "env_vars" not in sent[0]["runtime_env"]
+    assert main(["submit", str(path), "--jobs-address", "http://127.0.0.1:8265", "--env-from-here"]) == 0
+    forwarded = sent[1]["runtime_env"]["env_vars"]
+    assert forwarded["MLFLOW_TRACKING_URI"] == "http://localhost:5000"
+    assert forwarded["AWS_SECRET_ACCESS_KEY"] == "laptop-secret"
+    assert load_spec(path).model == "m"

@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         spec = load_spec(args.spec)
-        client, job_id = ray_jobs.submit(spec, Path(args.spec), args.jobs_address)
+        client, job_id = ray_jobs.submit(spec, Path(args.spec), args.jobs_address, args.env_from_here)
     except SpecError as e:
         return fail("submit", str(e))
     except (ConnectionError, RuntimeError) as e:
@@ -39,4 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("spec", metavar="SPEC.yaml")
     parser.add_argument("--wait", action="store_true", help="stream the job's logs and exit with its outcome")
+    parser.add_argument(
+        "--env-from-here",
+        action="store_true",
+        help="send this environment's MLFLOW_TRACKING_*, MLFLOW_S3_* and AWS_* settings with the job, for a "
+        "cluster that has none of its own (a bare `ray start`); a docker-compose.yml or KubeRay cluster has its own",
+    )
     parser.set_defaults(func=run)

@@ -1,9 +1,13 @@
 """Ray Jobs: the same pipeline as `congruent run`, sent to a cluster's Jobs API (its dashboard address).
 
 The job's runtime_env carries the project (orchestrator/, workers/, pipelines/ and the spec, as its
-working_dir) and the MLflow and S3 settings of this environment (`MLFLOW_TRACKING_*`, `AWS_*`,
-`MLFLOW_S3_*`); the cluster's image brings torch, Ray and MLflow. The address defaults to
-`RAY_JOBS_ADDRESS`. Credentials travel as environment variables only, never as arguments.
+working_dir); the cluster's image brings torch, Ray and MLflow, and its nodes their own MLflow and
+S3 settings (docker-compose.yml's `environment`, the KubeRay secret): the addresses this machine
+reaches them at (http://localhost:5000) are not the ones the cluster does (http://mlflow:5000), so
+nothing of this environment travels unless asked. With `env_from_here` the job takes this
+environment's `MLFLOW_TRACKING_*`, `MLFLOW_S3_*` and `AWS_*` (a cluster started with a bare
+`ray start`, which has none of its own). The address defaults to `RAY_JOBS_ADDRESS`. Credentials
+travel as environment variables only, never as arguments.
 """
 
 from __future__ import annotations
@@ -54,14 +58,18 @@ def client(address: str | None) -> Any:
     return JobSubmissionClient(address)
 
 
-def submit(spec: UpdateSpec, spec_path: Path, jobs_address: str | None) -> tuple[Any, str]:
-    """Send the pipeline of `spec` (read from `spec_path`) as a Ray Job; returns (client, job id)."""
+def submit(spec: UpdateSpec, spec_path: Path, jobs_address: str | None, env_from_here: bool = False) -> tuple[Any, str]:
+    """Send the pipeline of `spec` (read from `spec_path`) as a Ray Job, with this environment's
+    MLflow and S3 settings when `env_from_here`; returns (client, job id)."""
     jobs = client(jobs_address)
+    runtime_env: dict[str, Any] = {}
+    if env_from_here:
+        runtime_env["env_vars"] = worker_env(JOB_ENV_PREFIXES)
     with tempfile.TemporaryDirectory(prefix="congruent-job-") as tmp:
         working_dir = stage_working_dir(spec_path, Path(tmp))
         job_id = jobs.submit_job(
             entrypoint=entrypoint(spec.model, spec.version, spec.spec_hash),
-            runtime_env={"working_dir": str(working_dir), "env_vars": worker_env(JOB_ENV_PREFIXES)},
+            runtime_env={"working_dir": str(working_dir), **runtime_env},
             metadata={"model": spec.model, "version": spec.version, "spec_hash": spec.spec_hash},
         )
     return jobs, job_id
