@@ -44,3 +44,22 @@ def test_every_plot_draws_a_png(tmp_path):
         assert picture.format == "PNG" and picture.width > 300 and picture.height > 150
     path = plots.save(plots.nfr_heatmap(["a"], [[0.0]], "one"), tmp_path / "deep" / "m.png")
     assert decoded(base64.b64encode(path.read_bytes()).decode()).format == "PNG"
+
+
+def test_versions_prints_undefined_for_a_rel_nfr_its_parent_leaves_undefined(monkeypatch, capsys):
+    """docs/reading-nfr.md: an undefined Rel-NFR (ER_new 0 or ER_old 1) prints `undefined`; "—" is
+    for a version with no parent, which has no flips at all."""
+    from orchestrator.cli import main
+    from orchestrator.tracking import registry, store
+
+    row = {"label": "v1", "method": "none", "arch": "mlp", "fingerprint": "f", "aliases": [], "created": "today"}
+    rows = [
+        {**row, "version": "1", "parent_version": None, "error_rate": 0.2, "nfr": None, "pfr": None, "rel_nfr": None},
+        {**row, "version": "2", "parent_version": "1", "error_rate": 0.0, "nfr": 0.0, "pfr": 0.2, "rel_nfr": None},
+    ]
+    monkeypatch.setattr(store, "configure", lambda: "sqlite://")
+    monkeypatch.setattr(registry, "chain", lambda model: rows)
+    assert main(["versions", "m"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    first, second = (next(line for line in lines if line.strip().startswith(v)) for v in ("1 ", "2 "))
+    assert "undefined" not in first and "undefined" in second

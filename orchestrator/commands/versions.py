@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
             percent(r["error_rate"]),
             percent(r["nfr"]),
             percent(r["pfr"]),
-            percent(r["rel_nfr"]),
+            percent(r["rel_nfr"], none="undefined" if r["parent_version"] else "—"),  # with a parent: ER 0 or 1
             ",".join(r["aliases"]),
             r["created"],
         ]
