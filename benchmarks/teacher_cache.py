@@ -6,7 +6,7 @@ model, with and without the teachers' per-sample logit cache, on text (determini
 The same student (text-cnn on tweets, one CPU thread, in this process) trained three ways: plain
 cross-entropy; ELODI from m in-process text-cnn teachers (workers.tasks.resolve.local_references) with the
 cache off (`workers.teachers.frozen.TEACHER_CACHE = False`: the teachers run every step of every epoch);
-and with it on (they run in the first epoch only). Issue 22's target: ELODI ≤ 1.5× plain, with the
+and with it on (they run in the first epoch only). The target: ELODI ≤ 1.5× plain, with the
 cache. One run, ratios from the same run (the machine is shared and noisy).
 """
 
@@ -84,7 +84,7 @@ def main() -> None:
         f"--m {args.m}`, {time.strftime('%Y-%m-%d')}, 2 CPU cores (one thread), one run: a text-cnn student on "
         f"{args.samples} tweets, ELODI from {args.m} in-process text-cnn teachers.\n\n{table}\n\n"
         f"With the cache the teachers run in the first epoch only: ELODI costs **{ratio:.2f}×** a plain "
-        f"training (issue 22's target ≤ 1.5×: {'met' if ratio <= 1.5 else 'missed'}). The pool's actors keep "
+        f"training (target ≤ 1.5×: {'met' if ratio <= 1.5 else 'missed'}). The pool's actors keep "
         "the same cache (workers/teachers/actor.py); images with augmentation on are never cached."
     )
     write_section(Path(args.out), SECTION, body)
