@@ -20,3 +20,12 @@ def test_reference_names_every_field_with_its_constraints():
             assert f"| `{name}` |" in text
     assert "| `train_limit` | int or null | `null` | ≥ 1 |" in text
     assert type_name(UpdateSpec.model_fields["data"].annotation) == "[DataSpec](#dataspec)"
+
+
+def test_cli_reference_is_generated_from_the_current_parsers():
+    from orchestrator.cli_reference import reference as cli_reference
+
+    committed = (ROOT / "docs" / "cli-reference.md").read_text()
+    assert committed == cli_reference(), "regenerate: python -m orchestrator.cli_reference > docs/cli-reference.md"
+    for flag in ("`--json`", "`--out` OUT", "`--ray-address` HOST:PORT", "`--quiet`", "`--env-from-here`"):
+        assert flag in committed

@@ -20,7 +20,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "check",
         help="check update specs as `run` does before it starts, without Ray or training",
-        parents=[ray_address()],
+        parents=[
+            ray_address(
+                "GCS address of a Ray cluster whose resources the spec must fit (default: RAY_ADDRESS, else this "
+                "machine's cores, as the embedded Ray of `run` would have them; no Ray is started)"
+            )
+        ],
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     parser.add_argument("specs", metavar="SPEC.yaml", nargs="+", help="specs, in chain order")

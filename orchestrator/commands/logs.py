@@ -27,6 +27,6 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("logs", help="the logs of a submitted pipeline job", parents=[jobs_address()])
-    parser.add_argument("job_id")
+    parser.add_argument("job_id", help="the id `congruent submit` printed")
     parser.add_argument("--follow", action="store_true", help="stream until the job ends")
     parser.set_defaults(func=run)

@@ -36,16 +36,13 @@ def out_option(what: str) -> argparse.ArgumentParser:
     return parent
 
 
-def ray_address() -> argparse.ArgumentParser:
+def ray_address(
+    what: str = "GCS address of a Ray cluster to join, e.g. 127.0.0.1:6379 (default: RAY_ADDRESS, "
+    "else Ray starts inside this command)",
+) -> argparse.ArgumentParser:
     """--ray-address: the GCS address of a running Ray cluster, for commands that run Ray work here."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument(
-        "--ray-address",
-        metavar="HOST:PORT",
-        default=None,
-        help="GCS address of a Ray cluster to join, e.g. 127.0.0.1:6379 (default: RAY_ADDRESS, "
-        "else Ray starts inside this command)",
-    )
+    parent.add_argument("--ray-address", metavar="HOST:PORT", default=None, help=what)
     return parent
 
 

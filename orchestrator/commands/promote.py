@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("promote", help="move alias champion to a version that passes the gate")
-    parser.add_argument("model")
-    parser.add_argument("version")
+    parser.add_argument("model", help="the registered model's name")
+    parser.add_argument("version", help="the registered version number to move alias champion to")
     parser.add_argument(
         "--max-nfr",
         type=fraction(0, 1),

@@ -24,5 +24,5 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("status", help="the status of a submitted pipeline job", parents=[jobs_address()])
-    parser.add_argument("job_id")
+    parser.add_argument("job_id", help="the id `congruent submit` printed")
     parser.set_defaults(func=run)

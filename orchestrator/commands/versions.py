@@ -66,6 +66,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "versions", help="the version chain of a registered model, with flips", parents=[json_option()]
     )
-    parser.add_argument("model")
+    parser.add_argument("model", help="the registered model's name")
     parser.add_argument("--matrix", action="store_true", help="also the pairwise NFR matrix from the ledgers")
     parser.set_defaults(func=run)
