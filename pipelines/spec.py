@@ -4,9 +4,9 @@
     version: v2                     # free label
     data: {dataset: fashion-mnist, subset: all, train_limit: null, eval_limit: null}
     arch: resnet8
-    method: {name: elodi, m: 8, alpha: 0.8, k: 10, topk_by: teacher, legacy_weight: null}
-    old: runs/fmnist-classifier/v1/model.pt   # checkpoint path; needed by kd/fd*/bcwi/legacy
-    train: {epochs: 10, batch_size: 128, lr: 0.1, seed: 0, augment: true, crop: auto, flip: auto}
+    method: {name: elodi, m: 8, alpha: 0.8, k: 10, topk_by: teacher, legacy_weight: null}  # left out: none
+    old: fmnist-classifier@champion # the deployed version: NAME@ALIAS, NAME/VERSION or a checkpoint path
+    train: {seed: 0}                # the rest: the architecture's defaults (pipelines/defaults.py)
     resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
 
 Unknown keys, wrong types and out-of-range values are rejected by pydantic; `load_spec` turns the
