@@ -22,7 +22,6 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torchvision.models import resnet18, resnet34, resnet50
 
 from workers.data.input_spec import InputSpec
 from workers.models.text import TEXT_ARCHITECTURES
@@ -119,9 +118,11 @@ def _cifar_resnet(depth: int) -> ModelFactory:
     return build
 
 
-def _torchvision_resnet(constructor: Callable[..., nn.Module]) -> ModelFactory:
+def _torchvision_resnet(name: str) -> ModelFactory:
     def build(num_classes: int, inputs: InputSpec) -> nn.Module:
-        model = constructor(weights=None, num_classes=num_classes)
+        import torchvision.models  # only these three need it: it takes a second to import
+
+        model = getattr(torchvision.models, name)(weights=None, num_classes=num_classes)
         model.conv1 = nn.Conv2d(inputs.channels, 64, 3, 1, 1, bias=False)
         model.maxpool = nn.Identity()
         return model
@@ -137,9 +138,9 @@ ARCHITECTURES: dict[str, ModelFactory] = {  # the names of workers.names.ARCHITE
     "resnet8": _cifar_resnet(8),
     "resnet20": _cifar_resnet(20),
     "resnet32": _cifar_resnet(32),
-    "resnet18": _torchvision_resnet(resnet18),
-    "resnet34": _torchvision_resnet(resnet34),
-    "resnet50": _torchvision_resnet(resnet50),
+    "resnet18": _torchvision_resnet("resnet18"),
+    "resnet34": _torchvision_resnet("resnet34"),
+    "resnet50": _torchvision_resnet("resnet50"),
     **TEXT_ARCHITECTURES,  # text-bag, text-cnn, text-transformer (workers/models/text.py)
 }
 
