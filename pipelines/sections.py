@@ -150,7 +150,7 @@ class TrainSpec(_Strict):
         ge=1,
         description="the deployed model's epochs (the distilled student; the replicas keep `epochs`); null: "
         "`epochs`. Distillation gains from a longer schedule where plain training does not (docs/benchmarks.md, "
-        '"The text demo\'s configuration")',
+        '"The demo")',
     )
     batch_size: int = Field(128, ge=1)
     optimizer: Literal["sgd", "adamw"] = Field(

@@ -7,7 +7,7 @@ Three update pipelines on an embedded local Ray, registered as versions of one m
     v2-elodi  the same with ELODI on a legacy old model (Eq. 9): m replicas in parallel, distilled
               online into one with LDI toward their ensemble (weight λ = 0.8) and toward v1 (1 − λ)
 
-The configuration came from a search on 2 CPU cores (docs/benchmarks.md, "The demo's configuration"):
+The configuration came from a search on 2 CPU cores (docs/benchmarks.md, "The demo"):
 with a plain v1, ELODI's distillation from the new replicas alone removes few flips at this scale
 (the MLPs' flips are systematic: plain seeds agree on 97.5 % of the images), while Eq. 9's term
 toward v1 brings NFR to about 0.8× no treatment's at ≤ 0.3 pt of ER on most seeds. The verdict is
