@@ -78,17 +78,28 @@ BUDGETS: dict[str, Budget] = {  # measured on one core here: samples/s of a trai
 SGD, ADAMW = "sgd", "adamw"
 
 
-def sgd(lr: float, weight_decay: float = 5e-4) -> dict[str, Any]:
-    return {"optimizer": SGD, "lr": lr, "weight_decay": weight_decay}
+def sgd(lr: float, weight_decay: float = 5e-4, **more: Any) -> dict[str, Any]:
+    return {"optimizer": SGD, "lr": lr, "weight_decay": weight_decay, **more}
 
 
-def adamw(lr: float, weight_decay: float = 0.01) -> dict[str, Any]:
-    return {"optimizer": ADAMW, "lr": lr, "weight_decay": weight_decay}
+def adamw(lr: float, weight_decay: float = 0.01, **more: Any) -> dict[str, Any]:
+    return {"optimizer": ADAMW, "lr": lr, "weight_decay": weight_decay, **more}
+
+
+FLAT = {"augment": False}  # images as they are: no random crops or flips
 
 
 CANDIDATES: dict[str, list[dict[str, Any]]] = {
-    "mlp-small": [sgd(0.01), sgd(0.03), sgd(0.1), adamw(1e-3)],
-    "mlp": [sgd(0.01), sgd(0.03), sgd(0.1), adamw(1e-3)],
+    "mlp-small": [
+        sgd(0.01),
+        sgd(0.03),
+        sgd(0.1),
+        adamw(1e-3),
+        sgd(0.03, **FLAT),
+        sgd(0.1, **FLAT),
+        adamw(1e-3, **FLAT),
+    ],
+    "mlp": [sgd(0.01), sgd(0.03), sgd(0.1), adamw(1e-3), sgd(0.03, **FLAT), sgd(0.1, **FLAT), adamw(1e-3, **FLAT)],
     "small-cnn": [sgd(0.03), sgd(0.1), adamw(1e-3)],
     "lenet": [sgd(0.01), sgd(0.03), sgd(0.1)],
     "resnet8": [sgd(0.05), sgd(0.1), adamw(1e-3)],
@@ -173,7 +184,7 @@ def run_unit(unit: Unit) -> dict[str, Any]:
         **asdict(unit),
         "key": key_of(unit),
         "config": {k: v for k, v in asdict(config).items() if k in ("optimizer", "lr", "weight_decay", "epochs")}
-        | {"batch_size": config.batch_size, "warmup_epochs": config.warmup_epochs},
+        | {"batch_size": config.batch_size, "warmup_epochs": config.warmup_epochs, "augment": config.augment},
         "train_samples": len(splits.train),
         "eval_samples": len(splits.eval),
         "final_loss": result.history[-1].loss,

@@ -20,9 +20,10 @@ def percent(value: float) -> str:
 def recipe_text(config: dict[str, Any]) -> str:
     """`sgd lr 0.1, wd 5e-4, 10 epochs, batch 128` from a unit's resolved settings."""
     warmup = f", warm-up {config['warmup_epochs']:g}" if config.get("warmup_epochs") else ""
+    flat = ", no augmentation" if config.get("augment") is False else ""
     return (
         f"{config['optimizer']} lr {config['lr']:g}, wd {config['weight_decay']:g}, "
-        f"{config['epochs']} epochs, batch {config['batch_size']}{warmup}"
+        f"{config['epochs']} epochs, batch {config['batch_size']}{warmup}{flat}"
     )
 
 
@@ -68,7 +69,12 @@ def sweep_rows(results: dict[str, Any]) -> list[list[str]]:
         recipe = recipe_for(arch)
         for unit in [u for u in results["units"] if u["part"] == "sweep" and u["arch"] == arch]:
             c = unit["config"]
-            chosen = (c["optimizer"], c["lr"], c["weight_decay"]) == (recipe.optimizer, recipe.lr, recipe.weight_decay)
+            chosen = (c["optimizer"], c["lr"], c["weight_decay"], c.get("augment", True)) == (
+                recipe.optimizer,
+                recipe.lr,
+                recipe.weight_decay,
+                recipe.augment,
+            )
             rows.append(
                 [
                     f"`{arch}`",

@@ -20,14 +20,17 @@ from workers.names import is_hf
 @dataclass(frozen=True)
 class Recipe:
     """The `train` fields an architecture fills in: optimiser, peak learning rate, weight decay,
-    epochs, batch size and the warm-up of a plain training (`warmup_epochs: auto`; an ELODI
-    student warms up at least 1 epoch, docs/methods.md)."""
+    epochs, batch size, whether images are augmented (random crops and flips: an MLP, with no
+    translation invariance of its own, learns less from shifted images in the epochs it gets), and
+    the warm-up of a plain training (`warmup_epochs: auto`; an ELODI student warms up at least 1
+    epoch, docs/methods.md)."""
 
     optimizer: Literal["sgd", "adamw"]
     lr: float
     weight_decay: float
     epochs: int
     batch_size: int = 128
+    augment: bool = True
     warmup_epochs: float = 0.0
 
     def train_fields(self) -> dict[str, object]:
@@ -42,8 +45,8 @@ class Recipe:
 GENERIC = Recipe("sgd", 0.1, 5e-4, 10)
 
 RECIPES: dict[str, Recipe] = {
-    "mlp-small": Recipe("sgd", 0.1, 5e-4, 10),
-    "mlp": Recipe("sgd", 0.1, 5e-4, 10),
+    "mlp-small": Recipe("sgd", 0.03, 5e-4, 10, augment=False),
+    "mlp": Recipe("sgd", 0.03, 5e-4, 10, augment=False),
     "small-cnn": Recipe("sgd", 0.1, 5e-4, 10),
     "lenet": Recipe("sgd", 0.1, 5e-4, 10),
     "resnet8": Recipe("sgd", 0.1, 5e-4, 10),

@@ -163,19 +163,23 @@ def architecture_defaults() -> str:
     """The recipes of pipelines/defaults.py, with the validation ER of every candidate the sweep
     tried (benchmarks/baselines.py, docs/baselines-results.json) beside the one chosen."""
     results = json.loads(SWEEP.read_text()) if SWEEP.exists() else {"units": []}
-    rows = ["| arch | optimizer | lr | weight decay | epochs | batch | warm-up | measured (val ER %, seed 0) |"]
-    rows.append("|---|---|---|---|---|---|---|---|")
+    rows = [
+        "| arch | optimizer | lr | weight decay | epochs | batch | augment | warm-up | measured (val ER %, seed 0) |"
+    ]
+    rows.append("|---|---|---|---|---|---|---|---|---|")
     named = [*defaults.RECIPES.items(), ("hf:DIR", defaults.HF), ("module:function", defaults.GENERIC)]
     for arch, recipe in named:
         tried = [u for u in results["units"] if u["part"] == "sweep" and u["arch"] == arch]
         figures = "; ".join(
-            f"{'**' if _is(recipe, u['config']) else ''}{u['config']['optimizer']} {u['config']['lr']:g}: "
+            f"{'**' if _is(recipe, u['config']) else ''}{u['config']['optimizer']} {u['config']['lr']:g}"
+            f"{' flat' if u['config'].get('augment') is False else ''}: "
             f"{100 * u['val_error_rate']:.2f}{'**' if _is(recipe, u['config']) else ''}"
             for u in tried
         )
         rows.append(
             f"| `{arch}` | {recipe.optimizer} | {recipe.lr:g} | {recipe.weight_decay:g} | {recipe.epochs} | "
-            f"{recipe.batch_size} | {recipe.warmup_epochs:g} | {figures or NOT_SWEPT.get(arch, 'not measured')} |"
+            f"{recipe.batch_size} | {'yes' if recipe.augment else 'no'} | {recipe.warmup_epochs:g} | "
+            f"{figures or NOT_SWEPT.get(arch, 'not measured')} |"
         )
     return (
         "## Defaults of each architecture\n\n"

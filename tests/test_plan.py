@@ -17,11 +17,14 @@ BASE = {
     "arch": "mlp-small",
     "method": {"name": "none"},
     "data": {"train_limit": 300, "eval_limit": 100},
+    "train": {"augment": True},  # mlp-small's own default is off; these tests look at what augmentation does
 }
 
 
 def spec(**fields):
-    return parse_spec({**BASE, **fields})
+    """BASE with `fields`; a `train` given is laid over BASE's."""
+    train = {**BASE["train"], **fields.pop("train", {})}
+    return parse_spec({**BASE, **fields, "train": train})
 
 
 @pytest.fixture(scope="module")
@@ -413,7 +416,7 @@ def test_every_field_the_job_records_carry_is_read_by_the_workers(tmp_path, monk
     old = str(save_checkpoint(tmp_path / "old.pt", settings.build(seed=9), settings))
     monkeypatch.setattr(torch, "compile", lambda module, mode=None: module)
     reads = record_reads(monkeypatch, TrainConfig, Objective)
-    train = {"epochs": 1, "batch_size": 64, "compile": True, "max_grad_norm": 5.0}
+    train = {"epochs": 1, "batch_size": 64, "compile": True, "max_grad_norm": 5.0, "augment": True}
     methods = [
         {"name": "kd", "temperature": 3.0},
         {"name": "fd-kl"},
