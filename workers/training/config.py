@@ -31,7 +31,7 @@ class TrainConfig:
     seed: int = 0
     augment: bool = True  # the master switch of crop and flip
     crop: int | Literal["resized"] = 2  # random shift by up to ± this many pixels (zero padding); 0: none
-    freeze: Literal["none", "backbone"] = "none"  # backbone: only the classifier head trains (jobs.freeze)
+    freeze: Literal["none", "backbone"] = "none"  # backbone: only the head trains (models/starting_weights.py)
     flip: bool = True  # random horizontal flip
     max_grad_norm: float | None = 5.0  # clip the gradient norm (LDI starts large); None: no clipping
     prefetch: int = 2  # reference batches requested ahead of the step
