@@ -191,3 +191,37 @@ def test_an_hf_model_takes_only_max_length_from_the_tokenizer_section():
         "tokenizer.kind: an hf:DIR model reads its directory's own tokenizer; only max_length applies",
         "tokenizer.vocab_size: an hf:DIR model reads its directory's own tokenizer; only max_length applies",
     ]
+
+
+def test_train_fields_left_out_come_from_the_architectures_recipe():
+    """A spec with `arch` and `data` trains with its architecture's recipe (pipelines/defaults.py);
+    a value the spec gives wins; the resolved values are the spec's own (its hash sees them)."""
+    from pipelines.defaults import HF, RECIPES
+
+    bag = parse_spec({**BASE, "arch": "text-bag", "data": {"dataset": "tweet-sentiment"}})
+    recipe = RECIPES["text-bag"]
+    assert (bag.train.optimizer, bag.train.lr, bag.train.weight_decay, bag.train.epochs, bag.train.batch_size) == (
+        recipe.optimizer,
+        recipe.lr,
+        recipe.weight_decay,
+        recipe.epochs,
+        recipe.batch_size,
+    )
+    given = parse_spec({**BASE, "arch": "text-bag", "data": {"dataset": "tweet-sentiment"}, "train": {"lr": 0.5}})
+    assert given.train.lr == 0.5 and given.train.optimizer == recipe.optimizer
+    assert given.spec_hash != bag.spec_hash
+    hf = parse_spec({**BASE, "arch": "hf:dir", "data": {"dataset": "tweet-sentiment"}})
+    assert (hf.train.optimizer, hf.train.lr) == (HF.optimizer, HF.lr)
+
+
+def test_the_plan_warms_up_as_the_architecture_says_and_an_elodi_student_at_least_an_epoch():
+    from orchestrator.driver.plan import warmup_epochs
+    from pipelines.defaults import RECIPES
+
+    transformer = {**BASE, "arch": "text-transformer", "data": {"dataset": "tweet-sentiment"}}
+    plain = parse_spec(transformer)
+    assert warmup_epochs(plain, student=True) == RECIPES["text-transformer"].warmup_epochs > 0
+    elodi = parse_spec({**transformer, "method": {"name": "elodi", "m": 2}, "train": {"epochs": 20}})
+    assert warmup_epochs(elodi, student=True) == 1.0 and warmup_epochs(elodi, student=False) == min(
+        RECIPES["text-transformer"].warmup_epochs, 20
+    )
