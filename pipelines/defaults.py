@@ -55,9 +55,9 @@ RECIPES: dict[str, Recipe] = {
     "resnet18": Recipe("sgd", 0.1, 5e-4, 10),
     "resnet34": Recipe("sgd", 0.1, 5e-4, 10),
     "resnet50": Recipe("sgd", 0.1, 5e-4, 10),
-    "text-bag": Recipe("sgd", 2.0, 0.0, 5, 64),
-    "text-cnn": Recipe("adamw", 1e-3, 0.01, 4, 64),
-    "text-transformer": Recipe("adamw", 1e-3, 0.01, 4, 64, warmup_epochs=0.5),
+    "text-bag": Recipe("sgd", 1.0, 0.0, 5, 64),
+    "text-cnn": Recipe("adamw", 3e-3, 0.01, 4, 64),
+    "text-transformer": Recipe("adamw", 3e-3, 0.01, 4, 64, warmup_epochs=0.5),
 }
 
 # `hf:DIR`: a pretrained transformer fine-tuned (Devlin et al. 2019, appendix A.3: AdamW at 2e-5 to
