@@ -116,8 +116,8 @@ def body(results: dict[str, Any]) -> str:
             "architecture's epochs, ER on the validation split; the default is the candidate with the lowest "
             "validation ER. Candidates per architecture: "
             + "; ".join(f"`{a}` {len(c)}" for a, c in CANDIDATES.items())
-            + ". The torchvision ResNets (resnet18/34/50) are not swept: one training of theirs takes 8–25 min "
-            "here on 1,000 images; they keep the generic recipe.",
+            + ". resnet32 takes resnet20's recipe (one family). The torchvision ResNets (resnet18/34/50) are not "
+            "swept: one training of theirs takes 8–25 min here on 1,000 images; they keep the generic recipe.",
             "",
             markdown_table(["arch", "candidate", "val ER %", "eval ER %", "final loss", "s"], sweep_rows(results)),
         ]

@@ -194,6 +194,7 @@ def architecture_defaults() -> str:
 
 
 NOT_SWEPT = {
+    "resnet32": "not swept: resnet20's recipe (one family; He et al. 2016 train both alike)",
     "resnet18": "not swept: one training takes 8 min on 1,000 images on one core (the table's row: docs/benchmarks.md)",
     "resnet34": "not swept: as resnet18, 19 min",
     "resnet50": "not swept: as resnet18, 24 min",
