@@ -89,19 +89,13 @@ def adamw(lr: float, weight_decay: float = 0.01, **more: Any) -> dict[str, Any]:
 
 
 FLAT = {"augment": False}  # images as they are: no random crops or flips
+CROPS = {"augment": True}  # random crops and flips (the MLPs' recipes turn them off)
+MLP_FLAT = [sgd(0.03, **FLAT), sgd(0.1, **FLAT), adamw(1e-3, **FLAT)]
 
 
 CANDIDATES: dict[str, list[dict[str, Any]]] = {
-    "mlp-small": [
-        sgd(0.01),
-        sgd(0.03),
-        sgd(0.1),
-        adamw(1e-3),
-        sgd(0.03, **FLAT),
-        sgd(0.1, **FLAT),
-        adamw(1e-3, **FLAT),
-    ],
-    "mlp": [sgd(0.01), sgd(0.03), sgd(0.1), adamw(1e-3), sgd(0.03, **FLAT), sgd(0.1, **FLAT), adamw(1e-3, **FLAT)],
+    "mlp-small": [*(sgd(lr, **CROPS) for lr in (0.01, 0.03, 0.1)), adamw(1e-3, **CROPS), *MLP_FLAT],
+    "mlp": [*(sgd(lr, **CROPS) for lr in (0.01, 0.03, 0.1)), adamw(1e-3, **CROPS), *MLP_FLAT],
     "small-cnn": [sgd(0.03), sgd(0.1), adamw(1e-3)],
     "lenet": [sgd(0.01), sgd(0.03), sgd(0.1)],
     "resnet8": [sgd(0.05), sgd(0.1), adamw(1e-3)],
