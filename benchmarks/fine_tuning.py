@@ -79,7 +79,15 @@ def spec_of(
             "arch": setting.arch,
             "data": {**setting.data, "train_limit": limit},
             "method": {"name": "none"},
-            "train": {"epochs": setting.epochs, "lr": lr, "seed": seed, **setting.train},
+            # SGD, batch 128, as when the documented figures were taken (text-bag's defaults now differ)
+            "train": {
+                "epochs": setting.epochs,
+                "optimizer": "sgd",
+                "batch_size": 128,
+                "lr": lr,
+                "seed": seed,
+                **setting.train,
+            },
             "storage": str(folder),
             "resources": {"teacher_actors": 0},
             **extra,

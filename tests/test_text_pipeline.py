@@ -53,7 +53,7 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
     base = {
         "model": "tweets",
         "storage": str(tmp_path / "runs"),
-        "train": {"epochs": 1, "lr": 0.1, "batch_size": 64},
+        "train": {"epochs": 1, "batch_size": 64},  # else each architecture's defaults
         "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1},
     }
     v1 = run_update(
