@@ -46,7 +46,7 @@ GENERIC = Recipe("sgd", 0.1, 5e-4, 10)
 
 RECIPES: dict[str, Recipe] = {
     "mlp-small": Recipe("sgd", 0.03, 5e-4, 10, augment=False),
-    "mlp": Recipe("sgd", 0.03, 5e-4, 10, augment=False),
+    "mlp": Recipe("adamw", 1e-3, 0.01, 10, augment=False),
     "small-cnn": Recipe("sgd", 0.1, 5e-4, 10),
     "lenet": Recipe("sgd", 0.1, 5e-4, 10),
     "resnet8": Recipe("sgd", 0.1, 5e-4, 10),
