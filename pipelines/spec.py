@@ -159,12 +159,15 @@ class UpdateSpec(_Strict):
         problems += self._init_problems()
         if is_hf(self.arch) and self.resources.replica.pack > 1 and self.method.name in REPLICA_METHODS:
             problems.append("resources.replica.pack: hf:DIR models train one per task; set pack 1")
-        if self.data.modality == "image" and "tokenizer" in self.model_fields_set:
+        # (compared with the section's defaults, not with what the document named: a spec written back
+        # with every field, as each run logs it, reads the same)
+        if self.data.modality == "image" and self.tokenizer != TokenizerSpec():
             problems.append("tokenizer: only text data has a tokenizer; the data is images")
         if is_hf(self.arch):
             problems += [
                 f"tokenizer.{name}: an hf:DIR model reads its directory's own tokenizer; only max_length applies"
-                for name in sorted(self.tokenizer.model_fields_set - {"max_length"})
+                for name in ("kind", "vocab_size")
+                if getattr(self.tokenizer, name) != TokenizerSpec.model_fields[name].default
             ]
         if self.tune is not None:
             if self.method.name != "elodi":

@@ -125,7 +125,8 @@ def test_the_text_demo_registers_its_versions_and_reports_flipped_tweets(tmp_pat
     report listing flipped tweets as text."""
     out = tmp_path / "demo-text"
     env = {k: v for k, v in _env(out).items() if k != "MLFLOW_TRACKING_URI"}
-    options = ["--epochs", "1", "--m", "2", "--train-limit", "1500", "--eval-limit", "600", "--quiet"]
+    # 3 epochs: fastText's small initial embeddings leave a 1-epoch toy model on the majority class (no flips)
+    options = ["--epochs", "3", "--m", "2", "--train-limit", "1500", "--eval-limit", "600", "--quiet"]
     done = subprocess.run(
         [sys.executable, "-m", "orchestrator", "demo", "--text", "--out", str(out), *options],
         capture_output=True,

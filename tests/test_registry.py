@@ -37,7 +37,14 @@ def versions_json(capsys, model, matrix=False):
 
 @pytest.mark.slow
 def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tmp_path, capsys):
-    code, out, err = run_spec("v1", model="tracked", version="v1", arch="mlp-small", method={"name": "none"})
+    code, out, err = run_spec(
+        "v1",
+        model="tracked",
+        version="v1",
+        arch="mlp-small",
+        method={"name": "none"},
+        train={**SPEC_TRAIN, "augment": True},  # mlp-small's own default is off
+    )
     assert code == 0, err
     assert "Created version" not in err and "registered model" not in err.lower()  # MLflow's own prints muted
     client = MlflowClient()

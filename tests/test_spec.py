@@ -225,3 +225,18 @@ def test_the_plan_warms_up_as_the_architecture_says_and_an_elodi_student_at_leas
     assert warmup_epochs(elodi, student=True) == 1.0 and warmup_epochs(elodi, student=False) == min(
         RECIPES["text-transformer"].warmup_epochs, 20
     )
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        BASE,
+        {**BASE, "arch": "text-cnn", "data": {"dataset": "tweet-sentiment"}, "tokenizer": {"vocab_size": 500}},
+        {**BASE, "arch": "hf:some/dir", "data": {"dataset": "tweet-sentiment"}, "tokenizer": {"max_length": 64}},
+    ],
+    ids=["images", "text", "hf"],
+)
+def test_a_spec_written_back_with_every_field_reads_the_same(document):
+    """Each run logs its spec with every field (spec.yaml); `congruent report` reads it back."""
+    spec = parse_spec(document)
+    assert parse_spec(yaml.safe_load(yaml.safe_dump(spec.model_dump(mode="json")))) == spec
