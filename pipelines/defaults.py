@@ -50,8 +50,8 @@ RECIPES: dict[str, Recipe] = {
     "small-cnn": Recipe("sgd", 0.1, 5e-4, 10),
     "lenet": Recipe("sgd", 0.1, 5e-4, 10),
     "resnet8": Recipe("sgd", 0.1, 5e-4, 10),
-    "resnet20": Recipe("sgd", 0.1, 5e-4, 10),
-    "resnet32": Recipe("sgd", 0.1, 5e-4, 10),
+    "resnet20": Recipe("sgd", 0.05, 5e-4, 10),
+    "resnet32": Recipe("sgd", 0.05, 5e-4, 10),  # resnet20's (not swept)
     "resnet18": Recipe("sgd", 0.1, 5e-4, 10),
     "resnet34": Recipe("sgd", 0.1, 5e-4, 10),
     "resnet50": Recipe("sgd", 0.1, 5e-4, 10),
