@@ -169,6 +169,7 @@ def architecture_defaults() -> str:
     rows.append("|---|---|---|---|---|---|---|---|---|")
     named = [*defaults.RECIPES.items(), ("hf:DIR", defaults.HF), ("module:function", defaults.GENERIC)]
     for arch, recipe in named:
+        augment = "—" if arch.startswith(("text-", "hf:")) else ("yes" if recipe.augment else "no")  # images only
         tried = [u for u in results["units"] if u["part"] == "sweep" and u["arch"] == arch]
         figures = "; ".join(
             f"{'**' if _is(recipe, u['config']) else ''}{u['config']['optimizer']} {u['config']['lr']:g}"
@@ -178,7 +179,7 @@ def architecture_defaults() -> str:
         )
         rows.append(
             f"| `{arch}` | {recipe.optimizer} | {recipe.lr:g} | {recipe.weight_decay:g} | {recipe.epochs} | "
-            f"{recipe.batch_size} | {'yes' if recipe.augment else 'no'} | {recipe.warmup_epochs:g} | "
+            f"{recipe.batch_size} | {augment} | {recipe.warmup_epochs:g} | "
             f"{figures or NOT_SWEPT.get(arch, 'not measured')} |"
         )
     return (
@@ -205,11 +206,9 @@ NOT_SWEPT = {
 
 
 def _is(recipe: defaults.Recipe, config: dict[str, Any]) -> bool:
-    return (recipe.optimizer, recipe.lr, recipe.weight_decay) == (
-        config["optimizer"],
-        config["lr"],
-        config["weight_decay"],
-    )
+    """Whether a sweep's candidate is the recipe (a unit recorded without `augment` was augmented)."""
+    ours = (recipe.optimizer, recipe.lr, recipe.weight_decay, recipe.augment)
+    return ours == (config["optimizer"], config["lr"], config["weight_decay"], config.get("augment", True))
 
 
 if __name__ == "__main__":
