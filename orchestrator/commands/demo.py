@@ -111,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--text",
         action="store_true",
-        help="the text demo: tweets, v1 a text-bag on half of them, v2 without treatment and with plain ELODI",
+        help="the text demo: tweets, v1 a text-bag on half of them, v2 without treatment and with ELODI",
     )
     parser.add_argument(
         "--model", default=None, help=f"registered model name (default {MODEL}; with --text {TEXT_MODEL})"

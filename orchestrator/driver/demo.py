@@ -41,7 +41,7 @@ class DemoSettings:
     eval_limit: int | None = None
     legacy_weight: float = 0.8  # λ of Eq. 9: 1 − λ of the LDI pulls toward v1
     gpus: float = 0.0  # > 0: replicas share the GPU(s) in fractions, the student holds one with its teachers
-    text: bool = False  # the text demo: tweets, text-bag → TEXT_ARCH, plain ELODI (legacy_weight unused)
+    text: bool = False  # the text demo: tweets, text-bag → TEXT_ARCH, ELODI with the legacy term too
 
 
 def _resources(settings: DemoSettings) -> dict[str, Any]:
@@ -110,7 +110,7 @@ TEXT_EPOCHS = 5  # v1's and v2's plain trainings in the text demo (text-bag's ow
 
 def text_demo_specs(settings: DemoSettings, old: str = "v1") -> list[dict[str, Any]]:
     """The text demo (`congruent demo --text`): v1 a text-bag on half of the tweets, then v2 on all of
-    them without treatment and with plain ELODI (no term toward v1), each version with its own
+    them without treatment and with ELODI with the legacy term toward v1 (λ `legacy_weight`), each version with its own
     tokenizer. ELODI (α 0.9, K = all 3 classes) distils for 3× the plain trainings' epochs
     (`train.student_epochs`): a plain text-bag trained that long flips more, not less. Every other
     training setting is text-bag's default (pipelines/defaults.py)."""
@@ -121,7 +121,7 @@ def text_demo_specs(settings: DemoSettings, old: str = "v1") -> list[dict[str, A
         "resources": _resources(settings),
         "storage": str(settings.out / "runs"),
     }
-    elodi = {"name": "elodi", "m": settings.m, "alpha": 0.9, "k": 3}
+    elodi = {"name": "elodi", "m": settings.m, "alpha": 0.9, "k": 3, "legacy_weight": settings.legacy_weight}
     return [
         {
             **common,
