@@ -27,7 +27,7 @@ class PoisonedOnRank1(nn.Module):
         return out
 
 
-def nan_on_one_rank(rank: int, world: int, folder: str, port: int) -> None:
+def nan_on_one_rank(rank: int, world: int, folder: str) -> None:
     """Train 3 epochs of 2 steps with the NaN on rank 1's second step (an epoch's last step, where
     the loop checks); write how this process ended to folder/rank-R.json."""
     from workers.data.sources import ImageSet
@@ -37,7 +37,7 @@ def nan_on_one_rank(rank: int, world: int, folder: str, port: int) -> None:
 
     torch.distributed.init_process_group(
         "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
+        init_method=f"file://{folder}/rendezvous",  # no port another process could take first
         rank=rank,
         world_size=world,
         timeout=datetime.timedelta(seconds=20),  # a process left waiting fails after this, not after 30 min

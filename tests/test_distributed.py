@@ -38,17 +38,12 @@ def test_a_non_finite_loss_on_one_worker_stops_every_worker_at_the_same_step(tmp
     loop checks. Both stop there with NonFiniteLossError; before, rank 0 went on into the next
     step's gradient all-reduce and waited for a rank that had stopped (here until the process
     group's 20 s timeout)."""
-    import socket
-
     import torch.multiprocessing
 
     from ddp_processes import nan_on_one_rank
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     started = time.monotonic()
-    torch.multiprocessing.spawn(nan_on_one_rank, args=(2, str(tmp_path), port), nprocs=2, join=True)
+    torch.multiprocessing.spawn(nan_on_one_rank, args=(2, str(tmp_path)), nprocs=2, join=True)
     outcomes = [json.loads((tmp_path / f"rank-{rank}.json").read_text()) for rank in range(2)]
     assert outcomes == [{"ended": "NonFiniteLossError", "step": 2}] * 2
     assert time.monotonic() - started < 60
