@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -76,9 +77,10 @@ def check_cluster(spec: UpdateSpec, ray_address: str | None, replicas: bool, stu
     cluster (`ray_address`, RAY_ADDRESS, or one this process already joined) is joined and asked;
     the embedded local Ray is not started here, this machine's cores answer for it. SpecError
     (one line) when a stage could never run."""
-    import ray
+    joined = "ray" in sys.modules and sys.modules["ray"].is_initialized()  # no Ray imported: none joined
+    if ray_address or os.environ.get("RAY_ADDRESS") or joined:
+        import ray
 
-    if ray_address or os.environ.get("RAY_ADDRESS") or ray.is_initialized():
         try:
             connect(ray_address)
         except ConnectionError as e:

@@ -53,13 +53,16 @@ class Findings:
 
 def resolve_old(spec: UpdateSpec) -> tuple[UpdateSpec, Reference | None]:
     """Replace a registry reference in `old` by a local copy of that version's checkpoint."""
-    from orchestrator.tracking import registry, store
+    from orchestrator.tracking import store
+    from orchestrator.tracking.references import parse_reference
 
-    if spec.old is None or Path(spec.old).exists() or registry.parse_reference(spec.old) is None:
+    if spec.old is None or Path(spec.old).exists() or parse_reference(spec.old) is None:
         return spec, None
     database = store.embedded_database()
     if database is not None and not database.exists():  # the embedded store: nothing registered yet
         raise RegistryError(f"{spec.old}: no version is registered yet (no MLflow store at {database})")
+    from orchestrator.tracking import registry  # MLflow, only where a store exists to ask
+
     store.configure()
     parent = registry.resolve(spec.old)
     return spec.model_copy(update={"old": registry.checkpoint_of(parent)}), parent

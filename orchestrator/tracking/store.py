@@ -2,6 +2,8 @@
 
 With no configuration the store is `sqlite:///<cwd>/mlflow.db` with artifacts under `<cwd>/mlruns`;
 `MLFLOW_TRACKING_URI` points the same code at a server (HTTP calls retried for about a minute).
+MLflow itself is imported where a function talks to the store: where the store is, and whether an
+embedded one exists yet, are answered without it (`congruent check` stays fast).
 """
 
 from __future__ import annotations
@@ -13,10 +15,6 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-
-import mlflow
-from mlflow import MlflowClient
-from mlflow.exceptions import MlflowException
 
 from workers.errors import first_line
 
@@ -61,11 +59,13 @@ def configure() -> str:
     # huggingface_hub brings it): the commands print their own lines only
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial MLflow database tables"
+    import mlflow
+
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
     with schema_lock(uri):
-        client = MlflowClient()
+        client = mlflow.MlflowClient()
         client.search_experiments(max_results=1)  # the tracking store creates the sqlite schema once
         client.search_registered_models(max_results=1)  # and the registry store checks it
     return uri
@@ -94,6 +94,8 @@ def schema_lock(uri: str) -> Iterator[None]:
 
 def check_store() -> str:
     """`configure()`, raising TrackingUnavailable (one line) when the store does not answer."""
+    from mlflow.exceptions import MlflowException
+
     try:
         return configure()
     except MlflowException as e:
@@ -110,7 +112,10 @@ def check_store() -> str:
 def experiment_id(name: str) -> str:
     """The experiment `name`, created if missing; with the embedded sqlite store its artifacts go
     to `mlruns/` beside the database file."""
-    client = MlflowClient()
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    client = mlflow.MlflowClient()
     existing = client.get_experiment_by_name(name)
     if existing is not None:
         return existing.experiment_id
