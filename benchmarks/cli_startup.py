@@ -87,7 +87,7 @@ def main() -> None:
         + "\n\nTargets: both helps well under 1 s (the command line imports torch, ray and mlflow only "
         "inside the command that needs them); `congruent check` of a spec with three problems (a text table "
         "without its text column, a num_classes below its largest label, an old reference that names nothing) "
-        "under 5 s, its three lines printed, Ray never started."
+        "under 5 s, its three lines printed, neither Ray nor MLflow imported (most of what remains is `import torch`)."
     )
     write_section(Path(args.out), SECTION, body)
 
