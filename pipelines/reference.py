@@ -171,9 +171,11 @@ def architecture_defaults() -> str:
     for arch, recipe in named:
         augment = "—" if arch.startswith(("text-", "hf:")) else ("yes" if recipe.augment else "no")  # images only
         tried = [u for u in results["units"] if u["part"] == "sweep" and u["arch"] == arch]
+        batches = {u["config"]["batch_size"] for u in tried}  # named where the candidates differ in it
         figures = "; ".join(
             f"{'**' if _is(recipe, u['config']) else ''}{u['config']['optimizer']} {u['config']['lr']:g}"
-            f"{' flat' if u['config'].get('augment') is False else ''}: "
+            f"{' flat' if u['config'].get('augment') is False else ''}"
+            f"{' batch ' + str(u['config']['batch_size']) if len(batches) > 1 else ''}: "
             f"{100 * u['val_error_rate']:.2f}{'**' if _is(recipe, u['config']) else ''}"
             for u in tried
         )
@@ -196,9 +198,8 @@ def architecture_defaults() -> str:
 
 NOT_SWEPT = {
     "resnet32": "not swept: resnet20's recipe (one family; He et al. 2016 train both alike)",
-    "resnet18": "not swept: one training takes 8 min on 1,000 images on one core (the table's row: docs/benchmarks.md)",
-    "resnet34": "not swept: as resnet18, 19 min",
-    "resnet50": "not swept: as resnet18, 24 min",
+    "resnet34": "not swept: resnet18's recipe (one family; one training takes 22 min on 1,000 images on one core)",
+    "resnet50": "not swept: resnet18's recipe (one family; longer still than resnet34)",
     "hf:DIR": "not measured: no pretrained model ships with the project; the values of BERT's fine-tuning (Devlin et "
     "al. 2019, appendix A.3)",
     "module:function": "not measured: your own architecture; the CIFAR ResNets' recipe (He et al. 2016)",
@@ -207,8 +208,9 @@ NOT_SWEPT = {
 
 def _is(recipe: defaults.Recipe, config: dict[str, Any]) -> bool:
     """Whether a sweep's candidate is the recipe (a unit recorded without `augment` was augmented)."""
-    ours = (recipe.optimizer, recipe.lr, recipe.weight_decay, recipe.augment)
-    return ours == (config["optimizer"], config["lr"], config["weight_decay"], config.get("augment", True))
+    ours = (recipe.optimizer, recipe.lr, recipe.weight_decay, recipe.augment, recipe.batch_size)
+    theirs = (config["optimizer"], config["lr"], config["weight_decay"], config.get("augment", True))
+    return ours == (*theirs, config["batch_size"])
 
 
 if __name__ == "__main__":
