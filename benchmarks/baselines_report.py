@@ -120,7 +120,7 @@ def body(results: dict[str, Any]) -> str:
             "validation ER. Candidates per architecture: "
             + "; ".join(f"`{a}` {len(c)}" for a, c in CANDIDATES.items())
             + ". resnet32 takes resnet20's recipe, resnet34 and resnet50 take resnet18's (one family each; "
-            "a training of resnet34 takes 22 min here on 1,000 images).",
+            "a resnet34 training takes over 20 min here on 1,000 images: the s column).",
             "",
             markdown_table(["arch", "candidate", "val ER %", "eval ER %", "final loss", "s"], sweep_rows(results)),
         ]

@@ -198,7 +198,7 @@ def architecture_defaults() -> str:
 
 NOT_SWEPT = {
     "resnet32": "not swept: resnet20's recipe (one family; He et al. 2016 train both alike)",
-    "resnet34": "not swept: resnet18's recipe (one family; one training takes 22 min on 1,000 images on one core)",
+    "resnet34": "not swept: resnet18's recipe (one family; a training takes over 20 min on 1,000 images on one core)",
     "resnet50": "not swept: resnet18's recipe (one family; longer still than resnet34)",
     "hf:DIR": "not measured: no pretrained model ships with the project; the values of BERT's fine-tuning (Devlin et "
     "al. 2019, appendix A.3)",
@@ -209,8 +209,8 @@ NOT_SWEPT = {
 def _is(recipe: defaults.Recipe, config: dict[str, Any]) -> bool:
     """Whether a sweep's candidate is the recipe (a unit recorded without `augment` was augmented)."""
     ours = (recipe.optimizer, recipe.lr, recipe.weight_decay, recipe.augment, recipe.batch_size)
-    theirs = (config["optimizer"], config["lr"], config["weight_decay"], config.get("augment", True))
-    return ours == (*theirs, config["batch_size"])
+    c = config
+    return ours == (c["optimizer"], c["lr"], c["weight_decay"], c.get("augment", True), c["batch_size"])
 
 
 if __name__ == "__main__":
