@@ -94,7 +94,7 @@ class UpdateSpec(_Strict):
     )
     data: DataSpec = Field(DataSpec(), description="the dataset and its splits")
     arch: str = Field(
-        description="mlp-small, mlp, small-cnn, lenet, resnet8/20/32, resnet18/34/50 (images); text-bag, "
+        description="mlp-small, mlp, small-cnn, lenet, resnet8/20/32, resnet18/34/50 (images); text-linear, text-bag, "
         "text-cnn, text-transformer (text); hf:DIR: a Hugging Face sequence classifier and its tokenizer from a "
         "local directory (no hub access), fine-tuned from its weights; or `module:function` with "
         "allow_user_factories"

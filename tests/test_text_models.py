@@ -1,13 +1,15 @@
 """Text tokenizers and text classifiers, on short hand-written English sentences of three topics."""
 
 import json
+import math
 
 import pytest
 import torch
 
+from pipelines.defaults import recipe_for
 from workers.data.input_spec import InputSpec
 from workers.data.tokenizer import encode_texts, text_input, train_tokenizer
-from workers.models.text import TEXT_ARCHITECTURES
+from workers.models.text import BIGRAM_PRIME, TEXT_ARCHITECTURES, TextLinear, ngram_features
 
 SPORT = [
     "The striker scored a brilliant goal in the final minute.",
@@ -59,7 +61,7 @@ COOKING = [
 ]
 TEXTS = SPORT + WEATHER + COOKING
 LABELS = torch.tensor([0] * len(SPORT) + [1] * len(WEATHER) + [2] * len(COOKING))
-LEARNING_RATES = {"text-bag": 1e-2, "text-cnn": 1e-2, "text-transformer": 3e-3}
+LEARNING_RATES = {"text-linear": 0.1, "text-bag": 1e-2, "text-cnn": 1e-2, "text-transformer": 3e-3}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -76,9 +78,15 @@ def spec() -> InputSpec:
     return text_input(TEXTS, "wordpiece", vocab_size=400, max_length=32)
 
 
-def build(arch: str, spec: InputSpec, seed: int = 0) -> torch.nn.Module:
+def build(arch: str, spec: InputSpec, seed: int = 0, random_linear: bool = False) -> torch.nn.Module:
+    """`arch` for 3 classes; `random_linear`: text-linear with random weights in place of its zeros
+    (zero weights give zero logits, which no padding can change)."""
     torch.manual_seed(seed)
-    return TEXT_ARCHITECTURES[arch](3, spec)
+    model = TEXT_ARCHITECTURES[arch](3, spec)
+    if random_linear and isinstance(model, TextLinear):
+        with torch.no_grad():
+            model.weights.weight.normal_()
+    return model
 
 
 @pytest.mark.parametrize("kind", ["wordpiece", "bpe"])
@@ -140,7 +148,7 @@ def test_a_pretrained_tokenizer_cuts_as_its_own_truncation_does(template, closin
 
 @pytest.mark.parametrize("arch", sorted(TEXT_ARCHITECTURES))
 def test_logits_are_finite_and_ignore_padding(arch, spec):
-    model = build(arch, spec).eval()
+    model = build(arch, spec, random_linear=True).eval()
     ids, lengths = encode_texts(spec, ["Rain", "Snow.", *TEXTS[:6]])  # rows shorter than any filter
     padded = torch.cat([ids, torch.zeros(len(ids), 7, dtype=ids.dtype)], 1)
     with torch.no_grad():
@@ -180,3 +188,59 @@ def test_a_bpe_tokenizer_works_too():
 def test_a_text_model_refuses_an_image_input():
     with pytest.raises(ValueError, match="text input"):
         TEXT_ARCHITECTURES["text-cnn"](3, InputSpec.image())
+
+
+def test_ngram_features_weigh_sublinear_tf_normalised_by_hand():
+    """ids [5, 6, 5, pad], vocab 10, 7 buckets: unigrams 5 (twice), 6; bigrams (5, 6) → 10 + (5p + 6) mod 7
+    and (6, 5) → 10 + (6p + 5) mod 7 with p = 1000003 ≡ 4 (mod 7), i.e. 10 + 26 mod 7 = 15 and
+    10 + 29 mod 7 = 11. tf: 1 + ln 2 for 5, 1 for the rest; ‖x‖₂ = √((1 + ln 2)² + 3); the two
+    occurrences of 5 carry half of its weight each; padding and the pair that reaches it weigh 0."""
+    assert BIGRAM_PRIME % 7 == 4
+    features, weights = ngram_features(torch.tensor([[5, 6, 5, 0]]), vocab_size=10, buckets=7)
+    norm = math.sqrt((1 + math.log(2)) ** 2 + 3)
+    half = (1 + math.log(2)) / 2 / norm
+    assert features.tolist() == [[5, 6, 5, 0, 15, 11, 0]]
+    assert torch.allclose(weights, torch.tensor([[half, 1 / norm, half, 0, 1 / norm, 1 / norm, 0]]))
+
+
+def test_text_linear_is_logistic_regression_on_those_features():
+    """logits = Σ_f x_f W[f] + b, with W[f] the row of feature f; zero weights at the start."""
+    model = TextLinear(vocab_size=10, num_classes=2, buckets=7)
+    assert all(not p.detach().any() for p in model.parameters())
+    with torch.no_grad():
+        model.weights.weight.copy_(torch.arange(34, dtype=torch.float32).reshape(17, 2))
+        model.bias.copy_(torch.tensor([0.5, -0.5]))
+        ids = torch.tensor([[5, 6, 5, 0]])
+        features, x = ngram_features(ids, 10, 7)
+        expected = (x.T * model.weights.weight[features[0]]).sum(0) + model.bias
+        assert torch.allclose(model(ids)[0], expected)
+
+
+def test_text_linear_trained_with_its_defaults_gives_the_same_predictions_whatever_the_seed():
+    """A convex objective from zero weights, run to its optimum (pipelines/defaults.py's recipe: lr
+    decayed to 0 over 30 epochs): two seeds (two batch orders) disagree on at most 1 % of held-out
+    tweets, at most half as many as two text-bags of different seeds (a non-convex model)."""
+    from workers.models.checkpoints import ModelSettings
+    from workers.tasks.records import DataRequest
+    from workers.tasks.resolve import cached_splits
+    from workers.training.config import TrainConfig
+    from workers.training.trainer import train
+
+    splits = cached_splits(DataRequest("tweet-sentiment", train_limit=2000, eval_limit=1000))
+    spec = text_input(splits.train.texts)
+    ids, _ = encode_texts(spec, splits.eval.texts)
+
+    def predictions(arch: str, seed: int) -> torch.Tensor:
+        settings = ModelSettings(arch, splits.num_classes, spec)
+        model = settings.build(seed)
+        train(model, splits.train, TrainConfig(**recipe_for(arch).train_fields(), seed=seed), settings=settings)
+        with torch.no_grad():
+            return model.eval()(ids).argmax(1)
+
+    linear = [predictions("text-linear", seed) for seed in (0, 1)]
+    bags = [predictions("text-bag", seed) for seed in (0, 1)]
+    accuracy = (linear[0] == splits.eval.labels).float().mean().item()
+    assert accuracy > 0.6  # it learned: 3 classes, the largest ~45 % of tweets
+    differ = int((linear[0] != linear[1]).sum())
+    assert differ <= 10  # 1 %; on all 27k training tweets 0.4 % (docs/benchmarks.md, baselines)
+    assert int((bags[0] != bags[1]).sum()) >= 2 * differ

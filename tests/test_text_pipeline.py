@@ -43,7 +43,8 @@ def test_an_image_architecture_on_text_is_one_line():
 def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_path):
     """v1: text-bag on half the tweets; v2: text-cnn with ELODI (teachers served by a pool actor
     holding the texts), v2-fd: FD-LM with the old model in the student's process, reading the
-    tweets through its own (v1's) tokenizer. Both registered, NFR against v1 counted."""
+    tweets through its own (v1's) tokenizer; v2-linear: text-linear with KD. All registered, NFR
+    against v1 counted."""
     from mlflow import MlflowClient
 
     from conftest import run_update
@@ -95,6 +96,19 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
         tmp_path / "fd",
     )
     assert fd.registered_version == "3" and fd.student.teacher_batches is None
+    linear = run_update(  # the logistic-regression model (issue 36) through the same pipeline
+        {
+            **base,
+            "version": "v2-linear",
+            "arch": "text-linear",
+            "old": "tweets/1",
+            "data": TWEETS,
+            "method": {"name": "kd"},
+        },
+        tmp_path / "linear",
+    )
+    assert linear.registered_version == "4" and 0 <= linear.metrics["vs_old"]["nfr"] < 0.3
+    assert linear.metrics["error_rate"] < 0.6
     # a registered text version is its tokenizer plus its weights
     registered = MlflowClient().get_model_version("tweets", "2")
     checkpoint = read_checkpoint(fetch_checkpoint(v2.checkpoint))

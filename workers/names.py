@@ -14,7 +14,7 @@ IMAGE_ARCHITECTURES = (
     "resnet34",
     "resnet50",
 )
-TEXT_ARCHITECTURES = ("text-bag", "text-cnn", "text-transformer")
+TEXT_ARCHITECTURES = ("text-linear", "text-bag", "text-cnn", "text-transformer")
 ARCHITECTURES = IMAGE_ARCHITECTURES + TEXT_ARCHITECTURES
 OBJECTIVES = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi")  # what a model is trained to minimise
 METHODS = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi")  # an update pipeline's treatments

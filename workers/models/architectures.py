@@ -9,7 +9,7 @@
   n basic blocks, widths 16/32/64, depth 6n+2).
 - `resnet18`, `resnet34`, `resnet50`: torchvision's ImageNet ResNets adapted to small images
   (3×3 stride-1 stem, no max-pool, 1 or 3 input channels).
-- Text: `text-bag`, `text-cnn`, `text-transformer` (workers/models/text.py), reading token ids.
+- Text: `text-linear`, `text-bag`, `text-cnn`, `text-transformer` (workers/models/text.py), reading token ids.
 - `hf:DIR`: a Hugging Face sequence classifier from a local directory (workers/models/hf.py).
 - A user factory `package.module:function` taking (num_classes, inputs: InputSpec) — only when
   `allow_user_factories=True` is passed, since it imports and runs user code.
@@ -141,7 +141,7 @@ ARCHITECTURES: dict[str, ModelFactory] = {  # the names of workers.names.ARCHITE
     "resnet18": _torchvision_resnet("resnet18"),
     "resnet34": _torchvision_resnet("resnet34"),
     "resnet50": _torchvision_resnet("resnet50"),
-    **TEXT_ARCHITECTURES,  # text-bag, text-cnn, text-transformer (workers/models/text.py)
+    **TEXT_ARCHITECTURES,  # text-linear, text-bag, text-cnn, text-transformer (workers/models/text.py)
 }
 
 

@@ -6,6 +6,8 @@ Every pooling is mask-aware, so padding columns never change the logits. Archite
 - `text-cnn`: Kim 2014: convolutions of widths 3/4/5 × 100 channels, max over time, dropout 0.5, linear.
 - `text-transformer`: a 2-layer pre-norm Transformer encoder (Vaswani et al. 2017) with learned
   positions, masked mean pooling, LayerNorm, linear.
+- `text-linear`: logistic regression over token 1–2-gram features, sublinear tf, L2-normalised (the
+  TF-IDF + logistic-regression baseline, Joachims 1998; Wang & Manning 2012), from zero weights.
 
 A factory takes (num_classes, inputs: InputSpec); the caller seeds torch before calling it.
 """
@@ -57,6 +59,50 @@ class TextBag(nn.Module):
         total = (self.words(ids) * mask.unsqueeze(-1)).sum(1) + (self.bigrams(pairs) * pair_mask.unsqueeze(-1)).sum(1)
         count = mask.sum(1, keepdim=True) + pair_mask.sum(1, keepdim=True)
         return self.head(total / count.clamp(min=1))
+
+
+def ngram_features(ids: torch.Tensor, vocab_size: int, buckets: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 1–2-gram features of B×L token ids (0 = padding) with their weights, both B×(2L−1).
+
+    Features: each token id f, and each adjacent pair as vocab_size + (a·p + b) mod buckets. A feature
+    occurring c times in a row gets the sublinear tf 1 + ln c (split evenly over its c occurrences),
+    and each row is L2-normalised: x_f = (1 + ln c_f) / ‖(1 + ln c)‖₂, as scikit-learn's
+    TfidfVectorizer(sublinear_tf=True, use_idf=False) weighs its n-grams. Padding features weigh 0."""
+    ids = ids.long()
+    mask = ids != 0
+    pairs = vocab_size + (ids[:, :-1] * BIGRAM_PRIME + ids[:, 1:]) % buckets
+    features = torch.cat([ids, pairs], 1)
+    valid = torch.cat([mask, mask[:, :-1] & mask[:, 1:]], 1)
+    keyed = torch.where(valid, features, torch.full_like(features, -1))  # padding sorts first, counted apart
+    ordered = keyed.sort(1).values
+    count = torch.searchsorted(ordered, keyed, right=True) - torch.searchsorted(ordered, keyed)
+    count = count.clamp(min=1).to(torch.float32)
+    tf = (1 + count.log()) * valid
+    share = tf / count  # the c occurrences of one feature together carry 1 + ln c
+    norm = (tf * share).sum(1, keepdim=True).sqrt()  # Σ_f (1 + ln c_f)², summed over occurrences
+    return features * valid, share / norm.clamp(min=1e-12)
+
+
+class TextLinear(nn.Module):
+    """Logistic regression on `ngram_features`: logits = Σ_f x_f W[f] + b, W and b starting at zero.
+
+    A convex objective with zero initial weights: trained to its optimum, seeds (batch order) change
+    next to no predictions (docs/methods.md, "A linear model for text"). IDF weighting is left out:
+    on tweets it moved the baseline's ER by 0.3 pt (docs/benchmarks.md), and it would be a statistic
+    fitted outside the training."""
+
+    head_modules = ("weights", "bias")  # the whole model is its classifier: `freeze: backbone` trains all of it
+
+    def __init__(self, vocab_size: int, num_classes: int, buckets: int = 2**18) -> None:
+        super().__init__()
+        self.vocab_size, self.buckets = vocab_size, buckets
+        self.weights = nn.Embedding(vocab_size + buckets, num_classes)
+        self.bias = nn.Parameter(torch.zeros(num_classes))
+        nn.init.zeros_(self.weights.weight)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        features, x = ngram_features(ids, self.vocab_size, self.buckets)
+        return (self.weights(features) * x.unsqueeze(-1).to(self.weights.weight.dtype)).sum(1) + self.bias
 
 
 class TextCNN(nn.Module):
@@ -151,7 +197,14 @@ def text_transformer(num_classes: int, inputs: InputSpec) -> nn.Module:
     return TextTransformer(inputs.vocab_size, num_classes, inputs.max_length)
 
 
+def text_linear(num_classes: int, inputs: InputSpec) -> nn.Module:
+    """Logistic regression over token 1–2-grams (2^18 hashed bigram buckets), sublinear tf, L2-normalised."""
+    _check_text(inputs)
+    return TextLinear(inputs.vocab_size, num_classes)
+
+
 TEXT_ARCHITECTURES: dict[str, TextModelFactory] = {
+    "text-linear": text_linear,
     "text-bag": text_bag,
     "text-cnn": text_cnn,
     "text-transformer": text_transformer,
