@@ -14,6 +14,12 @@ out), trained in one process with one thread (`workers.training.trainer.train`).
 `--jobs` at a time; each result is written to docs/baselines-results.json as it comes, and a rerun
 skips the units already there (a unit is its arch, resolved training settings, seed and budget).
 
+Flips (text): each text architecture is also trained as an update's old model, on the first half of
+the training split (`OLD_TEXT_LIMIT`, as the text demo's v1 and the fidelity text table's old), and
+the table reports NFR old → new between the models of one seed, beside the baseline's own NFR (the
+TF-IDF model fitted on that half, then on all of it); eval predictions of text units are kept in the
+results for that.
+
 Budgets: an architecture too slow for 2 CPUs trains on the first `train_limit` samples of the
 training split (`BUDGETS`, with the reason); its baseline is fitted on that same slice, and both
 are scored on the same regression-eval samples.
@@ -33,11 +39,9 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 RESULTS = Path("docs/baselines-results.json")
 SECTION = "## Baselines: each architecture with its defaults against the model a user would pick instead"
-TEXT_ARCHS = ("text-bag", "text-cnn", "text-transformer")
+TEXT_ARCHS = ("text-linear", "text-bag", "text-cnn", "text-transformer")
 IMAGE_ARCHS = (
     "mlp-small",
     "mlp",
@@ -61,6 +65,7 @@ class Budget:
     eval_limit: int | None = None
     seeds: int = 3
     why: str = ""
+    old_seeds: int = 3  # text: seeds whose old model (half the training split) is trained for NFR
 
 
 FULL = Budget()
@@ -71,7 +76,10 @@ BUDGETS: dict[str, Budget] = {  # measured on one core here: samples/s of a trai
     "resnet18": Budget(1000, 2000, why="22 samples/s: an epoch of all 54,000 images takes 41 min"),
     "resnet34": Budget(1000, 2000, seeds=1, why="9 samples/s: an epoch of all 54,000 images takes 100 min"),
     "resnet50": Budget(1000, 2000, seeds=1, why="7 samples/s: an epoch of all 54,000 images takes 130 min"),
+    "text-cnn": Budget(old_seeds=1, why="NFR over 1 seed: an old and a new training take 10 min"),
+    "text-transformer": Budget(old_seeds=1, why="NFR over 1 seed: an old and a new training take 15 min"),
 }
+OLD_TEXT_LIMIT = 13640  # half of the tweets' 27,280 training samples: an update's old model
 
 # The sweep's candidates: `train` fields tried against each architecture's recipe (which is one of
 # them); the recipe is the candidate with the lowest validation ER. resnet32 is not swept: it takes
@@ -103,26 +111,32 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
     # 1000 images: 10 epochs at batch 128 are 80 steps, too few for a ResNet-18 from scratch (eval ER
     # 27.4 %, linear 20.2 %); batch 32 gives it 4× the steps in the same time
     "resnet18": [sgd(0.1), sgd(0.05, batch_size=32), adamw(1e-3, batch_size=32)],
+    # a convex model: candidates that run to its optimum (lr decayed to 0 over enough epochs)
+    "text-linear": [sgd(2.0, 0.0, epochs=20), sgd(4.0, 1e-5, epochs=30), adamw(1e-2, 0.0, epochs=10)],
     "text-bag": [sgd(1.0, 0.0), sgd(2.0, 0.0), sgd(4.0, 0.0), adamw(3e-3)],
     "text-cnn": [sgd(0.02, 0.0), adamw(3e-4), adamw(1e-3), adamw(3e-3)],
     "text-transformer": [adamw(3e-4), adamw(1e-3), adamw(3e-3)],
 }
 
 
-def data_of(arch: str) -> dict[str, Any]:
+def data_of(arch: str, old: bool = False) -> dict[str, Any]:
+    """The spec's `data` of `arch`'s units: its budget's slices; `old`, the first half of the tweets."""
     budget = BUDGETS.get(arch, FULL)
     source = {"dataset": "tweet-sentiment"} if arch in TEXT_ARCHS else {}
-    return {**source, "train_limit": budget.train_limit, "eval_limit": budget.eval_limit}
+    train_limit = OLD_TEXT_LIMIT if old else budget.train_limit
+    return {**source, "train_limit": train_limit, "eval_limit": budget.eval_limit}
 
 
 @dataclass(frozen=True)
 class Unit:
-    """One training: `arch` with the spec's `train` fields `train` (empty: its defaults), `seed`."""
+    """One training: `arch` with the spec's `train` fields `train` (empty: its defaults), `seed`;
+    `old`: an update's old model, trained on the first half of the (text) training split."""
 
     part: str  # sweep | table
     arch: str
     seed: int
     train: dict[str, Any] = field(default_factory=dict)
+    old: bool = False
 
 
 def spec_of(unit: Unit) -> Any:
@@ -133,7 +147,7 @@ def spec_of(unit: Unit) -> Any:
             "model": "baselines",
             "version": unit.arch,
             "arch": unit.arch,
-            "data": data_of(unit.arch),
+            "data": data_of(unit.arch, unit.old),
             "train": {**unit.train, "seed": unit.seed},
         }
     )
@@ -145,7 +159,7 @@ def key_of(unit: Unit) -> str:
     from pipelines.spec import WorkerResources
 
     config = asdict(train_config(spec_of(unit), unit.seed, WorkerResources()))
-    return json.dumps({"arch": unit.arch, "config": config, "data": data_of(unit.arch)}, sort_keys=True)
+    return json.dumps({"arch": unit.arch, "config": config, "data": data_of(unit.arch, unit.old)}, sort_keys=True)
 
 
 def run_unit(unit: Unit) -> dict[str, Any]:
@@ -175,7 +189,10 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     started = time.perf_counter()
     result = train(model, splits.train, config, settings=settings)
     seconds = time.perf_counter() - started
-    scores = {"eval_error_rate": error_rate(predict_logits(model, splits.eval, inputs=reads), splits.eval.labels)}
+    predictions = predict_logits(model, splits.eval, inputs=reads).argmax(1)
+    scores: dict[str, Any] = {"eval_error_rate": error_rate(predictions, splits.eval.labels)}
+    if text:  # for NFR between an old and a new unit of one seed
+        scores["eval_predictions"] = digits(predictions.tolist())
     if unit.part == "sweep":
         scores["val_error_rate"] = error_rate(predict_logits(model, splits.val, inputs=reads), splits.val.labels)
     return {
@@ -191,38 +208,62 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     }
 
 
+def digits(classes: list[int]) -> str:
+    """Eval predictions kept compact in the results: one character per sample (classes < 10)."""
+    if classes and max(classes) > 9:
+        raise ValueError("predictions are kept as one digit per sample: at most 10 classes")
+    return "".join(map(str, classes))
+
+
 def pixels(split: Any) -> Any:
     """An image split as an N×(C·H·W) float array in [0, 1]."""
     return split.images.flatten(1).numpy() / 255.0
 
 
-def baseline(arch_kind: str, train_limit: int | None, eval_limit: int | None) -> dict[str, Any]:
+def baseline(
+    arch_kind: str, train_limit: int | None, eval_limit: int | None, old_limit: int = OLD_TEXT_LIMIT
+) -> dict[str, Any]:
     """The baseline a user would pick, fitted on the training slice and scored on the eval slice:
-    text, TF-IDF (word 1–2-grams, sublinear tf, min_df 2) + logistic regression (C 4); images,
-    logistic regression on the pixels / 255 (C 1, lbfgs). Deterministic: one fit."""
+    text, TF-IDF (word 1–2-grams, sublinear tf, min_df 2) + logistic regression (C 4), fitted again
+    on the first `old_limit` training samples as its own old model, for NFR; images, logistic
+    regression on the pixels / 255 (C 1, lbfgs). Deterministic: one fit."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
+    from workers.metrics import error_rate, negative_flip_rate
     from workers.tasks.records import DataRequest
     from workers.tasks.resolve import cached_splits
 
     source = "tweet-sentiment" if arch_kind == "text" else "fashion-mnist"
     splits: Any = cached_splits(DataRequest(source=source, train_limit=train_limit, eval_limit=eval_limit))
     started = time.perf_counter()
+    flips: dict[str, Any] = {}
     if arch_kind == "text":
-        vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
-        x_train = vectorizer.fit_transform(splits.train.texts)
-        x_eval, x_val = vectorizer.transform(splits.eval.texts), vectorizer.transform(splits.val.texts)
-        model = LogisticRegression(C=4.0, max_iter=3000)
+
+        def tfidf(texts: list[str], labels: Any) -> Any:
+            vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
+            fitted = LogisticRegression(C=4.0, max_iter=3000).fit(vectorizer.fit_transform(texts), labels.numpy())
+            return lambda split: fitted.predict(vectorizer.transform(split.texts))
+
+        predict = tfidf(splits.train.texts, splits.train.labels)
+        half = old_limit
+        old_predict = tfidf(splits.train.texts[:half], splits.train.labels[:half])
+        old_eval, new_eval = old_predict(splits.eval), predict(splits.eval)
+        flips = {
+            "old_train_samples": half,
+            "old_eval_error_rate": error_rate(old_eval, splits.eval.labels),
+            "eval_nfr": negative_flip_rate(old_eval, new_eval, splits.eval.labels),
+            "eval_labels": digits(splits.eval.labels.tolist()),  # the report's NFR of the text units
+        }
         name = "TF-IDF word 1–2-grams + logistic regression (C 4)"
     else:
-        x_train, x_val, x_eval = (pixels(s) for s in (splits.train, splits.val, splits.eval))
-        model = LogisticRegression(C=1.0, max_iter=500)
+        x_train = pixels(splits.train)
+        fitted = LogisticRegression(C=1.0, max_iter=500).fit(x_train, splits.train.labels.numpy())
+        predict = lambda split: fitted.predict(pixels(split))  # noqa: E731
         name = "logistic regression on pixels (C 1)"
-    model.fit(x_train, splits.train.labels.numpy())
 
-    def er(x: Any, labels: Any) -> float:
-        return float(np.mean(model.predict(x) != labels.numpy()))
+    def er(split: Any) -> float:
+        return error_rate(predict(split), split.labels)
 
     return {
         "kind": arch_kind,
@@ -231,8 +272,9 @@ def baseline(arch_kind: str, train_limit: int | None, eval_limit: int | None) ->
         "eval_limit": eval_limit,
         "train_samples": len(splits.train),
         "eval_samples": len(splits.eval),
-        "eval_error_rate": er(x_eval, splits.eval.labels),
-        "val_error_rate": er(x_val, splits.val.labels),
+        "eval_error_rate": er(splits.eval),
+        "val_error_rate": er(splits.val),
+        **flips,
         "seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -256,14 +298,27 @@ def units_of(part: str, archs: list[str], seeds: int) -> Iterator[Unit]:
             for candidate in CANDIDATES.get(arch, []):
                 yield Unit("sweep", arch, 0, candidate)
         else:
-            for seed in range(min(seeds, BUDGETS.get(arch, FULL).seeds)):
+            budget = BUDGETS.get(arch, FULL)
+            for seed in range(min(seeds, budget.seeds)):
                 yield Unit("table", arch, seed)
+            if arch in TEXT_ARCHS:
+                for seed in range(min(seeds, budget.old_seeds)):
+                    yield Unit("table", arch, seed, old=True)
+
+
+def needs_predictions(unit: dict[str, Any]) -> bool:
+    """Whether a unit's eval predictions enter an NFR: a text unit of a seed with an old model."""
+    budget = BUDGETS.get(unit["arch"], FULL)
+    return unit["part"] == "table" and unit["arch"] in TEXT_ARCHS and unit["seed"] < budget.old_seeds
 
 
 def run_part(part: str, archs: list[str], seeds: int, jobs: int) -> None:
     """Train every unit of `part` not yet in the results, `jobs` at a time; then fit the baselines of
     every budget the archs use."""
     results = load()
+    # text units from before NFR was reported keep no predictions: trained again where NFR needs them
+    results["units"] = [u for u in results["units"] if "eval_predictions" in u or not needs_predictions(u)]
+    results["baselines"] = [b for b in results["baselines"] if b["kind"] != "text" or "eval_nfr" in b]
     done = {(u["part"], u["key"]) for u in results["units"]}
     todo = [u for u in units_of(part, archs, seeds) if (u.part, key_of(u)) not in done]
     # a table unit whose training the sweep already ran (its recipe is that candidate) is reused
@@ -280,12 +335,13 @@ def run_part(part: str, archs: list[str], seeds: int, jobs: int) -> None:
             results["units"].append(record)
             save(results)
             print(
-                f"{record['arch']} seed {record['seed']} {record['config']}: eval ER "
+                f"{record['arch']}{' (old)' if record['old'] else ''} seed {record['seed']} {record['config']}: "
+                f"eval ER "
                 f"{100 * record['eval_error_rate']:.2f} %, {record['seconds']:.0f} s",
                 flush=True,
             )
     kinds = {arch: "text" if arch in TEXT_ARCHS else "image" for arch in archs}
-    budgets = {(kinds[a], data_of(a)["train_limit"], data_of(a)["eval_limit"]) for a in archs}
+    budgets = {(kinds[a], data_of(a)["train_limit"], data_of(a)["eval_limit"]) for a in archs}  # the new's slices
     have = {(b["kind"], b["train_limit"], b["eval_limit"]) for b in results["baselines"]}
     for kind, train_limit, eval_limit in sorted(budgets - have, key=str):
         results["baselines"].append(baseline(kind, train_limit, eval_limit))

@@ -6,9 +6,21 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.baselines import BUDGETS, CANDIDATES, FULL, IMAGE_ARCHS, SECTION, TEXT_ARCHS, Unit, data_of, key_of
+from benchmarks.baselines import (
+    BUDGETS,
+    CANDIDATES,
+    FULL,
+    IMAGE_ARCHS,
+    OLD_TEXT_LIMIT,
+    SECTION,
+    TEXT_ARCHS,
+    Unit,
+    data_of,
+    key_of,
+)
 from benchmarks.report import markdown_table, write_section
 from pipelines.defaults import recipe_for
+from pipelines.reference import is_recipe
 
 DOC = Path("docs/benchmarks.md")
 
@@ -65,18 +77,75 @@ def table_rows(results: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def mean_spread(values: list[float]) -> str:
+    """'23.61 ± 0.12 (3 seeds)' in percent; one value: '23.61 (1 seed)'."""
+    spread = f" ± {percent(statistics.stdev(values))}" if len(values) > 1 else ""
+    return f"{percent(statistics.mean(values))}{spread} ({len(values)} seed{'s' if len(values) > 1 else ''})"
+
+
+def current_units(results: dict[str, Any], arch: str, old: bool = False) -> dict[int, dict[str, Any]]:
+    """The table units of `arch` trained with its current defaults, by seed (a unit trained with an
+    earlier recipe is not theirs); `old`: its old models (half the training split)."""
+    budget = BUDGETS.get(arch, FULL)
+    seeds = budget.old_seeds if old else budget.seeds
+    keys = {key_of(Unit("table", arch, seed, old=old)): seed for seed in range(seeds)}
+    return {keys[u["key"]]: u for u in results["units"] if u["part"] == "table" and u["key"] in keys}
+
+
+def flip_rows(results: dict[str, Any]) -> list[list[str]]:
+    """Text: per architecture, old (first half of the training split) → new (all of it), the models
+    of one seed; NFR counted over the eval split, and how many eval predictions two seeds' new
+    models disagree on (seeds 0 and 1)."""
+    from workers.metrics import error_rate, negative_flip_rate
+
+    base = next((b for b in results["baselines"] if b["kind"] == "text" and "eval_labels" in b), None)
+    if base is None:
+        return []
+    labels = [int(c) for c in base["eval_labels"]]
+
+    def classes(unit: dict[str, Any]) -> list[int]:
+        return [int(c) for c in unit["eval_predictions"]]
+
+    rows = [
+        [
+            f"baseline: {base['name']}",
+            percent(base["old_eval_error_rate"]),
+            percent(base["eval_error_rate"]),
+            f"**{percent(base['eval_nfr'])}**",
+            "",
+            "0 (one fit)",
+        ]
+    ]
+    for arch in TEXT_ARCHS:
+        new, old = current_units(results, arch), current_units(results, arch, old=True)
+        pairs = [(old[s], new[s]) for s in sorted(old) if s in new and "eval_predictions" in new[s]]
+        if not pairs:
+            continue
+        nfrs = [negative_flip_rate(classes(o), classes(n), labels) for o, n in pairs]
+        differ = ""
+        if all(s in new and "eval_predictions" in new[s] for s in (0, 1)):
+            count = sum(a != b for a, b in zip(classes(new[0]), classes(new[1])))
+            differ = f"{count:,} ({100 * count / len(labels):.2f} %)"
+        rows.append(
+            [
+                f"`{arch}`",
+                mean_spread([error_rate(classes(o), labels) for o, _ in pairs]),
+                mean_spread([error_rate(classes(n), labels) for _, n in pairs]),
+                f"**{mean_spread(nfrs)}**",
+                f"{100 * (statistics.mean(nfrs) - base['eval_nfr']):+.2f}",
+                differ,
+            ]
+        )
+    return rows
+
+
 def sweep_rows(results: dict[str, Any]) -> list[list[str]]:
     rows = []
     for arch in (*TEXT_ARCHS, *IMAGE_ARCHS):
         recipe = recipe_for(arch)
         for unit in [u for u in results["units"] if u["part"] == "sweep" and u["arch"] == arch]:
             c = unit["config"]
-            chosen = (c["optimizer"], c["lr"], c["weight_decay"], c.get("augment", True)) == (
-                recipe.optimizer,
-                recipe.lr,
-                recipe.weight_decay,
-                recipe.augment,
-            )
+            chosen = is_recipe(recipe, c, arch in TEXT_ARCHS)
             rows.append(
                 [
                     f"`{arch}`",
@@ -108,6 +177,17 @@ def body(results: dict[str, Any]) -> str:
             markdown_table(
                 ["arch", "train / eval samples", "defaults", "ER %", "baseline ER %", "Δ pt", "target met", "s"],
                 table_rows(results),
+            ),
+            "",
+            "Flips (text): each text architecture trained with its defaults as an update's old model on the "
+            f"first {OLD_TEXT_LIMIT:,} tweets of the training split (half), and as the new model on all of them; NFR "
+            "old → new between the models of one seed, counted over the eval split; the baseline fitted the same "
+            "two ways. The last column: eval predictions on which the new models of seeds 0 and 1 disagree (a "
+            "convex model trained to its optimum barely depends on its seed).",
+            "",
+            markdown_table(
+                ["model", "ER old %", "ER new %", "NFR old → new %", "Δ NFR pt vs baseline", "seed 0 vs 1 differ"],
+                flip_rows(results),
             ),
             "",
             "Training-set limits (2 CPUs): the rows above train on the first N samples of the training split "

@@ -171,12 +171,16 @@ def architecture_defaults() -> str:
     for arch, recipe in named:
         augment = "—" if arch.startswith(("text-", "hf:")) else ("yes" if recipe.augment else "no")  # images only
         tried = [u for u in results["units"] if u["part"] == "sweep" and u["arch"] == arch]
+        text = arch.startswith("text-")
         batches = {u["config"]["batch_size"] for u in tried}  # named where the candidates differ in it
+        epochs = {u["config"].get("epochs") for u in tried}  # likewise
         figures = "; ".join(
-            f"{'**' if _is(recipe, u['config']) else ''}{u['config']['optimizer']} {u['config']['lr']:g}"
-            f"{' flat' if u['config'].get('augment') is False else ''}"
-            f"{' batch ' + str(u['config']['batch_size']) if len(batches) > 1 else ''}: "
-            f"{100 * u['val_error_rate']:.2f}{'**' if _is(recipe, u['config']) else ''}"
+            f"{'**' if is_recipe(recipe, u['config'], text) else ''}{u['config']['optimizer']} {u['config']['lr']:g}"
+            f"{' wd ' + format(u['config']['weight_decay'], 'g') if text and u['config']['weight_decay'] else ''}"
+            f"{' flat' if u['config'].get('augment') is False and not text else ''}"
+            f"{' batch ' + str(u['config']['batch_size']) if len(batches) > 1 else ''}"
+            f"{' ' + str(u['config']['epochs']) + ' epochs' if len(epochs) > 1 else ''}: "
+            f"{100 * u['val_error_rate']:.2f}{'**' if is_recipe(recipe, u['config'], text) else ''}"
             for u in tried
         )
         rows.append(
@@ -206,11 +210,13 @@ NOT_SWEPT = {
 }
 
 
-def _is(recipe: defaults.Recipe, config: dict[str, Any]) -> bool:
-    """Whether a sweep's candidate is the recipe (a unit recorded without `augment` was augmented)."""
-    ours = (recipe.optimizer, recipe.lr, recipe.weight_decay, recipe.augment, recipe.batch_size)
+def is_recipe(recipe: defaults.Recipe, config: dict[str, Any], text: bool = False) -> bool:
+    """Whether a sweep's candidate is the recipe (a unit recorded without `augment` was augmented;
+    text is never augmented, whatever the recipe says)."""
     c = config
-    return ours == (c["optimizer"], c["lr"], c["weight_decay"], c.get("augment", True), c["batch_size"])
+    ours = (recipe.optimizer, recipe.lr, recipe.weight_decay, recipe.batch_size, recipe.epochs)
+    theirs = (c["optimizer"], c["lr"], c["weight_decay"], c["batch_size"], c.get("epochs", recipe.epochs))
+    return ours == theirs and (text or recipe.augment == c.get("augment", True))
 
 
 if __name__ == "__main__":
