@@ -294,6 +294,9 @@ def test_the_text_check_mode_end_to_end(tmp_path):
     assert all(report["n"] == 500 for entry in record["eval"]["table"] for report in entry["per_seed"])
     text = out.read_text()
     assert "## Fidelity on text: text-bag → text-cnn on tweet sentiment" in text and "text-bag` fine-tuned" in text
+    baseline = record["baseline"]  # the TF-IDF model on the very same splits, its NFR in the section
+    assert (baseline["train_samples"], baseline["old_train_samples"], baseline["eval_samples"]) == (1200, 600, 500)
+    assert f"NFR **{100 * baseline['eval_nfr']:.2f} %**" in text
     assert (out.parent / "fidelity-text-check-scatter.png").exists()
 
 

@@ -162,6 +162,23 @@ MODES = {
         elodi_epochs=None,
         device="cuda",
     ),
+    # text-linear at both ends (issue 36): a convex model run to its optimum (its defaults, pipelines/
+    # defaults.py), so seeds barely matter; what the methods toward the old model add to it. ELODI's
+    # replicas differ only in batch order (m 2 is enough to show it); no dynamic FD, as in TEXT
+    "text-linear": replace(
+        TEXT,
+        name="text-linear",
+        arch="text-linear",
+        old_arch="text-linear",
+        epochs=30,
+        lr=4.0,
+        old_lr=4.0,
+        old_epochs=30,
+        weight_decay=1e-5,
+        m=2,
+        curve=(),
+        elodi_epochs=None,
+    ),
     # the text modes' code path on a CPU in a minute (tests/test_fidelity.py)
     "text-check": replace(
         TEXT,

@@ -221,6 +221,20 @@ def scatter(
     return plots.save(figure, path, dpi=120)
 
 
+def baseline_line(record: Mapping[str, Any]) -> str:
+    """The text modes' reference: what the TF-IDF + logistic-regression baseline scores on the same
+    splits (benchmarks/baselines.py `baseline`), as a paragraph; '' where the run has none."""
+    b = record.get("baseline")
+    if not b:
+        return ""
+    return (
+        f"The baseline a user would ship instead, on the same splits ({b['name']}, scikit-learn, fitted on "
+        f"the old's {b['old_train_samples']:,} and the new's {b['train_samples']:,} training samples): ER_old "
+        f"{100 * b['old_eval_error_rate']:.2f} %, ER_new {100 * b['eval_error_rate']:.2f} %, "
+        f"NFR **{100 * b['eval_nfr']:.2f} %** (deterministic: one fit).\n\n"
+    )
+
+
 def section_body(record: Mapping[str, Any], plot_name: str) -> str:
     """The markdown under SECTION (without the heading)."""
     mode, test = record["mode"], record["eval"]
@@ -278,6 +292,7 @@ replicas; m = 1 distils one replica), over {min(seeds, record["curve_seeds"])} s
         if test["curve"]
         else ""
     )
+    reference = baseline_line(record)
     return f"""Command: `{record["command"]}` on {record["cpus"]} CPU cores ({machine},
 {record["device"]}), {record["date"]}: {invocation_lines(record["invocations"])}.
 
@@ -287,7 +302,8 @@ Main table, old → new on the eval split (mean ± std over seeds):
 
 {table_markdown(test["table"])}
 
-No-treatment NFR is {100 * none["nfr"][0]:.2f} % with a seed-to-seed std of {100 * none["nfr"][1]:.2f} points. \
+{reference}No-treatment NFR is {100 * none["nfr"][0]:.2f} % with a seed-to-seed std\
+ of {100 * none["nfr"][1]:.2f} points. \
 "Gap closed" =
 (NFR_none − NFR) / (NFR_none − NFR_paragon), per seed, then mean ± std (the paper: 93 % on ImageNet).
 
