@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from workers.data.input_spec import InputSpec
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 from workers.teachers.actor import TeacherActor
 from workers.teachers.frozen import FrozenModels
@@ -129,3 +130,32 @@ def test_in_process_teachers_read_each_batch_through_their_own_inputs_as_the_poo
     actor.hold_split(train.images.numpy())
     through_pool = torch.from_numpy(np.asarray(actor.logits_of(batch)["old"]))
     assert torch.allclose(in_process, through_pool, rtol=2e-2, atol=2e-2), (in_process - through_pool).abs().max()
+
+
+@pytest.mark.parametrize("arch", ["small-cnn", "resnet8", "text-cnn", "text-transformer"])
+def test_teachers_of_one_architecture_run_as_one_batched_model_with_the_loops_logits(arch, monkeypatch):
+    """m teachers stacked under vmap (one forward for all) give the mean logits, and so the top-K, of
+    one forward per teacher; BatchNorm reads each teacher's own running statistics."""
+    import workers.teachers.frozen as frozen
+    from workers.data.tokenizer import text_input
+
+    torch.manual_seed(0)
+    if arch.startswith("text-"):
+        inputs = text_input(["the cat sat on the mat", "a dog ran in the park", "rain falls all day"], vocab_size=120)
+        x = torch.randint(2, inputs.vocab_size, (16, 10))
+        x[0, 4:] = 0  # padding
+    else:
+        inputs, x = InputSpec.image(), torch.randn(16, 1, 28, 28)
+    models = [ModelSettings(arch, 10, inputs).build(seed) for seed in range(3)]
+    for model in models:  # distinct running statistics per teacher
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 2.0)
+    stacked = FrozenModels(models)
+    monkeypatch.setattr(frozen, "STACKED_TEACHERS", False)
+    one_by_one = FrozenModels(models)
+    assert stacked.stacked and not one_by_one.stacked
+    together, alone = stacked(x), one_by_one(x)
+    assert torch.allclose(together, alone, atol=1e-5)
+    assert torch.equal(together.topk(3).indices, alone.topk(3).indices)

@@ -4,18 +4,23 @@ the student's device) and `LogitCache` (each sample's logits computed once, for 
 
 from __future__ import annotations
 
+import copy
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
 
 from workers.data import Batch
 from workers.data.encoded import EncodedSplit
+from workers.errors import first_line
 from workers.models.predict import placed
 from workers.runtime import autocast
 from workers.training.references import Logits
 
 TEACHER_CACHE = True  # frozen teachers of unaugmented inputs answer each sample once (benchmarks: off)
+STACKED_TEACHERS = True  # m teachers of one architecture run as one vmap'd model (benchmarks: off for the loop)
 
 
 class LogitCache:
@@ -46,7 +51,13 @@ class FrozenModels:
     φ_ens(x) = (1/m) Σ_i φ^(i)(x) (the ensemble of ELODI; with one model, that model).
     With `precision` "bf16" the forward passes run under bf16 autocast; the mean is fp32 either
     way. Given `split` (the training split as these models read it: text through their own
-    tokenizer), a batch is read from it (`of_batch`) instead of the student's inputs."""
+    tokenizer), a batch is read from it (`of_batch`) instead of the student's inputs.
+
+    m > 1 models of one architecture (same class, same parameter and buffer shapes) run as one
+    batched model: their parameters and buffers stacked (`torch.func.stack_module_state`) and one
+    `vmap(functional_call)` over them, so each kernel serves all m teachers. An architecture whose
+    eval-mode forward vmap cannot batch (an operator without a batching rule) falls back, once and
+    for good, to one forward per model; `stacked` says which path serves."""
 
     def __init__(
         self,
@@ -67,10 +78,29 @@ class FrozenModels:
             .requires_grad_(False)
             for m in models
         ]
+        self.stacked = STACKED_TEACHERS and len(self.models) > 1 and _one_architecture(self.models)
+        if self.stacked:
+            params, buffers = stack_module_state(self.models)  # type: ignore[arg-type]
+            # contiguous (not channels-last) stacks: vmap has no batching rule for channels-last strides
+            self.params = {name: t.detach().contiguous() for name, t in params.items()}
+            self.buffers = {name: t.contiguous() for name, t in buffers.items()}
+            skeleton = copy.deepcopy(self.models[0]).to("meta")
+
+            def one_model(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+                return functional_call(skeleton, (p, b), (x,))
+
+            self.batched = vmap(one_model, in_dims=(0, 0, None))
 
     @torch.inference_mode()
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         inputs = placed(inputs, self.device)
+        if self.stacked:
+            try:
+                with autocast(self.device, self.precision):
+                    return self.batched(self.params, self.buffers, inputs.contiguous()).float().mean(0)
+            except RuntimeError as e:  # no batching rule for an operator of this architecture
+                warnings.warn(f"teachers run one at a time: vmap cannot batch them ({first_line(e)})", stacklevel=2)
+                self.stacked = False
         with autocast(self.device, self.precision):
             total = self.models[0](inputs).float()
             for model in self.models[1:]:
@@ -88,6 +118,17 @@ class FrozenModels:
         if self.cache is None:
             self.cache = LogitCache(len(split))
         return self.cache.get(batch.indices, lambda: self(split.batch(batch)))
+
+
+def _one_architecture(models: Sequence[nn.Module]) -> bool:
+    """Whether the models share their class and every parameter's and buffer's name, shape and dtype."""
+
+    def layout(model: nn.Module) -> tuple[type, list[tuple[str, tuple[int, ...], torch.dtype]]]:
+        tensors = [*model.named_parameters(), *model.named_buffers()]
+        return type(model), [(name, tuple(t.shape), t.dtype) for name, t in tensors]
+
+    first = layout(models[0])
+    return all(layout(model) == first for model in models[1:])
 
 
 class LocalReferences:
