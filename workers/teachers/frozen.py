@@ -80,7 +80,7 @@ class FrozenModels:
         ]
         self.stacked = STACKED_TEACHERS and len(self.models) > 1 and _one_architecture(self.models)
         if self.stacked:
-            params, buffers = stack_module_state(self.models)  # type: ignore[arg-type]
+            params, buffers = stack_module_state(self.models)
             # contiguous (not channels-last) stacks: vmap has no batching rule for channels-last strides
             self.params = {name: t.detach().contiguous() for name, t in params.items()}
             self.buffers = {name: t.contiguous() for name, t in buffers.items()}
