@@ -29,10 +29,11 @@ def percent(value: float) -> str:
     return f"{100 * value:.2f}"
 
 
-def recipe_text(config: dict[str, Any]) -> str:
-    """`sgd lr 0.1, wd 5e-4, 10 epochs, batch 128` from a unit's resolved settings."""
+def recipe_text(config: dict[str, Any], text: bool = False) -> str:
+    """`sgd lr 0.1, wd 5e-4, 10 epochs, batch 128` from a unit's resolved settings (augmentation:
+    images only)."""
     warmup = f", warm-up {config['warmup_epochs']:g}" if config.get("warmup_epochs") else ""
-    flat = ", no augmentation" if config.get("augment") is False else ""
+    flat = ", no augmentation" if config.get("augment") is False and not text else ""
     return (
         f"{config['optimizer']} lr {config['lr']:g}, wd {config['weight_decay']:g}, "
         f"{config['epochs']} epochs, batch {config['batch_size']}{warmup}{flat}"
@@ -66,7 +67,7 @@ def table_rows(results: dict[str, Any]) -> list[list[str]]:
             [
                 f"`{arch}`",
                 f"{units[0]['train_samples']:,} / {units[0]['eval_samples']:,}",
-                recipe_text(units[0]["config"]),
+                recipe_text(units[0]["config"], arch in TEXT_ARCHS),
                 f"{percent(mean)}{spread} ({len(ers)} seed{'s' if len(ers) > 1 else ''})",
                 percent(base["eval_error_rate"]),
                 f"{100 * (mean - base['eval_error_rate']):+.2f}",
@@ -149,7 +150,7 @@ def sweep_rows(results: dict[str, Any]) -> list[list[str]]:
             rows.append(
                 [
                     f"`{arch}`",
-                    recipe_text(c) + (" **(default)**" if chosen else ""),
+                    recipe_text(c, arch in TEXT_ARCHS) + (" **(default)**" if chosen else ""),
                     percent(unit["val_error_rate"]),
                     percent(unit["eval_error_rate"]),
                     f"{unit['final_loss']:.3f}",
