@@ -1,5 +1,6 @@
 """The fidelity benchmark's --quick mode end to end (the pipeline, not the claim), and its pure parts."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -354,3 +355,11 @@ def test_the_fine_tuning_check_mode_end_to_end(tmp_path):
     assert "## Fidelity, fine-tuning from the deployed weights: Fashion-MNIST, mlp-small" in text
     assert "| method | ER_new % scratch | NFR % scratch | ER_new % from old |" in text
     assert (out.parent / "fidelity-fine-tuning-check-scatter.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_changed_bcwi_tolerance_is_a_new_bcwi_result_and_reuses_every_trained_model(tmp_path):
+    mode = MODES["text-linear"]
+    before = planning.layout(mode, 1, tmp_path, num_classes=3).plan.jobs
+    after = planning.layout(dataclasses.replace(mode, bcwi_tolerance=0.0), 1, tmp_path, num_classes=3).plan.jobs
+    assert before["s0/new/bcwi"].stem != after["s0/new/bcwi"].stem
+    assert all(before[name].stem == after[name].stem for name in before if name != "s0/new/bcwi")

@@ -130,7 +130,9 @@ class Planner:
         # a model that starts from another's weights reads its inputs as that one does (text: its tokenizer)
         inputs = self.jobs[init_from].job.inputs if init_from else self.inputs(like)
         job = TrainJob(name, self.data(version), self.arch(like), config, "", objective, inputs=inputs)
-        stem = str(self.folder / f"{name.replace('/', '_')}-{digest(kind, job, upstream)}")
+        # BCWI's pick depends on its val tolerance too: a changed tolerance is a new result, not the cached one
+        picked_by = (self.mode.bcwi_tolerance,) if kind == "bcwi" else ()
+        stem = str(self.folder / f"{name.replace('/', '_')}-{digest(kind, job, upstream, *picked_by)}")
         init_path = f"{self.jobs[init_from].stem}.pt" if init_from else None
         job = replace(job, checkpoint_uri=f"{stem}.pt", init_from=init_path)
         self.jobs[name] = Planned(name, kind, stem, job, refs, init_from, self.group)
