@@ -167,6 +167,24 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
+def profile(setup: Setup, references: int, folder: Path) -> None:
+    """Where an ELODI student's step with `references` stacked bf16 teachers spends its time: one
+    epoch of 10,240 images (after a warm-up epoch) under torch.profiler, the top operators by device
+    time (self) to `profile-elodi-{m}.txt`; for the next step of issue 35."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    small = Setup(setup.arch, setup.batch, 10240, 1, setup.device)
+    trainer(small, "bf16", False, references)  # warm-up: allocator, cuDNN choices
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if setup.device == "cuda" else [])
+    with profiler(activities=activities) as recorded:
+        rate = trainer(small, "bf16", False, references)
+    sort = "self_cuda_time_total" if setup.device == "cuda" else "self_cpu_time_total"
+    table = recorded.key_averages().table(sort_by=sort, row_limit=30, max_name_column_width=60)
+    (folder / f"profile-elodi-{references}.txt").write_text(f"{rate:,.0f} samples/s under the profiler\n{table}\n")
+    print(table[:6000], flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", default="resnet20")
@@ -176,6 +194,7 @@ def main() -> None:
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--quick", action="store_true", help="CPU check: 2,048 images, mlp-small, 1–2 replicas")
     parser.add_argument("--skip-compile", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="only a profile of the ELODI student with 8 teachers")
     parser.add_argument(
         "--teachers-only", action="store_true", help="only (b) trainer bf16 and (c): the teachers' cost, in minutes"
     )
@@ -214,6 +233,9 @@ def main() -> None:
         )
         (out / "results.json").write_text(json.dumps(results, indent=2))
 
+    if args.profile:
+        profile(setup, 8, out)
+        return
     if not args.teachers_only:
         measure("(a) hand loop fp32", hand_loop, setup, "fp32")
         measure("(a) hand loop bf16", hand_loop, setup, "bf16")
