@@ -152,7 +152,8 @@ def test_compiled_training_learns_like_eager(fashion_mnist):
 @pytest.mark.slow
 def test_the_gpu_benchmark_runs_every_measure_on_the_cpu(tmp_path):
     """benchmarks/gpu_throughput.py is prepared here and run on a bare GPU machine: its --quick mode
-    runs every measure (hand loop, trainer, ELODI student, replicas as processes and packed)."""
+    runs every measure (hand loop, trainer, ELODI student with stacked and one-at-a-time teachers,
+    replicas as processes and packed)."""
     import json
     import subprocess
     import sys
@@ -168,7 +169,7 @@ def test_the_gpu_benchmark_runs_every_measure_on_the_cpu(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     measures = json.loads((tmp_path / "results.json").read_text())["measures"]
-    assert len(measures) == 10 and all(isinstance(v, float) and v > 0 for v in measures.values()), measures
+    assert len(measures) == 11 and all(isinstance(v, float) and v > 0 for v in measures.values()), measures
     assert "| (d) 2 replicas packed |" in (tmp_path / "gpu-throughput.md").read_text()
 
 
