@@ -246,11 +246,10 @@ def baseline(
             return lambda split: fitted.predict(vectorizer.transform(split.texts))
 
         predict = tfidf(splits.train.texts, splits.train.labels)
-        half = old_limit
-        old_predict = tfidf(splits.train.texts[:half], splits.train.labels[:half])
+        old_predict = tfidf(splits.train.texts[:old_limit], splits.train.labels[:old_limit])
         old_eval, new_eval = old_predict(splits.eval), predict(splits.eval)
         flips = {
-            "old_train_samples": half,
+            "old_train_samples": old_limit,
             "old_eval_error_rate": error_rate(old_eval, splits.eval.labels),
             "eval_nfr": negative_flip_rate(old_eval, new_eval, splits.eval.labels),
             "eval_labels": digits(splits.eval.labels.tolist()),  # the report's NFR of the text units
@@ -336,8 +335,7 @@ def run_part(part: str, archs: list[str], seeds: int, jobs: int) -> None:
             save(results)
             print(
                 f"{record['arch']}{' (old)' if record['old'] else ''} seed {record['seed']} {record['config']}: "
-                f"eval ER "
-                f"{100 * record['eval_error_rate']:.2f} %, {record['seconds']:.0f} s",
+                f"eval ER {100 * record['eval_error_rate']:.2f} %, {record['seconds']:.0f} s",
                 flush=True,
             )
     kinds = {arch: "text" if arch in TEXT_ARCHS else "image" for arch in archs}

@@ -32,7 +32,6 @@ import torch.nn.functional as F
 from workers.data import ImageSet, batch_inputs, epoch_batches, load_splits
 from workers.models.architectures import build_model
 from workers.runtime import autocast, use_threads
-from workers.teachers import frozen
 from workers.teachers.frozen import FrozenModels, LocalReferences
 from workers.training.config import CompileMode, TrainConfig
 from workers.training.objectives import Objective
@@ -96,9 +95,7 @@ def trainer(
     objective, source = Objective("none"), None
     if references:
         teachers = [build_model(setup.arch, 10, seed=100 + i) for i in range(references)]
-        frozen.STACKED_TEACHERS = stacked
-        ensemble = FrozenModels(teachers, setup.device, "bf16")
-        frozen.STACKED_TEACHERS = True
+        ensemble = FrozenModels(teachers, setup.device, "bf16", stack=stacked)
         source = LocalReferences(teacher=ensemble)
         objective = Objective("elodi", alpha=0.8, k=10)
     result = train(build_model(setup.arch, 10, seed=0), splits.train, config, objective, source)

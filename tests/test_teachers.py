@@ -133,10 +133,9 @@ def test_in_process_teachers_read_each_batch_through_their_own_inputs_as_the_poo
 
 
 @pytest.mark.parametrize("arch", ["small-cnn", "resnet8", "text-cnn", "text-transformer"])
-def test_teachers_of_one_architecture_run_as_one_batched_model_with_the_loops_logits(arch, monkeypatch):
+def test_teachers_of_one_architecture_run_as_one_batched_model_with_the_loops_logits(arch):
     """m teachers stacked under vmap (one forward for all) give the mean logits, and so the top-K, of
     one forward per teacher; BatchNorm reads each teacher's own running statistics."""
-    import workers.teachers.frozen as frozen
     from workers.data.tokenizer import text_input
 
     torch.manual_seed(0)
@@ -153,8 +152,7 @@ def test_teachers_of_one_architecture_run_as_one_batched_model_with_the_loops_lo
                 module.running_mean.uniform_(-0.5, 0.5)
                 module.running_var.uniform_(0.5, 2.0)
     stacked = FrozenModels(models)
-    monkeypatch.setattr(frozen, "STACKED_TEACHERS", False)
-    one_by_one = FrozenModels(models)
+    one_by_one = FrozenModels(models, stack=False)
     assert stacked.stacked and not one_by_one.stacked
     together, alone = stacked(x), one_by_one(x)
     assert torch.allclose(together, alone, atol=1e-5)

@@ -20,7 +20,6 @@ from workers.runtime import autocast
 from workers.training.references import Logits
 
 TEACHER_CACHE = True  # frozen teachers of unaugmented inputs answer each sample once (benchmarks: off)
-STACKED_TEACHERS = True  # m teachers of one architecture run as one vmap'd model (benchmarks: off for the loop)
 
 
 class LogitCache:
@@ -57,7 +56,8 @@ class FrozenModels:
     batched model: their parameters and buffers stacked (`torch.func.stack_module_state`) and one
     `vmap(functional_call)` over them, so each kernel serves all m teachers. An architecture whose
     eval-mode forward vmap cannot batch (an operator without a batching rule) falls back, once and
-    for good, to one forward per model; `stacked` says which path serves."""
+    for good, to one forward per model; `stacked` says which path serves (`stack=False`: one forward
+    per model from the start, as benchmarks compare)."""
 
     def __init__(
         self,
@@ -65,6 +65,7 @@ class FrozenModels:
         device: str | torch.device = "cpu",
         precision: str = "fp32",
         split: EncodedSplit | None = None,
+        stack: bool = True,
     ) -> None:
         if not models:
             raise ValueError("FrozenModels needs at least one model")
@@ -78,7 +79,7 @@ class FrozenModels:
             .requires_grad_(False)
             for m in models
         ]
-        self.stacked = STACKED_TEACHERS and len(self.models) > 1 and _one_architecture(self.models)
+        self.stacked = stack and len(self.models) > 1 and _one_architecture(self.models)
         if self.stacked:
             params, buffers = stack_module_state(self.models)
             # contiguous (not channels-last) stacks: vmap has no batching rule for channels-last strides
