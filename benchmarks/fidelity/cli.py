@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> dict:
     if mode.text:  # the model a user would ship instead, on the same splits (issue 36)
         from benchmarks.baselines import baseline
 
-        record["baseline"] = baseline("text", mode.train_sizes[2], mode.eval_limit, old_limit=mode.train_sizes[1] or 0)
+        record["baseline"] = baseline("text", mode.train_sizes[2], mode.eval_limit, old_limit=mode.train_sizes[1])
     record["invocations"] = invocations(work, {key: record[key] for key in ("date", "wall_s", "trained", "jobs")})
     record["results_path"] = str(work / "results.json")
     (work / "results.json").write_text(json.dumps(record, indent=1, default=_plain))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from pipelines.defaults import recipe_for
 from workers.training.losses import LdiReduction, TopKBy
 
 
@@ -95,6 +96,7 @@ FINE_TUNING = Mode(
     fine_tuning=True,
 )
 
+LINEAR = recipe_for("text-linear")  # the text-linear mode trains with its defaults (SGD, as the text modes)
 MODES = {
     "quick": Mode(
         "quick",
@@ -170,11 +172,11 @@ MODES = {
         name="text-linear",
         arch="text-linear",
         old_arch="text-linear",
-        epochs=30,
-        lr=4.0,
-        old_lr=4.0,
-        old_epochs=30,
-        weight_decay=1e-5,
+        epochs=LINEAR.epochs,
+        lr=LINEAR.lr,
+        old_lr=LINEAR.lr,
+        old_epochs=LINEAR.epochs,
+        weight_decay=LINEAR.weight_decay,
         m=2,
         curve=(),
         elodi_epochs=None,
