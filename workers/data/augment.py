@@ -93,16 +93,20 @@ class AugmentDraws:
 
 def resized_crop_boxes(n: int, generator: torch.Generator) -> torch.Tensor:
     """n boxes (top, left, height, width) as fractions of the image: area a ~ U(RESIZED_CROP_SCALE),
-    log ratio r ~ U(log RESIZED_CROP_RATIO), width √(a·r) and height √(a/r) cut to 1, the corner
-    uniform where the box fits."""
+    log ratio r ~ U(log RESIZED_CROP_RATIO), placed by `crop_boxes`."""
     area = torch.empty(n).uniform_(*RESIZED_CROP_SCALE, generator=generator)
     low, high = (torch.log(torch.tensor(r)).item() for r in RESIZED_CROP_RATIO)
     ratio = torch.exp(torch.empty(n).uniform_(low, high, generator=generator))
+    return crop_boxes(area, ratio, torch.rand(n, generator=generator), torch.rand(n, generator=generator))
+
+
+def crop_boxes(area: torch.Tensor, ratio: torch.Tensor, top_u: torch.Tensor, left_u: torch.Tensor) -> torch.Tensor:
+    """Boxes (top, left, height, width; float16 fractions) of area share `area` and aspect ratio
+    `ratio`: width √(a·r) and height √(a/r) cut to 1, the corner at uniforms `top_u`, `left_u` of
+    the room left where the box fits."""
     width = torch.sqrt(area * ratio).clamp(max=1.0)
     height = torch.sqrt(area / ratio).clamp(max=1.0)
-    top = torch.rand(n, generator=generator) * (1 - height)
-    left = torch.rand(n, generator=generator) * (1 - width)
-    return torch.stack([top, left, height, width], 1).to(torch.float16)
+    return torch.stack([top_u * (1 - height), left_u * (1 - width), height, width], 1).to(torch.float16)
 
 
 def resized_crops(images: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:

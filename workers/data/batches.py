@@ -5,6 +5,9 @@ device see the same batches.
 A `Batch` is small — sample indices and per-sample augmentation draws, ~7 bytes a sample — and is
 what travels to a teacher actor that holds the training split: it rebuilds the same augmented
 inputs with `batch_inputs`, instead of receiving them (~3 KB a sample for 28×28 float images).
+
+A batch of a streamed split (workers/data/stream.py) carries its samples themselves (`values`,
+`lengths`, `labels`), and its `indices` are the samples' stable ids (workers/data/keys.py).
 """
 
 from __future__ import annotations
@@ -19,10 +22,15 @@ from workers.data.augment import AugmentDraws, apply_augmentation, to_model_inpu
 
 @dataclass(frozen=True)
 class Batch:
-    """One step's samples (`indices` into the training split, int32) and their augmentation."""
+    """One step's samples (`indices` into the training split, int32) and their augmentation; from a
+    streamed split, the samples' ids (int64) and the samples: uint8 images B×C×H×W or int32 token
+    ids B×L (`values`, with `lengths` for text) and their `labels`."""
 
     indices: torch.Tensor
     draws: AugmentDraws | None = None
+    values: torch.Tensor | None = None
+    lengths: torch.Tensor | None = None
+    labels: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -30,11 +38,17 @@ class Batch:
     def shard(self, rank: int, world: int) -> Batch:
         """This process's part of the batch in data-parallel training: positions rank, rank + world, …"""
         window = slice(rank, None, world)
-        return Batch(self.indices[window], None if self.draws is None else self.draws.take(window))
+
+        def part(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t[window]
+
+        draws = None if self.draws is None else self.draws.take(window)
+        return Batch(self.indices[window], draws, part(self.values), part(self.lengths), part(self.labels))
 
     def nbytes(self) -> int:
         """Bytes this request carries (indices and draws)."""
         parts = [self.indices] + ([] if self.draws is None else self.draws.tensors())
+        parts += [t for t in (self.values, self.lengths, self.labels) if t is not None]
         return sum(t.numel() * t.element_size() for t in parts)
 
 

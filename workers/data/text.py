@@ -336,7 +336,7 @@ def _class_ids(
         raise DataError(f"{path}: every row has the label {labels[0]!r}; a classifier needs at least two classes")
     if isinstance(labels[0], int):
         ints = [label for label in labels if isinstance(label, int)]
-        return ints, _integer_classes(path, ints, num_classes)
+        return ints, integer_classes(path, ints, num_classes)
     names = sorted(str(label) for label in distinct)
     if num_classes is not None and num_classes != len(names):
         raise DataError(f"{path}: {len(names)} distinct labels, but data.num_classes = {num_classes}")
@@ -344,7 +344,7 @@ def _class_ids(
     return [index[str(label)] for label in labels], tuple(names)
 
 
-def _integer_classes(path: Path, labels: list[int], num_classes: int | None) -> tuple[str, ...]:
+def integer_classes(path: Path | str, labels: list[int], num_classes: int | None) -> tuple[str, ...]:
     """Names "0" … "C−1", by the rule of workers.data.sources.class_names: C is the declared
     `num_classes` (every label below it), else the largest id + 1 and every id below it occurs.
     Checked on Python ints, so a huge id costs no memory."""

@@ -5,6 +5,7 @@ workers/training/packed.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -17,6 +18,9 @@ from torch import nn
 
 from workers.data import Batch, epoch_batches
 from workers.data.encoded import Samples, encode
+from workers.data.input_spec import InputSpec
+from workers.data.keys import sample_draws
+from workers.data.stream import StreamedSplit
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
 from workers.models.predict import predict_logits
@@ -56,7 +60,7 @@ class TrainResult:
     steps_run: int = 0  # optimiser steps taken by this call
 
 
-def class_ids(data: Samples) -> list[int]:
+def class_ids(data: Samples | StreamedSplit) -> list[int]:
     """The class ids present in a training split: a model trained on it has `classes_seen` these
     (data growth: NFR against it is counted on these classes only)."""
     return sorted(int(c) for c in torch.unique(data.labels))
@@ -73,13 +77,25 @@ def scoped_nfr(reference: torch.Tensor | None, logits: torch.Tensor, labels: tor
     return negative_flip_rate(reference[known], logits[known], labels[known])
 
 
-def batches(data: Samples, config: TrainConfig, epoch: int) -> Iterator[Batch]:
+def batches(
+    data: Samples | StreamedSplit, config: TrainConfig, epoch: int, inputs: InputSpec | None = None
+) -> Iterator[Batch]:
     """The epoch's plan: a permutation seeded by (seed, epoch) and its augmentation draws, so a
-    resumed run — on any device — sees the same batches."""
+    resumed run — on any device — sees the same batches. A streamed split's batches come from its
+    own seeded order (read through `inputs`), each image's draws from (seed, epoch, its id)."""
     crop, flip = config.augmentation
     resized = crop == "resized"
     padding = 0 if crop == "resized" else crop
     augment = resized or padding > 0 or flip
+    if isinstance(data, StreamedSplit):
+        stream = data.epoch(config.batch_size, config.seed, epoch, inputs)
+        if not augment or data.modality != "image":
+            return stream
+        seed = config.seed
+        return (
+            dataclasses.replace(batch, draws=sample_draws(batch.indices, seed, epoch, padding, flip, resized))
+            for batch in stream
+        )
     return epoch_batches(len(data), config.batch_size, config.seed, epoch, augment, padding, flip, resized)
 
 
@@ -153,8 +169,8 @@ def _restore(stepper: Stepper, scheduler: Any, members: Sequence[Member], result
 def run_epochs(
     stepper: Stepper,
     members: Sequence[Member],
-    data: Samples,
-    val: Samples | None = None,
+    data: Samples | StreamedSplit,
+    val: Samples | StreamedSplit | None = None,
     settings: ModelSettings | None = None,
     shard: tuple[int, int] = (0, 1),
 ) -> list[TrainResult]:
@@ -172,7 +188,8 @@ def run_epochs(
     results = [TrainResult(model) for model in stepper.models()]
     _restore(stepper, scheduler, members, results)
     classes = class_ids(data)
-    val_inputs = None if val is None else encode(val, settings.inputs if settings is not None else None)
+    inputs = settings.inputs if settings is not None else None
+    val_inputs = val if val is None or isinstance(val, StreamedSplit) else encode(val, inputs)
     rank, world = shard
     for epoch in range(results[0].resumed_from, config.epochs):
         started, seen = time.perf_counter(), 0
@@ -181,7 +198,7 @@ def run_epochs(
         clipped = torch.zeros(k, dtype=torch.long, device=device)
         first_bad = torch.zeros((), dtype=torch.long, device=device)  # first non-finite step (0: none)
         bad_loss = torch.zeros((), device=device)
-        groups: Iterator[Sequence[Batch]] = zip(*(batches(data, m.config, epoch) for m in members))
+        groups: Iterator[Sequence[Batch]] = zip(*(batches(data, m.config, epoch, inputs) for m in members))
         if world > 1:
             groups = ([batch.shard(rank, world) for batch in group] for group in groups)
         for step, (losses, was_clipped, n) in enumerate(stepper.epoch(groups), 1):
@@ -219,7 +236,7 @@ def run_epochs(
                 clipped_fraction=clipped[r].item() / steps_per_epoch,
             )
             if val is not None and val_inputs is not None:
-                logits = predict_logits(model, val_inputs, config.eval_batch_size, device)
+                logits = predict_logits(model, val_inputs, config.eval_batch_size, device, inputs)
                 stats.val_error_rate = error_rate(logits, val.labels)
                 stats.val_nfr = scoped_nfr(member.val_reference, logits, val.labels)
             result.history.append(stats)

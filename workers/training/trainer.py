@@ -28,6 +28,7 @@ from torch import nn
 
 from workers.data import Batch
 from workers.data.encoded import EncodedSplit, Samples, encode
+from workers.data.stream import StreamedInputs, StreamedSplit, streamed_inputs
 from workers.models.checkpoints import ModelSettings
 from workers.runtime import autocast, use_threads
 from workers.training.config import TrainConfig, compiled, make_optimizer
@@ -58,7 +59,7 @@ class OneModel:
     def __init__(
         self,
         model: nn.Module,
-        data: EncodedSplit,
+        data: EncodedSplit | StreamedInputs,
         targets: torch.Tensor,
         config: TrainConfig,
         objective: Objective,
@@ -89,7 +90,10 @@ class OneModel:
         views = ((group[0], self._view(group[0])) for group in groups)
         no_clip = torch.zeros(1, dtype=torch.long, device=self.device)
         for batch, inputs, pending in _with_references(views, self.references, config.prefetch):
-            labels = self.targets[batch.indices.to(self.device, torch.long)]
+            if batch.labels is not None:  # a streamed batch carries its labels
+                labels = batch.labels.to(self.device)
+            else:
+                labels = self.targets[batch.indices.to(self.device, torch.long)]
             with autocast(self.device, config.precision):
                 student = self.forward(inputs)
             refs = {name: logits.to(self.device) for name, logits in pending().items()}
@@ -112,11 +116,11 @@ class OneModel:
 
 def train(
     model: nn.Module,
-    data: Samples,
+    data: Samples | StreamedSplit,
     config: TrainConfig,
     objective: Objective | None = None,
     references: ReferenceSource | None = None,
-    val: Samples | None = None,
+    val: Samples | StreamedSplit | None = None,
     settings: ModelSettings | None = None,
     checkpoint_path: str | Path | None = None,
     on_epoch: Callable[[EpochStats], None] | None = None,
@@ -124,7 +128,8 @@ def train(
     val_reference: torch.Tensor | None = None,
     shard: tuple[int, int] = (0, 1),
 ) -> TrainResult:
-    """Train `model` in place on `data` and return it with per-epoch statistics.
+    """Train `model` in place on `data` (a split in memory, or a `StreamedSplit` whose batches
+    carry their samples) and return it with per-epoch statistics.
 
     `references` serves the logits named in `objective.references` ("teacher", "old").
     With `checkpoint_path` (and `settings`), a checkpoint is written at each epoch end, and an
@@ -142,7 +147,8 @@ def train(
     if missing:
         raise ValueError(f"method {objective.method!r} needs reference logits: {', '.join(missing)}")
     use_threads(config.threads)
-    encoded = encode(data, settings.inputs if settings is not None else None)
+    inputs = settings.inputs if settings is not None else None
+    encoded = streamed_inputs(data, inputs) if isinstance(data, StreamedSplit) else encode(data, inputs)
     stepper = OneModel(model, encoded, data.labels, config, objective, references)
     member = Member(config, checkpoint_path, val_reference, on_epoch, on_step)
     return run_epochs(stepper, [member], data, val, settings, shard)[0]

@@ -1,0 +1,185 @@
+"""A streamed ImageFolder tree (one sub-directory per class; PNG, JPEG, WebP, …): split from its file
+list alone (a sample's key is its path relative to the root, workers/data/keys.py), read and decoded
+by Ray Data's CPU workers in batches, each image resized and centre-cropped to `image_size` exactly as
+the in-memory loader does (`workers.data.sources.pixels`, `fit_to_size`), so both paths give the same
+uint8 pixels. The order and its determinism are orchestrator/driver/streams.py's.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from orchestrator.driver.streams import (
+    READ_BATCH,
+    SHUFFLE_BUFFER,
+    StreamedSplits,
+    data_error,
+    ordered_context,
+    split_fingerprint,
+    tensor,
+)
+from workers.data.batches import Batch
+from workers.data.input_spec import InputSpec
+from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, sample_ids, split_codes
+from workers.data.sources import DataError, fit_to_size, pixels
+from workers.data.stream import StreamedSplit
+from workers.errors import first_line
+
+IMAGE_FORMATS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+SAMPLED = 32  # images preflight decodes to learn the tree's channels (and size, without image_size)
+
+
+class ImageSplit(StreamedSplit):
+    """One split of an ImageFolder tree: its files (relative to `root`) and their labels."""
+
+    modality = "image"
+
+    def __init__(
+        self, root: str, files: list[str], labels: torch.Tensor, classes: tuple[str, ...], channels: int, size: int
+    ) -> None:
+        self.root, self.files, self.labels, self.classes = root, files, labels, classes
+        self.in_channels, self.image_size = channels, size
+        self.resize = True  # every image resized and centre-cropped to image_size (False: must already be)
+
+    def _read(self, seed: int | None) -> Any:
+        import ray.data
+        from ray.data.datasource import FileShuffleConfig
+
+        ordered_context()
+        shuffle = None if seed is None else FileShuffleConfig(seed=seed, reseed_after_execution=False)
+        paths = [os.path.join(self.root, f) for f in self.files]
+        return ray.data.read_binary_files(paths, include_paths=True, shuffle=shuffle)
+
+    def _batches(self, seed: int | None, batch_size: int) -> Iterator[Batch]:
+        decoded = self._read(seed).map_batches(
+            _decode_images, batch_size=READ_BATCH // 4, batch_format="numpy", fn_kwargs={"split": self}
+        )
+        buffer = None if seed is None else SHUFFLE_BUFFER * batch_size
+        try:
+            for rows in decoded.iter_batches(
+                batch_size=batch_size, batch_format="numpy", local_shuffle_buffer_size=buffer, local_shuffle_seed=seed
+            ):
+                yield Batch(tensor(rows["id"]), values=tensor(rows["image"]), labels=tensor(rows["label"]))
+        except Exception as e:
+            error = data_error(e)
+            if error is None:
+                raise
+            raise error from None
+
+    def epoch(self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
+        return self._batches(seed * 100_003 + epoch, batch_size)
+
+    def chunks(self, batch_size: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
+        return self._batches(None, batch_size)
+
+
+def _relative(path: str, root: str) -> str:
+    """A path as Ray Data reports it (a local path may lose its leading /), relative to `root`."""
+    if os.path.isabs(root) and not os.path.isabs(path):
+        path = "/" + path
+    return os.path.relpath(path, root)
+
+
+def decode_image(data: bytes, where: str, channels: int, size: int, resize: bool = True) -> np.ndarray:
+    """uint8 C×size×size of one encoded image: `pixels` (transparency over black), grey repeated
+    to 3 channels in a colour tree, resized and centre-cropped (`fit_to_size`); DataError naming
+    `where` for a file PIL cannot read, a colour image in a grey tree, or (no `resize`) another size."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            array = pixels(img)
+    except UnidentifiedImageError:
+        raise DataError(f"{where}: cannot read image (not a format PIL can identify)") from None
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        raise DataError(f"{where}: cannot read image ({first_line(e)})") from None
+    if array.ndim == 3 and channels == 1:
+        raise DataError(f"{where}: a colour image in a tree whose first {SAMPLED} images are grey")
+    chw = np.repeat(array[None], channels, 0) if array.ndim == 2 else array.transpose(2, 0, 1)
+    if chw.shape[1:] != (size, size) and not resize:
+        raise DataError(f"{where}: {chw.shape[2]}×{chw.shape[1]}, not {size}×{size}; set data.image_size to resize")
+    return fit_to_size(torch.from_numpy(np.ascontiguousarray(chw))[None], size)[0].numpy()
+
+
+def _decode_images(rows: dict[str, np.ndarray], split: ImageSplit) -> dict[str, np.ndarray]:
+    """A read batch of files: their ids, decoded images and labels (the class folder of each)."""
+    relative = [_relative(str(p), split.root) for p in rows["path"]]
+    index = {name: i for i, name in enumerate(split.classes)}
+    images = [
+        decode_image(bytes(data), os.path.join(split.root, rel), split.in_channels, split.image_size, split.resize)
+        for data, rel in zip(rows["bytes"], relative)
+    ]
+    return {
+        "id": sample_ids(key_hashes(relative)),
+        "image": np.stack(images),
+        "label": np.array([index[Path(rel).parts[0]] for rel in relative], dtype=np.int64),
+    }
+
+
+def open_image_stream(
+    root: str,
+    num_classes: int | None = None,
+    image_size: int | None = None,
+    val_fraction: float = 0.1,
+    eval_fraction: float = 0.2,
+) -> StreamedSplits:
+    """An ImageFolder tree as three streamed splits, from its file list and a decoded sample of
+    SAMPLED images (its channels: 3 if any is colour; its size, without `image_size`)."""
+    base = Path(root)
+    if not base.is_dir():
+        raise DataError(f"{root}: no such directory")
+    classes = tuple(sorted(d.name for d in base.iterdir() if d.is_dir()))
+    files: list[str] = []
+    labels: list[int] = []
+    for c, name in enumerate(classes):
+        inside = (base / name).rglob("*")
+        found = sorted(str(p.relative_to(base)) for p in inside if p.is_file() and p.suffix.lower() in IMAGE_FORMATS)
+        files += found
+        labels += [c] * len(found)
+    if len(classes) < 2 or not files:
+        raise DataError(f"{root}: an ImageFolder tree needs image files in at least two class folders")
+    if num_classes is not None and num_classes != len(classes):
+        raise DataError(f"{root}: {len(classes)} class folders, but data.num_classes = {num_classes}")
+    sample = [files[i] for i in np.linspace(0, len(files) - 1, min(SAMPLED, len(files))).astype(int)]
+    channels = 3 if any(_is_colour(base / f) for f in sample) else 1
+    size = image_size or _size_of(base / sample[0])
+    codes = split_codes(key_hashes(files), val_fraction, eval_fraction)
+    all_labels = torch.tensor(labels, dtype=torch.int64)
+    splits = []
+    for code, name in ((TRAIN, "train"), (VAL, "val"), (EVAL, "eval")):
+        chosen = np.nonzero(codes == code)[0]
+        if len(chosen) == 0:
+            raise DataError(f"{root}: no image falls in the {name} split; too few images")
+        split = ImageSplit(str(base), [files[i] for i in chosen], all_labels[chosen], classes, channels, size)
+        split.resize = image_size is not None
+        splits.append(split)
+    fingerprint = split_fingerprint([str(base / f) for f in files], str(base), (val_fraction, eval_fraction))
+    return StreamedSplits(splits[0], splits[1], splits[2], fingerprint, root)
+
+
+def _is_colour(path: Path) -> bool:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            return pixels(img).ndim == 3
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:  # unidentified: OSError
+        raise DataError(f"{path}: cannot read image ({first_line(e)})") from None
+
+
+def _size_of(path: Path) -> int:
+    """The side of a square image (a tree without image_size must hold S×S images of one S)."""
+    from PIL import Image
+
+    with Image.open(path) as img:
+        width, height = img.size
+    if width != height:
+        raise DataError(f"{path}: {width}×{height} is not square; set data.image_size to resize and crop")
+    return int(width)

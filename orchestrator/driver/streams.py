@@ -1,0 +1,358 @@
+"""Streamed sources on Ray Data: a directory (or glob) of text-table shards, or an ImageFolder tree,
+split, read, decoded and tokenized on Ray's CPU workers in batches, so no process holds the dataset.
+
+- **Splits without loading** (workers/data/keys.py): a sample's split is a hash of its key (a text's
+  stripped content; an image's path relative to the root). An image tree is split from its file
+  list alone; a table is scanned once (`open_table_stream`: every shard's text and label columns,
+  streamed), which gives the class list and each split's labels — 8 bytes a sample, the only
+  per-sample array anything keeps.
+- **Order** (`StreamedSplit.epoch`): the files in an order seeded by (seed, epoch)
+  (`FileShuffleConfig`), then a seeded local shuffle buffer of `SHUFFLE_BUFFER` batches, with Ray
+  Data's `preserve_order` on, so a rerun with the same seed reads the same batches. Ray Data cannot
+  resume inside an epoch (ray-project/ray#37633, #48224): a resumed run restarts the epoch its last
+  checkpoint ended before, which is where Congruent's checkpoints are written anyway.
+- **Augmentation** is not the stream's: the trainer draws each image's from (seed, epoch, id).
+
+Every check that can fail before training (no files, an empty shard, a shard whose columns differ
+from the first's, a missing column, one class) is one DataError line naming the file.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from workers.data.batches import Batch
+from workers.data.input_spec import InputSpec
+from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, sample_ids, split_codes, text_keys
+from workers.data.sources import DataError
+from workers.data.stream import StreamedSplit
+from workers.data.text import TEXT_FORMATS
+
+SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order
+READ_BATCH = 1024  # rows a read task splits, tokenizes or decodes at a time
+SPLIT_CODES = {"train": TRAIN, "val": VAL, "eval": EVAL}
+
+
+def ordered_context() -> None:
+    """Ray Data in this process: blocks in order (a seeded order stays seeded), no progress bars."""
+    from ray.data import DataContext
+
+    context = DataContext.get_current()
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
+
+
+def tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor of a numpy column Ray Data handed over (read-only: copied then)."""
+    return torch.from_numpy(np.require(array, requirements=["C", "W"]))
+
+
+def data_error(error: BaseException) -> DataError | None:
+    """The DataError a Ray Data task raised, however Ray wrapped it (None if it was not one)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, DataError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@dataclass(frozen=True)
+class Shards:
+    """The files of one text table, in sorted order, and how to read them."""
+
+    files: tuple[str, ...]
+    suffix: str  # .csv, .tsv, .jsonl or .parquet
+    text_column: str
+    label_column: str
+    encoding: str = "utf-8"
+
+    def read(self, seed: int | None = None, include_paths: bool = False) -> Any:
+        """The shards as one Ray dataset of the two columns (files in a seeded order with `seed`)."""
+        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow.csv as pacsv  # type: ignore[import-untyped]
+        import ray.data
+        from ray.data.datasource import FileShuffleConfig
+
+        ordered_context()
+        shuffle = None if seed is None else FileShuffleConfig(seed=seed, reseed_after_execution=False)
+        files = list(self.files)
+        common: dict[str, Any] = {"shuffle": shuffle, "include_paths": include_paths}
+        if self.suffix == ".parquet":
+            columns = [self.text_column, self.label_column] + (["path"] if include_paths else [])
+            return ray.data.read_parquet(files, **common).select_columns(columns)
+        if self.suffix == ".jsonl":
+            return ray.data.read_json(files, lines=True, file_extensions=["jsonl"], **common)
+        tab = self.suffix == ".tsv"
+        return ray.data.read_csv(
+            files,
+            file_extensions=[self.suffix[1:]],
+            read_options=pacsv.ReadOptions(encoding=self.encoding),
+            parse_options=pacsv.ParseOptions(delimiter="\t" if tab else ",", quote_char=False if tab else '"'),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=[self.text_column, self.label_column],
+                column_types={self.text_column: pa.string(), self.label_column: pa.string()},
+            ),
+            **common,
+        )
+
+
+def table_shards(path: str, text_column: str, label_column: str, encoding: str = "utf-8") -> Shards:
+    """The shards `path` names — one table file, a directory of them, or a glob — checked before
+    any training: one format, none empty, every one with the two columns."""
+    if any(c in path for c in "*?["):
+        files = sorted(glob.glob(path, recursive=True))
+    elif os.path.isdir(path):
+        files = sorted(str(p) for p in Path(path).rglob("*") if p.is_file() and p.suffix.lower() in TEXT_FORMATS)
+    else:
+        files = [path] if os.path.isfile(path) else []
+    if not files:
+        raise DataError(f"{path}: no {', '.join(TEXT_FORMATS)} shards there")
+    suffixes = sorted({Path(f).suffix.lower() for f in files})
+    if len(suffixes) > 1 or suffixes[0] not in TEXT_FORMATS:
+        raise DataError(f"{path}: shards must be one format of {', '.join(TEXT_FORMATS)}, found {', '.join(suffixes)}")
+    first: list[str] | None = None
+    for file in files:
+        names = _columns(file, suffixes[0], encoding)
+        missing = [c for c in (text_column, label_column) if c not in names]
+        if missing:
+            raise DataError(f"{file}: no column {missing[0]!r}; the columns are {', '.join(map(repr, names))}")
+        if first is not None and names != first:
+            raise DataError(f"{file}: its columns {names} differ from {files[0]}'s {first}")
+        first = names
+    return Shards(tuple(files), suffixes[0], text_column, label_column, encoding)
+
+
+def _columns(file: str, suffix: str, encoding: str) -> list[str]:
+    """A shard's column names from its schema, header or first record; DataError if it is empty."""
+    import json
+
+    if os.path.getsize(file) == 0:
+        raise DataError(f"{file}: empty shard")
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+        metadata = pq.read_metadata(file)
+        if metadata.num_rows == 0:
+            raise DataError(f"{file}: empty shard (no rows)")
+        return list(metadata.schema.names)
+    with open(file, encoding=encoding, errors="replace") as f:
+        lines = [line for line in (f.readline() for _ in range(2)) if line.strip()]
+    if suffix == ".jsonl":
+        if not lines:
+            raise DataError(f"{file}: empty shard (no rows)")
+        return list(json.loads(lines[0]))
+    if len(lines) < 2:
+        raise DataError(f"{file}: empty shard (a header and no rows)")
+    return [name.strip().lstrip("\ufeff") for name in lines[0].rstrip("\r\n").split("\t" if suffix == ".tsv" else ",")]
+
+
+def split_fingerprint(files: list[str] | tuple[str, ...], root: str, fractions: tuple[float, float]) -> str:
+    """sha256 over the split fractions and the files: each one's name (relative to `root`), size and
+    content sha256 (read in 1 MiB blocks); 16 hex digits."""
+    digest = hashlib.sha256(repr(fractions).encode())
+    for file in files:
+        content = hashlib.sha256()
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                content.update(block)
+        name = os.path.relpath(file, root)
+        digest.update(f"{name}\0{os.path.getsize(file)}\0{content.hexdigest()}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+class TableSplit(StreamedSplit):
+    """One split of a text table's shards, streamed (module docstring)."""
+
+    modality = "text"
+
+    def __init__(
+        self,
+        shards: Shards,
+        split: int,
+        fractions: tuple[float, float],
+        classes: tuple[str, ...],
+        named: bool,
+        labels: torch.Tensor,
+    ) -> None:
+        self.shards, self.split, self.fractions = shards, split, fractions
+        self.classes, self.named, self.labels = classes, named, labels
+
+    def _batches(self, dataset: Any, batch_size: int, inputs: InputSpec | None, seed: int | None) -> Iterator[Batch]:
+        if inputs is None or inputs.tokenizer is None:
+            raise ValueError("a streamed text split is read through a text model's tokenizer: give its InputSpec")
+        encoded = dataset.map_batches(
+            _text_rows,
+            batch_size=READ_BATCH,
+            batch_format="pyarrow",
+            fn_kwargs={"split": self, "inputs": inputs},
+        )
+        buffer = None if seed is None else SHUFFLE_BUFFER * batch_size
+        for rows in encoded.iter_batches(
+            batch_size=batch_size, batch_format="numpy", local_shuffle_buffer_size=buffer, local_shuffle_seed=seed
+        ):
+            values, lengths = tensor(rows["values"]), tensor(rows["length"])
+            yield Batch(tensor(rows["id"]), values=values, lengths=lengths, labels=tensor(rows["label"]))
+
+    def epoch(self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
+        order = seed * 100_003 + epoch
+        return self._batches(self.shards.read(seed=order), batch_size, inputs, order)
+
+    def chunks(self, batch_size: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
+        return self._batches(self.shards.read(), batch_size, inputs, None)
+
+    def texts(self, limit: int) -> list[str]:
+        """The first `limit` texts of this split in its fixed order (what a tokenizer trains on)."""
+        out: list[str] = []
+        rows = self.shards.read().map_batches(
+            _split_texts, batch_size=READ_BATCH, batch_format="pyarrow", fn_kwargs={"split": self}
+        )
+        for batch in rows.iter_batches(batch_size=READ_BATCH, batch_format="numpy"):
+            out += [str(t) for t in batch["text"][: limit - len(out)]]
+            if len(out) >= limit:
+                break
+        return out
+
+    def codes(self, texts: list[str]) -> np.ndarray:
+        return split_codes(key_hashes(text_keys(texts)), *self.fractions)
+
+    def label_ids(self, raw: list[Any]) -> np.ndarray:
+        """Class ids of raw labels as the scan read them: names by the class list, integers as given."""
+        if self.named:
+            index = {name: i for i, name in enumerate(self.classes)}
+            return np.array([index[str(label).strip()] for label in raw], dtype=np.int64)
+        return np.array([int(label) for label in raw], dtype=np.int64)
+
+
+def _rows_of(table: Any, split: TableSplit) -> tuple[list[str], list[Any], np.ndarray]:
+    """(texts, raw labels, mask) of a pyarrow batch's rows in `split`."""
+    texts = table.column(split.shards.text_column).to_pylist()
+    raw = table.column(split.shards.label_column).to_pylist()
+    keep = split.codes([t if isinstance(t, str) else "" for t in texts]) == split.split
+    return texts, raw, keep
+
+
+def _split_texts(table: Any, split: TableSplit) -> dict[str, np.ndarray]:
+    texts, _, keep = _rows_of(table, split)
+    return {"text": np.array([t for t, k in zip(texts, keep) if k], dtype=object)}
+
+
+def _text_rows(table: Any, split: TableSplit, inputs: InputSpec) -> dict[str, np.ndarray]:
+    """A read batch's rows of `split`: ids, token ids padded to max_length, lengths, class ids."""
+    from workers.data.tokenizer import encode_texts
+
+    texts, raw, keep = _rows_of(table, split)
+    chosen = [t for t, k in zip(texts, keep) if k]
+    ids, lengths = encode_texts(inputs, chosen)
+    values = np.zeros((len(chosen), inputs.max_length), dtype=np.int32)
+    values[:, : ids.shape[1]] = ids.numpy()
+    return {
+        "id": sample_ids(key_hashes(text_keys(chosen))),
+        "values": values,
+        "length": lengths.numpy(),
+        "label": split.label_ids([r for r, k in zip(raw, keep) if k]),
+    }
+
+
+@dataclass(frozen=True)
+class StreamedSplits:
+    """A streamed source's three splits (as `DataSplits` holds a source in memory) and its
+    fingerprint: over the files (names, sizes, contents) and the split fractions."""
+
+    train: StreamedSplit
+    val: StreamedSplit
+    eval: StreamedSplit
+    fingerprint: str
+    source: str
+
+    @property
+    def num_classes(self) -> int:
+        return self.eval.num_classes
+
+
+def _scan_rows(table: Any, shards: Shards, fractions: tuple[float, float]) -> dict[str, np.ndarray]:
+    """A read batch's split codes and labels (as text; `integer`: the column holds integers), each
+    row checked: a text that is missing or blank, or a missing label, is a DataError naming the file."""
+    import pyarrow as pa
+
+    texts = table.column(shards.text_column).to_pylist()
+    raw = table.column(shards.label_column).to_pylist()
+    paths = table.column("path").to_pylist()
+    for text, label, path in zip(texts, raw, paths):
+        if not isinstance(text, str) or not text.strip():
+            raise DataError(f"{path}: a row whose {shards.text_column!r} is empty or not a string")
+        if label is None or (isinstance(label, str) and not label.strip()):
+            raise DataError(f"{path}: a row without a label in column {shards.label_column!r}")
+    integer = pa.types.is_integer(table.schema.field(shards.label_column).type)
+    return {
+        "code": split_codes(key_hashes(text_keys(texts)), *fractions),
+        "label": np.array([str(label).strip() for label in raw], dtype=object),
+        "integer": np.full(len(raw), integer),
+    }
+
+
+def open_table_stream(
+    path: str,
+    text_column: str = "text",
+    label_column: str = "label",
+    encoding: str = "utf-8",
+    num_classes: int | None = None,
+    val_fraction: float = 0.1,
+    eval_fraction: float = 0.2,
+) -> StreamedSplits:
+    """A text table's shards as three streamed splits, from one streamed scan (module docstring).
+    Labels follow `read_text_table`'s rule: integers (in CSV/TSV: all digit strings) are class ids
+    0..C−1 (or below `num_classes`); otherwise names, sorted."""
+    from workers.data.text import integer_classes
+
+    shards = table_shards(path, text_column, label_column, encoding)
+    fractions = (val_fraction, eval_fraction)
+    names: dict[str, int] = {}  # each distinct label, numbered in order of appearance
+    local: list[list[np.ndarray]] = [[np.zeros(0, np.int32)] for _ in range(3)]  # per split, chunks of those
+    kinds: set[bool] = set()
+    scan = shards.read(include_paths=True).map_batches(
+        _scan_rows, batch_size=READ_BATCH, batch_format="pyarrow", fn_kwargs={"shards": shards, "fractions": fractions}
+    )
+    try:
+        for rows in scan.iter_batches(batch_size=READ_BATCH * 4, batch_format="numpy"):
+            numbers = np.array([names.setdefault(label, len(names)) for label in rows["label"]], dtype=np.int32)
+            kinds.update(bool(k) for k in np.unique(rows["integer"]))
+            for code in (TRAIN, VAL, EVAL):
+                local[code].append(numbers[rows["code"] == code])
+    except Exception as e:
+        error = data_error(e)
+        if error is None:
+            raise
+        raise error from None
+    if len(kinds) > 1:
+        raise DataError(f"{path}: labels mix integers and strings across shards; use one kind")
+    distinct = list(names)
+    if len(distinct) < 2:
+        raise DataError(f"{path}: every row has the label {distinct[0]!r}; a classifier needs at least two classes")
+    integer = kinds == {True} or (shards.suffix in (".csv", ".tsv") and all(n.lstrip("-").isdigit() for n in distinct))
+    if integer:
+        classes = integer_classes(path, [int(n) for n in distinct], num_classes)
+        remap = np.array([int(n) for n in distinct], dtype=np.int64)
+    else:
+        if num_classes is not None and num_classes != len(distinct):
+            raise DataError(f"{path}: {len(distinct)} distinct labels, but data.num_classes = {num_classes}")
+        classes = tuple(sorted(distinct))
+        remap = np.array([classes.index(n) for n in distinct], dtype=np.int64)
+    splits = []
+    for code, name in ((TRAIN, "train"), (VAL, "val"), (EVAL, "eval")):
+        labels = torch.from_numpy(remap[np.concatenate(local[code])])
+        if len(labels) == 0:
+            raise DataError(f"{path}: no samples fall in the {name} split; too few distinct texts")
+        splits.append(TableSplit(shards, code, fractions, classes, not integer, labels))
+    root = os.path.commonpath([os.path.dirname(f) for f in shards.files])
+    return StreamedSplits(splits[0], splits[1], splits[2], split_fingerprint(shards.files, root, fractions), path)

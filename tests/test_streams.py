@@ -1,0 +1,179 @@
+"""Streamed splits (issue 33): splits and augmentation from hashes of sample keys, text-table shards
+and ImageFolder trees read by Ray Data on the two-node test cluster, training and evaluation on them."""
+
+import hashlib
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from PIL import Image
+
+from workers.data.keys import (
+    EVAL,
+    TRAIN,
+    VAL,
+    key_hashes,
+    sample_draws,
+    sample_ids,
+    split_codes,
+    splitmix64,
+    text_keys,
+)
+from workers.data.sources import DataError, load_image_folder
+from workers.data.text import load_tweet_sentiment
+
+
+def test_key_hash_and_splitmix64_match_hand_values():
+    expected = int.from_bytes(hashlib.sha256(b"cat/0001.png").digest()[:8], "little")
+    assert int(key_hashes(["cat/0001.png"])[0]) == expected
+    assert int(sample_ids(key_hashes(["cat/0001.png"]))[0]) == expected >> 1
+    # splitmix64's first output for state 0 (Steele, Lea & Flood 2014; Vigna's reference code)
+    assert int(splitmix64(np.array([0], dtype=np.uint64))[0]) == 0xE220A8397B1DCDAF
+
+
+def test_hash_splits_have_their_fractions_and_keep_duplicates_together():
+    keys = [f"sample-{i}" for i in range(40_000)]
+    codes = split_codes(key_hashes(keys), val_fraction=0.1, eval_fraction=0.2)
+    shares = np.bincount(codes, minlength=3) / len(codes)
+    assert abs(shares[EVAL] - 0.2) < 0.01 and abs(shares[VAL] - 0.08) < 0.01 and abs(shares[TRAIN] - 0.72) < 0.01
+    texts = ["  good car ", "good car", "bad car", "bad car\n"]
+    twice = split_codes(key_hashes(text_keys(texts)), 0.5, 0.5)
+    assert twice[0] == twice[1] and twice[2] == twice[3]
+
+
+def test_sample_draws_are_a_function_of_seed_epoch_and_id_only():
+    ids = torch.arange(5000, dtype=torch.int64) * 7919
+    draws = sample_draws(ids, seed=3, epoch=1, padding=2, flip=True)
+    shuffled = torch.randperm(len(ids))
+    again = sample_draws(ids[shuffled], seed=3, epoch=1, padding=2, flip=True)
+    assert torch.equal(draws.shift_y[shuffled], again.shift_y) and torch.equal(draws.mirror[shuffled], again.mirror)
+    assert set(draws.shift_x.tolist()) == {0, 1, 2, 3, 4}
+    assert abs(draws.mirror.float().mean().item() - 0.5) < 0.03
+    other = sample_draws(ids, seed=3, epoch=2, padding=2, flip=True)
+    assert (other.shift_y != draws.shift_y).float().mean() > 0.6
+    boxes = sample_draws(ids, seed=3, epoch=1, padding=0, flip=False, resized=True).boxes.float()
+    area = boxes[:, 2] * boxes[:, 3]
+    assert boxes.min() >= 0 and (boxes[:, 0] + boxes[:, 2]).max() <= 1.001 and 0.3 < area.mean() < 0.8
+
+
+@pytest.fixture(scope="module")
+def tweet_shards(tmp_path_factory):
+    """3,000 real tweets (every 12th of the corpus: all three classes) in three parquet shards."""
+    tweets = load_tweet_sentiment()
+    picked = torch.arange(0, len(tweets), 12)[:3000]
+    folder = tmp_path_factory.mktemp("tweets")
+    for shard in range(3):
+        rows = picked[shard::3]
+        table = {
+            "text": [tweets.texts[i] for i in rows.tolist()],
+            "sentiment": [tweets.classes[int(tweets.labels[i])] for i in rows.tolist()],
+        }
+        pq.write_table(pa.table(table), folder / f"part-{shard}.parquet")
+    return folder, tweets.take(picked)
+
+
+def test_table_stream_splits_orders_and_trains(ray_cluster, tweet_shards):
+    from orchestrator.driver.streams import open_table_stream
+    from workers.data.text import TextSet
+    from workers.data.tokenizer import text_input
+    from workers.metrics import error_rate
+    from workers.models.checkpoints import ModelSettings
+    from workers.models.predict import predict_logits
+    from workers.training.config import TrainConfig
+    from workers.training.trainer import train
+
+    folder, whole = tweet_shards
+    splits = open_table_stream(str(folder), label_column="sentiment")
+    assert splits.train.classes == whole.classes == ("negative", "neutral", "positive")
+    assert len(splits.train) + len(splits.val) + len(splits.eval) == len(whole)
+    codes = split_codes(key_hashes(text_keys(whole.texts)), 0.1, 0.2)
+    for split, code in ((splits.train, TRAIN), (splits.val, VAL), (splits.eval, EVAL)):
+        assert sorted(split.labels.tolist()) == sorted(whole.labels[torch.from_numpy(codes == code)].tolist())
+
+    inputs = text_input(splits.train.texts(5000), vocab_size=3000, max_length=48)
+    first = [b.indices for b in splits.train.epoch(64, seed=0, epoch=1, inputs=inputs)]
+    again = torch.cat([b.indices for b in splits.train.epoch(64, seed=0, epoch=1, inputs=inputs)])
+    later = torch.cat([b.indices for b in splits.train.epoch(64, seed=0, epoch=2, inputs=inputs)])
+    assert torch.equal(torch.cat(first), again), "the same seed and epoch read the same batches"
+    assert not torch.equal(again, later), "another epoch reads another order"
+    assert torch.equal(again.sort().values, later.sort().values) and len(again) == len(splits.train)
+    assert all(len(b) == 64 for b in first[:-1])
+    chunk_labels = torch.cat([b.labels for b in splits.eval.chunks(256, inputs)])
+    assert torch.equal(chunk_labels, splits.eval.labels), "chunks come in the order of the split's labels"
+
+    settings = ModelSettings("text-linear", 3, inputs)
+    config = TrainConfig(epochs=3, batch_size=64, lr=4.0, weight_decay=1e-5)
+    streamed = train(settings.build(0), splits.train, config, val=splits.val, settings=settings).model
+    streamed_er = error_rate(predict_logits(streamed, splits.eval, 256, "cpu", inputs), splits.eval.labels)
+    keep = torch.from_numpy(codes == TRAIN)
+    memory_train = whole.take(keep)
+    held = torch.from_numpy(codes == EVAL)
+    memory_eval = TextSet(whole.take(held).texts, whole.labels[held], whole.classes)
+    in_memory = train(settings.build(0), memory_train, config, settings=settings).model
+    memory_er = error_rate(predict_logits(in_memory, memory_eval, 256, "cpu", inputs), memory_eval.labels)
+    majority = torch.bincount(splits.eval.labels).max().item() / len(splits.eval)
+    assert streamed_er < 1 - majority - 0.05, f"streamed text-linear does not learn (ER {streamed_er:.3f})"
+    assert abs(streamed_er - memory_er) < 0.03, f"streamed ER {streamed_er:.3f}, in memory {memory_er:.3f}"
+
+
+def _image_tree(root, fashion_mnist, count=300):
+    images, labels = fashion_mnist.train.images[:count], fashion_mnist.train.labels[:count]
+    for i, (image, label) in enumerate(zip(images, labels)):
+        folder = root / fashion_mnist.train.classes[int(label)].replace("/", "-")
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(image[0].numpy()).save(folder / f"{i:05d}.png")
+    return root
+
+
+def test_image_stream_reads_the_pixels_the_in_memory_loader_reads(ray_cluster, fashion_mnist, tmp_path):
+    from orchestrator.driver.image_streams import open_image_stream
+    from workers.data.input_spec import InputSpec
+    from workers.models.checkpoints import ModelSettings
+    from workers.training.config import TrainConfig
+    from workers.training.trainer import train
+
+    root = _image_tree(tmp_path / "tree", fashion_mnist)
+    splits = open_image_stream(str(root), image_size=24)
+    memory = load_image_folder(root, image_size=24)
+    assert splits.eval.classes == memory.classes and splits.eval.in_channels == 1
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*.png"))
+    codes = split_codes(key_hashes(files), 0.1, 0.2)
+    streamed = torch.cat([b.values for b in splits.eval.chunks(64)])
+    assert torch.equal(streamed, memory.images[torch.from_numpy(codes == EVAL)])
+    assert torch.equal(splits.eval.labels, memory.labels[torch.from_numpy(codes == EVAL)])
+
+    settings = ModelSettings("small-cnn", len(splits.train.classes), InputSpec.image(1, 24))
+    result = train(settings.build(0), splits.train, TrainConfig(epochs=1, batch_size=32), settings=settings)
+    assert result.steps == -(-len(splits.train) // 32) and np.isfinite(result.history[0].loss)
+
+
+def test_streamed_sources_refuse_bad_input_with_the_file(ray_cluster, fashion_mnist, tmp_path, tweet_shards):
+    from orchestrator.driver.image_streams import open_image_stream
+    from orchestrator.driver.streams import open_table_stream
+
+    root = _image_tree(tmp_path / "tree", fashion_mnist, count=60)
+    broken = next(root.rglob("*.png"))
+    broken.write_bytes(broken.read_bytes()[:40])
+    with pytest.raises(DataError, match=f"{broken.name}: cannot read image"):
+        splits = open_image_stream(str(root), image_size=28)
+        for split in (splits.train, splits.val, splits.eval):
+            list(split.chunks(16))
+
+    folder, _ = tweet_shards
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    for part in folder.iterdir():
+        (odd / part.name).write_bytes(part.read_bytes())
+    pq.write_table(pa.table({"body": ["a"], "sentiment": ["negative"]}), odd / "part-9.parquet")
+    with pytest.raises(DataError, match=r"part-9.parquet: no column 'text'"):
+        open_table_stream(str(odd), label_column="sentiment")
+    (odd / "part-9.parquet").unlink()
+    pq.write_table(
+        pa.table({"text": pa.array([], pa.string()), "sentiment": pa.array([], pa.string())}), odd / "z.parquet"
+    )
+    with pytest.raises(DataError, match=r"z.parquet: empty shard"):
+        open_table_stream(str(odd), label_column="sentiment")
+    with pytest.raises(DataError, match="no .* shards there"):
+        open_table_stream(str(tmp_path / "nothing"), label_column="sentiment")
