@@ -35,6 +35,7 @@ from orchestrator.driver.preflight import preflight
 from orchestrator.driver.stages import train_replicas
 from orchestrator.driver.watch import StageWatch
 from pipelines.spec import parse_spec
+from workers.data.stream import StreamedSplit
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 from workers.tasks.bodies import train_job
 from workers.tasks.records import DataRequest, TrainJob
@@ -85,7 +86,9 @@ def distillation_throughput(m: int, samples: int, actors: int, folder: Path) -> 
 
     # pool: the pipeline's student task and teacher actors, which hold the training split (requests
     # carry indices and augmentation draws)
-    train_split = ray.put(shareable(cached_splits(request).train))
+    train = cached_splits(request).train
+    assert not isinstance(train, StreamedSplit), "the pool holds a split in memory"
+    train_split = ray.put(shareable(train))
     with teacher_pool(spec, {"teacher": paths}, with_student=True, train_split=train_split) as pool:
         pool.batches_served()  # actors loaded before the clock starts
 

@@ -32,7 +32,15 @@ class DataSpec(_Strict):
     path: str | None = Field(
         None,
         description="images: an IDX directory, an ImageFolder tree or an .npz (x, y); text: a .csv, .tsv, "
-        ".jsonl or .parquet file with `text_column` and `label_column`",
+        ".jsonl or .parquet file with `text_column` and `label_column`, or a glob of such shards "
+        "(`shards/*.parquet`: one format, the same columns), which is always streamed",
+    )
+    streaming: Literal["auto"] | bool = Field(
+        "auto",
+        description="read the data as a stream of batches (Ray Data) instead of holding it in every process: "
+        "true, false, or auto: a glob of shards always, an ImageFolder tree or a table file when it would "
+        "take more than 2 GiB in memory (or a quarter of the memory available, if less); a built-in dataset, "
+        "an IDX directory or an .npz is read whole",
     )
     text_column: str = Field("text", min_length=1, description="text tables: the column of the texts")
     label_column: str = Field(

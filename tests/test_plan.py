@@ -269,6 +269,7 @@ NON_DEFAULT = {
         "label_column": "y",
         "encoding": "latin-1",
         "image_size": 32,
+        "streaming": True,
     },
 }
 BESIDE = {("data", "num_classes"): {"path": "user/data"}, ("method", "name"): {"legacy_weight": None}}

@@ -58,6 +58,21 @@ def test_sample_draws_are_a_function_of_seed_epoch_and_id_only():
     assert boxes.min() >= 0 and (boxes[:, 0] + boxes[:, 2]).max() <= 1.001 and 0.3 < area.mean() < 0.8
 
 
+def test_a_streamed_text_batch_is_read_through_each_models_own_tokenizer():
+    from workers.data.batches import Batch
+    from workers.data.stream import StreamedInputs, tokens_digest
+    from workers.data.tokenizer import encode_texts, text_input
+
+    texts = ("the car stopped at the light", "self driving cars are scary", "i love my new car")
+    student = text_input(list(texts) * 3, vocab_size=60, max_length=8)
+    other = text_input(["driving", "scary cars", "light"] * 3, vocab_size=40, max_length=5)
+    ids, lengths = encode_texts(student, texts)
+    batch = Batch(torch.arange(3), None, ids, lengths, torch.tensor([0, 1, 2]), texts, tokens_digest(student))
+    assert torch.equal(StreamedInputs(student).batch(batch), ids[:, : int(lengths.max())].long())
+    theirs, their_lengths = encode_texts(other, texts)
+    assert torch.equal(StreamedInputs(other).batch(batch), theirs[:, : int(their_lengths.max())].long())
+
+
 @pytest.fixture(scope="module")
 def tweet_shards(tmp_path_factory):
     """3,000 real tweets (every 12th of the corpus: all three classes) in three parquet shards."""
@@ -177,3 +192,66 @@ def test_streamed_sources_refuse_bad_input_with_the_file(ray_cluster, fashion_mn
         open_table_stream(str(odd), label_column="sentiment")
     with pytest.raises(DataError, match="no .* shards there"):
         open_table_stream(str(tmp_path / "nothing"), label_column="sentiment")
+
+
+def _stream_spec(tmp_path, folder, **fields):
+    return {
+        "model": "streamed",
+        "storage": str(tmp_path / "runs"),
+        "data": {"path": str(folder / "*.parquet"), "label_column": "sentiment", "streaming": True},
+        "train": {"epochs": 1, "batch_size": 64},
+        "tokenizer": {"vocab_size": 2000, "max_length": 48},
+        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0},
+        **fields,
+    }
+
+
+def test_what_a_stream_does_not_support_is_one_line_each(tmp_path, tweet_shards):
+    from orchestrator.driver.preflight import preflight
+    from pipelines.spec import SpecError, parse_spec
+
+    folder, _ = tweet_shards
+    spec = _stream_spec(tmp_path, folder, version="v1", arch="text-linear", method={"name": "elodi", "m": 2})
+    spec["resources"] = {**spec["resources"], "teacher_actors": 1}
+    spec["data"] = {**spec["data"], "train_limit": 100}
+    with pytest.raises(SpecError) as caught:
+        preflight(parse_spec(spec))
+    lines = caught.value.problems
+    assert any(line.startswith("resources.teacher_actors: on a streamed source") for line in lines), lines
+    assert any(line.startswith("data: subset, train_limit and eval_limit") for line in lines), lines
+    glob_in_memory = _stream_spec(tmp_path, folder, version="v1", arch="text-linear")
+    glob_in_memory["data"] = {**glob_in_memory["data"], "streaming": False}
+    with pytest.raises(SpecError, match="a glob of shards is only read as a stream"):
+        preflight(parse_spec(glob_in_memory))
+    fixed = {**spec, "data": {**spec["data"], "train_limit": None}, "resources": {"teacher_actors": 0}}
+    plan = preflight(parse_spec(fixed))
+    assert plan.data.streamed is not None and len(plan.data.streamed.train) > 1500
+
+
+@pytest.mark.slow
+def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_path, tweet_shards):
+    """v1 and v2 (text-linear; v2 with ELODI m 2 and the legacy term, teachers in the student's
+    task: the old model reads the streamed batches' texts through v1's own tokenizer, which differs
+    from v2's) on parquet shards that no process loads; both registered, v2 with its NFR against v1."""
+    from conftest import run_update
+
+    folder, _ = tweet_shards
+    v1 = run_update(
+        _stream_spec(tmp_path, folder, version="v1", arch="text-linear", method={"name": "none"}), tmp_path / "v1"
+    )
+    assert v1.registered_version == "1" and v1.metrics["error_rate"] < 0.5
+    v2 = run_update(
+        _stream_spec(
+            tmp_path,
+            folder,
+            version="v2",
+            arch="text-linear",
+            old="streamed/1",
+            method={"name": "elodi", "m": 2, "k": 3, "legacy_weight": 0.5},
+            tokenizer={"vocab_size": 1500, "max_length": 40},  # another tokenizer than v1's
+        ),
+        tmp_path / "v2",
+    )
+    assert v2.registered_version == "2" and v2.student is not None and v2.student.teacher_batches is None
+    assert v2.n_eval == v1.n_eval and v2.fingerprint == v1.fingerprint
+    assert 0 <= v2.metrics["vs_old"]["nfr"] < 0.15 and v2.metrics["error_rate"] < 0.45

@@ -11,17 +11,14 @@ import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
 from orchestrator.driver.streams import (
-    READ_BATCH,
     SHUFFLE_BUFFER,
-    StreamedSplits,
     data_error,
-    ordered_context,
+    files_dataset,
     split_fingerprint,
     tensor,
 )
@@ -29,10 +26,11 @@ from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, sample_ids, split_codes
 from workers.data.sources import DataError, fit_to_size, pixels
-from workers.data.stream import StreamedSplit
+from workers.data.stream import StreamedSplit, StreamedSplits
 from workers.errors import first_line
 
 IMAGE_FORMATS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+DECODE_BATCH = 64  # images one reading task decodes at a time
 SAMPLED = 32  # images preflight decodes to learn the tree's channels (and size, without image_size)
 
 
@@ -48,19 +46,9 @@ class ImageSplit(StreamedSplit):
         self.in_channels, self.image_size = channels, size
         self.resize = True  # every image resized and centre-cropped to image_size (False: must already be)
 
-    def _read(self, seed: int | None) -> Any:
-        import ray.data
-        from ray.data.datasource import FileShuffleConfig
-
-        ordered_context()
-        shuffle = None if seed is None else FileShuffleConfig(seed=seed, reseed_after_execution=False)
-        paths = [os.path.join(self.root, f) for f in self.files]
-        return ray.data.read_binary_files(paths, include_paths=True, shuffle=shuffle)
-
     def _batches(self, seed: int | None, batch_size: int) -> Iterator[Batch]:
-        decoded = self._read(seed).map_batches(
-            _decode_images, batch_size=READ_BATCH // 4, batch_format="numpy", fn_kwargs={"split": self}
-        )
+        paths = [os.path.join(self.root, f) for f in self.files]
+        decoded = files_dataset(paths, seed, _decode_images, DECODE_BATCH, split=self)
         buffer = None if seed is None else SHUFFLE_BUFFER * batch_size
         try:
             for rows in decoded.iter_batches(
@@ -78,13 +66,6 @@ class ImageSplit(StreamedSplit):
 
     def chunks(self, batch_size: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
         return self._batches(None, batch_size)
-
-
-def _relative(path: str, root: str) -> str:
-    """A path as Ray Data reports it (a local path may lose its leading /), relative to `root`."""
-    if os.path.isabs(root) and not os.path.isabs(path):
-        path = "/" + path
-    return os.path.relpath(path, root)
 
 
 def decode_image(data: bytes, where: str, channels: int, size: int, resize: bool = True) -> np.ndarray:
@@ -109,12 +90,12 @@ def decode_image(data: bytes, where: str, channels: int, size: int, resize: bool
 
 
 def _decode_images(rows: dict[str, np.ndarray], split: ImageSplit) -> dict[str, np.ndarray]:
-    """A read batch of files: their ids, decoded images and labels (the class folder of each)."""
-    relative = [_relative(str(p), split.root) for p in rows["path"]]
+    """A batch of files: their ids, decoded images and labels (the class folder of each)."""
+    paths = [str(p) for p in rows["file"]]
+    relative = [os.path.relpath(p, split.root) for p in paths]
     index = {name: i for i, name in enumerate(split.classes)}
     images = [
-        decode_image(bytes(data), os.path.join(split.root, rel), split.in_channels, split.image_size, split.resize)
-        for data, rel in zip(rows["bytes"], relative)
+        decode_image(Path(path).read_bytes(), path, split.in_channels, split.image_size, split.resize) for path in paths
     ]
     return {
         "id": sample_ids(key_hashes(relative)),

@@ -6,10 +6,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import torch
+
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.encoded import Samples
 from workers.data.input_spec import InputSpec
 from workers.data.sources import ImageSet
+from workers.data.stream import StreamedSplit
 from workers.data.text import TextSet
 from workers.models.starting_weights import InitError, check_available
 from workers.names import is_hf, is_torchvision_weights
@@ -61,29 +64,46 @@ def directory_digest(path: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def image_inputs(spec: UpdateSpec, train: Samples) -> InputSpec | None:
+def image_inputs(spec: UpdateSpec, train: Samples | StreamedSplit) -> InputSpec | None:
     """How the version's models normalise images: the pretrained weights' own mean and std for a
     torchvision `init`, the training split's per channel with `data.image_size`, else None (the
     fixed map to [−1, 1], which every image result before per-channel normalisation used)."""
     from workers.data.augment import channel_statistics
     from workers.models.starting_weights import pretrained_normalisation
 
-    assert isinstance(train, ImageSet)
+    assert not isinstance(train, TextSet), "text has no image normalisation"
     channels, size = train.in_channels, train.image_size
     if spec.init is not None and is_torchvision_weights(spec.init):
         return InputSpec.image(channels, size, *pretrained_normalisation(spec.arch, spec.init, channels))
     if spec.data.image_size is not None:
-        return InputSpec.image(channels, size, *channel_statistics(train.images))
+        images = train.images if isinstance(train, ImageSet) else statistics_sample(train)
+        return InputSpec.image(channels, size, *channel_statistics(images))
     return None
 
 
-def text_inputs(spec: UpdateSpec, train: Samples) -> InputSpec:
+STATISTICS_SAMPLE = 4096  # images of a streamed train split the channel statistics are taken over
+TOKENIZER_SAMPLE = 200_000  # texts of a streamed train split a tokenizer trains on
+
+
+def statistics_sample(train: StreamedSplit) -> torch.Tensor:
+    """The first STATISTICS_SAMPLE images of a streamed train split, decoded (uint8 N×C×S×S)."""
+    chunks, held = [], 0
+    for batch in train.chunks(256):
+        assert batch.values is not None
+        chunks.append(batch.values)
+        held += len(batch.values)
+        if held >= STATISTICS_SAMPLE:
+            break
+    return torch.cat(chunks)[:STATISTICS_SAMPLE]
+
+
+def text_inputs(spec: UpdateSpec, train: Samples | StreamedSplit) -> InputSpec:
     """The version's tokenizer (`tokenizer` section), trained on its train split's texts; for
     `hf:DIR` the directory's own, with its special tokens, cut at `tokenizer.max_length`."""
     from workers.data.tokenizer import text_input
     from workers.models.hf import hf_directory, read_directory
 
-    if not isinstance(train, TextSet):
+    if train.modality != "text":
         raise SpecError("tokenizer: only text data has a tokenizer")
     t = spec.tokenizer
     if is_hf(spec.arch):
@@ -95,4 +115,8 @@ def text_inputs(spec: UpdateSpec, train: Samples) -> InputSpec:
             max_length=t.max_length,
             add_special_tokens=True,
         )
-    return text_input(train.texts, t.kind, t.vocab_size, t.max_length)
+    from orchestrator.driver.streams import TableSplit
+
+    assert isinstance(train, TextSet | TableSplit)
+    texts = train.texts if isinstance(train, TextSet) else train.texts(TOKENIZER_SAMPLE)
+    return text_input(texts, t.kind, t.vocab_size, t.max_length)

@@ -26,6 +26,7 @@ from orchestrator.driver.plan import Plan
 from pipelines.spec import UpdateSpec
 from workers.data import Batch, ImageSet
 from workers.data.encoded import Samples
+from workers.data.stream import StreamedSplit
 from workers.data.text import TextSet
 from workers.tasks.resolve import cached_splits
 from workers.teachers.actor import TeacherActor
@@ -246,6 +247,8 @@ def serving_pool(
     if not groups or plan.teachers_in_process:
         yield None
         return
-    train_split = ray.put(shareable(cached_splits(plan.data).train))
+    train = cached_splits(plan.data).train
+    assert not isinstance(train, StreamedSplit), "preflight keeps a streamed source's teachers in the student's task"
+    train_split = ray.put(shareable(train))
     with teacher_pool(plan.spec, groups, with_student=with_student, train_split=train_split, spread=spread) as pool:
         yield pool

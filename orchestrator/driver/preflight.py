@@ -22,13 +22,14 @@ from orchestrator.driver.model_inputs import (
     image_inputs,
     text_inputs,
 )
-from orchestrator.driver.plan import Plan, data_request
+from orchestrator.driver.plan import Plan, cluster_demand, data_request
 from orchestrator.tracking.references import Reference, RegistryError
 from pipelines.spec import SpecError, UpdateSpec
 from workers import storage
 from workers.data.input_spec import InputSpec
 from workers.errors import problems_of
 from workers.names import HF_PREFIX, is_hf, is_weights_file
+from workers.tasks.records import DataRequest
 
 T = TypeVar("T")
 
@@ -150,8 +151,20 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
     spec = spec.with_absolute_paths()
     # a user factory imports here, not in a worker
     found.attempt("arch", lambda: resolve_factory(spec.arch, spec.allow_user_factories), (ModelError,))
-    request = data_request(spec)
-    splits = found.attempt("data", lambda: cached_splits(request), (DataError,))
+    from orchestrator.driver.stream_plan import settle_streaming, stream_problems
+
+    def settled() -> DataRequest:  # streaming decided; a streamed source opened (its files listed, scanned)
+        try:
+            return settle_streaming(data_request(spec))
+        except DataError as e:
+            raise SpecError(*(f"data: {line}" for line in problems_of(e))) from None
+
+    request = found.attempt("", settled, (SpecError,))
+    splits = None
+    if request is not None:
+        splits = found.attempt("data", lambda: cached_splits(request), (DataError,))
+        for line in stream_problems(spec, request, cluster_demand(spec).pool_actors):
+            found.add(line)
     old_classes = None
     init_key = None if spec.init is None or spec.init == "old" else spec.init
     if spec.old is not None:
@@ -198,7 +211,7 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
         image = splits.modality == "image"
         channels, size = (splits.in_channels, splits.image_size) if image else (0, 0)
         shape = Shape(spec.arch, splits.num_classes, splits.modality, channels, size)
-    if found.problems or splits is None:
+    if found.problems or splits is None or request is None:
         return Inspection(found.problems, shape=shape)
     summary = _summary(spec, splits, written)
     if not settle_inputs:

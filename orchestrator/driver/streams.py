@@ -6,11 +6,16 @@ split, read, decoded and tokenized on Ray's CPU workers in batches, so no proces
   list alone; a table is scanned once (`open_table_stream`: every shard's text and label columns,
   streamed), which gives the class list and each split's labels — 8 bytes a sample, the only
   per-sample array anything keeps.
-- **Order** (`StreamedSplit.epoch`): the files in an order seeded by (seed, epoch)
-  (`FileShuffleConfig`), then a seeded local shuffle buffer of `SHUFFLE_BUFFER` batches, with Ray
-  Data's `preserve_order` on, so a rerun with the same seed reads the same batches. Ray Data cannot
-  resume inside an epoch (ray-project/ray#37633, #48224): a resumed run restarts the epoch its last
-  checkpoint ended before, which is where Congruent's checkpoints are written anyway.
+- **Reading** (`files_dataset`): a Ray dataset of the file names (`from_items`), each file read,
+  tokenized or decoded by a `map_batches` task that reserves no CPU (`num_cpus=0`, at most READERS
+  at once): the training task that consumes the stream holds its stage's CPUs, and Ray Data tasks
+  that wait for a free CPU would wait for ever on a cluster the replicas fill (ray-project/ray#44687;
+  a file-based `read_*` lists its files in a task of one CPU, which is why the names come from here).
+- **Order** (`StreamedSplit.epoch`): the files in an order seeded by (seed, epoch), then a seeded
+  local shuffle buffer of `SHUFFLE_BUFFER` batches, with Ray Data's `preserve_order` on, so a rerun
+  with the same seed reads the same batches. Ray Data cannot resume inside an epoch
+  (ray-project/ray#37633, #48224): a resumed run restarts the epoch its last checkpoint ended
+  before, which is where Congruent's checkpoints are written anyway.
 - **Augmentation** is not the stream's: the trainer draws each image's from (seed, epoch, id).
 
 Every check that can fail before training (no files, an empty shard, a shard whose columns differ
@@ -21,8 +26,9 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,10 +40,12 @@ from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, sample_ids, split_codes, text_keys
 from workers.data.sources import DataError
-from workers.data.stream import StreamedSplit
+from workers.data.stream import StreamedSplit, StreamedSplits, tokens_digest
 from workers.data.text import TEXT_FORMATS
+from workers.errors import first_line
 
 SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order
+READERS = 2  # map_batches tasks reading at once, per stream
 READ_BATCH = 1024  # rows a read task splits, tokenizes or decodes at a time
 SPLIT_CODES = {"train": TRAIN, "val": VAL, "eval": EVAL}
 
@@ -50,6 +58,18 @@ def ordered_context() -> None:
     context.execution_options.preserve_order = True
     context.enable_progress_bars = False
     context.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no line per executed dataset
+
+
+def files_dataset(files: Sequence[str], seed: int | None, read: Callable[..., Any], batch: int, **kwargs: Any) -> Any:
+    """A Ray dataset of what `read(rows, **kwargs)` makes of `files` (`batch` names a call), in
+    an order seeded by `seed` (None: as given), read by zero-CPU tasks (module docstring)."""
+    import ray.data
+
+    ordered_context()
+    order = list(files) if seed is None else [files[i] for i in np.random.default_rng(seed).permutation(len(files))]
+    names = ray.data.from_items([{"file": name} for name in order])
+    return names.map_batches(read, batch_size=batch, num_cpus=0, concurrency=READERS, fn_kwargs=kwargs)
 
 
 def tensor(array: np.ndarray) -> torch.Tensor:
@@ -76,35 +96,6 @@ class Shards:
     text_column: str
     label_column: str
     encoding: str = "utf-8"
-
-    def read(self, seed: int | None = None, include_paths: bool = False) -> Any:
-        """The shards as one Ray dataset of the two columns (files in a seeded order with `seed`)."""
-        import pyarrow as pa  # type: ignore[import-untyped]
-        import pyarrow.csv as pacsv  # type: ignore[import-untyped]
-        import ray.data
-        from ray.data.datasource import FileShuffleConfig
-
-        ordered_context()
-        shuffle = None if seed is None else FileShuffleConfig(seed=seed, reseed_after_execution=False)
-        files = list(self.files)
-        common: dict[str, Any] = {"shuffle": shuffle, "include_paths": include_paths}
-        if self.suffix == ".parquet":
-            columns = [self.text_column, self.label_column] + (["path"] if include_paths else [])
-            return ray.data.read_parquet(files, **common).select_columns(columns)
-        if self.suffix == ".jsonl":
-            return ray.data.read_json(files, lines=True, file_extensions=["jsonl"], **common)
-        tab = self.suffix == ".tsv"
-        return ray.data.read_csv(
-            files,
-            file_extensions=[self.suffix[1:]],
-            read_options=pacsv.ReadOptions(encoding=self.encoding),
-            parse_options=pacsv.ParseOptions(delimiter="\t" if tab else ",", quote_char=False if tab else '"'),
-            convert_options=pacsv.ConvertOptions(
-                include_columns=[self.text_column, self.label_column],
-                column_types={self.text_column: pa.string(), self.label_column: pa.string()},
-            ),
-            **common,
-        )
 
 
 def table_shards(path: str, text_column: str, label_column: str, encoding: str = "utf-8") -> Shards:
@@ -188,39 +179,35 @@ class TableSplit(StreamedSplit):
         self.shards, self.split, self.fractions = shards, split, fractions
         self.classes, self.named, self.labels = classes, named, labels
 
-    def _batches(self, dataset: Any, batch_size: int, inputs: InputSpec | None, seed: int | None) -> Iterator[Batch]:
+    def _batches(self, batch_size: int, inputs: InputSpec | None, seed: int | None) -> Iterator[Batch]:
         if inputs is None or inputs.tokenizer is None:
             raise ValueError("a streamed text split is read through a text model's tokenizer: give its InputSpec")
-        encoded = dataset.map_batches(
-            _text_rows,
-            batch_size=READ_BATCH,
-            batch_format="pyarrow",
-            fn_kwargs={"split": self, "inputs": inputs},
-        )
+        encoded = files_dataset(self.shards.files, seed, _shard_rows, 1, split=self, inputs=inputs)
         buffer = None if seed is None else SHUFFLE_BUFFER * batch_size
+        digest = tokens_digest(inputs)
         for rows in encoded.iter_batches(
             batch_size=batch_size, batch_format="numpy", local_shuffle_buffer_size=buffer, local_shuffle_seed=seed
         ):
-            values, lengths = tensor(rows["values"]), tensor(rows["length"])
-            yield Batch(tensor(rows["id"]), values=values, lengths=lengths, labels=tensor(rows["label"]))
+            values, lengths, texts = tensor(rows["values"]), tensor(rows["length"]), tuple(rows["text"])
+            yield Batch(tensor(rows["id"]), None, values, lengths, tensor(rows["label"]), texts, digest)
 
     def epoch(self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
         order = seed * 100_003 + epoch
-        return self._batches(self.shards.read(seed=order), batch_size, inputs, order)
+        return self._batches(batch_size, inputs, order)
 
     def chunks(self, batch_size: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
-        return self._batches(self.shards.read(), batch_size, inputs, None)
+        return self._batches(batch_size, inputs, None)
 
     def texts(self, limit: int) -> list[str]:
-        """The first `limit` texts of this split in its fixed order (what a tokenizer trains on)."""
+        """The first `limit` texts of this split in its fixed order (what a tokenizer trains on),
+        read here shard by shard (no Ray)."""
         out: list[str] = []
-        rows = self.shards.read().map_batches(
-            _split_texts, batch_size=READ_BATCH, batch_format="pyarrow", fn_kwargs={"split": self}
-        )
-        for batch in rows.iter_batches(batch_size=READ_BATCH, batch_format="numpy"):
-            out += [str(t) for t in batch["text"][: limit - len(out)]]
-            if len(out) >= limit:
-                break
+        for file in self.shards.files:
+            for table in shard_batches(self.shards, file):
+                texts, _, keep = _rows_of(table, self)
+                out += [t for t, k in zip(texts, keep) if k][: limit - len(out)]
+                if len(out) >= limit:
+                    return out
         return out
 
     def codes(self, texts: list[str]) -> np.ndarray:
@@ -242,9 +229,11 @@ def _rows_of(table: Any, split: TableSplit) -> tuple[list[str], list[Any], np.nd
     return texts, raw, keep
 
 
-def _split_texts(table: Any, split: TableSplit) -> dict[str, np.ndarray]:
-    texts, _, keep = _rows_of(table, split)
-    return {"text": np.array([t for t, k in zip(texts, keep) if k], dtype=object)}
+def _shard_rows(files: dict[str, np.ndarray], split: TableSplit, inputs: InputSpec) -> Iterator[dict[str, np.ndarray]]:
+    """Each named shard's rows of `split`, encoded (`_text_rows`), one record batch at a time."""
+    for file in files["file"]:
+        for table in shard_batches(split.shards, str(file)):
+            yield _text_rows(table, split, inputs)
 
 
 def _text_rows(table: Any, split: TableSplit, inputs: InputSpec) -> dict[str, np.ndarray]:
@@ -261,44 +250,46 @@ def _text_rows(table: Any, split: TableSplit, inputs: InputSpec) -> dict[str, np
         "values": values,
         "length": lengths.numpy(),
         "label": split.label_ids([r for r, k in zip(raw, keep) if k]),
+        "text": np.array(chosen, dtype=object),
     }
 
 
-@dataclass(frozen=True)
-class StreamedSplits:
-    """A streamed source's three splits (as `DataSplits` holds a source in memory) and its
-    fingerprint: over the files (names, sizes, contents) and the split fractions."""
+def shard_batches(shards: Shards, file: str) -> Iterator[Any]:
+    """One shard's text and label columns as pyarrow record batches, read in turn (bounded memory:
+    a Parquet or CSV shard streams; a JSONL shard is read whole, one shard at a time)."""
+    import pyarrow.csv as pacsv  # type: ignore[import-untyped]
+    import pyarrow.json as pajson  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq
 
-    train: StreamedSplit
-    val: StreamedSplit
-    eval: StreamedSplit
-    fingerprint: str
-    source: str
+    columns = [shards.text_column, shards.label_column]
+    if shards.suffix == ".parquet":
+        yield from pq.ParquetFile(file).iter_batches(batch_size=READ_BATCH * 8, columns=columns)
+    elif shards.suffix == ".jsonl":
+        yield from pajson.read_json(file).select(columns).to_batches(READ_BATCH * 8)
+    else:
+        tab = shards.suffix == ".tsv"
+        yield from pacsv.open_csv(
+            file,
+            read_options=pacsv.ReadOptions(encoding=shards.encoding, block_size=1 << 22),
+            parse_options=pacsv.ParseOptions(delimiter="\t" if tab else ",", quote_char=False if tab else '"'),
+            convert_options=pacsv.ConvertOptions(include_columns=columns),
+        )
 
-    @property
-    def num_classes(self) -> int:
-        return self.eval.num_classes
 
-
-def _scan_rows(table: Any, shards: Shards, fractions: tuple[float, float]) -> dict[str, np.ndarray]:
-    """A read batch's split codes and labels (as text; `integer`: the column holds integers), each
-    row checked: a text that is missing or blank, or a missing label, is a DataError naming the file."""
+def _scan_rows(table: Any, shards: Shards, file: str) -> tuple[list[str], list[str], bool]:
+    """A batch's texts and labels (as text; and whether the column holds integers), each row checked:
+    a text that is missing or blank, or a missing label, is a DataError naming the file."""
     import pyarrow as pa
 
     texts = table.column(shards.text_column).to_pylist()
     raw = table.column(shards.label_column).to_pylist()
-    paths = table.column("path").to_pylist()
-    for text, label, path in zip(texts, raw, paths):
+    for text, label in zip(texts, raw):
         if not isinstance(text, str) or not text.strip():
-            raise DataError(f"{path}: a row whose {shards.text_column!r} is empty or not a string")
+            raise DataError(f"{file}: a row whose {shards.text_column!r} is empty or not a string")
         if label is None or (isinstance(label, str) and not label.strip()):
-            raise DataError(f"{path}: a row without a label in column {shards.label_column!r}")
+            raise DataError(f"{file}: a row without a label in column {shards.label_column!r}")
     integer = pa.types.is_integer(table.schema.field(shards.label_column).type)
-    return {
-        "code": split_codes(key_hashes(text_keys(texts)), *fractions),
-        "label": np.array([str(label).strip() for label in raw], dtype=object),
-        "integer": np.full(len(raw), integer),
-    }
+    return texts, [str(label).strip() for label in raw], integer
 
 
 def open_table_stream(
@@ -310,7 +301,8 @@ def open_table_stream(
     val_fraction: float = 0.1,
     eval_fraction: float = 0.2,
 ) -> StreamedSplits:
-    """A text table's shards as three streamed splits, from one streamed scan (module docstring).
+    """A text table's shards as three streamed splits, from one scan of them in this process, shard
+    by shard (pyarrow; no Ray needed, so `congruent check` runs it too).
     Labels follow `read_text_table`'s rule: integers (in CSV/TSV: all digit strings) are class ids
     0..C−1 (or below `num_classes`); otherwise names, sorted."""
     from workers.data.text import integer_classes
@@ -320,20 +312,19 @@ def open_table_stream(
     names: dict[str, int] = {}  # each distinct label, numbered in order of appearance
     local: list[list[np.ndarray]] = [[np.zeros(0, np.int32)] for _ in range(3)]  # per split, chunks of those
     kinds: set[bool] = set()
-    scan = shards.read(include_paths=True).map_batches(
-        _scan_rows, batch_size=READ_BATCH, batch_format="pyarrow", fn_kwargs={"shards": shards, "fractions": fractions}
-    )
-    try:
-        for rows in scan.iter_batches(batch_size=READ_BATCH * 4, batch_format="numpy"):
-            numbers = np.array([names.setdefault(label, len(names)) for label in rows["label"]], dtype=np.int32)
-            kinds.update(bool(k) for k in np.unique(rows["integer"]))
-            for code in (TRAIN, VAL, EVAL):
-                local[code].append(numbers[rows["code"] == code])
-    except Exception as e:
-        error = data_error(e)
-        if error is None:
-            raise
-        raise error from None
+    import pyarrow as pa
+
+    for file in shards.files:
+        try:
+            for batch in shard_batches(shards, file):
+                texts, labels, integer = _scan_rows(batch, shards, file)
+                codes = split_codes(key_hashes(text_keys(texts)), *fractions)
+                numbers = np.array([names.setdefault(label, len(names)) for label in labels], dtype=np.int32)
+                kinds.add(integer)
+                for code in (TRAIN, VAL, EVAL):
+                    local[code].append(numbers[codes == code])
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
+            raise DataError(f"{file}: cannot read ({first_line(e)})") from None
     if len(kinds) > 1:
         raise DataError(f"{path}: labels mix integers and strings across shards; use one kind")
     distinct = list(names)
@@ -350,9 +341,9 @@ def open_table_stream(
         remap = np.array([classes.index(n) for n in distinct], dtype=np.int64)
     splits = []
     for code, name in ((TRAIN, "train"), (VAL, "val"), (EVAL, "eval")):
-        labels = torch.from_numpy(remap[np.concatenate(local[code])])
-        if len(labels) == 0:
+        ids = torch.from_numpy(remap[np.concatenate(local[code])])
+        if len(ids) == 0:
             raise DataError(f"{path}: no samples fall in the {name} split; too few distinct texts")
-        splits.append(TableSplit(shards, code, fractions, classes, not integer, labels))
+        splits.append(TableSplit(shards, code, fractions, classes, not integer, ids))
     root = os.path.commonpath([os.path.dirname(f) for f in shards.files])
     return StreamedSplits(splits[0], splits[1], splits[2], split_fingerprint(shards.files, root, fractions), path)

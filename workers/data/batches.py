@@ -31,6 +31,8 @@ class Batch:
     values: torch.Tensor | None = None
     lengths: torch.Tensor | None = None
     labels: torch.Tensor | None = None
+    texts: tuple[str, ...] | None = None  # streamed text: the texts, for a model with another tokenizer
+    tokens_of: str | None = None  # streamed text: the digest of the tokenizer `values` come from
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -43,7 +45,9 @@ class Batch:
             return None if t is None else t[window]
 
         draws = None if self.draws is None else self.draws.take(window)
-        return Batch(self.indices[window], draws, part(self.values), part(self.lengths), part(self.labels))
+        texts = None if self.texts is None else self.texts[window]
+        values, lengths, labels = part(self.values), part(self.lengths), part(self.labels)
+        return Batch(self.indices[window], draws, values, lengths, labels, texts, self.tokens_of)
 
     def nbytes(self) -> int:
         """Bytes this request carries (indices and draws)."""

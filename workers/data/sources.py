@@ -13,7 +13,7 @@ import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
@@ -57,6 +57,7 @@ class ImageSet:
     images: torch.Tensor
     labels: torch.Tensor
     classes: tuple[str, ...] = field(default=())
+    modality: ClassVar[str] = "image"
 
     def __post_init__(self) -> None:
         if self.images.dtype != torch.uint8 or self.images.ndim != 4:

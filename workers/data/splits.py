@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from workers.data.sources import DataError, ImageSet, load_images
+from workers.data.stream import StreamedSplit
 from workers.data.text import (
     TEXT_FORMATS,
     TextSet,
@@ -32,9 +33,9 @@ class DataSplits:
     between any two versions is defined. Subsets change `train` and `val` only.
     """
 
-    train: Samples
-    val: Samples
-    eval: Samples
+    train: Samples | StreamedSplit
+    val: Samples | StreamedSplit
+    eval: Samples | StreamedSplit
     fingerprint: str
     source: str
     subset: str
@@ -45,17 +46,21 @@ class DataSplits:
 
     @property
     def modality(self) -> str:
-        return "text" if isinstance(self.eval, TextSet) else "image"
+        return "text" if isinstance(self.eval, TextSet) else self.eval.modality
+
+    @property
+    def streamed(self) -> bool:
+        return isinstance(self.eval, StreamedSplit)
 
     @property
     def in_channels(self) -> int:
-        assert isinstance(self.eval, ImageSet), "text has no channels"
-        return self.eval.in_channels
+        assert self.modality == "image", "text has no channels"
+        return self.eval.in_channels  # type: ignore[union-attr]  # an ImageSet or a streamed image split
 
     @property
     def image_size(self) -> int:
-        assert isinstance(self.eval, ImageSet), "text has no image size"
-        return self.eval.image_size
+        assert self.modality == "image", "text has no image size"
+        return self.eval.image_size  # type: ignore[union-attr]
 
 
 def fingerprint(data: Samples) -> str:

@@ -18,6 +18,7 @@ split in memory: augmented and normalised images, or token ids cut to the batch'
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ class StreamedSplit(ABC):
     classes: tuple[str, ...]
     labels: torch.Tensor
     modality: str
+    in_channels: int = 0  # images: channels and side of every decoded image (0 for text)
+    image_size: int = 0
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -52,36 +55,72 @@ class StreamedSplit(ABC):
         """Every sample once, in the fixed order of `labels`, carrying its values (no draws)."""
 
 
+@dataclass(frozen=True, eq=False)
+class StreamedSplits:
+    """A streamed source's three splits and its fingerprint (over the files' names, sizes and
+    contents, and the split fractions): equal, and hashed, by fingerprint and source, so a job's
+    `DataRequest` that carries it stays a cache key."""
+
+    train: StreamedSplit
+    val: StreamedSplit
+    eval: StreamedSplit
+    fingerprint: str
+    source: str
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StreamedSplits) and (self.fingerprint, self.source) == (
+            other.fingerprint,
+            other.source,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.fingerprint, self.source))
+
+
+def tokens_digest(inputs: InputSpec) -> str:
+    """What token ids depend on: the tokenizer, the cut and the special tokens; 16 hex digits."""
+    key = f"{inputs.tokenizer}\0{inputs.max_length}\0{inputs.add_special_tokens}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class StreamedInputs:
-    """How a model reads batches that carry their samples: images normalised by `mean`/`std`
-    (the reading model's InputSpec; none: the fixed map to [−1, 1]) on `device`."""
+    """How a model that reads `inputs` takes batches that carry their samples, on `device`: images
+    normalised by its mean/std (none: the fixed map to [−1, 1]); text as the stream's token ids
+    when they come from its tokenizer, else its tokenizer run on the batch's texts."""
 
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
+    inputs: InputSpec | None = None
     device: torch.device = torch.device("cpu")
 
     def to(self, device: torch.device | str) -> StreamedInputs:
-        return StreamedInputs(self.mean, self.std, torch.device(device))
+        return StreamedInputs(self.inputs, torch.device(device))
 
     def batch(self, batch: Batch) -> torch.Tensor:
         """The batch as model input on this device: its images augmented by its draws and
         normalised, or its token ids cut to its longest sample."""
         if batch.values is None:
             raise ValueError("a streamed split's batch carries its samples; this one has none")
-        values = batch.values.to(self.device)
+        spec = self.inputs
         if batch.lengths is not None:
-            longest = max(1, int(batch.lengths.max())) if len(batch.lengths) else 1
-            return values[:, :longest].long()
+            values, lengths = batch.values, batch.lengths
+            if spec is not None and batch.tokens_of != tokens_digest(spec):
+                assert batch.texts is not None, "a streamed text batch carries its texts"
+                from workers.data.tokenizer import encode_texts
+
+                values, lengths = encode_texts(spec, batch.texts)
+            longest = max(1, int(lengths.max())) if len(lengths) else 1
+            return values[:, :longest].to(self.device).long()
+        values = batch.values.to(self.device)
         if batch.draws is not None:
             values = apply_augmentation(values, batch.draws)
-        return to_model_input(values, self.mean, self.std)
+        mean, std = (None, None) if spec is None else (spec.mean, spec.std)
+        return to_model_input(values, mean, std)
 
 
 def streamed_inputs(split: StreamedSplit, inputs: InputSpec | None) -> StreamedInputs:
-    """How a model with `inputs` reads `split`'s batches (images: its normalisation)."""
+    """How a model with `inputs` reads `split`'s batches."""
     if inputs is not None and inputs.modality != split.modality:
         raise ValueError(f"a model that reads {inputs.modality} cannot read {split.modality}")
     if split.modality == "text" and (inputs is None or inputs.tokenizer is None):
         raise ValueError("text is read through a text model's tokenizer: give its InputSpec")
-    return StreamedInputs() if inputs is None else StreamedInputs(inputs.mean, inputs.std)
+    return StreamedInputs(inputs)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers.data.input_spec import InputSpec
+from workers.data.stream import StreamedSplits
 from workers.training.config import TrainConfig
 from workers.training.objectives import Objective
 
@@ -28,6 +29,11 @@ class DataRequest:
     label_column: str = "label"
     encoding: str = "utf-8"
     image_size: int | None = None  # images resized and centre-cropped to image_size² (None: as stored)
+    streaming: bool | str = False  # as the spec says: true, false or "auto" (preflight decides)
+    streamed: StreamedSplits | None = None  # the streamed splits preflight opened (then no process loads the data)
+
+
+STREAM_FIELDS = ("streaming", "streamed")  # DataRequest fields that are not load_splits' arguments
 
 
 @dataclass(frozen=True)

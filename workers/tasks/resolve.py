@@ -5,7 +5,7 @@ split."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, replace
+from dataclasses import fields, replace
 from functools import lru_cache
 
 import torch
@@ -14,19 +14,25 @@ from workers.data import DataSplits, load_splits
 from workers.data.encoded import encode
 from workers.data.input_spec import InputSpec
 from workers.data.splits import fingerprint
+from workers.data.stream import StreamedInputs, StreamedSplit
 from workers.models.checkpoints import CheckpointError, ModelSettings, classes_seen_of, load_model
 from workers.models.hf import hf_directory, pretrained_state, read_directory
 from workers.models.predict import predict_logits
 from workers.models.starting_weights import freeze_backbone, initialise, load_weights
 from workers.names import is_hf
 from workers.storage import fetch_checkpoint
-from workers.tasks.records import DataRequest, TrainJob
+from workers.tasks.records import STREAM_FIELDS, DataRequest, TrainJob
 from workers.teachers.frozen import FrozenModels, LocalReferences
 
 
 @lru_cache(maxsize=2)
 def cached_splits(request: DataRequest) -> DataSplits:
-    return load_splits(**asdict(request))
+    """The request's splits: loaded here (once per process), or the streamed splits the driver
+    opened and the request carries (their samples are read as batches, never held)."""
+    streamed = request.streamed
+    if streamed is not None:
+        return DataSplits(streamed.train, streamed.val, streamed.eval, streamed.fingerprint, streamed.source, "all")
+    return load_splits(**{f.name: getattr(request, f.name) for f in fields(request) if f.name not in STREAM_FIELDS})
 
 
 @lru_cache(maxsize=4)
@@ -36,6 +42,9 @@ def content_key(request: DataRequest) -> str:
     reused and never retrained, while a changed dataset under the same spec trains afresh. (The
     eval split's own fingerprint, `DataSplits.fingerprint`, names the split versions are compared on.)"""
     splits = cached_splits(request)
+    if request.streamed is not None:  # its fingerprint is over the files and the split fractions
+        return hashlib.sha256(f"streamed {splits.fingerprint}".encode()).hexdigest()[:16]
+    assert not isinstance(splits.train, StreamedSplit) and not isinstance(splits.val, StreamedSplit)
     parts = (fingerprint(splits.train), fingerprint(splits.val), splits.fingerprint)
     return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
 
@@ -98,6 +107,8 @@ def local_references(job: TrainJob) -> LocalReferences | None:
         return None
     train = cached_splits(job.data).train
     device = torch.device(job.config.device)
+    if isinstance(train, StreamedSplit):  # each group reads the student's streamed batches as it reads
+        return LocalReferences(**{name: _frozen(job, uris, device) for name, uris in job.teachers})
     images_on_device: list[torch.Tensor] = []  # one device copy of the uint8 images, shared by the groups
     groups = {}
     for name, uris in job.teachers:
@@ -112,6 +123,16 @@ def local_references(job: TrainJob) -> LocalReferences | None:
             split = replace(split, values=images_on_device[0])
         groups[name] = FrozenModels([model for model, _ in loaded], device, job.config.precision, split)
     return LocalReferences(**groups)
+
+
+def _frozen(job: TrainJob, uris: tuple[str, ...], device: torch.device) -> FrozenModels:
+    """A teacher group of checkpoints that read streamed batches through their own InputSpec."""
+    loaded = [load_model(fetch_checkpoint(uri), job.allow_user_factories) for uri in uris]
+    specs = {settings.inputs for _, settings in loaded}
+    if len(specs) > 1:
+        raise ValueError(f"the models of a teacher group read different inputs: {', '.join(uris)}")
+    reader = StreamedInputs(specs.pop())
+    return FrozenModels([model for model, _ in loaded], device, job.config.precision, reader=reader)
 
 
 @lru_cache(maxsize=4)

@@ -14,6 +14,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from workers.data import Batch
 from workers.data.encoded import EncodedSplit
+from workers.data.stream import StreamedInputs
 from workers.errors import first_line
 from workers.models.predict import placed
 from workers.runtime import autocast
@@ -50,7 +51,8 @@ class FrozenModels:
     φ_ens(x) = (1/m) Σ_i φ^(i)(x) (the ensemble of ELODI; with one model, that model).
     With `precision` "bf16" the forward passes run under bf16 autocast; the mean is fp32 either
     way. Given `split` (the training split as these models read it: text through their own
-    tokenizer), a batch is read from it (`of_batch`) instead of the student's inputs.
+    tokenizer), a batch is read from it (`of_batch`) instead of the student's inputs; given
+    `reader`, a streamed batch (one that carries its samples) is read through it.
 
     m > 1 models of one architecture (same class, same parameter and buffer shapes) run as one
     batched model: their parameters and buffers stacked (`torch.func.stack_module_state`) and one
@@ -66,12 +68,14 @@ class FrozenModels:
         precision: str = "fp32",
         split: EncodedSplit | None = None,
         stack: bool = True,
+        reader: StreamedInputs | None = None,
     ) -> None:
         if not models:
             raise ValueError("FrozenModels needs at least one model")
         self.device = torch.device(device)
         self.precision = precision
         self.split = None if split is None else split.to(self.device)
+        self.reader = None if reader is None else reader.to(self.device)
         self.cache: LogitCache | None = None
         self.models = [
             m.to(self.device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
@@ -111,6 +115,8 @@ class FrozenModels:
     def of_batch(self, inputs: torch.Tensor, batch: Batch | None) -> torch.Tensor:
         """The mean logits of the training batch: read from `split` when held (and, for inputs
         without augmentation, computed once per sample: `LogitCache`), else from `inputs`."""
+        if self.reader is not None and batch is not None and batch.values is not None:
+            return self(self.reader.batch(batch))  # a streamed batch, read as these models read
         split = self.split
         if split is None or batch is None:
             return self(inputs)

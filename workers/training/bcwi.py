@@ -10,6 +10,7 @@ from torch import nn
 
 from workers.data.encoded import Samples, encode
 from workers.data.input_spec import InputSpec
+from workers.data.stream import StreamedSplit
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models.predict import predict_logits
 
@@ -66,7 +67,7 @@ class BcwiChoice:
 def select_bcwi(
     old: nn.Module,
     tuned: nn.Module,
-    val: Samples,
+    val: Samples | StreamedSplit,
     alphas: Sequence[float],
     er_tolerance: float,
     device: str | torch.device = "cpu",
@@ -78,13 +79,13 @@ def select_bcwi(
     the fidelity benchmark alike."""
     old_state = {k: v.detach().clone() for k, v in old.state_dict().items()}
     tuned_state = {k: v.detach().clone() for k, v in tuned.state_dict().items()}
-    encoded = encode(val, inputs)
-    old_val = predict_logits(old.to(device), encoded, device=device)
+    encoded = val if isinstance(val, StreamedSplit) else encode(val, inputs)
+    old_val = predict_logits(old.to(device), encoded, device=device, inputs=inputs)
     probe = tuned.to(device)
 
     def evaluate(state: dict[str, torch.Tensor]) -> tuple[float, float]:
         probe.load_state_dict(state)
-        logits = predict_logits(probe, encoded, device=device)
+        logits = predict_logits(probe, encoded, device=device, inputs=inputs)
         return error_rate(logits, val.labels), negative_flip_rate(old_val, logits, val.labels)
 
     alpha, sweep = sweep_bcwi(old_state, tuned_state, evaluate, alphas, er_tolerance)

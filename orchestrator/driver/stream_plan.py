@@ -1,0 +1,135 @@
+"""Whether a spec's data is streamed, settled in preflight, and what a streamed source supports.
+
+`data.streaming: auto` streams a glob of text-table shards always, and an ImageFolder tree or one
+table file when its in-memory footprint (`in_memory_bytes`) is above STREAMING_BUDGET_BYTES or a
+quarter of the memory available to this process, whichever is less. `streaming: false` on data
+whose footprint is above the memory available fails here, with the figure, instead of in an OOM
+kill. The driver opens a streamed source here — the file list, a decoded sample, a text table's
+label scan — and the `DataRequest` carries the opened splits to every worker.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from pipelines.spec import SpecError, UpdateSpec
+from workers.data.stream import StreamedSplits
+from workers.data.text import TEXT_FORMATS
+from workers.tasks.records import DataRequest
+
+STREAMING_BUDGET_BYTES = 2 << 30  # pipelines/sections.py DataSpec.streaming states this figure
+TEXT_MEMORY_FACTOR = 4  # a table in memory: texts as Python strings plus their token ids, ≈ 4× its bytes
+GiB = float(1 << 30)
+
+
+def available_memory() -> int:
+    """Bytes this process may still use: MemAvailable, or less under a cgroup (v1 or v2) limit."""
+    available = 1 << 62
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
+        try:
+            limit, usage = Path(limit_file).read_text().strip(), Path(usage_file).read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and int(limit) < 1 << 60:
+            available = min(available, max(0, int(limit) - int(usage)))
+    return available
+
+
+def streamable(request: DataRequest) -> bool:
+    """Whether the source can be streamed: a table file or a glob of shards, or an ImageFolder tree."""
+    source = request.source
+    if source in ("fashion-mnist", "tweet-sentiment") or source.startswith("s3://"):
+        return False
+    if source.lower().endswith(TEXT_FORMATS):
+        return True
+    path = Path(source)
+    return path.is_dir() and not any(path.glob("train-images-idx3-ubyte*"))
+
+
+def in_memory_bytes(request: DataRequest) -> int:
+    """What the in-memory path would hold in one process: a table's bytes × TEXT_MEMORY_FACTOR, or
+    an image tree's files × 3 channels × side² (side: data.image_size, else 256)."""
+    source = request.source
+    if source.lower().endswith(TEXT_FORMATS):
+        files = glob.glob(source) if any(c in source for c in "*?[") else [source]
+        return TEXT_MEMORY_FACTOR * sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+    side = request.image_size or 256
+    count = sum(1 for p in Path(source).rglob("*") if p.is_file())
+    return count * 3 * side * side
+
+
+def settle_streaming(request: DataRequest) -> DataRequest:
+    """The request with `streaming` decided (True/False) and, when True, its source opened
+    (`streamed`); SpecError for a source that cannot stream, or in-memory data that cannot fit."""
+    wanted = request.streaming
+    glob_of_shards = any(c in request.source for c in "*?[")
+    if wanted is True and not streamable(request):
+        raise SpecError(
+            f"data.streaming: {request.source} is read whole; a stream reads an ImageFolder tree or text tables"
+        )
+    if wanted == "auto":
+        if not streamable(request):
+            return replace(request, streaming=False)
+        budget = min(STREAMING_BUDGET_BYTES, available_memory() // 4)
+        wanted = glob_of_shards or in_memory_bytes(request) > budget
+    if wanted is False:
+        if glob_of_shards:
+            raise SpecError("data.streaming: false, but a glob of shards is only read as a stream")
+        if streamable(request):
+            need, have = in_memory_bytes(request), available_memory()
+            if need > have:
+                raise SpecError(
+                    f"data.streaming: false needs about {need / GiB:.1f} GiB to hold {request.source} in memory, "
+                    f"{have / GiB:.1f} GiB are available; set streaming: true"
+                )
+        return replace(request, streaming=False)
+    return replace(request, streaming=True, streamed=open_streamed(request))
+
+
+def open_streamed(request: DataRequest) -> StreamedSplits:
+    """The request's source opened as streamed splits (DataError for unusable data)."""
+    from orchestrator.driver.image_streams import open_image_stream
+    from orchestrator.driver.streams import open_table_stream
+
+    fractions = {"val_fraction": request.val_fraction, "eval_fraction": request.eval_fraction}
+    if request.source.lower().endswith(TEXT_FORMATS):
+        return open_table_stream(
+            request.source,
+            request.text_column,
+            request.label_column,
+            request.encoding,
+            request.num_classes,
+            **fractions,
+        )
+    return open_image_stream(request.source, request.num_classes, request.image_size, **fractions)
+
+
+def stream_problems(spec: UpdateSpec, request: DataRequest, pool_actors: int) -> list[str]:
+    """What a streamed source does not support yet, one line each."""
+    if request.streamed is None:
+        return []
+    data, resources = spec.data, spec.resources
+    found = []
+    if data.subset != "all" or data.train_limit is not None or data.eval_limit is not None:
+        found.append("data: subset, train_limit and eval_limit need the data in memory (data.streaming: false)")
+    if pool_actors:
+        found.append(
+            "resources.teacher_actors: on a streamed source the teachers run in the student's task; "
+            "set teacher_actors: 0 (the pool's actors hold the training split)"
+        )
+    if resources.replica.pack > 1 or resources.replica.workers > 1 or resources.student.workers > 1:
+        found.append("resources: packed replicas and data-parallel workers read a split in memory; pack 1, workers 1")
+    return found
