@@ -72,11 +72,13 @@ def write_image_folder(folder: Path, count: int) -> None:
         Image.fromarray(pool.images[i, 0].numpy()).save(folder / label / f"{i:06d}.png")
 
 
-def rate(result: object) -> float:
-    """Samples/s over a training's epochs (each epoch's samples over its seconds, pooled)."""
+def rates(result: object) -> tuple[float, float]:
+    """Samples/s of a training's first epoch, and of the later ones pooled (steady state: a
+    streamed source's first epoch also starts its Ray Data reader processes)."""
     history = result.history  # type: ignore[attr-defined]
-    seconds = sum(h.seconds for h in history)
-    return sum(h.samples_per_second * h.seconds for h in history) / seconds
+    later = history[1:]
+    seconds = sum(h.seconds for h in later)
+    return history[0].samples_per_second, sum(h.samples_per_second * h.seconds for h in later) / seconds
 
 
 def text_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -111,7 +113,7 @@ def text_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], dict[str
                     "data": "tweets",
                     "training": "plain text-linear" if method == "none" else "ELODI student, 2 teachers",
                     "path": where,
-                    "samples_per_second": rate(result),
+                    **dict(zip(("first_epoch_samples_per_second", "samples_per_second"), rates(result))),
                     "wall_seconds": time.perf_counter() - started,
                 }
             )
@@ -141,7 +143,7 @@ def image_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], float]:
                 "data": "Fashion-MNIST PNGs",
                 "training": "plain small-cnn",
                 "path": where,
-                "samples_per_second": rate(result),
+                **dict(zip(("first_epoch_samples_per_second", "samples_per_second"), rates(result))),
                 "wall_seconds": time.perf_counter() - started,
             }
         )
@@ -151,10 +153,14 @@ def image_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3, help="at least 2: the first is reported apart")
     parser.add_argument("--images", type=int, default=12000)
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--report", action="store_true", help=f"only rewrite the section from {RESULTS}")
     args = parser.parse_args()
+    if args.report:
+        write_section(args.out, HEADING, report(json.loads(RESULTS.read_text())))
+        return
     torch.set_num_threads(1)
     ray.init(num_cpus=os.cpu_count() or 2, logging_level=logging.ERROR, include_dashboard=False)
     with tempfile.TemporaryDirectory(prefix="congruent-stream-") as tmp:
@@ -186,6 +192,7 @@ def report(results: dict) -> str:
     rows, table = results["rows"], []
     for memory, streamed in zip(rows[::2], rows[1::2]):
         ratio = streamed["samples_per_second"] / memory["samples_per_second"]
+        first = streamed["first_epoch_samples_per_second"] / memory["first_epoch_samples_per_second"]
         table.append(
             [
                 memory["data"],
@@ -193,19 +200,37 @@ def report(results: dict) -> str:
                 f"{memory['samples_per_second']:,.0f}",
                 f"{streamed['samples_per_second']:,.0f}",
                 f"**{ratio:.2f}×**",
+                f"{first:.2f}×",
             ]
         )
+    headers = [
+        "data",
+        "training",
+        "in memory, samples/s",
+        "streamed, samples/s",
+        "streamed / in memory",
+        "first epoch: streamed / in memory",
+    ]
+    pairs = list(zip(rows[::2], rows[1::2]))
+    text = [streamed["samples_per_second"] / memory["samples_per_second"] for memory, streamed in pairs]
+    verdicts = "; ".join(
+        f"{memory['training']} {ratio:.2f}× ({'met' if ratio >= 0.7 else 'missed'})"
+        for memory, ratio in zip(rows[::2], text)
+        if memory["data"] == "tweets"
+    )
     sizes = results["tweet_splits"]
     return f"""Command: `python -m benchmarks.streaming --epochs {results["epochs"]}`, {results["date"]}, \
 {results["machine"]}, torch {results["torch"]}, Ray {results["ray"]}, one run; raw figures in \
 `{RESULTS}`. Tweets: {sizes["train"]:,} train samples (hash split), 8 parquet shards; images: \
 Fashion-MNIST as an ImageFolder of PNGs. The torch threads are one; Ray Data's readers use the \
-other core.
+other core. Samples/s are over epochs 2–{results["epochs"]} (steady state); a streamed source's first \
+epoch also starts its reader processes (a few seconds, once per worker process), shown apart.
 
-{markdown_table(["data", "training", "in memory, samples/s", "streamed, samples/s", "streamed / in memory"], table)}
+{markdown_table(headers, table)}
 
 One core decodes **{results["png_decode_per_core"]:,.0f} PNGs/s** (28×28 grey: PIL → pixels → uint8 \
-tensor), the bound of a streamed image source per reading core. Both paths train on the same samples \
+tensor), the bound of a streamed image source per reading core. Target for text, streamed ≥ 0.7× in \
+memory: {verdicts}. Both paths train on the same samples \
 (checked: the streamed split's labels equal the in-memory split's, same membership and class list).
 """
 

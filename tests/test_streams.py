@@ -255,3 +255,35 @@ def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_pa
     assert v2.registered_version == "2" and v2.student is not None and v2.student.teacher_batches is None
     assert v2.n_eval == v1.n_eval and v2.fingerprint == v1.fingerprint
     assert 0 <= v2.metrics["vs_old"]["nfr"] < 0.15 and v2.metrics["error_rate"] < 0.45
+
+
+def test_the_streaming_benchmark_reports_each_ratio_and_the_text_target():
+    from benchmarks.streaming import report
+
+    def row(data, training, path, rate, first):
+        return {
+            "data": data,
+            "training": training,
+            "path": path,
+            "samples_per_second": rate,
+            "first_epoch_samples_per_second": first,
+        }
+
+    results = {
+        "epochs": 3,
+        "date": "2026-11-27",
+        "machine": "2 CPU cores",
+        "torch": "t",
+        "ray": "r",
+        "tweet_splits": {"train": 100, "val": 10, "eval": 20},
+        "png_decode_per_core": 3000.0,
+        "rows": [
+            row("tweets", "plain", "in memory", 1000.0, 900.0),
+            row("tweets", "plain", "streamed", 650.0, 300.0),
+            row("tweets", "elodi", "in memory", 400.0, 400.0),
+            row("tweets", "elodi", "streamed", 300.0, 200.0),
+        ],
+    }
+    text = report(results)
+    assert "| tweets | plain | 1,000 | 650 | **0.65×** | 0.33× |" in text
+    assert "plain 0.65× (missed); elodi 0.75× (met)" in text

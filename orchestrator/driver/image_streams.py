@@ -30,7 +30,7 @@ from workers.data.stream import StreamedSplit, StreamedSplits
 from workers.errors import first_line
 
 IMAGE_FORMATS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
-DECODE_BATCH = 64  # images one reading task decodes at a time
+DECODE_BATCH = 256  # images one reading task decodes at a time
 SAMPLED = 32  # images preflight decodes to learn the tree's channels (and size, without image_size)
 
 

@@ -69,7 +69,8 @@ def files_dataset(files: Sequence[str], seed: int | None, read: Callable[..., An
     ordered_context()
     order = list(files) if seed is None else [files[i] for i in np.random.default_rng(seed).permutation(len(files))]
     names = ray.data.from_items([{"file": name} for name in order])
-    return names.map_batches(read, batch_size=batch, num_cpus=0, concurrency=READERS, fn_kwargs=kwargs)
+    pool = ray.data.TaskPoolStrategy(size=READERS)
+    return names.map_batches(read, batch_size=batch, num_cpus=0, compute=pool, fn_kwargs=kwargs)
 
 
 def tensor(array: np.ndarray) -> torch.Tensor:

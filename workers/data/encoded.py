@@ -10,8 +10,8 @@ never ask which modality they hold:
 - text: token ids from the model's own tokenizer (int32 N×L, 0 = padding), computed once per
   (tokenizer, split) and cached; a batch is cut to its longest sample (the models mask padding).
 
-A source larger than memory would implement the same three answers over a stream (for example
-Ray Data blocks indexed by sample id) instead of one tensor; see docs/architecture.md.
+A source larger than memory is a `StreamedSplit` instead (workers/data/stream.py): its batches carry
+their samples, and `StreamedInputs` answers `batch` for them; see docs/architecture.md.
 """
 
 from __future__ import annotations
