@@ -341,8 +341,9 @@ class TuneSpec(_Strict):
 
 
 class TokenizerSpec(_Strict):
-    """Text data only: each version's tokenizer, trained on its train split (Hugging Face
-    `tokenizers`) and saved in its checkpoints and registered version."""
+    """Text data only: each version's tokenizer, trained on its train split (a streamed split: its
+    first 200,000 texts, in the split's fixed order; Hugging Face `tokenizers`) and saved in its
+    checkpoints and registered version."""
 
     kind: Literal["wordpiece", "bpe"] = Field("wordpiece", description="WordPiece or byte-pair encoding")
     vocab_size: int = Field(8000, ge=100, le=1_000_000, description="the vocabulary's size at most")

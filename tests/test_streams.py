@@ -232,7 +232,8 @@ def test_what_a_stream_does_not_support_is_one_line_each(tmp_path, tweet_shards)
 def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_path, tweet_shards):
     """v1 and v2 (text-linear; v2 with ELODI m 2 and the legacy term, teachers in the student's
     task: the old model reads the streamed batches' texts through v1's own tokenizer, which differs
-    from v2's) on parquet shards that no process loads; both registered, v2 with its NFR against v1."""
+    from v2's) on parquet shards that no process loads; both registered, v2 with its NFR against v1;
+    the shards read on both nodes of the cluster."""
     from conftest import run_update
 
     folder, _ = tweet_shards
@@ -255,6 +256,11 @@ def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_pa
     assert v2.registered_version == "2" and v2.student is not None and v2.student.teacher_batches is None
     assert v2.n_eval == v1.n_eval and v2.fingerprint == v1.fingerprint
     assert 0 <= v2.metrics["vs_old"]["nfr"] < 0.15 and v2.metrics["error_rate"] < 0.45
+    from ray.util.state import list_tasks
+
+    named = [("name", "=", "MapBatches(_shard_rows)")]
+    readers = list_tasks(filters=named, limit=10_000, raise_on_missing_output=False)
+    assert len({task.node_id for task in readers}) == 2, "the replicas' readers run beside them, on both nodes"
 
 
 def test_the_streaming_benchmark_reports_each_ratio_and_the_text_target():
@@ -287,3 +293,13 @@ def test_the_streaming_benchmark_reports_each_ratio_and_the_text_target():
     text = report(results)
     assert "| tweets | plain | 1,000 | 650 | **0.65×** | 0.33× |" in text
     assert "plain 0.65× (missed); elodi 0.75× (met)" in text
+
+
+def test_the_spec_reference_states_the_streaming_bounds_the_code_uses():
+    from orchestrator.driver.model_inputs import TOKENIZER_SAMPLE
+    from orchestrator.driver.stream_plan import STREAMING_BUDGET_BYTES
+    from pipelines.sections import DataSpec, TokenizerSpec
+
+    assert f"first {TOKENIZER_SAMPLE:,} texts" in (TokenizerSpec.__doc__ or "")
+    described = str(DataSpec.model_fields["streaming"].description)
+    assert f"more than {STREAMING_BUDGET_BYTES >> 30} GiB in memory" in described
