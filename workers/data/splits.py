@@ -49,10 +49,6 @@ class DataSplits:
         return "text" if isinstance(self.eval, TextSet) else self.eval.modality
 
     @property
-    def streamed(self) -> bool:
-        return isinstance(self.eval, StreamedSplit)
-
-    @property
     def in_channels(self) -> int:
         assert self.modality == "image", "text has no channels"
         return self.eval.in_channels  # type: ignore[union-attr]  # an ImageSet or a streamed image split

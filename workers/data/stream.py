@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -55,26 +55,17 @@ class StreamedSplit(ABC):
         """Every sample once, in the fixed order of `labels`, carrying its values (no draws)."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class StreamedSplits:
     """A streamed source's three splits and its fingerprint (over the files' names, sizes and
     contents, and the split fractions): equal, and hashed, by fingerprint and source, so a job's
     `DataRequest` that carries it stays a cache key."""
 
-    train: StreamedSplit
-    val: StreamedSplit
-    eval: StreamedSplit
+    train: StreamedSplit = field(compare=False)
+    val: StreamedSplit = field(compare=False)
+    eval: StreamedSplit = field(compare=False)
     fingerprint: str
     source: str
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, StreamedSplits) and (self.fingerprint, self.source) == (
-            other.fingerprint,
-            other.source,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.fingerprint, self.source))
 
 
 def tokens_digest(inputs: InputSpec) -> str:
