@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable
 
@@ -40,10 +41,19 @@ def ray_address(
     what: str = "GCS address of a Ray cluster to join, e.g. 127.0.0.1:6379 (default: RAY_ADDRESS, "
     "else Ray starts inside this command)",
 ) -> argparse.ArgumentParser:
-    """--ray-address: the GCS address of a running Ray cluster, for commands that run Ray work here."""
+    """--ray-address: the GCS address of a running Ray cluster, for commands that run Ray work here.
+    Given, it is RAY_ADDRESS for the whole command (preflight then counts no local trainers)."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--ray-address", metavar="HOST:PORT", default=None, help=what)
+    parent.add_argument("--ray-address", metavar="HOST:PORT", default=None, help=what, action=_RayAddress)
     return parent
+
+
+class _RayAddress(argparse.Action):
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: object, option: object = None
+    ) -> None:
+        os.environ["RAY_ADDRESS"] = str(value)
+        setattr(namespace, self.dest, value)
 
 
 def jobs_address() -> argparse.ArgumentParser:

@@ -41,11 +41,26 @@ def connect(ray_address: str | None, dashboard: bool = False, worker_logs: bool 
         ray.init(
             address="local",
             num_cpus=os.cpu_count(),
+            object_store_memory=object_store_bytes(),
             include_dashboard=dashboard,
             logging_level=logging.WARNING,
             runtime_env=runtime_env,
             log_to_driver=worker_logs,
         )
+
+
+def object_store_bytes() -> int | None:
+    """The embedded Ray's object store under a cgroup memory limit: Ray's default share (30 %) of
+    that limit, not of the machine's memory, which Ray reads from outside the cgroup. None (Ray's
+    own default) without a limit."""
+    from ray._private.ray_constants import DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, OBJECT_STORE_MINIMUM_MEMORY_BYTES
+
+    from orchestrator.driver.stream_plan import memory_limit
+
+    limit = memory_limit()
+    if limit is None:
+        return None
+    return max(OBJECT_STORE_MINIMUM_MEMORY_BYTES, int(limit * DEFAULT_OBJECT_STORE_MEMORY_PROPORTION))
 
 
 def quiet_local_auth() -> None:

@@ -151,11 +151,11 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
     spec = spec.with_absolute_paths()
     # a user factory imports here, not in a worker
     found.attempt("arch", lambda: resolve_factory(spec.arch, spec.allow_user_factories), (ModelError,))
-    from orchestrator.driver.stream_plan import settle_streaming, stream_problems
+    from orchestrator.driver.stream_plan import in_memory_holders, settle_streaming, stream_problems
 
     def settled() -> DataRequest:  # streaming decided; a streamed source opened (its files listed, scanned)
         try:
-            return settle_streaming(data_request(spec))
+            return settle_streaming(data_request(spec), in_memory_holders(spec))
         except DataError as e:
             raise SpecError(*(f"data: {line}" for line in problems_of(e))) from None
 

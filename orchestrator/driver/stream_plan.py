@@ -18,6 +18,7 @@ from pathlib import Path
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.stream import StreamedSplits
 from workers.data.text import TEXT_FORMATS
+from workers.names import REPLICA_METHODS
 from workers.tasks.records import DataRequest
 
 STREAMING_BUDGET_BYTES = 2 << 30  # pipelines/sections.py DataSpec.streaming states this figure
@@ -25,8 +26,50 @@ TEXT_MEMORY_FACTOR = 4  # a table in memory: texts as Python strings plus their 
 GiB = float(1 << 30)
 
 
-def available_memory() -> int:
-    """Bytes this process may still use: MemAvailable, or less under a cgroup (v1 or v2) limit."""
+def own_cgroups(
+    membership: Path = Path("/proc/self/cgroup"), mount: Path = Path("/sys/fs/cgroup")
+) -> list[tuple[Path, str, str]]:
+    """The memory cgroups this process is charged to, innermost first, with their limit and usage
+    file names (cgroup v1's memory controller, or v2's unified hierarchy): the limits of every
+    ancestor apply."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        return []
+    found: list[tuple[Path, str, str]] = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            root, names = mount / "memory", ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        elif controllers == "" and (mount / "cgroup.controllers").exists():
+            root, names = mount, ("memory.max", "memory.current")
+        else:
+            continue
+        here = root / path.lstrip("/")
+        while True:
+            found.append((here, *names))
+            if here == root:
+                break
+            here = here.parent
+    return found
+
+
+def memory_limit(cgroups: list[tuple[Path, str, str]] | None = None) -> int | None:
+    """The tightest memory limit of this process's cgroups (`own_cgroups`), None when there is none."""
+    limits = []
+    for folder, limit_file, _ in own_cgroups() if cgroups is None else cgroups:
+        try:
+            limit = (folder / limit_file).read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and int(limit) < 1 << 60:
+            limits.append(int(limit))
+    return min(limits, default=None)
+
+
+def available_memory(cgroups: list[tuple[Path, str, str]] | None = None) -> int:
+    """Bytes this process may still use: MemAvailable, or less under a cgroup (v1 or v2) limit
+    (`own_cgroups`): the least of every ancestor's limit − usage."""
     available = 1 << 62
     try:
         with open("/proc/meminfo") as f:
@@ -35,17 +78,25 @@ def available_memory() -> int:
                     available = int(line.split()[1]) * 1024
     except OSError:
         pass
-    for limit_file, usage_file in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
-    ):
+    for folder, limit_file, usage_file in own_cgroups() if cgroups is None else cgroups:
         try:
-            limit, usage = Path(limit_file).read_text().strip(), Path(usage_file).read_text().strip()
+            limit, usage = (folder / limit_file).read_text().strip(), (folder / usage_file).read_text().strip()
         except OSError:
             continue
         if limit.isdigit() and int(limit) < 1 << 60:
             available = min(available, max(0, int(limit) - int(usage)))
     return available
+
+
+def in_memory_holders(spec: UpdateSpec) -> int:
+    """Processes on this machine that hold the in-memory splits at once: the driver, and with an
+    embedded Ray (no RAY_ADDRESS) the first stage's trainers that this machine's cores run at once."""
+    if os.environ.get("RAY_ADDRESS"):
+        return 1
+    if spec.method.name not in REPLICA_METHODS:
+        return 2
+    cores = os.cpu_count() or 1
+    return 1 + min(getattr(spec.method, "m", 1), max(1, int(cores // spec.resources.replica.cpus)))
 
 
 def streamable(request: DataRequest) -> bool:
@@ -71,9 +122,10 @@ def in_memory_bytes(request: DataRequest) -> int:
     return count * 3 * side * side
 
 
-def settle_streaming(request: DataRequest) -> DataRequest:
+def settle_streaming(request: DataRequest, holders: int = 1) -> DataRequest:
     """The request with `streaming` decided (True/False) and, when True, its source opened
-    (`streamed`); SpecError for a source that cannot stream, or in-memory data that cannot fit."""
+    (`streamed`); SpecError for a source that cannot stream, or in-memory data that cannot fit in
+    the `holders` processes of this machine that would each load it (`in_memory_holders`)."""
     wanted = request.streaming
     glob_of_shards = any(c in request.source for c in "*?[")
     if wanted is True and not streamable(request):
@@ -89,11 +141,13 @@ def settle_streaming(request: DataRequest) -> DataRequest:
         if glob_of_shards:
             raise SpecError("data.streaming: false, but a glob of shards is only read as a stream")
         if streamable(request):
-            need, have = in_memory_bytes(request), available_memory()
-            if need > have:
+            copy, have = in_memory_bytes(request), available_memory()
+            if copy * holders > have:
+                held = "the driver" if holders == 1 else f"the driver and {holders - 1} trainer(s) at once"
                 raise SpecError(
-                    f"data.streaming: false needs about {need / GiB:.1f} GiB to hold {request.source} in memory, "
-                    f"{have / GiB:.1f} GiB are available; set streaming: true"
+                    f"data.streaming: false needs about {copy * holders / GiB:.1f} GiB to hold {request.source} "
+                    f"in memory ({copy / GiB:.1f} GiB in each of {held}), {have / GiB:.1f} GiB are available; "
+                    "set streaming: true"
                 )
         return replace(request, streaming=False)
     return replace(request, streaming=True, streamed=open_streamed(request))

@@ -1,0 +1,144 @@
+"""What bounds a run's memory: the cgroup limits it reads, the copies the in-memory path would hold,
+the embedded Ray's object store under a limit, and the capped benchmark's report (issue 33)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+GiB = 1 << 30
+NO_LIMIT = "9223372036854771712"  # what cgroup v1 reports for an unlimited cgroup
+
+
+def _cgroup(folder: Path, limit: str, usage: int, v2: bool = False) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(f"{limit}\n")
+    (folder / ("memory.current" if v2 else "memory.usage_in_bytes")).write_text(f"{usage}\n")
+
+
+def test_the_cgroup_limits_of_every_ancestor_apply(tmp_path):
+    from orchestrator.driver.stream_plan import available_memory, memory_limit, own_cgroups
+
+    mount = tmp_path / "sys"
+    membership = tmp_path / "cgroup"
+    membership.write_text("9:cpu:/\n4:memory:/bench/run\n0::/\n")
+    _cgroup(mount / "memory", NO_LIMIT, 20 * GiB)
+    _cgroup(mount / "memory" / "bench", str(2 * GiB), int(1.5 * GiB))  # the parent is the tighter
+    _cgroup(mount / "memory" / "bench" / "run", str(3 * GiB), 1 * GiB)
+    found = own_cgroups(membership, mount)
+    assert [folder for folder, _, _ in found] == [
+        mount / "memory" / "bench" / "run",
+        mount / "memory" / "bench",
+        mount / "memory",
+    ]
+    assert memory_limit(found) == 2 * GiB
+    assert available_memory(found) == GiB // 2  # the parent's 2 − 1.5 GiB, not the child's 3 − 1
+
+    v2 = tmp_path / "v2"
+    (v2 / "cgroup.controllers").parent.mkdir()
+    (v2 / "cgroup.controllers").write_text("memory\n")
+    membership.write_text("0::/user.slice\n")
+    _cgroup(v2, "max", 5 * GiB, v2=True)
+    _cgroup(v2 / "user.slice", str(4 * GiB), 3 * GiB, v2=True)
+    found = own_cgroups(membership, v2)
+    assert memory_limit(found) == 4 * GiB
+    assert available_memory(found) == GiB
+    membership.write_text("4:memory:/\n")
+    assert memory_limit(own_cgroups(membership, mount)) is None  # the root: no limit
+
+
+def _spec(tmp_path: Path, method: dict, replica_cpus: float = 1.0):
+    from pipelines.spec import parse_spec
+
+    return parse_spec(
+        {
+            "model": "bounds",
+            "version": "v1",
+            "arch": "small-cnn",
+            "storage": str(tmp_path / "runs"),
+            "data": {"path": str(tmp_path / "photos"), "streaming": False, "image_size": 8},
+            "method": method,
+            "resources": {"replica": {"cpus": replica_cpus}},
+        }
+    )
+
+
+def test_the_in_memory_path_is_held_by_the_driver_and_each_trainer_that_runs_at_once(tmp_path, monkeypatch):
+    from orchestrator.driver.stream_plan import in_memory_holders
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert in_memory_holders(_spec(tmp_path, {"name": "elodi", "m": 4})) == 3  # 2 replicas at once on 2 cores
+    assert in_memory_holders(_spec(tmp_path, {"name": "elodi", "m": 4}, replica_cpus=2)) == 2
+    assert in_memory_holders(_spec(tmp_path, {"name": "none"})) == 2
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert in_memory_holders(_spec(tmp_path, {"name": "elodi", "m": 4})) == 5
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # the trainers run on the cluster's nodes
+    assert in_memory_holders(_spec(tmp_path, {"name": "elodi", "m": 4})) == 1
+
+
+def test_streaming_false_names_the_memory_its_holders_would_need(tmp_path, monkeypatch):
+    from PIL import Image
+
+    from orchestrator.driver import stream_plan
+    from orchestrator.driver.plan import data_request
+    from pipelines.spec import SpecError
+
+    for label in ("a", "b"):
+        (tmp_path / "photos" / label).mkdir(parents=True)
+        for i in range(10):
+            Image.new("RGB", (8, 8), (i * 20, 0, 0)).save(tmp_path / "photos" / label / f"{i}.png")
+    request = data_request(_spec(tmp_path, {"name": "elodi", "m": 2}))
+    copy = stream_plan.in_memory_bytes(request)
+    assert copy == 20 * 3 * 8 * 8
+    monkeypatch.setattr(stream_plan, "available_memory", lambda: int(copy * 2.5))
+    assert stream_plan.settle_streaming(request, holders=2).streaming is False
+    with pytest.raises(SpecError) as caught:
+        stream_plan.settle_streaming(request, holders=3)
+    (line,) = caught.value.problems
+    assert "in each of the driver and 2 trainer(s) at once" in line and line.endswith("set streaming: true")
+
+
+def test_the_embedded_object_store_is_a_share_of_the_cgroup_limit(monkeypatch):
+    from orchestrator.driver import cluster
+
+    monkeypatch.setattr("orchestrator.driver.stream_plan.memory_limit", lambda: 10 * GiB)
+    assert cluster.object_store_bytes() == 3 * GiB
+    monkeypatch.setattr("orchestrator.driver.stream_plan.memory_limit", lambda: None)
+    assert cluster.object_store_bytes() is None  # Ray's own default, from the machine's memory
+
+
+def _run(label: str, images: int, peak: float, limit: float | None) -> dict:
+    version = {"stages": {"student": 900.0}, "registered_version": "1", "error_rate": 0.2, "nfr": None}
+    return {
+        "label": label,
+        "images": images,
+        "limit_bytes": None if limit is None else int(limit * GiB),
+        "peak_bytes": int(peak * GiB),
+        "peak_resident_bytes": int(peak * GiB * 0.8),
+        "oom_kills": 0,
+        "wall_seconds": 100.0,
+        "versions": {"v1": version, "v2": {**version, "stages": {"replica-0": 500.0, "distillation": 400.0}}},
+        "footprint": {"copy_bytes": images * 49152, "holders": 3, "total_bytes": images * 49152 * 3},
+        "samples": [[1.0, int(peak * GiB), 0]],
+        "in_memory_check": {"exit": 2, "line": "needs about 4.4 GiB"},
+    }
+
+
+def test_the_memory_cap_benchmark_reports_the_peaks_growth_against_its_target():
+    from benchmarks.memory_cap import report
+
+    results = {
+        "date": "2026-11-27",
+        "machine": "2 CPU cores",
+        "scale": 4,
+        "side": 128,
+        "runs": [_run("tiny", 2000, 3.0, None), _run("base", 32000, 3.5, 4.0), _run("4x", 128000, 3.7, 4.0)],
+    }
+    text = report(results)
+    assert "| base | 32,000 | 4.4 (3 × 1.46) | 4.00 | 3.50 | 2.80 | 0 | yes | 100 |" in text
+    assert "peak against the base run's: +5.7 % (target within ±10 %: met)" in text
+    assert "exit 2: `needs about 4.4 GiB`" in text
+    results["runs"][2] = _run("4x", 128000, 4.0, 4.0)
+    assert "+14.3 % (target within ±10 %: MISSED)" in report(results)
