@@ -47,15 +47,20 @@ from workers.errors import first_line
 SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order
 READERS = 2  # map_batches tasks reading at once, per stream
 READ_BATCH = 1024  # rows a read task splits, tokenizes or decodes at a time
+STREAM_OBJECT_STORE_BYTES = 256 << 20  # blocks of one stream in Ray's object store at once (Ray Data's budget)
 SPLIT_CODES = {"train": TRAIN, "val": VAL, "eval": EVAL}
 
 
 def ordered_context() -> None:
-    """Ray Data in this process: blocks in order (a seeded order stays seeded), no progress bars."""
-    from ray.data import DataContext
+    """Ray Data in this process: blocks in order (a seeded order stays seeded), at most
+    STREAM_OBJECT_STORE_BYTES of them in the object store (left to itself, Ray Data lets the readers
+    run ahead of the trainer until blocks fill a share of the whole store: memory that grows with the
+    data up to the store's size), no progress bars."""
+    from ray.data import DataContext, ExecutionResources
 
     context = DataContext.get_current()
     context.execution_options.preserve_order = True
+    context.execution_options.resource_limits = ExecutionResources(object_store_memory=STREAM_OBJECT_STORE_BYTES)
     context.enable_progress_bars = False
     context.print_on_execution_start = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # no line per executed dataset
