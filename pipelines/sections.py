@@ -42,6 +42,14 @@ class DataSpec(_Strict):
         "take more than 2 GiB in memory (or a quarter of the memory available, if less); a built-in dataset, "
         "an IDX directory or an .npz is read whole",
     )
+    skip_corrupt: bool = Field(
+        False,
+        description="a streamed ImageFolder: leave out, and count, the files that are not readable images "
+        "(PIL cannot identify one, a PNG's chunks fail their checksums, a JPEG's last scan has no end marker), "
+        "found when preflight reads every file for the fingerprint; the count is the run's MLflow metric "
+        "data.skipped_corrupt and the list its artifact data/skipped_corrupt.txt. false: the first such file "
+        "fails the check, with its path",
+    )
     text_column: str = Field("text", min_length=1, description="text tables: the column of the texts")
     label_column: str = Field(
         "label", min_length=1, description="text tables: the column of the labels (class names or ids 0…C−1)"
@@ -276,7 +284,7 @@ class ResourcesSpec(_Strict):
         ge=0,
         description="actors serving the replicas' (and old model's) logits; 0: "
         "the teachers run inside the student's task, on its device (the fast path on "
-        "one GPU)",
+        "one GPU). Left out on a streamed source: 0",
     )
 
 

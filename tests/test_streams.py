@@ -226,6 +226,9 @@ def test_what_a_stream_does_not_support_is_one_line_each(tmp_path, tweet_shards)
     fixed = {**spec, "data": {**spec["data"], "train_limit": None}, "resources": {"teacher_actors": 0}}
     plan = preflight(parse_spec(fixed))
     assert plan.data.streamed is not None and len(plan.data.streamed.train) > 1500
+    left_out = {**fixed, "resources": {"replica": {"cpus": 1}}}  # teacher_actors left out: 0 on a stream
+    plan = preflight(parse_spec(left_out))
+    assert plan.spec.resources.teacher_actors == 0 and plan.spec.resources.replica.cpus == 1
 
 
 @pytest.mark.slow

@@ -168,11 +168,23 @@ def open_streamed(request: DataRequest) -> StreamedSplits:
             request.num_classes,
             **fractions,
         )
-    return open_image_stream(request.source, request.num_classes, request.image_size, **fractions)
+    return open_image_stream(
+        request.source, request.num_classes, request.image_size, **fractions, skip_corrupt=request.skip_corrupt
+    )
+
+
+def in_process_teachers_on_a_stream(spec: UpdateSpec, request: DataRequest) -> UpdateSpec:
+    """On a streamed source, the teachers run in the student's task (`resources.teacher_actors: 0`)
+    unless the spec set teacher_actors itself (which `stream_problems` then refuses)."""
+    if request.streamed is None or "teacher_actors" in spec.resources.model_fields_set:
+        return spec
+    return spec.model_copy(update={"resources": spec.resources.model_copy(update={"teacher_actors": 0})})
 
 
 def stream_problems(spec: UpdateSpec, request: DataRequest, pool_actors: int) -> list[str]:
     """What a streamed source does not support yet, one line each."""
+    if request.skip_corrupt and (request.streamed is None or request.streamed.train.modality != "image"):
+        return ["data.skip_corrupt: only a streamed ImageFolder tree leaves files out (data.streaming: true)"]
     if request.streamed is None:
         return []
     data, resources = spec.data, spec.resources
@@ -182,7 +194,7 @@ def stream_problems(spec: UpdateSpec, request: DataRequest, pool_actors: int) ->
     if pool_actors:
         found.append(
             "resources.teacher_actors: on a streamed source the teachers run in the student's task; "
-            "set teacher_actors: 0 (the pool's actors hold the training split)"
+            "set teacher_actors: 0 or leave it out (the pool's actors hold the training split)"
         )
     if resources.replica.pack > 1 or resources.replica.workers > 1 or resources.student.workers > 1:
         found.append("resources: packed replicas and data-parallel workers read a split in memory; pack 1, workers 1")

@@ -149,17 +149,26 @@ def _columns(file: str, suffix: str, encoding: str) -> list[str]:
     return [name.strip().lstrip("\ufeff") for name in lines[0].rstrip("\r\n").split("\t" if suffix == ".tsv" else ",")]
 
 
-def split_fingerprint(files: list[str] | tuple[str, ...], root: str, fractions: tuple[float, float]) -> str:
+def split_fingerprint(
+    files: list[str] | tuple[str, ...],
+    root: str,
+    fractions: tuple[float, float],
+    digests: dict[str, str] | None = None,
+) -> str:
     """sha256 over the split fractions and the files: each one's name (relative to `root`), size and
-    content sha256 (read in 1 MiB blocks); 16 hex digits."""
+    content sha256 (read in 1 MiB blocks, or taken from `digests` where a caller read the files
+    already); 16 hex digits."""
     digest = hashlib.sha256(repr(fractions).encode())
     for file in files:
-        content = hashlib.sha256()
-        with open(file, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                content.update(block)
+        known = None if digests is None else digests.get(file)
+        if known is None:
+            content = hashlib.sha256()
+            with open(file, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    content.update(block)
+            known = content.hexdigest()
         name = os.path.relpath(file, root)
-        digest.update(f"{name}\0{os.path.getsize(file)}\0{content.hexdigest()}\n".encode())
+        digest.update(f"{name}\0{os.path.getsize(file)}\0{known}\n".encode())
     return digest.hexdigest()[:16]
 
 
