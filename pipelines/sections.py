@@ -33,7 +33,8 @@ class DataSpec(_Strict):
         None,
         description="images: an IDX directory, an ImageFolder tree or an .npz (x, y); text: a .csv, .tsv, "
         ".jsonl or .parquet file with `text_column` and `label_column`, or a glob of such shards "
-        "(`shards/*.parquet`: one format, the same columns), which is always streamed",
+        "(`shards/*.parquet`: one format, the same columns), which is always streamed; text shards may be on S3 "
+        "(`s3://bucket/prefix/*.parquet`, or a prefix: streamed, with the storage's AWS_* credentials and endpoint)",
     )
     streaming: Literal["auto"] | bool = Field(
         "auto",
@@ -90,10 +91,11 @@ class DataSpec(_Strict):
 
     @property
     def modality(self) -> str:
-        """ "text" for the built-in tweets and text tables, else "image"."""
+        """ "text" for the built-in tweets, text tables and an S3 source (text shards), else "image"."""
         if self.dataset == "tweet-sentiment":
             return "text"
-        return "text" if self.path is not None and self.path.lower().endswith(TEXT_SUFFIXES) else "image"
+        path = self.path or ""
+        return "text" if path.startswith("s3://") or path.lower().endswith(TEXT_SUFFIXES) else "image"
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSpec:

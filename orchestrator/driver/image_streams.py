@@ -131,13 +131,13 @@ def image_problem(data: bytes) -> str | None:
     return None
 
 
-def read_checked(paths: list[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """Each file read once: the sha256 of its bytes, and for a file that is not a readable image
-    why (`image_problem`)."""
+def read_checked(paths: list[str]) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
+    """Each file read once: its size and the sha256 of its bytes, and for a file that is not a
+    readable image why (`image_problem`)."""
     digests, problems = {}, {}
     for path in paths:
         data = Path(path).read_bytes()
-        digests[path] = hashlib.sha256(data).hexdigest()
+        digests[path] = (len(data), hashlib.sha256(data).hexdigest())
         problem = image_problem(data)
         if problem is not None:
             problems[path] = problem
