@@ -33,7 +33,8 @@ class DataSpec(_Strict):
         None,
         description="images: an IDX directory, an ImageFolder tree or an .npz (x, y); text: a .csv, .tsv, "
         ".jsonl or .parquet file with `text_column` and `label_column`, or a glob of such shards "
-        "(`shards/*.parquet`: one format, the same columns), which is always streamed",
+        "(`shards/*.parquet`: one format, the same columns), which is always streamed; text shards may be on S3 "
+        "(`s3://bucket/prefix/*.parquet`, or a prefix: streamed, with the storage's AWS_* credentials and endpoint)",
     )
     streaming: Literal["auto"] | bool = Field(
         "auto",
@@ -41,6 +42,14 @@ class DataSpec(_Strict):
         "true, false, or auto: a glob of shards always, an ImageFolder tree or a table file when it would "
         "take more than 2 GiB in memory (or a quarter of the memory available, if less); a built-in dataset, "
         "an IDX directory or an .npz is read whole",
+    )
+    skip_corrupt: bool = Field(
+        False,
+        description="a streamed ImageFolder: leave out, and count, the files that are not readable images "
+        "(PIL cannot identify one, a PNG's chunks fail their checksums, a JPEG's last scan has no end marker), "
+        "found when preflight reads every file for the fingerprint; the count is the run's MLflow metric "
+        "data.skipped_corrupt and the list its artifact data/skipped_corrupt.txt. false: the first such file "
+        "fails the check, with its path",
     )
     text_column: str = Field("text", min_length=1, description="text tables: the column of the texts")
     label_column: str = Field(
@@ -82,10 +91,11 @@ class DataSpec(_Strict):
 
     @property
     def modality(self) -> str:
-        """ "text" for the built-in tweets and text tables, else "image"."""
+        """ "text" for the built-in tweets, text tables and an S3 source (text shards), else "image"."""
         if self.dataset == "tweet-sentiment":
             return "text"
-        return "text" if self.path is not None and self.path.lower().endswith(TEXT_SUFFIXES) else "image"
+        path = self.path or ""
+        return "text" if path.startswith("s3://") or path.lower().endswith(TEXT_SUFFIXES) else "image"
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSpec:
@@ -276,7 +286,7 @@ class ResourcesSpec(_Strict):
         ge=0,
         description="actors serving the replicas' (and old model's) logits; 0: "
         "the teachers run inside the student's task, on its device (the fast path on "
-        "one GPU)",
+        "one GPU). Left out on a streamed source: 0",
     )
 
 

@@ -215,3 +215,25 @@ def run_update(document: dict, run_dir: Path):
 
     configure()
     return run_pipeline(preflight(parse_spec(document)), Path(run_dir), StageWatch())
+
+
+@pytest.fixture(scope="session")
+def tweet_shards(tmp_path_factory):
+    """3,000 real tweets (every 12th of the corpus: all three classes) in three parquet shards."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import torch
+
+    from workers.data.text import load_tweet_sentiment
+
+    tweets = load_tweet_sentiment()
+    picked = torch.arange(0, len(tweets), 12)[:3000]
+    folder = tmp_path_factory.mktemp("tweets")
+    for shard in range(3):
+        rows = picked[shard::3]
+        table = {
+            "text": [tweets.texts[i] for i in rows.tolist()],
+            "sentiment": [tweets.classes[int(tweets.labels[i])] for i in rows.tolist()],
+        }
+        pq.write_table(pa.table(table), folder / f"part-{shard}.parquet")
+    return folder, tweets.take(picked)

@@ -22,7 +22,6 @@ from workers.data.keys import (
     text_keys,
 )
 from workers.data.sources import DataError, load_image_folder
-from workers.data.text import load_tweet_sentiment
 
 
 def test_key_hash_and_splitmix64_match_hand_values():
@@ -71,22 +70,6 @@ def test_a_streamed_text_batch_is_read_through_each_models_own_tokenizer():
     assert torch.equal(StreamedInputs(student).batch(batch), ids[:, : int(lengths.max())].long())
     theirs, their_lengths = encode_texts(other, texts)
     assert torch.equal(StreamedInputs(other).batch(batch), theirs[:, : int(their_lengths.max())].long())
-
-
-@pytest.fixture(scope="module")
-def tweet_shards(tmp_path_factory):
-    """3,000 real tweets (every 12th of the corpus: all three classes) in three parquet shards."""
-    tweets = load_tweet_sentiment()
-    picked = torch.arange(0, len(tweets), 12)[:3000]
-    folder = tmp_path_factory.mktemp("tweets")
-    for shard in range(3):
-        rows = picked[shard::3]
-        table = {
-            "text": [tweets.texts[i] for i in rows.tolist()],
-            "sentiment": [tweets.classes[int(tweets.labels[i])] for i in rows.tolist()],
-        }
-        pq.write_table(pa.table(table), folder / f"part-{shard}.parquet")
-    return folder, tweets.take(picked)
 
 
 def test_table_stream_splits_orders_and_trains(ray_cluster, tweet_shards):
@@ -221,11 +204,14 @@ def test_what_a_stream_does_not_support_is_one_line_each(tmp_path, tweet_shards)
     assert any(line.startswith("data: subset, train_limit and eval_limit") for line in lines), lines
     glob_in_memory = _stream_spec(tmp_path, folder, version="v1", arch="text-linear")
     glob_in_memory["data"] = {**glob_in_memory["data"], "streaming": False}
-    with pytest.raises(SpecError, match="a glob of shards is only read as a stream"):
+    with pytest.raises(SpecError, match="a glob of shards or an s3:// source is only read as a stream"):
         preflight(parse_spec(glob_in_memory))
     fixed = {**spec, "data": {**spec["data"], "train_limit": None}, "resources": {"teacher_actors": 0}}
     plan = preflight(parse_spec(fixed))
     assert plan.data.streamed is not None and len(plan.data.streamed.train) > 1500
+    left_out = {**fixed, "resources": {"replica": {"cpus": 1}}}  # teacher_actors left out: 0 on a stream
+    plan = preflight(parse_spec(left_out))
+    assert plan.spec.resources.teacher_actors == 0 and plan.spec.resources.replica.cpus == 1
 
 
 @pytest.mark.slow

@@ -43,6 +43,16 @@ def _client():
     return session.client("s3", config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5}))
 
 
+def split_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket/key` → (bucket, key)."""
+    return _split(uri)
+
+
+def client():  # boto3 generates its client class at run time: no annotation
+    """The process's S3 client (endpoint and credentials from the environment)."""
+    return _client()
+
+
 def upload(local_path: str | os.PathLike, uri: str) -> str:
     """Copy a local file to `uri` (an S3 URI or a local path); return `uri`."""
     if is_s3(uri):
@@ -144,6 +154,13 @@ def check_writable(uri: str, timeout_s: float = 5.0) -> None:
                 folder.rmdir()
             except OSError:
                 break
+
+
+def check_readable(uri: str, timeout_s: float = 5.0) -> None:
+    """StorageError unless an S3 URI's bucket answers with this environment's credentials within
+    `timeout_s` (one line: no credentials, no such bucket, access denied, no answer)."""
+    if is_s3(uri):
+        _check_bucket(uri, timeout_s)
 
 
 def _check_bucket(uri: str, timeout_s: float) -> None:

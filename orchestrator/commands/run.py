@@ -88,8 +88,10 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as e:
         return fail_all("run", e.problems)
     problems: list[str] = []
+    checked = spec  # the spec as preflight settled it (a streamed source's teachers in the student's task)
     try:
         plan = preflight(spec)  # data, old model, registry, storage: every problem at once
+        checked = plan.spec
     except SpecError as e:
         problems += [f"{args.spec}: {line}" for line in e.problems]
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
@@ -97,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
         check_output(run_dir, "--out" if args.out else None)
     except SpecError as e:
         problems += e.problems
-    demand = cluster_demand(spec)
+    demand = cluster_demand(checked)
     try:  # what the cluster can hold: this machine's cores for an embedded Ray, not started yet
-        check_cluster(spec, args.ray_address, demand.replicas, demand.student, demand.pool_actors)
+        check_cluster(checked, args.ray_address, demand.replicas, demand.student, demand.pool_actors)
     except SpecError as e:
         problems += [f"{args.spec}: {line}" for line in e.problems]
     if problems:

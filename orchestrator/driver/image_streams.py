@@ -7,6 +7,7 @@ uint8 pixels. The order and its determinism are orchestrator/driver/streams.py's
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from collections.abc import Iterator
@@ -40,11 +41,17 @@ class ImageSplit(StreamedSplit):
     modality = "image"
 
     def __init__(
-        self, root: str, files: list[str], labels: torch.Tensor, classes: tuple[str, ...], channels: int, size: int
+        self,
+        root: str,
+        files: list[str],
+        labels: torch.Tensor,
+        classes: tuple[str, ...],
+        channels: int,
+        size: int,
+        resize: bool = True,  # every image resized and centre-cropped to `size` (False: each must be size²)
     ) -> None:
         self.root, self.files, self.labels, self.classes = root, files, labels, classes
-        self.in_channels, self.image_size = channels, size
-        self.resize = True  # every image resized and centre-cropped to image_size (False: must already be)
+        self.in_channels, self.image_size, self.resize = channels, size, resize
 
     def _batches(self, seed: int | None, batch_size: int) -> Iterator[Batch]:
         paths = [os.path.join(self.root, f) for f in self.files]
@@ -104,15 +111,51 @@ def _decode_images(rows: dict[str, np.ndarray], split: ImageSplit) -> dict[str, 
     }
 
 
+def image_problem(data: bytes) -> str | None:
+    """Why the bytes of an image file cannot be a readable image, without decoding its pixels: PIL
+    cannot identify them, their structure fails PIL's `verify` (a PNG's chunk checksums, a file cut
+    short), or a JPEG's last scan (SOS marker) has no end-of-image marker after it (cut short; bytes
+    after the marker do not matter). None when none of these: a file may still fail to decode."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            kind = img.format
+            img.verify()
+    except UnidentifiedImageError:
+        return "not a format PIL can identify"
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        return first_line(e)
+    if kind == "JPEG" and data.rfind(b"\xff\xd9") < data.rfind(b"\xff\xda"):
+        return "a JPEG cut short: no end-of-image marker after its last scan"
+    return None
+
+
+def read_checked(paths: list[str]) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
+    """Each file read once: its size and the sha256 of its bytes, and for a file that is not a
+    readable image why (`image_problem`)."""
+    digests, problems = {}, {}
+    for path in paths:
+        data = Path(path).read_bytes()
+        digests[path] = (len(data), hashlib.sha256(data).hexdigest())
+        problem = image_problem(data)
+        if problem is not None:
+            problems[path] = problem
+    return digests, problems
+
+
 def open_image_stream(
     root: str,
     num_classes: int | None = None,
     image_size: int | None = None,
     val_fraction: float = 0.1,
     eval_fraction: float = 0.2,
+    skip_corrupt: bool = False,
 ) -> StreamedSplits:
     """An ImageFolder tree as three streamed splits, from its file list and a decoded sample of
-    SAMPLED images (its channels: 3 if any is colour; its size, without `image_size`)."""
+    SAMPLED images (its channels: 3 if any is colour; its size, without `image_size`). Every file is
+    read once for the fingerprint and checked (`image_problem`): the first that is not a readable
+    image fails with its path, or with `skip_corrupt` each is left out of the splits (`skipped`)."""
     base = Path(root)
     if not base.is_dir():
         raise DataError(f"{root}: no such directory")
@@ -124,13 +167,20 @@ def open_image_stream(
         found = sorted(str(p.relative_to(base)) for p in inside if p.is_file() and p.suffix.lower() in IMAGE_FORMATS)
         files += found
         labels += [c] * len(found)
+    digests, problems = read_checked([str(base / f) for f in files])
+    if problems and not skip_corrupt:
+        path, why = next(iter(problems.items()))
+        more = f" ({len(problems)} such files)" if len(problems) > 1 else ""
+        raise DataError(f"{path}: cannot read image ({why}){more}; data.skip_corrupt: true leaves such files out")
+    kept = [i for i, f in enumerate(files) if str(base / f) not in problems]
+    files, labels = [files[i] for i in kept], [labels[i] for i in kept]
     if len(classes) < 2 or not files:
         raise DataError(f"{root}: an ImageFolder tree needs image files in at least two class folders")
     if num_classes is not None and num_classes != len(classes):
         raise DataError(f"{root}: {len(classes)} class folders, but data.num_classes = {num_classes}")
     sample = [files[i] for i in np.linspace(0, len(files) - 1, min(SAMPLED, len(files))).astype(int)]
     channels = 3 if any(_is_colour(base / f) for f in sample) else 1
-    size = image_size or _size_of(base / sample[0])
+    size, resize = image_size or _size_of(base / sample[0]), image_size is not None
     codes = split_codes(key_hashes(files), val_fraction, eval_fraction)
     all_labels = torch.tensor(labels, dtype=torch.int64)
     splits = []
@@ -138,11 +188,12 @@ def open_image_stream(
         chosen = np.nonzero(codes == code)[0]
         if len(chosen) == 0:
             raise DataError(f"{root}: no image falls in the {name} split; too few images")
-        split = ImageSplit(str(base), [files[i] for i in chosen], all_labels[chosen], classes, channels, size)
-        split.resize = image_size is not None
-        splits.append(split)
-    fingerprint = split_fingerprint([str(base / f) for f in files], str(base), (val_fraction, eval_fraction))
-    return StreamedSplits(splits[0], splits[1], splits[2], fingerprint, root)
+        chosen_files = [files[i] for i in chosen]
+        splits.append(ImageSplit(str(base), chosen_files, all_labels[chosen], classes, channels, size, resize))
+    fractions = (val_fraction, eval_fraction)
+    fingerprint = split_fingerprint([str(base / f) for f in files], str(base), fractions, digests)
+    skipped = tuple(sorted(os.path.relpath(p, base) for p in problems))
+    return StreamedSplits(splits[0], splits[1], splits[2], fingerprint, root, skipped)
 
 
 def _is_colour(path: Path) -> bool:

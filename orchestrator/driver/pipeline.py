@@ -28,7 +28,7 @@ from orchestrator.tracking import registry, runs
 from orchestrator.tracking.ledger import write_ledger
 from pipelines.spec import UpdateSpec
 from workers.metrics import EvaluationMetrics, error_rate, update_report
-from workers.tasks.records import BcwiRecord, TrainRecord
+from workers.tasks.records import BcwiRecord, DataRequest, TrainRecord
 from workers.tasks.resolve import cached_splits
 
 
@@ -102,6 +102,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
     with runs.pipeline_run(spec, say=watch.say) as run_id:
         runs.set_tags({"fingerprint": plan.eval_fingerprint})
         runs.log_params(applied_params(spec))
+        log_skipped(plan.data)
         replicas: list[TrainRecord] = []
         if plan.needs_replicas:
             watch.say(next(titles))
@@ -199,6 +200,17 @@ def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run
     return Evaluation(
         metrics, {name: str(folder / f"{name}.npy") for name in order}, str(folder / "labels.npy"), len(labels)
     )
+
+
+def log_skipped(data: DataRequest) -> None:
+    """With data.skip_corrupt, how many files preflight left out (metric data.skipped_corrupt) and
+    which (artifact data/skipped_corrupt.txt)."""
+    if not data.skip_corrupt or data.streamed is None:
+        return
+    skipped = data.streamed.skipped
+    runs.log_metrics("data.", {"skipped_corrupt": len(skipped)})
+    if skipped:
+        runs.log_text("".join(f"{name}\n" for name in skipped), "data/skipped_corrupt.txt")
 
 
 def class_names_tag(classes: tuple[str, ...]) -> dict[str, str]:

@@ -151,7 +151,12 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
     spec = spec.with_absolute_paths()
     # a user factory imports here, not in a worker
     found.attempt("arch", lambda: resolve_factory(spec.arch, spec.allow_user_factories), (ModelError,))
-    from orchestrator.driver.stream_plan import in_memory_holders, settle_streaming, stream_problems
+    from orchestrator.driver.stream_plan import (
+        in_memory_holders,
+        in_process_teachers_on_a_stream,
+        settle_streaming,
+        stream_problems,
+    )
 
     def settled() -> DataRequest:  # streaming decided; a streamed source opened (its files listed, scanned)
         try:
@@ -163,6 +168,7 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
     splits = None
     if request is not None:
         splits = found.attempt("data", lambda: cached_splits(request), (DataError,))
+        spec = in_process_teachers_on_a_stream(spec, request)
         for line in stream_problems(spec, request, cluster_demand(spec).pool_actors):
             found.add(line)
     old_classes = None
@@ -213,7 +219,7 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
         shape = Shape(spec.arch, splits.num_classes, splits.modality, channels, size)
     if found.problems or splits is None or request is None:
         return Inspection(found.problems, shape=shape)
-    summary = _summary(spec, splits, written)
+    summary = _summary(spec, splits, written, len(request.streamed.skipped) if request.streamed else 0)
     if not settle_inputs:
         return Inspection([], shape=shape, summary=summary)
     plan = Plan(
@@ -240,12 +246,15 @@ def _shape_of(old: Any) -> Shape:
     return Shape(old.arch, old.num_classes, reads.modality, reads.channels, reads.size)
 
 
-def _summary(spec: UpdateSpec, splits: Any, written: str | None) -> str:
-    """One line: what the spec will train, on what, from which old version."""
+def _summary(spec: UpdateSpec, splits: Any, written: str | None, skipped: int = 0) -> str:
+    """One line: what the spec will train, on what (and how many corrupt files it leaves out), from
+    which old version."""
     method = spec.method.name + (f" (m {spec.method.m})" if spec.method.name in ("elodi", "ensemble") else "")
     sizes = f"{len(splits.train):,} train / {len(splits.val):,} val / {len(splits.eval):,} eval"
     old = f"old {written}" if written else "no old version (a first version)"
     data = f"{sizes} {splits.modality} samples, {splits.num_classes} classes"
+    if skipped:
+        data += f" ({skipped:,} corrupt file{'s' if skipped > 1 else ''} left out)"
     return f"{spec.model} {spec.version}: {method}, {spec.arch}; {data}; {old}"
 
 

@@ -100,11 +100,12 @@ def in_memory_holders(spec: UpdateSpec) -> int:
 
 
 def streamable(request: DataRequest) -> bool:
-    """Whether the source can be streamed: a table file or a glob of shards, or an ImageFolder tree."""
+    """Whether the source can be streamed: a table file or a glob of shards (local or on S3), an S3
+    prefix of table shards, or an ImageFolder tree."""
     source = request.source
-    if source in ("fashion-mnist", "tweet-sentiment") or source.startswith("s3://"):
+    if source in ("fashion-mnist", "tweet-sentiment"):
         return False
-    if source.lower().endswith(TEXT_FORMATS):
+    if source.lower().endswith(TEXT_FORMATS) or source.startswith("s3://"):
         return True
     path = Path(source)
     return path.is_dir() and not any(path.glob("train-images-idx3-ubyte*"))
@@ -127,7 +128,7 @@ def settle_streaming(request: DataRequest, holders: int = 1) -> DataRequest:
     (`streamed`); SpecError for a source that cannot stream, or in-memory data that cannot fit in
     the `holders` processes of this machine that would each load it (`in_memory_holders`)."""
     wanted = request.streaming
-    glob_of_shards = any(c in request.source for c in "*?[")
+    only_streamed = any(c in request.source for c in "*?[") or request.source.startswith("s3://")
     if wanted is True and not streamable(request):
         raise SpecError(
             f"data.streaming: {request.source} is read whole; a stream reads an ImageFolder tree or text tables"
@@ -136,10 +137,10 @@ def settle_streaming(request: DataRequest, holders: int = 1) -> DataRequest:
         if not streamable(request):
             return replace(request, streaming=False)
         budget = min(STREAMING_BUDGET_BYTES, available_memory() // 4)
-        wanted = glob_of_shards or in_memory_bytes(request) > budget
+        wanted = only_streamed or in_memory_bytes(request) > budget
     if wanted is False:
-        if glob_of_shards:
-            raise SpecError("data.streaming: false, but a glob of shards is only read as a stream")
+        if only_streamed:
+            raise SpecError("data.streaming: false, but a glob of shards or an s3:// source is only read as a stream")
         if streamable(request):
             copy, have = in_memory_bytes(request), available_memory()
             if copy * holders > have:
@@ -159,7 +160,7 @@ def open_streamed(request: DataRequest) -> StreamedSplits:
     from orchestrator.driver.streams import open_table_stream
 
     fractions = {"val_fraction": request.val_fraction, "eval_fraction": request.eval_fraction}
-    if request.source.lower().endswith(TEXT_FORMATS):
+    if request.source.lower().endswith(TEXT_FORMATS) or request.source.startswith("s3://"):
         return open_table_stream(
             request.source,
             request.text_column,
@@ -168,11 +169,23 @@ def open_streamed(request: DataRequest) -> StreamedSplits:
             request.num_classes,
             **fractions,
         )
-    return open_image_stream(request.source, request.num_classes, request.image_size, **fractions)
+    return open_image_stream(
+        request.source, request.num_classes, request.image_size, **fractions, skip_corrupt=request.skip_corrupt
+    )
+
+
+def in_process_teachers_on_a_stream(spec: UpdateSpec, request: DataRequest) -> UpdateSpec:
+    """On a streamed source, the teachers run in the student's task (`resources.teacher_actors: 0`)
+    unless the spec set teacher_actors itself (which `stream_problems` then refuses)."""
+    if request.streamed is None or "teacher_actors" in spec.resources.model_fields_set:
+        return spec
+    return spec.model_copy(update={"resources": spec.resources.model_copy(update={"teacher_actors": 0})})
 
 
 def stream_problems(spec: UpdateSpec, request: DataRequest, pool_actors: int) -> list[str]:
     """What a streamed source does not support yet, one line each."""
+    if request.skip_corrupt and (request.streamed is None or request.streamed.train.modality != "image"):
+        return ["data.skip_corrupt: only a streamed ImageFolder tree leaves files out (data.streaming: true)"]
     if request.streamed is None:
         return []
     data, resources = spec.data, spec.resources
@@ -182,7 +195,7 @@ def stream_problems(spec: UpdateSpec, request: DataRequest, pool_actors: int) ->
     if pool_actors:
         found.append(
             "resources.teacher_actors: on a streamed source the teachers run in the student's task; "
-            "set teacher_actors: 0 (the pool's actors hold the training split)"
+            "set teacher_actors: 0 or leave it out (the pool's actors hold the training split)"
         )
     if resources.replica.pack > 1 or resources.replica.workers > 1 or resources.student.workers > 1:
         found.append("resources: packed replicas and data-parallel workers read a split in memory; pack 1, workers 1")

@@ -31,11 +31,12 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import torch
 
+from orchestrator.driver.object_files import Listed, is_remote, list_objects, open_input, reader_env
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, sample_ids, split_codes, text_keys
@@ -75,7 +76,8 @@ def files_dataset(files: Sequence[str], seed: int | None, read: Callable[..., An
     order = list(files) if seed is None else [files[i] for i in np.random.default_rng(seed).permutation(len(files))]
     names = ray.data.from_items([{"file": name} for name in order])
     pool = ray.data.TaskPoolStrategy(size=READERS)
-    return names.map_batches(read, batch_size=batch, num_cpus=0, compute=pool, fn_kwargs=kwargs)
+    env = {"env_vars": reader_env()} if files and is_remote(files[0]) else None
+    return names.map_batches(read, batch_size=batch, num_cpus=0, compute=pool, fn_kwargs=kwargs, runtime_env=env)
 
 
 def tensor(array: np.ndarray) -> torch.Tensor:
@@ -102,12 +104,17 @@ class Shards:
     text_column: str
     label_column: str
     encoding: str = "utf-8"
+    checksums: tuple[tuple[int, str], ...] | None = None  # S3: each file's size and ETag, from its listing
 
 
 def table_shards(path: str, text_column: str, label_column: str, encoding: str = "utf-8") -> Shards:
     """The shards `path` names — one table file, a directory of them, or a glob — checked before
     any training: one format, none empty, every one with the two columns."""
-    if any(c in path for c in "*?["):
+    listed: dict[str, Listed] = {}
+    if is_remote(path):
+        listed = {entry.uri: entry for entry in list_objects(path, TEXT_FORMATS)}
+        files = list(listed)
+    elif any(c in path for c in "*?["):
         files = sorted(glob.glob(path, recursive=True))
     elif os.path.isdir(path):
         files = sorted(str(p) for p in Path(path).rglob("*") if p.is_file() and p.suffix.lower() in TEXT_FORMATS)
@@ -120,30 +127,38 @@ def table_shards(path: str, text_column: str, label_column: str, encoding: str =
         raise DataError(f"{path}: shards must be one format of {', '.join(TEXT_FORMATS)}, found {', '.join(suffixes)}")
     first: list[str] | None = None
     for file in files:
-        names = _columns(file, suffixes[0], encoding)
+        names = _columns(file, suffixes[0], encoding, listed[file].size if file in listed else os.path.getsize(file))
         missing = [c for c in (text_column, label_column) if c not in names]
         if missing:
             raise DataError(f"{file}: no column {missing[0]!r}; the columns are {', '.join(map(repr, names))}")
         if first is not None and names != first:
             raise DataError(f"{file}: its columns {names} differ from {files[0]}'s {first}")
         first = names
-    return Shards(tuple(files), suffixes[0], text_column, label_column, encoding)
+    checksums = tuple((entry.size, entry.etag) for entry in listed.values()) if listed else None
+    return Shards(tuple(files), suffixes[0], text_column, label_column, encoding, checksums)
 
 
-def _columns(file: str, suffix: str, encoding: str) -> list[str]:
+def _columns(file: str, suffix: str, encoding: str, size: int) -> list[str]:
     """A shard's column names from its schema, header or first record; DataError if it is empty."""
+    import io
     import json
 
-    if os.path.getsize(file) == 0:
+    if size == 0:
         raise DataError(f"{file}: empty shard")
     if suffix == ".parquet":
         import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-        metadata = pq.read_metadata(file)
+        metadata = pq.read_metadata(opened(file))
         if metadata.num_rows == 0:
             raise DataError(f"{file}: empty shard (no rows)")
         return list(metadata.schema.names)
-    with open(file, encoding=encoding, errors="replace") as f:
+    head: IO[str]
+    if is_remote(file):
+        with open_input(file) as remote:
+            head = io.StringIO(remote.read(1 << 20).decode(encoding, errors="replace"))
+    else:
+        head = open(file, encoding=encoding, errors="replace")
+    with head as f:
         lines = [line for line in (f.readline() for _ in range(2)) if line.strip()]
     if suffix == ".jsonl":
         if not lines:
@@ -154,18 +169,35 @@ def _columns(file: str, suffix: str, encoding: str) -> list[str]:
     return [name.strip().lstrip("\ufeff") for name in lines[0].rstrip("\r\n").split("\t" if suffix == ".tsv" else ",")]
 
 
-def split_fingerprint(files: list[str] | tuple[str, ...], root: str, fractions: tuple[float, float]) -> str:
+def split_fingerprint(
+    files: list[str] | tuple[str, ...],
+    root: str,
+    fractions: tuple[float, float],
+    known: dict[str, tuple[int, str]] | None = None,
+) -> str:
     """sha256 over the split fractions and the files: each one's name (relative to `root`), size and
-    content sha256 (read in 1 MiB blocks); 16 hex digits."""
+    checksum — its content's sha256 (read in 1 MiB blocks), or what `known` gives (size, checksum)
+    where a caller has it already (the bytes read for another check, an S3 listing's ETag); 16 hex
+    digits."""
     digest = hashlib.sha256(repr(fractions).encode())
     for file in files:
-        content = hashlib.sha256()
-        with open(file, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                content.update(block)
-        name = os.path.relpath(file, root)
-        digest.update(f"{name}\0{os.path.getsize(file)}\0{content.hexdigest()}\n".encode())
+        size, checksum = (known or {}).get(file) or (os.path.getsize(file), _sha256(file))
+        name = file.removeprefix(root).lstrip("/")
+        digest.update(f"{name}\0{size}\0{checksum}\n".encode())
     return digest.hexdigest()[:16]
+
+
+def _sha256(file: str) -> str:
+    content = hashlib.sha256()
+    with open(file, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            content.update(block)
+    return content.hexdigest()
+
+
+def opened(file: str) -> Any:
+    """What pyarrow reads `file` from: its path, or an S3 object's pyarrow file."""
+    return open_input(file) if is_remote(file) else file
 
 
 class TableSplit(StreamedSplit):
@@ -268,14 +300,15 @@ def shard_batches(shards: Shards, file: str) -> Iterator[Any]:
     import pyarrow.parquet as pq
 
     columns = [shards.text_column, shards.label_column]
+    source = opened(file)
     if shards.suffix == ".parquet":
-        yield from pq.ParquetFile(file).iter_batches(batch_size=READ_BATCH * 8, columns=columns)
+        yield from pq.ParquetFile(source).iter_batches(batch_size=READ_BATCH * 8, columns=columns)
     elif shards.suffix == ".jsonl":
-        yield from pajson.read_json(file).select(columns).to_batches(READ_BATCH * 8)
+        yield from pajson.read_json(source).select(columns).to_batches(READ_BATCH * 8)
     else:
         tab = shards.suffix == ".tsv"
         yield from pacsv.open_csv(
-            file,
+            source,
             read_options=pacsv.ReadOptions(encoding=shards.encoding, block_size=1 << 22),
             parse_options=pacsv.ParseOptions(delimiter="\t" if tab else ",", quote_char=False if tab else '"'),
             convert_options=pacsv.ConvertOptions(include_columns=columns),
@@ -351,5 +384,14 @@ def open_table_stream(
         if len(ids) == 0:
             raise DataError(f"{path}: no samples fall in the {name} split; too few distinct texts")
         splits.append(TableSplit(shards, code, fractions, classes, not integer, ids))
-    root = os.path.commonpath([os.path.dirname(f) for f in shards.files])
-    return StreamedSplits(splits[0], splits[1], splits[2], split_fingerprint(shards.files, root, fractions), path)
+    root = common_folder(shards.files)
+    known = dict(zip(shards.files, shards.checksums)) if shards.checksums else None
+    fingerprint = split_fingerprint(shards.files, root, fractions, known)
+    return StreamedSplits(splits[0], splits[1], splits[2], fingerprint, path)
+
+
+def common_folder(files: Sequence[str]) -> str:
+    """The deepest folder (or S3 prefix ending at a `/`) that holds every file."""
+    scheme = "s3://" if is_remote(files[0]) else ""
+    folders = [os.path.dirname(f.removeprefix(scheme)) for f in files]
+    return scheme + os.path.commonpath(folders)

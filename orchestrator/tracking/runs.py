@@ -208,6 +208,11 @@ def log_evaluation(metrics: Mapping[str, Any], predictions: Path) -> None:
         mlflow.log_artifacts(str(predictions), "predictions")
 
 
+def log_text(text: str, artifact_file: str) -> None:
+    """One text artifact of the active run, at `artifact_file` (a path inside the run's artifacts)."""
+    mlflow.log_text(text, artifact_file)
+
+
 def log_file(path: Path, folder: str | None = None) -> None:
     """One artifact of the active run, under `folder`."""
     mlflow.log_artifact(str(path), folder)

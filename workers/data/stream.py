@@ -66,6 +66,7 @@ class StreamedSplits:
     eval: StreamedSplit = field(compare=False)
     fingerprint: str
     source: str
+    skipped: tuple[str, ...] = field(default=(), compare=False)  # files left out as corrupt (data.skip_corrupt)
 
 
 def tokens_digest(inputs: InputSpec) -> str:

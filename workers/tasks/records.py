@@ -31,9 +31,10 @@ class DataRequest:
     image_size: int | None = None  # images resized and centre-cropped to image_size² (None: as stored)
     streaming: bool | str = False  # as the spec says: true, false or "auto" (preflight decides)
     streamed: StreamedSplits | None = None  # the streamed splits preflight opened (then no process loads the data)
+    skip_corrupt: bool = False  # a streamed ImageFolder: files that are not readable images left out, counted
 
 
-STREAM_FIELDS = ("streaming", "streamed")  # DataRequest fields that are not load_splits' arguments
+STREAM_FIELDS = ("streaming", "streamed", "skip_corrupt")  # DataRequest fields that are not load_splits' arguments
 
 
 @dataclass(frozen=True)
