@@ -32,7 +32,8 @@ import ray
 import torch
 
 from benchmarks.report import markdown_table, write_section
-from orchestrator.driver.image_streams import decode_image, open_image_stream
+from orchestrator.driver.image_readers import decode_image
+from orchestrator.driver.image_streams import open_image_stream
 from orchestrator.driver.streams import TableSplit, open_table_stream
 from workers.data.encoded import encode
 from workers.data.input_spec import InputSpec

@@ -142,3 +142,24 @@ def test_the_memory_cap_benchmark_reports_the_peaks_growth_against_its_target():
     assert "exit 2: `needs about 4.4 GiB`" in text
     results["runs"][2] = _run("4x", 128000, 4.0, 4.0)
     assert "+14.3 % (target within ±10 %: MISSED)" in report(results)
+
+
+def test_the_image_reading_tasks_load_no_torch(tmp_path):
+    """A reading process decodes without torch (about 300 MB of it per process), unless it resizes."""
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    from orchestrator.driver.image_readers import decode_images
+
+    for i, name in enumerate(("cat", "dog")):
+        (tmp_path / name).mkdir()
+        Image.new("RGB", (8, 8), (i * 100, 0, 0)).save(tmp_path / name / "a.png")
+    rows = {"file": [str(tmp_path / "dog" / "a.png"), str(tmp_path / "cat" / "a.png")]}
+    decoded = decode_images(rows, str(tmp_path), ("cat", "dog"), 3, 8, True)
+    assert list(decoded["key"]) == ["dog/a.png", "cat/a.png"] and decoded["label"].tolist() == [1, 0]
+    assert decoded["image"].shape == (2, 3, 8, 8) and decoded["image"][0, 0, 0, 0] == 100
+    probe = "import sys, orchestrator.driver.image_readers; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

@@ -24,6 +24,10 @@ class Problems(ValueError):
         return type(self), tuple(self.problems)
 
 
+class DataError(Problems):
+    """A dataset that cannot be used; each problem names the path and what is wrong."""
+
+
 def problems_of(error: BaseException) -> list[str]:
     """The lines of a `Problems` error, else the error's first line."""
     return list(getattr(error, "problems", None) or [first_line(error)])

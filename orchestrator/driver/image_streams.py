@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from orchestrator.driver.image_readers import SAMPLED, decode_images
 from orchestrator.driver.streams import (
     SHUFFLE_BUFFER,
     data_error,
@@ -26,13 +27,12 @@ from orchestrator.driver.streams import (
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, sample_ids, split_codes
-from workers.data.sources import DataError, fit_to_size, pixels
+from workers.data.sources import DataError, pixels
 from workers.data.stream import StreamedSplit, StreamedSplits
 from workers.errors import first_line
 
 IMAGE_FORMATS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 DECODE_BATCH = 256  # images one reading task decodes at a time
-SAMPLED = 32  # images preflight decodes to learn the tree's channels (and size, without image_size)
 
 
 class ImageSplit(StreamedSplit):
@@ -55,13 +55,15 @@ class ImageSplit(StreamedSplit):
 
     def _batches(self, seed: int | None, batch_size: int) -> Iterator[Batch]:
         paths = [os.path.join(self.root, f) for f in self.files]
-        decoded = files_dataset(paths, seed, _decode_images, DECODE_BATCH, split=self)
+        shape = {"channels": self.in_channels, "size": self.image_size, "resize": self.resize}
+        decoded = files_dataset(paths, seed, decode_images, DECODE_BATCH, root=self.root, classes=self.classes, **shape)
         buffer = None if seed is None else SHUFFLE_BUFFER * batch_size
         try:
             for rows in decoded.iter_batches(
                 batch_size=batch_size, batch_format="numpy", local_shuffle_buffer_size=buffer, local_shuffle_seed=seed
             ):
-                yield Batch(tensor(rows["id"]), values=tensor(rows["image"]), labels=tensor(rows["label"]))
+                ids = sample_ids(key_hashes(list(rows["key"])))
+                yield Batch(tensor(ids), values=tensor(rows["image"]), labels=tensor(rows["label"]))
         except Exception as e:
             error = data_error(e)
             if error is None:
@@ -73,42 +75,6 @@ class ImageSplit(StreamedSplit):
 
     def chunks(self, batch_size: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
         return self._batches(None, batch_size)
-
-
-def decode_image(data: bytes, where: str, channels: int, size: int, resize: bool = True) -> np.ndarray:
-    """uint8 C×size×size of one encoded image: `pixels` (transparency over black), grey repeated
-    to 3 channels in a colour tree, resized and centre-cropped (`fit_to_size`); DataError naming
-    `where` for a file PIL cannot read, a colour image in a grey tree, or (no `resize`) another size."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            array = pixels(img)
-    except UnidentifiedImageError:
-        raise DataError(f"{where}: cannot read image (not a format PIL can identify)") from None
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
-        raise DataError(f"{where}: cannot read image ({first_line(e)})") from None
-    if array.ndim == 3 and channels == 1:
-        raise DataError(f"{where}: a colour image in a tree whose first {SAMPLED} images are grey")
-    chw = np.repeat(array[None], channels, 0) if array.ndim == 2 else array.transpose(2, 0, 1)
-    if chw.shape[1:] != (size, size) and not resize:
-        raise DataError(f"{where}: {chw.shape[2]}×{chw.shape[1]}, not {size}×{size}; set data.image_size to resize")
-    return fit_to_size(torch.from_numpy(np.ascontiguousarray(chw))[None], size)[0].numpy()
-
-
-def _decode_images(rows: dict[str, np.ndarray], split: ImageSplit) -> dict[str, np.ndarray]:
-    """A batch of files: their ids, decoded images and labels (the class folder of each)."""
-    paths = [str(p) for p in rows["file"]]
-    relative = [os.path.relpath(p, split.root) for p in paths]
-    index = {name: i for i, name in enumerate(split.classes)}
-    images = [
-        decode_image(Path(path).read_bytes(), path, split.in_channels, split.image_size, split.resize) for path in paths
-    ]
-    return {
-        "id": sample_ids(key_hashes(relative)),
-        "image": np.stack(images),
-        "label": np.array([index[Path(rel).parts[0]] for rel in relative], dtype=np.int64),
-    }
 
 
 def image_problem(data: bytes) -> str | None:

@@ -13,15 +13,13 @@ import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
 
-from workers.errors import Problems, first_line
-
-if TYPE_CHECKING:
-    from PIL.Image import Image as PILImage
+from workers.errors import DataError, first_line
+from workers.pixels import pixels
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")  # Debian: dataset-fashion-mnist
 FASHION_MNIST_CLASSES = (
@@ -44,10 +42,6 @@ _IDX_DTYPES: dict[int, np.dtype] = {
     0x0D: np.dtype(">f4"),
     0x0E: np.dtype(">f8"),
 }
-
-
-class DataError(Problems):
-    """A dataset that cannot be used; each problem names the path and what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -182,25 +176,6 @@ def load_idx_directory(
     )
     assert train is not None  # pairs[0] was checked above
     return train, test
-
-
-_GREY = ("L", "1", "I;16", "I")
-_ALPHA = ("RGBA", "RGBa", "LA", "La", "PA")
-
-
-def pixels(img: PILImage) -> np.ndarray:
-    """A PIL image as uint8 H×W (grey) or H×W×3 (colour). Transparency is composited over black,
-    the value random crops pad with: a palette image with transparency is read through RGBA, as
-    PIL advises (its own RGB conversion would guess one colour per palette entry and warn)."""
-    from PIL import Image
-
-    if img.mode in _GREY:
-        return np.asarray(img.convert("L"))
-    if img.mode in _ALPHA or (img.mode == "P" and "transparency" in img.info):
-        rgba = img.convert("RGBA")
-        flat = Image.alpha_composite(Image.new("RGBA", rgba.size, (0, 0, 0, 255)), rgba)
-        return np.asarray(flat.convert("L" if img.mode in ("LA", "La") else "RGB"))
-    return np.asarray(img.convert("RGB"))
 
 
 def fit_to_size(images: torch.Tensor, size: int) -> torch.Tensor:
