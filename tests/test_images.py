@@ -56,12 +56,16 @@ def test_fashion_mnist_at_a_chosen_size(fashion_mnist):
     assert splits.train.labels.tolist() == fashion_mnist.train.labels[:100].tolist()
 
 
-def test_channel_statistics_and_the_normalisation_they_give():
+def test_channel_statistics_and_the_normalisation_they_give(monkeypatch):
     images = torch.zeros(2, 2, 1, 2, dtype=torch.uint8)
     images[:, 0] = torch.tensor([[0, 255]], dtype=torch.uint8)  # channel 0: half 0, half 1
     images[:, 1] = 51  # channel 1: 0.2 everywhere
     mean, std = channel_statistics(images)
     assert mean == pytest.approx((0.5, 0.2)) and std == pytest.approx((0.5, 0.001))  # a flat channel: std floor
+    assert channel_statistics(iter([images[:1], images[1:]])) == (mean, std)  # a stream's batches, summed as they come
+    varied = torch.randint(0, 256, (5, 3, 64, 64), dtype=torch.uint8)
+    monkeypatch.setattr("workers.data.augment.STATISTICS_CHUNK", 3 * 64 * 64)  # one image per float64 chunk
+    assert channel_statistics(varied) == channel_statistics([varied[:2], varied[2:]])
     x = to_model_input(images, mean, std)
     assert x[0, 0].flatten().tolist() == pytest.approx([-1.0, 1.0]) and x[0, 1].flatten().tolist() == pytest.approx(
         [0.0, 0.0], abs=1e-4

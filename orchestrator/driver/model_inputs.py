@@ -4,6 +4,7 @@ the tokenizer (`InputSpec`), and the checks that `init`'s weights exist and fit 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -85,16 +86,16 @@ STATISTICS_SAMPLE = 4096  # images of a streamed train split the channel statist
 TOKENIZER_SAMPLE = 200_000  # texts of a streamed train split a tokenizer trains on
 
 
-def statistics_sample(train: StreamedSplit) -> torch.Tensor:
-    """The first STATISTICS_SAMPLE images of a streamed train split, decoded (uint8 N×C×S×S)."""
-    chunks, held = [], 0
+def statistics_sample(train: StreamedSplit) -> Iterator[torch.Tensor]:
+    """The first STATISTICS_SAMPLE images of a streamed train split, decoded, batch by batch (uint8
+    B×C×S×S): the statistics are summed as they come, never held at once."""
+    held = 0
     for batch in train.chunks(256):
         assert batch.values is not None
-        chunks.append(batch.values)
+        yield batch.values[: STATISTICS_SAMPLE - held]
         held += len(batch.values)
         if held >= STATISTICS_SAMPLE:
-            break
-    return torch.cat(chunks)[:STATISTICS_SAMPLE]
+            return
 
 
 def text_inputs(spec: UpdateSpec, train: Samples | StreamedSplit) -> InputSpec:

@@ -10,6 +10,7 @@ what the same run draws on a CPU.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -35,17 +36,25 @@ RESIZED_CROP_SCALE = (0.35, 1.0)  # random-resized crop: the share of the image'
 RESIZED_CROP_RATIO = (3 / 4, 4 / 3)  # … and its aspect ratio (width / height), drawn log-uniformly
 
 
-def channel_statistics(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and standard deviation of x/255 over uint8 N×C×H×W images (summed in
-    float64 chunks: a large split never becomes one float tensor)."""
-    c = images.shape[1]
-    total = torch.zeros(c, dtype=torch.float64)
-    squares = torch.zeros(c, dtype=torch.float64)
-    for chunk in images.split(1024):
-        x = chunk.to(torch.float64) / 255.0
-        total += x.sum((0, 2, 3))
-        squares += (x * x).sum((0, 2, 3))
-    count = images.shape[0] * images.shape[2] * images.shape[3]
+STATISTICS_CHUNK = 1 << 23  # values summed in float64 at a time (64 MiB), whatever the image size
+
+
+def channel_statistics(images: torch.Tensor | Iterable[torch.Tensor]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and standard deviation of x/255 over uint8 N×C×H×W images, or over batches
+    of them (a stream's), summed in float64 chunks of STATISTICS_CHUNK values: a large split, or large
+    images, never become one float tensor."""
+    total = squares = None
+    count = 0
+    for batch in images.split(1024) if isinstance(images, torch.Tensor) else images:
+        if total is None or squares is None:
+            total = torch.zeros(batch.shape[1], dtype=torch.float64)
+            squares = torch.zeros(batch.shape[1], dtype=torch.float64)
+        for chunk in batch.split(max(1, STATISTICS_CHUNK // max(1, batch[0].numel()))):
+            x = chunk.to(torch.float64) / 255.0
+            total += x.sum((0, 2, 3))
+            squares += (x * x).sum((0, 2, 3))
+        count += batch.shape[0] * batch.shape[2] * batch.shape[3]
+    assert total is not None and squares is not None, "channel statistics of no image"
     mean = total / count
     std = (squares / count - mean * mean).clamp(min=1e-12).sqrt()
     return tuple(round(float(v), 6) for v in mean), tuple(round(max(float(v), 1e-3), 6) for v in std)
