@@ -234,15 +234,17 @@ def report(results: dict[str, Any]) -> str:
             ]
         )
     growth = large["peak_bytes"] / base["peak_bytes"] - 1
+    headroom = results.get("headroom_gib", 1.0)
     check = base.get("in_memory_check", {})
     return "\n\n".join(
         [
             f"`python -m benchmarks.memory_cap --images {base['images']} --scale {results['scale']} "
-            f"--side {results['side']}` ({results['date']}, {results['machine']}, one run; raw figures in "
+            f"--side {results['side']} --headroom {headroom:g}` ({results['date']}, {results['machine']}, one run; "
+            "raw figures in "
             f"{RESULTS}). v1 (mlp-small, 1 epoch) then v2 (ELODI m 2, in-process teachers, 1 epoch each), "
             f"{results['side']}-px colour JPEGs generated from Fashion-MNIST, `data.streaming: true`, each size "
             "in one memory cgroup holding both drivers, the embedded Ray and every reader; the inputs' page "
-            "cache is charged outside it. The limit is the tiny run's peak plus 1 GiB.",
+            f"cache is charged outside it. The limit is the tiny run's peak plus {headroom:g} GiB.",
             markdown_table(
                 [
                     "run",
@@ -300,6 +302,7 @@ def main() -> int:
     parser.add_argument("--scale", type=int, default=4)
     parser.add_argument("--side", type=int, default=128)
     parser.add_argument("--tiny", type=int, default=2000)
+    parser.add_argument("--headroom", type=float, default=1.0, help="GiB above the tiny run's peak: the limit")
     parser.add_argument("--work", type=Path, default=Path("/tmp/congruent-memory-cap"))
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     args = parser.parse_args()
@@ -323,7 +326,7 @@ def main() -> int:
             flush=True,
         )
         if limit is None:
-            limit = run["peak_bytes"] + (1 << 30)
+            limit = run["peak_bytes"] + int(args.headroom * GiB)
             count = args.images or base_images(limit, run["footprint"]["total_bytes"] / args.tiny)
         else:
             count = runs[1]["images"] * args.scale
@@ -332,6 +335,7 @@ def main() -> int:
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}",
         "scale": args.scale,
         "side": args.side,
+        "headroom_gib": args.headroom,
         "runs": runs,
     }
     RESULTS.write_text(json.dumps(results, indent=1) + "\n")

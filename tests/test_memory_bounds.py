@@ -163,3 +163,19 @@ def test_the_image_reading_tasks_load_no_torch(tmp_path):
     probe = "import sys, orchestrator.driver.image_readers; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_ray_workers_start_with_allocators_that_give_memory_back(monkeypatch):
+    import ray
+
+    from orchestrator.driver import cluster
+
+    calls: list[dict] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")  # the environment's own value wins
+    cluster.connect("127.0.0.1:1")
+    env = calls[0]["runtime_env"]["env_vars"]
+    assert env["MALLOC_ARENA_MAX"] == "4" and env["ARROW_DEFAULT_MEMORY_POOL"] == "system"

@@ -13,11 +13,12 @@ from pipelines.spec import SpecError, UpdateSpec, WorkerResources
 from workers.errors import first_line
 
 FORWARDED_ENV_PREFIXES = ("AWS_", "MLFLOW_S3_")  # what workers need for S3 storage, never logged
-# glibc's malloc arenas per worker process (its default: 8 per core): a worker's reading threads hand
-# batches to its training thread, and every arena keeps what it freed: a capped run's replicas grew
-# past their limit with the default (docs/benchmarks.md "Data larger than its memory limit").
-# MALLOC_ARENA_MAX in the environment wins.
-MALLOC_ARENAS = "2"
+# How a worker's memory allocators keep what they free, where a worker's reading threads hand
+# batches (Arrow's shuffle buffer, numpy) to its training thread: glibc with 2 arenas instead of 8
+# per core, and Arrow through glibc instead of its own mimalloc pool, which keeps freed pages. With
+# the defaults, a capped run's replicas grew past their limit (docs/benchmarks.md "Data larger than
+# its memory limit"). The environment's own values win.
+WORKER_ALLOCATORS = {"MALLOC_ARENA_MAX": "2", "ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
 def worker_env(prefixes: tuple[str, ...] = FORWARDED_ENV_PREFIXES) -> dict[str, str]:
@@ -40,7 +41,8 @@ def connect(ray_address: str | None, dashboard: bool = False, worker_logs: bool 
     # a driver submitted as a Ray Job already gives its workers the job's runtime_env
     runtime_env = None if "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ else {"env_vars": worker_env()}
     if runtime_env is not None:
-        runtime_env["env_vars"].setdefault("MALLOC_ARENA_MAX", os.environ.get("MALLOC_ARENA_MAX", MALLOC_ARENAS))
+        for name, value in WORKER_ALLOCATORS.items():
+            runtime_env["env_vars"].setdefault(name, os.environ.get(name, value))
     if ray_address:
         ray.init(address=ray_address, logging_level=logging.WARNING, runtime_env=runtime_env, log_to_driver=worker_logs)
     else:
