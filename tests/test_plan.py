@@ -270,6 +270,7 @@ NON_DEFAULT = {
         "encoding": "latin-1",
         "image_size": 32,
         "streaming": True,
+        "skip_corrupt": True,
     },
 }
 BESIDE = {("data", "num_classes"): {"path": "user/data"}, ("method", "name"): {"legacy_weight": None}}

@@ -114,23 +114,3 @@ def test_a_spec_on_s3_shards_checks_without_reading_them_whole(s3_env, tmp_path)
     spec.write_text(head + f"data: {{path: 's3://{BUCKET}/tweets/', label_column: sentiment, streaming: false}}\n")
     (checked,) = check_specs([str(spec)])
     assert any("an s3:// source is only read as a stream" in line for line in checked.problems), checked.problems
-
-
-@pytest.mark.slow
-def test_an_update_on_s3_shards_registers(ray_cluster, s3_env, tmp_path):
-    """v1 (text-linear) on the shards in S3, on the 2-node cluster: the replicas' and evaluation's
-    readers get the driver's S3 settings; registered with its error rate."""
-    from conftest import run_update
-
-    document = {
-        "model": "s3-tweets",
-        "version": "v1",
-        "arch": "text-linear",
-        "storage": str(tmp_path / "runs"),
-        "data": {"path": f"s3://{BUCKET}/tweets/*.parquet", "label_column": "sentiment"},
-        "train": {"epochs": 2, "batch_size": 64},
-        "tokenizer": {"vocab_size": 2000, "max_length": 48},
-        "resources": {"student": {"cpus": 1}},
-    }
-    result = run_update(document, tmp_path / "v1")
-    assert result.registered_version == "1" and result.metrics["error_rate"] < 0.5
