@@ -17,6 +17,11 @@ from workers.data import load_splits
 
 pytest_plugins = ["services"]
 
+# Every Ray the tests start (the test cluster, embedded ones, those in subprocesses) ignores how full
+# the machine's disk is: above 95 % each raylet prints a warning every 10 s into its driver's stderr,
+# and the tests that read a command's stderr line by line would fail on a full CI disk.
+os.environ.setdefault("RAY_local_fs_capacity_threshold", "1")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def mlflow_store(tmp_path_factory):
