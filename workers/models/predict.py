@@ -5,12 +5,27 @@ makes it; inference takes either."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
 from workers.data.encoded import EncodedSplit, Samples, encode
 from workers.data.input_spec import InputSpec
 from workers.data.stream import StreamedSplit, streamed_inputs
+
+INFERENCE_BATCH_BYTES = 32 << 20  # float32 image input one inference batch may hold (copies scale with it)
+
+
+def inference_batch_size(batch_size: int, image_shape: tuple[int, ...] | None) -> int:
+    """`batch_size`, made smaller where a batch of float32 images of `image_shape` (C, H, W) would
+    hold more than INFERENCE_BATCH_BYTES: at 224 px a batch of 1024 is 600 MB, and its uint8
+    original, its normalised copy and the model's first activations come on top. Token ids and
+    small images keep `batch_size`; at least 1."""
+    if image_shape is None:
+        return batch_size
+    per_sample = 4 * math.prod(image_shape)
+    return max(1, min(batch_size, INFERENCE_BATCH_BYTES // per_sample))
 
 
 def placed(inputs: torch.Tensor, device: torch.device | str) -> torch.Tensor:
@@ -29,17 +44,22 @@ def predict_logits(
     inputs: InputSpec | None = None,
 ) -> torch.Tensor:
     """N×C logits of `model` (eval mode) on every sample of `data`, in order (a streamed split's
-    fixed order, that of its labels), on the CPU; text is read through `inputs`' tokenizer (the
-    model's own)."""
+    fixed order, that of its labels), on the CPU, `batch_size` samples at a time at most
+    (`inference_batch_size`); text is read through `inputs`' tokenizer (the model's own)."""
     was_training = model.training
     model.eval()
     chunks = []
     if isinstance(data, StreamedSplit):
         reader = streamed_inputs(data, inputs)
-        for batch in data.chunks(batch_size, inputs):
+        shape: tuple[int, ...] | None = None
+        if data.modality == "image":
+            shape = (data.in_channels, data.image_size, data.image_size)
+        for batch in data.chunks(inference_batch_size(batch_size, shape), inputs):
             chunks.append(model(placed(reader.batch(batch), device)).float().cpu())
     else:
         encoded = data if isinstance(data, EncodedSplit) else encode(data, inputs)
+        shape = tuple(encoded.values.shape[1:]) if encoded.modality == "image" else None
+        batch_size = inference_batch_size(batch_size, shape)
         for start in range(0, len(encoded), batch_size):
             chunks.append(model(placed(encoded.rows(start, start + batch_size), device)).float().cpu())
     model.train(was_training)
