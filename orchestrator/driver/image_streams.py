@@ -73,6 +73,19 @@ class ImageSplit(StreamedSplit):
     def epoch(self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
         return self._batches(seed * 100_003 + epoch, batch_size)
 
+    def sample(self, limit: int, batch: int = DECODE_BATCH) -> Iterator[np.ndarray]:
+        """`limit` images spread evenly over this split's files (every class folder), decoded here
+        batch by batch, uint8 B×C×S×S: what preflight takes statistics over without starting Ray."""
+        chosen = np.unique(np.linspace(0, len(self.files) - 1, min(limit, len(self.files))).astype(int))
+        for start in range(0, len(chosen), batch):
+            paths = np.array(
+                [os.path.join(self.root, self.files[i]) for i in chosen[start : start + batch]], dtype=object
+            )
+            rows = decode_images(
+                {"file": paths}, self.root, self.classes, self.in_channels, self.image_size, self.resize
+            )
+            yield rows["image"]
+
     def chunks(self, batch_size: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
         return self._batches(None, batch_size)
 

@@ -82,20 +82,19 @@ def image_inputs(spec: UpdateSpec, train: Samples | StreamedSplit) -> InputSpec 
     return None
 
 
-STATISTICS_SAMPLE = 4096  # images of a streamed train split the channel statistics are taken over
+STATISTICS_SAMPLE = 4096  # images of a streamed train split the channel statistics are taken over (spread evenly)
 TOKENIZER_SAMPLE = 200_000  # texts of a streamed train split a tokenizer trains on
 
 
 def statistics_sample(train: StreamedSplit) -> Iterator[torch.Tensor]:
-    """The first STATISTICS_SAMPLE images of a streamed train split, decoded, batch by batch (uint8
-    B×C×S×S): the statistics are summed as they come, never held at once."""
-    held = 0
-    for batch in train.chunks(256):
-        assert batch.values is not None
-        yield batch.values[: STATISTICS_SAMPLE - held]
-        held += len(batch.values)
-        if held >= STATISTICS_SAMPLE:
-            return
+    """STATISTICS_SAMPLE images spread over a streamed train split, decoded in this process batch by
+    batch (uint8 B×C×S×S), without Ray: the statistics are summed as they come, never held at once,
+    and preflight starts no Ray of its own (Ray Data would start one with none of the run's settings)."""
+    from orchestrator.driver.image_streams import ImageSplit
+
+    assert isinstance(train, ImageSplit), "a streamed image split is an ImageFolder tree's"
+    for images in train.sample(STATISTICS_SAMPLE):
+        yield torch.from_numpy(images)
 
 
 def text_inputs(spec: UpdateSpec, train: Samples | StreamedSplit) -> InputSpec:
