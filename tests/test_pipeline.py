@@ -28,6 +28,20 @@ def old_checkpoints(fashion_mnist, tmp_path_factory):
     return paths
 
 
+def _alive(pid: int) -> bool:
+    """Whether process `pid` still exists (waits up to 10 s for it to exit)."""
+    import os
+    import time
+
+    for _ in range(20):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        time.sleep(0.5)
+    return True
+
+
 @pytest.mark.slow
 def test_elodi_pipeline_end_to_end_on_two_nodes(ray_cluster, old_checkpoints, spec_file, tmp_path, capsys):
     spec = spec_file(
@@ -47,6 +61,9 @@ def test_elodi_pipeline_end_to_end_on_two_nodes(ray_cluster, old_checkpoints, sp
     replicas = result["replicas"]
     assert len(replicas) == 2 and len({r["pid"] for r in replicas}) == 2
     assert len({r["node_id"] for r in replicas}) == 2
+    # each stage's worker process exited with its stage (both nodes are this machine's processes):
+    # no finished stage's memory stays with an idle worker beside the next one
+    assert [pid for pid in [*(r["pid"] for r in replicas), result["student"]["pid"]] if _alive(pid)] == []
     # the teacher pool served every distillation step: one batch per step, from both actors
     pool = result["teacher_pool"]
     assert pool["actors"] == 2 and len(set(pool["pids"])) == 2
