@@ -179,3 +179,102 @@ def test_ray_workers_start_with_allocators_that_give_memory_back(monkeypatch):
     cluster.connect("127.0.0.1:1")
     env = calls[0]["runtime_env"]["env_vars"]
     assert env["MALLOC_ARENA_MAX"] == "4" and env["ARROW_DEFAULT_MEMORY_POOL"] == "system"
+
+
+def test_inference_batches_of_large_images_hold_at_most_32_mib_of_float_input():
+    from workers.models.predict import INFERENCE_BATCH_BYTES, inference_batch_size
+
+    assert INFERENCE_BATCH_BYTES == 32 << 20
+    assert inference_batch_size(1024, (3, 224, 224)) == 55  # 33,554,432 // (4 · 150,528)
+    assert inference_batch_size(1024, (3, 128, 128)) == 170  # // 196,608
+    assert inference_batch_size(1024, (1, 28, 28)) == 1024  # 3.2 MB: unchanged
+    assert inference_batch_size(1024, None) == 1024  # token ids
+    assert inference_batch_size(1024, (3, 4096, 4096)) == 1
+
+
+def test_predict_logits_feeds_a_model_of_large_images_bounded_batches_and_keeps_the_order():
+    import torch
+    from torch import nn
+
+    from workers.data.encoded import EncodedSplit
+    from workers.models.predict import predict_logits
+
+    class Recording(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sizes: list[int] = []
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.sizes.append(len(x))
+            return x.float().mean(dim=(2, 3))  # each sample's channel means: its own logits
+
+    values = torch.randint(0, 256, (400, 3, 128, 128), dtype=torch.uint8)
+    model = Recording()
+    logits = predict_logits(model, EncodedSplit(values), batch_size=1024)
+    assert model.sizes == [170, 170, 60]
+    expected = (values.float() / 127.5 - 1).mean(dim=(2, 3))  # the fixed map to [−1, 1]
+    assert torch.allclose(logits, expected, atol=1e-5)
+
+
+def _colour_tree(root: Path, classes: int = 4, per_class: int = 25) -> Path:
+    """Class c's images are one flat grey of value 40·(c+1): the sample's pixels name its classes."""
+    import numpy as np
+    from PIL import Image
+
+    for c in range(classes):
+        (root / f"class_{c}").mkdir(parents=True)
+        for i in range(per_class):
+            Image.fromarray(np.full((8, 8), 40 * (c + 1), dtype=np.uint8)).save(root / f"class_{c}" / f"{i}.png")
+    return root
+
+
+def test_the_statistics_sample_of_a_streamed_tree_spans_every_class_and_is_decoded_without_ray(tmp_path):
+    import ray
+    import torch
+
+    from orchestrator.driver.image_streams import open_image_stream
+    from orchestrator.driver.model_inputs import statistics_sample
+
+    train = open_image_stream(str(_colour_tree(tmp_path / "tree")), image_size=8).train
+    was_running = ray.is_initialized()
+    batches = list(train.sample(8, batch=3))
+    assert [len(b) for b in batches] == [3, 3, 2] and batches[0].shape[1:] == (1, 8, 8)
+    values = sorted({int(v) for b in batches for v in b.reshape(-1)})
+    assert values == [40, 80, 120, 160]  # the first 8 files would be class 0's alone
+    everything = torch.cat(list(statistics_sample(train)))
+    assert len(everything) == len(train) and ray.is_initialized() == was_running
+
+
+def test_preflight_of_a_streamed_tree_with_image_size_starts_no_ray(tmp_path):
+    """Preflight takes the channel statistics itself: a Ray Data read there started a Ray of Ray's
+    defaults (a dashboard, an object store sized by the machine, none of the run's worker
+    environment) that the run then used."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    tree = _colour_tree(tmp_path / "tree")
+    spec = {"model": "m", "version": "v1", "arch": "mlp-small", "storage": str(tmp_path / "runs")}
+    spec["data"] = {"path": str(tree), "image_size": 8, "streaming": True}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    probe = (
+        "import ray\nfrom pipelines.spec import load_spec\nfrom orchestrator.driver.preflight import preflight\n"
+        "plan = preflight(load_spec('spec.yaml'))\nprint(plan.spec.data.streaming, plan.inputs.mean is not None, "
+        "'ray started' if ray.is_initialized() else 'ray not started')"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={
+            **env,
+            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/m.db",
+        },
+    )
+    assert done.stdout.strip() == "True True ray not started", done.stderr[-2000:]
