@@ -63,6 +63,16 @@ def test_shards_on_s3_open_as_the_same_splits_as_a_local_copy(s3_env):
         assert remote.fingerprint != local.fingerprint  # over the objects' ETags, not the local files
 
 
+def test_a_bucket_root_a_prefix_a_key_and_a_glob_list_their_shards(s3_env):
+    from orchestrator.driver.object_files import list_objects
+
+    shards = [f"s3://{BUCKET}/tweets/part-{i}.parquet" for i in range(3)]
+    for pattern in (f"s3://{BUCKET}", f"s3://{BUCKET}/", f"s3://{BUCKET}/tweets", f"s3://{BUCKET}/tw*.parquet"):
+        assert [entry.uri for entry in list_objects(pattern, (".parquet",))] == shards, pattern
+    assert [entry.uri for entry in list_objects(shards[1], (".parquet",))] == shards[1:2]
+    assert list_objects(f"s3://{BUCKET}/tweet", (".parquet",)) == []  # a prefix is a folder, not a name's start
+
+
 def test_a_bucket_or_credentials_that_do_not_work_are_one_line(s3_env, monkeypatch):
     from orchestrator.driver.streams import open_table_stream
 

@@ -52,7 +52,8 @@ def list_objects(pattern: str, suffixes: tuple[str, ...]) -> list[Listed]:
         for page in client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for item in page.get("Contents", []):
                 name = item["Key"]
-                exact = wild is None and (name == key or name.startswith(key.rstrip("/") + "/"))
+                under = key.rstrip("/")  # "" for the bucket's root: every key is under it
+                exact = wild is None and (not under or name == key or name.startswith(under + "/"))
                 if (exact or (wild is not None and fnmatch.fnmatchcase(name, key))) and name.lower().endswith(suffixes):
                     found.append(Listed(f"s3://{bucket}/{name}", int(item["Size"]), str(item["ETag"]).strip('"')))
     except (ClientError, BotoCoreError) as e:
