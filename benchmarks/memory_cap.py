@@ -27,6 +27,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -269,6 +270,14 @@ def report(results: dict[str, Any]) -> str:
     )
 
 
+def results_json(results: dict[str, Any]) -> str:
+    """The results as indented JSON with each memory sample [seconds, usage, resident] on one line
+    (a run samples every second: one number per line made the file tens of thousands of lines)."""
+    number = r"([-+.\deE]+)"
+    sample = rf"\[\s+{number},\s+{number},\s+{number}\s+\]"
+    return re.sub(sample, r"[\1, \2, \3]", json.dumps(results, indent=1)) + "\n"
+
+
 def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -338,7 +347,7 @@ def main() -> int:
         "headroom_gib": args.headroom,
         "runs": runs,
     }
-    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+    RESULTS.write_text(results_json(results))
     plot(results, args.out.parent / PLOT.name)
     write_section(args.out, HEADING, report(results))
     print(report(results))

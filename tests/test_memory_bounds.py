@@ -278,3 +278,14 @@ def test_preflight_of_a_streamed_tree_with_image_size_starts_no_ray(tmp_path):
         },
     )
     assert done.stdout.strip() == "True True ray not started", done.stderr[-2000:]
+
+
+def test_the_capped_benchmarks_json_keeps_its_values_and_a_sample_per_line():
+    import json
+
+    from benchmarks.memory_cap import results_json
+
+    results = {"runs": [{"label": "base", "peak_bytes": 5, "samples": [[0.5, 10, 9], [1.25, 12, 11], [2.0, 3e9, 7]]}]}
+    text = results_json(results)
+    assert json.loads(text) == results
+    assert '[0.5, 10, 9]' in text and '[1.25, 12, 11]' in text and "[2.0, 3000000000.0, 7]" in text and len(text.splitlines()) == 13
