@@ -50,6 +50,44 @@ def test_a_folder_of_grey_rgb_and_rgba_images_of_any_size_becomes_rgb_at_the_siz
         load_image_folder(tmp_path)
 
 
+def _noise_tree(root, count: int, side: int):
+    """`count` images of side² noise in two class folders, every fourth grey (the others RGB)."""
+    import numpy as np
+
+    rng = np.random.default_rng(count)
+    for i in range(count):
+        folder = root / f"c{i % 2}"
+        folder.mkdir(parents=True, exist_ok=True)
+        mode = "L" if i % 4 == 0 else "RGB"
+        shape = (side, side) if mode == "L" else (side, side, 3)
+        Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8), mode).save(folder / f"{i}.png")
+    return root
+
+
+@pytest.mark.parametrize("side, image_size", [(48, None), (160, 32)])
+def test_an_image_folder_is_loaded_within_two_copies_of_its_pixels(tmp_path, side, image_size):
+    """What loading allocates per image (tracemalloc sees numpy's; the slope between 80 and 240
+    images, so imports and fixed costs drop out) stays under 2.2 × what it adds to the result: the
+    image at its final size, then its place in the array. The loader held every decoded original
+    (25 × a 32-px result at 160 px), then np.stack's copy, then the transposed one."""
+    import tracemalloc
+
+    def peak_of(count: int) -> tuple[int, int]:
+        tree = _noise_tree(tmp_path / f"n{count}", count, side)
+        tracemalloc.start()
+        try:
+            data = load_image_folder(tree, image_size=image_size)
+            return tracemalloc.get_traced_memory()[1], data.images.numel()
+        finally:
+            tracemalloc.stop()
+
+    load_image_folder(_noise_tree(tmp_path / "warm", 4, side), image_size=image_size)  # imports
+    (small, small_bytes), (large, large_bytes) = peak_of(80), peak_of(240)
+    assert large_bytes == 240 * 3 * (image_size or side) ** 2
+    slope = (large - small) / (large_bytes - small_bytes)
+    assert slope < 2.2, f"{slope:.2f} bytes allocated per byte of the result"
+
+
 def test_fashion_mnist_at_a_chosen_size(fashion_mnist):
     splits = load_splits("fashion-mnist", train_limit=100, eval_limit=50, image_size=40)
     assert splits.train.images.shape == (100, 1, 40, 40) and splits.eval.images.shape == (50, 1, 40, 40)

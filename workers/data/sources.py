@@ -189,11 +189,6 @@ def fit_to_size(images: torch.Tensor, size: int) -> torch.Tensor:
     return torch.cat(chunks).contiguous()
 
 
-def _as_colour(image: np.ndarray) -> np.ndarray:
-    """H×W grey → H×W×3 (the grey value in every channel); colour unchanged."""
-    return np.repeat(image[:, :, None], 3, axis=2) if image.ndim == 2 else image
-
-
 def load_image_folder(directory: Path, num_classes: int | None = None, image_size: int | None = None) -> ImageSet:
     """An ImageFolder tree (one sub-directory per class), read with torchvision, kept as uint8;
     `num_classes`, when declared, must be the number of class folders. RGB stays RGB; RGBA and
@@ -209,33 +204,31 @@ def load_image_folder(directory: Path, num_classes: int | None = None, image_siz
         raise DataError(f"{directory}: not a usable ImageFolder tree ({e})") from None
     if num_classes is not None and num_classes != len(folder.classes):
         raise DataError(f"{directory}: {len(folder.classes)} class folders, but data.num_classes = {num_classes}")
-    images = []
+    images: list[np.ndarray | None] = []  # C×H×W each, at its final size: no decoded original stays
     for path, _ in folder.samples:
         try:
             with Image.open(path) as img:
-                images.append(pixels(img))
+                array = pixels(img)
         except UnidentifiedImageError:
             raise DataError(f"{path}: cannot read image (not a format PIL can identify)") from None
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:  # truncated, corrupt data
             raise DataError(f"{path}: cannot read image ({first_line(e)})") from None
-    if any(a.ndim == 3 for a in images):
-        images = [_as_colour(a) for a in images]
-    if image_size is not None:
-        channels_first = (a[None] if a.ndim == 2 else a.transpose(2, 0, 1) for a in images)
-        images = [
-            fit_to_size(torch.from_numpy(np.ascontiguousarray(a))[None], image_size)[0].numpy() for a in channels_first
-        ]
-        stacked = np.stack(images)
-    else:
-        shapes = {a.shape for a in images}
-        if len(shapes) != 1:
-            raise DataError(
-                f"{directory}: images differ in size ({sorted(shapes)[:3]}…); set data.image_size to resize them"
-            )
-        stacked = np.stack(images)
-        stacked = stacked[:, None] if stacked.ndim == 3 else stacked.transpose(0, 3, 1, 2)
+        chw = np.ascontiguousarray(array[None] if array.ndim == 2 else array.transpose(2, 0, 1))
+        if image_size is not None:  # a grey image resized before it becomes RGB: the same pixels
+            chw = fit_to_size(torch.from_numpy(chw)[None], image_size)[0].numpy()
+        images.append(chw)
+    shapes = {a.shape[1:] for a in images if a is not None}
+    if len(shapes) != 1:
+        raise DataError(
+            f"{directory}: images differ in size ({sorted(shapes)[:3]}…); set data.image_size to resize them"
+        )
+    channels = 3 if any(a is not None and len(a) == 3 for a in images) else 1
+    stacked = np.empty((len(images), channels, *shapes.pop()), dtype=np.uint8)
+    for i, image in enumerate(images):  # each copied in (grey broadcast to RGB in a colour tree), then let go
+        stacked[i] = image
+        images[i] = None
     labels = np.array([target for _, target in folder.samples], dtype=np.int64)
-    return ImageSet(torch.from_numpy(np.ascontiguousarray(stacked)), torch.from_numpy(labels), tuple(folder.classes))
+    return ImageSet(torch.from_numpy(stacked), torch.from_numpy(labels), tuple(folder.classes))
 
 
 def load_npz(path: Path, num_classes: int | None = None) -> ImageSet:
