@@ -288,4 +288,9 @@ def test_the_capped_benchmarks_json_keeps_its_values_and_a_sample_per_line():
     results = {"runs": [{"label": "base", "peak_bytes": 5, "samples": [[0.5, 10, 9], [1.25, 12, 11], [2.0, 3e9, 7]]}]}
     text = results_json(results)
     assert json.loads(text) == results
-    assert '[0.5, 10, 9]' in text and '[1.25, 12, 11]' in text and "[2.0, 3000000000.0, 7]" in text and len(text.splitlines()) == 13
+    assert (
+        "[0.5, 10, 9]" in text
+        and "[1.25, 12, 11]" in text
+        and "[2.0, 3000000000.0, 7]" in text
+        and len(text.splitlines()) == 13
+    )
