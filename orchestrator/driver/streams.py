@@ -48,7 +48,7 @@ from workers.errors import first_line
 SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order
 READERS = 2  # map_batches tasks reading at once, per stream
 READ_BATCH = 1024  # rows a read task splits, tokenizes or decodes at a time
-STREAM_OBJECT_STORE_BYTES = 128 << 20  # blocks of one stream in Ray's object store at once (Ray Data's budget; ten 256-image blocks at 128 px)
+STREAM_OBJECT_STORE_BYTES = 128 << 20  # one stream's blocks in the object store at once (Ray Data's budget)
 SPLIT_CODES = {"train": TRAIN, "val": VAL, "eval": EVAL}
 
 
