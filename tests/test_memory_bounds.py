@@ -216,6 +216,39 @@ def test_predict_logits_feeds_a_model_of_large_images_bounded_batches_and_keeps_
     assert torch.allclose(logits, expected, atol=1e-5)
 
 
+PREDICT_PROBE = """
+import re, torch
+from torch import nn
+from workers.data.encoded import EncodedSplit
+from workers.models.predict import predict_logits
+
+class Bloated(nn.Module):  # each batch allocates 30 MB of scratch, as a model's input and activations do
+    def forward(self, x):
+        scratch = torch.ones(30 << 20, dtype=torch.uint8)
+        return x.float().mean(dim=(2, 3)) + scratch[:1].float()
+
+def anon_mb():
+    return int(re.search(r"RssAnon:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) // 1024
+
+values = torch.zeros(40 * 16, 3, 8, 8, dtype=torch.uint8)
+before = anon_mb()
+logits = predict_logits(Bloated(), EncodedSplit(values), batch_size=16)
+print(anon_mb() - before, tuple(logits.shape))
+"""
+
+
+def test_predict_logits_keeps_no_batch_input_resident():
+    """Over 40 batches, each with 30 MB of transient scratch, inference keeps at most a few batches'
+    worth resident (a list of per-batch outputs pinned glibc's heap: about 1.2 GB here)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", PREDICT_PROBE], capture_output=True, text=True, check=True)
+    grown, shape = done.stdout.split(maxsplit=1)
+    assert shape.strip() == "(640, 3)"
+    assert int(grown) < 200, f"{grown} MB resident after inference"
+
+
 def _colour_tree(root: Path, classes: int = 4, per_class: int = 25) -> Path:
     """Class c's images are one flat grey of value 40·(c+1): the sample's pixels name its classes."""
     import numpy as np

@@ -6,6 +6,7 @@ makes it; inference takes either."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -48,19 +49,39 @@ def predict_logits(
     (`inference_batch_size`); text is read through `inputs`' tokenizer (the model's own)."""
     was_training = model.training
     model.eval()
-    chunks = []
+    logits: torch.Tensor | None = None
+    done = 0
+    for batch in _model_inputs(data, batch_size, inputs):
+        out = model(placed(batch, device)).float().cpu()
+        if logits is None:
+            # one buffer for every batch's output: a list of small per-batch outputs, each allocated
+            # while that batch's input of up to 32 MiB was alive, pins glibc's heap so that every
+            # input stays resident (2.1 GB after 60 batches of 170 128-px images; 0.13 GB this way)
+            logits = torch.empty(len(data), *out.shape[1:])
+        logits[done : done + len(out)] = out
+        done += len(out)
+        del out, batch
+    model.train(was_training)
+    if logits is None:
+        return torch.empty(0, 0)
+    assert done == len(logits), f"{done} samples predicted of {len(logits)}"
+    return logits
+
+
+def _model_inputs(
+    data: Samples | EncodedSplit | StreamedSplit, batch_size: int, inputs: InputSpec | None
+) -> Iterator[torch.Tensor]:
+    """`data` as model input on the CPU, in order, at most `inference_batch_size` samples at a time."""
     if isinstance(data, StreamedSplit):
         reader = streamed_inputs(data, inputs)
         shape: tuple[int, ...] | None = None
         if data.modality == "image":
             shape = (data.in_channels, data.image_size, data.image_size)
         for batch in data.chunks(inference_batch_size(batch_size, shape), inputs):
-            chunks.append(model(placed(reader.batch(batch), device)).float().cpu())
-    else:
-        encoded = data if isinstance(data, EncodedSplit) else encode(data, inputs)
-        shape = tuple(encoded.values.shape[1:]) if encoded.modality == "image" else None
-        batch_size = inference_batch_size(batch_size, shape)
-        for start in range(0, len(encoded), batch_size):
-            chunks.append(model(placed(encoded.rows(start, start + batch_size), device)).float().cpu())
-    model.train(was_training)
-    return torch.cat(chunks)
+            yield reader.batch(batch)
+        return
+    encoded = data if isinstance(data, EncodedSplit) else encode(data, inputs)
+    shape = tuple(encoded.values.shape[1:]) if encoded.modality == "image" else None
+    batch_size = inference_batch_size(batch_size, shape)
+    for start in range(0, len(encoded), batch_size):
+        yield encoded.rows(start, start + batch_size)
