@@ -13,7 +13,7 @@ from mlflow import MlflowClient
 from mlflow.tracking._model_registry import utils as registry_utils
 from mlflow.tracking._tracking_service import utils as tracking_utils
 
-from orchestrator.tracking import registry
+from orchestrator.tracking import promotion, registry
 from orchestrator.tracking.descriptions import model_description, version_description, version_sentence
 from orchestrator.tracking.ledger import write_ledger
 from servers import start_mlflow_server
@@ -121,7 +121,7 @@ def test_registration_writes_the_chain_the_mlflow_ui_shows(tmp_path, monkeypatch
         plain[:30], plain[100:106] = labels[:30], (labels[100:106] + 1) % 10  # NFR 3 %, ER 8 %
         elodi[:28], elodi[100:102] = labels[:28], (labels[100:102] + 1) % 10  # NFR 1 %, PFR 14 %, ER 7 %
         _register(tmp_path, model, "v1", "none", None, v1, labels, {"method.name": "none"})
-        registry.set_champion(model, "1")
+        promotion.set_champion(model, "1")
         _register(tmp_path, model, "v2-none", "none", ("1", 0.03, 0.15), plain, labels, {"method.name": "none"})
         params = {"method.name": "elodi", "method.m": "4"}
         _register(tmp_path, model, "v2-elodi", "elodi", ("1", 0.01, 0.14), elodi, labels, params)

@@ -1,6 +1,7 @@
-"""`congruent promote MODEL VERSION --max-nfr F [--max-er-increase F]`: move alias `champion` to a
-version only if its NFR against the current champion and its ER increase stay within the limits
-(from the ledgers, no re-inference); otherwise say why and exit 1."""
+"""`congruent promote MODEL VERSION --max-nfr F [--max-er-increase F] [--confidence C]`: move alias
+`champion` to a version only if its NFR against the current champion and its ER increase stay
+within the limits (from the ledgers, no re-inference; with --confidence, their upper confidence
+bounds), as a compare-and-set that holds when promotions race; otherwise say why and exit 1."""
 
 from __future__ import annotations
 
@@ -13,19 +14,18 @@ from orchestrator.commands.options import fail, fraction
 def run(args: argparse.Namespace) -> int:
     from mlflow.exceptions import MlflowException
 
-    from orchestrator.tracking import registry, store
+    from orchestrator.tracking import promotion, store
 
     store.configure()
+    limits = promotion.GateLimits(args.max_nfr, args.max_er_increase, args.confidence)
     try:
-        registry.resolve(f"{args.model}/{args.version}")
-        passed, why = registry.gate(args.model, args.version, args.max_nfr, args.max_er_increase)
-    except (registry.RegistryError, MlflowException) as e:
+        verdict = promotion.promote(args.model, args.version, limits)
+    except (promotion.RegistryError, MlflowException) as e:
         return fail("promote", str(e))
-    if not passed:
-        print(f"{args.model} v{args.version} NOT promoted: {why}", file=sys.stderr)
+    if not verdict.passed:
+        print(f"{args.model} v{args.version} NOT promoted: {verdict.reason}", file=sys.stderr)
         return 1
-    registry.set_champion(args.model, args.version)
-    print(f"{args.model} v{args.version} is now champion: {why}")
+    print(f"{args.model} v{args.version} is now champion: {verdict.reason}")
     return 0
 
 
@@ -44,5 +44,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=fraction(-1, 1),
         default=0.0,
         help="largest ER increase over the champion, a fraction in [-1, 1] (default 0)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=fraction(0.5, 0.9999),
+        default=None,
+        help="gate on the upper bounds at this confidence level (e.g. 0.95): Wilson for NFR, paired "
+        "(McNemar) for the ER increase; default: the point values",
     )
     parser.set_defaults(func=run)

@@ -24,7 +24,7 @@ from orchestrator.driver.plan import Plan, applied_params
 from orchestrator.driver.pool import serving_pool
 from orchestrator.driver.stages import eval_split_logits, paragon_logits, run_bcwi, train_replicas, train_student
 from orchestrator.driver.watch import StageWatch
-from orchestrator.tracking import registry, runs
+from orchestrator.tracking import promotion, registry, runs
 from orchestrator.tracking.ledger import write_ledger
 from pipelines.spec import UpdateSpec
 from workers.metrics import EvaluationMetrics, error_rate, update_report
@@ -291,12 +291,10 @@ def publish(
         )
         result.registered_version = version
     if spec.promote is not None and result.registered_version is not None:
-        passed, why = registry.gate(
-            spec.model, result.registered_version, spec.promote.max_nfr, spec.promote.max_er_increase
-        )
-        if passed:
-            registry.set_champion(spec.model, result.registered_version)
-        result.promotion = {"passed": passed, "reason": why}
-        runs.set_tags({"promotion": ("champion: " if passed else "rejected: ") + why})
+        gate = spec.promote
+        limits = promotion.GateLimits(gate.max_nfr, gate.max_er_increase, gate.confidence)
+        verdict = promotion.promote(spec.model, result.registered_version, limits)
+        result.promotion = {"passed": verdict.passed, "reason": verdict.reason}
+        runs.set_tags({"promotion": ("champion: " if verdict.passed else "rejected: ") + verdict.reason})
     (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
     runs.log_file(run_dir / "result.json")

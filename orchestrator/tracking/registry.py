@@ -1,5 +1,5 @@
 """The model registry: versions with their lineage and flips, the prediction ledger, the chain's
-NFR matrix, the promotion gate, and registering a pipeline's model.
+NFR matrix, and registering a pipeline's model (moving `champion`: promotion.py).
 
 Each registered version's run holds `checkpoint/model.pt` (state_dict + settings, loaded with
 `weights_only=True`), `model/` (an MLflow PyTorch model for serving) and `ledger/predictions.npz`:
@@ -26,7 +26,7 @@ from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import known_mask, read_ledger
 from orchestrator.tracking.references import Reference, RegistryError, parse_reference
 from orchestrator.views import plots
-from workers.metrics import error_rate, negative_flip_rate, nfr_matrix
+from workers.metrics import nfr_matrix
 
 
 def resolve(text: str) -> Reference:
@@ -154,40 +154,6 @@ def write_matrix_files(folder: Path, names: list[str], matrix: list[list[float]]
     json_path = folder / "nfr_matrix.json"
     json_path.write_text(json.dumps({"versions": names, "nfr_matrix": matrix}, indent=2))
     return [json_path, plots.save(plots.nfr_heatmap(names, matrix, title), folder / "nfr_matrix.png", dpi=100)]
-
-
-def gate(name: str, candidate: str, max_nfr: float, max_er_increase: float) -> tuple[bool, str]:
-    """Whether `candidate` may become `champion`: NFR against the current champion ≤ max_nfr and
-    ER − ER_champion ≤ max_er_increase, from the ledgers. Without a champion, it passes."""
-    client = MlflowClient()
-    try:
-        champion = client.get_model_version_by_alias(name, "champion")
-    except MlflowException:
-        return True, f"{name} has no champion yet"
-    new = ledger_of(Reference(name, candidate))
-    old = ledger_of(Reference(name, str(champion.version)))
-    if str(new["fingerprint"]) != str(old["fingerprint"]):
-        raise RegistryError(
-            f"{name} v{candidate} and champion v{champion.version} were evaluated on different "
-            f"eval splits ({new['fingerprint']} vs {old['fingerprint']})"
-        )
-    labels, known = new["labels"], known_mask(old)  # flips on the classes the champion knows
-    nfr = negative_flip_rate(old["class_ids"][known], new["class_ids"][known], labels[known])
-    increase = error_rate(new["class_ids"], labels) - error_rate(old["class_ids"], labels)
-    problems = []
-    if nfr > max_nfr:
-        problems.append(f"NFR {100 * nfr:.2f} % > {100 * max_nfr:.2f} %")
-    if increase > max_er_increase:
-        problems.append(f"ER increase {100 * increase:+.2f} pt > {100 * max_er_increase:+.2f} pt")
-    against = f"against champion v{champion.version}: NFR {100 * nfr:.2f} %, ER {100 * increase:+.2f} pt"
-    return (not problems), ("; ".join(problems) + f" ({against})" if problems else against)
-
-
-def set_champion(name: str, version: str) -> None:
-    """Move alias `champion` to an existing version; RegistryError if there is no such version."""
-    resolve(f"{name}/{version}")
-    MlflowClient().set_registered_model_alias(name, "champion", version)
-    descriptions.describe(name, chain(name))  # the champion marked in the model's description
 
 
 def _fraction(text: str | None) -> float | None:

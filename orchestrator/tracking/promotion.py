@@ -1,0 +1,180 @@
+"""Moving alias `champion`: the gate, and a compare-and-set that holds when promotions race.
+
+The gate compares a candidate with the version `champion` points to, from their ledgers: NFR on
+the classes the champion knows and the ER increase, against the limits, at their point values or,
+with a confidence level, at their one-sided upper bounds (workers/confidence.py).
+
+MLflow's registry has no conditional alias update (`set_registered_model_alias` overwrites), so
+two promotions that each read `champion` → v1 could each pass against v1, and the later write would
+replace the version the other had just promoted, never checked against it. `promote` therefore:
+
+1. gates the candidate against the champion it reads (ledger downloads: outside any lock);
+2. takes the model's promotion lock, reads `champion` again and moves it only if it still points
+   where the gate read it; otherwise it lets go of the lock and gates again against the new
+   champion, at most ATTEMPTS times, then refuses in one line.
+
+The lock is a registered model named `<model>.promotion-lock` created with
+`create_registered_model`: every registry store enforces a unique name (a primary key in the SQL
+stores, and behind an MLflow server), so exactly one creator succeeds; it is deleted on release,
+and shows in the registry only while a promotion holds it (well under a second). A lock whose
+holder died is broken by the next promotion once older than LOCK_TTL_S (by the server's creation
+time against this machine's clock).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+from orchestrator.tracking import descriptions
+from orchestrator.tracking.ledger import known_mask
+from orchestrator.tracking.references import Reference, RegistryError
+from orchestrator.tracking.registry import chain, ledger_of, resolve
+from workers.confidence import paired_increase_upper, wilson_upper
+from workers.metrics import negative_flips
+
+ATTEMPTS = 3  # gates against a champion that moved meanwhile, before refusing
+LOCK_SUFFIX = ".promotion-lock"
+LOCK_TTL_S = 120.0  # a lock older than this was left by a promotion that died
+LOCK_WAIT_S = 60.0  # how long a promotion waits for another's lock
+
+
+@dataclass(frozen=True)
+class GateLimits:
+    """NFR ≤ max_nfr and ER − ER_champion ≤ max_er_increase (fractions); with `confidence`, their
+    upper bounds at that level must be within the limits."""
+
+    max_nfr: float
+    max_er_increase: float = 0.0
+    confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    reason: str
+    champion: str | None  # the version gated against (None: there was no champion)
+
+
+def champion_of(name: str) -> str | None:
+    """The version alias `champion` points to, or None."""
+    try:
+        return str(MlflowClient().get_model_version_by_alias(name, "champion").version)
+    except MlflowException:
+        return None
+
+
+def _pct(value: float, signed: bool = False) -> str:
+    return f"{100 * value:+.2f} pt" if signed else f"{100 * value:.2f} %"
+
+
+def gate(name: str, candidate: str, limits: GateLimits) -> Verdict:
+    """Whether `candidate` may replace the current champion (module docstring); without a champion
+    it passes."""
+    champion = champion_of(name)
+    if champion is None:
+        return Verdict(True, f"{name} has no champion yet", None)
+    new = ledger_of(Reference(name, candidate))
+    old = ledger_of(Reference(name, champion))
+    if str(new["fingerprint"]) != str(old["fingerprint"]):
+        raise RegistryError(
+            f"{name} v{candidate} and champion v{champion} were evaluated on different "
+            f"eval splits ({new['fingerprint']} vs {old['fingerprint']})"
+        )
+    labels, known = new["labels"], known_mask(old)  # flips on the classes the champion knows
+    flips = len(negative_flips(old["class_ids"][known], new["class_ids"][known], labels[known]))
+    worse = len(negative_flips(old["class_ids"], new["class_ids"], labels))  # old right, new wrong
+    better = len(negative_flips(new["class_ids"], old["class_ids"], labels))  # old wrong, new right
+    n_known, n = int(known.sum()), len(labels)
+    nfr, increase = flips / max(n_known, 1), (worse - better) / max(n, 1)
+    gated_nfr, gated_increase = nfr, increase
+    shown_nfr, shown_increase = _pct(nfr), _pct(increase, signed=True)
+    if limits.confidence is not None:
+        level = f"{100 * limits.confidence:g} %"
+        gated_nfr = wilson_upper(flips, n_known, limits.confidence)
+        gated_increase = paired_increase_upper(worse, better, n, limits.confidence)
+        shown_nfr += f" (upper {level} bound {_pct(gated_nfr)})"
+        shown_increase += f" (upper {level} bound {_pct(gated_increase, signed=True)})"
+    problems = []
+    if gated_nfr > limits.max_nfr:
+        problems.append(f"NFR {_pct(gated_nfr)} > {_pct(limits.max_nfr)}")
+    if gated_increase > limits.max_er_increase:
+        limit = _pct(limits.max_er_increase, signed=True)
+        problems.append(f"ER increase {_pct(gated_increase, signed=True)} > {limit}")
+    against = f"against champion v{champion}: NFR {shown_nfr}, ER {shown_increase}"
+    reason = "; ".join(problems) + f" ({against})" if problems else against
+    return Verdict(not problems, reason, champion)
+
+
+@contextmanager
+def promotion_lock(name: str) -> Iterator[None]:
+    """Hold `<name>.promotion-lock` (module docstring) for the block; RegistryError after
+    LOCK_WAIT_S of another promotion holding it."""
+    client, lock, token = MlflowClient(), f"{name}{LOCK_SUFFIX}", uuid.uuid4().hex
+    holder = f"{socket.gethostname()}:{os.getpid()}"
+    deadline, delay = time.monotonic() + LOCK_WAIT_S, 0.05
+    while True:
+        try:
+            client.create_registered_model(lock, tags={"token": token, "holder": holder})
+            break
+        except MlflowException as e:
+            if e.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        if _holds(client, lock, token):  # a retried POST whose first try had created it
+            break
+        if time.monotonic() > deadline:
+            raise RegistryError(f"{name}: another promotion has held {lock} for over {LOCK_WAIT_S:g} s; try again")
+        time.sleep(delay)
+        delay = min(2 * delay, 1.0)
+    try:
+        yield
+    finally:
+        client.delete_registered_model(lock)
+
+
+def _holds(client: MlflowClient, lock: str, token: str) -> bool:
+    """Whether `token` holds `lock`; a lock left by a promotion that died (older than LOCK_TTL_S)
+    is deleted, so that the next try can take it."""
+    try:
+        found = client.get_registered_model(lock)
+    except MlflowException:
+        return False  # released meanwhile
+    if found.tags.get("token") == token:
+        return True
+    if time.time() - found.creation_timestamp / 1000 > LOCK_TTL_S:
+        try:
+            client.delete_registered_model(lock)
+        except MlflowException:
+            pass  # another promotion broke it first
+    return False
+
+
+def set_champion(name: str, version: str) -> None:
+    """Move alias `champion` to an existing version, unconditionally (`promote` is the gated,
+    race-safe way); RegistryError if there is no such version."""
+    resolve(f"{name}/{version}")
+    MlflowClient().set_registered_model_alias(name, "champion", version)
+    descriptions.describe(name, chain(name))  # the champion marked in the model's description
+
+
+def promote(name: str, candidate: str, limits: GateLimits) -> Verdict:
+    """Move `champion` to `candidate` if it passes the gate against the champion it replaces, as
+    a compare-and-set (module docstring); the verdict says why, and against which version."""
+    resolve(f"{name}/{candidate}")
+    for _ in range(ATTEMPTS):
+        verdict = gate(name, candidate, limits)
+        if not verdict.passed:
+            return verdict
+        with promotion_lock(name):
+            if champion_of(name) == verdict.champion:
+                set_champion(name, candidate)
+                return verdict
+    raise RegistryError(f"{name}: champion moved {ATTEMPTS} times while v{candidate} was gated; not promoted")

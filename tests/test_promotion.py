@@ -1,0 +1,126 @@
+"""Moving alias `champion`: the gate at point values and at confidence bounds, and the
+compare-and-set that keeps two promotions at once from each passing against a champion the other
+has just replaced (orchestrator/tracking/promotion.py)."""
+
+from __future__ import annotations
+
+import threading
+
+import mlflow
+import numpy as np
+import pytest
+from mlflow import MlflowClient
+
+from orchestrator.cli import main
+from orchestrator.tracking import promotion, registry, store
+from orchestrator.tracking.ledger import write_ledger
+from workers.models.checkpoints import ModelSettings, save_checkpoint
+
+LABELS = np.arange(100) % 10
+
+
+def _wrong_on(indices) -> np.ndarray:
+    """Class ids right on every sample but `indices`."""
+    ids = LABELS.copy()
+    ids[list(indices)] = (LABELS[list(indices)] + 1) % 10
+    return ids
+
+
+def _register(tmp_path, model: str, label: str, class_ids: np.ndarray) -> str:
+    """A version whose ledger holds `class_ids` on LABELS, as a pipeline registers it."""
+    settings = ModelSettings("mlp-small", 10)
+    checkpoint = save_checkpoint(tmp_path / label / "model.pt", settings.build(seed=1), settings)
+    with mlflow.start_run(run_name=label):
+        logits = np.eye(10, dtype=np.float32)[class_ids]
+        ledger = write_ledger(tmp_path / label / "predictions.npz", logits, LABELS, "fp")
+        mlflow.log_artifact(str(ledger), "ledger")
+        tags = {"method": "none", "arch": "mlp-small", "label": label, "fingerprint": "fp", "spec_hash": label}
+        return registry.register(model, str(checkpoint), tags)
+
+
+@pytest.fixture
+def rivals(tmp_path):
+    """v1 (champion, wrong on 80..99), v2 (right on 80..89 too) and v3 (right on 90..99 too): each
+    passes a 5 % NFR gate against v1 (no flips), and fails it against the other (10 % NFR)."""
+    store.configure()
+    model = f"rivals-{tmp_path.name}"
+    mlflow.set_experiment(model)
+    _register(tmp_path, model, "v1", _wrong_on(range(80, 100)))
+    promotion.set_champion(model, "1")
+    _register(tmp_path, model, "v2", _wrong_on(range(90, 100)))
+    _register(tmp_path, model, "v3", _wrong_on(range(80, 90)))
+    return model
+
+
+def _race(model: str, monkeypatch) -> dict[str, promotion.Verdict]:
+    """Promote v2 and v3 at once; both first gate against v1 before either moves the alias."""
+    both_gated = threading.Barrier(2, timeout=60)
+    first = threading.local()
+    real_gate = promotion.gate
+
+    def gate_then_wait(name, candidate, limits):
+        verdict = real_gate(name, candidate, limits)
+        if not getattr(first, "done", False):
+            first.done = True
+            both_gated.wait()
+        return verdict
+
+    monkeypatch.setattr(promotion, "gate", gate_then_wait)
+    verdicts: dict[str, promotion.Verdict] = {}
+    errors: list[BaseException] = []
+
+    def promote(version: str) -> None:
+        try:
+            verdicts[version] = promotion.promote(model, version, promotion.GateLimits(max_nfr=0.05))
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=promote, args=(v,)) for v in ("2", "3")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    return verdicts
+
+
+def test_concurrent_promotions_pass_only_against_the_champion_they_replace(rivals, monkeypatch):
+    verdicts = _race(rivals, monkeypatch)
+    winners = [v for v, verdict in verdicts.items() if verdict.passed]
+    assert len(winners) == 1, verdicts  # without the compare-and-set both pass against v1
+    loser = "3" if winners == ["2"] else "2"
+    assert verdicts[winners[0]].champion == "1"
+    assert verdicts[loser].champion == winners[0]  # gated again, against the version that won
+    assert f"NFR 10.00 % > 5.00 % (against champion v{winners[0]}" in verdicts[loser].reason
+    client = MlflowClient()
+    assert str(client.get_model_version_by_alias(rivals, "champion").version) == winners[0]
+    assert not client.search_registered_models(f"name = '{rivals}{promotion.LOCK_SUFFIX}'")  # lock released
+
+
+def test_a_held_lock_makes_a_promotion_wait_and_a_dead_holders_lock_is_broken(rivals, monkeypatch):
+    client = MlflowClient()
+    lock = f"{rivals}{promotion.LOCK_SUFFIX}"
+    client.create_registered_model(lock, tags={"token": "someone else", "holder": "elsewhere:1"})
+    monkeypatch.setattr(promotion, "LOCK_WAIT_S", 0.5)
+    with pytest.raises(promotion.RegistryError, match=f"another promotion has held {lock}"):
+        promotion.promote(rivals, "2", promotion.GateLimits(max_nfr=0.05))
+    assert promotion.champion_of(rivals) == "1"
+    monkeypatch.setattr(promotion, "LOCK_TTL_S", 0.0)  # the holder died: its lock is stale
+    assert promotion.promote(rivals, "2", promotion.GateLimits(max_nfr=0.05)).passed
+    assert promotion.champion_of(rivals) == "2"
+    assert not client.search_registered_models(f"name = '{lock}'")
+
+
+def test_the_gate_at_a_confidence_level_uses_the_upper_bounds(rivals, capsys):
+    # v2 against v1: no flips, ER −10 pt; at 95 % the NFR bound over 100 samples is 2.63 %
+    limits = promotion.GateLimits(max_nfr=0.02, max_er_increase=0.0)
+    assert promotion.gate(rivals, "2", limits).passed
+    bounded = promotion.gate(rivals, "2", promotion.GateLimits(0.02, 0.0, confidence=0.95))
+    assert not bounded.passed
+    assert bounded.reason.startswith("NFR 2.63 % > 2.00 % (against champion v1: NFR 0.00 % (upper 95 % bound 2.63 %)")
+    assert "ER -10.00 pt (upper 95 % bound -5.74 pt)" in bounded.reason  # 10 better of 10 discordant
+    assert main(["promote", rivals, "2", "--max-nfr", "0.02", "--confidence", "0.95"]) == 1
+    assert "NOT promoted: NFR 2.63 % > 2.00 %" in capsys.readouterr().err
+    assert main(["promote", rivals, "2", "--max-nfr", "0.03", "--confidence", "0.95"]) == 0
+    assert "is now champion: against champion v1" in capsys.readouterr().out
+    assert main(["promote", rivals, "3", "--max-nfr", "0.03", "--confidence", "5"]) == 2  # 5 is not a level
