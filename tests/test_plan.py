@@ -211,9 +211,10 @@ def test_a_version_is_tagged_without_empty_lineage_or_flip_tags(digits_folder):
     tags = version_tags(plan.spec, plan, {"error_rate": 0.25})
     assert sorted(tags) == ["arch", "classes", "error_rate", "fingerprint", "label", "method", "spec_hash"]
     assert all(tags.values()) and json.loads(tags["classes"]) == [str(c) for c in range(10)]
-    undefined = {"nfr": 0.0, "pfr": 0.1, "rel_nfr": None, "er_old": 0.3, "er_new": 0.0}
+    undefined = {"n": 200, "nfr": 0.0, "pfr": 0.1, "rel_nfr": None, "er_old": 0.3, "er_new": 0.0}
     tags = version_tags(plan.spec, plan, {"error_rate": 0.0, "vs_old": undefined})
     assert (tags["nfr"], tags["pfr"]) == ("0.000000", "0.100000") and "rel_nfr" not in tags
+    assert tags["n_compared"] == "200"  # what the bounds `versions` shows count over
 
 
 # A value other than the default for every field of the spec's train, method and data sections,

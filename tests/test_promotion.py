@@ -124,3 +124,13 @@ def test_the_gate_at_a_confidence_level_uses_the_upper_bounds(rivals, capsys):
     assert main(["promote", rivals, "2", "--max-nfr", "0.03", "--confidence", "0.95"]) == 0
     assert "is now champion: against champion v1" in capsys.readouterr().out
     assert main(["promote", rivals, "3", "--max-nfr", "0.03", "--confidence", "5"]) == 2  # 5 is not a level
+
+
+def test_versions_show_the_upper_bounds_of_each_versions_flips_against_its_parent():
+    # NFR 0 and PFR 10 % over 100 samples: NFR ≤ 2.705543 / 102.705543, ΔER ≤ −5.74 pt (test_confidence.py)
+    bounds = registry.upper_bounds(0.0, 0.1, "100")
+    assert bounds["nfr_upper"] == pytest.approx(0.0263429, abs=1e-6)
+    assert bounds["er_increase_upper"] == pytest.approx(-0.0574116, abs=1e-6)
+    # a version without a parent, or registered before its count was tagged: no bounds
+    assert registry.upper_bounds(None, None, None) == {"nfr_upper": None, "er_increase_upper": None}
+    assert registry.upper_bounds(0.02, 0.1, None)["nfr_upper"] is None

@@ -36,6 +36,8 @@ def _data(**fields):
             "nfr": None,
             "pfr": None,
             "rel_nfr": None,
+            "nfr_upper": None,
+            "er_increase_upper": None,
             "aliases": ["champion"],
             "created": "t1",
         },
@@ -49,6 +51,8 @@ def _data(**fields):
             "nfr": 0.02,
             "pfr": 0.12,
             "rel_nfr": 1.25,
+            "nfr_upper": 0.0481,
+            "er_increase_upper": -0.0312,
             "aliases": ["challenger"],
             "created": "t2",
         },
@@ -80,6 +84,7 @@ def test_page_holds_every_section_escaped_and_inline():
     assert "<b>2</b> negative flips of v2 against v1 on 100 regression-eval samples (NFR 2.00%)" in page
     assert "Bag (90%)" in page and "Shirt (60%)" in page
     assert "125.00%" in page  # Rel-NFR of v2
+    assert "<td>2.00%</td><td>4.81%</td><td>12.00%</td><td>-3.12%</td>" in page  # NFR, its bound, PFR, ΔER's
 
 
 def test_page_without_a_parent_says_there_is_nothing_to_explore():

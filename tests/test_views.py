@@ -53,6 +53,7 @@ def test_versions_prints_undefined_for_a_rel_nfr_its_parent_leaves_undefined(mon
     from orchestrator.tracking import registry, store
 
     row = {"label": "v1", "method": "none", "arch": "mlp", "fingerprint": "f", "aliases": [], "created": "today"}
+    row |= {"nfr_upper": None, "er_increase_upper": None}
     rows = [
         {**row, "version": "1", "parent_version": None, "error_rate": 0.2, "nfr": None, "pfr": None, "rel_nfr": None},
         {**row, "version": "2", "parent_version": "1", "error_rate": 0.0, "nfr": 0.0, "pfr": 0.2, "rel_nfr": None},

@@ -35,17 +35,23 @@ def run(args: argparse.Namespace) -> int:
             r["parent_version"] or "—",
             percent(r["error_rate"]),
             percent(r["nfr"]),
+            percent(r["nfr_upper"]),
             percent(r["pfr"]),
+            percent(r["er_increase_upper"]),
             percent(r["rel_nfr"], none="undefined" if r["parent_version"] else "—"),  # with a parent: ER 0 or 1
             ",".join(r["aliases"]),
             r["created"],
         ]
         for r in rows
     ]
-    print(f"{args.model}: {len(rows)} versions (flips against each version's parent)")
+    print(
+        f"{args.model}: {len(rows)} versions (flips against each version's parent; ≤: one-sided "
+        f"{100 * registry.SHOWN_CONFIDENCE:g} % upper bounds of NFR and of the ER increase)"
+    )
+    headers = ["version", "label", "method", "arch", "parent", "ER", "NFR", "NFR ≤", "PFR", "ΔER ≤", "Rel-NFR"]
     print(
         table(
-            ["version", "label", "method", "arch", "parent", "ER", "NFR", "PFR", "Rel-NFR", "aliases", "created"],
+            [*headers, "aliases", "created"],
             cells,
             left=4,
         )

@@ -231,6 +231,7 @@ def version_tags(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> di
         "parent_version": plan.parent.version if plan.parent else None,
         "old": old,
         **{k: None if vs_old.get(k) is None else f"{vs_old[k]:.6f}" for k in ("nfr", "pfr", "rel_nfr")},
+        "n_compared": str(vs_old["n"]) if vs_old.get("n") else None,  # the samples NFR and PFR count: their bounds' n
     }
     return {
         "method": spec.method.name,

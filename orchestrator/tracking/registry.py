@@ -26,6 +26,7 @@ from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import known_mask, read_ledger
 from orchestrator.tracking.references import Reference, RegistryError, parse_reference
 from orchestrator.views import plots
+from workers.confidence import paired_increase_upper, wilson_upper
 from workers.metrics import nfr_matrix
 
 
@@ -160,9 +161,26 @@ def _fraction(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
 
 
+SHOWN_CONFIDENCE = 0.95  # the level of the bounds `versions` and the report show
+
+
+def upper_bounds(nfr: float | None, pfr: float | None, n_compared: str | None) -> dict[str, float | None]:
+    """One-sided SHOWN_CONFIDENCE upper bounds of a version's NFR and ER increase against its
+    parent, from the rates over the `n_compared` samples they count (the ER increase there is
+    NFR − PFR); None for a version without a parent or registered before `n_compared` was tagged."""
+    if nfr is None or pfr is None or not n_compared:
+        return {"nfr_upper": None, "er_increase_upper": None}
+    n = int(n_compared)
+    worse, better = round(nfr * n), round(pfr * n)
+    return {
+        "nfr_upper": wilson_upper(worse, n, SHOWN_CONFIDENCE),
+        "er_increase_upper": paired_increase_upper(worse, better, n, SHOWN_CONFIDENCE),
+    }
+
+
 def chain(name: str) -> list[dict[str, Any]]:
-    """One row per version, oldest first: lineage, method, ER and flips against the parent,
-    aliases, when it was registered."""
+    """One row per version, oldest first: lineage, method, ER and flips against the parent (with
+    their upper bounds), aliases, when it was registered."""
     listed = versions(name)
     aliases: dict[str, list[str]] = {}
     if listed:
@@ -182,6 +200,7 @@ def chain(name: str) -> list[dict[str, Any]]:
                 "nfr": _fraction(tags.get("nfr")),
                 "pfr": _fraction(tags.get("pfr")),
                 "rel_nfr": _fraction(tags.get("rel_nfr")),
+                **upper_bounds(_fraction(tags.get("nfr")), _fraction(tags.get("pfr")), tags.get("n_compared")),
                 "fingerprint": tags.get("fingerprint", ""),
                 "aliases": sorted(aliases.get(str(mv.version), [])),
                 "created": datetime.datetime.fromtimestamp(mv.creation_timestamp / 1000).isoformat(timespec="seconds"),
