@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from fresh_python import fresh_python
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "ray", "mlflow")
 
@@ -19,7 +21,7 @@ HEAVY = ("torch", "ray", "mlflow")
 def modules_loaded_by(code: str) -> set[str]:
     """Top-level packages in sys.modules after running `code` in a fresh interpreter."""
     probe = code + "\nimport json, sys\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = fresh_python(probe, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return set(json.loads(done.stdout.strip().splitlines()[-1]))
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from fresh_python import fresh_python
+
 GiB = 1 << 30
 NO_LIMIT = "9223372036854771712"  # what cgroup v1 reports for an unlimited cgroup
 
@@ -146,9 +148,6 @@ def test_the_memory_cap_benchmark_reports_the_peaks_growth_against_its_target():
 
 def test_the_image_reading_tasks_load_no_torch(tmp_path):
     """A reading process decodes without torch (about 300 MB of it per process), unless it resizes."""
-    import subprocess
-    import sys
-
     from PIL import Image
 
     from orchestrator.driver.image_readers import decode_images
@@ -161,8 +160,8 @@ def test_the_image_reading_tasks_load_no_torch(tmp_path):
     assert list(decoded["key"]) == ["dog/a.png", "cat/a.png"] and decoded["label"].tolist() == [1, 0]
     assert decoded["image"].shape == (2, 3, 8, 8) and decoded["image"][0, 0, 0, 0] == 100
     probe = "import sys, orchestrator.driver.image_readers; print('torch' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "False"
+    done = fresh_python(probe)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
 
 
 def test_ray_workers_start_with_allocators_that_give_memory_back(monkeypatch):
@@ -181,12 +180,12 @@ def test_ray_workers_start_with_allocators_that_give_memory_back(monkeypatch):
     assert env["MALLOC_ARENA_MAX"] == "4" and env["ARROW_DEFAULT_MEMORY_POOL"] == "system"
 
 
-def test_inference_batches_of_large_images_hold_at_most_32_mib_of_float_input():
+def test_inference_batches_of_large_images_hold_at_most_8_mib_of_float_input():
     from workers.models.predict import INFERENCE_BATCH_BYTES, inference_batch_size
 
-    assert INFERENCE_BATCH_BYTES == 32 << 20
-    assert inference_batch_size(1024, (3, 224, 224)) == 55  # 33,554,432 // (4 · 150,528)
-    assert inference_batch_size(1024, (3, 128, 128)) == 170  # // 196,608
+    assert INFERENCE_BATCH_BYTES == 8 << 20
+    assert inference_batch_size(1024, (3, 224, 224)) == 13  # 8,388,608 // (4 · 150,528)
+    assert inference_batch_size(1024, (3, 128, 128)) == 42  # // 196,608
     assert inference_batch_size(1024, (1, 28, 28)) == 1024  # 3.2 MB: unchanged
     assert inference_batch_size(1024, None) == 1024  # token ids
     assert inference_batch_size(1024, (3, 4096, 4096)) == 1
@@ -211,7 +210,7 @@ def test_predict_logits_feeds_a_model_of_large_images_bounded_batches_and_keeps_
     values = torch.randint(0, 256, (400, 3, 128, 128), dtype=torch.uint8)
     model = Recording()
     logits = predict_logits(model, EncodedSplit(values), batch_size=1024)
-    assert model.sizes == [170, 170, 60]
+    assert model.sizes == [42] * 9 + [22]
     expected = (values.float() / 127.5 - 1).mean(dim=(2, 3))  # the fixed map to [−1, 1]
     assert torch.allclose(logits, expected, atol=1e-5)
 
@@ -240,13 +239,41 @@ print(anon_mb() - before, tuple(logits.shape))
 def test_predict_logits_keeps_no_batch_input_resident():
     """Over 40 batches, each with 30 MB of transient scratch, inference keeps at most a few batches'
     worth resident (a list of per-batch outputs pinned glibc's heap: about 1.2 GB here)."""
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-c", PREDICT_PROBE], capture_output=True, text=True, check=True)
+    done = fresh_python(PREDICT_PROBE)
+    assert done.returncode == 0, done.stderr[-2000:]
     grown, shape = done.stdout.split(maxsplit=1)
     assert shape.strip() == "(640, 3)"
     assert int(grown) < 200, f"{grown} MB resident after inference"
+
+
+TRIM_PROBE = """
+import ctypes, re
+from workers.runtime import release_free_memory
+
+def anon_mb():
+    return int(re.search(r"RssAnon:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) // 1024
+
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD: these blocks come from the heap, as batches' often do
+blocks, kept = [], []
+for _ in range(30):  # batch-sized blocks, touched, each with a small object kept after it
+    blocks.append(libc.malloc(30 << 20))
+    ctypes.memset(blocks[-1], 1, 30 << 20)
+    kept.append(libc.malloc(4096))
+for block in blocks:  # freed: holes between the kept objects, which glibc keeps
+    libc.free(ctypes.c_void_p(block))
+before = anon_mb()
+release_free_memory()
+print(before, anon_mb())
+"""
+
+
+def test_freed_batches_go_back_to_the_system_after_a_phase():
+    done = fresh_python(TRIM_PROBE)
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, after = map(int, done.stdout.split())
+    assert before - after > 800, (before, after)  # the 30 freed blocks' ~0.9 GB
 
 
 def _colour_tree(root: Path, classes: int = 4, per_class: int = 25) -> Path:

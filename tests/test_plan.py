@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from datafiles import write_idx_dataset
+from fresh_python import fresh_python
 from orchestrator.driver.plan import applied_params, train_config
 from orchestrator.driver.preflight import preflight
 from pipelines.spec import WorkerResources, parse_spec
@@ -165,8 +166,6 @@ def test_resources_beyond_this_machine_are_refused_before_ray_starts_or_mlflow_i
     """An embedded Ray is checked against os.cpu_count() before it starts: exit 2, one line, Ray not
     started, no MLflow store created."""
     import os
-    import subprocess
-    import sys
 
     import yaml
 
@@ -185,15 +184,7 @@ def test_resources_beyond_this_machine_are_refused_before_ray_starts_or_mlflow_i
         "import sys, ray\nfrom orchestrator.cli import main\ncode = main(['run', sys.argv[1]])\n"
         "print('ray started' if ray.is_initialized() else 'ray not started')\nsys.exit(code)"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
-    done = subprocess.run(
-        [sys.executable, "-c", probe, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-    )
+    done = fresh_python(probe, str(path), cwd=tmp_path, drop=("RAY_ADDRESS", "MLFLOW_TRACKING_URI"))
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines() == [
         f"congruent run: error: {path}: resources.replica: asks 100000.0 CPU / 0.0 GPU, cluster has "

@@ -3,10 +3,9 @@ warnings on stderr."""
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+from fresh_python import fresh_python
 from orchestrator.commands.run import json_result
 from orchestrator.driver.pipeline import PipelineResult
 
@@ -43,15 +42,7 @@ def test_the_embedded_ray_starts_without_the_token_auth_warning(tmp_path):
         "import ray\nfrom orchestrator.driver.cluster import connect\nconnect(None)\n"
         "print(int(ray.cluster_resources()['CPU']))\nray.shutdown()"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={**env, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)},
-    )
+    done = fresh_python(probe, cwd=tmp_path, drop=("RAY_AUTH_MODE", "RAY_ADDRESS"), extra_env={"HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.strip()) == os.cpu_count()
     assert "Token authentication" not in done.stderr and "WARNING" not in done.stderr, done.stderr

@@ -1,9 +1,12 @@
 """How this process computes: torch's thread count and bf16 autocast, set in one place for the
-trainer, the teachers and inference alike."""
+trainer, the teachers and inference alike; and how it gives freed memory back."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+from functools import lru_cache
+from typing import Any
 
 import torch
 
@@ -21,3 +24,21 @@ def autocast(device: torch.device | str, precision: str) -> contextlib.AbstractC
     if precision != "fp32":
         raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
     return contextlib.nullcontext()
+
+
+@lru_cache(maxsize=1)
+def _malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim this way
+        return None
+
+
+def release_free_memory() -> None:
+    """Give the heap's free pages back to the OS (glibc's `malloc_trim(0)`): a phase that allocated
+    and freed many batch-sized tensors (an epoch, an inference pass) leaves free chunks between live
+    objects that glibc keeps — at 128 px about 0.45 GB after four passes over 14,613 images, which
+    the next phase then adds to. A no-op where glibc is not the allocator."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)

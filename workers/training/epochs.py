@@ -24,6 +24,7 @@ from workers.data.stream import StreamedSplit
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
 from workers.models.predict import predict_logits
+from workers.runtime import release_free_memory
 from workers.training.config import TrainConfig, lr_schedule
 
 
@@ -222,6 +223,7 @@ def run_epochs(
                 if member.on_step is not None:
                     member.on_step(epoch + 1, step, steps_per_epoch)
         seconds = time.perf_counter() - started
+        release_free_memory()  # the epoch's freed batches, before validation allocates its own
         lr = stepper.optimizer.param_groups[0]["lr"]
         models = stepper.models()
         saving = any(m.checkpoint_path is not None for m in members)
