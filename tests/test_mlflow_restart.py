@@ -15,8 +15,9 @@ from mlflow import MlflowClient
 from orchestrator.cli import main
 from orchestrator.tracking import registry, runs, store
 from orchestrator.tracking.ledger import write_ledger
+from processes import free_port
 from reliability_records import record
-from servers import free_port, start_mlflow_server
+from servers import start_mlflow_server
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 
 STEPS = 40

@@ -14,6 +14,7 @@ from mlflow import MlflowClient
 from orchestrator.cli import main
 from orchestrator.tracking import promotion, registry, store
 from orchestrator.tracking.ledger import write_ledger
+from reliability_records import record
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 
 LABELS = np.arange(100) % 10
@@ -87,6 +88,8 @@ def _race(model: str, monkeypatch) -> dict[str, promotion.Verdict]:
 def test_concurrent_promotions_pass_only_against_the_champion_they_replace(rivals, monkeypatch):
     verdicts = _race(rivals, monkeypatch)
     winners = [v for v, verdict in verdicts.items() if verdict.passed]
+    check = "two promotions at once: one moves champion, the other is gated again against it (compare-and-set)"
+    record("security", check=check, passed=len(winners) == 1)
     assert len(winners) == 1, verdicts  # without the compare-and-set both pass against v1
     loser = "3" if winners == ["2"] else "2"
     assert verdicts[winners[0]].champion == "1"

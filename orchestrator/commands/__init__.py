@@ -7,6 +7,7 @@ and the driver are imported inside `run`.
 """
 
 from orchestrator.commands import (
+    cancel,
     check,
     compare,
     demo,
@@ -20,4 +21,4 @@ from orchestrator.commands import (
     versions,
 )
 
-COMMANDS = (compare, check, run, tune, demo, versions, promote, report, submit, status, logs)
+COMMANDS = (compare, check, run, tune, demo, versions, promote, report, submit, status, logs, cancel)

@@ -24,6 +24,11 @@ from pipelines.spec import SpecError, UpdateSpec
 
 JOB_ENV_PREFIXES = ("MLFLOW_TRACKING_", "MLFLOW_S3_", "AWS_")
 PACKAGES = ("orchestrator", "workers", "pipelines")
+CANCEL_GRACE_S = 60  # a cancelled job's driver has this long to cancel its stages and end its MLflow run
+# Ray Jobs stops a job with SIGTERM and kills it 3 s later; SIGINT with a grace period instead makes
+# `congruent cancel` take the driver's Ctrl-C path: stages cancelled, the MLflow run KILLED, nothing
+# registered, no partial checkpoint (the job's supervisor reads these from the job's env_vars)
+STOP_ENV = {"RAY_JOB_STOP_SIGNAL": "SIGINT", "RAY_JOB_STOP_WAIT_TIME_S": str(CANCEL_GRACE_S)}
 
 
 def stage_working_dir(spec_path: Path, folder: Path) -> Path:
@@ -62,9 +67,9 @@ def submit(spec: UpdateSpec, spec_path: Path, jobs_address: str | None, env_from
     """Send the pipeline of `spec` (read from `spec_path`) as a Ray Job, with this environment's
     MLflow and S3 settings when `env_from_here`; returns (client, job id)."""
     jobs = client(jobs_address)
-    runtime_env: dict[str, Any] = {}
+    runtime_env: dict[str, Any] = {"env_vars": dict(STOP_ENV)}
     if env_from_here:
-        runtime_env["env_vars"] = worker_env(JOB_ENV_PREFIXES)
+        runtime_env["env_vars"].update(worker_env(JOB_ENV_PREFIXES))
     with tempfile.TemporaryDirectory(prefix="congruent-job-") as tmp:
         working_dir = stage_working_dir(spec_path, Path(tmp))
         job_id = jobs.submit_job(
@@ -83,6 +88,13 @@ def wait_for_end(jobs: Any, job_id: str, timeout_s: float = 60.0) -> Any:
         time.sleep(1)
         info = jobs.get_job_info(job_id)
     return info
+
+
+def cancel(jobs: Any, job_id: str) -> tuple[bool, Any]:
+    """Stop the job (its driver gets SIGINT: STOP_ENV) and wait for it to end; (whether it was
+    still running, its info once ended)."""
+    stopped = jobs.stop_job(job_id)
+    return stopped, wait_for_end(jobs, job_id, CANCEL_GRACE_S + 30)
 
 
 async def stream_logs(jobs: Any, job_id: str) -> None:
