@@ -12,7 +12,7 @@ import pytest
 from mlflow import MlflowClient
 
 from orchestrator.cli import main
-from orchestrator.tracking import promotion, registry, store
+from orchestrator.tracking import locks, promotion, registry, store
 from orchestrator.tracking.ledger import write_ledger
 from reliability_records import record
 from workers.models.checkpoints import ModelSettings, save_checkpoint
@@ -97,21 +97,72 @@ def test_concurrent_promotions_pass_only_against_the_champion_they_replace(rival
     assert f"NFR 10.00 % > 5.00 % (against champion v{winners[0]}" in verdicts[loser].reason
     client = MlflowClient()
     assert str(client.get_model_version_by_alias(rivals, "champion").version) == winners[0]
-    assert not client.search_registered_models(f"name = '{rivals}{promotion.LOCK_SUFFIX}'")  # lock released
+    assert not client.search_registered_models(f"name = '{locks.lock_name(rivals, 'promotion')}'")  # lock released
 
 
 def test_a_held_lock_makes_a_promotion_wait_and_a_dead_holders_lock_is_broken(rivals, monkeypatch):
     client = MlflowClient()
-    lock = f"{rivals}{promotion.LOCK_SUFFIX}"
+    lock = locks.lock_name(rivals, "promotion")
     client.create_registered_model(lock, tags={"token": "someone else", "holder": "elsewhere:1"})
-    monkeypatch.setattr(promotion, "LOCK_WAIT_S", 0.5)
+    monkeypatch.setattr(locks, "LOCK_WAIT_S", 0.5)
     with pytest.raises(promotion.RegistryError, match=f"another promotion has held {lock}"):
         promotion.promote(rivals, "2", promotion.GateLimits(max_nfr=0.05))
     assert promotion.champion_of(rivals) == "1"
-    monkeypatch.setattr(promotion, "LOCK_TTL_S", 0.0)  # the holder died: its lock is stale
+    monkeypatch.setattr(locks, "LOCK_TTL_S", 0.0)  # the holder died: its lock is stale
     assert promotion.promote(rivals, "2", promotion.GateLimits(max_nfr=0.05)).passed
     assert promotion.champion_of(rivals) == "2"
     assert not client.search_registered_models(f"name = '{lock}'")
+
+
+def test_runs_of_one_spec_that_finish_together_register_it_once(tmp_path, monkeypatch):
+    """Two runs of the same spec (a rerun submitted while the first still ran) reach registration
+    at once; both pass the first check (nothing registered yet) before either registers."""
+    store.configure()
+    model = f"twice-{tmp_path.name}"
+    mlflow.set_experiment(model)
+    both_checked = threading.Barrier(2, timeout=60)
+    real_check, checked = registry.versions_of_spec, threading.local()
+
+    def check_then_wait(name, spec_hash, fingerprint):
+        found = real_check(name, spec_hash, fingerprint)
+        if not getattr(checked, "done", False):  # each run's first check: before it logs its model
+            checked.done = True
+            both_checked.wait()
+        return found
+
+    monkeypatch.setattr(registry, "versions_of_spec", check_then_wait)
+    outcomes: dict[str, tuple[str, bool]] = {}
+    errors: list[BaseException] = []
+
+    def run(label: str) -> None:
+        try:
+            settings = ModelSettings("mlp-small", 10)
+            checkpoint = save_checkpoint(tmp_path / label / "model.pt", settings.build(seed=1), settings)
+            with mlflow.start_run(run_name=label):
+                ledger = write_ledger(
+                    tmp_path / label / "predictions.npz", np.eye(10, dtype=np.float32)[LABELS], LABELS, "fp"
+                )
+                mlflow.log_artifact(str(ledger), "ledger")
+                tags = {"method": "none", "arch": "mlp-small", "fingerprint": "fp", "spec_hash": "one-spec"}
+                outcomes[label] = registry.register_once(model, str(checkpoint), tags)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(label,)) for label in ("first", "rerun")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    versions = MlflowClient().search_model_versions(f"name = '{model}'")
+    record(
+        "security",
+        check="two runs of one spec registering at once: one version (registration lock)",
+        passed=len(versions) == 1,
+    )
+    assert len(versions) == 1, [(v.version, v.run_id) for v in versions]  # without the lock: two
+    assert sorted(new for _, new in outcomes.values()) == [False, True]
+    assert {version for version, _ in outcomes.values()} == {"1"}
 
 
 def test_the_gate_at_a_confidence_level_uses_the_upper_bounds(rivals, capsys):

@@ -13,22 +13,11 @@ replace the version the other had just promoted, never checked against it. `prom
    where the gate read it; otherwise it lets go of the lock and gates again against the new
    champion, at most ATTEMPTS times, then refuses in one line.
 
-The lock is a registered model named `<model>.promotion-lock` created with
-`create_registered_model`: every registry store enforces a unique name (a primary key in the SQL
-stores, and behind an MLflow server), so exactly one creator succeeds; it is deleted on release,
-and shows in the registry only while a promotion holds it (well under a second). A lock whose
-holder died is broken by the next promotion once older than LOCK_TTL_S (by the server's creation
-time against this machine's clock).
+The lock is the model's `promotion` lock in the registry itself (locks.py).
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from mlflow import MlflowClient
@@ -36,15 +25,13 @@ from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import known_mask
+from orchestrator.tracking.locks import registry_lock
 from orchestrator.tracking.references import Reference, RegistryError
 from orchestrator.tracking.registry import chain, ledger_of, resolve
 from workers.confidence import paired_increase_upper, wilson_upper
 from workers.metrics import negative_flips
 
 ATTEMPTS = 3  # gates against a champion that moved meanwhile, before refusing
-LOCK_SUFFIX = ".promotion-lock"
-LOCK_TTL_S = 120.0  # a lock older than this was left by a promotion that died
-LOCK_WAIT_S = 60.0  # how long a promotion waits for another's lock
 
 
 @dataclass(frozen=True)
@@ -114,49 +101,6 @@ def gate(name: str, candidate: str, limits: GateLimits) -> Verdict:
     return Verdict(not problems, reason, champion)
 
 
-@contextmanager
-def promotion_lock(name: str) -> Iterator[None]:
-    """Hold `<name>.promotion-lock` (module docstring) for the block; RegistryError after
-    LOCK_WAIT_S of another promotion holding it."""
-    client, lock, token = MlflowClient(), f"{name}{LOCK_SUFFIX}", uuid.uuid4().hex
-    holder = f"{socket.gethostname()}:{os.getpid()}"
-    deadline, delay = time.monotonic() + LOCK_WAIT_S, 0.05
-    while True:
-        try:
-            client.create_registered_model(lock, tags={"token": token, "holder": holder})
-            break
-        except MlflowException as e:
-            if e.error_code != "RESOURCE_ALREADY_EXISTS":
-                raise
-        if _holds(client, lock, token):  # a retried POST whose first try had created it
-            break
-        if time.monotonic() > deadline:
-            raise RegistryError(f"{name}: another promotion has held {lock} for over {LOCK_WAIT_S:g} s; try again")
-        time.sleep(delay)
-        delay = min(2 * delay, 1.0)
-    try:
-        yield
-    finally:
-        client.delete_registered_model(lock)
-
-
-def _holds(client: MlflowClient, lock: str, token: str) -> bool:
-    """Whether `token` holds `lock`; a lock left by a promotion that died (older than LOCK_TTL_S)
-    is deleted, so that the next try can take it."""
-    try:
-        found = client.get_registered_model(lock)
-    except MlflowException:
-        return False  # released meanwhile
-    if found.tags.get("token") == token:
-        return True
-    if time.time() - found.creation_timestamp / 1000 > LOCK_TTL_S:
-        try:
-            client.delete_registered_model(lock)
-        except MlflowException:
-            pass  # another promotion broke it first
-    return False
-
-
 def set_champion(name: str, version: str) -> None:
     """Move alias `champion` to an existing version, unconditionally (`promote` is the gated,
     race-safe way); RegistryError if there is no such version."""
@@ -173,7 +117,7 @@ def promote(name: str, candidate: str, limits: GateLimits) -> Verdict:
         verdict = gate(name, candidate, limits)
         if not verdict.passed:
             return verdict
-        with promotion_lock(name):
+        with registry_lock(name, "promotion"):
             if champion_of(name) == verdict.champion:
                 set_champion(name, candidate)
                 return verdict

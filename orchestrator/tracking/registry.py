@@ -24,6 +24,7 @@ from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import known_mask, read_ledger
+from orchestrator.tracking.locks import registry_lock
 from orchestrator.tracking.references import Reference, RegistryError, parse_reference
 from orchestrator.views import plots
 from workers.confidence import paired_increase_upper, wilson_upper
@@ -219,10 +220,31 @@ def serving_requirements(hf_config: str | None) -> list[str]:
 
 
 def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool = False) -> str:
+    """A new version of `model` from `checkpoint` (`_register`), whatever the registry holds."""
+    return _register(model, checkpoint, tags, allow_user_factories, once=False)[0]
+
+
+def register_once(
+    model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool = False
+) -> tuple[str, bool]:
+    """(version, registered now): the version a run of the same spec (tags `spec_hash` and
+    `fingerprint`) registered, else a new one. The check and the registration hold the model's
+    `registration` lock (locks.py), so runs of one spec that finish together register it once."""
+    existing = versions_of_spec(model, tags["spec_hash"], tags["fingerprint"])  # a rerun: nothing to log
+    version, new = (existing[0], False) if existing else _register(model, checkpoint, tags, allow_user_factories, True)
+    if not new:
+        mlflow.set_tag("reused_version", version)
+    return version, new
+
+
+def _register(
+    model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool, once: bool
+) -> tuple[str, bool]:
     """Register the checkpoint (logged to the active run as `checkpoint/model.pt`, plus an MLflow
     PyTorch model for serving) as a new version of `model` with `tags` and alias `challenger`, log
-    the chain's NFR matrix and write the model's and the version's descriptions; returns the
-    version. Nothing stays registered if a step fails."""
+    the chain's NFR matrix and write the model's and the version's descriptions; returns (version,
+    True). With `once`, a version of the same spec registered meanwhile is returned instead, as
+    (version, False). Nothing stays registered if a step fails."""
     import numpy as np
     import torch
 
@@ -270,9 +292,12 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
         pytorch_logger.setLevel(level)
     # MLflow prints "Successfully registered model …" and "Created version …" to stderr itself; the
     # commands say which version was registered, in a line of their own
-    with contextlib.redirect_stderr(io.StringIO()):
-        registered = mlflow.register_model(info.model_uri, model, tags=tags)
-    version = drop_duplicate_versions(model, registered.run_id)  # HTTP retries may double a POST
+    with registry_lock(model, "registration"):
+        if once and (existing := versions_of_spec(model, tags["spec_hash"], tags["fingerprint"])):
+            return existing[0], False
+        with contextlib.redirect_stderr(io.StringIO()):
+            registered = mlflow.register_model(info.model_uri, model, tags=tags)
+        version = drop_duplicate_versions(model, registered.run_id)  # HTTP retries may double a POST
     client = MlflowClient()
     try:
         client.set_registered_model_alias(model, "challenger", version)
@@ -286,16 +311,4 @@ def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_facto
     except BaseException:
         client.delete_model_version(model, version)
         raise
-    return version
-
-
-def register_once(
-    model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool = False
-) -> tuple[str, bool]:
-    """(version, registered now): the version a previous run of the same spec (tags `spec_hash`
-    and `fingerprint`) registered, else a new one from `register`."""
-    existing = versions_of_spec(model, tags["spec_hash"], tags["fingerprint"])
-    if existing:
-        mlflow.set_tag("reused_version", existing[0])
-        return existing[0], False
-    return register(model, checkpoint, tags, allow_user_factories), True
+    return version, True
