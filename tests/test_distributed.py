@@ -166,3 +166,41 @@ def test_one_and_two_workers_learn_the_same_model(ray_cluster, spec_document, tm
     assert one.steps == two.steps == 48
     assert abs(one.val_error_rate - two.val_error_rate) <= 0.02, (one.val_error_rate, two.val_error_rate)
     print(json.dumps({"one_worker_val_er": one.val_error_rate, "two_workers_val_er": two.val_error_rate}))
+
+
+@pytest.mark.slow
+def test_a_busy_cluster_makes_a_reservation_wait_and_a_lost_node_ends_the_wait(ray_cluster, monkeypatch):
+    """The teacher pool's reservation waits in Ray's queue while other work holds the CPUs (ten
+    pipelines on one cluster: none may fail for lack of resources), and fails in one line only once
+    the alive nodes can no longer hold it."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    from orchestrator.driver import pool
+
+    monkeypatch.setattr(pool, "RESERVATION_POLL_S", 0.5)
+
+    @ray.remote(num_cpus=1)
+    def hold(seconds: float) -> float:
+        time.sleep(seconds)
+        return time.time()
+
+    busy = hold.remote(4.0)  # one of the two nodes' CPUs, for 4 s
+    time.sleep(1.0)
+    group = placement_group([{"CPU": 1.0}, {"CPU": 1.0}])
+    try:
+        pool._wait_for(group, [{"CPU": 1.0}, {"CPU": 1.0}])  # polled 0.5 s at a time: no timeout fires
+        assert time.time() >= ray.get(busy) - 0.1  # reserved only once the busy task had ended
+    finally:
+        remove_placement_group(group)
+
+    blocker = placement_group([{"CPU": 1.0}, {"CPU": 1.0}])
+    ray.get(blocker.ready())
+    group = placement_group([{"CPU": 1.0}])
+    monkeypatch.setattr(pool, "node_capacities", lambda: [(1.0, 0.0)])  # as if a node had left
+    try:
+        with pytest.raises(pool.ReservationLost, match=r"no longer fit the cluster's alive nodes \[\(1.0, 0.0\)\]"):
+            pool._wait_for(group, [{"CPU": 2.0}])
+    finally:
+        remove_placement_group(group)
+        remove_placement_group(blocker)

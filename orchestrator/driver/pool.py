@@ -21,7 +21,7 @@ from ray.exceptions import RayActorError
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from orchestrator.driver.cluster import bundle, device, threads
+from orchestrator.driver.cluster import bundle, device, node_capacities, placeable, threads
 from orchestrator.driver.plan import Plan
 from pipelines.spec import UpdateSpec
 from workers.data import Batch, ImageSet
@@ -33,9 +33,11 @@ from workers.teachers.actor import TeacherActor
 from workers.training.losses import TopKLogits
 from workers.training.references import Logits
 
+RESERVATION_POLL_S = 30.0  # how often a pending reservation checks that it still fits the cluster
 
-class ReservationTimeout(RuntimeError):
-    """The cluster, which can hold the pool (checked before the run), did not free it in time."""
+
+class ReservationLost(RuntimeError):
+    """The pool's reservation no longer fits the cluster's alive nodes (one left while it waited)."""
 
 
 def _to_torch(value: np.ndarray | tuple[np.ndarray, np.ndarray]) -> Logits:
@@ -175,13 +177,24 @@ class PoolHandle:
         return [i["pid"] for i in infos], sum(i["batches_served"] for i in infos)
 
 
+def _wait_for(group: PlacementGroup, bundles: list[dict[str, float]]) -> None:
+    """Until the cluster holds the reservation: a busy cluster (other pipelines) makes it wait in
+    Ray's queue as long as it takes; ReservationLost once it no longer fits the alive nodes
+    (preflight checked that it fits the whole cluster)."""
+    while not ray.wait([group.ready()], timeout=RESERVATION_POLL_S)[0]:
+        nodes = node_capacities()
+        if not placeable(nodes, [], [(b.get("CPU", 0.0), b.get("GPU", 0.0)) for b in bundles]):
+            raise ReservationLost(
+                f"resources: {bundles} no longer fit the cluster's alive nodes {nodes} (CPU, GPU): a node left"
+            )
+
+
 @contextlib.contextmanager
 def teacher_pool(
     spec: UpdateSpec,
     groups: Mapping[str, Sequence[str]],
     with_student: bool,
     train_split: Any,
-    timeout_s: float = 300.0,
     spread: bool = False,
 ) -> Iterator[PoolHandle]:
     """`resources.teacher_actors` actors holding `groups` of checkpoints, reserved in one placement
@@ -200,12 +213,7 @@ def teacher_pool(
     group = placement_group(bundles, strategy=strategy, name=f"distil-{spec.spec_hash}")
     actors: list = []
     try:
-        ready, _ = ray.wait([group.ready()], timeout=timeout_s)
-        if not ready:
-            raise ReservationTimeout(
-                f"resources: could not reserve {bundles} on the cluster within {timeout_s:.0f} s "
-                "(busy with other work?)"
-            )
+        _wait_for(group, bundles)
         actor_class = ray.remote(PooledTeacher)
         first = int(with_student)
         actors = [
