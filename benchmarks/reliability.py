@@ -3,11 +3,12 @@
     python -m benchmarks.reliability [--out docs/reliability.md]
 
 Runs the reliability tests (tests/test_faults.py, test_mlflow_restart.py, test_bad_inputs.py,
-test_security.py, test_promotion.py, and test_jobs.py's cancel and credentials tests) with pytest;
-each test appends what it injected or tried, and what happened, to a records file
+test_security.py, test_promotion.py, test_jobs.py's cancel and credentials tests, and
+test_load.py's full load: ten concurrent submissions, without a fault and with each fault) with
+pytest; each test appends what it injected or tried, and what happened, to a records file
 (tests/reliability_records.py). The report is written from those records, so every figure in it
-comes from this run. Takes about 8 minutes on 2 cores (the faults start a two-node Ray cluster, an
-MLflow server on PostgreSQL and S3); exit code is pytest's.
+comes from this run. Takes about 40 minutes on 2 cores (the faults start two-node Ray clusters,
+MLflow servers on PostgreSQL and S3); exit code is pytest's.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ TESTS = [
     "tests/test_promotion.py",
     "tests/test_jobs.py::test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written",
     "tests/test_jobs.py::test_no_credential_reaches_mlflow_storage_logs_or_output",
+    "tests/test_load.py",
 ]
 TEMP_PATH = re.compile(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/\s:]+")  # each test's tmp_path, shown as $TMP
 
@@ -39,6 +41,7 @@ TEMP_PATH = re.compile(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/\s:]+")  # each test
 def run_tests(records: Path) -> tuple[int, str]:
     """pytest over TESTS with the records file set; (exit code, its summary line)."""
     env = {**os.environ, "CONGRUENT_RELIABILITY_RECORDS": str(records), "PYTHONPATH": str(ROOT)}
+    env["CONGRUENT_LOAD"] = "full"  # test_load.py: ten jobs, each fault
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
         cwd=ROOT,
@@ -83,6 +86,57 @@ def bad_inputs_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f} s"
+
+
+def load_table(rows: list[dict]) -> list[str]:
+    lines = [
+        "| fault | jobs (specs) | succeeded | failed → rerun ok | registered | lost | duplicated | parents as "
+        "resolved | NFR = compare | wait p50 / p95 | most waiting at once | wall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        parents_ok = "yes" if not row["wrong_parents"] else f"**no**: {row['wrong_parents']}"
+        nfr_ok = f"{row['nfr_checked'] - len(row['nfr_mismatches'])} of {row['nfr_checked']}"
+        lines.append(
+            f"| {row['fault']} | {row['jobs']} ({row['specs']}) | {row['succeeded']} | {row['failed']} → "
+            f"{row['reruns_succeeded']} | {row['registered']} | {row['lost']} | {row['duplicated']} | {parents_ok} "
+            f"| {nfr_ok} | {_seconds(row['wait_p50_s'])} / {_seconds(row['wait_p95_s'])} "
+            f"| {row['most_waiting_at_once']} | {_seconds(row['wall_s'])} |"
+        )
+    return lines
+
+
+def load_section(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "## Many pipelines at once",
+        "",
+        "tests/load_harness.py on a two-node Ray cluster of its own (1 CPU per node), an MLflow server on "
+        "PostgreSQL with artifacts and checkpoints in SeaweedFS S3. Three models; each model's v1 is registered and "
+        "promoted first, then ten jobs are submitted at once with `submit --env-from-here`: per model v2 (KD from "
+        "`@champion`, promoted), v3 (FD-LM from version 1) and v4 (ELODI m 2 from `@champion`, promoted; its "
+        "teacher pool is a placement group), and one model's v3 spec a second time. The fault comes "
+        "10 s after the first stage starts (on the worker node, for the raylet kill); a job that failed is resubmitted "
+        "once. *Registered* counts specs with exactly "
+        "one version; *parents as resolved*: each version's `parent_version` is its spec's fixed version, or a "
+        "version that was champion while the load ran; *NFR = compare*: the registered `nfr` tag equals "
+        "`congruent compare --json` on the two versions' stored ledgers. The waits are each job's time with a stage "
+        "queued in Ray (`congruent status`, orchestrator/driver/job_table.py).",
+        "",
+        *load_table(rows),
+        "",
+    ]
+    for row in rows:
+        if row["fault_said"] or row["failure_reasons"]:
+            said = f"{row['fault']}: {row['fault_said']}" if row["fault_said"] else row["fault"]
+            reasons = "; ".join(f"`{r}`" for r in row["failure_reasons"]) or "no job failed"
+            lines.append(f"- {said}. Failed jobs said: {reasons}.")
+    return [*lines, ""]
+
+
 def report(records: list[dict], code: int, summary: str) -> str:
     faults = [r for r in records if r["kind"] == "fault"]
     bad = [r for r in records if r["kind"] == "bad_input"]
@@ -92,7 +146,7 @@ def report(records: list[dict], code: int, summary: str) -> str:
     lines = [
         "# Reliability",
         "",
-        "Written by `python -m benchmarks.reliability` (about 5 minutes on 2 cores); rerun it to refresh. "
+        "Written by `python -m benchmarks.reliability` (about 40 minutes on 2 cores); rerun it to refresh. "
         f"Last run {today} on {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}: "
         f"pytest {summary} (exit {code}).",
         "",
@@ -126,6 +180,7 @@ def report(records: list[dict], code: int, summary: str) -> str:
         "(tests/test_registry.py::test_tracked_run_registered_version_and_failed_run).",
         "",
     ]
+    lines += load_section([r for r in records if r["kind"] == "load"])
     if environment:
         lines += [
             f"An unreachable tracking server: `{environment[0]['stderr']}` "

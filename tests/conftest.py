@@ -3,16 +3,13 @@ documents the pipeline tests start from, and (from services.py) a real MLflow se
 with artifacts in SeaweedFS S3."""
 
 import os
-import socket
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
+from ray_nodes import start_ray_cluster, stop_ray_cluster
 from workers.data import load_splits
 
 pytest_plugins = ["services"]
@@ -42,132 +39,23 @@ def fashion_mnist():
     return load_splits("fashion-mnist")
 
 
-RAY_TEST_ENV = {
-    "RAY_AUTH_MODE": "disabled",
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_DEDUP_LOGS": "0",
-    "RAY_enable_worker_prestart": "0",
-}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop_processes_mentioning(marker: str, timeout: float = 30.0) -> None:
-    """SIGTERM, then SIGKILL, every process whose command line or open files mention `marker`
-    (this session's Ray directory): only our own cluster is stopped, never another one."""
-    import signal
-
-    def mentions(entry: Path) -> bool:
-        if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-            return True  # gcs_server, raylets, monitors
-        return any(marker in os.readlink(fd) for fd in (entry / "fd").iterdir())  # renamed ray:: agents
-
-    def matching() -> list[int]:
-        pids = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != os.getpid():
-                try:
-                    if mentions(entry):
-                        pids.append(int(entry.name))
-                except OSError:
-                    pass
-        return pids
-
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in matching():
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + timeout
-        while matching() and time.monotonic() < deadline:
-            time.sleep(0.2)
-
-
-@dataclass(frozen=True)
-class RayCluster:
-    address: str  # GCS address, for `ray.init` and `congruent run --ray-address`
-    dashboard: str  # http://127.0.0.1:PORT, for the Jobs API (`congruent submit --jobs-address`)
-
-
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """A real two-node Ray cluster on 127.0.0.1 (`ray start` head with the dashboard and Jobs API,
-    plus a worker node; 1 CPU each), in a Ray directory of its own. The cluster's processes are
-    stopped afterwards."""
-    import tempfile
+    """A real two-node Ray cluster on 127.0.0.1 (ray_nodes.py; 1 CPU each), joined by this process.
+    The cluster's processes are stopped afterwards."""
+    import ray
 
-    os.environ.update(RAY_TEST_ENV)
-    ray_cli = str(Path(sys.executable).with_name("ray"))
-    port, dashboard_port = _free_port(), _free_port()
-    ray_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
-    common = ["--num-cpus", "1", "--disable-usage-stats"]
-
-    def node_ports() -> list[str]:  # each node's agents on free ports: never clash with another Ray here
-        return [
-            "--dashboard-agent-listen-port",
-            str(_free_port()),
-            "--dashboard-agent-grpc-port",
-            str(_free_port()),
-            "--runtime-env-agent-port",
-            str(_free_port()),
-            "--metrics-export-port",
-            str(_free_port()),
-        ]
-
-    address = f"127.0.0.1:{port}"
-    # as from an activated venv: a Ray Job's `python` entrypoint is this venv's python
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    cluster = start_ray_cluster(cpus_per_node=1)
     try:
-        subprocess.run(
-            [
-                ray_cli,
-                "start",
-                "--head",
-                "--node-ip-address",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--include-dashboard",
-                "true",
-                "--dashboard-host",
-                "127.0.0.1",
-                "--dashboard-port",
-                str(dashboard_port),
-                "--temp-dir",
-                ray_dir,
-                *common,
-                *node_ports(),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=120,
-            env=env,
-        )
-        subprocess.run(
-            [ray_cli, "start", "--address", address, "--node-ip-address", "127.0.0.1", *common, *node_ports()],
-            check=True,
-            capture_output=True,
-            timeout=120,
-            env=env,
-        )
-        import ray
-
-        ray.init(address=address, logging_level="ERROR")
+        ray.init(address=cluster.address, logging_level="ERROR")
         deadline = time.monotonic() + 60
         while len([n for n in ray.nodes() if n["Alive"]]) < 2 and time.monotonic() < deadline:
             time.sleep(0.5)
         assert len([n for n in ray.nodes() if n["Alive"]]) == 2, "the worker node did not join"
-        yield RayCluster(address, f"http://127.0.0.1:{dashboard_port}")
+        yield cluster
     finally:
-        import ray
-
         ray.shutdown()
-        _stop_processes_mentioning(ray_dir)
+        stop_ray_cluster(cluster)
 
 
 # The spec every pipeline test starts from: a Fashion-MNIST slice, one epoch, one CPU per task.

@@ -52,6 +52,7 @@ class Server:
     signal_group: bool = True  # False: signal the leader only (postgres shuts its children down)
     cleanup: list = field(default_factory=list)  # callables run after the process is gone
     _log_file: object = None
+    launch: dict = field(default_factory=dict)  # spawn's arguments, for restart()
 
     def __getattr__(self, key):  # server.uri, server.port, server.endpoint
         info = self.__dict__.get("info") or {}
@@ -95,6 +96,14 @@ class Server:
                 with contextlib.suppress(Exception):
                     self.cleanup.pop()()
 
+    def restart(self) -> None:
+        """Stop the process (a clean shutdown, its data and cleanup kept) and start the same command
+        again; the caller waits until it is ready."""
+        cleanup, self.cleanup = self.cleanup, []
+        self.stop()
+        fresh = spawn(**self.launch)
+        self.proc, self._log_file, self.cleanup = fresh.proc, fresh._log_file, cleanup
+
 
 def spawn(name: str, cmd: list[str], directory: Path, env: dict | None = None, **popen_kw) -> Server:
     log_path = directory / f"{name}.log"
@@ -113,7 +122,8 @@ def spawn(name: str, cmd: list[str], directory: Path, env: dict | None = None, *
     except BaseException:
         log_file.close()
         raise
-    return Server(name=name, proc=proc, log_path=log_path, _log_file=log_file)
+    launch = {"name": name, "cmd": cmd, "directory": directory, "env": env, **popen_kw}
+    return Server(name=name, proc=proc, log_path=log_path, _log_file=log_file, launch=launch)
 
 
 def wait_ready(server: Server, check, what: str, timeout: float = READY_TIMEOUT_S) -> None:

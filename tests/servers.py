@@ -196,6 +196,7 @@ def start_postgres(directory, timeout: float = READY_TIMEOUT_S) -> Server:
         if created.returncode != 0:
             raise RuntimeError(f"createdb mlflow failed: {created.stderr.strip()}")
     server.info.update(
+        accepting=accepting,  # for a restart: wait_ready(server, server.accepting, …)
         port=port,
         uri=f"postgresql+psycopg://mlflow@{HOST}:{port}/mlflow",
         dsn=f"postgresql://mlflow@{HOST}:{port}/mlflow",

@@ -16,7 +16,7 @@ from benchmarks.fidelity.investigate import disagreement, findings, variant_mode
 from benchmarks.fidelity.modes import MODES
 from benchmarks.fidelity.report import invocation_lines
 from benchmarks.fidelity.results import ensemble, mean_std, summarise
-from conftest import RAY_TEST_ENV
+from ray_nodes import RAY_TEST_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,15 +13,18 @@ from orchestrator.commands.options import fail, jobs_address, json_option
 
 
 def run(args: argparse.Namespace) -> int:
+    from ray.util.state.exception import RayStateApiException
+
     from orchestrator.driver import ray_jobs
     from pipelines.spec import SpecError
+    from workers.errors import first_line
 
     try:
         if args.job_id is None:
             return _all_jobs(args)
         info = ray_jobs.client(args.jobs_address).get_job_info(args.job_id)
-    except (SpecError, RuntimeError, ConnectionError) as e:
-        return fail("status", str(e))
+    except (SpecError, RuntimeError, ConnectionError, RayStateApiException) as e:
+        return fail("status", first_line(e))
     meta = info.metadata or {}
     if args.json:
         print(json.dumps({"job": args.job_id, "status": info.status.value, **meta, "message": info.message or ""}))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 QUEUED = "PENDING_NODE_ASSIGNMENT"  # a task whose resources no node has free yet
-TASK_LIMIT = 100_000  # tasks read from the state API at once
+TASK_LIMIT = 10_000  # tasks and groups read from the state API at once (its default maximum)
 
 
 def queued_stretches(events: Sequence[dict], now_ms: float) -> list[tuple[float, float]]:

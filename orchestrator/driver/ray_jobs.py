@@ -45,10 +45,13 @@ def stage_working_dir(spec_path: Path, folder: Path) -> Path:
 def entrypoint(model: str, version: str, spec_hash: str) -> str:
     """The job's shell command. Ray unpacks the working_dir into a cache it may clean up while a
     long driver still runs there (seen here: the driver's cwd vanished before registration), so
-    the driver first moves the project and the spec into a directory of its own and runs there."""
-    folder = f"${{TMPDIR:-/tmp}}/congruent-jobs/{model}/{version}-{spec_hash}"
+    the driver first moves the project and the spec into a directory of its own and runs there:
+    one per submission (`mktemp -d`), since the same spec may be submitted again while it runs
+    (its stages' checkpoints are shared through `storage`; its version is registered once)."""
+    parent = f"${{TMPDIR:-/tmp}}/congruent-jobs/{model}"
     return (
-        f'mkdir -p "{folder}" && cp -r {" ".join(PACKAGES)} spec.yaml "{folder}"/ && cd "{folder}" '
+        f'mkdir -p "{parent}" && folder="$(mktemp -d "{parent}/{version}-{spec_hash}-XXXXXX")" '
+        f'&& cp -r {" ".join(PACKAGES)} spec.yaml "$folder"/ && cd "$folder" '
         "&& python -m orchestrator run spec.yaml --out ."
     )
 
