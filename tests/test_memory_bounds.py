@@ -354,3 +354,27 @@ def test_the_capped_benchmarks_json_keeps_its_values_and_a_sample_per_line():
         and "[2.0, 3000000000.0, 7]" in text
         and len(text.splitlines()) == 13
     )
+
+
+TABLE_PROBE = """
+import sys
+import pyarrow as pa, pyarrow.parquet as pq
+from orchestrator.driver.table_readers import Shards, TableReading, shard_rows
+from workers.data.tokenizer import text_input
+
+texts = [f"the {w} stopped at light {i}" for i, w in enumerate(["car", "bus", "bike"] * 20)]
+pq.write_table(pa.table({"text": texts, "label": [i % 2 for i in range(60)]}), sys.argv[1])
+reading = TableReading(Shards((sys.argv[1],), ".parquet", "text", "label"), 0, (0.1, 0.2), ("0", "1"), False)
+rows = list(shard_rows({"file": [sys.argv[1]]}, reading, text_input(texts, vocab_size=40, max_length=8)))
+kept = sum(len(r["id"]) for r in rows)
+print(kept, rows[0]["values"].shape[1], rows[0]["values"].dtype, "torch" in sys.modules)
+"""
+
+
+def test_the_text_reading_tasks_load_no_torch(tmp_path):
+    """A streamed table's reading task splits, tokenizes and labels its rows without torch."""
+    done = fresh_python(TABLE_PROBE, str(tmp_path / "shard.parquet"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    kept, width, dtype, torch_loaded = done.stdout.split()
+    assert 30 < int(kept) < 60 and width == "8" and dtype == "int32"  # the train split's share of 60 rows
+    assert torch_loaded == "False"

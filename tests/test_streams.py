@@ -10,12 +10,12 @@ import pytest
 import torch
 from PIL import Image
 
+from workers.data.augment import sample_draws
 from workers.data.keys import (
     EVAL,
     TRAIN,
     VAL,
     key_hashes,
-    sample_draws,
     sample_ids,
     split_codes,
     splitmix64,
@@ -244,7 +244,7 @@ def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_pa
     assert 0 <= v2.metrics["vs_old"]["nfr"] < 0.15 and v2.metrics["error_rate"] < 0.45
     from ray.util.state import list_tasks
 
-    named = [("name", "=", "MapBatches(_shard_rows)")]
+    named = [("name", "=", "MapBatches(shard_rows)")]
     readers = list_tasks(filters=named, limit=10_000, raise_on_missing_output=False)
     assert len({task.node_id for task in readers}) == 2, "the replicas' readers run beside them, on both nodes"
 

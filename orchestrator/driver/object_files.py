@@ -12,8 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from workers.data.sources import DataError
-from workers.errors import first_line
+from workers.errors import DataError, first_line
 from workers.storage import StorageError, check_readable
 
 GLOB = "*?["

@@ -29,7 +29,6 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,9 +36,18 @@ import numpy as np
 import torch
 
 from orchestrator.driver.object_files import Listed, is_remote, list_objects, open_input, reader_env
+from orchestrator.driver.table_readers import (
+    Shards,
+    TableReading,
+    opened,
+    rows_of,
+    scan_rows,
+    shard_batches,
+    shard_rows,
+)
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
-from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, sample_ids, split_codes, text_keys
+from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, split_codes, text_keys
 from workers.data.sources import DataError
 from workers.data.stream import StreamedSplit, StreamedSplits, tokens_digest
 from workers.data.text import TEXT_FORMATS
@@ -47,7 +55,6 @@ from workers.errors import first_line
 
 SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order
 READERS = 2  # map_batches tasks reading at once, per stream
-READ_BATCH = 1024  # rows a read task splits, tokenizes or decodes at a time
 STREAM_OBJECT_STORE_BYTES = 128 << 20  # one stream's blocks in the object store at once (Ray Data's budget)
 SPLIT_CODES = {"train": TRAIN, "val": VAL, "eval": EVAL}
 
@@ -93,18 +100,6 @@ def data_error(error: BaseException) -> DataError | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
-
-
-@dataclass(frozen=True)
-class Shards:
-    """The files of one text table, in sorted order, and how to read them."""
-
-    files: tuple[str, ...]
-    suffix: str  # .csv, .tsv, .jsonl or .parquet
-    text_column: str
-    label_column: str
-    encoding: str = "utf-8"
-    checksums: tuple[tuple[int, str], ...] | None = None  # S3: each file's size and ETag, from its listing
 
 
 def table_shards(path: str, text_column: str, label_column: str, encoding: str = "utf-8") -> Shards:
@@ -195,11 +190,6 @@ def _sha256(file: str) -> str:
     return content.hexdigest()
 
 
-def opened(file: str) -> Any:
-    """What pyarrow reads `file` from: its path, or an S3 object's pyarrow file."""
-    return open_input(file) if is_remote(file) else file
-
-
 class TableSplit(StreamedSplit):
     """One split of a text table's shards, streamed (module docstring)."""
 
@@ -216,11 +206,12 @@ class TableSplit(StreamedSplit):
     ) -> None:
         self.shards, self.split, self.fractions = shards, split, fractions
         self.classes, self.named, self.labels = classes, named, labels
+        self.reading = TableReading(shards, split, fractions, classes, named)  # what its reading tasks get
 
     def _batches(self, batch_size: int, inputs: InputSpec | None, seed: int | None) -> Iterator[Batch]:
         if inputs is None or inputs.tokenizer is None:
             raise ValueError("a streamed text split is read through a text model's tokenizer: give its InputSpec")
-        encoded = files_dataset(self.shards.files, seed, _shard_rows, 1, split=self, inputs=inputs)
+        encoded = files_dataset(self.shards.files, seed, shard_rows, 1, reading=self.reading, inputs=inputs)
         buffer = None if seed is None else SHUFFLE_BUFFER * batch_size
         digest = tokens_digest(inputs)
         for rows in encoded.iter_batches(
@@ -242,93 +233,11 @@ class TableSplit(StreamedSplit):
         out: list[str] = []
         for file in self.shards.files:
             for table in shard_batches(self.shards, file):
-                texts, _, keep = _rows_of(table, self)
+                texts, _, keep = rows_of(table, self.reading)
                 out += [t for t, k in zip(texts, keep) if k][: limit - len(out)]
                 if len(out) >= limit:
                     return out
         return out
-
-    def codes(self, texts: list[str]) -> np.ndarray:
-        return split_codes(key_hashes(text_keys(texts)), *self.fractions)
-
-    def label_ids(self, raw: list[Any]) -> np.ndarray:
-        """Class ids of raw labels as the scan read them: names by the class list, integers as given."""
-        if self.named:
-            index = {name: i for i, name in enumerate(self.classes)}
-            return np.array([index[str(label).strip()] for label in raw], dtype=np.int64)
-        return np.array([int(label) for label in raw], dtype=np.int64)
-
-
-def _rows_of(table: Any, split: TableSplit) -> tuple[list[str], list[Any], np.ndarray]:
-    """(texts, raw labels, mask) of a pyarrow batch's rows in `split`."""
-    texts = table.column(split.shards.text_column).to_pylist()
-    raw = table.column(split.shards.label_column).to_pylist()
-    keep = split.codes([t if isinstance(t, str) else "" for t in texts]) == split.split
-    return texts, raw, keep
-
-
-def _shard_rows(files: dict[str, np.ndarray], split: TableSplit, inputs: InputSpec) -> Iterator[dict[str, np.ndarray]]:
-    """Each named shard's rows of `split`, encoded (`_text_rows`), one record batch at a time."""
-    for file in files["file"]:
-        for table in shard_batches(split.shards, str(file)):
-            yield _text_rows(table, split, inputs)
-
-
-def _text_rows(table: Any, split: TableSplit, inputs: InputSpec) -> dict[str, np.ndarray]:
-    """A read batch's rows of `split`: ids, token ids padded to max_length, lengths, class ids."""
-    from workers.data.tokenizer import encode_texts
-
-    texts, raw, keep = _rows_of(table, split)
-    chosen = [t for t, k in zip(texts, keep) if k]
-    ids, lengths = encode_texts(inputs, chosen)
-    values = np.zeros((len(chosen), inputs.max_length), dtype=np.int32)
-    values[:, : ids.shape[1]] = ids.numpy()
-    return {
-        "id": sample_ids(key_hashes(text_keys(chosen))),
-        "values": values,
-        "length": lengths.numpy(),
-        "label": split.label_ids([r for r, k in zip(raw, keep) if k]),
-        "text": np.array(chosen, dtype=object),
-    }
-
-
-def shard_batches(shards: Shards, file: str) -> Iterator[Any]:
-    """One shard's text and label columns as pyarrow record batches, read in turn (bounded memory:
-    a Parquet or CSV shard streams; a JSONL shard is read whole, one shard at a time)."""
-    import pyarrow.csv as pacsv  # type: ignore[import-untyped]
-    import pyarrow.json as pajson  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq
-
-    columns = [shards.text_column, shards.label_column]
-    source = opened(file)
-    if shards.suffix == ".parquet":
-        yield from pq.ParquetFile(source).iter_batches(batch_size=READ_BATCH * 8, columns=columns)
-    elif shards.suffix == ".jsonl":
-        yield from pajson.read_json(source).select(columns).to_batches(READ_BATCH * 8)
-    else:
-        tab = shards.suffix == ".tsv"
-        yield from pacsv.open_csv(
-            source,
-            read_options=pacsv.ReadOptions(encoding=shards.encoding, block_size=1 << 22),
-            parse_options=pacsv.ParseOptions(delimiter="\t" if tab else ",", quote_char=False if tab else '"'),
-            convert_options=pacsv.ConvertOptions(include_columns=columns),
-        )
-
-
-def _scan_rows(table: Any, shards: Shards, file: str) -> tuple[list[str], list[str], bool]:
-    """A batch's texts and labels (as text; and whether the column holds integers), each row checked:
-    a text that is missing or blank, or a missing label, is a DataError naming the file."""
-    import pyarrow as pa
-
-    texts = table.column(shards.text_column).to_pylist()
-    raw = table.column(shards.label_column).to_pylist()
-    for text, label in zip(texts, raw):
-        if not isinstance(text, str) or not text.strip():
-            raise DataError(f"{file}: a row whose {shards.text_column!r} is empty or not a string")
-        if label is None or (isinstance(label, str) and not label.strip()):
-            raise DataError(f"{file}: a row without a label in column {shards.label_column!r}")
-    integer = pa.types.is_integer(table.schema.field(shards.label_column).type)
-    return texts, [str(label).strip() for label in raw], integer
 
 
 def open_table_stream(
@@ -356,7 +265,7 @@ def open_table_stream(
     for file in shards.files:
         try:
             for batch in shard_batches(shards, file):
-                texts, labels, integer = _scan_rows(batch, shards, file)
+                texts, labels, integer = scan_rows(batch, shards, file)
                 codes = split_codes(key_hashes(text_keys(texts)), *fractions)
                 numbers = np.array([names.setdefault(label, len(names)) for label in labels], dtype=np.int32)
                 kinds.add(integer)

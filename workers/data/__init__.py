@@ -4,19 +4,29 @@ Public surface::
 
     from workers.data import load_splits, DataSplits, ImageSet, fingerprint, augment_batch
     from workers.data import Batch, epoch_batches, batch_inputs     # a step's samples and views
+
+The names load on first use (PEP 562): a module of this package that needs no torch (keys.py,
+tokenizer.py, input_spec.py: what Ray Data's reading tasks run) can be imported without it.
 """
 
-from workers.data.augment import AugmentDraws, apply_augmentation, augment_batch, to_model_input
-from workers.data.batches import Batch, batch_inputs, epoch_batches
-from workers.data.sources import DataError, ImageSet, load_images
-from workers.data.splits import (
-    SUBSETS,
-    DataSplits,
-    fingerprint,
-    half_classes,
-    half_samples,
-    load_splits,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workers.data.augment import AugmentDraws, apply_augmentation, augment_batch, to_model_input
+    from workers.data.batches import Batch, batch_inputs, epoch_batches
+    from workers.data.sources import DataError, ImageSet, load_images
+    from workers.data.splits import SUBSETS, DataSplits, fingerprint, half_classes, half_samples, load_splits
+
+_HOMES = {
+    "workers.data.augment": ("AugmentDraws", "apply_augmentation", "augment_batch", "to_model_input"),
+    "workers.data.batches": ("Batch", "batch_inputs", "epoch_batches"),
+    "workers.data.sources": ("DataError", "ImageSet", "load_images"),
+    "workers.data.splits": ("SUBSETS", "DataSplits", "fingerprint", "half_classes", "half_samples", "load_splits"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "AugmentDraws",
@@ -36,3 +46,11 @@ __all__ = [
     "load_splits",
     "to_model_input",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME_OF:
+        raise AttributeError(f"module 'workers.data' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME_OF[name]), name)
+    globals()[name] = value
+    return value

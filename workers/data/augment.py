@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
+
+from workers.data.keys import GAMMA, splitmix64, unit
 
 PIXEL_MEAN = 0.5  # inputs are mapped to [-1, 1]; a fixed map keeps checkpoints self-contained
 PIXEL_STD = 0.5
@@ -170,3 +173,34 @@ def augment_batch(
     """Random crop with zero padding (each sample shifted by up to ±`padding` pixels) and random
     horizontal flip with probability ½. Works on uint8 or float N×C×H×W; returns the same dtype."""
     return apply_augmentation(images, AugmentDraws.draw(len(images), generator, padding, flip))
+
+
+def sample_uniforms(ids: torch.Tensor, seed: int, epoch: int, count: int) -> torch.Tensor:
+    """float64 ids×count uniforms in [0, 1), a function of (seed, epoch, id) alone:
+    splitmix64(id ⊕ splitmix64(seed · 100003 + epoch) + j·γ) for j < count."""
+    stream = splitmix64(np.array([seed * 100_003 + epoch], dtype=np.uint64))[0]
+    base = ids.cpu().numpy().astype(np.int64).view(np.uint64) ^ stream
+    words = splitmix64(base[:, None] + np.arange(count, dtype=np.uint64)[None, :] * GAMMA)
+    return torch.from_numpy(unit(words))
+
+
+def sample_draws(
+    ids: torch.Tensor, seed: int, epoch: int, padding: int = 2, flip: bool = True, resized: bool = False
+) -> AugmentDraws | None:
+    """Each sample's augmentation in `epoch`, from its id (`sample_uniforms`): a shift in
+    [0, 2·padding] per axis, or a random-resized crop box (the distribution of
+    `augment.resized_crop_boxes`), and a mirror bit with probability ½; None when all are off."""
+    if not (resized or padding > 0 or flip):
+        return None
+    u = sample_uniforms(ids, seed, epoch, 5).float()
+    shift_y = shift_x = mirror = boxes = None
+    if resized:
+        area = RESIZED_CROP_SCALE[0] + (RESIZED_CROP_SCALE[1] - RESIZED_CROP_SCALE[0]) * u[:, 0]
+        low, high = (float(np.log(r)) for r in RESIZED_CROP_RATIO)
+        boxes = crop_boxes(area, torch.exp(low + (high - low) * u[:, 1]), u[:, 2], u[:, 3])
+    elif padding > 0:
+        shift_y = (u[:, 0] * (2 * padding + 1)).floor().clamp(max=2 * padding).to(torch.int8)
+        shift_x = (u[:, 1] * (2 * padding + 1)).floor().clamp(max=2 * padding).to(torch.int8)
+    if flip:
+        mirror = u[:, 4] < 0.5
+    return AugmentDraws(0 if resized else padding, shift_y, shift_x, mirror, boxes)

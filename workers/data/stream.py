@@ -9,7 +9,7 @@ this module holds only what the numerical core needs to know (it imports no ray)
   one per-sample array a streamed split keeps) come from the scan its source made once;
 - `epoch(batch_size, seed, epoch, inputs)`: the epoch's batches in a seeded order, each with the
   samples' ids, model-ready values (uint8 images, or token ids of `inputs`' tokenizer) and labels;
-  the trainer adds each sample's augmentation from (seed, epoch, id) (`keys.sample_draws`);
+  the trainer adds each sample's augmentation from (seed, epoch, id) (`augment.sample_draws`);
 - `chunks(batch_size, inputs)`: every sample once, unaugmented, in one fixed order (inference).
 
 `StreamedInputs` turns such a batch into model input on a device, as `EncodedSplit.batch` does for a

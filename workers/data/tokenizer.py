@@ -12,12 +12,15 @@ import string
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
+import numpy as np
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
 from workers.data.input_spec import InputSpec
+
+if TYPE_CHECKING:
+    import torch
 
 TokenizerKind = Literal["wordpiece", "bpe"]
 PAD, UNK = "[PAD]", "[UNK]"
@@ -87,19 +90,27 @@ def _cutting(tokenizer_json: str, max_length: int) -> Tokenizer:
 
 
 def encode_texts(spec: InputSpec, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """`encode_token_arrays` as tensors (what models and the in-memory split take)."""
+    import torch
+
+    ids, lengths = encode_token_arrays(spec, texts)
+    return torch.from_numpy(ids), torch.from_numpy(lengths)
+
+
+def encode_token_arrays(spec: InputSpec, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Token ids (int32, N×L, right-padded with 0, L the longest sample cut at `spec.max_length`)
     and lengths (int64, N); a text with no tokens reads as one [UNK]. With `add_special_tokens` (a
     pretrained model's tokenizer) each text gets its tokenizer's own specials, e.g. [CLS] … [SEP];
     the cut is the tokenizer's own (`enable_truncation`), so it keeps a closing special token only
-    where the tokenizer has one."""
+    where the tokenizer has one. numpy: a streamed text source's reading tasks load no torch."""
     if spec.modality != "text" or spec.tokenizer is None:
         raise ValueError(f"encode_texts needs a text input, got {spec.modality!r}")
     tokenizer = _cutting(spec.tokenizer, spec.max_length)
     encodings = tokenizer.encode_batch(list(texts), add_special_tokens=spec.add_special_tokens)
     if not encodings:
-        return torch.zeros(0, 1, dtype=torch.int32), torch.zeros(0, dtype=torch.int64)
-    ids = torch.tensor([e.ids for e in encodings], dtype=torch.int32)
-    lengths = torch.tensor([sum(e.attention_mask) for e in encodings], dtype=torch.int64)
+        return np.zeros((0, 1), dtype=np.int32), np.zeros(0, dtype=np.int64)
+    ids = np.array([e.ids for e in encodings], dtype=np.int32)
+    lengths = np.array([sum(e.attention_mask) for e in encodings], dtype=np.int64)
     empty = lengths == 0
     if bool(empty.any()):
         unknown = tokenizer.token_to_id(getattr(tokenizer.model, "unk_token", None) or UNK)

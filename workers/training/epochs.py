@@ -17,9 +17,9 @@ import torch
 from torch import nn
 
 from workers.data import Batch, epoch_batches
+from workers.data.augment import sample_draws
 from workers.data.encoded import Samples, encode
 from workers.data.input_spec import InputSpec
-from workers.data.keys import sample_draws
 from workers.data.stream import StreamedSplit
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
