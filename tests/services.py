@@ -9,9 +9,32 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+import mlflow
 import pytest
+from mlflow.tracking._model_registry import utils as registry_utils
+from mlflow.tracking._tracking_service import utils as tracking_utils
 
 from servers import CHECKSUM_ENV, s3_client, start_mlflow_server, start_postgres, start_seaweedfs
+
+
+@contextlib.contextmanager
+def pointed_at(uri, monkeypatch):
+    """Point mlflow's global tracking and registry URIs at `uri`; restore both afterwards.
+
+    `mlflow.set_tracking_uri` / `set_registry_uri` also write MLFLOW_TRACKING_URI /
+    MLFLOW_REGISTRY_URI into os.environ: monkeypatch owns those variables and restores them."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    old_tracking, old_registry = tracking_utils._tracking_uri, registry_utils._registry_uri
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            mlflow.end_run()
+        mlflow.set_tracking_uri(old_tracking)
+        mlflow.set_registry_uri(old_registry)
 
 
 @dataclass(frozen=True)

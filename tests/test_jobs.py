@@ -21,12 +21,29 @@ DATA = {"train_limit": 2000, "eval_limit": 800}
 TRAIN = {"epochs": 1, "batch_size": 128, "lr": 0.05, "seed": 0}
 
 
+def _use_stack(monkeypatch, env: dict, bucket: str, stack) -> object:
+    """This process (and, with --env-from-here, the jobs) on the MLflow stack with `env`; the S3
+    bucket `bucket` created for the specs' storage. Returns the S3 client."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    s3 = stack.s3_client()
+    s3.create_bucket(Bucket=bucket)
+    return s3
+
+
+def _submit(document: dict, folder: Path, dashboard: str, capsys, wait: bool = True) -> tuple[int, str, str]:
+    """`congruent submit` of `document` with --env-from-here; (exit code, job id, its output)."""
+    path = folder / f"{document['model']}-{document['version']}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    code = main(["submit", str(path), "--jobs-address", dashboard, "--env-from-here", *(["--wait"] if wait else [])])
+    out = capsys.readouterr().out
+    found = re.search(r"as Ray job (\S+)", out)
+    return code, found.group(1) if found else "", out
+
+
 @pytest.mark.slow
 def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch):
-    for key, value in mlflow_stack.env.items():
-        monkeypatch.setenv(key, value)
-    s3 = mlflow_stack.s3_client()
-    s3.create_bucket(Bucket="jobs")
+    s3 = _use_stack(monkeypatch, mlflow_stack.env, "jobs", mlflow_stack)
     common = {"model": "submitted", "data": DATA, "train": TRAIN, "storage": "s3://jobs/runs"}
     specs = [
         {**common, "version": "v1", "arch": "mlp-small", "method": {"name": "none"}, "promote": {"max_nfr": 1.0}},
@@ -34,12 +51,9 @@ def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_sta
     ]
     job_ids = []
     for document in specs:
-        path = tmp_path / f"{document['version']}.yaml"
-        path.write_text(yaml.safe_dump(document))
-        code = main(["submit", str(path), "--jobs-address", ray_cluster.dashboard, "--wait", "--env-from-here"])
-        out = capsys.readouterr().out
+        code, job_id, out = _submit(document, tmp_path, ray_cluster.dashboard, capsys)
         assert code == 0, out[-2000:] + _error_log(mlflow_stack, "submitted")
-        job_ids.append(re.search(r"as Ray job (\S+)", out).group(1))
+        job_ids.append(job_id)
         # the result table (the job is not a TTY: no bars)
         assert "SUCCEEDED" in out and "registry: submitted version" in out
 
@@ -65,10 +79,7 @@ def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_sta
 def test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written(
     ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch
 ):
-    for key, value in mlflow_stack.env.items():
-        monkeypatch.setenv(key, value)
-    s3 = mlflow_stack.s3_client()
-    s3.create_bucket(Bucket="cancelled")
+    s3 = _use_stack(monkeypatch, mlflow_stack.env, "cancelled", mlflow_stack)
     document = {
         "model": "cancelled",
         "version": "v1",
@@ -79,10 +90,8 @@ def test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written(
         "resources": {"replica": {"cpus": 1}},
         "storage": "s3://cancelled/runs",
     }
-    path = tmp_path / "v1.yaml"
-    path.write_text(yaml.safe_dump(document))
-    assert main(["submit", str(path), "--jobs-address", ray_cluster.dashboard, "--env-from-here"]) == 0
-    job_id = re.search(r"as Ray job (\S+)", capsys.readouterr().out).group(1)
+    code, job_id, _ = _submit(document, tmp_path, ray_cluster.dashboard, capsys, wait=False)
+    assert code == 0
 
     def stored() -> list[str]:
         return [o["Key"] for o in s3.list_objects_v2(Bucket="cancelled").get("Contents", [])]
@@ -127,12 +136,9 @@ def test_no_credential_reaches_mlflow_storage_logs_or_output(ray_cluster, mlflow
         "MLFLOW_TRACKING_USERNAME": "user" + secrets.token_hex(6),
         "MLFLOW_TRACKING_PASSWORD": secrets.token_hex(12),
     }
-    for key, value in {**mlflow_stack.env, **fake_login}.items():  # the test server ignores the login
-        monkeypatch.setenv(key, value)
+    s3 = _use_stack(monkeypatch, {**mlflow_stack.env, **fake_login}, "secrets", mlflow_stack)  # login ignored
     # the login's user name is no secret: MLflow records it as each run's user (`mlflow.user`)
     secret_values = [mlflow_stack.access_key, mlflow_stack.secret_key, fake_login["MLFLOW_TRACKING_PASSWORD"]]
-    s3 = mlflow_stack.s3_client()
-    s3.create_bucket(Bucket="secrets")
     document = {
         "model": "secretive",
         "version": "v1",
@@ -142,12 +148,9 @@ def test_no_credential_reaches_mlflow_storage_logs_or_output(ray_cluster, mlflow
         "storage": "s3://secrets/runs",
         "promote": {"max_nfr": 1.0},
     }
-    path = tmp_path / "v1.yaml"
-    path.write_text(yaml.safe_dump(document))
-    code = main(["submit", str(path), "--jobs-address", ray_cluster.dashboard, "--wait", "--env-from-here"])
-    seen = [capsys.readouterr().out]
-    assert code == 0, seen[0][-2000:]
-    job_id = re.search(r"as Ray job (\S+)", seen[0]).group(1)
+    code, job_id, out = _submit(document, tmp_path, ray_cluster.dashboard, capsys)
+    seen = [out]
+    assert code == 0, out[-2000:]
     assert main(["versions", "secretive", "--json", "--matrix"]) == 0
     assert main(["report", "secretive", "--out", str(tmp_path / "report.html")]) == 0
     seen += [capsys.readouterr().out, (tmp_path / "report.html").read_text()]

@@ -14,6 +14,7 @@ import pytest
 from load_harness import FAULTS, load_stack, run_load
 from orchestrator.cli import main
 from reliability_records import record
+from services import pointed_at
 
 FULL = os.environ.get("CONGRUENT_LOAD") == "full"
 MODELS = ["load-a", "load-b", "load-c"] if FULL else ["load-a"]
@@ -31,7 +32,9 @@ def test_concurrent_submissions_register_every_spec_exactly_once(stack, fault, m
     for key, value in stack.env.items():
         monkeypatch.setenv(key, value)
     models = [f"{m}-{fault}" for m in MODELS]  # each load its own chains
-    outcome = run_load(stack, models, fault)
+    # this process reads the load's registry (not the one an earlier test pointed mlflow at)
+    with pointed_at(stack.env["MLFLOW_TRACKING_URI"], monkeypatch):
+        outcome = run_load(stack, models, fault)
     record("load", **outcome)
     print(json.dumps(outcome, indent=1))  # shown when an assertion fails
     assert outcome["lost"] == 0 and outcome["duplicated"] == 0, outcome

@@ -1,32 +1,10 @@
 """The `mlflow_stack` fixture is real: an mlflow server backed by PostgreSQL, artifacts in SeaweedFS."""
 
-import contextlib
-
 import mlflow
 import psycopg
 from mlflow import MlflowClient
-from mlflow.tracking._model_registry import utils as registry_utils
-from mlflow.tracking._tracking_service import utils as tracking_utils
 
-
-@contextlib.contextmanager
-def _pointed_at(uri, monkeypatch):
-    """Point mlflow's global tracking and registry URIs at `uri`; restore both afterwards.
-
-    `mlflow.set_tracking_uri` / `set_registry_uri` also write MLFLOW_TRACKING_URI /
-    MLFLOW_REGISTRY_URI into os.environ: monkeypatch owns those variables and restores them."""
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
-    old_tracking, old_registry = tracking_utils._tracking_uri, registry_utils._registry_uri
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(Exception):
-            mlflow.end_run()
-        mlflow.set_tracking_uri(old_tracking)
-        mlflow.set_registry_uri(old_registry)
+from services import pointed_at
 
 
 def test_mlflow_stack_is_real(mlflow_stack, monkeypatch, tmp_path):
@@ -36,7 +14,7 @@ def test_mlflow_stack_is_real(mlflow_stack, monkeypatch, tmp_path):
     assert stack.tracking_uri.startswith("http://127.0.0.1:")
     assert stack.postgres_uri.startswith("postgresql+psycopg://")
 
-    with _pointed_at(stack.tracking_uri, monkeypatch):
+    with pointed_at(stack.tracking_uri, monkeypatch):
         experiment_id = mlflow.create_experiment("svc-check")
         with mlflow.start_run(experiment_id=experiment_id) as run:
             run_id = run.info.run_id
