@@ -33,7 +33,7 @@ import yaml
 
 from processes import wait_ready
 from ray_nodes import RayCluster, start_ray_cluster, stop_ray_cluster, worker_raylet_pid
-from servers import CHECKSUM_ENV, start_mlflow_server, start_postgres, start_seaweedfs
+from servers import s3_settings, start_mlflow_server, start_postgres, start_seaweedfs
 
 DATA = {"train_limit": 1200, "eval_limit": 600}
 TRAIN = {"epochs": 1, "batch_size": 128, "lr": 0.05, "seed": 0}
@@ -85,13 +85,7 @@ def load_stack(root: Path) -> Iterator[LoadStack]:
         stack.callback(pg.stop)
         s3 = start_seaweedfs(root / "seaweedfs", access_key, secret_key, buckets=("mlflow", "checkpoints"))
         stack.callback(s3.stop)
-        s3_env = {
-            "AWS_ENDPOINT_URL_S3": s3.endpoint,
-            "MLFLOW_S3_ENDPOINT_URL": s3.endpoint,
-            "AWS_ACCESS_KEY_ID": access_key,
-            "AWS_SECRET_ACCESS_KEY": secret_key,
-            **CHECKSUM_ENV,
-        }
+        s3_env = s3_settings(s3.endpoint, access_key, secret_key)
         artifacts = "s3://mlflow/artifacts"
         server = start_mlflow_server(root / "mlflow", pg.uri, artifacts, s3_env)
         cluster = start_ray_cluster(cpus_per_node=1)

@@ -218,6 +218,17 @@ def _seaweed_base_port() -> int:
     raise RuntimeError("no free port range for SeaweedFS")
 
 
+def s3_settings(endpoint: str, access_key: str, secret_key: str) -> dict:
+    """What a client process needs to reach the S3 server: endpoint, credentials, checksum settings."""
+    return {
+        "AWS_ENDPOINT_URL_S3": endpoint,
+        "MLFLOW_S3_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": access_key,
+        "AWS_SECRET_ACCESS_KEY": secret_key,
+        **CHECKSUM_ENV,
+    }
+
+
 def s3_client(endpoint: str, access_key: str, secret_key: str):
     """boto3 S3 client for SeaweedFS: path-style, checksums only when required."""
     import boto3

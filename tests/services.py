@@ -14,7 +14,7 @@ import pytest
 from mlflow.tracking._model_registry import utils as registry_utils
 from mlflow.tracking._tracking_service import utils as tracking_utils
 
-from servers import CHECKSUM_ENV, s3_client, start_mlflow_server, start_postgres, start_seaweedfs
+from servers import s3_client, s3_settings, start_mlflow_server, start_postgres, start_seaweedfs
 
 
 @contextlib.contextmanager
@@ -69,13 +69,7 @@ def mlflow_stack(tmp_path_factory):
         stack.callback(pg.stop)
         s3 = start_seaweedfs(root / "seaweedfs", access_key, secret_key, buckets=(bucket,))
         stack.callback(s3.stop)
-        s3_env = {
-            "AWS_ENDPOINT_URL_S3": s3.endpoint,
-            "MLFLOW_S3_ENDPOINT_URL": s3.endpoint,
-            "AWS_ACCESS_KEY_ID": access_key,
-            "AWS_SECRET_ACCESS_KEY": secret_key,
-            **CHECKSUM_ENV,
-        }
+        s3_env = s3_settings(s3.endpoint, access_key, secret_key)
         destination = f"s3://{bucket}/artifacts"
         server = start_mlflow_server(root / "mlflow", pg.uri, destination, s3_env)
         stack.callback(server.stop)

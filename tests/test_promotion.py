@@ -53,6 +53,16 @@ def rivals(tmp_path):
     return model
 
 
+def run_together(body, args: list[str], errors: list[BaseException]) -> None:
+    """`body(arg)` for each arg, each in a thread of its own, at once; fails on what they raised."""
+    threads = [threading.Thread(target=body, args=(arg,)) for arg in args]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+
+
 def _race(model: str, monkeypatch) -> dict[str, promotion.Verdict]:
     """Promote v2 and v3 at once; both first gate against v1 before either moves the alias."""
     both_gated = threading.Barrier(2, timeout=60)
@@ -76,12 +86,7 @@ def _race(model: str, monkeypatch) -> dict[str, promotion.Verdict]:
         except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
 
-    threads = [threading.Thread(target=promote, args=(v,)) for v in ("2", "3")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not errors, errors
+    run_together(promote, ["2", "3"], errors)
     return verdicts
 
 
@@ -148,12 +153,7 @@ def test_runs_of_one_spec_that_finish_together_register_it_once(tmp_path, monkey
         except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
 
-    threads = [threading.Thread(target=run, args=(label,)) for label in ("first", "rerun")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not errors, errors
+    run_together(run, ["first", "rerun"], errors)
     versions = MlflowClient().search_model_versions(f"name = '{model}'")
     record(
         "security",
