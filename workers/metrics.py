@@ -9,6 +9,7 @@ float logits (N×C) that are reduced to class ids with argmax.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import astuple, dataclass
 from typing import Any, TypedDict
 
 import numpy as np
@@ -112,13 +113,25 @@ def nfr_matrix(predictions_list: Sequence[Any], labels: Any, scopes: Sequence[An
     scope = np.ones_like(correct) if scopes is None else np.stack([np.asarray(s, dtype=bool) for s in scopes])
     if scope.shape != correct.shape:
         raise ValueError(f"scopes must be {correct.shape[0]} masks of {correct.shape[1]} samples")
-    both_correct = np.zeros((len(correct), len(correct)), dtype=np.int64)
-    for start in range(0, len(truth), _EXACT_FLOAT32_BLOCK):
+    return nfr_of_counts(both_correct_counts(correct, scope), scope.sum(axis=1))
+
+
+def both_correct_counts(correct: np.ndarray, scope: np.ndarray) -> np.ndarray:
+    """G[i, j] = Σ_n S_in C_in C_jn (int64, V×V) of V×n boolean correctness C and scopes S: counts of
+    disjoint blocks of samples add up. Accumulated blockwise in float32 (exact per block)."""
+    counts = np.zeros((len(correct), len(correct)), dtype=np.int64)
+    for start in range(0, correct.shape[1], _EXACT_FLOAT32_BLOCK):
         window = slice(start, start + _EXACT_FLOAT32_BLOCK)
         block = correct[:, window].astype(np.float32)
-        both_correct += ((block * scope[:, window]) @ block.T).astype(np.int64)
+        counts += ((block * scope[:, window]) @ block.T).astype(np.int64)
+    return counts
+
+
+def nfr_of_counts(both_correct: np.ndarray, scope_sizes: np.ndarray) -> np.ndarray:
+    """M[i, j] = (G[i, i] − G[i, j]) / |S_i| from `both_correct_counts` G summed over every sample and
+    each version's scope size |S_i| (a row of an empty scope is 0)."""
     only_old_correct = np.diag(both_correct)[:, None] - both_correct
-    return only_old_correct / np.maximum(scope.sum(axis=1), 1)[:, None]
+    return only_old_correct / np.maximum(np.asarray(scope_sizes), 1)[:, None]
 
 
 class UpdateReport(TypedDict):
@@ -147,19 +160,54 @@ class EvaluationMetrics(_Evaluated, total=False):
     paragon_vs_old: UpdateReport
 
 
+@dataclass(frozen=True)
+class FlipCounts:
+    """The counts one update's rates are made of, over the samples seen so far: n, the old and the
+    new model's errors, negative flips (old right, new wrong) and positive flips (old wrong, new
+    right). Counts of disjoint chunks add up (`+`), so a split read in chunks is counted globally."""
+
+    n: int = 0
+    old_errors: int = 0
+    new_errors: int = 0
+    negative: int = 0
+    positive: int = 0
+
+    @classmethod
+    def of(cls, old: Any, new: Any, labels: Any) -> FlipCounts:
+        """The counts of one chunk: predictions (class ids or logits) of both models and the labels."""
+        truth = _as_numpy(labels).astype(np.int64, copy=False)
+        old_correct = _correct(old, truth, "old predictions")
+        new_correct = _correct(new, truth, "new predictions")
+        return cls(
+            n=len(truth),
+            old_errors=int(np.count_nonzero(~old_correct)),
+            new_errors=int(np.count_nonzero(~new_correct)),
+            negative=int(np.count_nonzero(old_correct & ~new_correct)),
+            positive=int(np.count_nonzero(~old_correct & new_correct)),
+        )
+
+    def __add__(self, other: FlipCounts) -> FlipCounts:
+        return FlipCounts(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+    def report(self) -> UpdateReport:
+        """ER_old = old_errors / n, ER_new = new_errors / n, NFR = negative / n, PFR = positive / n,
+        Rel-NFR = NFR / ((1 − ER_old) · ER_new) (None: undefined)."""
+        if self.n == 0:
+            raise ValueError("metrics are undefined on an empty set (N = 0)")
+        er_old, er_new, nfr = self.old_errors / self.n, self.new_errors / self.n, self.negative / self.n
+        return {
+            "n": self.n,
+            "er_old": er_old,
+            "er_new": er_new,
+            "nfr": nfr,
+            "pfr": self.positive / self.n,
+            "rel_nfr": relative_nfr(nfr, er_old, er_new),
+        }
+
+
 def update_report(old: Any, new: Any, labels: Any) -> UpdateReport:
     """JSON-ready summary of one update: n, er_old, er_new, nfr, pfr, rel_nfr (None: undefined)."""
-    er_old = error_rate(old, labels)
-    er_new = error_rate(new, labels)
-    nfr = negative_flip_rate(old, new, labels)
-    return {
-        "n": int(len(_labels(labels))),
-        "er_old": er_old,
-        "er_new": er_new,
-        "nfr": nfr,
-        "pfr": positive_flip_rate(old, new, labels),
-        "rel_nfr": relative_nfr(nfr, er_old, er_new),
-    }
+    return FlipCounts.of(old, new, _labels(labels)).report()
 
 
 def negative_flips(old: Any, new: Any, labels: Any) -> np.ndarray:

@@ -210,7 +210,7 @@ def run_demo(
 ) -> tuple[list[PipelineResult], Verdict]:
     """v1, then v2-none and v2-elodi against v1's registered version, and the verdict (Ray must be
     initialised)."""
-    from orchestrator.driver.stages import eval_split_logits
+    from orchestrator.driver.evaluation import eval_split_logits
 
     results: list[PipelineResult] = []
     plan, documents = None, demo_specs(settings)

@@ -6,7 +6,8 @@ run_pipeline(plan, run_dir, watch)
   pool       Ray actors serving teacher logits, reserved with the student
   student    one Ray task, distilled online from the pool (or plain CE)
   bcwi       one Ray task: α picked on val (bcwi)
-  evaluate   one Ray task: logits on the regression-eval split; metrics in the driver
+  evaluate   one Ray task streams the logits on the regression-eval split (new, old, paragon) chunk
+             by chunk; the driver writes them to files and counts the metrics (evaluation.py)
   publish    MLflow: nested runs, evaluation, ledger, registry version, promotion gate
 """
 
@@ -20,14 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.driver.evaluation import evaluate
 from orchestrator.driver.plan import Plan, applied_params
 from orchestrator.driver.pool import serving_pool
-from orchestrator.driver.stages import eval_split_logits, paragon_logits, run_bcwi, train_replicas, train_student
+from orchestrator.driver.stages import run_bcwi, train_replicas, train_student
 from orchestrator.driver.watch import StageWatch
 from orchestrator.tracking import promotion, registry, runs
 from orchestrator.tracking.ledger import write_ledger
 from pipelines.spec import UpdateSpec
-from workers.metrics import EvaluationMetrics, error_rate, update_report
+from workers.metrics import EvaluationMetrics
 from workers.tasks.records import BcwiRecord, DataRequest, TrainRecord
 from workers.tasks.resolve import cached_splits
 
@@ -40,17 +42,6 @@ class PoolRecord:
     pids: list[int]
     batches_served: int  # since each actor's last (re)start
     student_steps: int
-
-
-@dataclass
-class Evaluation:
-    """The model against the old version and the paragon on the regression-eval split; the
-    predictions (.npy logits) reproduce every number with `congruent compare`."""
-
-    metrics: EvaluationMetrics
-    predictions: dict[str, str]  # new, old, paragon → .npy path
-    labels: str
-    n_eval: int
 
 
 @dataclass
@@ -109,7 +100,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
             started = time.perf_counter()
             replicas = train_replicas(plan, watch)
             seconds["replicas"] = time.perf_counter() - started
-        student, pool_record, paragon = None, None, None
+        student, pool_record = None, None
         groups = plan.reference_groups([r.checkpoint for r in replicas])
         # a data-parallel student's workers are reserved by Ray Train, not in the pool's placement group
         data_parallel = plan.needs_student and spec.resources.student.workers > 1
@@ -124,19 +115,13 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
             if pool is not None:
                 pids, served = pool.batches_served()
                 pool_record = PoolRecord(len(pool.actors), pids, served, student.steps if student else 0)
-            if replicas and pool is not None and plan.inputs is None:  # images: the pool's actors hold the replicas
-                watch.say("evaluating the ensemble paragon through the teacher pool")
-                paragon = paragon_logits(plan, replicas, pool)
-        if replicas and paragon is None:  # a Ray task, once the pool has freed its reservation
-            watch.say("evaluating the ensemble paragon")
-            paragon = paragon_logits(plan, replicas, None)
         checkpoint, bcwi = (student.checkpoint if student else None), None
         if plan.method == "bcwi" and student is not None:
             bcwi = run_bcwi(plan, student)
             watch.say(_bcwi_line(bcwi))
             checkpoint = bcwi.checkpoint
         watch.say(next(titles))
-        evaluation = evaluate(plan, checkpoint, paragon, run_dir)
+        evaluation = evaluate(plan, checkpoint, [r.checkpoint for r in replicas], run_dir)
         result = PipelineResult(
             model=spec.model,
             version=spec.version,
@@ -166,39 +151,6 @@ def _bcwi_line(bcwi: BcwiRecord) -> str:
     return (
         f"BCWI: α = {bcwi.alpha} picked on the validation split (val ER {100 * picked['error_rate']:.2f}%, "
         f"val NFR {100 * picked['nfr']:.2f}%)"
-    )
-
-
-def evaluate(plan: Plan, checkpoint: str | None, paragon: np.ndarray | None, run_dir: Path) -> Evaluation:
-    """Logits of the model (the paragon's for the ensemble method) and of the old model on the
-    regression-eval split (one Ray task), metrics against each other, predictions/ under `run_dir`."""
-    checkpoints = {name: uri for name, uri in (("new", checkpoint), ("old", plan.spec.old)) if uri is not None}
-    logits = eval_split_logits(plan, checkpoints) if checkpoints else {}
-    if checkpoint is None:
-        assert paragon is not None  # no model checkpoint: the ensemble method, evaluated by its paragon
-        logits["new"] = paragon
-    elif paragon is not None:
-        logits["paragon"] = paragon
-    labels = cached_splits(plan.data).eval.labels.numpy()
-    # flips against the old model count on the classes it knows (data growth with new classes)
-    known = np.ones(len(labels), bool) if plan.old_classes is None else np.isin(labels, plan.old_classes)
-    metrics: EvaluationMetrics = {"error_rate": error_rate(logits["new"], labels)}
-    if "old" in logits:
-        metrics["vs_old"] = update_report(logits["old"][known], logits["new"][known], labels[known])
-        if plan.old_classes is not None:
-            metrics["vs_old_all_classes"] = update_report(logits["old"], logits["new"], labels)
-    if "paragon" in logits:
-        metrics["vs_paragon"] = update_report(logits["paragon"], logits["new"], labels)
-        if "old" in logits:
-            metrics["paragon_vs_old"] = update_report(logits["old"][known], logits["paragon"][known], labels[known])
-    folder = run_dir / "predictions"
-    folder.mkdir(parents=True, exist_ok=True)
-    np.save(folder / "labels.npy", labels)
-    order = [name for name in ("new", "old", "paragon") if name in logits]
-    for name in order:
-        np.save(folder / f"{name}.npy", logits[name].astype(np.float32))
-    return Evaluation(
-        metrics, {name: str(folder / f"{name}.npy") for name in order}, str(folder / "labels.npy"), len(labels)
     )
 
 
@@ -275,7 +227,7 @@ def publish(
     trained = result.bcwi or result.student
     ledger = write_ledger(
         run_dir / "ledger" / "predictions.npz",
-        np.load(result.predictions["new"]),
+        np.load(result.predictions["new"], mmap_mode="r"),  # read by the ledger in blocks
         np.load(result.labels),
         result.fingerprint,
         trained.classes_seen if trained else None,

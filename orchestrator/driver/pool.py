@@ -132,13 +132,6 @@ class TeacherPool:
             "bytes_per_request": self.request_bytes // max(self._requested, 1),
         }
 
-    def predict(self, data: ImageSet, name: str, batch_size: int = 1024) -> torch.Tensor:
-        """N×C mean logits of group `name` over `data`, in order (e.g. the paragon on the eval split)."""
-        batches = [data.images[i : i + batch_size].numpy() for i in range(0, len(data), batch_size)]
-        refs = [self._submit(batch, {}) for batch in batches]
-        results = [self._result(ref, batch, {}) for ref, batch in zip(refs, batches)]
-        return torch.cat([torch.from_numpy(np.array(result[name])) for result in results])
-
 
 class PooledTeacher(TeacherActor):
     """The pool's actor: a `TeacherActor` that takes the shared training split from the object store

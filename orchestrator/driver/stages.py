@@ -4,10 +4,8 @@ body's typed record."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import ray
 
 from orchestrator.driver.cluster import device, on_node
@@ -16,11 +14,9 @@ from orchestrator.driver.plan import Plan, pool_topk
 from orchestrator.driver.pool import PoolHandle, TeacherPool
 from orchestrator.driver.watch import StageWatch
 from workers import storage
-from workers.data import ImageSet
-from workers.tasks.bodies import bcwi_job, eval_logits, train_job, train_pack
+from workers.tasks.bodies import bcwi_job, train_job, train_pack
 from workers.tasks.bookkeeping import discard_unfinished
 from workers.tasks.records import BcwiRecord, TrainJob, TrainRecord
-from workers.tasks.resolve import cached_splits
 
 
 # Each stage task runs in a worker process of its own that exits with it (Ray's max_calls, its
@@ -176,25 +172,3 @@ def run_bcwi(plan: Plan, tuned: TrainRecord) -> BcwiRecord:
         ray.wait([ref], timeout=30)
         storage.delete(plan.bcwi_checkpoint())
         raise
-
-
-def eval_split_logits(plan: Plan, checkpoints: Mapping[str, str]) -> dict[str, np.ndarray]:
-    """{name: N×C logits on the regression-eval split} of each checkpoint, by one Ray task
-    (`resources.student`): the driver loads no model for the evaluation."""
-    res = plan.spec.resources.student
-    task = stage_task(eval_logits).options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name="evaluation")
-    return ray.get(task.remote(dict(checkpoints), plan.data, device(res.gpus), plan.spec.allow_user_factories))
-
-
-def paragon_logits(
-    plan: Plan, replicas: list[TrainRecord], pool: PoolHandle | None, logits: Mapping[str, np.ndarray] | None = None
-) -> np.ndarray:
-    """φ_ens = (1/m) Σ_i φ^(i) on the regression-eval split: the mean of the replicas' eval logits
-    when given (`logits`), else through the pool's actors (images), else by a Ray task."""
-    if logits is None and pool is not None:
-        split = cached_splits(plan.data).eval
-        assert isinstance(split, ImageSet), "the pool predicts on images; text replicas read their own tokens"
-        return pool.client(("teacher",)).predict(split, "teacher").numpy()
-    if logits is None:
-        logits = eval_split_logits(plan, {r.name: r.checkpoint for r in replicas})
-    return np.mean([logits[r.name] for r in replicas], axis=0)

@@ -28,9 +28,10 @@ from typing import Any, TypedDict
 import numpy as np
 from ray import tune
 
+from orchestrator.driver.evaluation import eval_split_logits, evaluate
 from orchestrator.driver.plan import Plan, applied_params, pool_topk
 from orchestrator.driver.pool import serving_pool
-from orchestrator.driver.stages import eval_split_logits, paragon_logits, train_replicas
+from orchestrator.driver.stages import train_replicas
 from orchestrator.driver.watch import StageWatch
 from orchestrator.tracking import runs
 from orchestrator.views import plots
@@ -151,12 +152,9 @@ class SearchRecord:
     teacher_batches_served: int
     stopped_early: list[str] = field(default_factory=list)  # trial ids the ASHA scheduler stopped
     seconds: float = 0.0
-    paragon_logits: np.ndarray | None = field(default=None, repr=False)
 
     def to_json(self) -> str:
-        record = asdict(self)
-        record.pop("paragon_logits")
-        return json.dumps(record, indent=2, default=str)
+        return json.dumps(asdict(self), indent=2, default=str)
 
 
 def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
@@ -169,12 +167,12 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
     replicas_seconds = time.perf_counter() - started
     labels = cached_splits(plan.data).eval.labels.numpy()
     logits = eval_split_logits(plan, {"old": spec.old, **{r.name: r.checkpoint for r in replicas}})
+    paragon = np.mean([logits[r.name] for r in replicas], axis=0)  # φ_ens = (1/m) Σ_i φ^(i)
     old_logits = logits["old"]
     replica_ers = [error_rate(logits[r.name], labels) for r in replicas]
     replica_nfrs = [negative_flip_rate(old_logits, logits[r.name], labels) for r in replicas]
     groups = {"teacher": [r.checkpoint for r in replicas], "old": [spec.old]}
     with serving_pool(plan, groups, with_student=False) as pool:
-        paragon = paragon_logits(plan, replicas, pool, logits)
         res = spec.resources.student
         trials_uri = storage.join(spec.storage, spec.model, spec.version, "tune", uuid.uuid4().hex[:12])
         runs.record_temporary(trials_uri)  # until the search ends: a killed driver's rerun deletes it
@@ -255,7 +253,6 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         old_error_rate=error_rate(old_logits, labels),
         teacher_batches_served=served,
         stopped_early=sorted(stopped),
-        paragon_logits=paragon,
     )
 
 
@@ -318,7 +315,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
     """The search inside one MLflow run (a child run per replica and per trial), tune.json and the
     scatter `er_nfr.png` in `run_dir`; with `register_best`, the pick evaluated and registered as a
     new version. Returns the record and, when registered, the pick's PipelineResult."""
-    from orchestrator.driver.pipeline import PipelineResult, evaluate, publish
+    from orchestrator.driver.pipeline import PipelineResult, publish
 
     spec = plan.spec
     started = time.perf_counter()
@@ -344,7 +341,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
         runs.set_tags({"tune.pick": json.dumps(picked["config"]) if picked else "none"})
         if picked is not None and register_best:
             best = trial_spec(spec, picked["config"])
-            evaluation = evaluate(plan, picked["checkpoint"], record.paragon_logits, run_dir / "best")
+            evaluation = evaluate(plan, picked["checkpoint"], [r.checkpoint for r in record.replicas], run_dir / "best")
             registered = PipelineResult(
                 model=best.model,
                 version=best.version,

@@ -23,12 +23,11 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking import descriptions
-from orchestrator.tracking.ledger import known_mask, read_ledger
+from orchestrator.tracking.ledger import chain_nfr_matrix, read_ledger
 from orchestrator.tracking.locks import registry_lock
 from orchestrator.tracking.references import Reference, RegistryError, parse_reference
 from orchestrator.views import plots
 from workers.confidence import paired_increase_upper, wilson_upper
-from workers.metrics import nfr_matrix
 
 
 def resolve(text: str) -> Reference:
@@ -82,10 +81,11 @@ def _cache_dir(run_id: str) -> Path:
 def _download(run_id: str, artifact: str) -> Path:
     local = _cache_dir(run_id) / artifact
     if not local.exists():
-        local.parent.mkdir(parents=True, exist_ok=True)  # a single file lands in dst_path itself
-        downloaded = Path(MlflowClient().download_artifacts(run_id, artifact, str(local.parent)))
-        if downloaded != local:
-            downloaded.replace(local)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        # into a folder of its own, then renamed into place: two drivers that fetch one version at
+        # once never read each other's half-written file
+        with tempfile.TemporaryDirectory(dir=local.parent, prefix=".download-") as folder:
+            Path(MlflowClient().download_artifacts(run_id, artifact, folder)).replace(local)
     return local
 
 
@@ -140,13 +140,11 @@ def drop_duplicate_versions(name: str, run_id: str | None) -> str:
 
 def chain_matrix(name: str, fingerprint: str) -> tuple[list[str], list[list[float]]]:
     """Versions of `name` evaluated on the eval split `fingerprint`, and their pairwise NFR matrix
-    M[i][j] = NFR of version j relative to version i, computed from the ledgers."""
+    M[i][j] = NFR of version j relative to version i, computed from the ledgers in blocks."""
     members = [mv for mv in versions(name) if mv.tags.get("fingerprint") == fingerprint]
     if not members:
         return [], []
-    ledgers = [ledger_of(Reference(name, mv.version)) for mv in members]
-    labels = ledgers[0]["labels"]
-    matrix = nfr_matrix([ledger["class_ids"] for ledger in ledgers], labels, [known_mask(ledger) for ledger in ledgers])
+    matrix = chain_nfr_matrix([_download(mv.run_id, "ledger/predictions.npz") for mv in members])
     return [str(mv.version) for mv in members], matrix.tolist()
 
 

@@ -6,7 +6,7 @@ makes it; inference takes either."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -50,12 +50,10 @@ def predict_logits(
     """N×C logits of `model` (eval mode) on every sample of `data`, in order (a streamed split's
     fixed order, that of its labels), on the CPU, `batch_size` samples at a time at most
     (`inference_batch_size`); text is read through `inputs`' tokenizer (the model's own)."""
-    was_training = model.training
-    model.eval()
     logits: torch.Tensor | None = None
     done = 0
-    for batch in _model_inputs(data, batch_size, inputs):
-        out = model(placed(batch, device)).float().cpu()
+    for outputs in logit_chunks({"model": (model, inputs)}, data, batch_size, device):
+        out = outputs["model"]
         if logits is None:
             # one buffer for every batch's output: a list of small per-batch outputs, each allocated
             # while that batch's input was alive, pins glibc's heap so that every input stays
@@ -63,29 +61,56 @@ def predict_logits(
             logits = torch.empty(len(data), *out.shape[1:])
         logits[done : done + len(out)] = out
         done += len(out)
-        del out, batch
-    model.train(was_training)
-    release_free_memory()
+        del out, outputs
     if logits is None:
         return torch.empty(0, 0)
     assert done == len(logits), f"{done} samples predicted of {len(logits)}"
     return logits
 
 
+@torch.no_grad()
+def logit_chunks(
+    models: Mapping[str, tuple[nn.Module, InputSpec | None]],
+    data: Samples | EncodedSplit | StreamedSplit,
+    batch_size: int = 1024,
+    device: str | torch.device = "cpu",
+) -> Iterator[dict[str, torch.Tensor]]:
+    """{name: that model's logits (eval mode, on the CPU)} on consecutive batches of `data`, in
+    order: the split is read once, and every model, through its own `InputSpec` (normalisation,
+    tokenizer), scores a batch before the next one is read."""
+    modes = {name: model.training for name, (model, _) in models.items()}
+    for model, _ in models.values():
+        model.eval()
+    try:
+        for batch in _model_inputs(data, batch_size, [inputs for _, inputs in models.values()]):
+            yield {
+                name: model(placed(values, device)).float().cpu()
+                for (name, (model, _)), values in zip(models.items(), batch)
+            }
+            del batch
+    finally:
+        for name, (model, _) in models.items():
+            model.train(modes[name])
+        release_free_memory()
+
+
 def _model_inputs(
-    data: Samples | EncodedSplit | StreamedSplit, batch_size: int, inputs: InputSpec | None
-) -> Iterator[torch.Tensor]:
-    """`data` as model input on the CPU, in order, at most `inference_batch_size` samples at a time."""
+    data: Samples | EncodedSplit | StreamedSplit, batch_size: int, readers: Sequence[InputSpec | None]
+) -> Iterator[list[torch.Tensor]]:
+    """`data` as the input of each model that reads through one of `readers`, on the CPU, in order,
+    at most `inference_batch_size` samples at a time."""
     if isinstance(data, StreamedSplit):
-        reader = streamed_inputs(data, inputs)
+        as_read = [streamed_inputs(data, inputs) for inputs in readers]
         shape: tuple[int, ...] | None = None
         if data.modality == "image":
             shape = (data.in_channels, data.image_size, data.image_size)
-        for batch in data.chunks(inference_batch_size(batch_size, shape), inputs):
-            yield reader.batch(batch)
+        for batch in data.chunks(inference_batch_size(batch_size, shape), readers[0] if readers else None):
+            yield [reader.batch(batch) for reader in as_read]
         return
-    encoded = data if isinstance(data, EncodedSplit) else encode(data, inputs)
-    shape = tuple(encoded.values.shape[1:]) if encoded.modality == "image" else None
+    encoded = [data if isinstance(data, EncodedSplit) else encode(data, inputs) for inputs in readers]
+    if not encoded:
+        return
+    shape = tuple(encoded[0].values.shape[1:]) if encoded[0].modality == "image" else None
     batch_size = inference_batch_size(batch_size, shape)
-    for start in range(0, len(encoded), batch_size):
-        yield encoded.rows(start, start + batch_size)
+    for start in range(0, len(encoded[0]), batch_size):
+        yield [split.rows(start, start + batch_size) for split in encoded]

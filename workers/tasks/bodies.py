@@ -2,7 +2,7 @@
 
 `train_job` trains one model (a replica, a student, a fine-tuned model) and stores its checkpoint;
 `train_pack` trains several replicas in one process (`train_together`: as one batched model);
-`eval_logits` scores checkpoints on the regression-eval split; `bcwi_job` picks BCWI's α. The
+`eval_chunks` scores checkpoints on the regression-eval split, chunk by chunk; `bcwi_job` picks BCWI's α. The
 driver (orchestrator/driver/) decides where and with which resources each runs.
 """
 
@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from workers import storage
 from workers.data.stream import StreamedSplit
 from workers.models.checkpoints import classes_seen_of, load_model, save_checkpoint
-from workers.models.predict import predict_logits
+from workers.models.predict import logit_chunks
 from workers.progress import ProgressEvent
 from workers.runtime import use_threads
 from workers.storage import fetch_checkpoint
@@ -93,17 +94,50 @@ def train_pack(
     return [records[i] if i in records else train_job(job, send_progress=send_progress) for i, job in enumerate(jobs)]
 
 
+EVAL_CHUNK_BYTES = 16 << 20  # logits one chunk of the evaluation's stream holds, every output together
+
+
+def eval_chunks(
+    checkpoints: Mapping[str, str],
+    data: DataRequest,
+    device: str = "cpu",
+    allow_user_factories: bool = False,
+    ensemble: Sequence[str] = (),
+) -> Iterator[dict[str, np.ndarray]]:
+    """{name: float32 logits} of each checkpoint on consecutive chunks of the regression-eval split,
+    in order, each chunk at most EVAL_CHUNK_BYTES of logits (at least one inference batch); with
+    `ensemble`, also "paragon": φ_ens = (1/m) Σ_i φ^(i), the mean of those m checkpoints' logits.
+    The split is read once and each checkpoint loaded once; no N×C array is held."""
+    split = cached_splits(data).eval
+    models = {}
+    for name, uri in [*checkpoints.items(), *((f"ensemble-{i}", uri) for i, uri in enumerate(ensemble))]:
+        model, settings = load_model(fetch_checkpoint(uri), allow_user_factories)
+        models[name] = (model, settings.inputs)
+    pending: list[dict[str, np.ndarray]] = []
+    rows = 0
+    for logits in logit_chunks(models, split, device=device):
+        outputs = {name: logits[name].numpy().astype(np.float32) for name in checkpoints}
+        if ensemble:
+            outputs["paragon"] = torch.stack([logits[f"ensemble-{i}"] for i in range(len(ensemble))]).mean(0).numpy()
+        pending.append(outputs)
+        rows += len(next(iter(outputs.values())))
+        if rows * sum(out[0].nbytes for out in outputs.values()) >= EVAL_CHUNK_BYTES:
+            yield _joined(pending)
+            pending, rows = [], 0
+    if pending:
+        yield _joined(pending)
+
+
+def _joined(chunks: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {name: np.concatenate([chunk[name] for chunk in chunks]) for name in chunks[0]}
+
+
 def eval_logits(
     checkpoints: Mapping[str, str], data: DataRequest, device: str = "cpu", allow_user_factories: bool = False
 ) -> dict[str, np.ndarray]:
-    """{name: N×C float32 logits} of each checkpoint on the regression-eval split, in order; each
-    checkpoint is read once."""
-    split = cached_splits(data).eval
-    logits = {}
-    for name, uri in checkpoints.items():
-        model, settings = load_model(fetch_checkpoint(uri), allow_user_factories)
-        logits[name] = predict_logits(model, split, device=device, inputs=settings.inputs).numpy().astype(np.float32)
-    return logits
+    """{name: N×C float32 logits} of each checkpoint on the regression-eval split, in order (the
+    chunks of `eval_chunks` joined: for a Tune trial's score, which holds them in memory)."""
+    return _joined(list(eval_chunks(checkpoints, data, device, allow_user_factories)))
 
 
 def bcwi_job(

@@ -1,0 +1,142 @@
+"""The evaluation stage: the model, the old model and the ensemble paragon on the regression-eval
+split, streamed. One Ray task (`resources.student`) reads the split once and sends each chunk's
+logits as it has them (a Ray streaming generator, `bodies.eval_chunks`); the driver writes each
+chunk into memory-mapped predictions/*.npy files and counts ER, NFR and PFR over the chunks. No
+process holds an N×C array; the driver's per-sample memory is the labels and the known-class mask."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import ray
+
+from orchestrator.driver.cluster import device
+from orchestrator.driver.plan import Plan
+from orchestrator.driver.stages import stage_task
+from workers.metrics import EvaluationMetrics, FlipCounts, class_ids
+from workers.tasks.bodies import eval_chunks
+from workers.tasks.resolve import cached_splits
+
+STREAM_BACKLOG = 2  # chunks the evaluation task may have sent ahead of the driver
+
+# each comparison of EvaluationMetrics: (old, new, on the old model's classes only)
+COMPARISONS = {
+    "vs_old": ("old", "new", True),
+    "vs_old_all_classes": ("old", "new", False),
+    "vs_paragon": ("paragon", "new", False),
+    "paragon_vs_old": ("old", "paragon", True),
+}
+
+
+@dataclass
+class Evaluation:
+    """The model against the old version and the paragon on the regression-eval split; the
+    predictions (.npy logits) reproduce every number with `congruent compare`."""
+
+    metrics: EvaluationMetrics
+    predictions: dict[str, str]  # new, old, paragon → .npy path
+    labels: str
+    n_eval: int
+
+
+@dataclass
+class EvaluationTally:
+    """ER and the comparisons of `COMPARISONS` counted over chunks of the eval split (global
+    counts: a rate is its count over every sample, never a mean of chunks' rates).
+    `vs_old_all_classes` only with `all_classes` (the old model knows fewer classes)."""
+
+    all_classes: bool = False
+    n: int = 0
+    errors: int = 0
+    pairs: dict[str, FlipCounts] = field(default_factory=dict)
+
+    def add(self, logits: Mapping[str, np.ndarray], labels: np.ndarray, known: np.ndarray) -> None:
+        """One chunk: logits (or class ids) by name ("new", and "old", "paragon" where evaluated),
+        its labels and which of its samples are of the old model's classes."""
+        ids = {name: class_ids(values) for name, values in logits.items()}
+        self.n += len(labels)
+        self.errors += int(np.count_nonzero(ids["new"] != labels))
+        for key, (old, new, on_known) in COMPARISONS.items():
+            if old not in ids or new not in ids or (key == "vs_old_all_classes" and not self.all_classes):
+                continue
+            keep = known if on_known else np.ones(len(labels), bool)
+            counts = FlipCounts.of(ids[old][keep], ids[new][keep], labels[keep])
+            self.pairs[key] = self.pairs.get(key, FlipCounts()) + counts
+
+    def metrics(self) -> EvaluationMetrics:
+        if self.n == 0:
+            raise ValueError("metrics are undefined on an empty set (N = 0)")
+        metrics: EvaluationMetrics = {"error_rate": self.errors / self.n}
+        for key, counts in self.pairs.items():
+            metrics[key] = counts.report()  # type: ignore[literal-required]
+        return metrics
+
+
+def stream_eval_chunks(
+    plan: Plan, checkpoints: Mapping[str, str], ensemble: Sequence[str] = ()
+) -> Iterator[dict[str, np.ndarray]]:
+    """{name: logits} chunk by chunk, in the eval split's order, from one Ray task
+    (`resources.student`) that streams them (at most STREAM_BACKLOG chunks ahead); "paragon"
+    with `ensemble`. A lost worker's task is retried: Ray replays the stream."""
+    res = plan.spec.resources.student
+    task = stage_task(eval_chunks).options(
+        num_cpus=res.cpus,
+        num_gpus=res.gpus,
+        max_retries=2,
+        name="evaluation",
+        num_returns="streaming",
+        _generator_backpressure_num_objects=STREAM_BACKLOG,
+    )
+    stream = task.remote(dict(checkpoints), plan.data, device(res.gpus), plan.spec.allow_user_factories, list(ensemble))
+    for ref in stream:
+        chunk = ray.get(ref)
+        del ref  # the driver's copy is the only one left
+        yield chunk
+
+
+def eval_split_logits(
+    plan: Plan, checkpoints: Mapping[str, str], ensemble: Sequence[str] = ()
+) -> dict[str, np.ndarray]:
+    """{name: N×C logits} of `stream_eval_chunks` joined, for callers that keep them in memory
+    (Tune's search, the demo's verdict)."""
+    chunks = list(stream_eval_chunks(plan, checkpoints, ensemble))
+    return {name: np.concatenate([chunk[name] for chunk in chunks]) for name in chunks[0]}
+
+
+def evaluate(plan: Plan, checkpoint: str | None, ensemble: Sequence[str], run_dir: Path) -> Evaluation:
+    """Logits of the model (without one, the ensemble method: the paragon of `ensemble`), the old
+    model and the paragon of `ensemble` on the regression-eval split, written chunk by chunk into
+    predictions/{new,old,paragon}.npy under `run_dir` (with labels.npy), and the metrics counted
+    over the chunks."""
+    checkpoints = {name: uri for name, uri in (("new", checkpoint), ("old", plan.spec.old)) if uri is not None}
+    assert checkpoint is not None or ensemble, "an evaluation needs a model or an ensemble"
+    labels = cached_splits(plan.data).eval.labels.numpy()
+    # flips against the old model count on the classes it knows (data growth with new classes)
+    known = np.ones(len(labels), bool) if plan.old_classes is None else np.isin(labels, plan.old_classes)
+    folder = run_dir / "predictions"
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / "labels.npy", labels)
+    tally = EvaluationTally(all_classes=plan.old_classes is not None)
+    files: dict[str, np.ndarray] = {}
+    done = 0
+    for chunk in stream_eval_chunks(plan, checkpoints, ensemble):
+        if checkpoint is None:
+            chunk["new"] = chunk.pop("paragon")
+        window = slice(done, done + len(chunk["new"]))
+        for name in sorted(chunk, key=["new", "old", "paragon"].index):
+            if name not in files:
+                path = folder / f"{name}.npy"
+                files[name] = np.lib.format.open_memmap(path, "w+", np.float32, (len(labels), chunk[name].shape[1]))
+            files[name][window] = chunk[name]
+        tally.add(chunk, labels[window], known[window])
+        done = window.stop
+    if done != len(labels):
+        raise RuntimeError(f"the evaluation sent {done} samples' logits of {len(labels)}")
+    for memmap in files.values():
+        memmap.flush()  # type: ignore[attr-defined]
+    return Evaluation(
+        tally.metrics(), {name: str(folder / f"{name}.npy") for name in files}, str(folder / "labels.npy"), len(labels)
+    )

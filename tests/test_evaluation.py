@@ -1,0 +1,157 @@
+"""The evaluation streams: each model's logits come chunk by chunk from one pass over the eval
+split, the metrics are counts summed over chunks, and the ledger is written and read in blocks
+(an NFR matrix of a chain never loads a whole ledger)."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from orchestrator.driver.evaluation import EvaluationTally
+from orchestrator.driver.preflight import preflight
+from orchestrator.tracking import ledger as ledger_module
+from orchestrator.tracking.ledger import chain_nfr_matrix, ledger_blocks, read_ledger, write_ledger
+from pipelines.spec import parse_spec
+from workers.metrics import FlipCounts, nfr_matrix, update_report
+
+LABELS = np.array([0, 1, 2, 0, 1])
+OLD = np.array([0, 1, 0, 0, 2])  # right, right, wrong, right, wrong
+NEW = np.array([0, 2, 2, 1, 1])  # right, wrong, right, wrong, right
+
+
+def test_flip_counts_are_hand_counted_and_chunks_add_up_to_the_whole():
+    whole = FlipCounts.of(OLD, NEW, LABELS)
+    assert whole == FlipCounts(n=5, old_errors=2, new_errors=2, negative=2, positive=2)
+    assert FlipCounts.of(OLD[:2], NEW[:2], LABELS[:2]) + FlipCounts.of(OLD[2:], NEW[2:], LABELS[2:]) == whole
+    report = whole.report()
+    assert report == {"n": 5, "er_old": 0.4, "er_new": 0.4, "nfr": 0.4, "pfr": 0.4, "rel_nfr": 0.4 / (0.6 * 0.4)}
+    assert update_report(OLD, NEW, LABELS) == report
+    with pytest.raises(ValueError, match="empty"):
+        FlipCounts().report()
+
+
+def test_the_tally_over_chunks_equals_the_metrics_of_the_whole_split():
+    """ER and every comparison of the evaluation counted chunk by chunk (uneven chunks, one with
+    no sample of the old model's classes) equal `update_report` on the whole split."""
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 4, 101)
+    ids = {name: np.where(rng.random(101) < 0.7, labels, rng.integers(0, 4, 101)) for name in ("new", "old", "paragon")}
+    known = labels < 3
+    tally = EvaluationTally(all_classes=True)
+    for window in (slice(0, 3), slice(3, 40), slice(40, 101)):
+        tally.add({k: v[window] for k, v in ids.items()}, labels[window], known[window])
+    metrics = tally.metrics()
+    assert metrics["error_rate"] == np.mean(ids["new"] != labels)
+    assert metrics["vs_old"] == update_report(ids["old"][known], ids["new"][known], labels[known])
+    assert metrics["vs_old_all_classes"] == update_report(ids["old"], ids["new"], labels)
+    assert metrics["vs_paragon"] == update_report(ids["paragon"], ids["new"], labels)
+    assert metrics["paragon_vs_old"] == update_report(ids["old"][known], ids["paragon"][known], labels[known])
+    only_new = EvaluationTally()
+    only_new.add({"new": ids["new"]}, labels, known)
+    assert list(only_new.metrics()) == ["error_rate"]
+
+
+def test_a_ledger_written_in_blocks_holds_what_the_whole_arrays_give(tmp_path, monkeypatch):
+    """Written LEDGER_BLOCK rows at a time from a memory-mapped N×C file, the archive holds the
+    class ids, top-k and labels of the whole array (np.load reads it), and `ledger_blocks`
+    reads them back in blocks."""
+    monkeypatch.setattr(ledger_module, "LEDGER_BLOCK", 7)
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(50, 12)).astype(np.float32)
+    np.save(tmp_path / "new.npy", logits)
+    labels = rng.integers(0, 12, 50)
+    path = write_ledger(
+        tmp_path / "predictions.npz", np.load(tmp_path / "new.npy", mmap_mode="r"), labels, "fp", [1, 3]
+    )
+    ledger = read_ledger(path)
+    order = np.argsort(-logits, axis=1, kind="stable")[:, :5]
+    assert np.array_equal(ledger["class_ids"], logits.argmax(1)) and ledger["class_ids"].dtype == np.int32
+    assert np.array_equal(ledger["topk_indices"], order)
+    assert np.array_equal(ledger["topk_values"], np.take_along_axis(logits, order, axis=1))
+    assert np.array_equal(ledger["labels"], labels) and str(ledger["fingerprint"]) == "fp"
+    assert list(ledger["known_classes"]) == [1, 3]
+    blocks = list(ledger_blocks(path, ("class_ids", "topk_values", "labels"), block=8))
+    assert [len(b["labels"]) for b in blocks] == [8] * 6 + [2]
+    assert np.array_equal(np.concatenate([b["topk_values"] for b in blocks]), ledger["topk_values"])
+    assert np.array_equal(np.concatenate([b["class_ids"] for b in blocks]), ledger["class_ids"])
+
+
+def test_a_chains_nfr_matrix_read_in_blocks_equals_the_matrix_of_whole_ledgers(tmp_path, monkeypatch):
+    """Three versions of one eval split (the second trained on fewer classes, the first written
+    before ledgers recorded classes): the blockwise matrix equals `nfr_matrix` with each version's
+    known-class scope."""
+    monkeypatch.setattr(ledger_module, "LEDGER_BLOCK", 16)
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 5, 70)
+    ids = [np.where(rng.random(70) < p, labels, rng.integers(0, 5, 70)) for p in (0.5, 0.7, 0.9)]
+    paths = []
+    for v, (version_ids, known) in enumerate(zip(ids, (None, [0, 1, 2], None))):
+        path = write_ledger(tmp_path / f"v{v}.npz", np.eye(5, dtype=np.float32)[version_ids], labels, "fp", known)
+        paths.append(path)
+    old_style = read_ledger(paths[0])
+    del old_style["known_classes"]
+    np.savez_compressed(paths[0], **old_style)
+    scopes = [np.ones(70, bool), np.isin(labels, [0, 1, 2]), np.ones(70, bool)]
+    expected = nfr_matrix(ids, labels, scopes)
+    assert np.allclose(chain_nfr_matrix(paths), expected) and expected[1].any()
+
+
+def test_the_evaluation_task_streams_each_model_and_the_paragon_in_chunks(tmp_path, monkeypatch):
+    """`eval_chunks` reads the eval split once: several chunks, each under its byte bound, whose
+    rows are each checkpoint's logits in the split's order, and the paragon the mean of the
+    ensemble's."""
+    from workers.models.checkpoints import load_model, save_checkpoint
+    from workers.models.predict import predict_logits
+    from workers.tasks import bodies
+    from workers.tasks.resolve import cached_splits, initial_model, settings_of
+
+    plan = preflight(
+        parse_spec(
+            {
+                "model": "evaluation",
+                "version": "v2",
+                "arch": "mlp-small",
+                "method": {"name": "none"},
+                "data": {"train_limit": 300, "eval_limit": 100},
+                "storage": str(tmp_path / "storage"),
+            }
+        )
+    )
+    job = plan.student_job()
+    uris = []
+    for seed in range(3):
+        model = initial_model(replace(job, config=replace(job.config, seed=seed)))
+        uris.append(str(save_checkpoint(tmp_path / f"model-{seed}.pt", model, settings_of(job))))
+    monkeypatch.setattr(bodies, "EVAL_CHUNK_BYTES", 30 * 2 * 10 * 4)  # 30 rows of two 10-class outputs
+    monkeypatch.setattr(bodies, "logit_chunks", _in_batches_of(8, bodies.logit_chunks))
+    chunks = list(bodies.eval_chunks({"new": uris[0]}, plan.data, ensemble=uris[1:]))
+    assert len(chunks) == 4 and all(set(c) == {"new", "paragon"} for c in chunks)
+    assert [len(c["new"]) for c in chunks] == [32, 32, 32, 4]
+    split = cached_splits(plan.data).eval
+    each = [predict_logits(load_model(uri)[0], split).numpy() for uri in uris]
+    assert np.allclose(np.concatenate([c["new"] for c in chunks]), each[0], atol=1e-6)
+    assert np.allclose(np.concatenate([c["paragon"] for c in chunks]), (each[1] + each[2]) / 2, atol=1e-6)
+    assert not np.allclose(each[1], each[2])
+    assert np.allclose(bodies.eval_logits({"new": uris[0]}, plan.data)["new"], each[0], atol=1e-6)
+
+
+def _in_batches_of(size, logit_chunks):
+    """`logit_chunks` with inference batches of `size` samples."""
+
+    def chunks(models, data, batch_size=1024, device="cpu"):
+        return logit_chunks(models, data, size, device)
+
+    return chunks
+
+
+def test_inference_restores_each_models_mode():
+    from workers.models.predict import logit_chunks
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3), torch.nn.Dropout(0.5))
+    model.train()
+    from workers.data import ImageSet
+
+    images = ImageSet(torch.zeros(5, 1, 2, 2, dtype=torch.uint8), torch.zeros(5, dtype=torch.int64), ("a", "b", "c"))
+    outputs = list(logit_chunks({"m": (model, None)}, images, batch_size=2))
+    assert [len(o["m"]) for o in outputs] == [2, 2, 1] and model.training
