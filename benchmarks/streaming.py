@@ -4,8 +4,9 @@
 
 - Text: all tweets written as 8 parquet shards, opened as a streamed source (Ray Data reads and
   tokenizes on the local Ray's CPU workers); the same train membership held in memory. A plain
-  text-linear training and an ELODI student with 2 in-process text-linear teachers, each both ways,
-  samples/s over the epochs (target for text: streamed ≥ 0.7× in memory on 2 CPUs).
+  text-linear training and an ELODI student with 2 in-process text-linear teachers (each path
+  computes a sample's teacher logits once: by position in memory, by sample id on the stream),
+  each both ways, samples/s over the epochs (target for text: streamed ≥ 0.7× in memory on 2 CPUs).
 - Images: Fashion-MNIST images written as an ImageFolder of PNGs; the decode rate of one core
   (PNG → pixels → uint8 tensor, what bounds a streamed image source) and a plain small-cnn
   training streamed against in memory.
@@ -103,7 +104,7 @@ def text_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], dict[str
                     for p in t.parameters():
                         torch.nn.init.normal_(p, std=0.05)
                 if where == "streamed":
-                    frozen = FrozenModels(teachers, reader=StreamedInputs(inputs))
+                    frozen = FrozenModels(teachers, reader=StreamedInputs(inputs), samples=len(data))
                 else:
                     frozen = FrozenModels(teachers, split=encode(memory, inputs))
                 references = LocalReferences(teacher=frozen)

@@ -157,3 +157,50 @@ def test_teachers_of_one_architecture_run_as_one_batched_model_with_the_loops_lo
     together, alone = stacked(x), one_by_one(x)
     assert torch.allclose(together, alone, atol=1e-5)
     assert torch.equal(together.topk(3).indices, alone.topk(3).indices)
+
+
+def test_a_streamed_splits_teacher_logits_are_computed_once_per_sample_id(monkeypatch):
+    """`SampleLogitCache`: three epochs of batches of hashed ids (negative ones, a duplicate within a
+    batch, a merge of the recent ids every 16) compute each batch in epoch 1 only and then answer
+    every sample with its own logits, in the batch's order."""
+    from workers.teachers.frozen import SampleLogitCache
+
+    monkeypatch.setattr(SampleLogitCache, "MERGE_EVERY", 16)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(-(2**62), 2**62, 100)
+    ids[7] = ids[3]  # two samples with one key (the same text) share an id and a side
+    truth = {int(i): torch.randn(4) for i in np.unique(ids)}
+    cache, computed = SampleLogitCache(samples=len(ids)), []
+    for epoch in range(3):
+        order = rng.permutation(len(ids))
+        for start in range(0, len(ids), 12):
+            batch = torch.from_numpy(ids[order[start : start + 12]])
+
+            def compute(batch=batch, epoch=epoch):
+                computed.append(epoch)
+                return torch.stack([truth[int(i)] for i in batch])
+
+            logits = cache.get(batch, compute)
+            assert torch.equal(logits, torch.stack([truth[int(i)] for i in batch]))
+    assert computed == [0] * 9 and cache.used == 99 and len(cache.recent) < 16
+
+
+def test_in_process_teachers_of_a_stream_run_once_per_sample_without_augmentation():
+    """FrozenModels on streamed batches: unaugmented batches are answered from the id cache after
+    their first pass (the model runs no more), augmented ones always run."""
+    from workers.data import Batch
+    from workers.data.augment import AugmentDraws
+    from workers.data.stream import StreamedInputs
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    calls = []
+    model.register_forward_hook(lambda module, args, out: calls.append(len(out)))
+    teachers = FrozenModels([model], reader=StreamedInputs(None), samples=6)
+    values = torch.arange(24, dtype=torch.uint8).reshape(6, 1, 2, 2)
+    batch = Batch(torch.tensor([11, -5, 30, 2, 8, 9]), values=values, labels=torch.zeros(6, dtype=torch.int64))
+    first = teachers.of_batch(torch.empty(0), batch)
+    again = teachers.of_batch(torch.empty(0), Batch(batch.indices.flip(0), values=values.flip(0), labels=batch.labels))
+    assert calls == [6] and torch.allclose(again, first.flip(0))
+    draws = AugmentDraws.draw(6, torch.Generator().manual_seed(0), 1, True, False)
+    teachers.of_batch(torch.empty(0), Batch(batch.indices, draws, values, labels=batch.labels))
+    assert calls == [6, 6]

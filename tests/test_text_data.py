@@ -152,3 +152,18 @@ def test_tweet_sentiment_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setenv("CONGRUENT_TWEET_SENTIMENT_CSV", str(tmp_path / "absent.csv"))
     with pytest.raises(DataError, match="not installed \\(run make system-data\\)"):
         load_tweet_sentiment()
+
+
+def test_text_batches_carry_no_augmentation_draws_whatever_the_config():
+    """Crops and flips are for images: an epoch of text has no draws even where the config asks for
+    augmentation (with draws, frozen teachers could not keep a sample's logits: `LogitCache`)."""
+    from workers.data import ImageSet
+    from workers.training.config import TrainConfig
+    from workers.training.epochs import batches
+
+    config = TrainConfig(batch_size=4)
+    assert config.augmentation == (2, True)
+    texts = TextSet(tuple(f"text {i}" for i in range(10)), torch.zeros(10, dtype=torch.int64))
+    assert all(batch.draws is None for batch in batches(texts, config, epoch=1))
+    images = ImageSet(torch.zeros(10, 1, 4, 4, dtype=torch.uint8), torch.zeros(10, dtype=torch.int64))
+    assert all(batch.draws is not None for batch in batches(images, config, epoch=1))

@@ -108,7 +108,7 @@ def local_references(job: TrainJob) -> LocalReferences | None:
     train = cached_splits(job.data).train
     device = torch.device(job.config.device)
     if isinstance(train, StreamedSplit):  # each group reads the student's streamed batches as it reads
-        return LocalReferences(**{name: _frozen(job, uris, device) for name, uris in job.teachers})
+        return LocalReferences(**{name: _frozen(job, uris, device, len(train)) for name, uris in job.teachers})
     images_on_device: list[torch.Tensor] = []  # one device copy of the uint8 images, shared by the groups
     groups = {}
     for name, uris in job.teachers:
@@ -125,14 +125,15 @@ def local_references(job: TrainJob) -> LocalReferences | None:
     return LocalReferences(**groups)
 
 
-def _frozen(job: TrainJob, uris: tuple[str, ...], device: torch.device) -> FrozenModels:
-    """A teacher group of checkpoints that read streamed batches through their own InputSpec."""
+def _frozen(job: TrainJob, uris: tuple[str, ...], device: torch.device, samples: int) -> FrozenModels:
+    """A teacher group of checkpoints that read streamed batches (of a split of `samples`) through
+    their own InputSpec."""
     loaded = [load_model(fetch_checkpoint(uri), job.allow_user_factories) for uri in uris]
     specs = {settings.inputs for _, settings in loaded}
     if len(specs) > 1:
         raise ValueError(f"the models of a teacher group read different inputs: {', '.join(uris)}")
     reader = StreamedInputs(specs.pop())
-    return FrozenModels([model for model, _ in loaded], device, job.config.precision, reader=reader)
+    return FrozenModels([model for model, _ in loaded], device, job.config.precision, reader=reader, samples=samples)
 
 
 @lru_cache(maxsize=4)

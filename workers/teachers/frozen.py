@@ -1,13 +1,16 @@
 """Frozen models as reference sources: `FrozenModels` (the mean logits of one or more models, in eval
 mode), `LocalReferences` (the in-process source: no hop at all, the fast path when the teachers share
-the student's device) and `LogitCache` (each sample's logits computed once, for deterministic inputs)."""
+the student's device), `LogitCache` and `SampleLogitCache` (each sample's logits computed once, for
+deterministic inputs: by position in a split held in memory, by id in a streamed one, in a file)."""
 
 from __future__ import annotations
 
 import copy
+import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
@@ -46,6 +49,66 @@ class LogitCache:
         return logits
 
 
+class SampleLogitCache:
+    """Each sample's logits kept by its stable id (a streamed batch's `indices`) the first time they
+    are computed, in a memory-mapped temporary file that the page cache holds and the kernel may
+    write out: the teacher-logit cache of a streamed split, which no process holds and whose ids are
+    hashes, not positions. Epoch 1 computes every sample once; every later batch is read from the
+    file. Ids are looked up in a sorted array (8 + 8 bytes a sample) and the ids added since its last
+    merge (at most MERGE_EVERY, in a dict)."""
+
+    MERGE_EVERY = 1 << 16
+
+    def __init__(self, samples: int) -> None:
+        self.capacity = samples  # distinct ids: a streamed split's samples (duplicates share an id)
+        self.ids = np.empty(0, np.int64)  # sorted
+        self.rows = np.empty(0, np.int64)  # rows[i]: the file's row of ids[i]
+        self.recent: dict[int, int] = {}  # id → row, not yet merged into `ids`
+        self.values: np.ndarray | None = None
+        self.device: torch.device | None = None
+        self.used = 0
+        self.computed = 0  # batches computed, not served from the cache
+
+    def rows_of(self, ids: np.ndarray) -> np.ndarray:
+        """The file's row of each id, −1 for an id not kept yet."""
+        found = np.full(len(ids), -1, np.int64)
+        if len(self.ids):
+            at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+            hit = self.ids[at] == ids
+            found[hit] = self.rows[at[hit]]
+        if self.recent:
+            for i in np.flatnonzero(found < 0):
+                found[i] = self.recent.get(int(ids[i]), -1)
+        return found
+
+    def get(self, indices: torch.Tensor, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
+        ids = indices.cpu().numpy().astype(np.int64)
+        rows = self.rows_of(ids)
+        if self.values is not None and bool((rows >= 0).all()):
+            return torch.from_numpy(self.values[rows]).to(self.device)
+        logits = compute()
+        self.computed += 1
+        if self.values is None:
+            self.device = logits.device
+            file = tempfile.TemporaryFile(prefix="congruent-teacher-logits-")  # gone once closed
+            self.values = np.memmap(file, np.float32, "w+", shape=(self.capacity, logits.shape[1]))
+        new, first = np.unique(ids[rows < 0], return_index=True)
+        if self.used + len(new) <= self.capacity:
+            positions = np.flatnonzero(rows < 0)[first]
+            self.values[self.used : self.used + len(new)] = logits[torch.from_numpy(positions)].float().cpu().numpy()
+            self.recent.update(zip(new.tolist(), range(self.used, self.used + len(new))))
+            self.used += len(new)
+            if len(self.recent) >= self.MERGE_EVERY:
+                self._merge()
+        return logits
+
+    def _merge(self) -> None:
+        ids = np.concatenate([self.ids, np.fromiter(self.recent.keys(), np.int64, len(self.recent))])
+        rows = np.concatenate([self.rows, np.fromiter(self.recent.values(), np.int64, len(self.recent))])
+        order = np.argsort(ids, kind="stable")
+        self.ids, self.rows, self.recent = ids[order], rows[order], {}
+
+
 class FrozenModels:
     """Mean logits of one or more models, in eval mode without gradients:
     φ_ens(x) = (1/m) Σ_i φ^(i)(x) (the ensemble of ELODI; with one model, that model).
@@ -69,6 +132,7 @@ class FrozenModels:
         split: EncodedSplit | None = None,
         stack: bool = True,
         reader: StreamedInputs | None = None,
+        samples: int | None = None,
     ) -> None:
         if not models:
             raise ValueError("FrozenModels needs at least one model")
@@ -76,7 +140,8 @@ class FrozenModels:
         self.precision = precision
         self.split = None if split is None else split.to(self.device)
         self.reader = None if reader is None else reader.to(self.device)
-        self.cache: LogitCache | None = None
+        self.samples = samples  # a streamed split's, for its cache
+        self.cache: LogitCache | SampleLogitCache | None = None
         self.models = [
             m.to(self.device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
             .eval()
@@ -113,10 +178,16 @@ class FrozenModels:
         return total / len(self.models)
 
     def of_batch(self, inputs: torch.Tensor, batch: Batch | None) -> torch.Tensor:
-        """The mean logits of the training batch: read from `split` when held (and, for inputs
-        without augmentation, computed once per sample: `LogitCache`), else from `inputs`."""
-        if self.reader is not None and batch is not None and batch.values is not None:
-            return self(self.reader.batch(batch))  # a streamed batch, read as these models read
+        """The mean logits of the training batch: read from `split` when held, or from a streamed
+        batch through `reader` (for inputs without augmentation, computed once per sample:
+        `LogitCache` by position, `SampleLogitCache` by a streamed sample's id), else from `inputs`."""
+        reader = self.reader
+        if reader is not None and batch is not None and batch.values is not None:  # a streamed batch
+            if batch.draws is not None or not TEACHER_CACHE or self.samples is None:
+                return self(reader.batch(batch))
+            if self.cache is None:
+                self.cache = SampleLogitCache(self.samples)
+            return self.cache.get(batch.indices, lambda: self(reader.batch(batch)))
         split = self.split
         if split is None or batch is None:
             return self(inputs)

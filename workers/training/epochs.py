@@ -87,10 +87,12 @@ def batches(
     crop, flip = config.augmentation
     resized = crop == "resized"
     padding = 0 if crop == "resized" else crop
-    augment = resized or padding > 0 or flip
+    # crops and flips are for images: text batches carry no draws (and so its frozen teachers'
+    # logits are computed once per sample, `LogitCache`), whatever `config.augmentation` says
+    augment = (resized or padding > 0 or flip) and data.modality == "image"
     if isinstance(data, StreamedSplit):
         stream = data.epoch(config.batch_size, config.seed, epoch, inputs)
-        if not augment or data.modality != "image":
+        if not augment:
             return stream
         seed = config.seed
         return (
