@@ -124,3 +124,57 @@ def test_a_spec_on_s3_shards_checks_without_reading_them_whole(s3_env, tmp_path)
     spec.write_text(head + f"data: {{path: 's3://{BUCKET}/tweets/', label_column: sentiment, streaming: false}}\n")
     (checked,) = check_specs([str(spec)])
     assert any("an s3:// source is only read as a stream" in line for line in checked.problems), checked.problems
+
+
+@pytest.mark.slow
+def test_an_update_on_s3_shards_registers_with_its_nfr_chain(ray_cluster, s3_shards, tmp_path):
+    """`congruent run --ray-address` on shards in S3 (v1, then v2 with ELODI m 2 against it): the
+    stage tasks, on a cluster whose workers were started without the S3 environment, read the
+    shards with the driver's AWS_* variables (its runtime_env); both versions register on one eval
+    split, v2 with its NFR against v1 equal to `congruent compare` on their predictions."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+    import yaml
+    from mlflow import MlflowClient
+
+    from orchestrator.driver.compare import compare_predictions
+
+    _, env = s3_shards
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    environment = {**os.environ, **env, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri}
+    common = {
+        "model": "s3-tweets",
+        "arch": "text-linear",
+        "storage": str(tmp_path / "storage"),
+        "data": {"path": f"s3://{BUCKET}/tweets/*.parquet", "label_column": "sentiment"},
+        "train": {"epochs": 1, "batch_size": 64},
+        "tokenizer": {"vocab_size": 1500, "max_length": 40},
+        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}},
+    }
+    results = {}
+    for version, fields in (
+        ("v1", {"method": {"name": "none"}}),
+        ("v2", {"old": "s3-tweets/1", "method": {"name": "elodi", "m": 2, "k": 3}}),
+    ):
+        spec = tmp_path / f"{version}.yaml"
+        spec.write_text(yaml.safe_dump({**common, "version": version, **fields}))
+        argv = ["run", str(spec), "--ray-address", ray_cluster.address, "--out", str(tmp_path / version), "--json"]
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *argv], env=environment, capture_output=True, text=True, timeout=900
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        results[version] = json.loads(done.stdout)
+    assert [results[v]["registered_version"] for v in ("v1", "v2")] == ["1", "2"]
+    versions = MlflowClient(tracking_uri=uri, registry_uri=uri).search_model_versions("name='s3-tweets'")
+    tags = {str(mv.version): mv.tags for mv in versions}
+    assert tags["1"]["fingerprint"] == tags["2"]["fingerprint"] and tags["2"]["parent_version"] == "1"
+    folder = tmp_path / "v2" / "predictions"
+    expected = compare_predictions(
+        np.load(folder / "labels.npy"), [np.load(folder / f"{n}.npy") for n in ("old", "new")]
+    )
+    assert float(tags["2"]["nfr"]) == pytest.approx(expected["pairs"][0]["nfr"], abs=1e-6)
+    assert results["v2"]["vs_paragon"]["n"] == expected["n"] > 100 and results["v2"]["vs_old"]["n"] == expected["n"]
