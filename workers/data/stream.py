@@ -22,6 +22,7 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import torch
 
@@ -69,6 +70,7 @@ class StreamedSplits:
     skipped: tuple[str, ...] = field(default=(), compare=False)  # files left out as corrupt (data.skip_corrupt)
 
 
+@lru_cache(maxsize=16)  # asked for each streamed batch; a tokenizer's JSON is hundreds of kB
 def tokens_digest(inputs: InputSpec) -> str:
     """What token ids depend on: the tokenizer, the cut and the special tokens; 16 hex digits."""
     key = f"{inputs.tokenizer}\0{inputs.max_length}\0{inputs.add_special_tokens}"
