@@ -1,10 +1,11 @@
-"""The bad-input corpus (tests/bad_inputs.py) through the real command line: each case is one
-stderr line per problem naming it (every problem found at once), exit code 2, no traceback, and
-nothing registered or tracked."""
+"""The bad-input corpus (tests/bad_inputs.py, bad_data_inputs.py, bad_text.py) through the real
+command line: each case is one stderr line per problem naming it (every problem found at once),
+exit code 2, no traceback, and nothing registered or tracked."""
 
 import pytest
 from mlflow import MlflowClient
 
+from bad_data_inputs import DATA_CASES
 from bad_inputs import CASES as IMAGE_CASES
 from bad_inputs import make_assets
 from bad_text import TEXT_CASES
@@ -12,7 +13,7 @@ from orchestrator.cli import main
 from orchestrator.tracking import store
 from reliability_records import record
 
-CASES = IMAGE_CASES + TEXT_CASES
+CASES = IMAGE_CASES + DATA_CASES + TEXT_CASES
 
 
 @pytest.fixture(scope="module")
