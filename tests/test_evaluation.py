@@ -155,3 +155,66 @@ def test_inference_restores_each_models_mode():
     images = ImageSet(torch.zeros(5, 1, 2, 2, dtype=torch.uint8), torch.zeros(5, dtype=torch.int64), ("a", "b", "c"))
     outputs = list(logit_chunks({"m": (model, None)}, images, batch_size=2))
     assert [len(o["m"]) for o in outputs] == [2, 2, 1] and model.training
+
+
+class RecordingDisplay:
+    """A display that keeps what the stage showed."""
+
+    live = False
+    prefix = ""
+
+    def __init__(self):
+        self.shown = []
+
+    def message(self, text):
+        self.shown.append(("message", text))
+
+    def add(self, task):
+        self.shown.append(("add", task))
+
+    def update(self, event):
+        self.shown.append(("update", event.task, event.step, event.steps_per_epoch))
+
+    def finish(self, task, summary):
+        self.shown.append(("finish", task, summary))
+
+
+def test_the_driver_writes_each_streamed_chunk_into_the_prediction_files_and_shows_progress(tmp_path, monkeypatch):
+    """`evaluate` on a stream of three uneven chunks (the Ray task replaced by them): the .npy files
+    hold every row in order, the metrics are the whole split's, and the display shows the samples
+    evaluated after each chunk; the ensemble method's paragon is its "new"."""
+    from types import SimpleNamespace
+
+    from orchestrator.driver import evaluation
+    from orchestrator.driver.watch import StageWatch
+
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 3, 25)
+    logits = {name: rng.normal(size=(25, 3)).astype(np.float32) for name in ("new", "old", "paragon")}
+    windows = (slice(0, 10), slice(10, 11), slice(11, 25))
+    asked = []
+
+    def stream(plan, checkpoints, ensemble=()):
+        asked.append((dict(checkpoints), list(ensemble)))
+        names = [*checkpoints, *(["paragon"] if ensemble else [])]
+        for window in windows:
+            yield {name: logits[name][window] for name in names}
+
+    monkeypatch.setattr(evaluation, "stream_eval_chunks", stream)
+    eval_split = SimpleNamespace(labels=torch.from_numpy(labels))
+    monkeypatch.setattr(evaluation, "cached_splits", lambda data: SimpleNamespace(eval=eval_split))
+    plan = SimpleNamespace(spec=SimpleNamespace(old="old.pt"), old_classes=None, data=None)
+    display = RecordingDisplay()
+    result = evaluation.evaluate(plan, "new.pt", ["r0.pt", "r1.pt"], tmp_path / "run", StageWatch(display))
+    assert asked == [({"new": "new.pt", "old": "old.pt"}, ["r0.pt", "r1.pt"])]
+    assert list(result.predictions) == ["new", "old", "paragon"] and result.n_eval == 25
+    for name, path in result.predictions.items():
+        assert np.array_equal(np.load(path), logits[name])
+    assert np.array_equal(np.load(result.labels), labels)
+    assert result.metrics["vs_old"] == update_report(logits["old"], logits["new"], labels)
+    assert result.metrics["vs_paragon"] == update_report(logits["paragon"], logits["new"], labels)
+    assert [s[2] for s in display.shown if s[0] == "update"] == [10, 11, 25]
+    assert display.shown[-1][:2] == ("finish", "evaluation") and "on 25 samples" in display.shown[-1][2]
+    ensemble = evaluation.evaluate(plan, None, ["r0.pt"], tmp_path / "ensemble")
+    assert np.array_equal(np.load(ensemble.predictions["new"]), logits["paragon"])
+    assert "vs_paragon" not in ensemble.metrics and ensemble.metrics["vs_old"]["n"] == 25

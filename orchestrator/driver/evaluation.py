@@ -6,6 +6,7 @@ process holds an N×C array; the driver's per-sample memory is the labels and th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,11 +17,15 @@ import ray
 from orchestrator.driver.cluster import device
 from orchestrator.driver.plan import Plan
 from orchestrator.driver.stages import stage_task
+from orchestrator.driver.watch import StageWatch
+from orchestrator.views.format import percent
 from workers.metrics import EvaluationMetrics, FlipCounts, class_ids
+from workers.progress import ProgressEvent
 from workers.tasks.bodies import eval_chunks
 from workers.tasks.resolve import cached_splits
 
 STREAM_BACKLOG = 2  # chunks the evaluation task may have sent ahead of the driver
+EVALUATION = "evaluation"  # the stage's name on the progress display and in Ray's task table
 
 # each comparison of EvaluationMetrics: (old, new, on the old model's classes only)
 COMPARISONS = {
@@ -86,7 +91,7 @@ def stream_eval_chunks(
         num_cpus=res.cpus,
         num_gpus=res.gpus,
         max_retries=2,
-        name="evaluation",
+        name=EVALUATION,
         num_returns="streaming",
         _generator_backpressure_num_objects=STREAM_BACKLOG,
     )
@@ -106,11 +111,13 @@ def eval_split_logits(
     return {name: np.concatenate([chunk[name] for chunk in chunks]) for name in chunks[0]}
 
 
-def evaluate(plan: Plan, checkpoint: str | None, ensemble: Sequence[str], run_dir: Path) -> Evaluation:
+def evaluate(
+    plan: Plan, checkpoint: str | None, ensemble: Sequence[str], run_dir: Path, watch: StageWatch | None = None
+) -> Evaluation:
     """Logits of the model (without one, the ensemble method: the paragon of `ensemble`), the old
     model and the paragon of `ensemble` on the regression-eval split, written chunk by chunk into
     predictions/{new,old,paragon}.npy under `run_dir` (with labels.npy), and the metrics counted
-    over the chunks."""
+    over the chunks; `watch` shows the samples evaluated so far."""
     checkpoints = {name: uri for name, uri in (("new", checkpoint), ("old", plan.spec.old)) if uri is not None}
     assert checkpoint is not None or ensemble, "an evaluation needs a model or an ensemble"
     labels = cached_splits(plan.data).eval.labels.numpy()
@@ -121,7 +128,9 @@ def evaluate(plan: Plan, checkpoint: str | None, ensemble: Sequence[str], run_di
     np.save(folder / "labels.npy", labels)
     tally = EvaluationTally(all_classes=plan.old_classes is not None)
     files: dict[str, np.ndarray] = {}
-    done = 0
+    done, started = 0, time.perf_counter()
+    display = (watch or StageWatch()).display
+    display.add(EVALUATION)
     for chunk in stream_eval_chunks(plan, checkpoints, ensemble):
         if checkpoint is None:
             chunk["new"] = chunk.pop("paragon")
@@ -133,10 +142,15 @@ def evaluate(plan: Plan, checkpoint: str | None, ensemble: Sequence[str], run_di
             files[name][window] = chunk[name]
         tally.add(chunk, labels[window], known[window])
         done = window.stop
+        rate = done / max(time.perf_counter() - started, 1e-9)
+        display.update(ProgressEvent(EVALUATION, 1, 1, done, len(labels), samples_per_second=rate))
     if done != len(labels):
         raise RuntimeError(f"the evaluation sent {done} samples' logits of {len(labels)}")
     for memmap in files.values():
         memmap.flush()  # type: ignore[attr-defined]
+    metrics = tally.metrics()
+    seconds = time.perf_counter() - started
+    display.finish(EVALUATION, f"ER {percent(metrics['error_rate'])} on {done:,} samples, {seconds:.0f} s")
     return Evaluation(
-        tally.metrics(), {name: str(folder / f"{name}.npy") for name in files}, str(folder / "labels.npy"), len(labels)
+        metrics, {name: str(folder / f"{name}.npy") for name in files}, str(folder / "labels.npy"), len(labels)
     )

@@ -121,7 +121,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
             watch.say(_bcwi_line(bcwi))
             checkpoint = bcwi.checkpoint
         watch.say(next(titles))
-        evaluation = evaluate(plan, checkpoint, [r.checkpoint for r in replicas], run_dir)
+        evaluation = evaluate(plan, checkpoint, [r.checkpoint for r in replicas], run_dir, watch)
         result = PipelineResult(
             model=spec.model,
             version=spec.version,
