@@ -98,7 +98,7 @@ def stream_eval_chunks(
     stream = task.remote(dict(checkpoints), plan.data, device(res.gpus), plan.spec.allow_user_factories, list(ensemble))
     for ref in stream:
         chunk = ray.get(ref)
-        del ref  # the driver's copy is the only one left
+        del ref  # no reference pins the object once the chunk is used
         yield chunk
 
 
