@@ -195,12 +195,12 @@ def test_what_a_stream_does_not_support_is_one_line_each(tmp_path, tweet_shards)
 
     folder, _ = tweet_shards
     spec = _stream_spec(tmp_path, folder, version="v1", arch="text-linear", method={"name": "elodi", "m": 2})
-    spec["resources"] = {**spec["resources"], "teacher_actors": 1}
+    spec["resources"] = {**spec["resources"], "replica": {"cpus": 1, "pack": 2}}
     spec["data"] = {**spec["data"], "train_limit": 100}
     with pytest.raises(SpecError) as caught:
         preflight(parse_spec(spec))
     lines = caught.value.problems
-    assert any(line.startswith("resources.teacher_actors: on a streamed source") for line in lines), lines
+    assert any(line.startswith("resources: packed replicas") for line in lines), lines
     assert any(line.startswith("data: subset, train_limit and eval_limit") for line in lines), lines
     glob_in_memory = _stream_spec(tmp_path, folder, version="v1", arch="text-linear")
     glob_in_memory["data"] = {**glob_in_memory["data"], "streaming": False}
@@ -212,14 +212,17 @@ def test_what_a_stream_does_not_support_is_one_line_each(tmp_path, tweet_shards)
     left_out = {**fixed, "resources": {"replica": {"cpus": 1}}}  # teacher_actors left out: 0 on a stream
     plan = preflight(parse_spec(left_out))
     assert plan.spec.resources.teacher_actors == 0 and plan.spec.resources.replica.cpus == 1
+    pooled = {**fixed, "resources": {"teacher_actors": 2}}  # set: the pool takes the streamed batches
+    assert preflight(parse_spec(pooled)).spec.resources.teacher_actors == 2
 
 
 @pytest.mark.slow
 def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_path, tweet_shards):
-    """v1 and v2 (text-linear; v2 with ELODI m 2 and the legacy term, teachers in the student's
-    task: the old model reads the streamed batches' texts through v1's own tokenizer, which differs
-    from v2's) on parquet shards that no process loads; both registered, v2 with its NFR against v1;
-    the shards read on both nodes of the cluster."""
+    """v1 and v2 (text-linear; v2 with ELODI m 2 and the legacy term, its teachers in a pool of two
+    actors that take the student's streamed batches: the old model reads their texts
+    through v1's own tokenizer, which differs from v2's) on parquet shards that no process loads;
+    both registered, v2 with its NFR against v1; every batch's logits delivered once; the shards read
+    on both nodes of the cluster. (tests/test_s3_streams.py runs the teachers in the student's task.)"""
     from conftest import run_update
 
     folder, _ = tweet_shards
@@ -236,10 +239,13 @@ def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_pa
             old="streamed/1",
             method={"name": "elodi", "m": 2, "k": 3, "legacy_weight": 0.5},
             tokenizer={"vocab_size": 1500, "max_length": 40},  # another tokenizer than v1's
+            resources={"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2},
         ),
         tmp_path / "v2",
     )
-    assert v2.registered_version == "2" and v2.student is not None and v2.student.teacher_batches is None
+    assert v2.registered_version == "2" and v2.student is not None and v2.student.teacher_batches is not None
+    served = v2.student.teacher_batches
+    assert served["requested"] == served["delivered"] == served["distinct"] > 0 and served["duplicates"] == 0
     assert v2.n_eval == v1.n_eval and v2.fingerprint == v1.fingerprint
     assert 0 <= v2.metrics["vs_old"]["nfr"] < 0.15 and v2.metrics["error_rate"] < 0.45
     from ray.util.state import list_tasks

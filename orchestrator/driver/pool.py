@@ -55,7 +55,8 @@ class TeacherPool:
 
     Batches go to the actors round-robin, each call an ObjectRef that the trainer resolves when it
     reaches that batch; a request is the batch's indices and augmentation draws, which the actors,
-    holding the training split (`train_split`), turn into the student's very inputs. Unlike
+    holding the training split (`train_split`), turn into the student's very inputs; on a streamed
+    split no actor holds it, and a request is the streamed batch itself (its samples and draws). Unlike
     `ray.util.ActorPool`, which hands an actor new work only after its last result has been
     consumed, this keeps every actor's queue full while the student trains (docs/benchmarks.md).
 
@@ -86,14 +87,16 @@ class TeacherPool:
         self._delivered: Counter[int] = Counter()
         self.resubmitted = 0
 
-    def _submit(self, batch: np.ndarray | Batch, topk: Mapping[str, int]) -> Any:
+    def _submit(self, batch: Batch | Any, topk: Mapping[str, int]) -> Any:
+        """Ask the next actor for `batch`: a `Batch` of indices and draws into the split the actors
+        hold, or the ObjectRef of a streamed batch, which carries its samples."""
         actor = self.actors[self._next_actor]
         self._next_actor = (self._next_actor + 1) % len(self.actors)
-        if isinstance(batch, Batch):  # the actors hold the training split: indices and draws suffice
+        if isinstance(batch, Batch):
             return actor.logits_by_index.remote(batch, topk, self.names, [self.train_split])
-        return actor.logits.remote(batch, topk, self.names)
+        return actor.logits_of.remote(batch, topk, self.names)
 
-    def _result(self, ref: Any, batch: np.ndarray | Batch, topk: Mapping[str, int]) -> dict[str, Any]:
+    def _result(self, ref: Any, batch: Batch | Any, topk: Mapping[str, int]) -> dict[str, Any]:
         """The actor's answer for `batch`; re-sent to the next actor when the one asked died."""
         for _ in range(self.resubmit_limit):
             try:
@@ -105,16 +108,18 @@ class TeacherPool:
 
     def request(self, inputs: torch.Tensor, batch: Batch | None = None) -> Callable[[], Mapping[str, Logits]]:
         """The logits of a training step, asked by `batch` (indices and augmentation draws, a few
-        bytes a sample); `inputs` stay with the student."""
+        bytes a sample; a streamed batch, which carries its samples, is put in the object store once
+        and sent by reference, also when it is sent again); `inputs` stay with the student."""
         if batch is None:
             raise ValueError("the teacher pool is asked by batch (indices and draws), not by model inputs")
         batch_id = self._requested
         self._requested += 1
         self.request_bytes += batch.nbytes()
-        ref = self._submit(batch, self.topk)
+        request = batch if batch.values is None else ray.put(batch)
+        ref = self._submit(request, self.topk)
 
         def collect() -> Mapping[str, Logits]:
-            result = self._result(ref, batch, self.topk)
+            result = self._result(ref, request, self.topk)
             self._delivered[batch_id] += 1
             return {name: _to_torch(value) for name, value in result.items()}
 
@@ -189,12 +194,15 @@ def teacher_pool(
     with_student: bool,
     train_split: Any,
     spread: bool = False,
+    streamed_samples: int | None = None,
 ) -> Iterator[PoolHandle]:
     """`resources.teacher_actors` actors holding `groups` of checkpoints, reserved in one placement
     group with the student (bundle 0, when `with_student`) so that all start at once or none, and
     actors never take the CPUs the student needs. With `train_split` (an ObjectRef of the uint8
     training split, `ray.put` once: shared memory on a node) each actor holds the split and the
-    student's requests carry only indices and augmentation draws. The actors are killed and the
+    student's requests carry only indices and augmentation draws; with `streamed_samples` (a
+    streamed training split's length; `train_split` None) the requests carry the streamed batches
+    and each actor keeps the logits it computed by sample id. The actors are killed and the
     reservation released on the way out, also on an error or Ctrl-C. With `spread` the actors are
     placed across nodes (SPREAD): the headroom left on each node is even, so that a data-parallel
     student's workers, which Ray Train reserves separately, fit beside them."""
@@ -222,6 +230,7 @@ def teacher_pool(
                 device(r.teacher.gpus),
                 spec.allow_user_factories,
                 precision=spec.train.precision,
+                streamed_samples=streamed_samples,
             )
             for i in range(r.teacher_actors)
         ]
@@ -243,13 +252,13 @@ def serving_pool(
     plan: Plan, groups: Mapping[str, Sequence[str]], with_student: bool, spread: bool = False
 ) -> Iterator[PoolHandle | None]:
     """The teacher pool serving `groups`, its actors holding the training split (put in the object
-    store once) so that requests go by index; None when there is nothing to serve or the teachers
-    run in the student's own process (`teacher_actors: 0`). The one pool of `run` and `tune`."""
+    store once) so that requests go by index, or, on a streamed split, which nothing holds, taking
+    each streamed batch; None when there is nothing to serve or the teachers run in the student's
+    own process (`teacher_actors: 0`). The one pool of `run` and `tune`."""
     if not groups or plan.teachers_in_process:
         yield None
         return
     train = cached_splits(plan.data).train
-    assert not isinstance(train, StreamedSplit), "preflight keeps a streamed source's teachers in the student's task"
-    train_split = ray.put(shareable(train))
-    with teacher_pool(plan.spec, groups, with_student=with_student, train_split=train_split, spread=spread) as pool:
+    samples, train_split = (len(train), None) if isinstance(train, StreamedSplit) else (None, ray.put(shareable(train)))
+    with teacher_pool(plan.spec, groups, with_student, train_split, spread, streamed_samples=samples) as pool:
         yield pool

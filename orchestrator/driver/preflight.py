@@ -169,7 +169,7 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
     if request is not None:
         splits = found.attempt("data", lambda: cached_splits(request), (DataError,))
         spec = in_process_teachers_on_a_stream(spec, request)
-        for line in stream_problems(spec, request, cluster_demand(spec).pool_actors):
+        for line in stream_problems(spec, request):
             found.add(line)
     old_classes = None
     init_key = None if spec.init is None or spec.init == "old" else spec.init
@@ -293,7 +293,6 @@ def check_specs(paths: list[str], ray_address: str | None = None) -> list[Checke
     `@champion`, when the earlier spec has a promotion gate) checked against the earlier spec
     that registers it. Starts no Ray and trains nothing."""
     from orchestrator.driver.cluster import check_cluster
-    from orchestrator.driver.plan import cluster_demand
     from pipelines.spec import load_spec
 
     upcoming: dict[str, Shape] = {}

@@ -176,13 +176,14 @@ def open_streamed(request: DataRequest) -> StreamedSplits:
 
 def in_process_teachers_on_a_stream(spec: UpdateSpec, request: DataRequest) -> UpdateSpec:
     """On a streamed source, the teachers run in the student's task (`resources.teacher_actors: 0`)
-    unless the spec set teacher_actors itself (which `stream_problems` then refuses)."""
+    unless the spec set teacher_actors itself: then the pool's actors take the streamed batches
+    (docs/benchmarks.md, "Teachers on a stream", measures both)."""
     if request.streamed is None or "teacher_actors" in spec.resources.model_fields_set:
         return spec
     return spec.model_copy(update={"resources": spec.resources.model_copy(update={"teacher_actors": 0})})
 
 
-def stream_problems(spec: UpdateSpec, request: DataRequest, pool_actors: int) -> list[str]:
+def stream_problems(spec: UpdateSpec, request: DataRequest) -> list[str]:
     """What a streamed source does not support yet, one line each."""
     if request.skip_corrupt and (request.streamed is None or request.streamed.train.modality != "image"):
         return ["data.skip_corrupt: only a streamed ImageFolder tree leaves files out (data.streaming: true)"]
@@ -192,11 +193,6 @@ def stream_problems(spec: UpdateSpec, request: DataRequest, pool_actors: int) ->
     found = []
     if data.subset != "all" or data.train_limit is not None or data.eval_limit is not None:
         found.append("data: subset, train_limit and eval_limit need the data in memory (data.streaming: false)")
-    if pool_actors:
-        found.append(
-            "resources.teacher_actors: on a streamed source the teachers run in the student's task; "
-            "set teacher_actors: 0 or leave it out (the pool's actors hold the training split)"
-        )
     if resources.replica.pack > 1 or resources.replica.workers > 1 or resources.student.workers > 1:
         found.append("resources: packed replicas and data-parallel workers read a split in memory; pack 1, workers 1")
     return found

@@ -6,7 +6,10 @@ A `TeacherActor` loads every group of checkpoints it is given — e.g. {"teacher
 top-K, only the K largest values and their class indices. Holding the training split (uint8 images, e.g.
 from Ray's object store, shared by the actors of a node, or texts: `hold_split`), it answers `logits_of(batch)` for a
 `Batch` — sample indices and augmentation draws, a few bytes a sample — rebuilding the student's
-very inputs itself; `logits(inputs)` takes model inputs (the eval split, the paragon).
+very inputs itself. Made for a streamed split (`streamed_samples`: its length), it answers a
+streamed batch, which carries its samples (uint8 images or token ids and texts, and the draws),
+each group reading it through its own inputs and keeping each sample's logits by id when the
+batch is unaugmented (`SampleLogitCache`). `logits(inputs)` takes model inputs.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import torch
 from workers.data import Batch, to_model_input
 from workers.data.encoded import EncodedSplit, encode
 from workers.data.input_spec import InputSpec
+from workers.data.stream import StreamedInputs
 from workers.data.text import TextSet
 from workers.models.checkpoints import load_model
 from workers.runtime import use_threads
@@ -42,6 +46,7 @@ class TeacherActor:
         device: str = "cpu",
         allow_user_factories: bool = False,
         precision: str = "fp32",
+        streamed_samples: int | None = None,
     ) -> None:
         use_threads(threads)
         self.device = torch.device(device)
@@ -52,8 +57,10 @@ class TeacherActor:
             specs = {settings.inputs for _, settings in loaded}
             if len(specs) > 1:
                 raise ValueError(f"the models of teacher group {name!r} read different inputs")
-            self.groups[name] = FrozenModels([model for model, _ in loaded], device, precision)
             self.inputs[name] = specs.pop()
+            reader = None if streamed_samples is None else StreamedInputs(self.inputs[name])
+            models = [model for model, _ in loaded]
+            self.groups[name] = FrozenModels(models, device, precision, reader=reader, samples=streamed_samples)
         self.split: dict[str, EncodedSplit] | None = None  # the training split per group, once held
         self.caches: dict[str, LogitCache] = {}  # per group: each sample's logits once computed (no augmentation)
         self.batches_served = 0
@@ -75,6 +82,8 @@ class TeacherActor:
     ) -> Answer:
         """`logits` of the training batch `batch` (indices and augmentation draws), each group's
         input built here from the training split this actor holds."""
+        if batch.values is not None:  # a streamed batch carries its samples
+            return self._answer(lambda name: self.groups[name].of_streamed(batch), topk, names)
         if self.split is None:
             raise RuntimeError("this teacher actor holds no training split; send inputs to logits()")
         split = self.split

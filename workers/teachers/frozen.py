@@ -181,13 +181,8 @@ class FrozenModels:
         """The mean logits of the training batch: read from `split` when held, or from a streamed
         batch through `reader` (for inputs without augmentation, computed once per sample:
         `LogitCache` by position, `SampleLogitCache` by a streamed sample's id), else from `inputs`."""
-        reader = self.reader
-        if reader is not None and batch is not None and batch.values is not None:  # a streamed batch
-            if batch.draws is not None or not TEACHER_CACHE or self.samples is None:
-                return self(reader.batch(batch))
-            if self.cache is None:
-                self.cache = SampleLogitCache(self.samples)
-            return self.cache.get(batch.indices, lambda: self(reader.batch(batch)))
+        if self.reader is not None and batch is not None and batch.values is not None:
+            return self.of_streamed(batch)
         split = self.split
         if split is None or batch is None:
             return self(inputs)
@@ -196,6 +191,18 @@ class FrozenModels:
         if self.cache is None:
             self.cache = LogitCache(len(split))
         return self.cache.get(batch.indices, lambda: self(split.batch(batch)))
+
+    def of_streamed(self, batch: Batch) -> torch.Tensor:
+        """The mean logits of a streamed batch (one that carries its samples), read through
+        `reader`; for inputs without augmentation each sample's are computed once (`SampleLogitCache`)."""
+        reader = self.reader
+        if reader is None:
+            raise ValueError("these teachers read no streamed batches: give FrozenModels a reader")
+        if batch.draws is not None or not TEACHER_CACHE or self.samples is None:
+            return self(reader.batch(batch))
+        if self.cache is None:
+            self.cache = SampleLogitCache(self.samples)
+        return self.cache.get(batch.indices, lambda: self(reader.batch(batch)))
 
 
 def _one_architecture(models: Sequence[nn.Module]) -> bool:
