@@ -89,7 +89,7 @@ def distillation_throughput(m: int, samples: int, actors: int, folder: Path) -> 
     train = cached_splits(request).train
     assert not isinstance(train, StreamedSplit), "the pool holds a split in memory"
     train_split = ray.put(shareable(train))
-    with teacher_pool(spec, {"teacher": paths}, with_student=True, train_split=train_split) as pool:
+    with teacher_pool(spec, {"teacher": paths}, True, train_split, len(train)) as pool:
         pool.batches_served()  # actors loaded before the clock starts
 
         def student(job: TrainJob, client: TeacherPool):

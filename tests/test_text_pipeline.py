@@ -118,16 +118,18 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
     assert checkpoint["classes"] == ["negative", "neutral", "positive"]
 
 
-def test_teachers_of_unaugmented_inputs_compute_each_sample_once(tmp_path):
-    """Text (and images without augmentation): a teacher actor keeps each training sample's logits
-    after their first batch and answers later epochs from memory, the same values."""
+def test_teachers_of_unaugmented_inputs_compute_each_sample_once(ray_cluster, tmp_path):
+    """Text (and images without augmentation): the pool's client keeps each training sample's
+    logits (top-K too) after their first batch, in the student's process, and answers a batch whose
+    samples are all kept without asking an actor, with the same values."""
+    import ray
     import torch
 
+    from orchestrator.driver.pool import PooledTeacher, TeacherPool
     from orchestrator.driver.preflight import preflight
     from workers.data import Batch
     from workers.tasks.bodies import train_job
     from workers.tasks.resolve import cached_splits
-    from workers.teachers.actor import TeacherActor
 
     plan = preflight(
         parse_spec(
@@ -142,15 +144,23 @@ def test_teachers_of_unaugmented_inputs_compute_each_sample_once(tmp_path):
             }
         )
     )
-    actor = TeacherActor({"teacher": [train_job(plan.student_job()).checkpoint]})
-    actor.hold_split(cached_splits(plan.data).train)
+    train = cached_splits(plan.data).train
+    actor = (
+        ray.remote(PooledTeacher).options(num_cpus=0.25).remote({"teacher": [train_job(plan.student_job()).checkpoint]})
+    )
+    pool = TeacherPool([actor], ("teacher",), ray.put(train), {"teacher": 2}, samples=len(train))
+    empty = torch.empty(0)
     first, second = Batch(torch.arange(0, 64, dtype=torch.int32)), Batch(torch.arange(32, 96, dtype=torch.int32))
-    a = actor.logits_of(first)["teacher"]
-    assert (actor.logits_of(first)["teacher"] == a).all() and actor.caches["teacher"].computed == 1
-    b = actor.logits_of(second)["teacher"]  # half new samples: computed, then every one of them known
-    assert actor.caches["teacher"].computed == 2 and (b[:32] == a[32:]).all()
-    actor.logits_of(Batch(torch.arange(95, -1, -1, dtype=torch.int32)))
-    assert actor.caches["teacher"].computed == 2
+    a = pool.request(empty, first)()["teacher"]
+    again = pool.request(empty, first)()["teacher"]
+    assert torch.equal(again.values, a.values) and torch.equal(again.indices, a.indices)
+    assert pool.deliveries()["from_cache"] == 1 and ray.get(actor.info.remote())["batches_served"] == 1
+    b = pool.request(empty, second)()["teacher"]  # half new samples: asked, then every one of them kept
+    assert torch.equal(b.values[:32], a.values[32:]) and ray.get(actor.info.remote())["batches_served"] == 2
+    reverse = pool.request(empty, Batch(torch.arange(95, -1, -1, dtype=torch.int32)))()["teacher"]
+    assert torch.equal(reverse.indices[-64:].flip(0), a.indices) and reverse.indices.dtype == torch.int32
+    assert pool.deliveries()["from_cache"] == 2 and ray.get(actor.info.remote())["batches_served"] == 2
+    ray.kill(actor)
 
 
 @pytest.mark.slow

@@ -29,7 +29,9 @@ from workers.data.encoded import Samples
 from workers.data.stream import StreamedSplit
 from workers.data.text import TextSet
 from workers.tasks.resolve import cached_splits
+from workers.teachers import frozen
 from workers.teachers.actor import TeacherActor
+from workers.teachers.frozen import SampleLogitCache
 from workers.training.losses import TopKLogits
 from workers.training.references import Logits
 
@@ -49,6 +51,21 @@ def _to_torch(value: np.ndarray | tuple[np.ndarray, np.ndarray]) -> Logits:
     return torch.from_numpy(np.array(value))
 
 
+def _packed(logits: Logits) -> torch.Tensor:
+    """One row a sample for the cache: the logits, or top-K values then their class indices (exact
+    as float32 below 2²⁴ classes)."""
+    if isinstance(logits, TopKLogits):
+        return torch.cat([logits.values.float(), logits.indices.float()], dim=1)
+    return logits
+
+
+def _unpacked(rows: torch.Tensor, k: int | None) -> Logits:
+    if k is None:
+        return rows
+    width = rows.shape[1] // 2  # k, or fewer when there are fewer classes
+    return TopKLogits(rows[:, :width], rows[:, width:].to(torch.int32))  # type: ignore[return-value]
+
+
 class TeacherPool:
     """A reference source (workers.training.references.ReferenceSource) over Ray actor handles of `TeacherActor`; groups
     named in `topk` travel as top-K values and indices.
@@ -64,7 +81,12 @@ class TeacherPool:
     calls (`max_task_retries`); a call that still fails with the actor's death is sent again, the
     same batch, to the next actor, up to `resubmit_limit` times per batch. Each batch has an id;
     `deliveries()` counts, per id, how often its logits reached the trainer, so a skipped or
-    doubled batch is visible."""
+    doubled batch is visible.
+
+    Teacher logits computed once: for an unaugmented batch (text; images without augmentation) the
+    answers are kept in the student's process, by sample (`SampleLogitCache`: positions in the split
+    in memory, ids on a stream; `samples`, the split's length, sizes it), and a batch whose samples
+    are all kept is answered from there without asking an actor (`from_cache`)."""
 
     def __init__(
         self,
@@ -73,6 +95,7 @@ class TeacherPool:
         train_split: Any,
         topk: Mapping[str, int] | None = None,
         resubmit_limit: int = 4,
+        samples: int | None = None,
     ) -> None:
         if not actors:
             raise ValueError("TeacherPool needs at least one actor")
@@ -86,6 +109,9 @@ class TeacherPool:
         self._requested = 0
         self._delivered: Counter[int] = Counter()
         self.resubmitted = 0
+        self.samples = samples
+        self.caches: dict[str, SampleLogitCache] = {}  # made in the student's process, on first use
+        self.from_cache = 0
 
     def _submit(self, batch: Batch | Any, topk: Mapping[str, int]) -> Any:
         """Ask the next actor for `batch`: a `Batch` of indices and draws into the split the actors
@@ -114,6 +140,12 @@ class TeacherPool:
             raise ValueError("the teacher pool is asked by batch (indices and draws), not by model inputs")
         batch_id = self._requested
         self._requested += 1
+        cacheable = self.samples is not None and batch.draws is None and frozen.TEACHER_CACHE
+        kept = self._kept(batch) if cacheable else None
+        if kept is not None:
+            self.from_cache += 1
+            self._delivered[batch_id] += 1
+            return lambda: kept
         self.request_bytes += batch.nbytes()
         request = batch if batch.values is None else ray.put(batch)
         ref = self._submit(request, self.topk)
@@ -121,20 +153,37 @@ class TeacherPool:
         def collect() -> Mapping[str, Logits]:
             result = self._result(ref, request, self.topk)
             self._delivered[batch_id] += 1
-            return {name: _to_torch(value) for name, value in result.items()}
+            answer = {name: _to_torch(value) for name, value in result.items()}
+            if cacheable:
+                assert self.samples is not None
+                for name, logits in answer.items():
+                    self.caches.setdefault(name, SampleLogitCache(self.samples)).store(batch.indices, _packed(logits))
+            return answer
 
         return collect
 
+    def _kept(self, batch: Batch) -> dict[str, Logits] | None:
+        """Every group's kept answer for the batch's samples; None unless all are kept."""
+        found: dict[str, Logits] = {}
+        for name in self.names:
+            rows = self.caches[name].lookup(batch.indices) if name in self.caches else None
+            if rows is None:
+                return None
+            found[name] = _unpacked(rows, self.topk.get(name))
+        return found
+
     def deliveries(self) -> dict[str, int]:
         """requested, delivered (to the trainer), distinct batch ids delivered, duplicates,
-        resubmitted (after an actor died), bytes_per_request (the payload a step sends)."""
+        resubmitted (after an actor died), from_cache (answered in the student's process),
+        bytes_per_request (the payload a step sends to an actor)."""
         return {
             "requested": self._requested,
             "delivered": sum(self._delivered.values()),
             "distinct": len(self._delivered),
             "duplicates": sum(n - 1 for n in self._delivered.values()),
             "resubmitted": self.resubmitted,
-            "bytes_per_request": self.request_bytes // max(self._requested, 1),
+            "from_cache": self.from_cache,
+            "bytes_per_request": self.request_bytes // max(self._requested - self.from_cache, 1),
         }
 
 
@@ -161,13 +210,14 @@ class PoolHandle:
     group: PlacementGroup
     with_student: bool
     train_split: Any  # ObjectRef of the training split the actors read: requests go by index
+    samples: int  # the training split's length
 
     def student_strategy(self) -> PlacementGroupSchedulingStrategy:
         """Where the student task goes: the placement group's bundle 0."""
         return PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=0)
 
     def client(self, names: Sequence[str], topk: Mapping[str, int] | None = None) -> TeacherPool:
-        return TeacherPool(self.actors, names, self.train_split, topk)
+        return TeacherPool(self.actors, names, self.train_split, topk, samples=self.samples)
 
     def batches_served(self) -> tuple[list[int], int]:
         """(actor pids, batches served in all since each actor's last start)."""
@@ -193,16 +243,17 @@ def teacher_pool(
     groups: Mapping[str, Sequence[str]],
     with_student: bool,
     train_split: Any,
+    samples: int,
     spread: bool = False,
-    streamed_samples: int | None = None,
+    streamed: bool = False,
 ) -> Iterator[PoolHandle]:
     """`resources.teacher_actors` actors holding `groups` of checkpoints, reserved in one placement
     group with the student (bundle 0, when `with_student`) so that all start at once or none, and
     actors never take the CPUs the student needs. With `train_split` (an ObjectRef of the uint8
     training split, `ray.put` once: shared memory on a node) each actor holds the split and the
-    student's requests carry only indices and augmentation draws; with `streamed_samples` (a
-    streamed training split's length; `train_split` None) the requests carry the streamed batches
-    and each actor keeps the logits it computed by sample id. The actors are killed and the
+    student's requests carry only indices and augmentation draws; `streamed` (`train_split`
+    None), the requests carry the streamed batches. `samples`: the training split's length. The
+    actors are killed and the
     reservation released on the way out, also on an error or Ctrl-C. With `spread` the actors are
     placed across nodes (SPREAD): the headroom left on each node is even, so that a data-parallel
     student's workers, which Ray Train reserves separately, fit beside them."""
@@ -230,11 +281,11 @@ def teacher_pool(
                 device(r.teacher.gpus),
                 spec.allow_user_factories,
                 precision=spec.train.precision,
-                streamed_samples=streamed_samples,
+                streamed=streamed,
             )
             for i in range(r.teacher_actors)
         ]
-        yield PoolHandle(actors, group, with_student, train_split)
+        yield PoolHandle(actors, group, with_student, train_split, samples)
     finally:
         for actor in actors:
             ray.kill(actor)
@@ -259,6 +310,7 @@ def serving_pool(
         yield None
         return
     train = cached_splits(plan.data).train
-    samples, train_split = (len(train), None) if isinstance(train, StreamedSplit) else (None, ray.put(shareable(train)))
-    with teacher_pool(plan.spec, groups, with_student, train_split, spread, streamed_samples=samples) as pool:
+    streamed = isinstance(train, StreamedSplit)
+    train_split = None if isinstance(train, StreamedSplit) else ray.put(shareable(train))
+    with teacher_pool(plan.spec, groups, with_student, train_split, len(train), spread, streamed) as pool:
         yield pool

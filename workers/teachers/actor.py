@@ -6,10 +6,10 @@ A `TeacherActor` loads every group of checkpoints it is given — e.g. {"teacher
 top-K, only the K largest values and their class indices. Holding the training split (uint8 images, e.g.
 from Ray's object store, shared by the actors of a node, or texts: `hold_split`), it answers `logits_of(batch)` for a
 `Batch` — sample indices and augmentation draws, a few bytes a sample — rebuilding the student's
-very inputs itself. Made for a streamed split (`streamed_samples`: its length), it answers a
-streamed batch, which carries its samples (uint8 images or token ids and texts, and the draws),
-each group reading it through its own inputs and keeping each sample's logits by id when the
-batch is unaugmented (`SampleLogitCache`). `logits(inputs)` takes model inputs.
+very inputs itself. Made for a streamed split (`streamed`), it answers a streamed batch, which
+carries its samples (uint8 images or token ids and texts, and the draws), each group reading it
+through its own inputs. The logits of unaugmented samples are kept by the pool's client, in the
+student's process (orchestrator/driver/pool.py). `logits(inputs)` takes model inputs.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from workers.data.text import TextSet
 from workers.models.checkpoints import load_model
 from workers.runtime import use_threads
 from workers.storage import fetch_checkpoint
-from workers.teachers import frozen
-from workers.teachers.frozen import FrozenModels, LogitCache
+from workers.teachers.frozen import FrozenModels
 from workers.training.losses import TopKLogits
 
 Answer = dict[str, np.ndarray | tuple[np.ndarray, np.ndarray]]
@@ -46,7 +45,7 @@ class TeacherActor:
         device: str = "cpu",
         allow_user_factories: bool = False,
         precision: str = "fp32",
-        streamed_samples: int | None = None,
+        streamed: bool = False,
     ) -> None:
         use_threads(threads)
         self.device = torch.device(device)
@@ -58,17 +57,14 @@ class TeacherActor:
             if len(specs) > 1:
                 raise ValueError(f"the models of teacher group {name!r} read different inputs")
             self.inputs[name] = specs.pop()
-            reader = None if streamed_samples is None else StreamedInputs(self.inputs[name])
-            models = [model for model, _ in loaded]
-            self.groups[name] = FrozenModels(models, device, precision, reader=reader, samples=streamed_samples)
+            reader = StreamedInputs(self.inputs[name]) if streamed else None
+            self.groups[name] = FrozenModels([model for model, _ in loaded], device, precision, reader=reader)
         self.split: dict[str, EncodedSplit] | None = None  # the training split per group, once held
-        self.caches: dict[str, LogitCache] = {}  # per group: each sample's logits once computed (no augmentation)
         self.batches_served = 0
 
     def hold_split(self, train: np.ndarray | TextSet) -> None:
         """Keep the training split — uint8 images N×C×H×W, or texts — on this actor's device as each
         group reads it (text through the group's own tokenizer), to answer `logits_of`."""
-        self.caches = {}
         if isinstance(train, np.ndarray):
             with warnings.catch_warnings():  # object-store arrays are read-only; they are only read here
                 warnings.simplefilter("ignore", UserWarning)
@@ -87,17 +83,7 @@ class TeacherActor:
         if self.split is None:
             raise RuntimeError("this teacher actor holds no training split; send inputs to logits()")
         split = self.split
-
-        def compute(name: str) -> torch.Tensor:
-            def run() -> torch.Tensor:
-                return self.groups[name](split[name].batch(batch))
-
-            if batch.draws is not None or not frozen.TEACHER_CACHE:
-                return run()
-            cache = self.caches.setdefault(name, LogitCache(len(split[name])))
-            return cache.get(batch.indices, run)
-
-        return self._answer(compute, topk, names)
+        return self._answer(lambda name: self.groups[name](split[name].batch(batch)), topk, names)
 
     def logits(
         self, inputs: np.ndarray, topk: Mapping[str, int] | None = None, names: Sequence[str] | None = None

@@ -81,13 +81,17 @@ class SampleLogitCache:
                 found[i] = self.recent.get(int(ids[i]), -1)
         return found
 
-    def get(self, indices: torch.Tensor, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
+    def lookup(self, indices: torch.Tensor) -> torch.Tensor | None:
+        """The kept logits of every sample of `indices`, in their order; None unless all are kept."""
+        rows = self.rows_of(indices.cpu().numpy().astype(np.int64))
+        if self.values is None or not bool((rows >= 0).all()):
+            return None
+        return torch.from_numpy(self.values[rows]).to(self.device)
+
+    def store(self, indices: torch.Tensor, logits: torch.Tensor) -> None:
+        """Keep the logits of the samples of `indices` not kept yet (while the file has room)."""
         ids = indices.cpu().numpy().astype(np.int64)
         rows = self.rows_of(ids)
-        if self.values is not None and bool((rows >= 0).all()):
-            return torch.from_numpy(self.values[rows]).to(self.device)
-        logits = compute()
-        self.computed += 1
         if self.values is None:
             self.device = logits.device
             file = tempfile.TemporaryFile(prefix="congruent-teacher-logits-")  # gone once closed
@@ -100,6 +104,15 @@ class SampleLogitCache:
             self.used += len(new)
             if len(self.recent) >= self.MERGE_EVERY:
                 self._merge()
+
+    def get(self, indices: torch.Tensor, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """The kept logits of `indices`, or `compute()`'s, then kept."""
+        found = self.lookup(indices)
+        if found is not None:
+            return found
+        logits = compute()
+        self.computed += 1
+        self.store(indices, logits)
         return logits
 
     def _merge(self) -> None:
