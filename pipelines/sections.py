@@ -286,7 +286,7 @@ class ResourcesSpec(_Strict):
         ge=0,
         description="actors serving the replicas' (and old model's) logits; 0: "
         "the teachers run inside the student's task, on its device (the fast path on "
-        "one GPU). Left out on a streamed source: 0",
+        "one GPU). Left out on a streamed source: 0; set there, the actors take each streamed batch",
     )
 
 

@@ -287,6 +287,46 @@ def test_the_streaming_benchmark_reports_each_ratio_and_the_text_target():
     assert "plain 0.65× (missed); elodi 0.75× (met)" in text
 
 
+def test_the_stream_teachers_benchmark_reports_each_path_against_todays_pool():
+    from benchmarks.stream_teachers import PLAIN, report
+
+    def row(path, rate, first, sent=None):
+        extra = {} if sent is None else {"bytes_per_request": sent}
+        return {
+            "data": "tweets",
+            "path": path,
+            "samples_per_second": rate,
+            "first_epoch_samples_per_second": first,
+            **extra,
+        }
+
+    results = {
+        "epochs": 3,
+        "date": "2026-11-28",
+        "machine": "2 CPU cores",
+        "torch": "t",
+        "ray": "r",
+        "images": 100,
+        "agreement": {
+            "a: max |Δ value|": 0.0,
+            "a: classes equal": 1.0,
+            "b: max |Δ value|": 0.002,
+            "b: classes equal": 0.99,
+        },
+        "rows": [
+            row(PLAIN[0], 2000.0, 1000.0),
+            row(PLAIN[1], 1200.0, 600.0),
+            row("pool, split in memory", 1000.0, 900.0, 255),
+            row("pool, streamed batch", 450.0, 400.0, 34000),
+        ],
+    }
+    text = report(results)
+    assert "| tweets | pool, split in memory | 1,000 | **1.00×** | 900 | 255 |" in text
+    assert "| tweets | pool, streamed batch | 450 | **0.45×** | 400 | 34,000 |" in text
+    assert "| tweets | *plain training, no teachers: streamed / in memory* |  | *0.60×* |  |  |" in text
+    assert "top-5 values within 2.0e-03, 99 % of the classes equal" in text
+
+
 def test_the_spec_reference_states_the_streaming_bounds_the_code_uses():
     from orchestrator.driver.model_inputs import TOKENIZER_SAMPLE
     from orchestrator.driver.stream_plan import STREAMING_BUDGET_BYTES

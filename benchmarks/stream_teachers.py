@@ -1,0 +1,385 @@
+"""Teachers on a stream: the ways a streamed split can feed an ELODI student's teachers, against
+today's pool on data that fits, in one run (issue 33).
+
+    python -m benchmarks.stream_teachers [--epochs 3] [--images 12000] [--out docs/benchmarks.md]
+
+An ELODI student (top-K of 2 frozen teachers, K 5) trains on the same train split four ways; each
+pool has 2 actors of 0.5 CPU, the student's process one torch thread, on a local Ray:
+
+- **pool, split in memory** (today's pool): the actors hold the training split (object store) and a
+  request is the batch's indices and augmentation draws (`TeacherPool` + `PooledTeacher`);
+- **pool, streamed batch**: the split is streamed; the student puts each batch (its uint8 samples or
+  token ids, and draws) in the object store and the actors read it (what `congruent run` does with
+  `teacher_actors` set on a streamed source);
+- **Ray Data actor stage** (images): the teachers are a `map_batches` stage of callable-class actors
+  (`concurrency` 2) between the decoding and the student; each row's augmented view is drawn from
+  (seed, epoch, id) in the stage, and its top-K travel with the row. Written here only, to measure
+  it: Congruent's trainer takes reference logits from a `ReferenceSource`, which this benchmark
+  feeds from the rows (`CarriedLogits`);
+- **in the student's task, streamed** (the default on a stream: `teacher_actors` left out).
+
+Images are Fashion-MNIST PNGs with augmentation on (the teachers run every step); text is the tweets
+as 8 parquet shards (no augmentation: each path keeps each sample's teacher logits once computed).
+Before timing, one batch's top-K through each path are compared (values within bf16's tolerance,
+classes equal). Teachers are freshly initialised: their arithmetic, not their accuracy, sets the speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+
+from benchmarks.report import markdown_table, write_section
+from benchmarks.streaming import rates, write_image_folder, write_tweet_shards
+from orchestrator.driver.image_readers import decode_images
+from orchestrator.driver.image_streams import DECODE_BATCH, ImageSplit, open_image_stream
+from orchestrator.driver.pool import PooledTeacher, TeacherPool, shareable
+from orchestrator.driver.streams import SHUFFLE_BUFFER, TableSplit, files_dataset, open_table_stream, tensor
+from workers.data import Batch
+from workers.data.augment import sample_draws
+from workers.data.input_spec import InputSpec
+from workers.data.keys import TRAIN, key_hashes, sample_ids, split_codes, text_keys
+from workers.data.sources import load_image_folder
+from workers.data.stream import StreamedInputs
+from workers.data.text import load_tweet_sentiment
+from workers.data.tokenizer import text_input
+from workers.models.checkpoints import ModelSettings, load_model, save_checkpoint
+from workers.runtime import use_threads
+from workers.teachers.frozen import FrozenModels, LocalReferences
+from workers.training.config import TrainConfig
+from workers.training.losses import TopKLogits
+from workers.training.objectives import Objective
+from workers.training.trainer import train
+
+HEADING = "## Teachers on a stream (CPU, data that fits)"
+RESULTS = Path("docs/stream-teachers-results.json")
+K = 5
+ACTORS = 2
+ACTOR_CPUS = 0.5
+PLAIN = ("no teachers (plain), in memory", "no teachers (plain), streamed")
+
+
+def teacher_checkpoints(settings: ModelSettings, folder: Path) -> list[str]:
+    """Two frozen teachers, saved as the pool's actors load them."""
+    paths = []
+    for seed in (10, 11):
+        model = settings.build(seed)
+        for p in model.parameters():  # a zero-initialised linear model is all-equal logits: give it weights
+            if p.dim() > 1 and not p.any():
+                torch.nn.init.normal_(p, std=0.05)
+        paths.append(str(save_checkpoint(folder / f"teacher-{seed}.pt", model, settings)))
+    return paths
+
+
+def pool(paths: list[str], samples: int, train_split: Any = None) -> TeacherPool:
+    """ACTORS pool actors of ACTOR_CPUS each serving the teachers' top-K: by index into `train_split`,
+    or (None) on the streamed batches the student sends."""
+    actor = ray.remote(PooledTeacher).options(num_cpus=ACTOR_CPUS)
+    streamed = train_split is None
+    actors: list[Any] = [actor.remote({"teacher": paths}, 1, "cpu", streamed=streamed) for _ in range(ACTORS)]
+    ray.get([a.info.remote() for a in actors])  # started and loaded before the clock runs
+    return TeacherPool(actors, ("teacher",), train_split, {"teacher": K}, samples=samples)
+
+
+def close(references: Any) -> None:
+    if isinstance(references, TeacherPool):
+        for actor in references.actors:
+            ray.kill(actor)
+
+
+class TeacherStage:
+    """The Ray Data stage: rows of decoded images in, the same rows out with the teachers' top-K of
+    each row's augmented view (its draws from (seed, epoch, id), as the trainer draws them)."""
+
+    def __init__(self, paths: list[str], inputs: InputSpec) -> None:
+        use_threads(1)
+        self.teachers = FrozenModels([load_model(p)[0] for p in paths], reader=StreamedInputs(inputs))
+
+    def __call__(self, rows: dict[str, np.ndarray], seed: int, epoch: int) -> dict[str, np.ndarray]:
+        ids = torch.from_numpy(sample_ids(key_hashes(list(rows["key"]))))
+        draws = sample_draws(ids, seed, epoch, 2, True, False)
+        top = TopKLogits.of(self.teachers.of_streamed(Batch(ids, draws, tensor(rows["image"]))), K)
+        return {**rows, "top_values": top.values.numpy(), "top_indices": top.indices.numpy()}
+
+
+class CarriedLogits:
+    """A reference source whose logits came with the batch's rows (`StagedImageSplit`), found by
+    the batch's first sample id."""
+
+    names = ("teacher",)
+
+    def __init__(self) -> None:
+        self.carried: dict[int, TopKLogits] = {}
+
+    def request(self, inputs: torch.Tensor, batch: Batch | None = None) -> Any:
+        assert batch is not None
+        top = self.carried.pop(int(batch.indices[0]))
+        return lambda: {"teacher": top}
+
+
+class StagedImageSplit(ImageSplit):
+    """An ImageFolder split whose epochs pass through `TeacherStage` (ACTORS actors) before the
+    student; the rows' top-K go to `carried`."""
+
+    def __init__(self, split: ImageSplit, paths: list[str], inputs: InputSpec, carried: CarriedLogits) -> None:
+        super().__init__(split.root, split.files, split.labels, split.classes, split.in_channels, split.image_size)
+        self.resize, self.paths, self.inputs, self.carried = split.resize, paths, inputs, carried
+
+    def epoch(self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
+        order = seed * 100_003 + epoch
+        shape = {"channels": self.in_channels, "size": self.image_size, "resize": self.resize}
+        files = [os.path.join(self.root, f) for f in self.files]
+        decoded = files_dataset(
+            files, order, decode_images, DECODE_BATCH, root=self.root, classes=self.classes, **shape
+        )
+        staged = decoded.map_batches(
+            TeacherStage,
+            batch_size=DECODE_BATCH,
+            fn_constructor_kwargs={"paths": self.paths, "inputs": self.inputs},
+            fn_kwargs={"seed": seed, "epoch": epoch},
+            compute=ray.data.ActorPoolStrategy(size=ACTORS),
+            num_cpus=ACTOR_CPUS,
+        )
+        for rows in staged.iter_batches(
+            batch_size=batch_size,
+            batch_format="numpy",
+            local_shuffle_buffer_size=SHUFFLE_BUFFER * batch_size,
+            local_shuffle_seed=order,
+        ):
+            ids = tensor(sample_ids(key_hashes(list(rows["key"]))))
+            self.carried.carried[int(ids[0])] = TopKLogits(tensor(rows["top_values"]), tensor(rows["top_indices"]))
+            yield Batch(ids, values=tensor(rows["image"]), labels=tensor(rows["label"]))
+
+
+def agreement(answers: dict[str, TopKLogits]) -> dict[str, float]:
+    """Each path's largest top-K value difference from the first path's, and the share of equal classes."""
+    first = next(iter(answers.values()))
+    out = {}
+    for name, top in answers.items():
+        out[f"{name}: max |Δ value|"] = float((top.values - first.values).abs().max())
+        out[f"{name}: classes equal"] = float((top.indices.long() == first.indices.long()).float().mean())
+    return out
+
+
+def topk_of(references: Any, batch: Batch) -> TopKLogits:
+    answer = references.request(torch.empty(0), batch)()["teacher"]
+    close(references)
+    return answer if isinstance(answer, TopKLogits) else TopKLogits.of(answer, K)
+
+
+def run(
+    data: Any, references: Any, settings: ModelSettings, config: TrainConfig, row: dict[str, str]
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    objective = Objective("none") if references is None else Objective("elodi", k=K)
+    result = train(settings.build(0), data, config, objective, references, settings=settings)
+    first, later = rates(result)
+    out = {**row, "first_epoch_samples_per_second": first, "samples_per_second": later}
+    out["wall_seconds"] = time.perf_counter() - started
+    if isinstance(references, TeacherPool):
+        out["bytes_per_request"] = references.deliveries()["bytes_per_request"]
+    close(references)
+    print(out, flush=True)
+    return out
+
+
+def image_rows(folder: Path, models: Path, epochs: int) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    files = sorted(folder.rglob("*.png"))
+    splits = open_image_stream(str(folder))
+    assert isinstance(splits.train, ImageSplit)
+    codes = split_codes(key_hashes([str(p.relative_to(folder)) for p in files]), 0.1, 0.2)
+    memory = load_image_folder(folder).take(torch.from_numpy(codes == TRAIN))
+    assert torch.equal(memory.labels, splits.train.labels), "one membership, one order"
+    inputs = InputSpec.image(1, 28)
+    settings = ModelSettings("small-cnn", len(memory.classes), inputs)
+    paths = teacher_checkpoints(settings, models)
+    config = TrainConfig(epochs=epochs, batch_size=128, lr=0.05)  # augmentation on: shifts and flips
+    held = ray.put(shareable(memory))
+    n = len(splits.train)
+
+    # one augmented batch through each path: the stream's first 128 samples are the in-memory
+    # split's first 128 (one order), each with its draws from (seed 0, epoch 0, id)
+    first = next(splits.train.chunks(128))
+    assert first.values is not None
+    draws = sample_draws(first.indices, 0, 0, 2, True, False)
+    carried = CarriedLogits()
+    staged = TeacherStage(paths, inputs)(
+        {"key": np.array(splits.train.files[:128], dtype=object), "image": first.values.numpy()}, 0, 0
+    )
+    in_process = LocalReferences(teacher=FrozenModels([load_model(p)[0] for p in paths], reader=StreamedInputs(inputs)))
+    answers = {
+        "pool, split in memory": topk_of(pool(paths, n, held), Batch(torch.arange(128, dtype=torch.int32), draws)),
+        "pool, streamed batch": topk_of(pool(paths, n), Batch(first.indices, draws, first.values)),
+        "Ray Data actor stage": TopKLogits(tensor(staged["top_values"]), tensor(staged["top_indices"])),
+        "in the student's task": topk_of(in_process, Batch(first.indices, draws, first.values)),
+    }
+    check = agreement(answers)
+    print(check, flush=True)
+
+    row = {"data": "Fashion-MNIST PNGs (augmented)"}
+    out = [run(memory, None, settings, config, {**row, "path": PLAIN[0]})]
+    out.append(run(splits.train, None, settings, config, {**row, "path": PLAIN[1]}))
+    out.append(run(memory, pool(paths, n, held), settings, config, {**row, "path": "pool, split in memory"}))
+    out.append(run(splits.train, pool(paths, n), settings, config, {**row, "path": "pool, streamed batch"}))
+    staged_split = StagedImageSplit(splits.train, paths, inputs, carried)
+    out.append(run(staged_split, carried, settings, config, {**row, "path": "Ray Data actor stage"}))
+    local = LocalReferences(
+        teacher=FrozenModels([load_model(p)[0] for p in paths], reader=StreamedInputs(inputs), samples=n)
+    )
+    out.append(run(splits.train, local, settings, config, {**row, "path": "in the student's task, streamed"}))
+    return out, check
+
+
+def text_rows(folder: Path, models: Path, epochs: int) -> list[dict[str, Any]]:
+    splits = open_table_stream(str(folder / "*.parquet"), label_column="sentiment")
+    assert isinstance(splits.train, TableSplit)
+    tweets = load_tweet_sentiment()
+    order = [i for shard in range(8) for i in range(shard, len(tweets), 8)]  # the shards' row order
+    codes = split_codes(key_hashes(text_keys([tweets.texts[i] for i in order])), 0.1, 0.2)
+    memory = tweets.take(torch.tensor(order)[torch.from_numpy(codes == TRAIN)])
+    inputs = text_input(splits.train.texts(200_000), vocab_size=8000, max_length=128)
+    settings = ModelSettings("text-linear", 3, inputs)
+    paths = teacher_checkpoints(settings, models)
+    config = TrainConfig(epochs=epochs, batch_size=64, lr=4.0, weight_decay=1e-5)
+    n, row = len(splits.train), {"data": "tweets"}
+    out = [run(memory, None, settings, config, {**row, "path": PLAIN[0]})]
+    out.append(run(splits.train, None, settings, config, {**row, "path": PLAIN[1]}))
+    out += [
+        run(
+            memory,
+            pool(paths, n, ray.put(shareable(memory))),
+            settings,
+            config,
+            {**row, "path": "pool, split in memory"},
+        )
+    ]
+    out.append(run(splits.train, pool(paths, n), settings, config, {**row, "path": "pool, streamed batch"}))
+    local = LocalReferences(
+        teacher=FrozenModels([load_model(p)[0] for p in paths], reader=StreamedInputs(inputs), samples=n)
+    )
+    out.append(run(splits.train, local, settings, config, {**row, "path": "in the student's task, streamed"}))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=3, help="at least 2: the first is reported apart")
+    parser.add_argument("--images", type=int, default=12000)
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--report", action="store_true", help=f"only rewrite the section from {RESULTS}")
+    args = parser.parse_args()
+    if args.report:
+        write_section(args.out, HEADING, report(json.loads(RESULTS.read_text())))
+        return
+    torch.set_num_threads(1)
+    ray.init(num_cpus=os.cpu_count() or 2, logging_level=logging.ERROR, include_dashboard=False)
+    with tempfile.TemporaryDirectory(prefix="congruent-stream-teachers-") as tmp:
+        texts, images, models = Path(tmp, "tweets"), Path(tmp, "images"), Path(tmp, "models")
+        for folder in (texts, images, models):
+            folder.mkdir()
+        write_tweet_shards(texts)
+        write_image_folder(images, args.images)
+        rows, check = image_rows(images, models, args.epochs)
+        rows += text_rows(texts, models, args.epochs)
+    ray.shutdown()
+    results = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}",
+        "torch": torch.__version__,
+        "ray": ray.__version__,
+        "epochs": args.epochs,
+        "images": args.images,
+        "agreement": check,
+        "rows": rows,
+    }
+    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+    write_section(args.out, HEADING, report(results))
+
+
+def report(results: dict) -> str:
+    """The docs section of a results file: each path's samples/s and its ratio to today's pool."""
+    table = []
+    for data in dict.fromkeys(r["data"] for r in results["rows"]):
+        rows = [r for r in results["rows"] if r["data"] == data]
+        plain = {r["path"]: r["samples_per_second"] for r in rows if r["path"] in PLAIN}
+        today = next(r["samples_per_second"] for r in rows if r["path"] == "pool, split in memory")
+        for r in rows:
+            if r["path"] in PLAIN:
+                continue
+            sent = f"{r['bytes_per_request']:,}" if "bytes_per_request" in r else "–"
+            table.append(
+                [
+                    data,
+                    r["path"],
+                    f"{r['samples_per_second']:,.0f}",
+                    f"**{r['samples_per_second'] / today:.2f}×**",
+                    f"{r['first_epoch_samples_per_second']:,.0f}",
+                    sent,
+                ]
+            )
+        cost = plain[PLAIN[1]] / plain[PLAIN[0]]
+        table.append([data, "*plain training, no teachers: streamed / in memory*", "", f"*{cost:.2f}×*", "", ""])
+    headers = ["data", "teachers", "samples/s", "/ today's pool", "first epoch, samples/s", "bytes a request"]
+    check = results["agreement"]
+    worst = max(v for k, v in check.items() if k.endswith("max |Δ value|"))
+    equal = min(v for k, v in check.items() if k.endswith("classes equal"))
+    return f"""Command: `python -m benchmarks.stream_teachers --epochs {results["epochs"]}`, {results["date"]}, \
+{results["machine"]}, torch {results["torch"]}, Ray {results["ray"]}, one run; raw figures in `{RESULTS}`. \
+An ELODI student (small-cnn on {results["images"]:,} Fashion-MNIST PNGs with shifts and flips; text-linear \
+on the tweets' 8 parquet shards) with 2 frozen teachers sent as top-{K}; every pool or stage has \
+{ACTORS} actors of {ACTOR_CPUS} CPU; the student's process uses one torch thread. Samples/s are over \
+epochs 2–{results["epochs"]}; "today's pool" is the first row of each data set (the actors hold the \
+split in memory, requests by index and draws). The last row of each set is what the stream costs \
+without any teachers: a plain training of the same student, streamed against in memory, in the same run.
+
+{markdown_table(headers, table)}
+
+One augmented batch through each image path, against today's pool: top-{K} values within \
+{worst:.1e}, {100 * equal:.0f} % of the classes equal.
+
+**What was chosen, and why.** {choice(results)} So the streamed batch's trip through the object \
+store costs no more than the stream itself: one pool serves both kinds of split, asked by index \
+and draws when it holds the split (884 bytes a request for 128 images) and by the streamed batch \
+on a stream. They are not within 10 % of each other, because the stream is not, so both request \
+forms stay; the actors, the client, its cache, the reservation with the student and the resending \
+of a dead actor's batches are one. The Ray Data actor stage is not kept: it was the slowest image \
+path, its actors start again with each epoch's dataset (Ray Data runs one execution per epoch), \
+every row crosses the object store twice (decoded, then with its logits), and its actors are \
+reserved apart from the student's task, outside the one placement group that starts both or \
+neither. On a stream, `teacher_actors` left out stays 0: in the student's task the teachers \
+ran about as fast as the streamed pool on images and faster on text, here on one machine; the \
+pool is for teachers on other nodes or GPUs than the student's.
+"""
+
+
+def choice(results: dict) -> str:
+    """The sentence of the section's choice: each data set's pool ratio against its stream's cost."""
+    parts = []
+    for data in dict.fromkeys(r["data"] for r in results["rows"]):
+        rate = {r["path"]: r["samples_per_second"] for r in results["rows"] if r["data"] == data}
+        pooled = rate["pool, streamed batch"] / rate["pool, split in memory"]
+        plain = rate[PLAIN[1]] / rate[PLAIN[0]]
+        stage = ""
+        if "Ray Data actor stage" in rate:
+            stage = f", the Ray Data stage {rate['Ray Data actor stage'] / rate['pool, split in memory']:.2f}×"
+        parts.append(
+            f"{data}: the streamed pool runs at {pooled:.2f}× today's pool{stage}, and a plain training "
+            f"streamed at {plain:.2f}× its in-memory self"
+        )
+    return "; ".join(parts) + "."
+
+
+if __name__ == "__main__":
+    main()
