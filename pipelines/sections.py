@@ -34,7 +34,15 @@ class DataSpec(_Strict):
         description="images: an IDX directory, an ImageFolder tree or an .npz (x, y); text: a .csv, .tsv, "
         ".jsonl or .parquet file with `text_column` and `label_column`, or a glob of such shards "
         "(`shards/*.parquet`: one format, the same columns), which is always streamed; text shards may be on S3 "
-        "(`s3://bucket/prefix/*.parquet`, or a prefix: streamed, with the storage's AWS_* credentials and endpoint)",
+        "(`s3://bucket/prefix/*.parquet`, or a prefix: streamed, with the storage's AWS_* credentials and endpoint), "
+        "and so may an ImageFolder tree (`s3://bucket/photos/` with `modality: image`)",
+    )
+    modality: Literal["auto", "image", "text"] = Field(
+        "auto",
+        description="what `path` holds; auto: text for the built-in tweets, a table file, a glob of shards "
+        "and any s3:// source, else images. image on an s3:// prefix: an ImageFolder tree there (one "
+        "folder per class), streamed; it is listed, not read, before training (the fingerprint takes the "
+        "objects' ETags), so a corrupt image fails the run with its key",
     )
     streaming: Literal["auto"] | bool = Field(
         "auto",
@@ -47,7 +55,8 @@ class DataSpec(_Strict):
         False,
         description="a streamed ImageFolder: leave out, and count, the files that are not readable images "
         "(PIL cannot identify one, a PNG's chunks fail their checksums, a JPEG's last scan has no end marker), "
-        "found when preflight reads every file for the fingerprint; the count is the run's MLflow metric "
+        "found when preflight reads every file for the fingerprint (a local tree: one on s3:// is listed, not "
+        "read, so there it is refused); the count is the run's MLflow metric "
         "data.skipped_corrupt and the list its artifact data/skipped_corrupt.txt. false: the first such file "
         "fails the check, with its path",
     )
@@ -90,7 +99,12 @@ class DataSpec(_Strict):
     )
 
     @property
-    def modality(self) -> str:
+    def kind(self) -> str:
+        """What the data is, "image" or "text": `modality` when given, else `inferred_modality`."""
+        return self.inferred_modality if self.modality == "auto" else self.modality
+
+    @property
+    def inferred_modality(self) -> str:
         """ "text" for the built-in tweets, text tables and an S3 source (text shards), else "image"."""
         if self.dataset == "tweet-sentiment":
             return "text"
@@ -101,7 +115,11 @@ class DataSpec(_Strict):
     def _one_source(self) -> DataSpec:
         if self.dataset is not None and self.path is not None:
             raise ValueError("give either dataset or path, not both")
-        if self.image_size is not None and self.modality == "text":
+        remote = (self.path or "").startswith("s3://")
+        tables = (self.path or "").lower().endswith(TEXT_SUFFIXES) or any(c in (self.path or "") for c in "*?[")
+        if self.modality != "auto" and (not remote or tables) and self.modality != self.inferred_modality:
+            raise ValueError(f"modality: {self.source} is {self.inferred_modality}, not {self.modality}")
+        if self.image_size is not None and self.kind == "text":
             raise ValueError("image_size: the data is text")
         if self.num_classes is not None and self.path is None:
             raise ValueError("num_classes declares the class count of a `path` dataset; Fashion-MNIST has 10")

@@ -148,9 +148,9 @@ class UpdateSpec(_Strict):
         except ValueError as e:
             problems.append(f"arch: {e}")
         reads = modality_of(self.arch)
-        if reads is not None and reads != self.data.modality:
-            kinds = ", ".join(TEXT_ARCHITECTURES if self.data.modality == "text" else IMAGE_ARCHITECTURES)
-            problems.append(f"arch: {self.arch} reads {reads}, the data is {self.data.modality} ({kinds})")
+        if reads is not None and reads != self.data.kind:
+            kinds = ", ".join(TEXT_ARCHITECTURES if self.data.kind == "text" else IMAGE_ARCHITECTURES)
+            problems.append(f"arch: {self.arch} reads {reads}, the data is {self.data.kind} ({kinds})")
         if self.old is None and (self.method.name in NEEDS_OLD or self.method.legacy_weight is not None):
             needs = "legacy_weight" if self.method.name not in NEEDS_OLD else f"method {self.method.name!r}"
             problems.append(f"old: {needs} needs an old model (a registry reference NAME@ALIAS or a checkpoint path)")
@@ -161,7 +161,7 @@ class UpdateSpec(_Strict):
             problems.append("resources.replica.pack: hf:DIR models train one per task; set pack 1")
         # (compared with the section's defaults, not with what the document named: a spec written back
         # with every field, as each run logs it, reads the same)
-        if self.data.modality == "image" and self.tokenizer != TokenizerSpec():
+        if self.data.kind == "image" and self.tokenizer != TokenizerSpec():
             problems.append("tokenizer: only text data has a tokenizer; the data is images")
         if is_hf(self.arch):
             problems += [

@@ -64,6 +64,7 @@ NON_DEFAULT = {
         "image_size": 32,
         "streaming": True,
         "skip_corrupt": True,
+        "modality": "image",
     },
 }
 BESIDE = {("data", "num_classes"): {"path": "user/data"}, ("method", "name"): {"legacy_weight": None}}

@@ -8,7 +8,6 @@ docs/benchmarks.md "Data larger than its memory limit"): torch comes in only to 
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import numpy as np
@@ -46,16 +45,30 @@ def decode_image(data: bytes, where: str, channels: int, size: int, resize: bool
     return fit_to_size(torch.from_numpy(np.ascontiguousarray(chw))[None], size)[0].numpy()
 
 
+def file_bytes(path: str) -> bytes:
+    """The bytes of a local file or of an S3 object (`s3://bucket/key`, the storage's credentials);
+    DataError naming it when it cannot be read."""
+    if not path.startswith("s3://"):
+        return Path(path).read_bytes()
+    from orchestrator.driver.object_files import open_input
+
+    try:
+        with open_input(path) as f:
+            return bytes(f.read())
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({first_line(e)})") from None
+
+
 def decode_images(
     rows: dict[str, np.ndarray], root: str, classes: tuple[str, ...], channels: int, size: int, resize: bool
 ) -> dict[str, np.ndarray]:
-    """A batch of files: their keys (paths relative to `root`), decoded images and labels (the class
-    folder of each)."""
+    """A batch of files (local or on S3): their keys (paths relative to `root`), decoded images and
+    labels (the class folder of each)."""
     paths = [str(p) for p in rows["file"]]
-    relative = [os.path.relpath(p, root) for p in paths]
+    relative = [p.removeprefix(root.rstrip("/") + "/") for p in paths]
     index = {name: i for i, name in enumerate(classes)}
     return {
         "key": np.array(relative, dtype=object),
-        "image": np.stack([decode_image(Path(path).read_bytes(), path, channels, size, resize) for path in paths]),
-        "label": np.array([index[Path(rel).parts[0]] for rel in relative], dtype=np.int64),
+        "image": np.stack([decode_image(file_bytes(path), path, channels, size, resize) for path in paths]),
+        "label": np.array([index[rel.split("/")[0]] for rel in relative], dtype=np.int64),
     }

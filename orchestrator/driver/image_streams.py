@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from orchestrator.driver.image_readers import SAMPLED, decode_images
+from orchestrator.driver.image_readers import SAMPLED, decode_images, file_bytes
+from orchestrator.driver.object_files import is_remote, list_objects
 from orchestrator.driver.streams import (
     SHUFFLE_BUFFER,
     data_error,
@@ -123,6 +124,40 @@ def read_checked(paths: list[str]) -> tuple[dict[str, tuple[int, str]], dict[str
     return digests, problems
 
 
+def tree_files(root: str, skip_corrupt: bool) -> tuple[tuple[str, ...], list[str], list[int], dict, dict[str, str]]:
+    """An ImageFolder tree's class folders, its image files (relative to `root`, sorted per class)
+    and their labels, each file's (size, checksum) and the files that are not readable images
+    (`image_problem`). A local tree is read whole: the checksum is its bytes' sha256 and every file
+    is checked. A tree on S3 is listed, not read: the checksum is the object's ETag, and a corrupt
+    image fails the run, with its key, when a reading task decodes it (so no `skip_corrupt`)."""
+    if is_remote(root):
+        if skip_corrupt:
+            raise DataError(
+                f"{root}: data.skip_corrupt needs every image read before training; "
+                "an ImageFolder on s3:// is listed, not read (a corrupt image fails the run with its key)"
+            )
+        prefix = root.rstrip("/") + "/"
+        listed = [entry for entry in list_objects(prefix, IMAGE_FORMATS) if "/" in entry.uri.removeprefix(prefix)]
+        relative = [entry.uri.removeprefix(prefix) for entry in listed]
+        classes = tuple(sorted({name.split("/")[0] for name in relative}))
+        ordered = sorted(zip(relative, listed), key=lambda pair: (pair[0].split("/")[0], pair[0]))
+        files = [name for name, _ in ordered]
+        labels = [classes.index(name.split("/")[0]) for name in files]
+        return classes, files, labels, {entry.uri: (entry.size, entry.etag) for _, entry in ordered}, {}
+    base = Path(root)
+    if not base.is_dir():
+        raise DataError(f"{root}: no such directory")
+    classes = tuple(sorted(d.name for d in base.iterdir() if d.is_dir()))
+    files, labels = [], []
+    for c, name in enumerate(classes):
+        inside = (base / name).rglob("*")
+        found = sorted(str(p.relative_to(base)) for p in inside if p.is_file() and p.suffix.lower() in IMAGE_FORMATS)
+        files += found
+        labels += [c] * len(found)
+    digests, problems = read_checked([str(base / f) for f in files])
+    return classes, files, labels, digests, problems
+
+
 def open_image_stream(
     root: str,
     num_classes: int | None = None,
@@ -131,35 +166,27 @@ def open_image_stream(
     eval_fraction: float = 0.2,
     skip_corrupt: bool = False,
 ) -> StreamedSplits:
-    """An ImageFolder tree as three streamed splits, from its file list and a decoded sample of
-    SAMPLED images (its channels: 3 if any is colour; its size, without `image_size`). Every file is
-    read once for the fingerprint and checked (`image_problem`): the first that is not a readable
-    image fails with its path, or with `skip_corrupt` each is left out of the splits (`skipped`)."""
-    base = Path(root)
-    if not base.is_dir():
-        raise DataError(f"{root}: no such directory")
-    classes = tuple(sorted(d.name for d in base.iterdir() if d.is_dir()))
-    files: list[str] = []
-    labels: list[int] = []
-    for c, name in enumerate(classes):
-        inside = (base / name).rglob("*")
-        found = sorted(str(p.relative_to(base)) for p in inside if p.is_file() and p.suffix.lower() in IMAGE_FORMATS)
-        files += found
-        labels += [c] * len(found)
-    digests, problems = read_checked([str(base / f) for f in files])
+    """An ImageFolder tree (a local directory, or an s3:// prefix: `tree_files`) as three streamed
+    splits, from its file list and a decoded sample of SAMPLED images (its channels: 3 if any is
+    colour; its size, without `image_size`). A local tree's files are each read once for the
+    fingerprint and checked (`image_problem`): the first that is not a readable image fails with
+    its path, or with `skip_corrupt` each is left out of the splits (`skipped`)."""
+    remote = is_remote(root)
+    base = root.rstrip("/") if remote else str(Path(root))
+    classes, files, labels, digests, problems = tree_files(base, skip_corrupt)
     if problems and not skip_corrupt:
         path, why = next(iter(problems.items()))
         more = f" ({len(problems)} such files)" if len(problems) > 1 else ""
         raise DataError(f"{path}: cannot read image ({why}){more}; data.skip_corrupt: true leaves such files out")
-    kept = [i for i, f in enumerate(files) if str(base / f) not in problems]
+    kept = [i for i, f in enumerate(files) if os.path.join(base, f) not in problems]
     files, labels = [files[i] for i in kept], [labels[i] for i in kept]
     if len(classes) < 2 or not files:
         raise DataError(f"{root}: an ImageFolder tree needs image files in at least two class folders")
     if num_classes is not None and num_classes != len(classes):
         raise DataError(f"{root}: {len(classes)} class folders, but data.num_classes = {num_classes}")
     sample = [files[i] for i in np.linspace(0, len(files) - 1, min(SAMPLED, len(files))).astype(int)]
-    channels = 3 if any(_is_colour(base / f) for f in sample) else 1
-    size, resize = image_size or _size_of(base / sample[0]), image_size is not None
+    channels = 3 if any(_is_colour(os.path.join(base, f)) for f in sample) else 1
+    size, resize = image_size or _size_of(os.path.join(base, sample[0])), image_size is not None
     codes = split_codes(key_hashes(files), val_fraction, eval_fraction)
     all_labels = torch.tensor(labels, dtype=torch.int64)
     splits = []
@@ -168,28 +195,28 @@ def open_image_stream(
         if len(chosen) == 0:
             raise DataError(f"{root}: no image falls in the {name} split; too few images")
         chosen_files = [files[i] for i in chosen]
-        splits.append(ImageSplit(str(base), chosen_files, all_labels[chosen], classes, channels, size, resize))
+        splits.append(ImageSplit(base, chosen_files, all_labels[chosen], classes, channels, size, resize))
     fractions = (val_fraction, eval_fraction)
-    fingerprint = split_fingerprint([str(base / f) for f in files], str(base), fractions, digests)
+    fingerprint = split_fingerprint([os.path.join(base, f) for f in files], base, fractions, digests)
     skipped = tuple(sorted(os.path.relpath(p, base) for p in problems))
     return StreamedSplits(splits[0], splits[1], splits[2], fingerprint, root, skipped)
 
 
-def _is_colour(path: Path) -> bool:
+def _is_colour(path: str) -> bool:
     from PIL import Image
 
     try:
-        with Image.open(path) as img:
+        with Image.open(io.BytesIO(file_bytes(path))) as img:
             return pixels(img).ndim == 3
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:  # unidentified: OSError
         raise DataError(f"{path}: cannot read image ({first_line(e)})") from None
 
 
-def _size_of(path: Path) -> int:
+def _size_of(path: str) -> int:
     """The side of a square image (a tree without image_size must hold S×S images of one S)."""
     from PIL import Image
 
-    with Image.open(path) as img:
+    with Image.open(io.BytesIO(file_bytes(path))) as img:
         width, height = img.size
     if width != height:
         raise DataError(f"{path}: {width}×{height} is not square; set data.image_size to resize and crop")

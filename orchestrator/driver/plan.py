@@ -89,7 +89,7 @@ def train_config(
     values.update(seed=seed, warmup_epochs=warmup_epochs(spec, student), flip=resolved_flip(spec))
     if values["crop"] == "auto":  # random-resized crops for images at a chosen size, else a 2-pixel shift
         values["crop"] = "resized" if spec.data.image_size is not None else 2
-    values["augment"] = values["augment"] and spec.data.modality == "image"  # crop and flip are for images
+    values["augment"] = values["augment"] and spec.data.kind == "image"  # crop and flip are for images
     if fp32:
         values["precision"] = "fp32"
     return TrainConfig(**values, threads=threads(resources.cpus), device=device(resources.gpus))

@@ -99,9 +99,14 @@ def in_memory_holders(spec: UpdateSpec) -> int:
     return 1 + min(getattr(spec.method, "m", 1), max(1, int(cores // spec.resources.replica.cpus)))
 
 
+def remote_images(request: DataRequest) -> bool:
+    """Whether the source is an ImageFolder tree on S3 (`modality: image` on an s3:// prefix)."""
+    return request.source.startswith("s3://") and request.modality == "image"
+
+
 def streamable(request: DataRequest) -> bool:
     """Whether the source can be streamed: a table file or a glob of shards (local or on S3), an S3
-    prefix of table shards, or an ImageFolder tree."""
+    prefix of table shards or an ImageFolder tree there, or a local ImageFolder tree."""
     source = request.source
     if source in ("fashion-mnist", "tweet-sentiment"):
         return False
@@ -160,7 +165,9 @@ def open_streamed(request: DataRequest) -> StreamedSplits:
     from orchestrator.driver.streams import open_table_stream
 
     fractions = {"val_fraction": request.val_fraction, "eval_fraction": request.eval_fraction}
-    if request.source.lower().endswith(TEXT_FORMATS) or request.source.startswith("s3://"):
+    if not remote_images(request) and (
+        request.source.lower().endswith(TEXT_FORMATS) or request.source.startswith("s3://")
+    ):
         return open_table_stream(
             request.source,
             request.text_column,

@@ -69,6 +69,7 @@ def ordered_context() -> None:
     context = DataContext.get_current()
     context.execution_options.preserve_order = True
     context.execution_options.resource_limits = ExecutionResources(object_store_memory=STREAM_OBJECT_STORE_BYTES)
+    context.raise_original_map_exception = True  # a reading task's DataError reaches the driver as one
     context.enable_progress_bars = False
     context.print_on_execution_start = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # no line per executed dataset

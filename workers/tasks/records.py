@@ -32,9 +32,15 @@ class DataRequest:
     streaming: bool | str = False  # as the spec says: true, false or "auto" (preflight decides)
     streamed: StreamedSplits | None = None  # the streamed splits preflight opened (then no process loads the data)
     skip_corrupt: bool = False  # a streamed ImageFolder: files that are not readable images left out, counted
+    modality: str = "auto"  # as the spec says: auto, image (an ImageFolder tree on s3://) or text
 
 
-STREAM_FIELDS = ("streaming", "streamed", "skip_corrupt")  # DataRequest fields that are not load_splits' arguments
+STREAM_FIELDS = (
+    "streaming",
+    "streamed",
+    "skip_corrupt",
+    "modality",
+)  # DataRequest fields that are not load_splits' arguments
 
 
 @dataclass(frozen=True)
