@@ -384,4 +384,9 @@ CASES = [
         "data: image_size: the data is text",
         _run_spec("text-size", _with(arch="text-bag", data={"dataset": "tweet-sentiment", "image_size": 32})),
     ),
+    BadInput(
+        "modality-disagrees",
+        "data: modality: tweet-sentiment is text, not image",
+        _run_spec("modality", _with(arch="small-cnn", data={"dataset": "tweet-sentiment", "modality": "image"})),
+    ),
 ]
