@@ -133,7 +133,10 @@ def test_the_evaluation_task_streams_each_model_and_the_paragon_in_chunks(tmp_pa
     assert np.allclose(np.concatenate([c["new"] for c in chunks]), each[0], atol=1e-6)
     assert np.allclose(np.concatenate([c["paragon"] for c in chunks]), (each[1] + each[2]) / 2, atol=1e-6)
     assert not np.allclose(each[1], each[2])
-    assert np.allclose(bodies.eval_logits({"new": uris[0]}, plan.data)["new"], each[0], atol=1e-6)
+    ids = bodies.eval_predictions({"new": uris[0], "other": uris[1]}, plan.data)
+    assert np.array_equal(ids["new"], each[0].argmax(1)) and ids["new"].dtype == np.int64
+    named = list(bodies.eval_chunks({"a": uris[1]}, plan.data, ensemble=uris[1:]))  # uris[1] loaded once
+    assert np.allclose(np.concatenate([c["paragon"] for c in named]), (each[1] + each[2]) / 2, atol=1e-6)
 
 
 def _in_batches_of(size, logit_chunks):

@@ -107,13 +107,17 @@ def test_the_spec_precision_and_compile_mode_reach_the_training(tmp_path, monkey
     import numpy as np
     import torch
 
-    from workers.tasks.bodies import eval_logits, train_job
+    from workers.models.checkpoints import load_model
+    from workers.models.predict import predict_logits
+    from workers.tasks.bodies import train_job
+    from workers.tasks.resolve import cached_splits
 
     logits, records = {}, {}
     for precision in ("fp32", "bf16"):
         plan = preflight(spec(train={"epochs": 1, "precision": precision}, storage=str(tmp_path / precision)))
         records[precision] = train_job(plan.student_job())
-        logits[precision] = eval_logits({"new": records[precision].checkpoint}, plan.data)["new"]
+        model = load_model(records[precision].checkpoint)[0]
+        logits[precision] = predict_logits(model, cached_splits(plan.data).eval).numpy()
     assert records["bf16"].config["precision"] == "bf16" and records["fp32"].config["precision"] == "fp32"
     assert not np.allclose(logits["fp32"], logits["bf16"], atol=1e-4)
     modes = []

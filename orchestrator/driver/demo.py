@@ -185,15 +185,16 @@ class Verdict:
         ]
 
 
-def verdict(results: Sequence[PipelineResult], replica_logits: dict[str, np.ndarray], text: bool = False) -> Verdict:
-    """The demo's verdict from its three results and the replicas' eval logits (plain trainings of
-    v2's architecture, seeds of their own): NFR and ER of each against v1's predictions."""
+def verdict(results: Sequence[PipelineResult], replica_ids: dict[str, np.ndarray], text: bool = False) -> Verdict:
+    """The demo's verdict from its three results and the replicas' eval predictions (class ids or
+    logits; plain trainings of v2's architecture, seeds of their own): NFR and ER of each against
+    v1's predictions."""
     from workers.metrics import error_rate, negative_flip_rate
 
     elodi = results[-1]
     labels = np.load(elodi.labels)
     old = np.load(elodi.predictions["old"])
-    plain = [np.load(results[1].predictions["new"]), *replica_logits.values()]
+    plain = [np.load(results[1].predictions["new"]), *replica_ids.values()]
     paragon = elodi.metrics.get("paragon_vs_old")
     return Verdict(
         [negative_flip_rate(old, p, labels) for p in plain],
@@ -210,7 +211,7 @@ def run_demo(
 ) -> tuple[list[PipelineResult], Verdict]:
     """v1, then v2-none and v2-elodi against v1's registered version, and the verdict (Ray must be
     initialised)."""
-    from orchestrator.driver.evaluation import eval_split_logits
+    from orchestrator.driver.evaluation import eval_split_predictions
 
     results: list[PipelineResult] = []
     plan, documents = None, demo_specs(settings)
@@ -222,5 +223,5 @@ def run_demo(
         watch.display.prefix = f"{plan.spec.version} "
         results.append(run_pipeline(plan, settings.out / plan.spec.version, watch))
     assert plan is not None  # demo_specs gives three documents
-    replica_logits = eval_split_logits(plan, {r.name: r.checkpoint for r in results[-1].replicas})
-    return results, verdict(results, replica_logits, settings.text)
+    replica_ids = eval_split_predictions(plan, {r.name: r.checkpoint for r in results[-1].replicas})
+    return results, verdict(results, replica_ids, settings.text)

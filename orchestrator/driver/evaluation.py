@@ -102,13 +102,17 @@ def stream_eval_chunks(
         yield chunk
 
 
-def eval_split_logits(
+def eval_split_predictions(
     plan: Plan, checkpoints: Mapping[str, str], ensemble: Sequence[str] = ()
 ) -> dict[str, np.ndarray]:
-    """{name: N×C logits} of `stream_eval_chunks` joined, for callers that keep them in memory
-    (Tune's search, the demo's verdict)."""
-    chunks = list(stream_eval_chunks(plan, checkpoints, ensemble))
-    return {name: np.concatenate([chunk[name] for chunk in chunks]) for name in chunks[0]}
+    """{name: N int64 class ids} of `stream_eval_chunks` ("paragon" with `ensemble`), each chunk's
+    argmax taken as it comes, so no N×C array is held: 8 bytes a sample and model, for callers that
+    score several models against each other (Tune's search, the demo's verdict)."""
+    ids: dict[str, list[np.ndarray]] = {}
+    for chunk in stream_eval_chunks(plan, checkpoints, ensemble):
+        for name, logits in chunk.items():
+            ids.setdefault(name, []).append(class_ids(logits))
+    return {name: np.concatenate(parts) for name, parts in ids.items()}
 
 
 def evaluate(

@@ -253,10 +253,10 @@ def teacher_pool(
     training split, `ray.put` once: shared memory on a node) each actor holds the split and the
     student's requests carry only indices and augmentation draws; `streamed` (`train_split`
     None), the requests carry the streamed batches. `samples`: the training split's length. The
-    actors are killed and the
-    reservation released on the way out, also on an error or Ctrl-C. With `spread` the actors are
-    placed across nodes (SPREAD): the headroom left on each node is even, so that a data-parallel
-    student's workers, which Ray Train reserves separately, fit beside them."""
+    actors are killed and the reservation released on the way out, also on an error or Ctrl-C.
+    With `spread` the actors are placed across nodes (SPREAD): the headroom left on each node is
+    even, so that a data-parallel student's workers, which Ray Train reserves separately, fit
+    beside them."""
     r = spec.resources
     bundles = ([bundle(r.student)] if with_student else []) + [bundle(r.teacher)] * r.teacher_actors
     strategy = "PACK"
@@ -311,6 +311,6 @@ def serving_pool(
         return
     train = cached_splits(plan.data).train
     streamed = isinstance(train, StreamedSplit)
-    train_split = None if isinstance(train, StreamedSplit) else ray.put(shareable(train))
+    train_split = None if isinstance(train, StreamedSplit) else ray.put(shareable(train))  # (narrows train's type)
     with teacher_pool(plan.spec, groups, with_student, train_split, len(train), spread, streamed) as pool:
         yield pool

@@ -28,7 +28,7 @@ from typing import Any, TypedDict
 import numpy as np
 from ray import tune
 
-from orchestrator.driver.evaluation import eval_split_logits, evaluate
+from orchestrator.driver.evaluation import eval_split_predictions, evaluate
 from orchestrator.driver.plan import Plan, applied_params, pool_topk
 from orchestrator.driver.pool import serving_pool
 from orchestrator.driver.stages import train_replicas
@@ -67,30 +67,32 @@ def run_trial(
     plan: Plan,
     actors: list | None,
     groups: dict[str, list[str]],
-    old_eval_logits: np.ndarray,
+    old_eval_predictions: np.ndarray,
     trials_uri: str,
     train_split: Any = None,
+    samples: int | None = None,
 ) -> None:
     """One Tune trial, in a Tune worker: distil a student from the shared pool (or, without actors,
     from its teachers in its own process) into `trials_uri`/TRIAL_ID.pt, score it on the
-    regression-eval split against the old model, report per-epoch and final metrics."""
+    regression-eval split against the old model's class ids, report per-epoch and final metrics."""
     from orchestrator.driver.pool import TeacherPool
-    from workers.tasks.bodies import eval_logits, train_job
+    from workers.tasks.bodies import eval_predictions, train_job
 
     spec = trial_spec(plan.spec, config)
     job = plan.student_job(spec=spec, teachers=None if actors else groups)
     job = dataclasses.replace(job, checkpoint_uri=storage.join(trials_uri, f"{tune.get_context().get_trial_id()}.pt"))
     pool = None
     if actors:
-        pool = TeacherPool(actors, job.objective.references, train_split[0], pool_topk(job.objective, plan.num_classes))
+        topk = pool_topk(job.objective, plan.num_classes)
+        pool = TeacherPool(actors, job.objective.references, train_split[0], topk, samples=samples)
     record = train_job(
         job, pool, on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate})
     )
     labels = cached_splits(plan.data).eval.labels.numpy()
-    logits = eval_logits({"new": record.checkpoint}, plan.data, job.config.device, spec.allow_user_factories)["new"]
+    new = eval_predictions({"new": record.checkpoint}, plan.data, job.config.device, spec.allow_user_factories)["new"]
     tune.report(
         {
-            **update_report(old_eval_logits, logits, labels),
+            **update_report(old_eval_predictions, new, labels),
             "epoch": len(record.history),
             "val_error_rate": record.val_error_rate,
             "steps": record.steps,
@@ -166,11 +168,12 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
     replicas = train_replicas(plan, watch)
     replicas_seconds = time.perf_counter() - started
     labels = cached_splits(plan.data).eval.labels.numpy()
-    logits = eval_split_logits(plan, {"old": spec.old, **{r.name: r.checkpoint for r in replicas}})
-    paragon = np.mean([logits[r.name] for r in replicas], axis=0)  # φ_ens = (1/m) Σ_i φ^(i)
-    old_logits = logits["old"]
-    replica_ers = [error_rate(logits[r.name], labels) for r in replicas]
-    replica_nfrs = [negative_flip_rate(old_logits, logits[r.name], labels) for r in replicas]
+    # class ids of the old model, each replica and their paragon φ_ens = (1/m) Σ_i φ^(i) (mean logits)
+    checkpoints = {"old": spec.old, **{r.name: r.checkpoint for r in replicas}}
+    ids = eval_split_predictions(plan, checkpoints, [r.checkpoint for r in replicas])
+    old_ids = ids["old"]
+    replica_ers = [error_rate(ids[r.name], labels) for r in replicas]
+    replica_nfrs = [negative_flip_rate(old_ids, ids[r.name], labels) for r in replicas]
     groups = {"teacher": [r.checkpoint for r in replicas], "old": [spec.old]}
     with serving_pool(plan, groups, with_student=False) as pool:
         res = spec.resources.student
@@ -182,9 +185,10 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
                 plan=plan,
                 actors=pool.actors if pool else None,
                 groups=groups,
-                old_eval_logits=old_logits,
+                old_eval_predictions=old_ids,
                 trials_uri=trials_uri,
                 train_split=[pool.train_split] if pool else None,
+                samples=pool.samples if pool else None,
             ),
             {"cpu": res.cpus, "gpu": res.gpus},
         )
@@ -249,8 +253,8 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         replicas=replicas,
         replicas_seconds=replicas_seconds,
         search_seconds=search_seconds,
-        paragon=update_report(old_logits, paragon, labels),
-        old_error_rate=error_rate(old_logits, labels),
+        paragon=update_report(old_ids, ids["paragon"], labels),
+        old_error_rate=error_rate(old_ids, labels),
         teacher_batches_served=served,
         stopped_early=sorted(stopped),
     )

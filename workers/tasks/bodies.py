@@ -19,6 +19,7 @@ import torch
 
 from workers import storage
 from workers.data.stream import StreamedSplit
+from workers.metrics import class_ids
 from workers.models.checkpoints import classes_seen_of, load_model, save_checkpoint
 from workers.models.predict import logit_chunks
 from workers.progress import ProgressEvent
@@ -109,16 +110,19 @@ def eval_chunks(
     `ensemble`, also "paragon": φ_ens = (1/m) Σ_i φ^(i), the mean of those m checkpoints' logits.
     The split is read once and each checkpoint loaded once; no N×C array is held."""
     split = cached_splits(data).eval
+    by_uri = {uri: name for name, uri in checkpoints.items()}
+    members = [by_uri.get(uri, f"ensemble-{i}") for i, uri in enumerate(ensemble)]  # a checkpoint given twice runs once
     models = {}
-    for name, uri in [*checkpoints.items(), *((f"ensemble-{i}", uri) for i, uri in enumerate(ensemble))]:
-        model, settings = load_model(fetch_checkpoint(uri), allow_user_factories)
-        models[name] = (model, settings.inputs)
+    for name, uri in [*checkpoints.items(), *zip(members, ensemble)]:
+        if name not in models:
+            model, settings = load_model(fetch_checkpoint(uri), allow_user_factories)
+            models[name] = (model, settings.inputs)
     pending: list[dict[str, np.ndarray]] = []
     rows = 0
     for logits in logit_chunks(models, split, device=device):
         outputs = {name: logits[name].numpy().astype(np.float32) for name in checkpoints}
         if ensemble:
-            outputs["paragon"] = torch.stack([logits[f"ensemble-{i}"] for i in range(len(ensemble))]).mean(0).numpy()
+            outputs["paragon"] = torch.stack([logits[member] for member in members]).mean(0).numpy()
         pending.append(outputs)
         rows += len(next(iter(outputs.values())))
         if rows * sum(out[0].nbytes for out in outputs.values()) >= EVAL_CHUNK_BYTES:
@@ -132,12 +136,16 @@ def _joined(chunks: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {name: np.concatenate([chunk[name] for chunk in chunks]) for name in chunks[0]}
 
 
-def eval_logits(
+def eval_predictions(
     checkpoints: Mapping[str, str], data: DataRequest, device: str = "cpu", allow_user_factories: bool = False
 ) -> dict[str, np.ndarray]:
-    """{name: N×C float32 logits} of each checkpoint on the regression-eval split, in order (the
-    chunks of `eval_chunks` joined: for a Tune trial's score, which holds them in memory)."""
-    return _joined(list(eval_chunks(checkpoints, data, device, allow_user_factories)))
+    """{name: N int64 class ids} of each checkpoint on the regression-eval split, in order: each
+    chunk of `eval_chunks` reduced to its argmax as it comes (a Tune trial's score: 8 bytes a sample)."""
+    ids: dict[str, list[np.ndarray]] = {}
+    for chunk in eval_chunks(checkpoints, data, device, allow_user_factories):
+        for name, logits in chunk.items():
+            ids.setdefault(name, []).append(class_ids(logits))
+    return {name: np.concatenate(parts) for name, parts in ids.items()}
 
 
 def bcwi_job(
