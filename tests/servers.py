@@ -11,6 +11,7 @@ process group). Nothing is skipped when a tool is missing: CI installs everythin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import random
@@ -227,6 +228,25 @@ def s3_settings(endpoint: str, access_key: str, secret_key: str) -> dict:
         "AWS_SECRET_ACCESS_KEY": secret_key,
         **CHECKSUM_ENV,
     }
+
+
+def data_settings(endpoint: str, access_key: str, secret_key: str) -> dict:
+    """What a process reading a data source on the S3 server needs: `s3_settings` and a region."""
+    return {**s3_settings(endpoint, access_key, secret_key), "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@contextlib.contextmanager
+def s3_environment(monkeypatch, env: dict):
+    """This test process with `env` set (monkeypatch undoes it) and the storage's boto3 client made anew."""
+    from workers import storage
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    storage._client.cache_clear()
+    try:
+        yield
+    finally:
+        storage._client.cache_clear()
 
 
 def s3_client(endpoint: str, access_key: str, secret_key: str):

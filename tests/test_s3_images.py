@@ -11,8 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from servers import CHECKSUM_ENV, s3_client, start_seaweedfs
-from workers import storage
+from servers import data_settings, s3_client, s3_environment, start_seaweedfs
 from workers.data.sources import DataError
 
 BUCKET = "photos"
@@ -42,13 +41,7 @@ def s3_tree(tmp_path_factory, fashion_mnist):
             body, name = (whole[: len(whole) // 2], "004-cut") if i == 4 else (whole, f"{i:03d}")
             client.put_object(Bucket=BUCKET, Key=f"broken/a/{name}.png", Body=body)
         client.put_object(Bucket=BUCKET, Key="broken/b/good.png", Body=whole)
-        env = {
-            "AWS_ENDPOINT_URL_S3": server.endpoint,
-            "AWS_ACCESS_KEY_ID": access_key,
-            "AWS_SECRET_ACCESS_KEY": secret_key,
-            "AWS_DEFAULT_REGION": "us-east-1",
-            **CHECKSUM_ENV,
-        }
+        env = data_settings(server.endpoint, access_key, secret_key)
         yield root, env
     finally:
         server.stop()
@@ -57,11 +50,8 @@ def s3_tree(tmp_path_factory, fashion_mnist):
 @pytest.fixture
 def s3_env(s3_tree, monkeypatch):
     root, env = s3_tree
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    storage._client.cache_clear()
-    yield root
-    storage._client.cache_clear()
+    with s3_environment(monkeypatch, env):
+        yield root
 
 
 def test_an_image_tree_on_s3_is_the_local_trees_splits_and_pixels(ray_cluster, s3_env):

@@ -10,7 +10,7 @@ import secrets
 import pytest
 import torch
 
-from servers import CHECKSUM_ENV, s3_client, start_seaweedfs
+from servers import data_settings, s3_client, s3_environment, start_seaweedfs
 from workers import storage
 from workers.data.sources import DataError
 
@@ -28,13 +28,7 @@ def s3_shards(tmp_path_factory, tweet_shards):
         for part in sorted(folder.glob("*.parquet")):
             client.upload_file(str(part), BUCKET, f"tweets/{part.name}")
         client.put_object(Bucket=BUCKET, Key="tweets/README.txt", Body=b"not a shard")
-        env = {
-            "AWS_ENDPOINT_URL_S3": server.endpoint,
-            "AWS_ACCESS_KEY_ID": access_key,
-            "AWS_SECRET_ACCESS_KEY": secret_key,
-            "AWS_DEFAULT_REGION": "us-east-1",
-            **CHECKSUM_ENV,
-        }
+        env = data_settings(server.endpoint, access_key, secret_key)
         yield folder, env
     finally:
         server.stop()
@@ -43,11 +37,8 @@ def s3_shards(tmp_path_factory, tweet_shards):
 @pytest.fixture
 def s3_env(s3_shards, monkeypatch):
     folder, env = s3_shards
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    storage._client.cache_clear()
-    yield folder
-    storage._client.cache_clear()
+    with s3_environment(monkeypatch, env):
+        yield folder
 
 
 def test_shards_on_s3_open_as_the_same_splits_as_a_local_copy(s3_env):
