@@ -327,6 +327,20 @@ def test_the_stream_teachers_benchmark_reports_each_path_against_todays_pool():
     assert "top-5 values within 2.0e-03, 99 % of the classes equal" in text
 
 
+def test_the_stream_fidelity_benchmark_says_whether_the_paths_differ_within_noise():
+    from benchmarks.stream_fidelity import report
+
+    seeds = [
+        {"seed": 0, "in memory": 0.20, "streamed": 0.21},
+        {"seed": 1, "in memory": 0.22, "streamed": 0.22},
+        {"seed": 2, "in memory": 0.21, "streamed": 0.23},
+    ]
+    apart = [{**row, "streamed": row["in memory"] + 0.05} for row in seeds]
+    text = report({"epochs": 4, "date": "d", "machine": "m", "torch": "t", "data": {"same": seeds, "apart": apart}})
+    assert "| same | 3 | 21.00 ± 1.00 | 22.00 ± 1.00 | +1.00 | 2.00 | **yes** |" in text
+    assert "| apart | 3 | 21.00 ± 1.00 | 26.00 ± 1.00 | +5.00 | 2.00 | **no** |" in text
+
+
 def test_the_spec_reference_states_the_streaming_bounds_the_code_uses():
     from orchestrator.driver.model_inputs import TOKENIZER_SAMPLE
     from orchestrator.driver.stream_plan import STREAMING_BUDGET_BYTES
