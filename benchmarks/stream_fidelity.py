@@ -16,21 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
-import platform
 import statistics
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import ray
 import torch
 
 from benchmarks.report import markdown_table, write_section
-from benchmarks.streaming import write_image_folder, write_tweet_shards
+from benchmarks.streaming import machine, streaming_data
 from orchestrator.driver.image_streams import open_image_stream
 from orchestrator.driver.streams import TableSplit, open_table_stream
 from workers.data.input_spec import InputSpec
@@ -101,22 +96,14 @@ def main() -> None:
     if args.report:
         write_section(args.out, HEADING, report(json.loads(RESULTS.read_text())))
         return
-    torch.set_num_threads(1)
-    ray.init(num_cpus=os.cpu_count() or 2, logging_level=logging.ERROR, include_dashboard=False)
-    with tempfile.TemporaryDirectory(prefix="congruent-stream-fidelity-") as tmp:
-        texts, images = Path(tmp, "tweets"), Path(tmp, "images")
-        texts.mkdir()
-        images.mkdir()
-        write_tweet_shards(texts)
-        write_image_folder(images, args.images)
+    with streaming_data(args.images) as (texts, images):
         data = {
             "tweets, text-linear": text_rates(texts, args.epochs, args.seeds),
             f"{args.images:,} Fashion-MNIST PNGs, small-cnn": image_rates(images, args.epochs, args.seeds),
         }
-    ray.shutdown()
     results = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}",
+        "machine": machine(),
         "torch": torch.__version__,
         "epochs": args.epochs,
         "data": data,

@@ -28,10 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import platform
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +39,7 @@ import ray
 import torch
 
 from benchmarks.report import markdown_table, write_section
-from benchmarks.streaming import rates, write_image_folder, write_tweet_shards
+from benchmarks.streaming import machine, rates, streaming_data
 from orchestrator.driver.image_readers import decode_images
 from orchestrator.driver.image_streams import DECODE_BATCH, ImageSplit, open_image_stream
 from orchestrator.driver.pool import PooledTeacher, TeacherPool, shareable
@@ -283,20 +280,14 @@ def main() -> None:
     if args.report:
         write_section(args.out, HEADING, report(json.loads(RESULTS.read_text())))
         return
-    torch.set_num_threads(1)
-    ray.init(num_cpus=os.cpu_count() or 2, logging_level=logging.ERROR, include_dashboard=False)
-    with tempfile.TemporaryDirectory(prefix="congruent-stream-teachers-") as tmp:
-        texts, images, models = Path(tmp, "tweets"), Path(tmp, "images"), Path(tmp, "models")
-        for folder in (texts, images, models):
-            folder.mkdir()
-        write_tweet_shards(texts)
-        write_image_folder(images, args.images)
+    with streaming_data(args.images) as (texts, images):
+        models = texts.parent / "models"
+        models.mkdir()
         rows, check = image_rows(images, models, args.epochs)
         rows += text_rows(texts, models, args.epochs)
-    ray.shutdown()
     results = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}",
+        "machine": machine(),
         "torch": torch.__version__,
         "ray": ray.__version__,
         "epochs": args.epochs,

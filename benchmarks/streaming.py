@@ -18,12 +18,14 @@ Teachers are freshly initialised models: their arithmetic, not their accuracy, s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import platform
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,29 @@ def write_tweet_shards(folder: Path, shards: int = 8) -> None:
             "sentiment": [tweets.classes[int(tweets.labels[i])] for i in rows],
         }
         pq.write_table(pa.table(table), folder / f"part-{shard:02d}.parquet")
+
+
+@contextlib.contextmanager
+def streaming_data(images: int) -> Iterator[tuple[Path, Path]]:
+    """What the streaming benchmarks read, and the Ray that reads it: a Ray on this machine's cores
+    (this process keeps one torch thread) and, in a temporary folder, the tweets as 8 parquet shards
+    and `images` Fashion-MNIST PNGs as an ImageFolder. Ray stops and the folder goes on the way out."""
+    torch.set_num_threads(1)
+    ray.init(num_cpus=os.cpu_count() or 2, logging_level=logging.ERROR, include_dashboard=False)
+    try:
+        with tempfile.TemporaryDirectory(prefix="congruent-stream-") as tmp:
+            texts, tree = Path(tmp, "tweets"), Path(tmp, "images")
+            texts.mkdir()
+            tree.mkdir()
+            write_tweet_shards(texts)
+            write_image_folder(tree, images)
+            yield texts, tree
+    finally:
+        ray.shutdown()
+
+
+def machine() -> str:
+    return f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}"
 
 
 def write_image_folder(folder: Path, count: int) -> None:
@@ -163,21 +188,13 @@ def main() -> None:
     if args.report:
         write_section(args.out, HEADING, report(json.loads(RESULTS.read_text())))
         return
-    torch.set_num_threads(1)
-    ray.init(num_cpus=os.cpu_count() or 2, logging_level=logging.ERROR, include_dashboard=False)
-    with tempfile.TemporaryDirectory(prefix="congruent-stream-") as tmp:
-        texts, images = Path(tmp, "tweets"), Path(tmp, "images")
-        texts.mkdir()
-        images.mkdir()
-        write_tweet_shards(texts)
-        write_image_folder(images, args.images)
+    with streaming_data(args.images) as (texts, images):
         rows, sizes = text_rows(texts, args.epochs)
         more, decode_rate = image_rows(images, args.epochs)
     rows += more
-    ray.shutdown()
     results = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}",
+        "machine": machine(),
         "torch": torch.__version__,
         "ray": ray.__version__,
         "epochs": args.epochs,

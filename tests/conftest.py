@@ -110,6 +110,27 @@ def run_update(document: dict, run_dir: Path):
     return run_pipeline(preflight(parse_spec(document)), Path(run_dir), StageWatch())
 
 
+def cli_runs(documents: dict[str, dict], folder: Path, ray_address: str, env: dict) -> dict[str, dict]:
+    """`congruent run SPEC --ray-address ADDRESS --json` of each {version: spec document} in turn, each
+    in a subprocess with `env` and `--out FOLDER/VERSION`; their JSON results by version (a failed
+    run fails the test with the tail of its stderr)."""
+    import json
+    import subprocess
+    import sys
+
+    results = {}
+    for version, document in documents.items():
+        spec = folder / f"{version}.yaml"
+        spec.write_text(yaml.safe_dump(document))
+        argv = ["run", str(spec), "--ray-address", ray_address, "--out", str(folder / version), "--json"]
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *argv], env=env, capture_output=True, text=True, timeout=900
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        results[version] = json.loads(done.stdout)
+    return results
+
+
 @pytest.fixture(scope="session")
 def tweet_shards(tmp_path_factory):
     """3,000 real tweets (every 12th of the corpus: all three classes) in three parquet shards."""

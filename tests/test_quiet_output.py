@@ -123,19 +123,14 @@ def s3_env(tmp_path, monkeypatch):
     """A SeaweedFS S3 on 127.0.0.1 with a bucket `runs`, this process's environment pointed at it."""
     import secrets
 
-    from servers import CHECKSUM_ENV, start_seaweedfs
-    from workers import storage
+    from servers import data_settings, s3_environment, start_seaweedfs
 
     access_key, secret_key = "test" + secrets.token_hex(8), secrets.token_urlsafe(32)
     server = start_seaweedfs(tmp_path / "seaweedfs", access_key, secret_key, buckets=("runs",))
-    env = {"AWS_ENDPOINT_URL_S3": server.endpoint, "AWS_ACCESS_KEY_ID": access_key, **CHECKSUM_ENV}
-    for key, value in {**env, "AWS_SECRET_ACCESS_KEY": secret_key, "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    storage._client.cache_clear()
     try:
-        yield
+        with s3_environment(monkeypatch, data_settings(server.endpoint, access_key, secret_key)):
+            yield
     finally:
-        storage._client.cache_clear()
         server.stop()
 
 

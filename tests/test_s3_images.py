@@ -108,11 +108,10 @@ def test_an_update_on_an_s3_image_tree_registers_with_its_nfr(ray_cluster, s3_tr
     every teacher batch delivered once."""
     import json
     import os
-    import subprocess
-    import sys
 
-    import yaml
     from mlflow import MlflowClient
+
+    from conftest import cli_runs
 
     _, env = s3_tree
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -125,19 +124,10 @@ def test_an_update_on_an_s3_image_tree_registers_with_its_nfr(ray_cluster, s3_tr
         "train": {"epochs": 1, "batch_size": 32},
     }
     pooled = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2}
-    results = {}
-    for version, fields in (
-        ("v1", {"method": {"name": "none"}, "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}}}),
-        ("v2", {"old": "s3-photos/1", "method": {"name": "elodi", "m": 2, "k": 3}, "resources": pooled}),
-    ):
-        spec = tmp_path / f"{version}.yaml"
-        spec.write_text(yaml.safe_dump({**common, "version": version, **fields}))
-        argv = ["run", str(spec), "--ray-address", ray_cluster.address, "--out", str(tmp_path / version), "--json"]
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestrator", *argv], env=environment, capture_output=True, text=True, timeout=900
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        results[version] = json.loads(done.stdout)
+    plain = {"method": {"name": "none"}, "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}}}
+    elodi = {"old": "s3-photos/1", "method": {"name": "elodi", "m": 2, "k": 3}, "resources": pooled}
+    documents = {"v1": {**common, "version": "v1", **plain}, "v2": {**common, "version": "v2", **elodi}}
+    results = cli_runs(documents, tmp_path, ray_cluster.address, environment)
     assert [results[v]["registered_version"] for v in ("v1", "v2")] == ["1", "2"]
     versions = MlflowClient(tracking_uri=uri, registry_uri=uri).search_model_versions("name='s3-photos'")
     tags = {str(mv.version): mv.tags for mv in versions}

@@ -123,15 +123,12 @@ def test_an_update_on_s3_shards_registers_with_its_nfr_chain(ray_cluster, s3_sha
     stage tasks, on a cluster whose workers were started without the S3 environment, read the
     shards with the driver's AWS_* variables (its runtime_env); both versions register on one eval
     split, v2 with its NFR against v1 equal to `congruent compare` on their predictions."""
-    import json
     import os
-    import subprocess
-    import sys
 
     import numpy as np
-    import yaml
     from mlflow import MlflowClient
 
+    from conftest import cli_runs
     from orchestrator.driver.compare import compare_predictions
 
     _, env = s3_shards
@@ -146,19 +143,11 @@ def test_an_update_on_s3_shards_registers_with_its_nfr_chain(ray_cluster, s3_sha
         "tokenizer": {"vocab_size": 1500, "max_length": 40},
         "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}},
     }
-    results = {}
-    for version, fields in (
-        ("v1", {"method": {"name": "none"}}),
-        ("v2", {"old": "s3-tweets/1", "method": {"name": "elodi", "m": 2, "k": 3}}),
-    ):
-        spec = tmp_path / f"{version}.yaml"
-        spec.write_text(yaml.safe_dump({**common, "version": version, **fields}))
-        argv = ["run", str(spec), "--ray-address", ray_cluster.address, "--out", str(tmp_path / version), "--json"]
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestrator", *argv], env=environment, capture_output=True, text=True, timeout=900
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        results[version] = json.loads(done.stdout)
+    documents = {
+        "v1": {**common, "version": "v1", "method": {"name": "none"}},
+        "v2": {**common, "version": "v2", "old": "s3-tweets/1", "method": {"name": "elodi", "m": 2, "k": 3}},
+    }
+    results = cli_runs(documents, tmp_path, ray_cluster.address, environment)
     assert [results[v]["registered_version"] for v in ("v1", "v2")] == ["1", "2"]
     versions = MlflowClient(tracking_uri=uri, registry_uri=uri).search_model_versions("name='s3-tweets'")
     tags = {str(mv.version): mv.tags for mv in versions}
