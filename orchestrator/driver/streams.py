@@ -13,7 +13,9 @@ split, read, decoded and tokenized on Ray's CPU workers in batches, so no proces
   a file-based `read_*` lists its files in a task of one CPU, which is why the names come from here).
 - **Order** (`StreamedSplit.epoch`): the files in an order seeded by (seed, epoch), then a seeded
   local shuffle buffer of `SHUFFLE_BUFFER` batches, with Ray Data's `preserve_order` on, so a rerun
-  with the same seed reads the same batches. Ray Data cannot resume inside an epoch
+  with the same seed reads the same batches. A text split reads and tokenizes its shards in its first
+  epoch only and keeps the rows for the later ones (token_cache.py, which also says how those are
+  ordered and what a resumed run reads). Ray Data cannot resume inside an epoch
   (ray-project/ray#37633, #48224): a resumed run restarts the epoch its last checkpoint ended
   before, which is where Congruent's checkpoints are written anyway.
 - **Augmentation** is not the stream's: the trainer draws each image's from (seed, epoch, id).
@@ -45,6 +47,7 @@ from orchestrator.driver.table_readers import (
     shard_batches,
     shard_rows,
 )
+from orchestrator.driver.token_cache import TokenCache
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, split_codes, text_keys
@@ -208,25 +211,59 @@ class TableSplit(StreamedSplit):
         self.shards, self.split, self.fractions = shards, split, fractions
         self.classes, self.named, self.labels = classes, named, labels
         self.reading = TableReading(shards, split, fractions, classes, named)  # what its reading tasks get
+        self.kept: TokenCache | None = None  # the first epoch's rows, for the later ones
 
-    def _batches(self, batch_size: int, inputs: InputSpec | None, seed: int | None) -> Iterator[Batch]:
-        if inputs is None or inputs.tokenizer is None:
-            raise ValueError("a streamed text split is read through a text model's tokenizer: give its InputSpec")
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "kept": None}  # a process's kept tokens stay in it
+
+    def _rows(self, batch_size: int, inputs: InputSpec, seed: int | None) -> Iterator[dict[str, np.ndarray]]:
         encoded = files_dataset(self.shards.files, seed, shard_rows, 1, reading=self.reading, inputs=inputs)
         buffer = None if seed is None else SHUFFLE_BUFFER * batch_size
-        digest = tokens_digest(inputs)
-        for rows in encoded.iter_batches(
+        yield from encoded.iter_batches(
             batch_size=batch_size, batch_format="numpy", local_shuffle_buffer_size=buffer, local_shuffle_seed=seed
-        ):
-            values, lengths, texts = tensor(rows["values"]), tensor(rows["length"]), tuple(rows["text"])
-            yield Batch(tensor(rows["id"]), None, values, lengths, tensor(rows["label"]), texts, digest)
+        )
+
+    @staticmethod
+    def _batch(rows: dict[str, np.ndarray], digest: str) -> Batch:
+        values, lengths, texts = tensor(rows["values"]), tensor(rows["length"]), tuple(rows["text"])
+        return Batch(tensor(rows["id"]), None, values, lengths, tensor(rows["label"]), texts, digest)
 
     def epoch(self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
-        order = seed * 100_003 + epoch
-        return self._batches(batch_size, inputs, order)
+        """The epoch's batches: the first epoch read from the shards and kept, the later ones from
+        what was kept (token_cache.py: the order, and what a resumed run reads)."""
+        inputs = self._reading(inputs)
+        digest = tokens_digest(inputs)
+        key, first = (seed, digest, batch_size), seed * 100_003
+        kept = self.kept if self.kept is not None and self.kept.key == key else None
+        if kept is not None and kept.dropped:
+            yield from (self._batch(rows, digest) for rows in self._rows(batch_size, inputs, first + epoch))
+            return
+        if kept is None or not kept.complete:
+            if self.kept is not None:
+                self.kept.close()
+            self.kept = kept = TokenCache(key)
+            for rows in self._rows(batch_size, inputs, first):
+                kept.add(rows)
+                if epoch == 0:
+                    yield self._batch(rows, digest)
+            if not kept.finish() and epoch > 0:
+                yield from (self._batch(rows, digest) for rows in self._rows(batch_size, inputs, first + epoch))
+            if epoch == 0 or not kept.complete:
+                return
+        yield from (
+            self._batch(rows, digest) for rows in kept.batches(batch_size, None if epoch == 0 else first + epoch)
+        )
 
     def chunks(self, batch_size: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
-        return self._batches(batch_size, inputs, None)
+        inputs = self._reading(inputs)
+        digest = tokens_digest(inputs)
+        return (self._batch(rows, digest) for rows in self._rows(batch_size, inputs, None))
+
+    @staticmethod
+    def _reading(inputs: InputSpec | None) -> InputSpec:
+        if inputs is None or inputs.tokenizer is None:
+            raise ValueError("a streamed text split is read through a text model's tokenizer: give its InputSpec")
+        return inputs
 
     def texts(self, limit: int) -> list[str]:
         """The first `limit` texts of this split in its fixed order (what a tokenizer trains on),
@@ -234,7 +271,7 @@ class TableSplit(StreamedSplit):
         out: list[str] = []
         for file in self.shards.files:
             for table in shard_batches(self.shards, file):
-                texts, _, keep = rows_of(table, self.reading)
+                texts, _, keep, _ = rows_of(table, self.reading)
                 out += [t for t, k in zip(texts, keep) if k][: limit - len(out)]
                 if len(out) >= limit:
                     return out

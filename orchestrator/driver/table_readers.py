@@ -44,9 +44,6 @@ class TableReading:
     classes: tuple[str, ...]
     named: bool  # labels are class names (else integer ids)
 
-    def codes(self, texts: list[str]) -> np.ndarray:
-        return split_codes(key_hashes(text_keys(texts)), *self.fractions)
-
     def label_ids(self, raw: list[Any]) -> np.ndarray:
         """Class ids of raw labels as the scan read them: names by the class list, integers as given."""
         if self.named:
@@ -60,12 +57,12 @@ def opened(file: str) -> Any:
     return open_input(file) if is_remote(file) else file
 
 
-def rows_of(table: Any, reading: TableReading) -> tuple[list[str], list[Any], np.ndarray]:
-    """(texts, raw labels, mask) of a pyarrow batch's rows in the split."""
+def rows_of(table: Any, reading: TableReading) -> tuple[list[str], list[Any], np.ndarray, np.ndarray]:
+    """(texts, raw labels, mask of the rows in the split, every row's key hash) of a pyarrow batch."""
     texts = table.column(reading.shards.text_column).to_pylist()
     raw = table.column(reading.shards.label_column).to_pylist()
-    keep = reading.codes([t if isinstance(t, str) else "" for t in texts]) == reading.split
-    return texts, raw, keep
+    hashes = key_hashes(text_keys([t if isinstance(t, str) else "" for t in texts]))
+    return texts, raw, split_codes(hashes, *reading.fractions) == reading.split, hashes
 
 
 def shard_rows(
@@ -82,13 +79,13 @@ def text_rows(table: Any, reading: TableReading, inputs: InputSpec) -> dict[str,
     """A read batch's rows of the split: ids, token ids padded to max_length, lengths, class ids."""
     from workers.data.tokenizer import encode_token_arrays
 
-    texts, raw, keep = rows_of(table, reading)
+    texts, raw, keep, hashes = rows_of(table, reading)
     chosen = [t for t, k in zip(texts, keep) if k]
     ids, lengths = encode_token_arrays(inputs, chosen)
     values = np.zeros((len(chosen), inputs.max_length), dtype=np.int32)
     values[:, : ids.shape[1]] = ids
     return {
-        "id": sample_ids(key_hashes(text_keys(chosen))),
+        "id": sample_ids(hashes[keep]),
         "values": values,
         "length": lengths,
         "label": reading.label_ids([r for r, k in zip(raw, keep) if k]),
