@@ -42,7 +42,7 @@ from workers.data.encoded import encode
 from workers.data.input_spec import InputSpec
 from workers.data.keys import TRAIN, key_hashes, split_codes, text_keys
 from workers.data.sources import load_image_folder, load_images
-from workers.data.stream import StreamedInputs
+from workers.data.stream import StreamedInputs, StreamedSplits
 from workers.data.text import load_tweet_sentiment
 from workers.data.tokenizer import text_input
 from workers.models.checkpoints import ModelSettings
@@ -99,17 +99,21 @@ def write_image_folder(folder: Path, count: int) -> None:
         Image.fromarray(pool.images[i, 0].numpy()).save(folder / label / f"{i:06d}.png")
 
 
-def rates(result: object) -> tuple[float, float]:
-    """Samples/s of a training's first epoch, and of the later ones pooled (steady state: a
-    streamed source's first epoch also starts its Ray Data reader processes)."""
+def rates(result: object) -> dict[str, float]:
+    """Samples/s of a training's first epoch, and of the later ones pooled (steady state: a streamed
+    source's first epoch also starts its Ray Data reader processes and, for text, tokenizes; its
+    later epochs read the kept first epoch)."""
     history = result.history  # type: ignore[attr-defined]
     later = history[1:]
-    seconds = sum(h.seconds for h in later)
-    return history[0].samples_per_second, sum(h.samples_per_second * h.seconds for h in later) / seconds
+    steady = sum(h.samples_per_second * h.seconds for h in later) / sum(h.seconds for h in later)
+    return {"first_epoch_samples_per_second": history[0].samples_per_second, "samples_per_second": steady}
 
 
 def text_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    splits = open_table_stream(str(folder / "*.parquet"), label_column="sentiment")
+    def opened() -> StreamedSplits:
+        return open_table_stream(str(folder / "*.parquet"), label_column="sentiment")
+
+    splits = opened()
     tweets = load_tweet_sentiment()
     order = [i for shard in range(8) for i in range(shard, len(tweets), 8)]  # the shards' row order
     codes = split_codes(key_hashes(text_keys([tweets.texts[i] for i in order])), 0.1, 0.2)
@@ -121,7 +125,8 @@ def text_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], dict[str
     config = TrainConfig(epochs=epochs, batch_size=64, lr=4.0, weight_decay=1e-5)
     rows = []
     for method in ("none", "elodi"):
-        for where, data in (("in memory", memory), ("streamed", splits.train)):
+        for where in ("in memory", "streamed"):  # each streamed training opens its source: nothing kept
+            data = memory if where == "in memory" else opened().train
             references = None
             if method == "elodi":
                 teachers = [settings.build(seed=10 + i) for i in range(2)]
@@ -140,7 +145,7 @@ def text_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], dict[str
                     "data": "tweets",
                     "training": "plain text-linear" if method == "none" else "ELODI student, 2 teachers",
                     "path": where,
-                    **dict(zip(("first_epoch_samples_per_second", "samples_per_second"), rates(result))),
+                    **rates(result),
                     "wall_seconds": time.perf_counter() - started,
                 }
             )
@@ -170,7 +175,7 @@ def image_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], float]:
                 "data": "Fashion-MNIST PNGs",
                 "training": "plain small-cnn",
                 "path": where,
-                **dict(zip(("first_epoch_samples_per_second", "samples_per_second"), rates(result))),
+                **rates(result),
                 "wall_seconds": time.perf_counter() - started,
             }
         )
@@ -212,6 +217,7 @@ def report(results: dict) -> str:
     for memory, streamed in zip(rows[::2], rows[1::2]):
         ratio = streamed["samples_per_second"] / memory["samples_per_second"]
         first = streamed["first_epoch_samples_per_second"] / memory["first_epoch_samples_per_second"]
+        whole = memory["wall_seconds"] / streamed["wall_seconds"]
         table.append(
             [
                 memory["data"],
@@ -220,6 +226,7 @@ def report(results: dict) -> str:
                 f"{streamed['samples_per_second']:,.0f}",
                 f"**{ratio:.2f}×**",
                 f"{first:.2f}×",
+                f"{whole:.2f}×",
             ]
         )
     headers = [
@@ -229,13 +236,20 @@ def report(results: dict) -> str:
         "streamed, samples/s",
         "streamed / in memory",
         "first epoch: streamed / in memory",
+        "whole training (wall): streamed / in memory",
     ]
     pairs = list(zip(rows[::2], rows[1::2]))
-    text = [streamed["samples_per_second"] / memory["samples_per_second"] for memory, streamed in pairs]
     verdicts = "; ".join(
-        f"{memory['training']} {ratio:.2f}× ({'met' if ratio >= 0.7 else 'missed'})"
-        for memory, ratio in zip(rows[::2], text)
+        f"{memory['training']} {later:.2f}× over epochs 2–{results['epochs']} ({'met' if later >= 0.7 else 'missed'}), "
+        f"{whole:.2f}× by the whole training's wall time ({'met' if whole >= 0.7 else 'missed'})"
+        for memory, streamed in pairs
         if memory["data"] == "tweets"
+        for later, whole in [
+            (
+                streamed["samples_per_second"] / memory["samples_per_second"],
+                memory["wall_seconds"] / streamed["wall_seconds"],
+            )
+        ]
     )
     sizes = results["tweet_splits"]
     return f"""Command: `python -m benchmarks.streaming --epochs {results["epochs"]}`, {results["date"]}, \
@@ -243,7 +257,12 @@ def report(results: dict) -> str:
 `{RESULTS}`. Tweets: {sizes["train"]:,} train samples (hash split), 8 parquet shards; images: \
 Fashion-MNIST as an ImageFolder of PNGs. The torch threads are one; Ray Data's readers use the \
 other core. Samples/s are over epochs 2–{results["epochs"]} (steady state); a streamed source's first \
-epoch also starts its reader processes (a few seconds, once per worker process), shown apart.
+epoch also starts its reader processes (a few seconds, once per worker process), shown apart. The \
+whole training's wall time is each `train` call's, on the same samples: in memory it includes \
+tokenizing the texts, streamed the reader start, reading and tokenizing. A streamed text split \
+reads and tokenizes its shards in the first epoch only and keeps the rows on local disk; the later \
+epochs read them back (`orchestrator/driver/token_cache.py`). \
+Each streamed training opens its source anew, so none starts with rows another one kept.
 
 {markdown_table(headers, table)}
 
