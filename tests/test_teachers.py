@@ -19,19 +19,25 @@ def checkpoints(tmp_path):
 
 
 def test_teacher_actor_serves_group_means_and_top_k(checkpoints):
+    from workers.data import Batch, to_model_input
+
     settings, paths = checkpoints
     actor = TeacherActor({"teacher": paths[:2], "old": paths[2:]})
-    x = torch.randn(4, 1, 28, 28)
-    readonly = x.numpy().copy()
-    readonly.setflags(write=False)  # arrays from Ray's object store are read-only
-    out = actor.logits(readonly, {"teacher": 3})
+    images = np.random.default_rng(0).integers(0, 256, (6, 1, 28, 28), dtype=np.uint8)
+    images.setflags(write=False)  # arrays from Ray's object store are read-only
+    actor.hold_split(images)
+    batch = Batch(torch.tensor([4, 1, 0, 5], dtype=torch.int32))
+    x = to_model_input(torch.from_numpy(images[[4, 1, 0, 5]].copy()), settings.inputs.mean, settings.inputs.std)
+    out = actor.logits_of(batch, {"teacher": 3})
     expected = FrozenModels([settings.build(seed=0), settings.build(seed=1)])(x)
     values, indices = out["teacher"]
     assert values.shape == (4, 3) and indices.dtype == np.int32
     assert np.allclose(values, expected.topk(3).values.numpy(), atol=1e-6)
+    assert np.array_equal(indices, expected.topk(3).indices.numpy())
     assert np.allclose(out["old"], settings.build(seed=2).eval()(x).detach().numpy(), atol=1e-6)
-    assert actor.logits(readonly)["teacher"].shape == (4, 10)
-    assert actor.info()["batches_served"] == 2
+    assert actor.logits_of(batch, names=["teacher"]).keys() == {"teacher"}
+    assert actor.logits_of(batch)["teacher"].shape == (4, 10)
+    assert actor.info()["batches_served"] == 3
 
 
 def test_bcwi_sweep_picks_lowest_nfr_within_the_error_budget():

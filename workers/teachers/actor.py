@@ -9,7 +9,7 @@ from Ray's object store, shared by the actors of a node, or texts: `hold_split`)
 very inputs itself. Made for a streamed split (`streamed`), it answers a streamed batch, which
 carries its samples (uint8 images or token ids and texts, and the draws), each group reading it
 through its own inputs. The logits of unaugmented samples are kept by the pool's client, in the
-student's process (orchestrator/driver/pool.py). `logits(inputs)` takes model inputs.
+student's process (orchestrator/driver/pool.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from workers.data import Batch, to_model_input
+from workers.data import Batch
 from workers.data.encoded import EncodedSplit, encode
 from workers.data.input_spec import InputSpec
 from workers.data.stream import StreamedInputs
@@ -76,28 +76,16 @@ class TeacherActor:
     def logits_of(
         self, batch: Batch, topk: Mapping[str, int] | None = None, names: Sequence[str] | None = None
     ) -> Answer:
-        """`logits` of the training batch `batch` (indices and augmentation draws), each group's
-        input built here from the training split this actor holds."""
+        """{group: B×C mean logits} of the training batch `batch` or, for groups in `topk`, (B×K
+        values, B×K int32 class indices); only the groups in `names` when given. Each group's input
+        is built here: from the training split this actor holds (`batch`: indices and augmentation
+        draws), or from the samples a streamed batch carries."""
         if batch.values is not None:  # a streamed batch carries its samples
             return self._answer(lambda name: self.groups[name].of_streamed(batch), topk, names)
         if self.split is None:
-            raise RuntimeError("this teacher actor holds no training split; send inputs to logits()")
+            raise RuntimeError("this teacher actor holds no training split: hold_split first, or send a streamed batch")
         split = self.split
         return self._answer(lambda name: self.groups[name](split[name].batch(batch)), topk, names)
-
-    def logits(
-        self, inputs: np.ndarray, topk: Mapping[str, int] | None = None, names: Sequence[str] | None = None
-    ) -> Answer:
-        """{group: B×C mean logits} or, for groups in `topk`, (B×K values, B×K int32 class indices);
-        only the groups in `names` when given. uint8 images are normalised as each group reads
-        them; float inputs are model inputs already."""
-        x = torch.from_numpy(np.array(inputs))  # read-only arrays: copy
-
-        def model_input(name: str) -> torch.Tensor:
-            spec = self.inputs[name]
-            return to_model_input(x, spec.mean, spec.std) if x.dtype == torch.uint8 else x
-
-        return self._answer(lambda name: self.groups[name](model_input(name)), topk, names)
 
     def _answer(
         self, logits_of: Callable[[str], torch.Tensor], topk: Mapping[str, int] | None, names: Sequence[str] | None
