@@ -127,7 +127,7 @@ def test_later_text_epochs_read_the_kept_first_epoch_and_a_resumed_run_reads_the
     run = open_table_stream(str(folder), label_column="sentiment").train
     inputs = text_input(run.texts(5000), vocab_size=3000, max_length=48)
     streamed = list(run.epoch(64, seed=3, epoch=0, inputs=inputs))
-    assert run.kept is not None and run.kept.complete and run.kept.rows == len(run)
+    assert run.kept["epochs"].complete and run.kept["epochs"].rows == len(run)
     kept = list(run.epoch(64, seed=3, epoch=0, inputs=inputs))
     for a, b in zip(streamed, kept, strict=True):
         assert torch.equal(a.indices, b.indices) and torch.equal(a.labels, b.labels) and a.texts == b.texts
@@ -140,6 +140,10 @@ def test_later_text_epochs_read_the_kept_first_epoch_and_a_resumed_run_reads_the
     assert torch.equal(again, uninterrupted), "a run resumed at epoch 3 reads the batches an uninterrupted one does"
     list(resumed.epoch(64, seed=3, epoch=1, inputs=inputs))
     assert len(calls) == 1, "the first epoch is read from the shards once; the later ones from the kept file"
+    scanned = [torch.cat([b.labels for b in resumed.chunks(256, inputs)]) for _ in range(2)]
+    assert torch.equal(scanned[0], resumed.labels) and torch.equal(scanned[1], resumed.labels)
+    assert len(calls) == 2, "the fixed order (each epoch's validation) is read from the shards once too"
+    assert resumed.kept["epochs"].complete, "and keeps its own file beside the epochs'"
 
     class FullDisk(streams.TokenCache):
         def _write(self, rows):

@@ -37,7 +37,7 @@ from typing import IO, Any
 import numpy as np
 import torch
 
-from orchestrator.driver.object_files import Listed, is_remote, list_objects, open_input, reader_env
+from orchestrator.driver.object_files import Listed, list_objects, open_input, reader_env
 from orchestrator.driver.table_readers import (
     Shards,
     TableReading,
@@ -53,8 +53,8 @@ from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, split_codes, text_keys
 from workers.data.sources import DataError
 from workers.data.stream import StreamedSplit, StreamedSplits, tokens_digest
-from workers.data.text import TEXT_FORMATS
 from workers.errors import first_line
+from workers.names import TEXT_FORMATS, is_glob, is_s3
 
 SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order
 READERS = 2  # map_batches tasks reading at once, per stream
@@ -87,7 +87,7 @@ def files_dataset(files: Sequence[str], seed: int | None, read: Callable[..., An
     order = list(files) if seed is None else [files[i] for i in np.random.default_rng(seed).permutation(len(files))]
     names = ray.data.from_items([{"file": name} for name in order])
     pool = ray.data.TaskPoolStrategy(size=READERS)
-    env = {"env_vars": reader_env()} if files and is_remote(files[0]) else None
+    env = {"env_vars": reader_env()} if files and is_s3(files[0]) else None
     return names.map_batches(read, batch_size=batch, num_cpus=0, compute=pool, fn_kwargs=kwargs, runtime_env=env)
 
 
@@ -110,10 +110,10 @@ def table_shards(path: str, text_column: str, label_column: str, encoding: str =
     """The shards `path` names — one table file, a directory of them, or a glob — checked before
     any training: one format, none empty, every one with the two columns."""
     listed: dict[str, Listed] = {}
-    if is_remote(path):
+    if is_s3(path):
         listed = {entry.uri: entry for entry in list_objects(path, TEXT_FORMATS)}
         files = list(listed)
-    elif any(c in path for c in "*?["):
+    elif is_glob(path):
         files = sorted(glob.glob(path, recursive=True))
     elif os.path.isdir(path):
         files = sorted(str(p) for p in Path(path).rglob("*") if p.is_file() and p.suffix.lower() in TEXT_FORMATS)
@@ -152,7 +152,7 @@ def _columns(file: str, suffix: str, encoding: str, size: int) -> list[str]:
             raise DataError(f"{file}: empty shard (no rows)")
         return list(metadata.schema.names)
     head: IO[str]
-    if is_remote(file):
+    if is_s3(file):
         with open_input(file) as remote:
             head = io.StringIO(remote.read(1 << 20).decode(encoding, errors="replace"))
     else:
@@ -211,10 +211,10 @@ class TableSplit(StreamedSplit):
         self.shards, self.split, self.fractions = shards, split, fractions
         self.classes, self.named, self.labels = classes, named, labels
         self.reading = TableReading(shards, split, fractions, classes, named)  # what its reading tasks get
-        self.kept: TokenCache | None = None  # the first epoch's rows, for the later ones
+        self.kept: dict[str, TokenCache] = {}  # the first pass's rows: of the epochs, of `chunks`
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "kept": None}  # a process's kept tokens stay in it
+        return {**self.__dict__, "kept": {}}  # a process's kept tokens stay in it
 
     def _rows(self, batch_size: int, inputs: InputSpec, seed: int | None) -> Iterator[dict[str, np.ndarray]]:
         encoded = files_dataset(self.shards.files, seed, shard_rows, 1, reading=self.reading, inputs=inputs)
@@ -231,33 +231,37 @@ class TableSplit(StreamedSplit):
     def epoch(self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
         """The epoch's batches: the first epoch read from the shards and kept, the later ones from
         what was kept (token_cache.py: the order, and what a resumed run reads)."""
-        inputs = self._reading(inputs)
-        digest = tokens_digest(inputs)
-        key, first = (seed, digest, batch_size), seed * 100_003
-        kept = self.kept if self.kept is not None and self.kept.key == key else None
-        if kept is not None and kept.dropped:
-            yield from (self._batch(rows, digest) for rows in self._rows(batch_size, inputs, first + epoch))
-            return
-        if kept is None or not kept.complete:
-            if self.kept is not None:
-                self.kept.close()
-            self.kept = kept = TokenCache(key)
-            for rows in self._rows(batch_size, inputs, first):
-                kept.add(rows)
-                if epoch == 0:
-                    yield self._batch(rows, digest)
-            if not kept.finish() and epoch > 0:
-                yield from (self._batch(rows, digest) for rows in self._rows(batch_size, inputs, first + epoch))
-            if epoch == 0 or not kept.complete:
-                return
-        yield from (
-            self._batch(rows, digest) for rows in kept.batches(batch_size, None if epoch == 0 else first + epoch)
-        )
+        return self._kept("epochs", batch_size, self._reading(inputs), seed, epoch)
 
     def chunks(self, batch_size: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
-        inputs = self._reading(inputs)
+        """Every sample once in the scan's order: read from the shards the first time (each epoch's
+        validation reads them again), from what was kept after."""
+        return self._kept("chunks", batch_size, self._reading(inputs), None, 0)
+
+    def _kept(self, slot: str, batch_size: int, inputs: InputSpec, seed: int | None, epoch: int) -> Iterator[Batch]:
+        """Batches of an epoch (`seed` given) or of the fixed order (None), through the rows that
+        `slot` keeps: the first pass (the first epoch's order) is read from the shards and kept."""
         digest = tokens_digest(inputs)
-        return (self._batch(rows, digest) for rows in self._rows(batch_size, inputs, None))
+        key, first = (seed, digest, batch_size), None if seed is None else seed * 100_003
+        order = None if first is None else first + epoch  # the stream's order of this pass
+        wanted = None if epoch == 0 else order  # None: the first pass's order
+        kept = self.kept.get(slot)
+        if kept is not None and kept.key == key and kept.dropped:
+            yield from (self._batch(rows, digest) for rows in self._rows(batch_size, inputs, order))
+            return
+        if kept is None or kept.key != key or not kept.complete:
+            if kept is not None:
+                kept.close()
+            self.kept[slot] = kept = TokenCache(key)
+            for rows in self._rows(batch_size, inputs, first):
+                kept.add(rows)
+                if wanted is None:
+                    yield self._batch(rows, digest)
+            if not kept.finish() and wanted is not None:
+                yield from (self._batch(rows, digest) for rows in self._rows(batch_size, inputs, wanted))
+            if wanted is None or not kept.complete:
+                return
+        yield from (self._batch(rows, digest) for rows in kept.batches(batch_size, wanted))
 
     @staticmethod
     def _reading(inputs: InputSpec | None) -> InputSpec:
@@ -339,6 +343,6 @@ def open_table_stream(
 
 def common_folder(files: Sequence[str]) -> str:
     """The deepest folder (or S3 prefix ending at a `/`) that holds every file."""
-    scheme = "s3://" if is_remote(files[0]) else ""
+    scheme = "s3://" if is_s3(files[0]) else ""
     folders = [os.path.dirname(f.removeprefix(scheme)) for f in files]
     return scheme + os.path.commonpath(folders)
