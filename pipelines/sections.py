@@ -8,14 +8,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from workers.names import METHODS
+from workers.names import METHODS, is_glob, is_s3, is_table
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-TEXT_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")  # a `path` with one of these holds text
 
 
 class DataSpec(_Strict):
@@ -109,15 +106,18 @@ class DataSpec(_Strict):
         if self.dataset == "tweet-sentiment":
             return "text"
         path = self.path or ""
-        return "text" if path.startswith("s3://") or path.lower().endswith(TEXT_SUFFIXES) else "image"
+        return "text" if is_s3(path) or is_table(path) else "image"
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSpec:
         if self.dataset is not None and self.path is not None:
             raise ValueError("give either dataset or path, not both")
-        remote = (self.path or "").startswith("s3://")
-        tables = (self.path or "").lower().endswith(TEXT_SUFFIXES) or any(c in (self.path or "") for c in "*?[")
-        if self.modality != "auto" and (not remote or tables) and self.modality != self.inferred_modality:
+        path = self.path or ""
+        if (
+            self.modality != "auto"
+            and (not is_s3(path) or is_table(path) or is_glob(path))
+            and self.modality != self.inferred_modality
+        ):
             raise ValueError(f"modality: {self.source} is {self.inferred_modality}, not {self.modality}")
         if self.image_size is not None and self.kind == "text":
             raise ValueError("image_size: the data is text")

@@ -22,6 +22,25 @@ NEEDS_OLD = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "bcwi")  # methods that read 
 REPLICA_METHODS = ("elodi", "ensemble")  # methods that train m replicas of the new architecture
 
 
+# What a `data.path` is, from its name alone (nothing is read): the spec's checks and the driver's
+# stream plan ask these, so they agree.
+TEXT_FORMATS = (".csv", ".tsv", ".jsonl", ".parquet")  # a path with one of these suffixes holds text tables
+GLOB = "*?["  # a path with one of these characters is a glob of shards
+
+
+def is_s3(path: str) -> bool:
+    return path.startswith("s3://")
+
+
+def is_glob(path: str) -> bool:
+    return any(c in path for c in GLOB)
+
+
+def is_table(path: str) -> bool:
+    """A text table file, or a glob of them, by its suffix."""
+    return path.lower().endswith(TEXT_FORMATS)
+
+
 HF_PREFIX = "hf:"  # `hf:DIR`: a Hugging Face sequence classifier and its tokenizer from a local directory
 
 

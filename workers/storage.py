@@ -12,14 +12,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from workers.errors import first_line
+from workers.names import is_s3
 
 
 class StorageError(ValueError):
     """Storage that cannot be used; the message is one line naming the place and the problem."""
-
-
-def is_s3(uri: str) -> bool:
-    return uri.startswith("s3://")
 
 
 def join(base: str, *parts: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from workers.errors import DataError, first_line
+from workers.names import is_s3
 from workers.pixels import pixels
 
 SAMPLED = 32  # images preflight decodes to learn the tree's channels (and size, without image_size)
@@ -48,7 +49,7 @@ def decode_image(data: bytes, where: str, channels: int, size: int, resize: bool
 def file_bytes(path: str) -> bytes:
     """The bytes of a local file or of an S3 object (`s3://bucket/key`, the storage's credentials);
     DataError naming it when it cannot be read."""
-    if not path.startswith("s3://"):
+    if not is_s3(path):
         return Path(path).read_bytes()
     from orchestrator.driver.object_files import open_input
 

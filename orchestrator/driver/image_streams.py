@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from orchestrator.driver.image_readers import SAMPLED, decode_images, file_bytes
-from orchestrator.driver.object_files import is_remote, list_objects
+from orchestrator.driver.object_files import list_objects
 from orchestrator.driver.streams import (
     SHUFFLE_BUFFER,
     data_error,
@@ -31,6 +31,7 @@ from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, sample_ids, split_co
 from workers.data.sources import DataError, pixels
 from workers.data.stream import StreamedSplit, StreamedSplits
 from workers.errors import first_line
+from workers.names import is_s3
 
 IMAGE_FORMATS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 DECODE_BATCH = 256  # images one reading task decodes at a time
@@ -130,7 +131,7 @@ def tree_files(root: str, skip_corrupt: bool) -> tuple[tuple[str, ...], list[str
     (`image_problem`). A local tree is read whole: the checksum is its bytes' sha256 and every file
     is checked. A tree on S3 is listed, not read: the checksum is the object's ETag, and a corrupt
     image fails the run, with its key, when a reading task decodes it (so no `skip_corrupt`)."""
-    if is_remote(root):
+    if is_s3(root):
         if skip_corrupt:
             raise DataError(
                 f"{root}: data.skip_corrupt needs every image read before training; "
@@ -171,7 +172,7 @@ def open_image_stream(
     colour; its size, without `image_size`). A local tree's files are each read once for the
     fingerprint and checked (`image_problem`): the first that is not a readable image fails with
     its path, or with `skip_corrupt` each is left out of the splits (`skipped`)."""
-    remote = is_remote(root)
+    remote = is_s3(root)
     base = root.rstrip("/") if remote else str(Path(root))
     classes, files, labels, digests, problems = tree_files(base, skip_corrupt)
     if problems and not skip_corrupt:

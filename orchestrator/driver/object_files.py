@@ -13,13 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from workers.errors import DataError, first_line
+from workers.names import GLOB
 from workers.storage import StorageError, check_readable
-
-GLOB = "*?["
-
-
-def is_remote(path: str) -> bool:
-    return path.startswith("s3://")
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.stream import StreamedSplits
-from workers.data.text import TEXT_FORMATS
-from workers.names import REPLICA_METHODS
+from workers.names import REPLICA_METHODS, is_glob, is_s3, is_table
 from workers.tasks.records import DataRequest
 
 STREAMING_BUDGET_BYTES = 2 << 30  # pipelines/sections.py DataSpec.streaming states this figure
@@ -101,7 +100,7 @@ def in_memory_holders(spec: UpdateSpec) -> int:
 
 def remote_images(request: DataRequest) -> bool:
     """Whether the source is an ImageFolder tree on S3 (`modality: image` on an s3:// prefix)."""
-    return request.source.startswith("s3://") and request.modality == "image"
+    return is_s3(request.source) and request.modality == "image"
 
 
 def streamable(request: DataRequest) -> bool:
@@ -110,7 +109,7 @@ def streamable(request: DataRequest) -> bool:
     source = request.source
     if source in ("fashion-mnist", "tweet-sentiment"):
         return False
-    if source.lower().endswith(TEXT_FORMATS) or source.startswith("s3://"):
+    if is_table(source) or is_s3(source):
         return True
     path = Path(source)
     return path.is_dir() and not any(path.glob("train-images-idx3-ubyte*"))
@@ -120,8 +119,8 @@ def in_memory_bytes(request: DataRequest) -> int:
     """What the in-memory path would hold in one process: a table's bytes × TEXT_MEMORY_FACTOR, or
     an image tree's files × 3 channels × side² (side: data.image_size, else 256)."""
     source = request.source
-    if source.lower().endswith(TEXT_FORMATS):
-        files = glob.glob(source) if any(c in source for c in "*?[") else [source]
+    if is_table(source):
+        files = glob.glob(source) if is_glob(source) else [source]
         return TEXT_MEMORY_FACTOR * sum(os.path.getsize(f) for f in files if os.path.isfile(f))
     side = request.image_size or 256
     count = sum(1 for p in Path(source).rglob("*") if p.is_file())
@@ -133,7 +132,7 @@ def settle_streaming(request: DataRequest, holders: int = 1) -> DataRequest:
     (`streamed`); SpecError for a source that cannot stream, or in-memory data that cannot fit in
     the `holders` processes of this machine that would each load it (`in_memory_holders`)."""
     wanted = request.streaming
-    only_streamed = any(c in request.source for c in "*?[") or request.source.startswith("s3://")
+    only_streamed = is_glob(request.source) or is_s3(request.source)
     if wanted is True and not streamable(request):
         raise SpecError(
             f"data.streaming: {request.source} is read whole; a stream reads an ImageFolder tree or text tables"
@@ -165,9 +164,7 @@ def open_streamed(request: DataRequest) -> StreamedSplits:
     from orchestrator.driver.streams import open_table_stream
 
     fractions = {"val_fraction": request.val_fraction, "eval_fraction": request.eval_fraction}
-    if not remote_images(request) and (
-        request.source.lower().endswith(TEXT_FORMATS) or request.source.startswith("s3://")
-    ):
+    if not remote_images(request) and (is_table(request.source) or is_s3(request.source)):
         return open_table_stream(
             request.source,
             request.text_column,

@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.driver.object_files import is_remote, open_input
+from orchestrator.driver.object_files import open_input
 from workers.data.input_spec import InputSpec
 from workers.data.keys import key_hashes, sample_ids, split_codes, text_keys
 from workers.errors import DataError
+from workers.names import is_s3
 
 READ_BATCH = 1024  # rows a read task splits, tokenizes or decodes at a time
 
@@ -54,7 +55,7 @@ class TableReading:
 
 def opened(file: str) -> Any:
     """What pyarrow reads `file` from: its path, or an S3 object's pyarrow file."""
-    return open_input(file) if is_remote(file) else file
+    return open_input(file) if is_s3(file) else file
 
 
 def rows_of(table: Any, reading: TableReading) -> tuple[list[str], list[Any], np.ndarray, np.ndarray]:

