@@ -226,19 +226,15 @@ def image_rows(folder: Path, models: Path, epochs: int) -> tuple[list[dict[str, 
 
     row = {"data": "Fashion-MNIST PNGs (augmented)"}
     out = [run(memory, None, settings, config, {**row, "path": PLAIN[0]})]
-
-    def fresh() -> Any:  # each streamed training opens its source: none starts with rows another one kept
-        return open_table_stream(str(folder / "*.parquet"), label_column="sentiment").train
-
-    out.append(run(fresh(), None, settings, config, {**row, "path": PLAIN[1]}))
+    out.append(run(splits.train, None, settings, config, {**row, "path": PLAIN[1]}))
     out.append(run(memory, pool(paths, n, held), settings, config, {**row, "path": "pool, split in memory"}))
-    out.append(run(fresh(), pool(paths, n), settings, config, {**row, "path": "pool, streamed batch"}))
+    out.append(run(splits.train, pool(paths, n), settings, config, {**row, "path": "pool, streamed batch"}))
     staged_split = StagedImageSplit(splits.train, paths, inputs, carried)
     out.append(run(staged_split, carried, settings, config, {**row, "path": "Ray Data actor stage"}))
     local = LocalReferences(
         teacher=FrozenModels([load_model(p)[0] for p in paths], reader=StreamedInputs(inputs), samples=n)
     )
-    out.append(run(fresh(), local, settings, config, {**row, "path": "in the student's task, streamed"}))
+    out.append(run(splits.train, local, settings, config, {**row, "path": "in the student's task, streamed"}))
     return out, check
 
 
