@@ -339,7 +339,7 @@ def test_the_streaming_benchmark_reports_each_ratio_and_the_text_target():
 
 
 def test_the_stream_teachers_benchmark_reports_each_path_against_todays_pool():
-    from benchmarks.stream_teachers import PLAIN, report
+    from benchmarks.stream_teachers import IN_TASK, PLAIN, report
 
     def row(path, rate, first, sent=None):
         extra = {} if sent is None else {"bytes_per_request": sent}
@@ -369,6 +369,7 @@ def test_the_stream_teachers_benchmark_reports_each_path_against_todays_pool():
             row(PLAIN[1], 1200.0, 600.0),
             row("pool, split in memory", 1000.0, 900.0, 255),
             row("pool, streamed batch", 450.0, 400.0, 34000),
+            row(IN_TASK, 360.0, 300.0),
         ],
     }
     text = report(results)
@@ -376,6 +377,8 @@ def test_the_stream_teachers_benchmark_reports_each_path_against_todays_pool():
     assert "| tweets | pool, streamed batch | 450 | **0.45×** | 400 | 34,000 |" in text
     assert "| tweets | *plain training, no teachers: streamed / in memory* |  | *0.60×* |  |  |" in text
     assert "top-5 values within 2.0e-03, 99 % of the classes equal" in text
+    assert "The two forms are not within 10 % of each other, because the stream is not; both stay." in text
+    assert "they ran against the streamed pool at 0.80× on tweets;" in text
 
 
 def test_the_stream_fidelity_benchmark_says_whether_the_paths_differ_within_noise():
