@@ -95,3 +95,28 @@ def test_a_file_that_cannot_be_written_is_dropped_with_one_warning(monkeypatch, 
         "cannot keep the first epoch's token ids on disk ([Errno 28] No space left on device); "
         "later epochs read the stream"
     ]
+
+
+def test_the_token_cache_benchmark_reports_its_figures_and_a_failed_run():
+    from benchmarks.token_cache_cap import in_memory_bytes, report
+
+    assert in_memory_bytes(10, 600) == 10 * 128 * 4 + 10 * 57 + 600
+    results = {
+        "date": "2026-11-28",
+        "rows": 1000,
+        "limit_bytes": 512 << 20,
+        "returncode": 0,
+        "peak_bytes": 512 << 20,
+        "peak_resident_bytes": 100 << 20,
+        "limit_hits": 1234,
+        "oom_kills": 0,
+        "file_bytes": 1024 << 20,
+        "in_memory_bytes": 2048 << 20,
+        "written_rows_per_second": 700000.0,
+        "read_rows_per_second": [270000.0, 250000.0],
+    }
+    text = report(results)
+    assert "| 1,000 | 1,024 | 2,048 | 512 | 512 | 100 | 0 | 700,000 | 270,000 / 250,000 |" in text
+    assert "The kept file is 2.0× the limit" in text and "reached its limit 1,234 times" in text
+    failed = report({**results, "returncode": -9, "oom_kills": 1})
+    assert "the child process failed (exit -9, OOM kills 1)" in failed
