@@ -14,7 +14,6 @@ parquet shards); images: small-cnn on Fashion-MNIST PNGs with shifts and flips.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
@@ -25,7 +24,7 @@ from typing import Any
 import torch
 
 from benchmarks.report import markdown_table, write_section
-from benchmarks.streaming import machine, streaming_data
+from benchmarks.streaming import machine, rewrote_only, streaming_data, streaming_parser
 from orchestrator.driver.image_streams import open_image_stream
 from orchestrator.driver.streams import TableSplit, open_table_stream
 from workers.data.input_spec import InputSpec
@@ -86,15 +85,10 @@ def image_rates(folder: Path, epochs: int, seeds: list[int]) -> list[dict[str, f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--images", type=int, default=12000)
+    parser = streaming_parser(__doc__.splitlines()[0], RESULTS, 4, "epochs of each training")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
-    parser.add_argument("--report", action="store_true", help=f"only rewrite the section from {RESULTS}")
     args = parser.parse_args()
-    if args.report:
-        write_section(args.out, HEADING, report(json.loads(RESULTS.read_text())))
+    if rewrote_only(args, HEADING, RESULTS, report):
         return
     with streaming_data(args.images) as (texts, images):
         data = {

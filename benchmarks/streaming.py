@@ -25,7 +25,7 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,25 @@ def streaming_data(images: int) -> Iterator[tuple[Path, Path]]:
             yield texts, tree
     finally:
         ray.shutdown()
+
+
+def streaming_parser(
+    description: str, results: Path, epochs: int, epochs_help: str = "at least 2: the first is reported apart"
+) -> argparse.ArgumentParser:
+    """The options the streaming benchmarks share: --epochs, --images, --out and --report."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--epochs", type=int, default=epochs, help=epochs_help)
+    parser.add_argument("--images", type=int, default=12000)
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--report", action="store_true", help=f"only rewrite the section from {results}")
+    return parser
+
+
+def rewrote_only(args: argparse.Namespace, heading: str, results: Path, report: Callable[[dict], str]) -> bool:
+    """With --report: the docs section rewritten from the results file, and True."""
+    if args.report:
+        write_section(args.out, heading, report(json.loads(results.read_text())))
+    return bool(args.report)
 
 
 def machine() -> str:
@@ -184,14 +203,8 @@ def image_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=3, help="at least 2: the first is reported apart")
-    parser.add_argument("--images", type=int, default=12000)
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
-    parser.add_argument("--report", action="store_true", help=f"only rewrite the section from {RESULTS}")
-    args = parser.parse_args()
-    if args.report:
-        write_section(args.out, HEADING, report(json.loads(RESULTS.read_text())))
+    args = streaming_parser(__doc__.splitlines()[0], RESULTS, 3).parse_args()
+    if rewrote_only(args, HEADING, RESULTS, report):
         return
     with streaming_data(args.images) as (texts, images):
         rows, sizes = text_rows(texts, args.epochs)
