@@ -24,7 +24,7 @@ import ray
 import torch
 
 from benchmarks.streaming import write_tweet_shards
-from orchestrator.driver.streams import TableSplit, open_table_stream
+from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
 from workers.data.tokenizer import text_input
 from workers.models.checkpoints import ModelSettings
 from workers.training.config import TrainConfig

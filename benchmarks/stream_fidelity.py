@@ -25,8 +25,8 @@ import torch
 
 from benchmarks.report import markdown_table, write_section
 from benchmarks.streaming import machine, rewrote_only, streaming_data, streaming_parser
-from orchestrator.driver.image_streams import open_image_stream
-from orchestrator.driver.streams import TableSplit, open_table_stream
+from orchestrator.dataplane.image_streams import open_image_stream
+from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, key_hashes, split_codes, text_keys
 from workers.data.sources import load_image_folder

@@ -40,10 +40,10 @@ import torch
 from benchmarks.report import write_section
 from benchmarks.stream_teachers_report import ACTOR_CPUS, ACTORS, HEADING, IN_TASK, PLAIN, RESULTS, K, report
 from benchmarks.streaming import machine, rates, rewrote_only, streaming_data, streaming_parser
-from orchestrator.driver.image_readers import decode_images
-from orchestrator.driver.image_streams import DECODE_BATCH, ImageSplit, open_image_stream
+from orchestrator.dataplane.image_readers import decode_images
+from orchestrator.dataplane.image_streams import DECODE_BATCH, ImageSplit, open_image_stream
 from orchestrator.driver.pool import PooledTeacher, TeacherPool, shareable
-from orchestrator.driver.streams import SHUFFLE_BUFFER, TableSplit, files_dataset, open_table_stream, tensor
+from orchestrator.dataplane.table_streams import SHUFFLE_BUFFER, TableSplit, files_dataset, open_table_stream, tensor
 from workers.data import Batch
 from workers.data.augment import sample_draws
 from workers.data.input_spec import InputSpec

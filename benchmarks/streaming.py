@@ -35,9 +35,9 @@ import ray
 import torch
 
 from benchmarks.report import markdown_table, write_section
-from orchestrator.driver.image_readers import decode_image
-from orchestrator.driver.image_streams import open_image_stream
-from orchestrator.driver.streams import TableSplit, open_table_stream
+from orchestrator.dataplane.image_readers import decode_image
+from orchestrator.dataplane.image_streams import open_image_stream
+from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
 from workers.data.encoded import encode
 from workers.data.input_spec import InputSpec
 from workers.data.keys import TRAIN, key_hashes, split_codes, text_keys
@@ -274,7 +274,7 @@ epoch also starts its reader processes (a few seconds, once per worker process),
 whole training's wall time is each `train` call's, on the same samples: in memory it includes \
 tokenizing the texts, streamed the reader start, reading and tokenizing. A streamed text split \
 reads and tokenizes its shards in the first epoch only and keeps the rows on local disk; the later \
-epochs read them back (`orchestrator/driver/token_cache.py`). \
+epochs read them back (`orchestrator/dataplane/token_cache.py`). \
 Each streamed training opens its source anew, so none starts with rows another one kept.
 
 {markdown_table(headers, table)}

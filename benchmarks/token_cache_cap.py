@@ -50,7 +50,7 @@ def rows_batch(start: int, n: int, rng: np.random.Generator) -> dict[str, np.nda
 
 def child(rows: int) -> dict[str, Any]:
     """Inside the cgroup: keep `rows` rows, then read two later epochs whole."""
-    from orchestrator.driver.token_cache import TokenCache
+    from orchestrator.dataplane.token_cache import TokenCache
 
     rng = np.random.default_rng(0)
     cache = TokenCache((0, "synthetic", BATCH))

@@ -25,7 +25,7 @@ def _jpeg() -> bytes:
 
 
 def test_an_image_problem_is_found_from_the_bytes():
-    from orchestrator.driver.image_streams import image_problem
+    from orchestrator.dataplane.image_streams import image_problem
 
     png, jpeg = _png(), _jpeg()
     assert image_problem(png) is None and image_problem(jpeg) is None
@@ -44,7 +44,7 @@ def _tree(root, count: int = 60):
 
 
 def test_a_corrupt_file_fails_the_stream_or_is_left_out_and_counted(tmp_path):
-    from orchestrator.driver.image_streams import open_image_stream
+    from orchestrator.dataplane.image_streams import open_image_stream
 
     root = _tree(tmp_path / "tree")
     clean = open_image_stream(str(root), image_size=16)

@@ -20,7 +20,7 @@ def _cgroup(folder: Path, limit: str, usage: int, v2: bool = False) -> None:
 
 
 def test_the_cgroup_limits_of_every_ancestor_apply(tmp_path):
-    from orchestrator.driver.stream_plan import available_memory, memory_limit, own_cgroups
+    from orchestrator.host import available_memory, memory_limit, own_cgroups
 
     mount = tmp_path / "sys"
     membership = tmp_path / "cgroup"
@@ -105,9 +105,9 @@ def test_streaming_false_names_the_memory_its_holders_would_need(tmp_path, monke
 def test_the_embedded_object_store_is_a_share_of_the_cgroup_limit(monkeypatch):
     from orchestrator.driver import cluster
 
-    monkeypatch.setattr("orchestrator.driver.stream_plan.memory_limit", lambda: 10 * GiB)
+    monkeypatch.setattr("orchestrator.host.memory_limit", lambda: 10 * GiB)
     assert cluster.object_store_bytes() == 3 * GiB
-    monkeypatch.setattr("orchestrator.driver.stream_plan.memory_limit", lambda: None)
+    monkeypatch.setattr("orchestrator.host.memory_limit", lambda: None)
     assert cluster.object_store_bytes() is None  # Ray's own default, from the machine's memory
 
 
@@ -150,7 +150,7 @@ def test_the_image_reading_tasks_load_no_torch(tmp_path):
     """A reading process decodes without torch (about 300 MB of it per process), unless it resizes."""
     from PIL import Image
 
-    from orchestrator.driver.image_readers import decode_images
+    from orchestrator.dataplane.image_readers import decode_images
 
     for i, name in enumerate(("cat", "dog")):
         (tmp_path / name).mkdir()
@@ -159,7 +159,7 @@ def test_the_image_reading_tasks_load_no_torch(tmp_path):
     decoded = decode_images(rows, str(tmp_path), ("cat", "dog"), 3, 8, True)
     assert list(decoded["key"]) == ["dog/a.png", "cat/a.png"] and decoded["label"].tolist() == [1, 0]
     assert decoded["image"].shape == (2, 3, 8, 8) and decoded["image"][0, 0, 0, 0] == 100
-    probe = "import sys, orchestrator.driver.image_readers; print('torch' in sys.modules)"
+    probe = "import sys, orchestrator.dataplane.image_readers; print('torch' in sys.modules)"
     done = fresh_python(probe)
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
 
@@ -292,7 +292,7 @@ def test_the_statistics_sample_of_a_streamed_tree_spans_every_class_and_is_decod
     import ray
     import torch
 
-    from orchestrator.driver.image_streams import open_image_stream
+    from orchestrator.dataplane.image_streams import open_image_stream
     from orchestrator.driver.model_inputs import statistics_sample
 
     train = open_image_stream(str(_colour_tree(tmp_path / "tree")), image_size=8).train
@@ -359,7 +359,7 @@ def test_the_capped_benchmarks_json_keeps_its_values_and_a_sample_per_line():
 TABLE_PROBE = """
 import sys
 import pyarrow as pa, pyarrow.parquet as pq
-from orchestrator.driver.table_readers import Shards, TableReading, shard_rows
+from orchestrator.dataplane.table_readers import Shards, TableReading, shard_rows
 from workers.data.tokenizer import text_input
 
 texts = [f"the {w} stopped at light {i}" for i, w in enumerate(["car", "bus", "bike"] * 20)]

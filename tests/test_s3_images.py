@@ -59,7 +59,7 @@ def test_an_image_tree_on_s3_is_the_local_trees_splits_and_pixels(ray_cluster, s
     fingerprint over the ETags; the eval split's pixels, read by Ray Data's tasks on the cluster
     (started without the S3 environment), equal the local stream's; a training epoch sees every
     train sample."""
-    from orchestrator.driver.image_streams import open_image_stream
+    from orchestrator.dataplane.image_streams import open_image_stream
 
     local = open_image_stream(str(s3_env))
     remote = open_image_stream(f"s3://{BUCKET}/fm/")
@@ -74,7 +74,7 @@ def test_an_image_tree_on_s3_is_the_local_trees_splits_and_pixels(ray_cluster, s
 
 
 def test_a_corrupt_object_fails_the_reading_with_its_key(ray_cluster, s3_env):
-    from orchestrator.driver.image_streams import open_image_stream
+    from orchestrator.dataplane.image_streams import open_image_stream
 
     splits = open_image_stream(f"s3://{BUCKET}/broken", val_fraction=0.2, eval_fraction=0.2)  # listed only
     with pytest.raises(DataError, match=rf"s3://{BUCKET}/broken/a/004-cut.png: cannot read image"):

@@ -42,7 +42,7 @@ def s3_env(s3_shards, monkeypatch):
 
 
 def test_shards_on_s3_open_as_the_same_splits_as_a_local_copy(s3_env):
-    from orchestrator.driver.streams import open_table_stream
+    from orchestrator.dataplane.table_streams import open_table_stream
 
     local = open_table_stream(str(s3_env / "*.parquet"), label_column="sentiment")
     for pattern in (f"s3://{BUCKET}/tweets/*.parquet", f"s3://{BUCKET}/tweets/"):
@@ -55,7 +55,7 @@ def test_shards_on_s3_open_as_the_same_splits_as_a_local_copy(s3_env):
 
 
 def test_a_bucket_root_a_prefix_a_key_and_a_glob_list_their_shards(s3_env):
-    from orchestrator.driver.object_files import list_objects
+    from orchestrator.dataplane.objects import list_objects
 
     shards = [f"s3://{BUCKET}/tweets/part-{i}.parquet" for i in range(3)]
     for pattern in (f"s3://{BUCKET}", f"s3://{BUCKET}/", f"s3://{BUCKET}/tweets", f"s3://{BUCKET}/tw*.parquet"):
@@ -65,7 +65,7 @@ def test_a_bucket_root_a_prefix_a_key_and_a_glob_list_their_shards(s3_env):
 
 
 def test_a_bucket_or_credentials_that_do_not_work_are_one_line(s3_env, monkeypatch):
-    from orchestrator.driver.streams import open_table_stream
+    from orchestrator.dataplane.table_streams import open_table_stream
 
     cases = [
         ("s3://no-such-bucket/tweets/*.parquet", "no such bucket"),
@@ -90,7 +90,7 @@ def test_a_bucket_or_credentials_that_do_not_work_are_one_line(s3_env, monkeypat
 def test_ray_data_reads_the_shards_from_s3_with_the_drivers_credentials(ray_cluster, s3_env):
     """The reading tasks run on the test cluster, whose workers were started without the S3
     environment: they get it from the driver with the stream (`reader_env`)."""
-    from orchestrator.driver.streams import open_table_stream
+    from orchestrator.dataplane.table_streams import open_table_stream
     from workers.data.tokenizer import text_input
 
     remote = open_table_stream(f"s3://{BUCKET}/tweets/*.parquet", label_column="sentiment")

@@ -73,7 +73,7 @@ def test_a_streamed_text_batch_is_read_through_each_models_own_tokenizer():
 
 
 def test_table_stream_splits_orders_and_trains(ray_cluster, tweet_shards):
-    from orchestrator.driver.streams import open_table_stream
+    from orchestrator.dataplane.table_streams import open_table_stream
     from workers.data.text import TextSet
     from workers.data.tokenizer import text_input
     from workers.metrics import error_rate
@@ -119,8 +119,8 @@ def test_table_stream_splits_orders_and_trains(ray_cluster, tweet_shards):
 def test_later_text_epochs_read_the_kept_first_epoch_and_a_resumed_run_reads_the_same(
     ray_cluster, tweet_shards, monkeypatch, caplog
 ):
-    from orchestrator.driver import streams
-    from orchestrator.driver.streams import open_table_stream
+    from orchestrator.dataplane import table_streams
+    from orchestrator.dataplane.table_streams import open_table_stream
     from workers.data.tokenizer import text_input
 
     folder, _ = tweet_shards
@@ -135,7 +135,7 @@ def test_later_text_epochs_read_the_kept_first_epoch_and_a_resumed_run_reads_the
     uninterrupted = torch.cat([b.indices for b in run.epoch(64, seed=3, epoch=2, inputs=inputs)])
 
     resumed = open_table_stream(str(folder), label_column="sentiment").train  # a new process's split: nothing kept
-    monkeypatch.setattr(streams, "files_dataset", _counting(streams.files_dataset, calls := []))
+    monkeypatch.setattr(table_streams, "files_dataset", _counting(table_streams.files_dataset, calls := []))
     again = torch.cat([b.indices for b in resumed.epoch(64, seed=3, epoch=2, inputs=inputs)])
     assert torch.equal(again, uninterrupted), "a run resumed at epoch 3 reads the batches an uninterrupted one does"
     list(resumed.epoch(64, seed=3, epoch=1, inputs=inputs))
@@ -145,11 +145,11 @@ def test_later_text_epochs_read_the_kept_first_epoch_and_a_resumed_run_reads_the
     assert len(calls) == 2, "the fixed order (each epoch's validation) is read from the shards once too"
     assert resumed.kept["epochs"].complete, "and keeps its own file beside the epochs'"
 
-    class FullDisk(streams.TokenCache):
+    class FullDisk(table_streams.TokenCache):
         def _write(self, rows):
             self._drop(OSError(28, "No space left on device"))
 
-    monkeypatch.setattr(streams, "TokenCache", FullDisk)
+    monkeypatch.setattr(table_streams, "TokenCache", FullDisk)
     dropped = open_table_stream(str(folder), label_column="sentiment").train
     with caplog.at_level("WARNING"):
         ids = torch.cat([b.indices for b in dropped.epoch(64, seed=3, epoch=2, inputs=inputs)])
@@ -175,7 +175,7 @@ def _image_tree(root, fashion_mnist, count=300):
 
 
 def test_image_stream_reads_the_pixels_the_in_memory_loader_reads(ray_cluster, fashion_mnist, tmp_path):
-    from orchestrator.driver.image_streams import open_image_stream
+    from orchestrator.dataplane.image_streams import open_image_stream
     from workers.data.input_spec import InputSpec
     from workers.models.checkpoints import ModelSettings
     from workers.training.config import TrainConfig
@@ -197,8 +197,8 @@ def test_image_stream_reads_the_pixels_the_in_memory_loader_reads(ray_cluster, f
 
 
 def test_streamed_sources_refuse_bad_input_with_the_file(ray_cluster, fashion_mnist, tmp_path, tweet_shards):
-    from orchestrator.driver.image_streams import open_image_stream
-    from orchestrator.driver.streams import open_table_stream
+    from orchestrator.dataplane.image_streams import open_image_stream
+    from orchestrator.dataplane.table_streams import open_table_stream
 
     root = _image_tree(tmp_path / "tree", fashion_mnist, count=60)
     broken = next(root.rglob("*.png"))

@@ -1,4 +1,4 @@
-"""Token ids kept after a streamed text split's first epoch (orchestrator/driver/token_cache.py):
+"""Token ids kept after a streamed text split's first epoch (orchestrator/dataplane/token_cache.py):
 the later epochs' rows, their order, and a file that cannot be written. No Ray: the cache sees the
 rows the reading tasks make."""
 
@@ -7,8 +7,8 @@ import logging
 import numpy as np
 import pyarrow as pa
 
-from orchestrator.driver import token_cache
-from orchestrator.driver.token_cache import TokenCache, padded, ragged
+from orchestrator.dataplane import token_cache
+from orchestrator.dataplane.token_cache import TokenCache, padded, ragged
 
 
 def _rows(start: int, n: int, width: int = 6) -> dict[str, np.ndarray]:

@@ -10,21 +10,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pipelines.spec import SpecError, UpdateSpec, WorkerResources
+from orchestrator.host import WORKER_ALLOCATORS, worker_env
 from workers.errors import first_line
-
-FORWARDED_ENV_PREFIXES = ("AWS_", "MLFLOW_S3_")  # what workers need for S3 storage, never logged
-# How a worker's memory allocators keep what they free, where a worker's reading threads hand
-# batches (Arrow's shuffle buffer, numpy) to its training thread: glibc with 2 arenas instead of 8
-# per core, and Arrow through glibc instead of its own mimalloc pool, which keeps freed pages. With
-# the defaults, a capped run's replicas grew past their limit (docs/benchmarks.md "Data larger than
-# its memory limit"). The environment's own values win.
-WORKER_ALLOCATORS = {"MALLOC_ARENA_MAX": "2", "ARROW_DEFAULT_MEMORY_POOL": "system"}
-
-
-def worker_env(prefixes: tuple[str, ...] = FORWARDED_ENV_PREFIXES) -> dict[str, str]:
-    """Environment the driver passes to its Ray workers (storage endpoint and credentials)."""
-    return {k: v for k, v in os.environ.items() if k.startswith(prefixes)}
-
 
 def connect(ray_address: str | None, dashboard: bool = False, worker_logs: bool = True) -> None:
     """Join the cluster whose GCS is at `ray_address` (or RAY_ADDRESS); without one, start Ray in
@@ -64,7 +51,7 @@ def object_store_bytes() -> int | None:
     own default) without a limit."""
     from ray._private.ray_constants import DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, OBJECT_STORE_MINIMUM_MEMORY_BYTES
 
-    from orchestrator.driver.stream_plan import memory_limit
+    from orchestrator.host import memory_limit
 
     limit = memory_limit()
     if limit is None:

@@ -90,7 +90,7 @@ def statistics_sample(train: StreamedSplit) -> Iterator[torch.Tensor]:
     """STATISTICS_SAMPLE images spread over a streamed train split, decoded in this process batch by
     batch (uint8 B×C×S×S), without Ray: the statistics are summed as they come, never held at once,
     and preflight starts no Ray of its own (Ray Data would start one with none of the run's settings)."""
-    from orchestrator.driver.image_streams import ImageSplit
+    from orchestrator.dataplane.image_streams import ImageSplit
 
     assert isinstance(train, ImageSplit), "a streamed image split is an ImageFolder tree's"
     for images in train.sample(STATISTICS_SAMPLE):
@@ -115,7 +115,7 @@ def text_inputs(spec: UpdateSpec, train: Samples | StreamedSplit) -> InputSpec:
             max_length=t.max_length,
             add_special_tokens=True,
         )
-    from orchestrator.driver.streams import TableSplit
+    from orchestrator.dataplane.table_streams import TableSplit
 
     assert isinstance(train, TextSet | TableSplit)
     texts = train.texts if isinstance(train, TextSet) else train.texts(TOKENIZER_SAMPLE)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.driver.cluster import worker_env
+from orchestrator.host import worker_env
 from pipelines.spec import SpecError, UpdateSpec
 
 JOB_ENV_PREFIXES = ("MLFLOW_TRACKING_", "MLFLOW_S3_", "AWS_")

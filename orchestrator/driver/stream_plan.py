@@ -19,72 +19,11 @@ from pipelines.spec import SpecError, UpdateSpec
 from workers.data.stream import StreamedSplits
 from workers.names import REPLICA_METHODS, is_glob, is_s3, is_table
 from workers.tasks.records import DataRequest
+from orchestrator.host import available_memory
 
 STREAMING_BUDGET_BYTES = 2 << 30  # pipelines/sections.py DataSpec.streaming states this figure
 TEXT_MEMORY_FACTOR = 4  # a table in memory: texts as Python strings plus their token ids, ≈ 4× its bytes
 GiB = float(1 << 30)
-
-
-def own_cgroups(
-    membership: Path = Path("/proc/self/cgroup"), mount: Path = Path("/sys/fs/cgroup")
-) -> list[tuple[Path, str, str]]:
-    """The memory cgroups this process is charged to, innermost first, with their limit and usage
-    file names (cgroup v1's memory controller, or v2's unified hierarchy): the limits of every
-    ancestor apply."""
-    try:
-        lines = membership.read_text().splitlines()
-    except OSError:
-        return []
-    found: list[tuple[Path, str, str]] = []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            root, names = mount / "memory", ("memory.limit_in_bytes", "memory.usage_in_bytes")
-        elif controllers == "" and (mount / "cgroup.controllers").exists():
-            root, names = mount, ("memory.max", "memory.current")
-        else:
-            continue
-        here = root / path.lstrip("/")
-        while True:
-            found.append((here, *names))
-            if here == root:
-                break
-            here = here.parent
-    return found
-
-
-def memory_limit(cgroups: list[tuple[Path, str, str]] | None = None) -> int | None:
-    """The tightest memory limit of this process's cgroups (`own_cgroups`), None when there is none."""
-    limits = []
-    for folder, limit_file, _ in own_cgroups() if cgroups is None else cgroups:
-        try:
-            limit = (folder / limit_file).read_text().strip()
-        except OSError:
-            continue
-        if limit.isdigit() and int(limit) < 1 << 60:
-            limits.append(int(limit))
-    return min(limits, default=None)
-
-
-def available_memory(cgroups: list[tuple[Path, str, str]] | None = None) -> int:
-    """Bytes this process may still use: MemAvailable, or less under a cgroup (v1 or v2) limit
-    (`own_cgroups`): the least of every ancestor's limit − usage."""
-    available = 1 << 62
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    for folder, limit_file, usage_file in own_cgroups() if cgroups is None else cgroups:
-        try:
-            limit, usage = (folder / limit_file).read_text().strip(), (folder / usage_file).read_text().strip()
-        except OSError:
-            continue
-        if limit.isdigit() and int(limit) < 1 << 60:
-            available = min(available, max(0, int(limit) - int(usage)))
-    return available
 
 
 def in_memory_holders(spec: UpdateSpec) -> int:
@@ -160,8 +99,8 @@ def settle_streaming(request: DataRequest, holders: int = 1) -> DataRequest:
 
 def open_streamed(request: DataRequest) -> StreamedSplits:
     """The request's source opened as streamed splits (DataError for unusable data)."""
-    from orchestrator.driver.image_streams import open_image_stream
-    from orchestrator.driver.streams import open_table_stream
+    from orchestrator.dataplane.image_streams import open_image_stream
+    from orchestrator.dataplane.table_streams import open_table_stream
 
     fractions = {"val_fraction": request.val_fraction, "eval_fraction": request.eval_fraction}
     if not remote_images(request) and (is_table(request.source) or is_s3(request.source)):

@@ -2,7 +2,7 @@
 
 `StreamedSplit` is what the trainer, the teachers in the student's process and the evaluation read
 when a split does not fit in memory. Its implementation on Ray Data (shards of a text table, an
-ImageFolder tree; orchestrator/driver/streams.py) reads, decodes and tokenizes on Ray's CPU workers;
+ImageFolder tree; orchestrator/dataplane/table_streams.py) reads, decodes and tokenizes on Ray's CPU workers;
 this module holds only what the numerical core needs to know (it imports no ray):
 
 - `len`, `classes` and `labels` (int64, in the order `chunks` yields samples: 8 bytes a sample, the

@@ -2,7 +2,7 @@
 the rows of one split, tokenize them. Imports numpy, pyarrow, tokenizers and the torch-free modules
 of workers/ only (keys, tokenizer, input_spec, errors): a reading task of a streamed text source
 loads no torch (about 300 MB per reading process; tests/test_layout.py checks it), as
-image_readers.py does for images. streams.py builds the streams from these.
+image_readers.py does for images. table_streams.py and image_streams.py build the streams from these.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.driver.object_files import open_input
+from orchestrator.dataplane.objects import open_input
 from workers.data.input_spec import InputSpec
 from workers.data.keys import key_hashes, sample_ids, split_codes, text_keys
 from workers.errors import DataError

@@ -2,7 +2,7 @@
 list alone (a sample's key is its path relative to the root, workers/data/keys.py), read and decoded
 by Ray Data's CPU workers in batches, each image resized and centre-cropped to `image_size` exactly as
 the in-memory loader does (`workers.data.sources.pixels`, `fit_to_size`), so both paths give the same
-uint8 pixels. The order and its determinism are orchestrator/driver/streams.py's.
+uint8 pixels. The order and its determinism are orchestrator/dataplane/table_streams.py's.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from orchestrator.driver.image_readers import SAMPLED, decode_images, file_bytes
-from orchestrator.driver.object_files import list_objects
-from orchestrator.driver.streams import (
+from orchestrator.dataplane.image_readers import SAMPLED, decode_images, file_bytes
+from orchestrator.dataplane.objects import list_objects
+from orchestrator.dataplane.table_streams import (
     SHUFFLE_BUFFER,
     data_error,
     files_dataset,

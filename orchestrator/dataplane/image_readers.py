@@ -51,7 +51,7 @@ def file_bytes(path: str) -> bytes:
     DataError naming it when it cannot be read."""
     if not is_s3(path):
         return Path(path).read_bytes()
-    from orchestrator.driver.object_files import open_input
+    from orchestrator.dataplane.objects import open_input
 
     try:
         with open_input(path) as f:

@@ -37,8 +37,8 @@ from typing import IO, Any
 import numpy as np
 import torch
 
-from orchestrator.driver.object_files import Listed, list_objects, open_input, reader_env
-from orchestrator.driver.table_readers import (
+from orchestrator.dataplane.objects import Listed, list_objects, open_input, reader_env
+from orchestrator.dataplane.table_readers import (
     Shards,
     TableReading,
     opened,
@@ -47,7 +47,7 @@ from orchestrator.driver.table_readers import (
     shard_batches,
     shard_rows,
 )
-from orchestrator.driver.token_cache import TokenCache
+from orchestrator.dataplane.token_cache import TokenCache
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, split_codes, text_keys

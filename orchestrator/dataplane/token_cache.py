@@ -11,7 +11,7 @@ readers' tokenizing and Ray Data's hand-over, per sample and per epoch; docs/ben
   within each window of `WINDOW_BLOCKS` blocks by the same generator; each window is the only part
   read into memory (a few MB), the rest stays on disk.
 - **Reruns and resumes**: the file's layout is the first epoch's stream order, which a rerun with
-  the same seed reproduces (streams.py). A run resumed at a later epoch, whose process has no file,
+  the same seed reproduces (table_streams.py). A run resumed at a later epoch, whose process has no file,
   reads the first epoch's stream once into it (without training), then serves the epoch: it sees
   the batches an uninterrupted run would.
 - A file that cannot be written (a full disk) is dropped with one warning; the epochs then stream.

@@ -76,6 +76,6 @@ def open_input(uri: str) -> Any:
 
 def reader_env() -> dict[str, str]:
     """What a reading task needs from the driver's environment: the storage's S3 settings."""
-    from orchestrator.driver.cluster import worker_env
+    from orchestrator.host import worker_env
 
     return worker_env()
