@@ -8,7 +8,7 @@ evaluates on.
     python -m benchmarks.baselines --part report             # docs/benchmarks.md from the JSON
 
 Every model goes through the spec: a spec with `arch` and `data` (and, in the sweep, a candidate's
-`train` fields) resolves to the `TrainConfig` the pipeline would run (`orchestrator.driver.plan.
+`train` fields) resolves to the `TrainConfig` the pipeline would run (`orchestrator.planning.plan.
 train_config`, the architecture's recipe from pipelines/defaults.py filling in what the spec leaves
 out), trained in one process with one thread (`workers.training.trainer.train`). Units run
 `--jobs` at a time; each result is written to docs/baselines-results.json as it comes, and a rerun
@@ -155,7 +155,7 @@ def spec_of(unit: Unit) -> Any:
 
 def key_of(unit: Unit) -> str:
     """What makes two units the same training: the resolved settings, the seed and the data."""
-    from orchestrator.driver.plan import train_config
+    from orchestrator.planning.plan import train_config
     from pipelines.spec import WorkerResources
 
     config = asdict(train_config(spec_of(unit), unit.seed, WorkerResources()))
@@ -167,8 +167,8 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     and on the val split in the sweep."""
     import torch
 
-    from orchestrator.driver.model_inputs import image_inputs, text_inputs
-    from orchestrator.driver.plan import data_request, train_config
+    from orchestrator.planning.model_inputs import image_inputs, text_inputs
+    from orchestrator.planning.plan import data_request, train_config
     from pipelines.spec import WorkerResources
     from workers.data.input_spec import InputSpec
     from workers.metrics import error_rate

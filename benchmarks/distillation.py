@@ -29,9 +29,9 @@ import ray
 import torch
 
 from benchmarks.report import write_section
-from orchestrator.driver.plan import train_config
+from orchestrator.planning.plan import train_config
 from orchestrator.driver.pool import TeacherPool, shareable, teacher_pool
-from orchestrator.driver.preflight import preflight
+from orchestrator.planning.preflight import preflight
 from orchestrator.driver.stages import train_replicas
 from orchestrator.driver.watch import StageWatch
 from pipelines.spec import parse_spec

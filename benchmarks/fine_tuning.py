@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.report import markdown_table, write_section
-from orchestrator.driver.preflight import preflight
+from orchestrator.planning.preflight import preflight
 from pipelines.spec import UpdateSpec, parse_spec
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models.checkpoints import load_model

@@ -198,8 +198,8 @@ def in_memory_footprint(folder: Path, side: int) -> dict[str, Any]:
     """What the in-memory path would hold: one copy's bytes, and the processes holding it at once."""
     import yaml
 
-    from orchestrator.driver.plan import data_request
-    from orchestrator.driver.stream_plan import in_memory_bytes, in_memory_holders
+    from orchestrator.planning.plan import data_request
+    from orchestrator.planning.streaming import in_memory_bytes, in_memory_holders
     from pipelines.spec import parse_spec
 
     spec = parse_spec(yaml.safe_load(specs(folder, side)["v2"]))

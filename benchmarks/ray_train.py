@@ -18,7 +18,7 @@ from pathlib import Path
 
 from benchmarks.report import markdown_table, write_section
 from orchestrator.driver.cluster import connect
-from orchestrator.driver.preflight import preflight
+from orchestrator.planning.preflight import preflight
 from orchestrator.driver.stages import train_replicas
 from orchestrator.driver.watch import StageWatch
 from pipelines.spec import parse_spec

@@ -19,8 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.report import markdown_table, write_section
-from orchestrator.driver.plan import Plan
-from orchestrator.driver.preflight import preflight
+from orchestrator.planning.plan import Plan
+from orchestrator.planning.preflight import preflight
 from pipelines.spec import parse_spec
 from workers.tasks.bodies import train_job
 from workers.teachers import frozen

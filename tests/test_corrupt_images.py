@@ -64,7 +64,7 @@ def test_a_corrupt_file_fails_the_stream_or_is_left_out_and_counted(tmp_path):
 
 
 def test_skip_corrupt_is_refused_where_nothing_would_be_left_out(tmp_path):
-    from orchestrator.driver.preflight import check_specs
+    from orchestrator.driver.check import check_specs
 
     _tree(tmp_path / "tree")
     (tmp_path / "tree" / "dark" / "cut.png").write_bytes(_png()[:40])

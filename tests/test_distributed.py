@@ -20,7 +20,7 @@ def two_workers(**replica) -> dict:
 
 
 def test_placement_of_workers_beside_spread_teacher_actors_by_hand():
-    from orchestrator.driver.cluster import placeable
+    from orchestrator.planning.resources import placeable
 
     two_nodes = [(1.0, 0.0), (1.0, 0.0)]
     # two actors of 0.25 CPU, one per node, leave 0.75 on each: two student workers of 0.75 fit

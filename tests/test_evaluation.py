@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from orchestrator.driver.evaluation import EvaluationTally
-from orchestrator.driver.preflight import preflight
+from orchestrator.planning.preflight import preflight
 from orchestrator.tracking import ledger as ledger_module
 from orchestrator.tracking.ledger import chain_nfr_matrix, ledger_blocks, read_ledger, write_ledger
 from pipelines.spec import parse_spec

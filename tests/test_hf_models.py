@@ -182,8 +182,8 @@ def test_an_hf_text_update_from_v1_to_v2_with_elodi_registers_both(ray_cluster, 
 def test_replicas_of_a_directory_saved_over_are_other_replicas(spec_document, tmp_path):
     """The replicas' key holds the directory's content, not its path: a model saved over the same
     directory trains new replicas, the same content reuses them."""
-    from orchestrator.driver.model_inputs import directory_digest
-    from orchestrator.driver.preflight import preflight
+    from orchestrator.planning.model_inputs import directory_digest
+    from orchestrator.planning.preflight import preflight
     from pipelines.spec import parse_spec
 
     folder = tiny_bert(tmp_path / "bert", TEXTS)

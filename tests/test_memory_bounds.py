@@ -67,7 +67,7 @@ def _spec(tmp_path: Path, method: dict, replica_cpus: float = 1.0):
 
 
 def test_the_in_memory_path_is_held_by_the_driver_and_each_trainer_that_runs_at_once(tmp_path, monkeypatch):
-    from orchestrator.driver.stream_plan import in_memory_holders
+    from orchestrator.planning.streaming import in_memory_holders
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
@@ -83,8 +83,8 @@ def test_the_in_memory_path_is_held_by_the_driver_and_each_trainer_that_runs_at_
 def test_streaming_false_names_the_memory_its_holders_would_need(tmp_path, monkeypatch):
     from PIL import Image
 
-    from orchestrator.driver import stream_plan
-    from orchestrator.driver.plan import data_request
+    from orchestrator.planning import streaming
+    from orchestrator.planning.plan import data_request
     from pipelines.spec import SpecError
 
     for label in ("a", "b"):
@@ -92,12 +92,12 @@ def test_streaming_false_names_the_memory_its_holders_would_need(tmp_path, monke
         for i in range(10):
             Image.new("RGB", (8, 8), (i * 20, 0, 0)).save(tmp_path / "photos" / label / f"{i}.png")
     request = data_request(_spec(tmp_path, {"name": "elodi", "m": 2}))
-    copy = stream_plan.in_memory_bytes(request)
+    copy = streaming.in_memory_bytes(request)
     assert copy == 20 * 3 * 8 * 8
-    monkeypatch.setattr(stream_plan, "available_memory", lambda: int(copy * 2.5))
-    assert stream_plan.settle_streaming(request, holders=2).streaming is False
+    monkeypatch.setattr(streaming, "available_memory", lambda: int(copy * 2.5))
+    assert streaming.settle_streaming(request, holders=2).streaming is False
     with pytest.raises(SpecError) as caught:
-        stream_plan.settle_streaming(request, holders=3)
+        streaming.settle_streaming(request, holders=3)
     (line,) = caught.value.problems
     assert "in each of the driver and 2 trainer(s) at once" in line and line.endswith("set streaming: true")
 
@@ -293,7 +293,7 @@ def test_the_statistics_sample_of_a_streamed_tree_spans_every_class_and_is_decod
     import torch
 
     from orchestrator.dataplane.image_streams import open_image_stream
-    from orchestrator.driver.model_inputs import statistics_sample
+    from orchestrator.planning.model_inputs import statistics_sample
 
     train = open_image_stream(str(_colour_tree(tmp_path / "tree")), image_size=8).train
     was_running = ray.is_initialized()
@@ -320,7 +320,7 @@ def test_preflight_of_a_streamed_tree_with_image_size_starts_no_ray(tmp_path):
     spec["data"] = {"path": str(tree), "image_size": 8, "streaming": True}
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     probe = (
-        "import ray\nfrom pipelines.spec import load_spec\nfrom orchestrator.driver.preflight import preflight\n"
+        "import ray\nfrom pipelines.spec import load_spec\nfrom orchestrator.planning.preflight import preflight\n"
         "plan = preflight(load_spec('spec.yaml'))\nprint(plan.spec.data.streaming, plan.inputs.mean is not None, "
         "'ray started' if ray.is_initialized() else 'ray not started')"
     )

@@ -177,7 +177,7 @@ def test_a_packed_checkpoint_holds_every_field_of_a_solo_one_and_serves_as_old(t
     """Field by field, a packed replica's checkpoint is what a replica trained alone writes (the
     same keys, types and values but the weights' float noise and the timings), so it resumes,
     registers and serves as the `old` model of the next version."""
-    from orchestrator.driver.preflight import preflight
+    from orchestrator.planning.preflight import preflight
     from pipelines.spec import parse_spec
 
     packed = read_checkpoint(train_pack(jobs(tmp_path, "packed", count=2, epochs=1))[1].checkpoint)

@@ -8,8 +8,8 @@ import pytest
 
 from datafiles import write_idx_dataset
 from fresh_python import fresh_python
-from orchestrator.driver.plan import applied_params, train_config
-from orchestrator.driver.preflight import preflight
+from orchestrator.planning.plan import applied_params, train_config
+from orchestrator.planning.preflight import preflight
 from pipelines.spec import WorkerResources, parse_spec
 
 BASE = {
@@ -107,7 +107,7 @@ def test_warmup_auto_is_for_the_ldi_student(method, train, student, replicas):
 
 def test_a_method_without_a_pool_counts_no_teacher_actors():
     """Method none with `student.cpus: 2` fits a 2-CPU machine: it starts no teacher actor."""
-    from orchestrator.driver.cluster import check_resources
+    from orchestrator.planning.resources import check_resources
     from pipelines.spec import SpecError
 
     two_cpus = {"CPU": 2.0, "GPU": 0.0}

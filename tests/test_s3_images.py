@@ -85,7 +85,7 @@ def test_a_corrupt_object_fails_the_reading_with_its_key(ray_cluster, s3_env):
 
 
 def test_a_spec_on_an_s3_image_tree_checks_without_reading_it_whole(s3_env, tmp_path):
-    from orchestrator.driver.preflight import check_specs
+    from orchestrator.driver.check import check_specs
 
     spec = tmp_path / "spec.yaml"
     head = f"model: s3-photos\nversion: v1\narch: small-cnn\nstorage: {tmp_path / 'runs'}\n"

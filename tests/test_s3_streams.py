@@ -105,7 +105,7 @@ def test_ray_data_reads_the_shards_from_s3_with_the_drivers_credentials(ray_clus
 
 
 def test_a_spec_on_s3_shards_checks_without_reading_them_whole(s3_env, tmp_path):
-    from orchestrator.driver.preflight import check_specs
+    from orchestrator.driver.check import check_specs
 
     spec = tmp_path / "spec.yaml"
     head = f"model: s3-tweets\nversion: v1\narch: text-linear\nstorage: {tmp_path / 'runs'}\n"

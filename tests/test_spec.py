@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from orchestrator.cli import main
-from orchestrator.driver.plan import objective_of
+from orchestrator.planning.plan import objective_of
 from pipelines.spec import SpecError, load_spec, parse_spec
 
 BASE = {"model": "fmnist", "version": "v2", "arch": "mlp-small", "data": {"train_limit": 500, "eval_limit": 200}}
@@ -215,7 +215,7 @@ def test_train_fields_left_out_come_from_the_architectures_recipe():
 
 
 def test_the_plan_warms_up_as_the_architecture_says_and_an_elodi_student_at_least_an_epoch():
-    from orchestrator.driver.plan import warmup_epochs
+    from orchestrator.planning.plan import warmup_epochs
     from pipelines.defaults import RECIPES
 
     transformer = {**BASE, "arch": "text-transformer", "data": {"dataset": "tweet-sentiment"}}

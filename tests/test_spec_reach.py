@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.driver.preflight import preflight
+from orchestrator.planning.preflight import preflight
 from pipelines.spec import parse_spec
 from test_plan import BASE, spec
 
@@ -76,7 +76,7 @@ def consumers(document: dict) -> tuple:
     replicas' jobs (checkpoint paths aside: they hash the whole spec), BCWI's sweep."""
     import dataclasses
 
-    from orchestrator.driver.plan import Plan, data_request
+    from orchestrator.planning.plan import Plan, data_request
 
     parsed = parse_spec(document)
     plan = Plan(
@@ -129,7 +129,7 @@ def test_the_spec_precision_and_compile_mode_reach_the_training(tmp_path, monkey
 def test_student_epochs_lengthen_the_student_only():
     """`train.student_epochs`: the deployed model trains that long (its warm-up a tenth of it, at
     most 1 epoch); the replicas keep `epochs` and their checkpoints (keyed without it)."""
-    from orchestrator.driver.plan import Plan, data_request
+    from orchestrator.planning.plan import Plan, data_request
 
     def plan_of(train: dict) -> Plan:
         parsed = parse_spec({**BASE, "method": {"name": "elodi", "m": 2}, "train": train})
@@ -145,7 +145,7 @@ def test_student_epochs_lengthen_the_student_only():
 def test_replicas_started_from_other_weights_are_other_replicas():
     """The replicas' checkpoint key holds what `init` starts from (a file's content digest, not its
     path): another old model, or other weights under the same file name, train new replicas."""
-    from orchestrator.driver.plan import Plan, data_request
+    from orchestrator.planning.plan import Plan, data_request
 
     spec = parse_spec({**BASE, "method": {"name": "elodi", "m": 1}, "old": "old.pt", "init": "old"})
 
@@ -159,7 +159,7 @@ def test_replicas_started_from_other_weights_are_other_replicas():
 def test_text_replicas_are_keyed_by_the_trained_tokenizer_not_its_settings():
     """Two tokenizers trained with the same `tokenizer:` settings but on other texts read the
     tweets otherwise: replicas trained through one are not the other's."""
-    from orchestrator.driver.plan import Plan, data_request
+    from orchestrator.planning.plan import Plan, data_request
     from workers.data.tokenizer import text_input
 
     spec = parse_spec(

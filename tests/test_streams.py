@@ -239,7 +239,7 @@ def _stream_spec(tmp_path, folder, **fields):
 
 
 def test_what_a_stream_does_not_support_is_one_line_each(tmp_path, tweet_shards):
-    from orchestrator.driver.preflight import preflight
+    from orchestrator.planning.preflight import preflight
     from pipelines.spec import SpecError, parse_spec
 
     folder, _ = tweet_shards
@@ -305,8 +305,8 @@ def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_pa
 
 
 def test_the_spec_reference_states_the_streaming_bounds_the_code_uses():
-    from orchestrator.driver.model_inputs import TOKENIZER_SAMPLE
-    from orchestrator.driver.stream_plan import STREAMING_BUDGET_BYTES
+    from orchestrator.planning.model_inputs import TOKENIZER_SAMPLE
+    from orchestrator.planning.streaming import STREAMING_BUDGET_BYTES
     from pipelines.sections import DataSpec, TokenizerSpec
 
     assert f"first {TOKENIZER_SAMPLE:,} texts" in (TokenizerSpec.__doc__ or "")

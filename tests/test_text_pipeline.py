@@ -13,7 +13,7 @@ TWEETS = {"dataset": "tweet-sentiment", "train_limit": 4000, "eval_limit": 1500}
 def test_the_spec_tokenizer_is_trained_on_the_train_split_and_travels_with_every_job(tmp_path):
     """`tokenizer` settings reach the jobs' input description; the tokenizer is trained on the
     train split (so a subset trains another vocabulary), the same for the replicas and the student."""
-    from orchestrator.driver.preflight import preflight
+    from orchestrator.planning.preflight import preflight
 
     spec = {
         "model": "tw",
@@ -126,7 +126,7 @@ def test_teachers_of_unaugmented_inputs_compute_each_sample_once(ray_cluster, tm
     import torch
 
     from orchestrator.driver.pool import PooledTeacher, TeacherPool
-    from orchestrator.driver.preflight import preflight
+    from orchestrator.planning.preflight import preflight
     from workers.data import Batch
     from workers.tasks.bodies import train_job
     from workers.tasks.resolve import cached_splits
@@ -170,7 +170,7 @@ def test_tune_searches_alpha_and_k_on_text(ray_cluster, spec_file, tmp_path):
     from mlflow import MlflowClient
 
     from orchestrator.cli import main
-    from orchestrator.driver.preflight import preflight
+    from orchestrator.planning.preflight import preflight
     from workers.tasks.bodies import train_job
 
     old = preflight(

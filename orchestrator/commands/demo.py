@@ -19,7 +19,7 @@ TEXT_MODEL = "congruent-demo-text"
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.cluster import check_cluster, connect
     from orchestrator.driver.demo import TEXT_EPOCHS, DemoSettings, demo_specs, run_demo
-    from orchestrator.driver.preflight import check_output, preflight
+    from orchestrator.planning.preflight import check_output, preflight
     from orchestrator.driver.report import write_report
     from orchestrator.driver.watch import StageWatch
     from orchestrator.tracking.store import configure

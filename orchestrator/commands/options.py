@@ -85,7 +85,7 @@ def fail_all(command: str, problems: list[str], code: int = 2) -> int:
 def report_checks(command: str, paths: list[str], ray_address: str | None, quiet: bool = False) -> int:
     """`congruent check` (and `run --check`): every problem of the specs at `paths`, one line each
     on stderr, exit 2 if there is any; else a line per spec saying what it will run."""
-    from orchestrator.driver.preflight import check_specs
+    from orchestrator.driver.check import check_specs
 
     failed = False
     for result in check_specs(paths, ray_address):

@@ -41,7 +41,7 @@ def format_trials(record: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.cluster import check_cluster, connect
-    from orchestrator.driver.preflight import check_output, preflight
+    from orchestrator.planning.preflight import check_output, preflight
     from orchestrator.driver.tune import run_search
     from orchestrator.driver.watch import StageWatch
     from orchestrator.tracking.store import TrackingUnavailable, check_store

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.driver.pipeline import PipelineResult, run_pipeline
-from orchestrator.driver.preflight import preflight
+from orchestrator.planning.preflight import preflight
 from orchestrator.driver.watch import StageWatch
 from pipelines.spec import parse_spec
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import ray
 
-from orchestrator.driver.cluster import device
-from orchestrator.driver.plan import Plan
+from orchestrator.planning.resources import device
+from orchestrator.planning.plan import Plan
 from orchestrator.driver.stages import stage_task
 from orchestrator.driver.watch import StageWatch
 from orchestrator.views.format import percent

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.driver.evaluation import evaluate
-from orchestrator.driver.plan import Plan, applied_params
+from orchestrator.planning.plan import Plan, applied_params
 from orchestrator.driver.pool import serving_pool
 from orchestrator.driver.stages import run_bcwi, train_replicas, train_student
 from orchestrator.driver.watch import StageWatch

@@ -21,8 +21,9 @@ from ray.exceptions import RayActorError
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from orchestrator.driver.cluster import bundle, device, node_capacities, placeable, threads
-from orchestrator.driver.plan import Plan
+from orchestrator.driver.cluster import node_capacities
+from orchestrator.planning.resources import bundle, device, placeable, threads
+from orchestrator.planning.plan import Plan
 from pipelines.spec import UpdateSpec
 from workers.data import Batch, ImageSet
 from workers.data.encoded import Samples

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.driver.plan import data_request
+from orchestrator.planning.plan import data_request
 from orchestrator.tracking import registry, runs
 from orchestrator.views.report import Flip, ReportData, png_thumbnail, render_html, top1_confidence
 from workers.data import ImageSet

@@ -8,9 +8,10 @@ from typing import Any
 
 import ray
 
-from orchestrator.driver.cluster import device, on_node
+from orchestrator.driver.cluster import on_node
+from orchestrator.planning.resources import device
 from orchestrator.driver.distributed import fit, run_folder
-from orchestrator.driver.plan import Plan, pool_topk
+from orchestrator.planning.plan import Plan, pool_topk
 from orchestrator.driver.pool import PoolHandle, TeacherPool
 from orchestrator.driver.watch import StageWatch
 from workers import storage

@@ -29,7 +29,7 @@ import numpy as np
 from ray import tune
 
 from orchestrator.driver.evaluation import eval_split_predictions, evaluate
-from orchestrator.driver.plan import Plan, applied_params, pool_topk
+from orchestrator.planning.plan import Plan, applied_params, pool_topk
 from orchestrator.driver.pool import serving_pool
 from orchestrator.driver.stages import train_replicas
 from orchestrator.driver.watch import StageWatch

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from orchestrator.driver.model_inputs import (
+from orchestrator.planning.model_inputs import (
     check_init_available,
     check_init_fits,
     directory_digest,
@@ -22,7 +22,7 @@ from orchestrator.driver.model_inputs import (
     image_inputs,
     text_inputs,
 )
-from orchestrator.driver.plan import Plan, cluster_demand, data_request
+from orchestrator.planning.plan import Plan, cluster_demand, data_request
 from orchestrator.tracking.references import Reference, RegistryError
 from pipelines.spec import SpecError, UpdateSpec
 from workers import storage
@@ -151,7 +151,7 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
     spec = spec.with_absolute_paths()
     # a user factory imports here, not in a worker
     found.attempt("arch", lambda: resolve_factory(spec.arch, spec.allow_user_factories), (ModelError,))
-    from orchestrator.driver.stream_plan import (
+    from orchestrator.planning.streaming import (
         in_memory_holders,
         in_process_teachers_on_a_stream,
         settle_streaming,
@@ -274,45 +274,3 @@ def _compare_old(found: Findings, written: str | None, old: Shape, splits: Any) 
             f"old: {written} takes {old.channels}×{old.size}² images, the data has "
             f"{splits.in_channels}×{splits.image_size}²"
         )
-
-
-@dataclass(frozen=True)
-class Checked:
-    """`congruent check`'s answer for one spec: its problems (each line names the spec), or what it
-    will run."""
-
-    path: str
-    problems: list[str]
-    summary: str = ""
-
-
-def check_specs(paths: list[str], ray_address: str | None = None) -> list[Checked]:
-    """Check each spec as `congruent run` does before Ray starts — `check_spec`, then what the
-    cluster can hold (this machine's cores for an embedded Ray; a cluster at `ray_address` or
-    RAY_ADDRESS is joined and asked) — in order, a later spec's `old: MODEL@challenger` (or
-    `@champion`, when the earlier spec has a promotion gate) checked against the earlier spec
-    that registers it. Starts no Ray and trains nothing."""
-    from orchestrator.driver.cluster import check_cluster
-    from pipelines.spec import load_spec
-
-    upcoming: dict[str, Shape] = {}
-    results = []
-    for path in paths:
-        try:
-            spec = load_spec(path)
-        except SpecError as e:
-            results.append(Checked(path, e.problems))  # load_spec's lines name the file
-            continue
-        inspection = check_spec(spec, upcoming)
-        problems = list(inspection.problems)
-        demand = cluster_demand(spec)
-        try:
-            check_cluster(spec, ray_address, demand.replicas, demand.student, demand.pool_actors)
-        except SpecError as e:
-            problems += e.problems
-        if inspection.shape is not None:  # what the aliases will name once this spec has run
-            upcoming[f"{spec.model}@challenger"] = inspection.shape
-            if spec.promote is not None:  # its gate may move champion; without one the champion stays
-                upcoming[f"{spec.model}@champion"] = inspection.shape
-        results.append(Checked(path, [f"{path}: {line}" for line in problems], inspection.summary))
-    return results

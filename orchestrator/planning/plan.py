@@ -13,7 +13,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
-from orchestrator.driver.cluster import device, threads
+from orchestrator.planning.resources import device, threads
 from orchestrator.tracking.references import Reference
 from pipelines.defaults import recipe_for
 from pipelines.spec import MethodSpec, UpdateSpec, WorkerResources
