@@ -6,7 +6,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.baselines import (
+from benchmarks.baselines_grid import (
     BUDGETS,
     CANDIDATES,
     FULL,

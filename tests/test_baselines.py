@@ -1,6 +1,6 @@
 """The baselines benchmark's flips table (benchmarks/baselines_report.py) on hand-made results."""
 
-from benchmarks.baselines import Unit, key_of
+from benchmarks.baselines_grid import Unit, key_of
 from benchmarks.baselines_report import flip_rows
 
 

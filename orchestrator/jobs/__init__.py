@@ -1,0 +1,9 @@
+"""The Ray Jobs client: a pipeline submitted to a cluster as a Ray Job (`congruent submit`), its
+status, logs and cancellation, and the table of jobs with how long each waited for resources.
+
+    ray_jobs.py   submit, status, logs, cancel through Ray's JobSubmissionClient
+    job_table.py  `congruent status` without a job id: every job, its stages and their waits
+
+May import: ray, `pipelines`, `workers`, `orchestrator.execution`, `orchestrator.views`,
+`orchestrator.host` — never `orchestrator.driver` or `orchestrator.commands`.
+"""
