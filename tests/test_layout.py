@@ -71,3 +71,80 @@ def test_the_architectures_the_spec_names_are_the_ones_the_core_builds():
     from workers.models.architectures import ARCHITECTURES
 
     assert names.ARCHITECTURES == tuple(ARCHITECTURES)
+
+
+def import_circles(packages: tuple[str, ...]) -> list[list[str]]:
+    """Every circle of imports among the modules of `packages` (strongly connected components of
+    more than one module, Tarjan's algorithm over grimp's graph), imports inside functions and
+    under TYPE_CHECKING included: a circle closed by a deferred import is still a circle."""
+    import grimp
+
+    graph = grimp.build_graph(*packages)
+    modules = sorted(graph.modules)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(root: str) -> None:  # iterative, so a deep chain cannot overflow Python's stack
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges.get(child, []))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+
+    for module in modules:
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_import_circles_are_found():
+    """The finder itself, on a circle made for it: a → b → c → a, and d outside it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        package = Path(folder) / "circled"
+        package.mkdir()
+        (package / "__init__.py").write_text("")
+        (package / "a.py").write_text("from circled import b\n")
+        (package / "b.py").write_text("def late():\n    from circled import c\n")
+        (package / "c.py").write_text("import circled.a\n")
+        (package / "d.py").write_text("import circled.a\n")
+        sys.path.insert(0, folder)
+        try:
+            assert import_circles(("circled",)) == [["circled.a", "circled.b", "circled.c"]]
+        finally:
+            sys.path.remove(folder)
+
+
+def test_no_import_circle_in_the_project():
+    """No module of orchestrator/, workers/, pipelines/ or benchmarks/ reaches itself through its
+    imports (docs/architecture.md: each package imports only the ones below it)."""
+    assert import_circles(("orchestrator", "workers", "pipelines", "benchmarks")) == []
