@@ -29,11 +29,11 @@ import ray
 import torch
 
 from benchmarks.report import write_section
+from orchestrator.execution.pool import TeacherPool, shareable, teacher_pool
+from orchestrator.execution.stages import train_replicas
+from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import train_config
-from orchestrator.driver.pool import TeacherPool, shareable, teacher_pool
 from orchestrator.planning.preflight import preflight
-from orchestrator.driver.stages import train_replicas
-from orchestrator.driver.watch import StageWatch
 from pipelines.spec import parse_spec
 from workers.data.stream import StreamedSplit
 from workers.models.checkpoints import ModelSettings, save_checkpoint

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 from benchmarks.report import markdown_table, write_section
-from orchestrator.driver.cluster import connect
+from orchestrator.execution.cluster import connect
+from orchestrator.execution.stages import train_replicas
+from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.preflight import preflight
-from orchestrator.driver.stages import train_replicas
-from orchestrator.driver.watch import StageWatch
 from pipelines.spec import parse_spec
 
 SECTION = "## Ray Train: one replica on 1 and 2 workers (CPU)"

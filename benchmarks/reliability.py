@@ -124,7 +124,7 @@ def load_section(rows: list[dict]) -> list[str]:
         "one version; *parents as resolved*: each version's `parent_version` is its spec's fixed version, or a "
         "version that was champion while the load ran; *NFR = compare*: the registered `nfr` tag equals "
         "`congruent compare --json` on the two versions' stored ledgers. The waits are each job's time with a stage "
-        "queued in Ray (`congruent status`, orchestrator/driver/job_table.py).",
+        "queued in Ray (`congruent status`, orchestrator/jobs/job_table.py).",
         "",
         *load_table(rows),
         "",

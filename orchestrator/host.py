@@ -22,7 +22,6 @@ def worker_env(prefixes: tuple[str, ...] = FORWARDED_ENV_PREFIXES) -> dict[str, 
     return {k: v for k, v in os.environ.items() if k.startswith(prefixes)}
 
 
-
 def own_cgroups(
     membership: Path = Path("/proc/self/cgroup"), mount: Path = Path("/sys/fs/cgroup")
 ) -> list[tuple[Path, str, str]]:

@@ -101,8 +101,8 @@ def run_update(document: dict, run_dir: Path):
     """One pipeline in this process, on the Ray it is connected to, without progress display:
     preflight, then every stage; returns the PipelineResult."""
     from orchestrator.driver.pipeline import run_pipeline
+    from orchestrator.execution.watch import StageWatch
     from orchestrator.planning.preflight import preflight
-    from orchestrator.driver.watch import StageWatch
     from orchestrator.tracking.store import configure
     from pipelines.spec import parse_spec
 

@@ -163,7 +163,7 @@ class ChampionWatch(threading.Thread):
 
 def submit(document: dict, folder: Path, dashboard: str) -> str:
     """The job id of `document` submitted to the cluster with this environment's settings."""
-    from orchestrator.driver import ray_jobs
+    from orchestrator.jobs import ray_jobs
     from pipelines.spec import load_spec
 
     path = folder / f"{document['model']}-{document['version']}.yaml"
@@ -176,7 +176,7 @@ def wait_for_jobs(
     dashboard: str, job_ids: list[str], timeout_s: float = JOB_TIMEOUT_S, each_poll: Callable[[], None] | None = None
 ) -> dict[str, object]:
     """Each job's info once all have ended (`each_poll` called between polls); RuntimeError after `timeout_s`."""
-    from orchestrator.driver import ray_jobs
+    from orchestrator.jobs import ray_jobs
 
     client = ray_jobs.client(dashboard)
     deadline = time.monotonic() + timeout_s
@@ -209,7 +209,7 @@ def _stage_running(stack: LoadStack, on_worker: bool) -> bool:
 def run_load(stack: LoadStack, models: list[str], fault: str, duplicate: bool = True) -> dict:
     """Seed each model's v1, submit the load at once, inject `fault`, rerun failed jobs once, audit.
     Returns the figures (the record docs/reliability.md shows)."""
-    from orchestrator.driver.job_table import job_rows
+    from orchestrator.jobs.job_table import job_rows
 
     folder = stack.root / f"specs-{fault}"
     folder.mkdir(parents=True, exist_ok=True)

@@ -176,7 +176,7 @@ def test_a_busy_cluster_makes_a_reservation_wait_and_a_lost_node_ends_the_wait(r
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    from orchestrator.driver import pool
+    from orchestrator.execution import pool
 
     monkeypatch.setattr(pool, "RESERVATION_POLL_S", 0.5)
 

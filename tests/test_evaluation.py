@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from orchestrator.driver.evaluation import EvaluationTally
+from orchestrator.execution.evaluation import EvaluationTally
 from orchestrator.planning.preflight import preflight
 from orchestrator.tracking import ledger as ledger_module
 from orchestrator.tracking.ledger import chain_nfr_matrix, ledger_blocks, read_ledger, write_ledger
@@ -188,8 +188,8 @@ def test_the_driver_writes_each_streamed_chunk_into_the_prediction_files_and_sho
     evaluated after each chunk; the ensemble method's paragon is its "new"."""
     from types import SimpleNamespace
 
-    from orchestrator.driver import evaluation
-    from orchestrator.driver.watch import StageWatch
+    from orchestrator.execution import evaluation
+    from orchestrator.execution.watch import StageWatch
 
     rng = np.random.default_rng(3)
     labels = rng.integers(0, 3, 25)

@@ -19,7 +19,7 @@ import yaml
 from mlflow import MlflowClient
 
 from conftest import run_update
-from orchestrator.driver.pool import TeacherPool
+from orchestrator.execution.pool import TeacherPool
 from pipelines.spec import parse_spec
 from reliability_records import record
 from workers.models.checkpoints import ModelSettings, load_model, read_checkpoint, save_checkpoint
@@ -276,7 +276,7 @@ def test_pool_resends_the_batches_of_an_actor_that_died_for_good(ray_cluster, tm
     next actor: every batch is answered once, with the right logits."""
     import ray
 
-    from orchestrator.driver.pool import PooledTeacher
+    from orchestrator.execution.pool import PooledTeacher
     from workers.data import batch_inputs, epoch_batches
 
     settings = ModelSettings("mlp-small", 10)

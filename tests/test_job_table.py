@@ -1,7 +1,7 @@
 """How long a job waited for resources, from Ray's task events and placement-group stats
-(orchestrator/driver/job_table.py), against hand-computed stretches."""
+(orchestrator/jobs/job_table.py), against hand-computed stretches."""
 
-from orchestrator.driver.job_table import covered_seconds, group_stretch, job_state, queued_stretches
+from orchestrator.jobs.job_table import covered_seconds, group_stretch, job_state, queued_stretches
 
 # a task queued 12,728 → 16,076 ms, then run (as Ray's state API reports a task that waited for a CPU)
 EVENTS = [

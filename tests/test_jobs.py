@@ -243,7 +243,7 @@ def test_a_submitted_job_takes_this_environments_settings_only_when_asked(tmp_pa
     """The addresses this machine reaches MLflow and S3 at (localhost) are not the cluster's
     (mlflow:5000 in docker-compose.yml): a job carries this environment's MLFLOW_* / AWS_* settings
     only with --env-from-here, so a README-style laptop environment cannot override the cluster's."""
-    from orchestrator.driver import ray_jobs
+    from orchestrator.jobs import ray_jobs
     from pipelines.spec import load_spec
 
     sent = []

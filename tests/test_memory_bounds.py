@@ -103,7 +103,7 @@ def test_streaming_false_names_the_memory_its_holders_would_need(tmp_path, monke
 
 
 def test_the_embedded_object_store_is_a_share_of_the_cgroup_limit(monkeypatch):
-    from orchestrator.driver import cluster
+    from orchestrator.execution import cluster
 
     monkeypatch.setattr("orchestrator.host.memory_limit", lambda: 10 * GiB)
     assert cluster.object_store_bytes() == 3 * GiB
@@ -167,7 +167,7 @@ def test_the_image_reading_tasks_load_no_torch(tmp_path):
 def test_ray_workers_start_with_allocators_that_give_memory_back(monkeypatch):
     import ray
 
-    from orchestrator.driver import cluster
+    from orchestrator.execution import cluster
 
     calls: list[dict] = []
     monkeypatch.setattr(ray, "is_initialized", lambda: False)

@@ -39,7 +39,7 @@ def test_the_embedded_ray_starts_without_the_token_auth_warning(tmp_path):
     mode Ray would pick (token) explicitly. (The test suite sets RAY_AUTH_MODE=disabled, hence a
     process of its own, with a home of its own for the token Ray writes.)"""
     probe = (
-        "import ray\nfrom orchestrator.driver.cluster import connect\nconnect(None)\n"
+        "import ray\nfrom orchestrator.execution.cluster import connect\nconnect(None)\n"
         "print(int(ray.cluster_resources()['CPU']))\nray.shutdown()"
     )
     done = fresh_python(probe, cwd=tmp_path, drop=("RAY_AUTH_MODE", "RAY_ADDRESS"), extra_env={"HOME": str(tmp_path)})

@@ -125,7 +125,7 @@ def test_teachers_of_unaugmented_inputs_compute_each_sample_once(ray_cluster, tm
     import ray
     import torch
 
-    from orchestrator.driver.pool import PooledTeacher, TeacherPool
+    from orchestrator.execution.pool import PooledTeacher, TeacherPool
     from orchestrator.planning.preflight import preflight
     from workers.data import Batch
     from workers.tasks.bodies import train_job

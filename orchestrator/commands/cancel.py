@@ -10,7 +10,7 @@ from orchestrator.commands.options import fail, jobs_address
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver import ray_jobs
+    from orchestrator.jobs import ray_jobs
     from pipelines.spec import SpecError
 
     try:

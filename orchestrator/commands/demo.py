@@ -17,11 +17,11 @@ TEXT_MODEL = "congruent-demo-text"
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.cluster import check_cluster, connect
     from orchestrator.driver.demo import TEXT_EPOCHS, DemoSettings, demo_specs, run_demo
-    from orchestrator.planning.preflight import check_output, preflight
     from orchestrator.driver.report import write_report
-    from orchestrator.driver.watch import StageWatch
+    from orchestrator.execution.cluster import check_cluster, connect
+    from orchestrator.execution.watch import StageWatch
+    from orchestrator.planning.preflight import check_output, preflight
     from orchestrator.tracking.store import configure
     from orchestrator.views.progress import make_display
     from orchestrator.views.tables import table

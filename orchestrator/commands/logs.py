@@ -11,7 +11,7 @@ from orchestrator.commands.options import fail, jobs_address
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from orchestrator.driver import ray_jobs
+    from orchestrator.jobs import ray_jobs
     from pipelines.spec import SpecError
 
     try:

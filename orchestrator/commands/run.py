@@ -71,11 +71,11 @@ def json_result(result: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.cluster import check_cluster, connect
     from orchestrator.driver.pipeline import run_pipeline
+    from orchestrator.execution.cluster import check_cluster, connect
+    from orchestrator.execution.watch import StageWatch
     from orchestrator.planning.plan import cluster_demand
     from orchestrator.planning.preflight import check_output, preflight
-    from orchestrator.driver.watch import StageWatch
     from orchestrator.tracking.store import TrackingUnavailable, check_store
     from orchestrator.views.progress import make_display
     from pipelines.spec import SpecError, load_spec

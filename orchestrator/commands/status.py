@@ -1,6 +1,6 @@
 """`congruent status [JOB_ID] --jobs-address http://HEAD:8265 [--json]`: one submitted pipeline's
 state, or, without JOB_ID, every job on the cluster: waiting / running / finished, and how long
-each waited for resources (orchestrator/driver/job_table.py says how that is measured)."""
+each waited for resources (orchestrator/jobs/job_table.py says how that is measured)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from orchestrator.commands.options import fail, jobs_address, json_option
 def run(args: argparse.Namespace) -> int:
     from ray.util.state.exception import RayStateApiException
 
-    from orchestrator.driver import ray_jobs
+    from orchestrator.jobs import ray_jobs
     from pipelines.spec import SpecError
     from workers.errors import first_line
 
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _all_jobs(args: argparse.Namespace) -> int:
-    from orchestrator.driver.job_table import job_rows
+    from orchestrator.jobs.job_table import job_rows
     from orchestrator.views.tables import table
 
     address = args.jobs_address

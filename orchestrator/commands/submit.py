@@ -1,5 +1,5 @@
 """`congruent submit SPEC.yaml --jobs-address http://HEAD:8265 [--wait]`: the same pipeline as
-`congruent run`, sent to a cluster as a Ray Job (orchestrator/driver/ray_jobs.py says what travels)."""
+`congruent run`, sent to a cluster as a Ray Job (orchestrator/jobs/ray_jobs.py says what travels)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from workers.errors import first_line
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from orchestrator.driver import ray_jobs
+    from orchestrator.jobs import ray_jobs
     from pipelines.spec import SpecError, load_spec
 
     try:

@@ -40,10 +40,10 @@ def format_trials(record: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.cluster import check_cluster, connect
-    from orchestrator.planning.preflight import check_output, preflight
     from orchestrator.driver.tune import run_search
-    from orchestrator.driver.watch import StageWatch
+    from orchestrator.execution.cluster import check_cluster, connect
+    from orchestrator.execution.watch import StageWatch
+    from orchestrator.planning.preflight import check_output, preflight
     from orchestrator.tracking.store import TrackingUnavailable, check_store
     from orchestrator.views.progress import make_display
     from pipelines.spec import SpecError, load_spec

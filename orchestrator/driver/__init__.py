@@ -1,11 +1,11 @@
-"""The driver: what the commands call to do their work. It runs an update pipeline as explicit
-stages on Ray (pipeline.py reads top-down), the Tune search, Ray Jobs, and gathers what `compare`
-and `report` show.
+"""The driver: the whole flows the commands call, each composed of planning's decisions and
+execution's stages — an update pipeline (pipeline.py reads top-down), the Tune search (tune.py),
+the demo (demo.py), `congruent check` (check.py), and what `compare` and `report` gather.
 
-    preflight (plan.py) → replicas → teacher pool → student → BCWI → evaluation → publish
-    (driver process)      Ray tasks   Ray actors     Ray task   Ray task  Ray task    driver (MLflow)
+    preflight → Plan   replicas → teacher pool → student → BCWI → evaluation   publish
+    (planning/)        (execution/: Ray tasks, actors, Ray Train)              (tracking/: MLflow)
 
-Ray calls sit here, at the edge: the stage bodies are plain functions of workers/, run as Ray
-tasks and actors. May import: ray, `workers`, `pipelines`, `orchestrator.tracking`,
-`orchestrator.views` — never `orchestrator.commands`.
+May import: ray, `workers`, `pipelines`, `orchestrator.planning`, `orchestrator.execution`,
+`orchestrator.dataplane`, `orchestrator.tracking`, `orchestrator.views`, `orchestrator.host` — never
+`orchestrator.commands`.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.driver.cluster import check_cluster
+from orchestrator.execution.cluster import check_cluster
 from orchestrator.planning.plan import cluster_demand
 from orchestrator.planning.preflight import Shape, check_spec
 from pipelines.spec import SpecError

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from orchestrator.driver.pipeline import PipelineResult, run_pipeline
+from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.preflight import preflight
-from orchestrator.driver.watch import StageWatch
 from pipelines.spec import parse_spec
 
 
@@ -211,7 +211,7 @@ def run_demo(
 ) -> tuple[list[PipelineResult], Verdict]:
     """v1, then v2-none and v2-elodi against v1's registered version, and the verdict (Ray must be
     initialised)."""
-    from orchestrator.driver.evaluation import eval_split_predictions
+    from orchestrator.execution.evaluation import eval_split_predictions
 
     results: list[PipelineResult] = []
     plan, documents = None, demo_specs(settings)

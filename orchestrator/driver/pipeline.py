@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.driver.evaluation import evaluate
+from orchestrator.execution.evaluation import evaluate
+from orchestrator.execution.pool import serving_pool
+from orchestrator.execution.stages import run_bcwi, train_replicas, train_student
+from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, applied_params
-from orchestrator.driver.pool import serving_pool
-from orchestrator.driver.stages import run_bcwi, train_replicas, train_student
-from orchestrator.driver.watch import StageWatch
 from orchestrator.tracking import promotion, registry, runs
 from orchestrator.tracking.ledger import write_ledger
 from pipelines.spec import UpdateSpec

@@ -28,11 +28,11 @@ from typing import Any, TypedDict
 import numpy as np
 from ray import tune
 
-from orchestrator.driver.evaluation import eval_split_predictions, evaluate
+from orchestrator.execution.evaluation import eval_split_predictions, evaluate
+from orchestrator.execution.pool import serving_pool
+from orchestrator.execution.stages import train_replicas
+from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, applied_params, pool_topk
-from orchestrator.driver.pool import serving_pool
-from orchestrator.driver.stages import train_replicas
-from orchestrator.driver.watch import StageWatch
 from orchestrator.tracking import runs
 from orchestrator.views import plots
 from pipelines.spec import TuneSpec, UpdateSpec
@@ -75,7 +75,7 @@ def run_trial(
     """One Tune trial, in a Tune worker: distil a student from the shared pool (or, without actors,
     from its teachers in its own process) into `trials_uri`/TRIAL_ID.pt, score it on the
     regression-eval split against the old model's class ids, report per-epoch and final metrics."""
-    from orchestrator.driver.pool import TeacherPool
+    from orchestrator.execution.pool import TeacherPool
     from workers.tasks.bodies import eval_predictions, train_job
 
     spec = trial_spec(plan.spec, config)

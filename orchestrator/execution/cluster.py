@@ -9,10 +9,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from orchestrator.host import WORKER_ALLOCATORS, worker_env
 from orchestrator.planning.resources import check_placement, check_resources, local_capacity
 from pipelines.spec import SpecError, UpdateSpec
-from orchestrator.host import WORKER_ALLOCATORS, worker_env
 from workers.errors import first_line
+
 
 def connect(ray_address: str | None, dashboard: bool = False, worker_logs: bool = True) -> None:
     """Join the cluster whose GCS is at `ray_address` (or RAY_ADDRESS); without one, start Ray in

@@ -43,7 +43,7 @@ def train_loop(config: dict[str, Any]) -> None:
     from ray.train import Checkpoint
     from ray.train.torch import prepare_model
 
-    from orchestrator.driver.pool import TeacherPool
+    from orchestrator.execution.pool import TeacherPool
     from workers.progress import ProgressReporter
     from workers.tasks.bookkeeping import Bookkeeping
     from workers.tasks.resolve import cached_splits, initial_model, local_references, settings_of, val_reference

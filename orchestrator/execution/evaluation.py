@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import ray
 
-from orchestrator.planning.resources import device
+from orchestrator.execution.stages import stage_task
+from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan
-from orchestrator.driver.stages import stage_task
-from orchestrator.driver.watch import StageWatch
+from orchestrator.planning.resources import device
 from orchestrator.views.format import percent
 from workers.metrics import EvaluationMetrics, FlipCounts, class_ids
 from workers.progress import ProgressEvent

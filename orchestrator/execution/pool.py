@@ -21,9 +21,9 @@ from ray.exceptions import RayActorError
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from orchestrator.driver.cluster import node_capacities
-from orchestrator.planning.resources import bundle, device, placeable, threads
+from orchestrator.execution.cluster import node_capacities
 from orchestrator.planning.plan import Plan
+from orchestrator.planning.resources import bundle, device, placeable, threads
 from pipelines.spec import UpdateSpec
 from workers.data import Batch, ImageSet
 from workers.data.encoded import Samples

@@ -8,12 +8,12 @@ from typing import Any
 
 import ray
 
-from orchestrator.driver.cluster import on_node
-from orchestrator.planning.resources import device
-from orchestrator.driver.distributed import fit, run_folder
+from orchestrator.execution.cluster import on_node
+from orchestrator.execution.distributed import fit, run_folder
+from orchestrator.execution.pool import PoolHandle, TeacherPool
+from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, pool_topk
-from orchestrator.driver.pool import PoolHandle, TeacherPool
-from orchestrator.driver.watch import StageWatch
+from orchestrator.planning.resources import device
 from workers import storage
 from workers.tasks.bodies import bcwi_job, train_job, train_pack
 from workers.tasks.bookkeeping import discard_unfinished

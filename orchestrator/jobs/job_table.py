@@ -82,7 +82,7 @@ def job_rows(address: str | None) -> list[JobRow]:
     """The submitted jobs of the cluster at `address` (its dashboard; default RAY_JOBS_ADDRESS), oldest first."""
     from ray.util.state import list_placement_groups, list_tasks
 
-    from orchestrator.driver import ray_jobs
+    from orchestrator.jobs import ray_jobs
 
     client = ray_jobs.client(address)
     address = client.get_address()

@@ -22,7 +22,7 @@ from orchestrator.planning.model_inputs import (
     image_inputs,
     text_inputs,
 )
-from orchestrator.planning.plan import Plan, cluster_demand, data_request
+from orchestrator.planning.plan import Plan, data_request
 from orchestrator.tracking.references import Reference, RegistryError
 from pipelines.spec import SpecError, UpdateSpec
 from workers import storage

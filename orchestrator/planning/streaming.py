@@ -15,11 +15,11 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from orchestrator.host import available_memory
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.stream import StreamedSplits
 from workers.names import REPLICA_METHODS, is_glob, is_s3, is_table
 from workers.tasks.records import DataRequest
-from orchestrator.host import available_memory
 
 STREAMING_BUDGET_BYTES = 2 << 30  # pipelines/sections.py DataSpec.streaming states this figure
 TEXT_MEMORY_FACTOR = 4  # a table in memory: texts as Python strings plus their token ids, ≈ 4× its bytes

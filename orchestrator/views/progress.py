@@ -1,6 +1,6 @@
 """What the driver shows while the stages run: rich progress bars on a terminal, plain lines
 elsewhere (logs), nothing with `--quiet`. The displays draw `workers.progress.ProgressEvent`s;
-orchestrator/driver/watch.py feeds them from the training tasks.
+orchestrator/execution/watch.py feeds them from the training tasks.
 """
 
 from __future__ import annotations

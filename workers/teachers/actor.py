@@ -1,5 +1,5 @@
 """The teacher: frozen models that serve reference logits for a batch (a plain class; the driver
-runs it as a Ray actor, orchestrator/driver/pool.py).
+runs it as a Ray actor, orchestrator/execution/pool.py).
 
 A `TeacherActor` loads every group of checkpoints it is given — e.g. {"teacher": the m replicas,
 "old": the deployed model} — and answers with each group's mean logits, or, for a group served as
@@ -9,7 +9,7 @@ from Ray's object store, shared by the actors of a node, or texts: `hold_split`)
 very inputs itself. Made for a streamed split (`streamed`), it answers a streamed batch, which
 carries its samples (uint8 images or token ids and texts, and the draws), each group reading it
 through its own inputs. The logits of unaugmented samples are kept by the pool's client, in the
-student's process (orchestrator/driver/pool.py).
+student's process (orchestrator/execution/pool.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A *reference source* gives the named reference logits ("teacher": the replica ensemble, "old": the
 deployed model) for the batch the student is training on. `request(inputs, batch)` starts the work
 and returns a zero-argument callable that yields {name: logits}; the trainer requests batches ahead
-of its step, so a remote source (the Ray teacher pool, orchestrator/driver/pool.py, which sends only
+of its step, so a remote source (the Ray teacher pool, orchestrator/execution/pool.py, which sends only
 `batch` — indices and augmentation draws — to actors holding the training split) computes while the
 student trains. workers/teachers/ holds the sources themselves."""
 
