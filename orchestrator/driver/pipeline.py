@@ -31,7 +31,6 @@ from orchestrator.tracking.ledger import write_ledger
 from pipelines.spec import UpdateSpec
 from workers.metrics import EvaluationMetrics
 from workers.tasks.records import BcwiRecord, DataRequest, TrainRecord
-from workers.tasks.resolve import cached_splits
 
 
 @dataclass
@@ -194,7 +193,7 @@ def version_tags(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> di
         "error_rate": f"{metrics['error_rate']:.6f}",
         **{k: v for k, v in optional.items() if v is not None},
         **({"nfr_classes": ",".join(map(str, plan.old_classes))} if plan.old_classes is not None else {}),
-        **class_names_tag(cached_splits(plan.data).train.classes),
+        **class_names_tag(plan.class_names),
     }
 
 

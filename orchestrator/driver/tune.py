@@ -40,7 +40,6 @@ from workers import storage
 from workers.metrics import UpdateReport, error_rate, negative_flip_rate, update_report
 from workers.selection import pareto_front, pick_trial
 from workers.tasks.records import TrainRecord
-from workers.tasks.resolve import cached_splits
 
 
 def search_space(tune_spec: TuneSpec) -> dict[str, Any]:
@@ -88,7 +87,7 @@ def run_trial(
     record = train_job(
         job, pool, on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate})
     )
-    labels = cached_splits(plan.data).eval.labels.numpy()
+    labels = plan.eval_labels
     new = eval_predictions({"new": record.checkpoint}, plan.data, job.config.device, spec.allow_user_factories)["new"]
     tune.report(
         {
@@ -167,7 +166,7 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
     started = time.perf_counter()
     replicas = train_replicas(plan, watch)
     replicas_seconds = time.perf_counter() - started
-    labels = cached_splits(plan.data).eval.labels.numpy()
+    labels = plan.eval_labels
     # class ids of the old model, each replica and their paragon φ_ens = (1/m) Σ_i φ^(i) (mean logits)
     checkpoints = {"old": spec.old, **{r.name: r.checkpoint for r in replicas}}
     ids = eval_split_predictions(plan, checkpoints, [r.checkpoint for r in replicas])

@@ -22,7 +22,6 @@ from orchestrator.views.format import percent
 from workers.metrics import EvaluationMetrics, FlipCounts, class_ids
 from workers.progress import ProgressEvent
 from workers.tasks.bodies import eval_chunks
-from workers.tasks.resolve import cached_splits
 
 STREAM_BACKLOG = 2  # chunks the evaluation task may have sent ahead of the driver
 EVALUATION = "evaluation"  # the stage's name on the progress display and in Ray's task table
@@ -124,7 +123,7 @@ def evaluate(
     over the chunks; `watch` shows the samples evaluated so far."""
     checkpoints = {name: uri for name, uri in (("new", checkpoint), ("old", plan.spec.old)) if uri is not None}
     assert checkpoint is not None or ensemble, "an evaluation needs a model or an ensemble"
-    labels = cached_splits(plan.data).eval.labels.numpy()
+    labels = plan.eval_labels
     # flips against the old model count on the classes it knows (data growth with new classes)
     known = np.ones(len(labels), bool) if plan.old_classes is None else np.isin(labels, plan.old_classes)
     folder = run_dir / "predictions"

@@ -29,7 +29,6 @@ from workers.data import Batch, ImageSet
 from workers.data.encoded import Samples
 from workers.data.stream import StreamedSplit
 from workers.data.text import TextSet
-from workers.tasks.resolve import cached_splits
 from workers.teachers import frozen
 from workers.teachers.actor import TeacherActor
 from workers.teachers.frozen import SampleLogitCache
@@ -310,7 +309,7 @@ def serving_pool(
     if not groups or plan.teachers_in_process:
         yield None
         return
-    train = cached_splits(plan.data).train
+    train = plan.train_split
     streamed = isinstance(train, StreamedSplit)
     train_split = None if isinstance(train, StreamedSplit) else ray.put(shareable(train))  # (narrows train's type)
     with teacher_pool(plan.spec, groups, with_student, train_split, len(train), spread, streamed) as pool:

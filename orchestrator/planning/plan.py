@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
 
 from orchestrator.planning.resources import device, threads
 from orchestrator.tracking.references import Reference
@@ -127,6 +130,15 @@ class Plan:
     inputs: InputSpec | None = None  # text: the tokenizer; images: their normalisation (None: the fixed map)
     init_key: str | None = None  # what `init` starts from: a weights name, or the sha256 of the file it reads
     arch_key: str | None = None  # `arch: hf:DIR`: the sha256 of the directory's files (its weights and tokenizer)
+    # What execution needs of the data, read once by preflight so no stage goes back to the splits:
+    class_names: tuple[str, ...] = ()  # the training split's classes, in class-id order
+    eval_labels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), compare=False, repr=False)
+    # the training split itself, held by the driver (the teacher pool puts it in the object store); a
+    # Plan sent to a Ray worker (Tune's trials) travels without it: workers read splits by `data`
+    train_split: Any = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "train_split": None}
 
     @property
     def method(self) -> str:

@@ -234,6 +234,9 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
         inputs=inputs,
         init_key=init_key,
         arch_key=directory_digest(spec.arch.removeprefix(HF_PREFIX)) if is_hf(spec.arch) else None,
+        class_names=tuple(splits.train.classes),
+        eval_labels=splits.eval.labels.numpy(),
+        train_split=splits.train,
     )
     return Inspection([], plan, shape, summary)
 
