@@ -29,13 +29,12 @@ import ray
 import torch
 
 from benchmarks.report import write_section
-from orchestrator.execution.pool import TeacherPool, shareable, teacher_pool
+from orchestrator.execution.pool import TeacherPool, teacher_pool
 from orchestrator.execution.stages import train_replicas
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import train_config
 from orchestrator.planning.preflight import preflight
 from pipelines.spec import parse_spec
-from workers.data.stream import StreamedSplit
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 from workers.tasks.bodies import train_job
 from workers.tasks.records import DataRequest, TrainJob
@@ -87,8 +86,9 @@ def distillation_throughput(m: int, samples: int, actors: int, folder: Path) -> 
     # pool: the pipeline's student task and teacher actors, which hold the training split (requests
     # carry indices and augmentation draws)
     train = cached_splits(request).train
-    assert not isinstance(train, StreamedSplit), "the pool holds a split in memory"
-    train_split = ray.put(shareable(train))
+    held = train.shareable()
+    assert held is not None, "the pool holds a split in memory"
+    train_split = ray.put(held)
     with teacher_pool(spec, {"teacher": paths}, True, train_split, len(train)) as pool:
         pool.batches_served()  # actors loaded before the clock starts
 

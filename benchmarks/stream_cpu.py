@@ -55,7 +55,7 @@ def main() -> None:
         write_tweet_shards(Path(tmp))
         splits = open_table_stream(str(Path(tmp) / "*.parquet"), label_column="sentiment")
         assert isinstance(splits.train, TableSplit)
-        inputs = text_input(splits.train.texts(200_000), vocab_size=8000, max_length=128)
+        inputs = text_input(splits.train.tokenizer_texts(200_000), vocab_size=8000, max_length=128)
         for epoch in range(3):
             started, n = time.perf_counter(), 0
             for batch in splits.train.epoch(64, 0, epoch, inputs):

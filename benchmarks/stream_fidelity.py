@@ -66,7 +66,7 @@ def text_rates(folder: Path, epochs: int, seeds: list[int]) -> list[dict[str, fl
     memory, held_out = tweets.take(order[codes == TRAIN]), tweets.take(order[codes == EVAL])
     assert sorted(memory.labels.tolist()) == sorted(splits.train.labels.tolist()), "one membership"
     assert sorted(held_out.labels.tolist()) == sorted(splits.eval.labels.tolist()), "one eval split"
-    inputs = text_input(splits.train.texts(200_000), vocab_size=8000, max_length=128)
+    inputs = text_input(splits.train.tokenizer_texts(200_000), vocab_size=8000, max_length=128)
     settings = ModelSettings("text-linear", 3, inputs)
     config = TrainConfig(epochs=epochs, batch_size=64, lr=4.0, weight_decay=1e-5)
     return error_rates(settings, memory, splits.train, held_out, config, seeds)

@@ -43,7 +43,7 @@ from benchmarks.streaming import machine, rates, rewrote_only, streaming_data, s
 from orchestrator.dataplane.image_readers import decode_images
 from orchestrator.dataplane.image_streams import DECODE_BATCH, ImageSplit, open_image_stream
 from orchestrator.dataplane.table_streams import SHUFFLE_BUFFER, TableSplit, files_dataset, open_table_stream, tensor
-from orchestrator.execution.pool import PooledTeacher, TeacherPool, shareable
+from orchestrator.execution.pool import PooledTeacher, TeacherPool
 from workers.data import Batch
 from workers.data.augment import sample_draws
 from workers.data.input_spec import InputSpec
@@ -195,7 +195,7 @@ def image_rows(folder: Path, models: Path, epochs: int) -> tuple[list[dict[str, 
     settings = ModelSettings("small-cnn", len(memory.classes), inputs)
     paths = teacher_checkpoints(settings, models)
     config = TrainConfig(epochs=epochs, batch_size=128, lr=0.05)  # augmentation on: shifts and flips
-    held = ray.put(shareable(memory))
+    held = ray.put(memory.shareable())
     n = len(splits.train)
 
     # one augmented batch through each path: the stream's first 128 samples are the in-memory
@@ -238,7 +238,7 @@ def text_rows(folder: Path, models: Path, epochs: int) -> list[dict[str, Any]]:
     order = [i for shard in range(8) for i in range(shard, len(tweets), 8)]  # the shards' row order
     codes = split_codes(key_hashes(text_keys([tweets.texts[i] for i in order])), 0.1, 0.2)
     memory = tweets.take(torch.tensor(order)[torch.from_numpy(codes == TRAIN)])
-    inputs = text_input(splits.train.texts(200_000), vocab_size=8000, max_length=128)
+    inputs = text_input(splits.train.tokenizer_texts(200_000), vocab_size=8000, max_length=128)
     settings = ModelSettings("text-linear", 3, inputs)
     paths = teacher_checkpoints(settings, models)
     config = TrainConfig(epochs=epochs, batch_size=64, lr=4.0, weight_decay=1e-5)
@@ -252,7 +252,7 @@ def text_rows(folder: Path, models: Path, epochs: int) -> list[dict[str, Any]]:
     out += [
         run(
             memory,
-            pool(paths, n, ray.put(shareable(memory))),
+            pool(paths, n, ray.put(memory.shareable())),
             settings,
             config,
             {**row, "path": "pool, split in memory"},

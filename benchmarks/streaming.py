@@ -38,7 +38,6 @@ from benchmarks.report import markdown_table, write_section
 from orchestrator.dataplane.image_readers import decode_image
 from orchestrator.dataplane.image_streams import open_image_stream
 from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
-from workers.data.encoded import encode
 from workers.data.input_spec import InputSpec
 from workers.data.keys import TRAIN, key_hashes, split_codes, text_keys
 from workers.data.sources import load_image_folder, load_images
@@ -139,7 +138,7 @@ def text_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], dict[str
     memory = tweets.take(torch.tensor(order)[torch.from_numpy(codes == TRAIN)])
     assert sorted(memory.labels.tolist()) == sorted(splits.train.labels.tolist()), "one membership"
     assert isinstance(splits.train, TableSplit)
-    inputs = text_input(splits.train.texts(200_000), vocab_size=8000, max_length=128)
+    inputs = text_input(splits.train.tokenizer_texts(200_000), vocab_size=8000, max_length=128)
     settings = ModelSettings("text-linear", 3, inputs)
     config = TrainConfig(epochs=epochs, batch_size=64, lr=4.0, weight_decay=1e-5)
     rows = []
@@ -155,7 +154,7 @@ def text_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], dict[str
                 if where == "streamed":
                     frozen = FrozenModels(teachers, reader=StreamedInputs(inputs), samples=len(data))
                 else:
-                    frozen = FrozenModels(teachers, split=encode(memory, inputs))
+                    frozen = FrozenModels(teachers, split=memory.encoded(inputs))
                 references = LocalReferences(teacher=frozen)
             started = time.perf_counter()
             result = train(settings.build(0), data, config, Objective(method), references, settings=settings)

@@ -204,9 +204,7 @@ def test_the_driver_writes_each_streamed_chunk_into_the_prediction_files_and_sho
             yield {name: logits[name][window] for name in names}
 
     monkeypatch.setattr(evaluation, "stream_eval_chunks", stream)
-    eval_split = SimpleNamespace(labels=torch.from_numpy(labels))
-    monkeypatch.setattr(evaluation, "cached_splits", lambda data: SimpleNamespace(eval=eval_split))
-    plan = SimpleNamespace(spec=SimpleNamespace(old="old.pt"), old_classes=None, data=None)
+    plan = SimpleNamespace(spec=SimpleNamespace(old="old.pt"), old_classes=None, data=None, eval_labels=labels)
     display = RecordingDisplay()
     result = evaluation.evaluate(plan, "new.pt", ["r0.pt", "r1.pt"], tmp_path / "run", StageWatch(display))
     assert asked == [({"new": "new.pt", "old": "old.pt"}, ["r0.pt", "r1.pt"])]

@@ -18,7 +18,6 @@ from workers.data.augment import (
     to_model_input,
 )
 from workers.data.batches import Batch
-from workers.data.encoded import encode
 from workers.data.input_spec import InputSpec
 from workers.data.sources import ImageSet, fit_to_size, load_image_folder
 from workers.models.checkpoints import ModelSettings, load_model, save_checkpoint
@@ -117,11 +116,11 @@ def test_an_encoded_split_reads_images_as_its_model_normalises_them():
     images = torch.stack([torch.full((3, 2, 2), value, dtype=torch.uint8) for value in (51, 102, 153)])
     data = ImageSet(images, torch.tensor([0, 1, 0]), ("x", "y"))
     spec = InputSpec.image(3, 2, (0.4, 0.2, 0.0), (0.2, 0.1, 0.5))
-    rows = encode(data, spec).rows(0, 3)
+    rows = data.encoded(spec).rows(0, 3)
     by_hand = [[(v / 255 - m) / s for m, s in zip(spec.mean, spec.std)] for v in (51, 102, 153)]
     assert [r.tolist() for r in rows[:, :, 0, 0]] == [pytest.approx(row) for row in by_hand]
     assert rows[1:3, :, 0, 0].tolist() == [pytest.approx([0.0, 2.0, 0.8]), pytest.approx([1.0, 4.0, 1.2])]
-    batch = encode(data, spec).batch(Batch(torch.tensor([2, 0], dtype=torch.int32)))
+    batch = data.encoded(spec).batch(Batch(torch.tensor([2, 0], dtype=torch.int32)))
     assert torch.equal(batch, rows[[2, 0]]) and not torch.equal(batch, rows[[0, 2]])
 
 

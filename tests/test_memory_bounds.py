@@ -293,15 +293,15 @@ def test_the_statistics_sample_of_a_streamed_tree_spans_every_class_and_is_decod
     import torch
 
     from orchestrator.dataplane.image_streams import open_image_stream
-    from orchestrator.planning.model_inputs import statistics_sample
+    from orchestrator.planning.model_inputs import STATISTICS_SAMPLE
 
     train = open_image_stream(str(_colour_tree(tmp_path / "tree")), image_size=8).train
     was_running = ray.is_initialized()
-    batches = list(train.sample(8, batch=3))
+    batches = list(train.statistics_images(8, batch=3))
     assert [len(b) for b in batches] == [3, 3, 2] and batches[0].shape[1:] == (1, 8, 8)
     values = sorted({int(v) for b in batches for v in b.reshape(-1)})
     assert values == [40, 80, 120, 160]  # the first 8 files would be class 0's alone
-    everything = torch.cat(list(statistics_sample(train)))
+    everything = torch.cat(list(train.statistics_images(STATISTICS_SAMPLE)))
     assert len(everything) == len(train) and ray.is_initialized() == was_running
 
 

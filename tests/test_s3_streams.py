@@ -95,7 +95,7 @@ def test_ray_data_reads_the_shards_from_s3_with_the_drivers_credentials(ray_clus
 
     remote = open_table_stream(f"s3://{BUCKET}/tweets/*.parquet", label_column="sentiment")
     local = open_table_stream(str(s3_env / "*.parquet"), label_column="sentiment")
-    inputs = text_input(local.train.texts(2000), vocab_size=500, max_length=32)
+    inputs = text_input(local.train.tokenizer_texts(2000), vocab_size=500, max_length=32)
     read = list(remote.eval.chunks(128, inputs))
     expected = list(local.eval.chunks(128, inputs))
     assert [b.indices.tolist() for b in read] == [b.indices.tolist() for b in expected]  # sample ids, in order

@@ -90,7 +90,7 @@ def test_table_stream_splits_orders_and_trains(ray_cluster, tweet_shards):
     for split, code in ((splits.train, TRAIN), (splits.val, VAL), (splits.eval, EVAL)):
         assert sorted(split.labels.tolist()) == sorted(whole.labels[torch.from_numpy(codes == code)].tolist())
 
-    inputs = text_input(splits.train.texts(5000), vocab_size=3000, max_length=48)
+    inputs = text_input(splits.train.tokenizer_texts(5000), vocab_size=3000, max_length=48)
     first = [b.indices for b in splits.train.epoch(64, seed=0, epoch=1, inputs=inputs)]
     again = torch.cat([b.indices for b in splits.train.epoch(64, seed=0, epoch=1, inputs=inputs)])
     later = torch.cat([b.indices for b in splits.train.epoch(64, seed=0, epoch=2, inputs=inputs)])
@@ -125,7 +125,7 @@ def test_later_text_epochs_read_the_kept_first_epoch_and_a_resumed_run_reads_the
 
     folder, _ = tweet_shards
     run = open_table_stream(str(folder), label_column="sentiment").train
-    inputs = text_input(run.texts(5000), vocab_size=3000, max_length=48)
+    inputs = text_input(run.tokenizer_texts(5000), vocab_size=3000, max_length=48)
     streamed = list(run.epoch(64, seed=3, epoch=0, inputs=inputs))
     assert run.kept["epochs"].complete and run.kept["epochs"].rows == len(run)
     kept = list(run.epoch(64, seed=3, epoch=0, inputs=inputs))

@@ -107,7 +107,6 @@ def test_in_process_teachers_read_each_batch_through_their_own_inputs_as_the_poo
     """With `teacher_actors: 0` the old model reads the student's augmented training batch
     normalised by its own InputSpec (here another mean and std than the student's), exactly as a
     pool actor rebuilds it: the logits of one batch agree within bf16's tolerance."""
-    from workers.data.encoded import encode
     from workers.data.input_spec import InputSpec
     from workers.tasks.records import DataRequest, TrainJob
     from workers.tasks.resolve import cached_splits, local_references
@@ -128,7 +127,7 @@ def test_in_process_teachers_read_each_batch_through_their_own_inputs_as_the_poo
     train = cached_splits(data).train
     batch = next(batches(train, config, epoch=0))
     assert batch.draws is not None
-    student_view = encode(train, student_reads).batch(batch)  # what the student trains on
+    student_view = train.encoded(student_reads).batch(batch)  # what the student trains on
     references = local_references(job)
     assert references is not None
     in_process = references.request(student_view, batch)()["old"]

@@ -53,7 +53,15 @@ class ImageSplit(StreamedSplit):
         resize: bool = True,  # every image resized and centre-cropped to `size` (False: each must be size²)
     ) -> None:
         self.root, self.files, self.labels, self.classes = root, files, labels, classes
-        self.in_channels, self.image_size, self.resize = channels, size, resize
+        self.channels, self.side, self.resize = channels, size, resize
+
+    @property
+    def in_channels(self) -> int:
+        return self.channels
+
+    @property
+    def image_size(self) -> int:
+        return self.side
 
     def _batches(self, seed: int | None, batch_size: int) -> Iterator[Batch]:
         paths = [os.path.join(self.root, f) for f in self.files]
@@ -75,9 +83,10 @@ class ImageSplit(StreamedSplit):
     def epoch(self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
         return self._batches(seed * 100_003 + epoch, batch_size)
 
-    def sample(self, limit: int, batch: int = DECODE_BATCH) -> Iterator[np.ndarray]:
+    def statistics_images(self, limit: int, batch: int = DECODE_BATCH) -> Iterator[torch.Tensor]:
         """`limit` images spread evenly over this split's files (every class folder), decoded here
-        batch by batch, uint8 B×C×S×S: what preflight takes statistics over without starting Ray."""
+        batch by batch, uint8 B×C×S×S: what preflight takes statistics over without starting Ray
+        (Ray Data would start one with none of the run's settings); summed as they come, never held."""
         chosen = np.unique(np.linspace(0, len(self.files) - 1, min(limit, len(self.files))).astype(int))
         for start in range(0, len(chosen), batch):
             paths = np.array(
@@ -86,7 +95,7 @@ class ImageSplit(StreamedSplit):
             rows = decode_images(
                 {"file": paths}, self.root, self.classes, self.in_channels, self.image_size, self.resize
             )
-            yield rows["image"]
+            yield torch.from_numpy(rows["image"])
 
     def chunks(self, batch_size: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
         return self._batches(None, batch_size)

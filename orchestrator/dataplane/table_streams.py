@@ -269,7 +269,7 @@ class TableSplit(StreamedSplit):
             raise ValueError("a streamed text split is read through a text model's tokenizer: give its InputSpec")
         return inputs
 
-    def texts(self, limit: int) -> list[str]:
+    def tokenizer_texts(self, limit: int) -> list[str]:
         """The first `limit` texts of this split in its fixed order (what a tokenizer trains on),
         read here shard by shard (no Ray)."""
         out: list[str] = []

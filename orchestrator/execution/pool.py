@@ -25,10 +25,7 @@ from orchestrator.execution.cluster import node_capacities
 from orchestrator.planning.plan import Plan
 from orchestrator.planning.resources import bundle, device, placeable, threads
 from pipelines.spec import UpdateSpec
-from workers.data import Batch, ImageSet
-from workers.data.encoded import Samples
-from workers.data.stream import StreamedSplit
-from workers.data.text import TextSet
+from workers.data import Batch
 from workers.teachers import frozen
 from workers.teachers.actor import TeacherActor
 from workers.teachers.frozen import SampleLogitCache
@@ -292,12 +289,6 @@ def teacher_pool(
         remove_placement_group(group)
 
 
-def shareable(train: Samples) -> np.ndarray | TextSet:
-    """What the actors hold of a training split, put in the object store once: uint8 images as one
-    array (shared memory on a node), or the texts (each group tokenizes them its own way)."""
-    return train.images.numpy() if isinstance(train, ImageSet) else train
-
-
 @contextlib.contextmanager
 def serving_pool(
     plan: Plan, groups: Mapping[str, Sequence[str]], with_student: bool, spread: bool = False
@@ -310,7 +301,7 @@ def serving_pool(
         yield None
         return
     train = plan.train_split
-    streamed = isinstance(train, StreamedSplit)
-    train_split = None if isinstance(train, StreamedSplit) else ray.put(shareable(train))  # (narrows train's type)
-    with teacher_pool(plan.spec, groups, with_student, train_split, len(train), spread, streamed) as pool:
+    held = train.shareable()  # uint8 images as one array (shared memory on a node), or the texts
+    train_split = None if held is None else ray.put(held)
+    with teacher_pool(plan.spec, groups, with_student, train_split, len(train), spread, held is None) as pool:
         yield pool

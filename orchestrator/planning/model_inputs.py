@@ -4,17 +4,11 @@ the tokenizer (`InputSpec`), and the checks that `init`'s weights exist and fit 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 
-import torch
-
 from pipelines.spec import SpecError, UpdateSpec
-from workers.data.encoded import Samples
 from workers.data.input_spec import InputSpec
-from workers.data.sources import ImageSet
-from workers.data.stream import StreamedSplit
-from workers.data.text import TextSet
+from workers.data.split import Split
 from workers.models.starting_weights import InitError, check_available
 from workers.names import is_hf, is_torchvision_weights
 
@@ -65,20 +59,19 @@ def directory_digest(path: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def image_inputs(spec: UpdateSpec, train: Samples | StreamedSplit) -> InputSpec | None:
+def image_inputs(spec: UpdateSpec, train: Split) -> InputSpec | None:
     """How the version's models normalise images: the pretrained weights' own mean and std for a
-    torchvision `init`, the training split's per channel with `data.image_size`, else None (the
-    fixed map to [−1, 1], which every image result before per-channel normalisation used)."""
+    torchvision `init`, the training split's per channel with `data.image_size` (over every image of
+    a held split, STATISTICS_SAMPLE images spread over a streamed one), else None (the fixed map to
+    [−1, 1], which every image result before per-channel normalisation used)."""
     from workers.data.augment import channel_statistics
     from workers.models.starting_weights import pretrained_normalisation
 
-    assert not isinstance(train, TextSet), "text has no image normalisation"
     channels, size = train.in_channels, train.image_size
     if spec.init is not None and is_torchvision_weights(spec.init):
         return InputSpec.image(channels, size, *pretrained_normalisation(spec.arch, spec.init, channels))
     if spec.data.image_size is not None:
-        images = train.images if isinstance(train, ImageSet) else statistics_sample(train)
-        return InputSpec.image(channels, size, *channel_statistics(images))
+        return InputSpec.image(channels, size, *channel_statistics(train.statistics_images(STATISTICS_SAMPLE)))
     return None
 
 
@@ -86,18 +79,7 @@ STATISTICS_SAMPLE = 4096  # images of a streamed train split the channel statist
 TOKENIZER_SAMPLE = 200_000  # texts of a streamed train split a tokenizer trains on
 
 
-def statistics_sample(train: StreamedSplit) -> Iterator[torch.Tensor]:
-    """STATISTICS_SAMPLE images spread over a streamed train split, decoded in this process batch by
-    batch (uint8 B×C×S×S), without Ray: the statistics are summed as they come, never held at once,
-    and preflight starts no Ray of its own (Ray Data would start one with none of the run's settings)."""
-    from orchestrator.dataplane.image_streams import ImageSplit
-
-    assert isinstance(train, ImageSplit), "a streamed image split is an ImageFolder tree's"
-    for images in train.sample(STATISTICS_SAMPLE):
-        yield torch.from_numpy(images)
-
-
-def text_inputs(spec: UpdateSpec, train: Samples | StreamedSplit) -> InputSpec:
+def text_inputs(spec: UpdateSpec, train: Split) -> InputSpec:
     """The version's tokenizer (`tokenizer` section), trained on its train split's texts; for
     `hf:DIR` the directory's own, with its special tokens, cut at `tokenizer.max_length`."""
     from workers.data.tokenizer import text_input
@@ -115,8 +97,4 @@ def text_inputs(spec: UpdateSpec, train: Samples | StreamedSplit) -> InputSpec:
             max_length=t.max_length,
             add_special_tokens=True,
         )
-    from orchestrator.dataplane.table_streams import TableSplit
-
-    assert isinstance(train, TextSet | TableSplit)
-    texts = train.texts if isinstance(train, TextSet) else train.texts(TOKENIZER_SAMPLE)
-    return text_input(texts, t.kind, t.vocab_size, t.max_length)
+    return text_input(train.tokenizer_texts(TOKENIZER_SAMPLE), t.kind, t.vocab_size, t.max_length)

@@ -1,10 +1,7 @@
-"""Preflight and the plan: what a spec asks the workers to do, checked once before any Ray work.
-
-`preflight(spec)` resolves `old` (a checkpoint path or a registry reference), makes local paths
-absolute, loads the data, reads the old checkpoint (once, in the driver) and checks it against the
-data and the method, and checks that the storage can be written; any problem is a SpecError or
-RegistryError of one line. The `Plan` it returns turns the spec into the workers' own records:
-DataRequest, TrainConfig (augmentation resolved), Objective, TrainJob.
+"""The plan: a checked spec turned into the workers' own records — `DataRequest`, `TrainConfig`
+(its `auto` values resolved), `Objective`, the replicas' and the student's `TrainJob`s — and what
+execution needs of the data (class names, eval labels, the training split), so no stage decides
+again. preflight.py checks a spec and makes its `Plan`.
 """
 
 from __future__ import annotations

@@ -10,14 +10,17 @@ never ask which modality they hold:
 - text: token ids from the model's own tokenizer (int32 N×L, 0 = padding), computed once per
   (tokenizer, split) and cached; a batch is cut to its longest sample (the models mask padding).
 
-A source larger than memory is a `StreamedSplit` instead (workers/data/stream.py): its batches carry
-their samples, and `StreamedInputs` answers `batch` for them; see docs/architecture.md.
+A held split (`ImageSet`, `TextSet`) makes its `EncodedSplit` with `encoded(inputs)` (the split
+port, workers/data/split.py). A source larger than memory is a `StreamedSplit` instead
+(workers/data/stream.py): its batches carry their samples, and `StreamedInputs` answers `batch` for
+them; see docs/architecture.md.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -25,10 +28,6 @@ import torch
 from workers.data.augment import to_model_input
 from workers.data.batches import Batch, batch_inputs
 from workers.data.input_spec import InputSpec
-from workers.data.sources import ImageSet
-from workers.data.text import TextSet, text_fingerprint
-
-Samples = ImageSet | TextSet  # a split of either modality: labels, classes, len, take
 
 
 @dataclass(frozen=True)
@@ -75,22 +74,15 @@ _TEXT_CACHE: OrderedDict[tuple[str, str, int, bool], EncodedSplit] = OrderedDict
 _TEXT_CACHE_SIZE = 8
 
 
-def encode(data: Samples, inputs: InputSpec | None = None) -> EncodedSplit:
-    """`data` as a model with `inputs` reads it (on the CPU). Images need no description (the
-    tensor is the input); text is tokenized with the description's tokenizer, once per
-    (tokenizer, split) in this process."""
-    if isinstance(data, ImageSet):
-        if inputs is not None and inputs.modality != "image":
-            raise ValueError(f"a model that reads {inputs.modality} cannot read images")
-        if inputs is None:
-            return EncodedSplit(data.images)
-        return EncodedSplit(data.images, None, inputs.mean, inputs.std)
+def encoded_texts(fingerprint: str, texts: Sequence[str], inputs: InputSpec | None) -> EncodedSplit:
+    """Texts (whose content `fingerprint` names) as a model with `inputs` reads them: token ids of its
+    tokenizer, computed once per (texts, tokenizer) in this process (`TextSet.encoded`)."""
     if inputs is None or inputs.modality != "text" or inputs.tokenizer is None:
         raise ValueError("text is read through a text model's tokenizer: give its InputSpec")
     from workers.data.tokenizer import encode_texts
 
     key = (
-        text_fingerprint(data),
+        fingerprint,
         hashlib.sha256(inputs.tokenizer.encode()).hexdigest(),
         inputs.max_length,
         inputs.add_special_tokens,
@@ -98,9 +90,19 @@ def encode(data: Samples, inputs: InputSpec | None = None) -> EncodedSplit:
     if key in _TEXT_CACHE:
         _TEXT_CACHE.move_to_end(key)
         return _TEXT_CACHE[key]
-    ids, lengths = encode_texts(inputs, data.texts)
+    ids, lengths = encode_texts(inputs, texts)
     encoded = EncodedSplit(ids, lengths)
     _TEXT_CACHE[key] = encoded
     while len(_TEXT_CACHE) > _TEXT_CACHE_SIZE:
         _TEXT_CACHE.popitem(last=False)
     return encoded
+
+
+def encoded_images(images: torch.Tensor, inputs: InputSpec | None) -> EncodedSplit:
+    """uint8 images as a model with `inputs` reads them: the tensor itself, with the model's
+    per-channel normalisation (none: the fixed map to [−1, 1]) (`ImageSet.encoded`)."""
+    if inputs is not None and inputs.modality != "image":
+        raise ValueError(f"a model that reads {inputs.modality} cannot read images")
+    if inputs is None:
+        return EncodedSplit(images)
+    return EncodedSplit(images, None, inputs.mean, inputs.std)

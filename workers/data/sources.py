@@ -11,6 +11,7 @@ import gzip
 import os
 import struct
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -18,6 +19,9 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from workers.data.encoded import EncodedSplit, encoded_images
+from workers.data.held import HeldSplit
+from workers.data.input_spec import InputSpec
 from workers.errors import DataError, first_line
 from workers.pixels import pixels
 
@@ -45,8 +49,9 @@ _IDX_DTYPES: dict[int, np.dtype] = {
 
 
 @dataclass(frozen=True)
-class ImageSet:
-    """Images as uint8 N×C×H×W, labels as int64 N, and the class names."""
+class ImageSet(HeldSplit):
+    """Images as uint8 N×C×H×W, labels as int64 N, and the class names: a held split
+    (workers/data/split.py)."""
 
     images: torch.Tensor
     labels: torch.Tensor
@@ -74,11 +79,27 @@ class ImageSet:
     def image_size(self) -> int:
         return int(self.images.shape[2])
 
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        return tuple(self.images.shape[1:])
+
     def take(self, index: torch.Tensor | np.ndarray | slice) -> ImageSet:
         """The samples at `index`, same class list."""
         if isinstance(index, np.ndarray):
             index = torch.from_numpy(index)
         return ImageSet(self.images[index], self.labels[index], self.classes)
+
+    def encoded(self, inputs: InputSpec | None = None) -> EncodedSplit:
+        return encoded_images(self.images, inputs)
+
+    def shareable(self) -> np.ndarray:
+        """The uint8 images as one array: shared memory on a node once in the object store."""
+        return self.images.numpy()
+
+    def statistics_images(self, limit: int) -> Iterator[torch.Tensor]:
+        """Every image, 1,024 at a time: a held split's statistics are taken over all of it (`limit`
+        is a stream's)."""
+        yield from self.images.split(1024)
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:

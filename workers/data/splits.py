@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from workers.data.sources import DataError, ImageSet, load_images
-from workers.data.stream import StreamedSplit
+from workers.data.split import Split
 from workers.data.text import (
     TEXT_FORMATS,
     TextSet,
@@ -33,9 +33,9 @@ class DataSplits:
     between any two versions is defined. Subsets change `train` and `val` only.
     """
 
-    train: Samples | StreamedSplit
-    val: Samples | StreamedSplit
-    eval: Samples | StreamedSplit
+    train: Split
+    val: Split
+    eval: Split
     fingerprint: str
     source: str
     subset: str
@@ -46,17 +46,17 @@ class DataSplits:
 
     @property
     def modality(self) -> str:
-        return "text" if isinstance(self.eval, TextSet) else self.eval.modality
+        return self.eval.modality
 
     @property
     def in_channels(self) -> int:
         assert self.modality == "image", "text has no channels"
-        return self.eval.in_channels  # type: ignore[union-attr]  # an ImageSet or a streamed image split
+        return self.eval.in_channels
 
     @property
     def image_size(self) -> int:
         assert self.modality == "image", "text has no image size"
-        return self.eval.image_size  # type: ignore[union-attr]
+        return self.eval.image_size
 
 
 def fingerprint(data: Samples) -> str:

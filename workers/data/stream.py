@@ -18,34 +18,24 @@ split in memory: augmented and normalised images, or token ids cut to the batch'
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from abc import abstractmethod
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import torch
 
-from workers.data.augment import apply_augmentation, to_model_input
+from workers.data.augment import apply_augmentation, sample_draws, to_model_input
 from workers.data.batches import Batch
+from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
+from workers.data.split import Split
 
 
-class StreamedSplit(ABC):
-    """One split of a source read as a stream (module docstring)."""
-
-    classes: tuple[str, ...]
-    labels: torch.Tensor
-    modality: str
-    in_channels: int = 0  # images: channels and side of every decoded image (0 for text)
-    image_size: int = 0
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.classes)
+class StreamedSplit(Split):
+    """One split of a source read as a stream (module docstring): the split port's streamed side."""
 
     @abstractmethod
     def epoch(self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
@@ -54,6 +44,43 @@ class StreamedSplit(ABC):
     @abstractmethod
     def chunks(self, batch_size: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
         """Every sample once, in the fixed order of `labels`, carrying its values (no draws)."""
+
+    def training_batches(
+        self,
+        batch_size: int,
+        seed: int,
+        epoch: int,
+        inputs: InputSpec | None = None,
+        augment: bool = False,
+        padding: int = 0,
+        flip: bool = False,
+        resized: bool = False,
+    ) -> Iterator[Batch]:
+        """`epoch`'s batches (read through `inputs`), each image's draws from (seed, epoch, its id)."""
+        stream = self.epoch(batch_size, seed, epoch, inputs)
+        if not augment:
+            return stream
+        return (
+            dataclasses.replace(batch, draws=sample_draws(batch.indices, seed, epoch, padding, flip, resized))
+            for batch in stream
+        )
+
+    def reader(self, inputs: InputSpec | None) -> StreamedInputs:
+        return streamed_inputs(self, inputs)
+
+    def for_inference(self, inputs: InputSpec | None) -> StreamedSplit:
+        return self  # its chunks are read as they come, through each model's reader
+
+    def inference_batches(self, batch_size: int, readers: Sequence[InputSpec | None]) -> Iterator[list[torch.Tensor]]:
+        as_read = [streamed_inputs(self, inputs) for inputs in readers]
+        for batch in self.chunks(batch_size, readers[0] if readers else None):
+            yield [reader.batch(batch) for reader in as_read]
+
+    def encoded(self, inputs: InputSpec | None = None) -> EncodedSplit:
+        raise ValueError("a streamed split is never held in memory: read it by batches (packed replicas need pack 1)")
+
+    def shareable(self) -> None:
+        return None  # nothing holds a stream: the pool's actors take the student's streamed batches
 
 
 @dataclass(frozen=True)

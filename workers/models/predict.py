@@ -11,9 +11,9 @@ from collections.abc import Iterator, Mapping, Sequence
 import torch
 from torch import nn
 
-from workers.data.encoded import EncodedSplit, Samples, encode
+from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.stream import StreamedSplit, streamed_inputs
+from workers.data.split import Split
 from workers.runtime import release_free_memory
 
 INFERENCE_BATCH_BYTES = 8 << 20  # float32 image input one inference batch may hold (copies scale with it)
@@ -42,7 +42,7 @@ def placed(inputs: torch.Tensor, device: torch.device | str) -> torch.Tensor:
 @torch.no_grad()
 def predict_logits(
     model: nn.Module,
-    data: Samples | EncodedSplit | StreamedSplit,
+    data: Split | EncodedSplit,
     batch_size: int = 1024,
     device: str | torch.device = "cpu",
     inputs: InputSpec | None = None,
@@ -71,7 +71,7 @@ def predict_logits(
 @torch.no_grad()
 def logit_chunks(
     models: Mapping[str, tuple[nn.Module, InputSpec | None]],
-    data: Samples | EncodedSplit | StreamedSplit,
+    data: Split | EncodedSplit,
     batch_size: int = 1024,
     device: str | torch.device = "cpu",
 ) -> Iterator[dict[str, torch.Tensor]]:
@@ -95,22 +95,15 @@ def logit_chunks(
 
 
 def _model_inputs(
-    data: Samples | EncodedSplit | StreamedSplit, batch_size: int, readers: Sequence[InputSpec | None]
+    data: Split | EncodedSplit, batch_size: int, readers: Sequence[InputSpec | None]
 ) -> Iterator[list[torch.Tensor]]:
     """`data` as the input of each model that reads through one of `readers`, on the CPU, in order,
-    at most `inference_batch_size` samples at a time."""
-    if isinstance(data, StreamedSplit):
-        as_read = [streamed_inputs(data, inputs) for inputs in readers]
-        shape: tuple[int, ...] | None = None
-        if data.modality == "image":
-            shape = (data.in_channels, data.image_size, data.image_size)
-        for batch in data.chunks(inference_batch_size(batch_size, shape), readers[0] if readers else None):
-            yield [reader.batch(batch) for reader in as_read]
+    at most `inference_batch_size` samples at a time (an `EncodedSplit` is already one model's input)."""
+    if isinstance(data, EncodedSplit):
+        shape = tuple(data.values.shape[1:]) if data.modality == "image" else None
+        size = inference_batch_size(batch_size, shape)
+        for start in range(0, len(data) if readers else 0, size):
+            yield [data.rows(start, start + size) for _ in readers]
         return
-    encoded = [data if isinstance(data, EncodedSplit) else encode(data, inputs) for inputs in readers]
-    if not encoded:
-        return
-    shape = tuple(encoded[0].values.shape[1:]) if encoded[0].modality == "image" else None
-    batch_size = inference_batch_size(batch_size, shape)
-    for start in range(0, len(encoded[0]), batch_size):
-        yield [split.rows(start, start + batch_size) for split in encoded]
+    if readers:
+        yield from data.inference_batches(inference_batch_size(batch_size, data.sample_shape), readers)

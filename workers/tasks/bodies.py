@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from workers import storage
-from workers.data.stream import StreamedSplit
 from workers.metrics import class_ids
 from workers.models.checkpoints import classes_seen_of, load_model, save_checkpoint
 from workers.models.predict import logit_chunks
@@ -204,8 +203,6 @@ def train_together(jobs: Sequence[TrainJob], members: Sequence[Member]) -> list[
     check_packable(jobs)
     use_threads(jobs[0].config.threads)
     splits = cached_splits(jobs[0].data)
-    if isinstance(splits.train, StreamedSplit):
-        raise ValueError("packed replicas read their split in memory; a streamed source trains them one by one")
     settings = settings_of(jobs[0])
     stepper = PackedModels([initial_model(job) for job in jobs], splits.train, jobs[0].config, settings.inputs)
     return run_epochs(stepper, members, splits.train, splits.val, settings)

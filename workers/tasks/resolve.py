@@ -11,10 +11,9 @@ from functools import lru_cache
 import torch
 
 from workers.data import DataSplits, load_splits
-from workers.data.encoded import encode
+from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.splits import fingerprint
-from workers.data.stream import StreamedInputs, StreamedSplit
+from workers.data.splits import Samples, fingerprint
 from workers.models.checkpoints import CheckpointError, ModelSettings, classes_seen_of, load_model
 from workers.models.hf import hf_directory, pretrained_state, read_directory
 from workers.models.predict import predict_logits
@@ -44,8 +43,9 @@ def content_key(request: DataRequest) -> str:
     splits = cached_splits(request)
     if request.streamed is not None:  # its fingerprint is over the files and the split fractions
         return hashlib.sha256(f"streamed {splits.fingerprint}".encode()).hexdigest()[:16]
-    assert not isinstance(splits.train, StreamedSplit) and not isinstance(splits.val, StreamedSplit)
-    parts = (fingerprint(splits.train), fingerprint(splits.val), splits.fingerprint)
+    train, val = splits.train, splits.val
+    assert isinstance(train, Samples) and isinstance(val, Samples), "a request that streams returned above"
+    parts = (fingerprint(train), fingerprint(val), splits.fingerprint)
     return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
 
 
@@ -101,39 +101,32 @@ def local_references(job: TrainJob) -> LocalReferences | None:
     without any hop, for teachers that share the student's device. Each group reads the training
     split as its own models were trained to read it — text through their tokenizer, images
     normalised by their `InputSpec`'s mean and std (the old model's may differ from the student's) —
-    and rebuilds each batch from its indices and augmentation draws, as the pool's actors do
-    (workers/teachers/actor.py), so a setting of `resources` never changes what a teacher sees."""
+    through the split's own reader for those inputs: a held split's batches rebuilt from their
+    indices and augmentation draws (one device copy of the uint8 images shared by the groups), as
+    the pool's actors do (workers/teachers/actor.py), a streamed batch read as it carries its
+    samples; so a setting of `resources` never changes what a teacher sees."""
     if not job.teachers:
         return None
     train = cached_splits(job.data).train
     device = torch.device(job.config.device)
-    if isinstance(train, StreamedSplit):  # each group reads the student's streamed batches as it reads
-        return LocalReferences(**{name: _frozen(job, uris, device, len(train)) for name, uris in job.teachers})
-    images_on_device: list[torch.Tensor] = []  # one device copy of the uint8 images, shared by the groups
+    images_on_device: list[torch.Tensor] = []
     groups = {}
     for name, uris in job.teachers:
         loaded = [load_model(fetch_checkpoint(uri), job.allow_user_factories) for uri in uris]
         specs = {settings.inputs for _, settings in loaded}
         if len(specs) > 1:
-            raise ValueError(f"the models of teacher group {name!r} read different inputs")
-        split = encode(train, specs.pop())
-        if split.modality == "image":
-            if not images_on_device:
-                images_on_device.append(split.values.to(device))
-            split = replace(split, values=images_on_device[0])
-        groups[name] = FrozenModels([model for model, _ in loaded], device, job.config.precision, split)
+            raise ValueError(f"the models of teacher group {name!r} read different inputs: {', '.join(uris)}")
+        models = [model for model, _ in loaded]
+        reader = train.reader(specs.pop())
+        if isinstance(reader, EncodedSplit):  # a held split: batches are indices into it
+            if reader.modality == "image":
+                if not images_on_device:
+                    images_on_device.append(reader.values.to(device))
+                reader = replace(reader, values=images_on_device[0])
+            groups[name] = FrozenModels(models, device, job.config.precision, reader)
+        else:  # batches that carry their samples, each sample's logits kept by its id
+            groups[name] = FrozenModels(models, device, job.config.precision, reader=reader, samples=len(train))
     return LocalReferences(**groups)
-
-
-def _frozen(job: TrainJob, uris: tuple[str, ...], device: torch.device, samples: int) -> FrozenModels:
-    """A teacher group of checkpoints that read streamed batches (of a split of `samples`) through
-    their own InputSpec."""
-    loaded = [load_model(fetch_checkpoint(uri), job.allow_user_factories) for uri in uris]
-    specs = {settings.inputs for _, settings in loaded}
-    if len(specs) > 1:
-        raise ValueError(f"the models of a teacher group read different inputs: {', '.join(uris)}")
-    reader = StreamedInputs(specs.pop())
-    return FrozenModels([model for model, _ in loaded], device, job.config.precision, reader=reader, samples=samples)
 
 
 @lru_cache(maxsize=4)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from workers.data import Batch
-from workers.data.encoded import EncodedSplit, encode
+from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
 from workers.data.stream import StreamedInputs
 from workers.data.text import TextSet
@@ -71,7 +71,7 @@ class TeacherActor:
                 images = torch.from_numpy(train).to(self.device)
             self.split = {name: EncodedSplit(images, None, spec.mean, spec.std) for name, spec in self.inputs.items()}
             return
-        self.split = {name: encode(train, self.inputs[name]).to(self.device) for name in self.groups}
+        self.split = {name: train.encoded(self.inputs[name]).to(self.device) for name in self.groups}
 
     def logits_of(
         self, batch: Batch, topk: Mapping[str, int] | None = None, names: Sequence[str] | None = None

@@ -17,7 +17,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from workers.data import Batch
 from workers.data.encoded import EncodedSplit
-from workers.data.stream import StreamedInputs
+from workers.data.split import BatchReader
 from workers.errors import first_line
 from workers.models.predict import placed
 from workers.runtime import autocast
@@ -144,7 +144,7 @@ class FrozenModels:
         precision: str = "fp32",
         split: EncodedSplit | None = None,
         stack: bool = True,
-        reader: StreamedInputs | None = None,
+        reader: BatchReader | None = None,
         samples: int | None = None,
     ) -> None:
         if not models:

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from workers.data.encoded import Samples, encode
 from workers.data.input_spec import InputSpec
-from workers.data.stream import StreamedSplit
+from workers.data.split import Split
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models.predict import predict_logits
 
@@ -67,7 +66,7 @@ class BcwiChoice:
 def select_bcwi(
     old: nn.Module,
     tuned: nn.Module,
-    val: Samples | StreamedSplit,
+    val: Split,
     alphas: Sequence[float],
     er_tolerance: float,
     device: str | torch.device = "cpu",
@@ -79,7 +78,7 @@ def select_bcwi(
     the fidelity benchmark alike."""
     old_state = {k: v.detach().clone() for k, v in old.state_dict().items()}
     tuned_state = {k: v.detach().clone() for k, v in tuned.state_dict().items()}
-    encoded = val if isinstance(val, StreamedSplit) else encode(val, inputs)
+    encoded = val.for_inference(inputs)
     old_val = predict_logits(old.to(device), encoded, device=device, inputs=inputs)
     probe = tuned.to(device)
 

@@ -5,7 +5,6 @@ workers/training/packed.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -16,11 +15,9 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from workers.data import Batch, epoch_batches
-from workers.data.augment import sample_draws
-from workers.data.encoded import Samples, encode
+from workers.data import Batch
 from workers.data.input_spec import InputSpec
-from workers.data.stream import StreamedSplit
+from workers.data.split import Split
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
 from workers.models.predict import predict_logits
@@ -61,7 +58,7 @@ class TrainResult:
     steps_run: int = 0  # optimiser steps taken by this call
 
 
-def class_ids(data: Samples | StreamedSplit) -> list[int]:
+def class_ids(data: Split) -> list[int]:
     """The class ids present in a training split: a model trained on it has `classes_seen` these
     (data growth: NFR against it is counted on these classes only)."""
     return sorted(int(c) for c in torch.unique(data.labels))
@@ -78,28 +75,17 @@ def scoped_nfr(reference: torch.Tensor | None, logits: torch.Tensor, labels: tor
     return negative_flip_rate(reference[known], logits[known], labels[known])
 
 
-def batches(
-    data: Samples | StreamedSplit, config: TrainConfig, epoch: int, inputs: InputSpec | None = None
-) -> Iterator[Batch]:
-    """The epoch's plan: a permutation seeded by (seed, epoch) and its augmentation draws, so a
-    resumed run — on any device — sees the same batches. A streamed split's batches come from its
-    own seeded order (read through `inputs`), each image's draws from (seed, epoch, its id)."""
+def batches(data: Split, config: TrainConfig, epoch: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
+    """The epoch's plan: an order seeded by (seed, epoch) and its augmentation draws, so a resumed
+    run — on any device — sees the same batches (the split's `training_batches`: a permutation of a
+    held split, a streamed split's own seeded order read through `inputs`)."""
     crop, flip = config.augmentation
     resized = crop == "resized"
     padding = 0 if crop == "resized" else crop
     # crops and flips are for images: text batches carry no draws (and so its frozen teachers'
     # logits are computed once per sample, `LogitCache`), whatever `config.augmentation` says
     augment = (resized or padding > 0 or flip) and data.modality == "image"
-    if isinstance(data, StreamedSplit):
-        stream = data.epoch(config.batch_size, config.seed, epoch, inputs)
-        if not augment:
-            return stream
-        seed = config.seed
-        return (
-            dataclasses.replace(batch, draws=sample_draws(batch.indices, seed, epoch, padding, flip, resized))
-            for batch in stream
-        )
-    return epoch_batches(len(data), config.batch_size, config.seed, epoch, augment, padding, flip, resized)
+    return data.training_batches(config.batch_size, config.seed, epoch, inputs, augment, padding, flip, resized)
 
 
 SYNC_EVERY = 32  # steps between the loop's checks for a non-finite loss (each check waits for the device)
@@ -172,8 +158,8 @@ def _restore(stepper: Stepper, scheduler: Any, members: Sequence[Member], result
 def run_epochs(
     stepper: Stepper,
     members: Sequence[Member],
-    data: Samples | StreamedSplit,
-    val: Samples | StreamedSplit | None = None,
+    data: Split,
+    val: Split | None = None,
     settings: ModelSettings | None = None,
     shard: tuple[int, int] = (0, 1),
 ) -> list[TrainResult]:
@@ -192,7 +178,7 @@ def run_epochs(
     _restore(stepper, scheduler, members, results)
     classes = class_ids(data)
     inputs = settings.inputs if settings is not None else None
-    val_inputs = val if val is None or isinstance(val, StreamedSplit) else encode(val, inputs)
+    val_inputs = None if val is None else val.for_inference(inputs)
     rank, world = shard
     for epoch in range(results[0].resumed_from, config.epochs):
         started, seen = time.perf_counter(), 0

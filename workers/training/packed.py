@@ -30,8 +30,8 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from workers.data import Batch
-from workers.data.encoded import Samples, encode
 from workers.data.input_spec import InputSpec
+from workers.data.split import Split
 from workers.training.config import TrainConfig, compiled, make_optimizer
 
 
@@ -40,7 +40,7 @@ class PackedModels:
     batch through `vmap(functional_call)`, its own batch-mean cross-entropy, its own gradient clip."""
 
     def __init__(
-        self, models: Sequence[nn.Module], data: Samples, config: TrainConfig, inputs: InputSpec | None = None
+        self, models: Sequence[nn.Module], data: Split, config: TrainConfig, inputs: InputSpec | None = None
     ) -> None:
         self.config, self.device = config, torch.device(config.device)
         self.plain = [model.to(self.device).train() for model in models]
@@ -52,7 +52,7 @@ class PackedModels:
 
         # randomness "different": each replica draws its own dropout masks (text-cnn, text-transformer)
         self.forward = compiled(vmap(one_model, randomness="different"), config.compile)
-        self.data, self.targets = encode(data, inputs).to(self.device), data.labels.to(self.device)
+        self.data, self.targets = data.encoded(inputs).to(self.device), data.labels.to(self.device)
         self.optimizer: torch.optim.Optimizer = make_optimizer(self.params.values(), config)
 
     def restore(self, states: Sequence[Mapping[str, Any]]) -> None:

@@ -27,8 +27,7 @@ import torch
 from torch import nn
 
 from workers.data import Batch
-from workers.data.encoded import EncodedSplit, Samples, encode
-from workers.data.stream import StreamedInputs, StreamedSplit, streamed_inputs
+from workers.data.split import BatchReader, Split
 from workers.models.checkpoints import ModelSettings
 from workers.runtime import autocast, use_threads
 from workers.training.config import TrainConfig, compiled, make_optimizer
@@ -59,7 +58,7 @@ class OneModel:
     def __init__(
         self,
         model: nn.Module,
-        data: EncodedSplit | StreamedInputs,
+        data: BatchReader,
         targets: torch.Tensor,
         config: TrainConfig,
         objective: Objective,
@@ -116,11 +115,11 @@ class OneModel:
 
 def train(
     model: nn.Module,
-    data: Samples | StreamedSplit,
+    data: Split,
     config: TrainConfig,
     objective: Objective | None = None,
     references: ReferenceSource | None = None,
-    val: Samples | StreamedSplit | None = None,
+    val: Split | None = None,
     settings: ModelSettings | None = None,
     checkpoint_path: str | Path | None = None,
     on_epoch: Callable[[EpochStats], None] | None = None,
@@ -128,8 +127,8 @@ def train(
     val_reference: torch.Tensor | None = None,
     shard: tuple[int, int] = (0, 1),
 ) -> TrainResult:
-    """Train `model` in place on `data` (a split in memory, or a `StreamedSplit` whose batches
-    carry their samples) and return it with per-epoch statistics.
+    """Train `model` in place on `data` (any split, held or streamed: workers/data/split.py) and
+    return it with per-epoch statistics.
 
     `references` serves the logits named in `objective.references` ("teacher", "old").
     With `checkpoint_path` (and `settings`), a checkpoint is written at each epoch end, and an
@@ -148,7 +147,7 @@ def train(
         raise ValueError(f"method {objective.method!r} needs reference logits: {', '.join(missing)}")
     use_threads(config.threads)
     inputs = settings.inputs if settings is not None else None
-    encoded = streamed_inputs(data, inputs) if isinstance(data, StreamedSplit) else encode(data, inputs)
+    encoded = data.reader(inputs)
     stepper = OneModel(model, encoded, data.labels, config, objective, references)
     member = Member(config, checkpoint_path, val_reference, on_epoch, on_step)
     return run_epochs(stepper, [member], data, val, settings, shard)[0]

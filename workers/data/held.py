@@ -1,0 +1,44 @@
+"""The split port for a split this process holds whole (`ImageSet`, `TextSet`): training batches are
+sample indices plus augmentation draws (workers/data/batches.py), read through the split encoded
+once for each model's inputs (`EncodedSplit`, workers/data/encoded.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from workers.data.batches import Batch, epoch_batches
+from workers.data.encoded import EncodedSplit
+from workers.data.input_spec import InputSpec
+from workers.data.split import Split
+
+
+class HeldSplit(Split):
+    """A split whose samples this process holds; `encoded(inputs)` is each class's own."""
+
+    def training_batches(
+        self,
+        batch_size: int,
+        seed: int,
+        epoch: int,
+        inputs: InputSpec | None = None,
+        augment: bool = False,
+        padding: int = 0,
+        flip: bool = False,
+        resized: bool = False,
+    ) -> Iterator[Batch]:
+        """A permutation of the samples seeded by (seed, epoch) and, with `augment`, one draw per
+        position (`epoch_batches`); the samples are read through `reader`, so `inputs` is unused."""
+        return epoch_batches(len(self), batch_size, seed, epoch, augment, padding, flip, resized)
+
+    def reader(self, inputs: InputSpec | None) -> EncodedSplit:
+        return self.encoded(inputs)
+
+    def for_inference(self, inputs: InputSpec | None) -> EncodedSplit:
+        return self.encoded(inputs)
+
+    def inference_batches(self, batch_size: int, readers: Sequence[InputSpec | None]) -> Iterator[list[torch.Tensor]]:
+        encoded = [self.encoded(inputs) for inputs in readers]
+        for start in range(0, len(self), batch_size):
+            yield [split.rows(start, start + batch_size) for split in encoded]
