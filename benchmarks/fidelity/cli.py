@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.fidelity import plan as planning
+from benchmarks.fidelity import trainings
 from benchmarks.fidelity.execute import load_logits, run_plan, run_plan_local
 from benchmarks.fidelity.modes import MODES, Mode
 from benchmarks.fidelity.report import data_name, heading, scatter, section_body
@@ -95,12 +95,12 @@ def command_line(args: argparse.Namespace) -> str:
     return f"python -m benchmarks.fidelity{flags}{seeds}{first}"
 
 
-def evaluate(layout: planning.Layout) -> dict:
+def evaluate(layout: trainings.Layout) -> dict:
     """Results on the eval and val splits (all versions share both: train_limit cuts train only),
     over the rows whose models were all trained (a deadline may have stopped the run)."""
     data = cached_splits(layout.plan.data("new"))
     logits = {split: load_logits(layout.plan, split) for split in ("eval", "val")}
-    pruned = planning.prune(layout, set(logits["eval"]) & set(logits["val"]))
+    pruned = trainings.prune(layout, set(logits["eval"]) & set(logits["val"]))
     return {split: results(pruned, logits[split], getattr(data, split).labels.numpy()) for split in ("eval", "val")}
 
 
@@ -118,7 +118,7 @@ def invocations(work: Path, this: dict) -> list[dict]:
     return runs
 
 
-def run_jobs(layout: planning.Layout, mode: Mode, args: argparse.Namespace) -> dict:
+def run_jobs(layout: trainings.Layout, mode: Mode, args: argparse.Namespace) -> dict:
     """Every job of the plan: in this process (GPU modes, --local), else on a local Ray."""
     say = lambda line: print(line, flush=True)  # noqa: E731
     if args.local or mode.name.startswith("gpu") or args.evaluate_only:
@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.report_only:
         record = json.loads((work / "results.json").read_text())
         return write_report(record, Path(args.out), work, mode, seeds)
-    data = cached_splits(planning.Planner(mode, work).data("new"))
-    layout = planning.layout(mode, seeds, work.resolve(), data.num_classes, args.first_seed)
+    data = cached_splits(trainings.Planner(mode, work).data("new"))
+    layout = trainings.layout(mode, seeds, work.resolve(), data.num_classes, args.first_seed)
     print(f"fidelity ({mode.name}): {len(layout.plan.jobs)} models, {seeds} seed(s), cache {work}", flush=True)
     started = time.perf_counter()
     work.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.fidelity.plan import Planned, Planner
+from benchmarks.fidelity.trainings import Planned, Planner
 from workers.metrics import error_rate
 from workers.models.checkpoints import load_model, save_checkpoint
 from workers.models.predict import predict_logits

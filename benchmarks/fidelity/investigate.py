@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from benchmarks.fidelity import plan as planning
+from benchmarks.fidelity import trainings
 from benchmarks.fidelity.execute import load_logits, run_plan
 from benchmarks.fidelity.modes import MODES, Mode
 from benchmarks.fidelity.results import ensemble, mean_std
@@ -61,9 +61,9 @@ def fd_scores(mode: Mode, folder: Path, seeds: int, labels: np.ndarray) -> dict[
     table = {}
     for method, alphas in FD_VARIANTS.items():
         for alpha in alphas:
-            plan = planning.Planner(dataclasses.replace(mode, fd_alpha=alpha), folder)
+            plan = trainings.Planner(dataclasses.replace(mode, fd_alpha=alpha), folder)
             pairs = [
-                (planning.plain(plan, s, "old"), planning.plain(plan, s, "new"), planning.toward_old(plan, s, method))
+                (trainings.plain(plan, s, "old"), trainings.plain(plan, s, "new"), trainings.toward_old(plan, s, method))
                 for s in range(seeds)
             ]
             run_plan(plan, prefixed(f"{method} α={alpha}"))
@@ -105,17 +105,17 @@ def disagreement(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(np.argmax(a, axis=1) != np.argmax(b, axis=1)))
 
 
-def variant_rows(plan: planning.Planner, seeds: int, k: int) -> dict[int, dict[str, tuple[str, ...]]]:
+def variant_rows(plan: trainings.Planner, seeds: int, k: int) -> dict[int, dict[str, tuple[str, ...]]]:
     """Per seed: the plain old/new, the paragon ends, the ELODI old/new students and their teachers."""
     m, rows = plan.mode.m, {}
     for s in range(seeds):
         rows[s] = {
-            "plain_old": (planning.plain(plan, s, "old"),),
-            "plain_new": (planning.plain(plan, s, "new"),),
-            "paragon_old": planning.replicas(plan, s, "old", m),
-            "paragon_new": planning.replicas(plan, s, "new", m),
-            "elodi_old": (planning.elodi(plan, s, "old", m, k),),
-            "elodi_new": (planning.elodi(plan, s, "new", m, k),),
+            "plain_old": (trainings.plain(plan, s, "old"),),
+            "plain_new": (trainings.plain(plan, s, "new"),),
+            "paragon_old": trainings.replicas(plan, s, "old", m),
+            "paragon_new": trainings.replicas(plan, s, "new", m),
+            "elodi_old": (trainings.elodi(plan, s, "old", m, k),),
+            "elodi_new": (trainings.elodi(plan, s, "new", m, k),),
         }
     return rows
 
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     mode = MODES["quick" if args.quick else "default"]
     folder = (Path(args.work) / mode.name).resolve()
-    data = cached_splits(planning.Planner(mode, folder).data("new"))
+    data = cached_splits(trainings.Planner(mode, folder).data("new"))
     labels = data.val.labels.numpy()
     started, table = time.perf_counter(), {}
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         for name in args.variants:
             change = VARIANTS[name]
-            plan = planning.Planner(variant_mode(mode, change), folder)
+            plan = trainings.Planner(variant_mode(mode, change), folder)
             rows = variant_rows(plan, args.seeds, change.get("k", data.num_classes))
             records = run_plan(plan, prefixed(name))
             table[name] = score(rows, load_logits(plan, "val"), labels, records)

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.fidelity.plan import VERSIONS
+from benchmarks.fidelity.trainings import VERSIONS
 from benchmarks.report import markdown_table
 
 SECTION = "## Fidelity, small scale (CPU): the papers' ER/NFR ordering on Fashion-MNIST"

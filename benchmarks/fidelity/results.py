@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.fidelity.plan import Layout, Row
+from benchmarks.fidelity.trainings import Layout, Row
 from workers.metrics import UpdateReport, error_rate, nfr_matrix, update_report
 
 METRICS = ("er_old", "er_new", "nfr", "rel_nfr", "pfr")
