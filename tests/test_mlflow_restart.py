@@ -15,6 +15,7 @@ from mlflow import MlflowClient
 from orchestrator.cli import main
 from orchestrator.tracking import registry, runs, store
 from orchestrator.tracking.ledger import write_ledger
+from orchestrator.tracking.version_record import VersionRecord
 from processes import free_port
 from reliability_records import record
 from servers import start_mlflow_server
@@ -72,9 +73,9 @@ def test_metrics_and_registration_survive_a_server_restart(tmp_path, monkeypatch
             assert not logger.is_alive() and not errors, errors
             log_ledger(tmp_path)
             checkpoint = evaluated_checkpoint(tmp_path)
-            tags = {"fingerprint": FINGERPRINT, "spec_hash": "0123abcd", "method": "none"}
-            first, registered = registry.register_once("restarted", checkpoint, tags)
-            second, again = registry.register_once("restarted", checkpoint, tags)
+            record = VersionRecord(fingerprint=FINGERPRINT, spec_hash="0123abcd", method="none")
+            first, registered = registry.register_once("restarted", checkpoint, record)
+            second, again = registry.register_once("restarted", checkpoint, record)
         client = MlflowClient()
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
         versions = [str(v.version) for v in client.search_model_versions("name='restarted'")]

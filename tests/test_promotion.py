@@ -14,6 +14,7 @@ from mlflow import MlflowClient
 from orchestrator.cli import main
 from orchestrator.tracking import locks, promotion, registry, store
 from orchestrator.tracking.ledger import write_ledger
+from orchestrator.tracking.version_record import VersionRecord, upper_bounds
 from reliability_records import record
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 
@@ -35,8 +36,8 @@ def _register(tmp_path, model: str, label: str, class_ids: np.ndarray) -> str:
         logits = np.eye(10, dtype=np.float32)[class_ids]
         ledger = write_ledger(tmp_path / label / "predictions.npz", logits, LABELS, "fp")
         mlflow.log_artifact(str(ledger), "ledger")
-        tags = {"method": "none", "arch": "mlp-small", "label": label, "fingerprint": "fp", "spec_hash": label}
-        return registry.register(model, str(checkpoint), tags)
+        record = VersionRecord(method="none", arch="mlp-small", label=label, fingerprint="fp", spec_hash=label)
+        return registry.register(model, str(checkpoint), record)
 
 
 @pytest.fixture
@@ -148,8 +149,8 @@ def test_runs_of_one_spec_that_finish_together_register_it_once(tmp_path, monkey
                     tmp_path / label / "predictions.npz", np.eye(10, dtype=np.float32)[LABELS], LABELS, "fp"
                 )
                 mlflow.log_artifact(str(ledger), "ledger")
-                tags = {"method": "none", "arch": "mlp-small", "fingerprint": "fp", "spec_hash": "one-spec"}
-                outcomes[label] = registry.register_once(model, str(checkpoint), tags)
+                record = VersionRecord(method="none", arch="mlp-small", fingerprint="fp", spec_hash="one-spec")
+                outcomes[label] = registry.register_once(model, str(checkpoint), record)
         except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
 
@@ -182,9 +183,9 @@ def test_the_gate_at_a_confidence_level_uses_the_upper_bounds(rivals, capsys):
 
 def test_versions_show_the_upper_bounds_of_each_versions_flips_against_its_parent():
     # NFR 0 and PFR 10 % over 100 samples: NFR ≤ 2.705543 / 102.705543, ΔER ≤ −5.74 pt (test_confidence.py)
-    bounds = registry.upper_bounds(0.0, 0.1, "100")
+    bounds = upper_bounds(0.0, 0.1, 100)
     assert bounds["nfr_upper"] == pytest.approx(0.0263429, abs=1e-6)
     assert bounds["er_increase_upper"] == pytest.approx(-0.0574116, abs=1e-6)
     # a version without a parent, or registered before its count was tagged: no bounds
-    assert registry.upper_bounds(None, None, None) == {"nfr_upper": None, "er_increase_upper": None}
-    assert registry.upper_bounds(0.02, 0.1, None)["nfr_upper"] is None
+    assert upper_bounds(None, None, None) == {"nfr_upper": None, "er_increase_upper": None}
+    assert upper_bounds(0.02, 0.1, None)["nfr_upper"] is None

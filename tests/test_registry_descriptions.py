@@ -16,25 +16,25 @@ from mlflow.tracking._tracking_service import utils as tracking_utils
 from orchestrator.tracking import promotion, registry
 from orchestrator.tracking.descriptions import model_description, version_description, version_sentence
 from orchestrator.tracking.ledger import write_ledger
+from orchestrator.tracking.version_record import VersionRecord
 from servers import start_mlflow_server
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 
 
 def _row(version, label, method, er, parent=None, nfr=None, pfr=None, aliases=()):
-    return {
-        "version": version,
-        "label": label,
-        "method": method,
-        "arch": "mlp-small" if version == "1" else "mlp",
-        "parent_version": parent,
-        "error_rate": er,
-        "nfr": nfr,
-        "pfr": pfr,
-        "rel_nfr": None,
-        "fingerprint": "abc",
-        "aliases": list(aliases),
-        "created": "2025-01-01T00:00:00",
-    }
+    return VersionRecord(
+        version=version,
+        label=label,
+        method=method,
+        arch="mlp-small" if version == "1" else "mlp",
+        parent_version=parent,
+        error_rate=er,
+        nfr=nfr,
+        pfr=pfr,
+        fingerprint="abc",
+        aliases=tuple(aliases),
+        created="2025-01-01T00:00:00",
+    )
 
 
 CHAIN = [
@@ -95,11 +95,16 @@ def _register(tmp_path, model, label, method, parent, class_ids, labels, params)
         mlflow.log_params(params)
         ledger = write_ledger(tmp_path / label / "predictions.npz", logits, labels, "fp")
         mlflow.log_artifact(str(ledger), "ledger")
-        tags = {"method": method, "arch": "mlp-small", "label": label, "fingerprint": "fp", "spec_hash": label}
-        tags["error_rate"] = f"{float(np.mean(class_ids != labels)):.6f}"
-        if parent is not None:
-            tags.update(parent_version=parent[0], nfr=f"{parent[1]:.6f}", pfr=f"{parent[2]:.6f}")
-        return registry.register(model, str(checkpoint), tags)
+        record = VersionRecord(
+            method=method,
+            arch="mlp-small",
+            label=label,
+            fingerprint="fp",
+            spec_hash=label,
+            error_rate=float(np.mean(class_ids != labels)),
+            **({} if parent is None else {"parent_version": parent[0], "nfr": parent[1], "pfr": parent[2]}),
+        )
+        return registry.register(model, str(checkpoint), record)
 
 
 @pytest.mark.slow

@@ -48,6 +48,7 @@ def _register(
 
     from orchestrator.tracking import registry
     from orchestrator.tracking.ledger import write_ledger
+    from orchestrator.tracking.version_record import VersionRecord
     from workers.models.checkpoints import ModelSettings, save_checkpoint
 
     settings = ModelSettings("mlp-small", 10)
@@ -56,16 +57,17 @@ def _register(
         logits = np.eye(10, dtype=np.float32)[predictions]
         (folder / label).mkdir()
         runs.log_file(write_ledger(folder / label / "predictions.npz", logits, labels, "feedc0ffee"), "ledger")
-        tags = {
-            "method": "none",
-            "arch": "mlp-small",
-            "label": label,
-            "fingerprint": "feedc0ffee",
-            "spec_hash": label,
-            "error_rate": f"{np.mean(predictions != labels):.6f}",
-            **({"parent_version": parent} if parent else {}),
-        }
-        return registry.register(model, str(save_checkpoint(folder / f"{label}.pt", settings.build(), settings)), tags)
+        record = VersionRecord(
+            method="none",
+            arch="mlp-small",
+            label=label,
+            fingerprint="feedc0ffee",
+            spec_hash=label,
+            error_rate=float(np.mean(predictions != labels)),
+            parent_version=parent or None,
+        )
+        checkpoint = save_checkpoint(folder / f"{label}.pt", settings.build(), settings)
+        return registry.register(model, str(checkpoint), record)
 
 
 def test_the_report_explores_the_flips_of_any_version(tmp_path, capsys):

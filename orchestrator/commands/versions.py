@@ -13,40 +13,42 @@ from orchestrator.views.format import percent
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.tracking import registry, store
+    from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
     from orchestrator.views.tables import table
 
     store.configure()
-    rows = registry.chain(args.model)
-    if not rows:
+    records = registry.chain(args.model)
+    if not records:
         return fail("versions", f"no registered model {args.model!r}")
-    output: dict[str, Any] = {"model": args.model, "versions": rows}
+    output: dict[str, Any] = {"model": args.model, "versions": [r.row() for r in records]}
     if args.matrix:
-        names, matrix = registry.chain_matrix(args.model, rows[-1]["fingerprint"])
-        output["matrix"] = {"versions": names, "nfr_matrix": matrix, "fingerprint": rows[-1]["fingerprint"]}
+        fingerprint = records[-1].fingerprint
+        names, matrix = registry.chain_matrix(args.model, fingerprint)
+        output["matrix"] = {"versions": names, "nfr_matrix": matrix, "fingerprint": fingerprint}
     if args.json:
         print(json.dumps(output))
         return 0
     cells = [
         [
-            r["version"],
-            r["label"],
-            r["method"],
-            r["arch"],
-            r["parent_version"] or "—",
-            percent(r["error_rate"]),
-            percent(r["nfr"]),
-            percent(r["nfr_upper"]),
-            percent(r["pfr"]),
-            percent(r["er_increase_upper"]),
-            percent(r["rel_nfr"], none="undefined" if r["parent_version"] else "—"),  # with a parent: ER 0 or 1
-            ",".join(r["aliases"]),
-            r["created"],
+            r.version,
+            r.label,
+            r.method,
+            r.arch,
+            r.parent_version or "—",
+            percent(r.error_rate),
+            percent(r.nfr),
+            percent(r.nfr_upper),
+            percent(r.pfr),
+            percent(r.er_increase_upper),
+            percent(r.rel_nfr, none="undefined" if r.parent_version else "—"),  # with a parent: ER 0 or 1
+            ",".join(r.aliases),
+            r.created,
         ]
-        for r in rows
+        for r in records
     ]
     print(
-        f"{args.model}: {len(rows)} versions (flips against each version's parent; ≤: one-sided "
-        f"{100 * registry.SHOWN_CONFIDENCE:g} % upper bounds of NFR and of the ER increase)"
+        f"{args.model}: {len(records)} versions (flips against each version's parent; ≤: one-sided "
+        f"{100 * SHOWN_CONFIDENCE:g} % upper bounds of NFR and of the ER increase)"
     )
     headers = ["version", "label", "method", "arch", "parent", "ER", "NFR", "NFR ≤", "PFR", "ΔER ≤", "Rel-NFR"]
     print(

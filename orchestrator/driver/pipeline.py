@@ -28,6 +28,7 @@ from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, applied_params
 from orchestrator.tracking import promotion, registry, runs
 from orchestrator.tracking.ledger import write_ledger
+from orchestrator.tracking.version_record import VersionRecord
 from pipelines.spec import UpdateSpec
 from workers.metrics import EvaluationMetrics
 from workers.tasks.records import BcwiRecord, DataRequest, TrainRecord
@@ -164,37 +165,32 @@ def log_skipped(data: DataRequest) -> None:
         runs.log_text("".join(f"{name}\n" for name in skipped), "data/skipped_corrupt.txt")
 
 
-def class_names_tag(classes: tuple[str, ...]) -> dict[str, str]:
-    """The version's class list (JSON, in class-id order) as a registry tag, where MLflow's 5,000
-    characters hold it."""
-    text = json.dumps(list(classes))
-    return {"classes": text} if classes and len(text) <= 5000 else {}
+def version_record(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> VersionRecord:
+    """What the registry records of a version: lineage, method, eval split, ER and flips against its
+    parent, class names. A first version has no `parent_version` and `old`; without an old model
+    there are no `nfr` / `pfr` / `rel_nfr` (and no `rel_nfr` where it is undefined)."""
+    vs_old = metrics.get("vs_old", {})
+    return VersionRecord(
+        method=spec.method.name,
+        arch=spec.arch,
+        label=spec.version,
+        fingerprint=plan.eval_fingerprint,
+        spec_hash=spec.spec_hash,
+        error_rate=metrics["error_rate"],
+        parent_version=plan.parent.version if plan.parent else None,
+        old=plan.old_as_written if plan.parent else spec.old,  # a registry reference as written, else the path
+        nfr=vs_old.get("nfr"),
+        pfr=vs_old.get("pfr"),
+        rel_nfr=vs_old.get("rel_nfr"),
+        n_compared=vs_old.get("n") or None,  # the samples NFR and PFR count: their bounds' n
+        nfr_classes=plan.old_classes,
+        class_names=plan.class_names,
+    )
 
 
 def version_tags(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> dict[str, str]:
-    """The registry tags of a version: lineage, method, eval split, ER and flips against its parent.
-    What a version does not have is absent, not an empty string: no `parent_version` and `old`
-    for a first version, no `nfr` / `pfr` / `rel_nfr` without an old model (and no `rel_nfr`
-    where it is undefined)."""
-    vs_old = metrics.get("vs_old", {})
-    old = plan.old_as_written if plan.parent else spec.old  # a registry reference as written, else the path
-    optional = {
-        "parent_version": plan.parent.version if plan.parent else None,
-        "old": old,
-        **{k: None if vs_old.get(k) is None else f"{vs_old[k]:.6f}" for k in ("nfr", "pfr", "rel_nfr")},
-        "n_compared": str(vs_old["n"]) if vs_old.get("n") else None,  # the samples NFR and PFR count: their bounds' n
-    }
-    return {
-        "method": spec.method.name,
-        "arch": spec.arch,
-        "label": spec.version,
-        "fingerprint": plan.eval_fingerprint,
-        "spec_hash": spec.spec_hash,
-        "error_rate": f"{metrics['error_rate']:.6f}",
-        **{k: v for k, v in optional.items() if v is not None},
-        **({"nfr_classes": ",".join(map(str, plan.old_classes))} if plan.old_classes is not None else {}),
-        **class_names_tag(plan.class_names),
-    }
+    """The registry tags of the version (`version_record`): what it does not have is absent."""
+    return version_record(spec, plan, metrics).to_tags()
 
 
 def publish(
@@ -234,7 +230,7 @@ def publish(
     runs.log_file(ledger, "ledger")
     if result.checkpoint is not None:
         version, new = registry.register_once(
-            spec.model, result.checkpoint, version_tags(spec, plan, result.metrics), spec.allow_user_factories
+            spec.model, result.checkpoint, version_record(spec, plan, result.metrics), spec.allow_user_factories
         )
         watch.say(
             f"registered {spec.model} version {version} (alias challenger)"

@@ -70,35 +70,37 @@ def gather(model: str, version: str | None = None) -> ReportData:
     """Everything the report shows for registered model `model`, its flip explorer on `version`
     (default: the latest) against that version's parent (RegistryError if there is no such
     version)."""
-    rows = registry.chain(model)
-    if not rows:
+    records = registry.chain(model)
+    if not records:
         raise registry.RegistryError(f"{model}: no registered versions")
-    chosen = rows[-1] if version is None else next((r for r in rows if r["version"] == str(version)), None)
+    chosen = records[-1] if version is None else next((r for r in records if r.version == str(version)), None)
     if chosen is None:
         raise registry.RegistryError(
-            f"{model} has no version {version}; its versions: {', '.join(r['version'] for r in rows)}"
+            f"{model} has no version {version}; its versions: {', '.join(r.version for r in records)}"
         )
-    names, matrix = registry.chain_matrix(model, chosen["fingerprint"])
+    names, matrix = registry.chain_matrix(model, chosen.fingerprint)
     listed = {str(mv.version): mv for mv in registry.versions(model)}
     registered = {mv.run_id: v for v, mv in listed.items()}
-    data = ReportData(model, rows, names, matrix, runs.evaluated_points(model, registered), chosen["version"])
-    parent = chosen["parent_version"]
+    rows = [r.row() for r in records]
+    data = ReportData(model, rows, names, matrix, runs.evaluated_points(model, registered), chosen.version)
+    parent = chosen.parent_version
     if parent is None:
-        earlier = rows[: rows.index(chosen)]
-        same_data = [r["version"] for r in earlier if r["fingerprint"] == chosen["fingerprint"]]
+        earlier = records[: records.index(chosen)]
+        same_data = [r.version for r in earlier if r.fingerprint == chosen.fingerprint]
         parent = same_data[-1] if same_data else None
         if parent is not None:
             data.notes.append(
-                f"v{chosen['version']} names no registered parent: its flips are shown against "
+                f"v{chosen.version} names no registered parent: its flips are shown against "
                 f"v{parent}, the previous version on the same eval split"
             )
     data.parent = parent
-    if parent is not None and listed[parent].tags.get("fingerprint") != chosen["fingerprint"]:
+    split_of = {r.version: r.fingerprint for r in records}  # a parent without one: another split
+    if parent is not None and not (split_of[parent] and split_of[parent] == chosen.fingerprint):
         data.notes.append(f"v{parent} was evaluated on another eval split: no flips can be counted")
     elif parent is not None:
-        new = registry.ledger_of(registry.Reference(model, chosen["version"]))
+        new = registry.ledger_of(registry.Reference(model, chosen.version))
         old = registry.ledger_of(registry.Reference(model, parent))
-        flip_explorer(data, listed[chosen["version"]].run_id, new, old)
+        flip_explorer(data, listed[chosen.version].run_id, new, old)
     return data
 
 

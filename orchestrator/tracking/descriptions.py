@@ -5,10 +5,10 @@ and report are). `model_description` and `version_description` are pure; `descri
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+
+from orchestrator.tracking.version_record import VersionRecord
 
 METHOD_NAMES = {
     "none": "no treatment",
@@ -26,8 +26,8 @@ def _pct(fraction: float | None) -> str:
     return "—" if fraction is None else f"{100 * fraction:.2f} %"
 
 
-def _label(row: Mapping[str, Any]) -> str:
-    return row.get("label") or f"version {row['version']}"
+def _label(row: VersionRecord) -> str:
+    return row.label or f"version {row.version}"
 
 
 def method_text(method: str, params: Mapping[str, str]) -> str:
@@ -41,19 +41,19 @@ def method_text(method: str, params: Mapping[str, str]) -> str:
     return name
 
 
-def no_treatment(rows: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> list[float]:
+def no_treatment(rows: Sequence[VersionRecord], row: VersionRecord) -> list[float]:
     """The NFRs against the same parent, on the same eval split, of the chain's other versions
     trained without treatment: what the version's NFR compares with."""
-    if row.get("parent_version") is None or row["method"] == "none":
+    if row.parent_version is None or row.method == "none":
         return []
     return [
-        other["nfr"]
+        other.nfr
         for other in rows
-        if other["version"] != row["version"]
-        and other["method"] == "none"
-        and other.get("parent_version") == row["parent_version"]
-        and other.get("fingerprint") == row.get("fingerprint")
-        and other.get("nfr") is not None
+        if other.version != row.version
+        and other.method == "none"
+        and other.parent_version == row.parent_version
+        and other.fingerprint == row.fingerprint
+        and other.nfr is not None
     ]
 
 
@@ -63,93 +63,86 @@ def _spread(nfrs: Sequence[float]) -> str:
     return f"{100 * statistics.mean(nfrs):.2f} ± {100 * statistics.stdev(nfrs):.2f} % (over {len(nfrs)})"
 
 
-def version_sentence(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], method: str) -> str:
+def version_sentence(row: VersionRecord, rows: Sequence[VersionRecord], method: str) -> str:
     """`v2-elodi: ELODI (m 4) from v1; NFR 1.49 % against v1, no treatment 1.97 %; ER 10.42 %`."""
-    parents = [other for other in rows if other["version"] == row.get("parent_version")]
+    parents = [other for other in rows if other.version == row.parent_version]
     parent = _label(parents[0]) if parents else None
-    if parent is None and row.get("nfr") is None:
-        return f"{_label(row)}: {method}, the first version of the chain; ER {_pct(row['error_rate'])}"
+    if parent is None and row.nfr is None:
+        return f"{_label(row)}: {method}, the first version of the chain; ER {_pct(row.error_rate)}"
     against = parent or "its old model"
-    flips = f"NFR {_pct(row.get('nfr'))} against {against}"
+    flips = f"NFR {_pct(row.nfr)} against {against}"
     plain = no_treatment(rows, row)
     if plain:
         flips += f", no treatment {_spread(plain)}"
-    return f"{_label(row)}: {method} from {against}; {flips}; ER {_pct(row['error_rate'])}"
+    return f"{_label(row)}: {method} from {against}; {flips}; ER {_pct(row.error_rate)}"
 
 
 def version_description(
-    model: str, row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], method: str, run_link: str
+    model: str, row: VersionRecord, rows: Sequence[VersionRecord], method: str, run_link: str
 ) -> str:
     """The version's description: its sentence, then where its NFR matrix and report are."""
     return (
         f"{version_sentence(row, rows, method)}.\n\n"
         f"NFR matrix of the chain at this registration: `nfr_matrix.png` and `nfr_matrix.json` in "
-        f"{run_link}; flip report: `congruent report {model} --version {row['version']}` writes it and "
+        f"{run_link}; flip report: `congruent report {model} --version {row.version}` writes it and "
         f"logs it to that run as `report/report.html`."
     )
 
 
-def class_count(tags: Mapping[str, str]) -> int | None:
-    """How many classes a version's `classes` tag lists (None without one)."""
-    try:
-        return len(json.loads(tags["classes"]))
-    except (KeyError, ValueError, TypeError):
-        return None
-
-
-def _what(rows: Sequence[Mapping[str, Any]], classes: int | None) -> str:
+def _what(rows: Sequence[VersionRecord], classes: int | None) -> str:
     kind = f"a {classes}-class classifier" if classes else "a classifier"
-    return f"{kind} (latest architecture: {rows[-1].get('arch') or '?'})"
+    return f"{kind} (latest architecture: {rows[-1].arch or '?'})"
 
 
-def model_description(model: str, rows: Sequence[Mapping[str, Any]], classes: int | None = None) -> str:
+def model_description(model: str, rows: Sequence[VersionRecord], classes: int | None = None) -> str:
     """The registered model's description: what it is (`classes` of its latest version), the chain
     so far as a table (version, label, method, architecture, parent, ER, NFR and PFR against the
     parent), the champion marked."""
-    champion = next((row for row in rows if "champion" in row.get("aliases", ())), None)
+    champion = next((row for row in rows if "champion" in row.aliases), None)
     lines = [
         f"**{model}** is {_what(rows, classes)} updated with Congruent: each version is measured by the flips "
         "it causes against its parent. NFR (negative flips) counts the evaluation samples the parent got "
         "right and the version gets wrong; PFR (positive flips) the reverse; ER is the error rate.",
         "",
         f"The chain so far: {len(rows)} version{'s' if len(rows) != 1 else ''}; champion: "
-        + (f"version {champion['version']} ({_label(champion)})." if champion else "none yet."),
+        + (f"version {champion.version} ({_label(champion)})." if champion else "none yet."),
         "",
         "| version | label | method | arch | parent | ER | NFR vs parent | PFR vs parent |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    labels = {row["version"]: _label(row) for row in rows}
+    labels = {row.version: _label(row) for row in rows}
     for row in rows:
-        aliases = ", ".join(row.get("aliases", ()))
-        version = f"**{row['version']} ★ {aliases}**" if "champion" in row.get("aliases", ()) else row["version"]
-        if aliases and "champion" not in row.get("aliases", ()):
+        aliases = ", ".join(row.aliases)
+        version = f"**{row.version} ★ {aliases}**" if "champion" in row.aliases else row.version
+        if aliases and "champion" not in row.aliases:
             version += f" ({aliases})"
-        parent = row.get("parent_version")
+        parent = row.parent_version
         lines.append(
-            f"| {version} | {row.get('label', '')} | {METHOD_NAMES.get(row['method'], row['method'])} | "
-            f"{row.get('arch', '')} | {labels.get(parent, parent) if parent else '—'} | {_pct(row['error_rate'])} | "
-            f"{_pct(row.get('nfr'))} | {_pct(row.get('pfr'))} |"
+            f"| {version} | {row.label} | {METHOD_NAMES.get(row.method, row.method)} | "
+            f"{row.arch} | {labels.get(parent, parent) if parent else '—'} | {_pct(row.error_rate)} | "
+            f"{_pct(row.nfr)} | {_pct(row.pfr)} |"
         )
     lines += ["", "Written by Congruent at each registration and promotion; `congruent versions " + model + "`."]
     return "\n".join(lines)
 
 
-def describe(model: str, rows: Sequence[Mapping[str, Any]], version: str | None = None) -> None:
-    """Write the registered model's description from its chain `rows` (`registry.chain`), and
-    `version`'s when given (at its registration)."""
+def describe(model: str, rows: Sequence[VersionRecord], version: str | None = None) -> None:
+    """Write the registered model's description from its chain `rows` (`registry.chain`; the class
+    count of its latest version), and `version`'s when given (at its registration)."""
     from mlflow import MlflowClient
 
     if not rows:
         return
     client = MlflowClient()
-    latest = client.get_model_version(model, rows[-1]["version"])
-    client.update_registered_model(model, description=model_description(model, rows, class_count(latest.tags)))
+    classes = len(rows[-1].class_names) or None
+    client.update_registered_model(model, description=model_description(model, rows, classes))
     if version is None:
         return
-    row = next(row for row in rows if row["version"] == str(version))
-    mv = latest if str(latest.version) == str(version) else client.get_model_version(model, str(version))
+    row = next(row for row in rows if row.version == str(version))
+    mv = client.get_model_version(model, str(version))
     run = client.get_run(mv.run_id) if mv.run_id else None
+    # the run's params and tags (`method.m`, `bcwi.alpha`): what sets the method apart, not version tags
     params = {**run.data.params, **run.data.tags} if run else {}
     link = f"[its run](#/experiments/{run.info.experiment_id}/runs/{run.info.run_id})" if run else "its run"
-    text = version_description(model, row, rows, method_text(row["method"], params), link)
+    text = version_description(model, row, rows, method_text(row.method, params), link)
     client.update_model_version(model, str(version), description=text)

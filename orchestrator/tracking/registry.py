@@ -10,7 +10,6 @@ versions needs no re-inference.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import io
 import json
 import logging
@@ -26,8 +25,8 @@ from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import chain_nfr_matrix, read_ledger
 from orchestrator.tracking.locks import registry_lock
 from orchestrator.tracking.references import Reference, RegistryError, parse_reference
+from orchestrator.tracking.version_record import VersionRecord
 from orchestrator.views import plots
-from workers.confidence import paired_increase_upper, wilson_upper
 
 
 def resolve(text: str) -> Reference:
@@ -92,7 +91,7 @@ def _download(run_id: str, artifact: str) -> Path:
 def check_eval_split(ref: Reference, fingerprint: str) -> None:
     """RegistryError unless `ref` was evaluated on the eval split `fingerprint` (or has no record
     of one): flips against a version measured on other samples mean nothing."""
-    recorded = _version(ref).tags.get("fingerprint")
+    recorded = VersionRecord.from_model_version(_version(ref)).fingerprint
     if recorded and recorded != fingerprint:
         raise RegistryError(
             f"old: {ref.name} version {ref.version} was evaluated on eval split {recorded}, "
@@ -120,11 +119,8 @@ def versions(name: str) -> list[Any]:
 def versions_of_spec(name: str, spec_hash: str, fingerprint: str) -> list[str]:
     """Versions of `name` registered from the spec `spec_hash` and evaluated on the eval split
     `fingerprint`, oldest first: a rerun of a registered spec finds its version here."""
-    return [
-        str(mv.version)
-        for mv in versions(name)
-        if mv.tags.get("spec_hash") == spec_hash and mv.tags.get("fingerprint") == fingerprint
-    ]
+    records = map(VersionRecord.from_model_version, versions(name))
+    return [r.version for r in records if r.spec_hash == spec_hash and r.fingerprint == fingerprint]
 
 
 def drop_duplicate_versions(name: str, run_id: str | None) -> str:
@@ -141,7 +137,9 @@ def drop_duplicate_versions(name: str, run_id: str | None) -> str:
 def chain_matrix(name: str, fingerprint: str) -> tuple[list[str], list[list[float]]]:
     """Versions of `name` evaluated on the eval split `fingerprint`, and their pairwise NFR matrix
     M[i][j] = NFR of version j relative to version i, computed from the ledgers in blocks."""
-    members = [mv for mv in versions(name) if mv.tags.get("fingerprint") == fingerprint]
+    members = [
+        mv for mv in versions(name) if fingerprint and VersionRecord.from_model_version(mv).fingerprint == fingerprint
+    ]
     if not members:
         return [], []
     matrix = chain_nfr_matrix([_download(mv.run_id, "ledger/predictions.npz") for mv in members])
@@ -156,56 +154,15 @@ def write_matrix_files(folder: Path, names: list[str], matrix: list[list[float]]
     return [json_path, plots.save(plots.nfr_heatmap(names, matrix, title), folder / "nfr_matrix.png", dpi=100)]
 
 
-def _fraction(text: str | None) -> float | None:
-    return float(text) if text not in (None, "") else None
-
-
-SHOWN_CONFIDENCE = 0.95  # the level of the bounds `versions` and the report show
-
-
-def upper_bounds(nfr: float | None, pfr: float | None, n_compared: str | None) -> dict[str, float | None]:
-    """One-sided SHOWN_CONFIDENCE upper bounds of a version's NFR and ER increase against its
-    parent, from the rates over the `n_compared` samples they count (the ER increase there is
-    NFR − PFR); None for a version without a parent or registered before `n_compared` was tagged."""
-    if nfr is None or pfr is None or not n_compared:
-        return {"nfr_upper": None, "er_increase_upper": None}
-    n = int(n_compared)
-    worse, better = round(nfr * n), round(pfr * n)
-    return {
-        "nfr_upper": wilson_upper(worse, n, SHOWN_CONFIDENCE),
-        "er_increase_upper": paired_increase_upper(worse, better, n, SHOWN_CONFIDENCE),
-    }
-
-
-def chain(name: str) -> list[dict[str, Any]]:
-    """One row per version, oldest first: lineage, method, ER and flips against the parent (with
-    their upper bounds), aliases, when it was registered."""
+def chain(name: str) -> list[VersionRecord]:
+    """One record per version, oldest first: lineage, method, ER and flips against the parent,
+    aliases, when it was registered."""
     listed = versions(name)
     aliases: dict[str, list[str]] = {}
     if listed:
         for alias, version in MlflowClient().get_registered_model(name).aliases.items():
             aliases.setdefault(str(version), []).append(alias)
-    rows = []
-    for mv in listed:
-        tags = mv.tags
-        rows.append(
-            {
-                "version": str(mv.version),
-                "label": tags.get("label", ""),
-                "method": tags.get("method", ""),
-                "arch": tags.get("arch", ""),
-                "parent_version": tags.get("parent_version") or None,
-                "error_rate": _fraction(tags.get("error_rate")),
-                "nfr": _fraction(tags.get("nfr")),
-                "pfr": _fraction(tags.get("pfr")),
-                "rel_nfr": _fraction(tags.get("rel_nfr")),
-                **upper_bounds(_fraction(tags.get("nfr")), _fraction(tags.get("pfr")), tags.get("n_compared")),
-                "fingerprint": tags.get("fingerprint", ""),
-                "aliases": sorted(aliases.get(str(mv.version), [])),
-                "created": datetime.datetime.fromtimestamp(mv.creation_timestamp / 1000).isoformat(timespec="seconds"),
-            }
-        )
-    return rows
+    return [VersionRecord.from_model_version(mv, tuple(sorted(aliases.get(str(mv.version), [])))) for mv in listed]
 
 
 def serving_requirements(hf_config: str | None) -> list[str]:
@@ -217,31 +174,33 @@ def serving_requirements(hf_config: str | None) -> list[str]:
     return [f"transformers=={version('transformers')}"]
 
 
-def register(model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool = False) -> str:
+def register(model: str, checkpoint: str, record: VersionRecord, allow_user_factories: bool = False) -> str:
     """A new version of `model` from `checkpoint` (`_register`), whatever the registry holds."""
-    return _register(model, checkpoint, tags, allow_user_factories, once=False)[0]
+    return _register(model, checkpoint, record, allow_user_factories, once=False)[0]
 
 
 def register_once(
-    model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool = False
+    model: str, checkpoint: str, record: VersionRecord, allow_user_factories: bool = False
 ) -> tuple[str, bool]:
-    """(version, registered now): the version a run of the same spec (tags `spec_hash` and
+    """(version, registered now): the version a run of the same spec (the record's `spec_hash` and
     `fingerprint`) registered, else a new one. The check and the registration hold the model's
     `registration` lock (locks.py), so runs of one spec that finish together register it once."""
-    existing = versions_of_spec(model, tags["spec_hash"], tags["fingerprint"])  # a rerun: nothing to log
-    version, new = (existing[0], False) if existing else _register(model, checkpoint, tags, allow_user_factories, True)
+    existing = versions_of_spec(model, record.spec_hash, record.fingerprint)  # a rerun: nothing to log
+    version, new = (
+        (existing[0], False) if existing else _register(model, checkpoint, record, allow_user_factories, True)
+    )
     if not new:
         mlflow.set_tag("reused_version", version)
     return version, new
 
 
 def _register(
-    model: str, checkpoint: str, tags: dict[str, str], allow_user_factories: bool, once: bool
+    model: str, checkpoint: str, record: VersionRecord, allow_user_factories: bool, once: bool
 ) -> tuple[str, bool]:
     """Register the checkpoint (logged to the active run as `checkpoint/model.pt`, plus an MLflow
-    PyTorch model for serving) as a new version of `model` with `tags` and alias `challenger`, log
-    the chain's NFR matrix and write the model's and the version's descriptions; returns (version,
-    True). With `once`, a version of the same spec registered meanwhile is returned instead, as
+    PyTorch model for serving) as a new version of `model` with the tags of `record` and alias
+    `challenger`, log the chain's NFR matrix and write the model's and the version's descriptions;
+    returns (version, True). With `once`, a version of the same spec registered meanwhile is returned instead, as
     (version, False). Nothing stays registered if a step fails."""
     import numpy as np
     import torch
@@ -258,7 +217,7 @@ def _register(
             Path(tmp, "model.pt"),
             network,
             settings,
-            fingerprint=tags["fingerprint"],
+            fingerprint=record.fingerprint,
             **({} if seen is None else {"classes_seen": seen}),
             **({} if names is None else {"classes": list(names)}),
         )
@@ -291,15 +250,15 @@ def _register(
     # MLflow prints "Successfully registered model …" and "Created version …" to stderr itself; the
     # commands say which version was registered, in a line of their own
     with registry_lock(model, "registration"):
-        if once and (existing := versions_of_spec(model, tags["spec_hash"], tags["fingerprint"])):
+        if once and (existing := versions_of_spec(model, record.spec_hash, record.fingerprint)):
             return existing[0], False
         with contextlib.redirect_stderr(io.StringIO()):
-            registered = mlflow.register_model(info.model_uri, model, tags=tags)
+            registered = mlflow.register_model(info.model_uri, model, tags=record.to_tags())
         version = drop_duplicate_versions(model, registered.run_id)  # HTTP retries may double a POST
     client = MlflowClient()
     try:
         client.set_registered_model_alias(model, "challenger", version)
-        names, matrix = chain_matrix(model, tags["fingerprint"])
+        names, matrix = chain_matrix(model, record.fingerprint)
         with tempfile.TemporaryDirectory() as tmp:
             for matrix_file in write_matrix_files(
                 Path(tmp), [f"v{n}" for n in names], matrix, f"{model}: NFR of column vs row (%)"

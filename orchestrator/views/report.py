@@ -36,7 +36,7 @@ class Flip:
 @dataclass
 class ReportData:
     model: str
-    chain: list[dict[str, Any]]  # one row per version (tracking.registry.chain)
+    chain: list[dict[str, Any]]  # one row per version (VersionRecord.row of tracking.registry.chain)
     matrix_versions: list[str]
     matrix: list[list[float]]
     points: list[dict[str, Any]]  # {label, method, error_rate, nfr, version} per evaluated run

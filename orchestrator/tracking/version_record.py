@@ -1,0 +1,172 @@
+"""One registered model version as Congruent records it: `VersionRecord`, and the MLflow registry
+tags that hold it (the only place that knows their names and formats).
+
+A version's tags: `method`, `arch`, `label` (the spec's `version`), `fingerprint` (the eval split),
+`spec_hash`, `error_rate`; against its old model `parent_version` (a registered parent), `old` (the
+reference or path as written), `nfr` / `pfr` / `rel_nfr` (6 decimals), `n_compared` (the samples
+they count over), `nfr_classes` (the old model's classes, when it knows fewer than the data has);
+and `classes` (the class names, JSON in class-id order, where MLflow's 5,000 characters hold them).
+What a version does not have is absent, never "": versions of earlier releases, with fewer tags,
+read with those fields empty.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from workers.confidence import paired_increase_upper, wilson_upper
+
+SHOWN_CONFIDENCE = 0.95  # the level of the bounds `versions` and the report show
+MAX_TAG = 5000  # MLflow's limit on a tag value
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    """A version's lineage, method, eval split, ER and flips against its parent (its tags), plus
+    what the registry says of it (`version`, `aliases`, `created`). Fractions are floats in [0, 1];
+    None where the version has none (a first version has no parent, nfr, pfr nor n_compared)."""
+
+    version: str = ""  # MLflow's number ("" before registration)
+    method: str = ""
+    arch: str = ""
+    label: str = ""
+    fingerprint: str = ""
+    spec_hash: str = ""
+    error_rate: float | None = None  # None only for a version registered without one
+    parent_version: str | None = None
+    old: str | None = None
+    nfr: float | None = None
+    pfr: float | None = None
+    rel_nfr: float | None = None  # None also where it is undefined (the parent's ER 0 or 1)
+    n_compared: int | None = None
+    nfr_classes: tuple[int, ...] | None = None
+    class_names: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # not a tag: the registered model's aliases pointing here
+    created: str = ""  # not a tag: when MLflow registered it (local ISO time, in seconds)
+
+    def to_tags(self) -> dict[str, str]:
+        """The registry tags, as Congruent has always written them."""
+        texts = {
+            "method": self.method,
+            "arch": self.arch,
+            "label": self.label,
+            "fingerprint": self.fingerprint,
+            "spec_hash": self.spec_hash,
+        }
+        tags = {k: v for k, v in texts.items() if v}
+        optional = {
+            "error_rate": _six(self.error_rate),
+            "parent_version": self.parent_version,
+            "old": self.old,
+            "nfr": _six(self.nfr),
+            "pfr": _six(self.pfr),
+            "rel_nfr": _six(self.rel_nfr),
+            "n_compared": str(self.n_compared) if self.n_compared else None,
+            "nfr_classes": None if self.nfr_classes is None else ",".join(map(str, self.nfr_classes)),
+        }
+        tags.update({k: v for k, v in optional.items() if v is not None})
+        names = json.dumps(list(self.class_names))
+        if self.class_names and len(names) <= MAX_TAG:
+            tags["classes"] = names
+        return tags
+
+    @classmethod
+    def from_tags(
+        cls, tags: Mapping[str, str], version: str, aliases: tuple[str, ...] = (), created: str = ""
+    ) -> VersionRecord:
+        """The record a version's tags hold; a missing or empty tag leaves its field empty."""
+        return cls(
+            version=str(version),
+            method=tags.get("method", ""),
+            arch=tags.get("arch", ""),
+            label=tags.get("label", ""),
+            fingerprint=tags.get("fingerprint", ""),
+            spec_hash=tags.get("spec_hash", ""),
+            error_rate=_fraction(tags.get("error_rate")),
+            parent_version=tags.get("parent_version") or None,
+            old=tags.get("old") or None,
+            nfr=_fraction(tags.get("nfr")),
+            pfr=_fraction(tags.get("pfr")),
+            rel_nfr=_fraction(tags.get("rel_nfr")),
+            n_compared=int(tags["n_compared"]) if tags.get("n_compared") else None,
+            nfr_classes=_classes(tags.get("nfr_classes")),
+            class_names=_names(tags.get("classes")),
+            aliases=aliases,
+            created=created,
+        )
+
+    @classmethod
+    def from_model_version(cls, mv: Any, aliases: tuple[str, ...] = ()) -> VersionRecord:
+        """The record of an MLflow ModelVersion (its tags, number and registration time)."""
+        created = datetime.datetime.fromtimestamp(mv.creation_timestamp / 1000).isoformat(timespec="seconds")
+        return cls.from_tags(mv.tags or {}, str(mv.version), aliases, created)
+
+    @property
+    def nfr_upper(self) -> float | None:
+        return upper_bounds(self.nfr, self.pfr, self.n_compared)["nfr_upper"]
+
+    @property
+    def er_increase_upper(self) -> float | None:
+        return upper_bounds(self.nfr, self.pfr, self.n_compared)["er_increase_upper"]
+
+    def row(self) -> dict[str, Any]:
+        """The version as `congruent versions --json` lists it and the report's chain shows it."""
+        return {
+            "version": self.version,
+            "label": self.label,
+            "method": self.method,
+            "arch": self.arch,
+            "parent_version": self.parent_version,
+            "error_rate": self.error_rate,
+            "nfr": self.nfr,
+            "pfr": self.pfr,
+            "rel_nfr": self.rel_nfr,
+            "nfr_upper": self.nfr_upper,
+            "er_increase_upper": self.er_increase_upper,
+            "fingerprint": self.fingerprint,
+            "aliases": list(self.aliases),
+            "created": self.created,
+        }
+
+
+def upper_bounds(nfr: float | None, pfr: float | None, n_compared: int | None) -> dict[str, float | None]:
+    """One-sided SHOWN_CONFIDENCE upper bounds of a version's NFR and ER increase against its
+    parent, from the rates over the `n_compared` samples they count (the ER increase there is
+    NFR − PFR); None for a version without a parent or registered before `n_compared` was tagged."""
+    if nfr is None or pfr is None or not n_compared:
+        return {"nfr_upper": None, "er_increase_upper": None}
+    n = int(n_compared)
+    worse, better = round(nfr * n), round(pfr * n)
+    return {
+        "nfr_upper": wilson_upper(worse, n, SHOWN_CONFIDENCE),
+        "er_increase_upper": paired_increase_upper(worse, better, n, SHOWN_CONFIDENCE),
+    }
+
+
+def _six(value: float | None) -> str | None:
+    return None if value is None else f"{value:.6f}"
+
+
+def _fraction(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+def _classes(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(c) for c in text.split(",") if c)
+    except ValueError:
+        return None
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    try:
+        names = json.loads(text) if text else []
+    except ValueError:
+        return ()
+    return tuple(map(str, names)) if isinstance(names, list) else ()
