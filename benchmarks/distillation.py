@@ -39,7 +39,7 @@ from workers.models.checkpoints import ModelSettings, save_checkpoint
 from workers.tasks.bodies import train_job
 from workers.tasks.records import DataRequest, TrainJob
 from workers.tasks.resolve import cached_splits
-from workers.teachers.frozen import FrozenModels, LocalReferences
+from workers.teachers.frozen import FrozenModels, LocalTeachers
 from workers.training.objectives import Objective
 
 ARCH = "small-cnn"
@@ -80,7 +80,7 @@ def distillation_throughput(m: int, samples: int, actors: int, folder: Path) -> 
     # serial: the m teachers in the trainer's process, every step
     torch.set_num_threads(1)
     teachers = FrozenModels([settings.build(seed=i) for i in range(m)])
-    serial = train_job(job, LocalReferences(teacher=teachers))
+    serial = train_job(job, LocalTeachers(teacher=teachers))
     (folder / "student.pt").unlink()
 
     # pool: the pipeline's student task and teacher actors, which hold the training split (requests

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from workers.data import ImageSet, batch_inputs, epoch_batches, load_splits
 from workers.models.architectures import build_model
 from workers.runtime import autocast, use_threads
-from workers.teachers.frozen import FrozenModels, LocalReferences
+from workers.teachers.frozen import FrozenModels, LocalTeachers
 from workers.training.config import CompileMode, TrainConfig
 from workers.training.objectives import Objective
 from workers.training.trainer import train
@@ -96,7 +96,7 @@ def trainer(
     if references:
         teachers = [build_model(setup.arch, 10, seed=100 + i) for i in range(references)]
         ensemble = FrozenModels(teachers, setup.device, "bf16", stack=stacked)
-        source = LocalReferences(teacher=ensemble)
+        source = LocalTeachers(teacher=ensemble)
         objective = Objective("elodi", alpha=0.8, k=10)
     result = train(build_model(setup.arch, 10, seed=0), splits.train, config, objective, source)
     if references and stacked and not ensemble.stacked:  # vmap could not batch this architecture

@@ -14,7 +14,7 @@ pool has 2 actors of 0.5 CPU, the student's process one torch thread, on a local
 - **Ray Data actor stage** (images): the teachers are a `map_batches` stage of callable-class actors
   (`concurrency` 2) between the decoding and the student; each row's augmented view is drawn from
   (seed, epoch, id) in the stage, and its top-K travel with the row. Written here only, to measure
-  it: Congruent's trainer takes reference logits from a `ReferenceSource`, which this benchmark
+  it: Congruent's trainer takes reference logits from a `LogitSource`, which this benchmark
   feeds from the rows (`CarriedLogits`);
 - **in the student's task, streamed** (the default on a stream: `teacher_actors` left out).
 
@@ -54,7 +54,7 @@ from workers.data.text import load_tweet_sentiment
 from workers.data.tokenizer import text_input
 from workers.models.checkpoints import ModelSettings, load_model, save_checkpoint
 from workers.runtime import use_threads
-from workers.teachers.frozen import FrozenModels, LocalReferences
+from workers.teachers.frozen import FrozenModels, LocalTeachers
 from workers.training.config import TrainConfig
 from workers.training.losses import TopKLogits
 from workers.training.objectives import Objective
@@ -207,7 +207,7 @@ def image_rows(folder: Path, models: Path, epochs: int) -> tuple[list[dict[str, 
     staged = TeacherStage(paths, inputs)(
         {"key": np.array(splits.train.files[:128], dtype=object), "image": first.values.numpy()}, 0, 0
     )
-    in_process = LocalReferences(teacher=FrozenModels([load_model(p)[0] for p in paths], reader=StreamedInputs(inputs)))
+    in_process = LocalTeachers(teacher=FrozenModels([load_model(p)[0] for p in paths], reader=StreamedInputs(inputs)))
     answers = {
         "pool, split in memory": topk_of(pool(paths, n, held), Batch(torch.arange(128, dtype=torch.int32), draws)),
         "pool, streamed batch": topk_of(pool(paths, n), Batch(first.indices, draws, first.values)),
@@ -224,7 +224,7 @@ def image_rows(folder: Path, models: Path, epochs: int) -> tuple[list[dict[str, 
     out.append(run(splits.train, pool(paths, n), settings, config, {**row, "path": "pool, streamed batch"}))
     staged_split = StagedImageSplit(splits.train, paths, inputs, carried)
     out.append(run(staged_split, carried, settings, config, {**row, "path": "Ray Data actor stage"}))
-    local = LocalReferences(
+    local = LocalTeachers(
         teacher=FrozenModels([load_model(p)[0] for p in paths], reader=StreamedInputs(inputs), samples=n)
     )
     out.append(run(splits.train, local, settings, config, {**row, "path": IN_TASK}))
@@ -259,7 +259,7 @@ def text_rows(folder: Path, models: Path, epochs: int) -> list[dict[str, Any]]:
         )
     ]
     out.append(run(fresh(), pool(paths, n), settings, config, {**row, "path": "pool, streamed batch"}))
-    local = LocalReferences(
+    local = LocalTeachers(
         teacher=FrozenModels([load_model(p)[0] for p in paths], reader=StreamedInputs(inputs), samples=n)
     )
     out.append(run(fresh(), local, settings, config, {**row, "path": IN_TASK}))

@@ -45,7 +45,7 @@ from workers.data.stream import StreamedInputs, StreamedSplits
 from workers.data.text import load_tweet_sentiment
 from workers.data.tokenizer import text_input
 from workers.models.checkpoints import ModelSettings
-from workers.teachers.frozen import FrozenModels, LocalReferences
+from workers.teachers.frozen import FrozenModels, LocalTeachers
 from workers.training.config import TrainConfig
 from workers.training.objectives import Objective
 from workers.training.trainer import train
@@ -155,7 +155,7 @@ def text_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], dict[str
                     frozen = FrozenModels(teachers, reader=StreamedInputs(inputs), samples=len(data))
                 else:
                     frozen = FrozenModels(teachers, split=memory.encoded(inputs))
-                references = LocalReferences(teacher=frozen)
+                references = LocalTeachers(teacher=frozen)
             started = time.perf_counter()
             result = train(settings.build(0), data, config, Objective(method), references, settings=settings)
             rows.append(

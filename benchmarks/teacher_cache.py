@@ -4,7 +4,7 @@ model, with and without the teachers' per-sample logit cache, on text (determini
     python -m benchmarks.teacher_cache [--samples 8000] [--epochs 4] [--m 4] [--out docs/benchmarks.md]
 
 The same student (text-cnn on tweets, one CPU thread, in this process) trained three ways: plain
-cross-entropy; ELODI from m in-process text-cnn teachers (workers.tasks.resolve.local_references) with the
+cross-entropy; ELODI from m in-process text-cnn teachers (workers.tasks.resolve.local_teachers) with the
 cache off (`workers.teachers.frozen.TEACHER_CACHE = False`: the teachers run every step of every epoch);
 and with it on (they run in the first epoch only). The target: ELODI ≤ 1.5× plain, with the
 cache. One run, ratios from the same run (the machine is shared and noisy).

@@ -237,7 +237,7 @@ def test_every_field_the_job_records_carry_is_read_by_the_workers(tmp_path, monk
         teachers = [job.checkpoint_uri for job in plan.replica_jobs()]
         for job in plan.replica_jobs():
             train_job(job)
-        train_job(plan.student_job(teachers=plan.reference_groups(teachers)))
+        train_job(plan.student_job(teachers=plan.teacher_groups(teachers)))
     for cls in (TrainConfig, Objective):
         unread = {f.name for f in dataclasses.fields(cls)} - reads[cls]
         assert not unread, f"{cls.__name__} fields no worker reads: {sorted(unread)}"

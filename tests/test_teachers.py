@@ -109,7 +109,7 @@ def test_in_process_teachers_read_each_batch_through_their_own_inputs_as_the_poo
     pool actor rebuilds it: the logits of one batch agree within bf16's tolerance."""
     from workers.data.input_spec import InputSpec
     from workers.tasks.records import DataRequest, TrainJob
-    from workers.tasks.resolve import cached_splits, local_references
+    from workers.tasks.resolve import cached_splits, local_teachers
     from workers.training.config import TrainConfig
     from workers.training.epochs import batches
     from workers.training.objectives import Objective
@@ -128,7 +128,7 @@ def test_in_process_teachers_read_each_batch_through_their_own_inputs_as_the_poo
     batch = next(batches(train, config, epoch=0))
     assert batch.draws is not None
     student_view = train.encoded(student_reads).batch(batch)  # what the student trains on
-    references = local_references(job)
+    references = local_teachers(job)
     assert references is not None
     in_process = references.request(student_view, batch)()["old"]
     actor = TeacherActor({"old": [old]}, precision="bf16")

@@ -11,7 +11,7 @@ from workers.metrics import error_rate, negative_flip_rate
 from workers.models.architectures import build_model
 from workers.models.checkpoints import ModelSettings, read_checkpoint
 from workers.models.predict import predict_logits
-from workers.teachers.frozen import FrozenModels, LocalReferences
+from workers.teachers.frozen import FrozenModels, LocalTeachers
 from workers.training.config import TrainConfig
 from workers.training.epochs import NonFiniteLossError
 from workers.training.objectives import Objective
@@ -91,7 +91,7 @@ def test_missing_reference_is_refused(small):
 
 
 def test_non_finite_loss_stops_with_the_step_number(small):
-    nan_old = LocalReferences(old=lambda x: torch.full((len(x), 10), math.nan))
+    nan_old = LocalTeachers(old=lambda x: torch.full((len(x), 10), math.nan))
     with pytest.raises(NonFiniteLossError, match="at step 1 "):
         train(build_model("mlp-small", 10), small[0], TrainConfig(epochs=1), Objective("fd-lm"), nan_old)
 
@@ -134,7 +134,7 @@ def test_fd_lm_lowers_negative_flips_on_the_same_seed(fashion_mnist):
     for method in ("none", "fd-lm"):
         new = build_model("mlp", 10, seed=1)
         config = TrainConfig(epochs=6, lr=0.05, augment=False, seed=1)
-        train(new, train_set, config, Objective(method), LocalReferences(old=FrozenModels([old])))
+        train(new, train_set, config, Objective(method), LocalTeachers(old=FrozenModels([old])))
         nfr[method] = negative_flip_rate(old_logits, predict_logits(new, eval_set), eval_set.labels)
     assert nfr["fd-lm"] < 0.8 * nfr["none"], nfr
 

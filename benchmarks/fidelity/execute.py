@@ -47,7 +47,7 @@ def _save_logits(model: torch.nn.Module, planned: Planned, device: str) -> dict[
 
 
 def _train(planned: Planned, paths: dict[str, tuple[str, ...]]) -> dict[str, Any]:
-    """Train the job with its references in this process (`workers.tasks.resolve.local_references`: each group
+    """Train the job with its references in this process (`workers.tasks.resolve.local_teachers`: each group
     on the job's device and precision, text read through the group's own tokenizer)."""
     device = planned.job.config.device
     record = train_job(replace(planned.job, teachers=tuple(paths.items())))

@@ -101,7 +101,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
             replicas = train_replicas(plan, watch)
             seconds["replicas"] = time.perf_counter() - started
         student, pool_record = None, None
-        groups = plan.reference_groups([r.checkpoint for r in replicas])
+        groups = plan.teacher_groups([r.checkpoint for r in replicas])
         # a data-parallel student's workers are reserved by Ray Train, not in the pool's placement group
         data_parallel = plan.needs_student and spec.resources.student.workers > 1
         with serving_pool(

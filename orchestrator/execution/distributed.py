@@ -46,7 +46,7 @@ def train_loop(config: dict[str, Any]) -> None:
     from orchestrator.execution.pool import TeacherPool
     from workers.progress import ProgressReporter
     from workers.tasks.bookkeeping import Bookkeeping
-    from workers.tasks.resolve import cached_splits, initial_model, local_references, settings_of, val_reference
+    from workers.tasks.resolve import cached_splits, initial_model, local_teachers, settings_of, val_reference
     from workers.training.trainer import train
 
     job: TrainJob = config["job"]
@@ -73,7 +73,7 @@ def train_loop(config: dict[str, Any]) -> None:
         references = (
             TeacherPool(config["actors"], job.objective.references, config["train_split"][0], config.get("topk"))
             if config.get("actors")
-            else local_references(job)
+            else local_teachers(job)
         )
     reporter = None
     if rank == 0 and config.get("queue") is not None:

@@ -30,7 +30,7 @@ from workers.teachers import frozen
 from workers.teachers.actor import TeacherActor
 from workers.teachers.frozen import SampleLogitCache
 from workers.training.losses import TopKLogits
-from workers.training.references import Logits
+from workers.training.teacher_logits import Logits
 
 RESERVATION_POLL_S = 30.0  # how often a pending reservation checks that it still fits the cluster
 
@@ -64,7 +64,7 @@ def _unpacked(rows: torch.Tensor, k: int | None) -> Logits:
 
 
 class TeacherPool:
-    """A reference source (workers.training.references.ReferenceSource) over Ray actor handles of `TeacherActor`; groups
+    """A reference source (workers.training.teacher_logits.LogitSource) over Ray actor handles of `TeacherActor`; groups
     named in `topk` travel as top-K values and indices.
 
     Batches go to the actors round-robin, each call an ObjectRef that the trainer resolves when it

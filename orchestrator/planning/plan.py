@@ -153,7 +153,7 @@ class Plan:
     def needs_student(self) -> bool:
         return cluster_demand(self.spec).student
 
-    def reference_groups(self, replica_checkpoints: list[str]) -> dict[str, list[str]]:
+    def teacher_groups(self, replica_checkpoints: list[str]) -> dict[str, list[str]]:
         """The checkpoints the teachers serve: "teacher" (the replicas), "old" when the objective
         reads it. Empty: nothing to serve."""
         groups = {}

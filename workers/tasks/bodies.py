@@ -26,17 +26,17 @@ from workers.runtime import use_threads
 from workers.storage import fetch_checkpoint
 from workers.tasks.bookkeeping import Bookkeeping
 from workers.tasks.records import BcwiRecord, DataRequest, TrainJob, TrainRecord
-from workers.tasks.resolve import cached_splits, initial_model, local_references, settings_of, val_reference
+from workers.tasks.resolve import cached_splits, initial_model, local_teachers, settings_of, val_reference
 from workers.training.bcwi import select_bcwi
 from workers.training.epochs import EpochStats, Member, TrainResult, run_epochs
 from workers.training.packed import PackedModels
-from workers.training.references import ReferenceSource
+from workers.training.teacher_logits import LogitSource
 from workers.training.trainer import train
 
 
 def train_job(
     job: TrainJob,
-    references: ReferenceSource | None = None,
+    references: LogitSource | None = None,
     on_epoch: Callable[[EpochStats], None] | None = None,
     send_progress: Callable[[ProgressEvent], object] | None = None,
 ) -> TrainRecord:
@@ -48,7 +48,7 @@ def train_job(
     splits, settings = cached_splits(job.data), settings_of(job)
     model = initial_model(job)
     books = Bookkeeping.of(job, on_epoch, send_progress)
-    references = references if references is not None else local_references(job)
+    references = references if references is not None else local_teachers(job)
     try:
         result = train(
             model,

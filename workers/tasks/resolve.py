@@ -21,7 +21,7 @@ from workers.models.starting_weights import freeze_backbone, initialise, load_we
 from workers.names import is_hf
 from workers.storage import fetch_checkpoint
 from workers.tasks.records import STREAM_FIELDS, DataRequest, TrainJob
-from workers.teachers.frozen import FrozenModels, LocalReferences
+from workers.teachers.frozen import FrozenModels, LocalTeachers
 
 
 @lru_cache(maxsize=2)
@@ -96,7 +96,7 @@ def data_parallel_batchnorm(model: torch.nn.Module, device: torch.device) -> tor
     return model
 
 
-def local_references(job: TrainJob) -> LocalReferences | None:
+def local_teachers(job: TrainJob) -> LocalTeachers | None:
     """The job's teachers in this process, on its device, in its precision: the reference source
     without any hop, for teachers that share the student's device. Each group reads the training
     split as its own models were trained to read it — text through their tokenizer, images
@@ -126,7 +126,7 @@ def local_references(job: TrainJob) -> LocalReferences | None:
             groups[name] = FrozenModels(models, device, job.config.precision, reader)
         else:  # batches that carry their samples, each sample's logits kept by its id
             groups[name] = FrozenModels(models, device, job.config.precision, reader=reader, samples=len(train))
-    return LocalReferences(**groups)
+    return LocalTeachers(**groups)
 
 
 @lru_cache(maxsize=4)

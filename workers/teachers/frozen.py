@@ -1,5 +1,5 @@
 """Frozen models as reference sources: `FrozenModels` (the mean logits of one or more models, in eval
-mode), `LocalReferences` (the in-process source: no hop at all, the fast path when the teachers share
+mode), `LocalTeachers` (the in-process source: no hop at all, the fast path when the teachers share
 the student's device), `LogitCache` and `SampleLogitCache` (each sample's logits computed once, for
 deterministic inputs: by position in a split held in memory, by id in a streamed one, in a file)."""
 
@@ -21,7 +21,7 @@ from workers.data.split import BatchReader
 from workers.errors import first_line
 from workers.models.predict import placed
 from workers.runtime import autocast
-from workers.training.references import Logits
+from workers.training.teacher_logits import Logits
 
 TEACHER_CACHE = True  # frozen teachers of unaugmented inputs answer each sample once (benchmarks: off)
 
@@ -229,9 +229,9 @@ def _one_architecture(models: Sequence[nn.Module]) -> bool:
     return all(layout(model) == first for model in models[1:])
 
 
-class LocalReferences:
+class LocalTeachers:
     """Reference logits computed in this process, serially: name → FrozenModels or any function
-    `inputs -> logits`. `LocalReferences(old=FrozenModels([old_model]))`."""
+    `inputs -> logits`. `LocalTeachers(old=FrozenModels([old_model]))`."""
 
     def __init__(self, **functions: Callable[[torch.Tensor], torch.Tensor]) -> None:
         self.functions = functions

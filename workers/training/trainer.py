@@ -2,7 +2,7 @@
 
     model = build_model("small-cnn", 10, seed=0)
     result = train(model, splits.train, TrainConfig(epochs=5), Objective("fd-lm"),
-                   references=LocalReferences(old=FrozenModels([old_model])), val=splits.val)
+                   references=LocalTeachers(old=FrozenModels([old_model])), val=splits.val)
 
 SGD (Nesterov) or AdamW with a cosine or step schedule after an optional linear warm-up. The
 training split is moved to the training device once (uint8); each step takes a batch from the
@@ -33,11 +33,11 @@ from workers.runtime import autocast, use_threads
 from workers.training.config import TrainConfig, compiled, make_optimizer
 from workers.training.epochs import EpochStats, Member, TrainResult, run_epochs
 from workers.training.objectives import Objective
-from workers.training.references import Logits, ReferenceSource
+from workers.training.teacher_logits import Logits, LogitSource
 
 
 def _with_references(
-    stream: Iterator[tuple[Batch, torch.Tensor]], references: ReferenceSource | None, depth: int
+    stream: Iterator[tuple[Batch, torch.Tensor]], references: LogitSource | None, depth: int
 ) -> Iterator[tuple[Batch, torch.Tensor, Callable[[], Mapping[str, Logits]]]]:
     """Yield each (batch, inputs) with its pending reference request, `depth` batches requested ahead."""
     if references is None:
@@ -62,7 +62,7 @@ class OneModel:
         targets: torch.Tensor,
         config: TrainConfig,
         objective: Objective,
-        references: ReferenceSource | None,
+        references: LogitSource | None,
     ) -> None:
         self.config, self.objective, self.references = config, objective, references
         self.device = torch.device(config.device)
@@ -118,7 +118,7 @@ def train(
     data: Split,
     config: TrainConfig,
     objective: Objective | None = None,
-    references: ReferenceSource | None = None,
+    references: LogitSource | None = None,
     val: Split | None = None,
     settings: ModelSettings | None = None,
     checkpoint_path: str | Path | None = None,

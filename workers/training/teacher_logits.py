@@ -1,7 +1,8 @@
-"""What the trainer reads reference logits from.
+"""What the trainer reads teacher logits from.
 
-A *reference source* gives the named reference logits ("teacher": the replica ensemble, "old": the
-deployed model) for the batch the student is training on. `request(inputs, batch)` starts the work
+A *logit source* gives the named logits an objective reads (`Objective.references`, the papers'
+reference models: "teacher", the replica ensemble; "old", the deployed model) for the batch the
+student is training on. `request(inputs, batch)` starts the work
 and returns a zero-argument callable that yields {name: logits}; the trainer requests batches ahead
 of its step, so a remote source (the Ray teacher pool, orchestrator/execution/pool.py, which sends only
 `batch` — indices and augmentation draws — to actors holding the training split) computes while the
@@ -19,7 +20,7 @@ from workers.data import Batch
 Logits = torch.Tensor  # or losses.TopKLogits, from a pool that sends only the top-K
 
 
-class ReferenceSource(Protocol):
+class LogitSource(Protocol):
     names: tuple[str, ...]
 
     def request(self, inputs: torch.Tensor, batch: Batch | None = None) -> Callable[[], Mapping[str, Logits]]: ...
