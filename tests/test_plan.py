@@ -196,13 +196,13 @@ def test_resources_beyond_this_machine_are_refused_before_ray_starts_or_mlflow_i
 
 def test_a_version_is_tagged_without_empty_lineage_or_flip_tags(digits_folder):
     """v1 has no parent and no flips: its registry tags leave them out instead of holding ""."""
-    from orchestrator.driver.pipeline import version_tags
+    from orchestrator.driver.pipeline import version_record
 
     plan = preflight(spec(data={"path": str(digits_folder)}))
-    tags = version_tags(plan.spec, plan, {"error_rate": 0.25})
+    tags = version_record(plan.spec, plan, {"error_rate": 0.25}).to_tags()
     assert sorted(tags) == ["arch", "classes", "error_rate", "fingerprint", "label", "method", "spec_hash"]
     assert all(tags.values()) and json.loads(tags["classes"]) == [str(c) for c in range(10)]
     undefined = {"n": 200, "nfr": 0.0, "pfr": 0.1, "rel_nfr": None, "er_old": 0.3, "er_new": 0.0}
-    tags = version_tags(plan.spec, plan, {"error_rate": 0.0, "vs_old": undefined})
+    tags = version_record(plan.spec, plan, {"error_rate": 0.0, "vs_old": undefined}).to_tags()
     assert (tags["nfr"], tags["pfr"]) == ("0.000000", "0.100000") and "rel_nfr" not in tags
     assert tags["n_compared"] == "200"  # what the bounds `versions` shows count over

@@ -188,11 +188,6 @@ def version_record(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> 
     )
 
 
-def version_tags(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> dict[str, str]:
-    """The registry tags of the version (`version_record`): what it does not have is absent."""
-    return version_record(spec, plan, metrics).to_tags()
-
-
 def publish(
     plan: Plan, result: PipelineResult, run_dir: Path, watch: StageWatch, spec: UpdateSpec | None = None
 ) -> None:
