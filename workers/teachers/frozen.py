@@ -230,7 +230,7 @@ def _one_architecture(models: Sequence[nn.Module]) -> bool:
 
 
 class LocalTeachers:
-    """Reference logits computed in this process, serially: name → FrozenModels or any function
+    """Teacher logits computed in this process, serially: name → FrozenModels or any function
     `inputs -> logits`. `LocalTeachers(old=FrozenModels([old_model]))`."""
 
     def __init__(self, **functions: Callable[[torch.Tensor], torch.Tensor]) -> None:
