@@ -277,8 +277,8 @@ def audit_registry(models: list[str], submitted: list[tuple[str, dict]], champio
     """Registered / lost / duplicated specs, parents, and each NFR against `congruent compare`."""
     from mlflow import MlflowClient
 
-    from orchestrator.tracking.references import Reference
     from orchestrator.tracking.registry import ledger_of
+    from orchestrator.tracking.version_refs import VersionRef
 
     client = MlflowClient()
     # a version's spec_hash is of the spec with `old` resolved (a registry reference replaced by the
@@ -298,7 +298,7 @@ def audit_registry(models: list[str], submitted: list[tuple[str, dict]], champio
             if parent not in allowed:
                 wrong_parent.append(f"{doc['model']} v{mv.version}: parent {parent}, allowed {sorted(allowed)}")
                 continue
-            new, old = ledger_of(Reference(doc["model"], str(mv.version))), ledger_of(Reference(doc["model"], parent))
+            new, old = ledger_of(VersionRef(doc["model"], str(mv.version))), ledger_of(VersionRef(doc["model"], parent))
             compared = compare_cli(old["labels"], old["class_ids"], new["class_ids"])
             nfr_checked += 1
             if f"{compared['pairs'][0]['nfr']:.6f}" != mv.tags["nfr"]:  # the tag holds 6 decimals

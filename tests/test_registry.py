@@ -15,7 +15,7 @@ from mlflow import MlflowClient
 
 from conftest import SPEC_DATA, SPEC_TRAIN
 from orchestrator.cli import main
-from orchestrator.tracking.registry import Reference, ledger_of
+from orchestrator.tracking.registry import VersionRef, ledger_of
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tm
     assert not {"parent_version", "old", "nfr", "pfr", "rel_nfr"} & set(version.tags)  # absent, not ""
     assert parent.data.metrics["error_rate"] == pytest.approx(float(version.tags["error_rate"]), abs=1e-6)
     assert str(client.get_model_version_by_alias("tracked", "challenger").version) == "1"
-    ledger = ledger_of(Reference("tracked", "1"))
+    ledger = ledger_of(VersionRef("tracked", "1"))
     assert ledger["class_ids"].shape == (800,) and ledger["topk_values"].shape == (800, 5)
     result = json.loads((tmp_path / "v1" / "result.json").read_text())
     assert np.array_equal(ledger["class_ids"], np.load(result["predictions"]["new"]).argmax(axis=1))
@@ -124,7 +124,7 @@ def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, run_sp
     # the registry's matrix is `congruent compare` on the ledger's predictions
     files = []
     for v in ("1", "2", "3"):
-        ledger = ledger_of(Reference(model, v))
+        ledger = ledger_of(VersionRef(model, v))
         files.append(tmp_path / f"ledger-{v}.npy")
         np.save(files[-1], ledger["class_ids"])
     np.save(tmp_path / "labels.npy", ledger["labels"])
@@ -210,4 +210,4 @@ def test_data_growth_with_new_classes_counts_flips_on_the_classes_the_old_versio
     assert tags["nfr"] == f"{expected:.6f}" and tags["nfr_classes"] == "0,1,2,3,4"
     chain = versions_json(capsys, "grown", matrix=True)
     assert chain["matrix"]["nfr_matrix"][0][1] == pytest.approx(expected)  # row v1 counts v1's classes
-    assert ledger_of(Reference("grown", "1"))["known_classes"].tolist() == [0, 1, 2, 3, 4]
+    assert ledger_of(VersionRef("grown", "1"))["known_classes"].tolist() == [0, 1, 2, 3, 4]

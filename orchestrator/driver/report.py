@@ -98,8 +98,8 @@ def gather(model: str, version: str | None = None) -> ReportData:
     if parent is not None and not (split_of[parent] and split_of[parent] == chosen.fingerprint):
         data.notes.append(f"v{parent} was evaluated on another eval split: no flips can be counted")
     elif parent is not None:
-        new = registry.ledger_of(registry.Reference(model, chosen.version))
-        old = registry.ledger_of(registry.Reference(model, parent))
+        new = registry.ledger_of(registry.VersionRef(model, chosen.version))
+        old = registry.ledger_of(registry.VersionRef(model, parent))
         flip_explorer(data, listed[chosen.version].run_id, new, old)
     return data
 
@@ -113,5 +113,5 @@ def write_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_html(data), encoding="utf-8")
     if log_to_mlflow:
-        runs.attach(registry.run_of(registry.Reference(model, data.version)), out, "report/report.html")
+        runs.attach(registry.run_of(registry.VersionRef(model, data.version)), out, "report/report.html")
     return out, data

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.planning.resources import device, threads
-from orchestrator.tracking.references import Reference
+from orchestrator.tracking.version_refs import VersionRef
 from pipelines.defaults import recipe_for
 from pipelines.spec import MethodSpec, UpdateSpec, WorkerResources
 from workers import storage
@@ -117,7 +117,7 @@ class Plan:
     URI (a registry reference resolved to a local copy); `parent` is that registry version."""
 
     spec: UpdateSpec
-    parent: Reference | None
+    parent: VersionRef | None
     data: DataRequest
     content_key: str  # the train, val and eval splits' content (workers.tasks.resolve.content_key): names checkpoints
     eval_fingerprint: str  # the regression-eval split's (DataSplits.fingerprint): versions compare on it

@@ -23,7 +23,7 @@ from orchestrator.planning.model_inputs import (
     text_inputs,
 )
 from orchestrator.planning.plan import Plan, data_request
-from orchestrator.tracking.references import Reference, RegistryError
+from orchestrator.tracking.version_refs import RegistryError, VersionRef
 from pipelines.spec import SpecError, UpdateSpec
 from workers import storage
 from workers.data.input_spec import InputSpec
@@ -52,12 +52,12 @@ class Findings:
             return None
 
 
-def resolve_old(spec: UpdateSpec) -> tuple[UpdateSpec, Reference | None]:
+def resolve_old(spec: UpdateSpec) -> tuple[UpdateSpec, VersionRef | None]:
     """Replace a registry reference in `old` by a local copy of that version's checkpoint."""
     from orchestrator.tracking import store
-    from orchestrator.tracking.references import parse_reference
+    from orchestrator.tracking.version_refs import parse_version_ref
 
-    if spec.old is None or Path(spec.old).exists() or parse_reference(spec.old) is None:
+    if spec.old is None or Path(spec.old).exists() or parse_version_ref(spec.old) is None:
         return spec, None
     database = store.embedded_database()
     if database is not None and not database.exists():  # the embedded store: nothing registered yet
@@ -128,7 +128,7 @@ def preflight(spec: UpdateSpec) -> Plan:
 
 
 def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) -> Inspection:
-    from orchestrator.tracking.references import parse_reference
+    from orchestrator.tracking.version_refs import parse_version_ref
     from workers.data import DataError
     from workers.models.architectures import ModelError, resolve_factory
     from workers.models.checkpoints import CheckpointError, classes_seen_of, load_model
@@ -136,7 +136,7 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
 
     found = Findings()
     written = spec.old  # what the user wrote: problems name it, not a temporary copy or an absolute path
-    reference = parse_reference(spec.old) if spec.old is not None and not Path(spec.old).exists() else None
+    reference = parse_version_ref(spec.old) if spec.old is not None and not Path(spec.old).exists() else None
     old: Any = None  # the old model's settings (or the Shape of a version an earlier spec registers)
     parent = None
     alias = None if reference is None else f"{reference[0]}@{reference[1]}"

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from orchestrator.tracking.references import RegistryError
+from orchestrator.tracking.version_refs import RegistryError
 
 LOCK_TTL_S = 120.0  # a lock older than this was left by a holder that died
 LOCK_WAIT_S = 60.0  # how long a taker waits for another's lock

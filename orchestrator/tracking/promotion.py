@@ -26,8 +26,8 @@ from mlflow.exceptions import MlflowException
 from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import known_mask
 from orchestrator.tracking.locks import registry_lock
-from orchestrator.tracking.references import Reference, RegistryError
 from orchestrator.tracking.registry import chain, ledger_of, resolve
+from orchestrator.tracking.version_refs import RegistryError, VersionRef
 from workers.confidence import paired_increase_upper, wilson_upper
 from workers.metrics import negative_flips
 
@@ -69,8 +69,8 @@ def gate(name: str, candidate: str, limits: GateLimits) -> Verdict:
     champion = champion_of(name)
     if champion is None:
         return Verdict(True, f"{name} has no champion yet", None)
-    new = ledger_of(Reference(name, candidate))
-    old = ledger_of(Reference(name, champion))
+    new = ledger_of(VersionRef(name, candidate))
+    old = ledger_of(VersionRef(name, champion))
     if str(new["fingerprint"]) != str(old["fingerprint"]):
         raise RegistryError(
             f"{name} v{candidate} and champion v{champion} were evaluated on different "

@@ -24,14 +24,14 @@ from mlflow.exceptions import MlflowException
 from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import chain_nfr_matrix, read_ledger
 from orchestrator.tracking.locks import registry_lock
-from orchestrator.tracking.references import Reference, RegistryError, parse_reference
 from orchestrator.tracking.version_record import VersionRecord
+from orchestrator.tracking.version_refs import RegistryError, VersionRef, parse_version_ref
 from orchestrator.views import plots
 
 
-def resolve(text: str) -> Reference:
+def resolve(text: str) -> VersionRef:
     """The registered version a reference names; RegistryError when there is none."""
-    parsed = parse_reference(text)
+    parsed = parse_version_ref(text)
     if parsed is None:
         raise RegistryError(f"{text!r} is not a registry reference (NAME@ALIAS or NAME/VERSION)")
     name, alias, version = parsed
@@ -40,13 +40,13 @@ def resolve(text: str) -> Reference:
         if alias:
             mv = client.get_model_version_by_alias(name, alias)
         else:
-            assert version is not None  # _REFERENCE matches an alias or a version
+            assert version is not None  # _VERSION_REF matches an alias or a version
             mv = client.get_model_version(name, version)
     except MlflowException:
         raise RegistryError(
             f"{text}: no such registered model version ({_what_exists(name, alias, version)})"
         ) from None
-    return Reference(name, str(mv.version))
+    return VersionRef(name, str(mv.version))
 
 
 def _what_exists(name: str, alias: str | None, version: str | None) -> str:
@@ -62,11 +62,11 @@ def _what_exists(name: str, alias: str | None, version: str | None) -> str:
     return f"{name} has no version {version}; its versions: {listed}"
 
 
-def _version(ref: Reference):
+def _version(ref: VersionRef):
     return MlflowClient().get_model_version(ref.name, ref.version)
 
 
-def run_of(ref: Reference) -> str:
+def run_of(ref: VersionRef) -> str:
     """The id of the run that registered the version."""
     return _version(ref).run_id
 
@@ -88,7 +88,7 @@ def _download(run_id: str, artifact: str) -> Path:
     return local
 
 
-def check_eval_split(ref: Reference, fingerprint: str) -> None:
+def check_eval_split(ref: VersionRef, fingerprint: str) -> None:
     """RegistryError unless `ref` was evaluated on the eval split `fingerprint` (or has no record
     of one): flips against a version measured on other samples mean nothing."""
     recorded = VersionRecord.from_model_version(_version(ref)).fingerprint
@@ -99,7 +99,7 @@ def check_eval_split(ref: Reference, fingerprint: str) -> None:
         )
 
 
-def checkpoint_of(ref: Reference) -> str:
+def checkpoint_of(ref: VersionRef) -> str:
     """A local copy of the version's checkpoint (state_dict + settings)."""
     try:
         return str(_download(_version(ref).run_id, "checkpoint/model.pt"))
@@ -107,7 +107,7 @@ def checkpoint_of(ref: Reference) -> str:
         raise RegistryError(f"{ref.name} version {ref.version} has no checkpoint/model.pt in its run") from None
 
 
-def ledger_of(ref: Reference) -> dict[str, Any]:
+def ledger_of(ref: VersionRef) -> dict[str, Any]:
     return read_ledger(_download(_version(ref).run_id, "ledger/predictions.npz"))
 
 
