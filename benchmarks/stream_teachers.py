@@ -49,7 +49,7 @@ from workers.data.augment import sample_draws
 from workers.data.input_spec import InputSpec
 from workers.data.keys import TRAIN, key_hashes, sample_ids, split_codes, text_keys
 from workers.data.sources import load_image_folder
-from workers.data.stream import StreamedInputs
+from workers.data.streamed import StreamedInputs
 from workers.data.text import load_tweet_sentiment
 from workers.data.tokenizer import text_input
 from workers.models.checkpoints import ModelSettings, load_model, save_checkpoint

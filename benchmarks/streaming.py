@@ -41,7 +41,7 @@ from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
 from workers.data.input_spec import InputSpec
 from workers.data.keys import TRAIN, key_hashes, split_codes, text_keys
 from workers.data.sources import load_image_folder, load_images
-from workers.data.stream import StreamedInputs, StreamedSplits
+from workers.data.streamed import StreamedInputs, StreamedSplits
 from workers.data.text import load_tweet_sentiment
 from workers.data.tokenizer import text_input
 from workers.models.checkpoints import ModelSettings

@@ -59,7 +59,7 @@ def test_sample_draws_are_a_function_of_seed_epoch_and_id_only():
 
 def test_a_streamed_text_batch_is_read_through_each_models_own_tokenizer():
     from workers.data.batches import Batch
-    from workers.data.stream import StreamedInputs, tokens_digest
+    from workers.data.streamed import StreamedInputs, tokens_digest
     from workers.data.tokenizer import encode_texts, text_input
 
     texts = ("the car stopped at the light", "self driving cars are scary", "i love my new car")

@@ -195,7 +195,7 @@ def test_in_process_teachers_of_a_stream_run_once_per_sample_without_augmentatio
     their first pass (the model runs no more), augmented ones always run."""
     from workers.data import Batch
     from workers.data.augment import AugmentDraws
-    from workers.data.stream import StreamedInputs
+    from workers.data.streamed import StreamedInputs
 
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
     calls = []
@@ -217,7 +217,7 @@ def test_a_pool_actor_answers_a_streamed_batch_as_the_in_process_teachers_do(che
     unaugmented batch's answers follow its samples' order."""
     from workers.data import Batch
     from workers.data.augment import AugmentDraws
-    from workers.data.stream import StreamedInputs
+    from workers.data.streamed import StreamedInputs
     from workers.models.checkpoints import load_model
 
     settings, paths = checkpoints

@@ -29,7 +29,7 @@ from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, sample_ids, split_codes
 from workers.data.sources import DataError, pixels
-from workers.data.stream import StreamedSplit, StreamedSplits
+from workers.data.streamed import StreamedSplit, StreamedSplits
 from workers.errors import first_line
 from workers.names import is_s3
 

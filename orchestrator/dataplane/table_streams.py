@@ -52,7 +52,7 @@ from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, split_codes, text_keys
 from workers.data.sources import DataError
-from workers.data.stream import StreamedSplit, StreamedSplits, tokens_digest
+from workers.data.streamed import StreamedSplit, StreamedSplits, tokens_digest
 from workers.errors import first_line
 from workers.names import TEXT_FORMATS, is_glob, is_s3
 

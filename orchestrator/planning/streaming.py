@@ -17,7 +17,7 @@ from pathlib import Path
 
 from orchestrator.host import available_memory
 from pipelines.spec import SpecError, UpdateSpec
-from workers.data.stream import StreamedSplits
+from workers.data.streamed import StreamedSplits
 from workers.names import REPLICA_METHODS, is_glob, is_s3, is_table
 from workers.tasks.records import DataRequest
 

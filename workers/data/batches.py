@@ -6,7 +6,7 @@ A `Batch` is small — sample indices and per-sample augmentation draws, ~7 byte
 what travels to a teacher actor that holds the training split: it rebuilds the same augmented
 inputs with `batch_inputs`, instead of receiving them (~3 KB a sample for 28×28 float images).
 
-A batch of a streamed split (workers/data/stream.py) carries its samples themselves (`values`,
+A batch of a streamed split (workers/data/streamed.py) carries its samples themselves (`values`,
 `lengths`, `labels`), and its `indices` are the samples' stable ids (workers/data/keys.py).
 """
 

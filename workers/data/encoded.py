@@ -12,7 +12,7 @@ never ask which modality they hold:
 
 A held split (`ImageSet`, `TextSet`) makes its `EncodedSplit` with `encoded(inputs)` (the split
 port, workers/data/split.py). A source larger than memory is a `StreamedSplit` instead
-(workers/data/stream.py): its batches carry their samples, and `StreamedInputs` answers `batch` for
+(workers/data/streamed.py): its batches carry their samples, and `StreamedInputs` answers `batch` for
 them; see docs/architecture.md.
 """
 

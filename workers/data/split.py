@@ -5,7 +5,7 @@ Two implementations answer it, and no caller asks which one it holds:
 - **held** (`HeldSplit`, workers/data/held.py): `ImageSet` (uint8 N×C×H×W) and `TextSet` (texts),
   all samples in this process; a training batch is sample indices plus augmentation draws, read
   through the split encoded once for a model's inputs (`EncodedSplit`).
-- **streamed** (`StreamedSplit`, workers/data/stream.py): shards of a text table or an ImageFolder
+- **streamed** (`StreamedSplit`, workers/data/streamed.py): shards of a text table or an ImageFolder
   tree read on Ray Data (orchestrator/dataplane/); a batch carries its samples, read through
   `StreamedInputs`.
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers.data.input_spec import InputSpec
-from workers.data.stream import StreamedSplits
+from workers.data.streamed import StreamedSplits
 from workers.training.config import TrainConfig
 from workers.training.objectives import Objective
 

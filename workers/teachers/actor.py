@@ -24,7 +24,7 @@ import torch
 from workers.data import Batch
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.stream import StreamedInputs
+from workers.data.streamed import StreamedInputs
 from workers.data.text import TextSet
 from workers.models.checkpoints import load_model
 from workers.runtime import use_threads
