@@ -1,6 +1,6 @@
 """What Ray Data's reading tasks run on a text table's shards: read a shard's record batches, keep
 the rows of one split, tokenize them. Imports numpy, pyarrow, tokenizers and the torch-free modules
-of workers/ only (keys, tokenizer, input_spec, errors): a reading task of a streamed text source
+of workers/ only (keys, tokenizer, input_spec, tables, errors): a reading task of a streamed text source
 loads no torch (about 300 MB per reading process; tests/test_layout.py checks it), as
 image_readers.py does for images. table_streams.py and image_streams.py build the streams from these.
 """
@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.dataplane.objects import open_input
+from workers.data import tables
 from workers.data.input_spec import InputSpec
 from workers.data.keys import key_hashes, sample_ids, split_codes, text_keys
 from workers.errors import DataError
@@ -95,35 +96,25 @@ def text_rows(table: Any, reading: TableReading, inputs: InputSpec) -> dict[str,
 
 
 def shard_batches(shards: Shards, file: str) -> Iterator[Any]:
-    """One shard's text and label columns as pyarrow record batches, read in turn (bounded memory:
-    a Parquet or CSV shard streams; a JSONL shard is read whole, one shard at a time)."""
-    import pyarrow.csv as pacsv  # type: ignore[import-untyped]
-    import pyarrow.json as pajson  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
-
+    """One shard's text and label columns as pyarrow record batches, read in turn by
+    workers/data/tables.py's readers (bounded memory: a Parquet or CSV shard streams; a JSONL shard
+    is read whole, one shard at a time)."""
     columns = [shards.text_column, shards.label_column]
-    source = opened(file)
     if shards.suffix == ".parquet":
-        yield from pq.ParquetFile(source).iter_batches(batch_size=READ_BATCH * 8, columns=columns)
+        yield from tables.parquet_batches(opened(file), columns)
     elif shards.suffix == ".jsonl":
-        yield from pajson.read_json(source).select(columns).to_batches(READ_BATCH * 8)
+        yield from tables.json_table(opened(file), shards.encoding).select(columns).to_batches(READ_BATCH * 8)
     else:
-        tab = shards.suffix == ".tsv"
-        yield from pacsv.open_csv(
-            source,
-            read_options=pacsv.ReadOptions(encoding=shards.encoding, block_size=1 << 22),
-            parse_options=pacsv.ParseOptions(delimiter="\t" if tab else ",", quote_char=False if tab else '"'),
-            convert_options=pacsv.ConvertOptions(include_columns=columns),
-        )
+        yield from tables.csv_batches(lambda: opened(file), shards.suffix, shards.encoding, columns)
 
 
 def scan_rows(table: Any, shards: Shards, file: str) -> tuple[list[str], list[str], bool]:
     """A batch's texts and labels (as text; and whether the column holds integers), each row checked:
     a text that is missing or blank, or a missing label, is a DataError naming the file."""
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
-    texts = table.column(shards.text_column).to_pylist()
-    raw = table.column(shards.label_column).to_pylist()
+    texts = tables.values(table, shards.text_column)
+    raw = tables.values(table, shards.label_column)
     for text, label in zip(texts, raw):
         if not isinstance(text, str) or not text.strip():
             raise DataError(f"{file}: a row whose {shards.text_column!r} is empty or not a string")

@@ -32,12 +32,12 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-from orchestrator.dataplane.objects import Listed, list_objects, open_input, reader_env
+from orchestrator.dataplane.objects import Listed, list_objects, reader_env
 from orchestrator.dataplane.table_readers import (
     Shards,
     TableReading,
@@ -48,11 +48,12 @@ from orchestrator.dataplane.table_readers import (
     shard_rows,
 )
 from orchestrator.dataplane.token_cache import TokenCache
+from workers.data import tables
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, split_codes, text_keys
 from workers.data.sources import DataError
-from workers.data.streamed import StreamedSplit, StreamedSplits, tokens_digest
+from workers.data.stream import StreamedSplit, StreamedSplits, tokens_digest
 from workers.errors import first_line
 from workers.names import TEXT_FORMATS, is_glob, is_s3
 
@@ -138,34 +139,31 @@ def table_shards(path: str, text_column: str, label_column: str, encoding: str =
 
 
 def _columns(file: str, suffix: str, encoding: str, size: int) -> list[str]:
-    """A shard's column names from its schema, header or first record; DataError if it is empty."""
-    import io
-    import json
+    """A shard's column names (workers/data/tables.py: from its schema, header or first records);
+    DataError if it is empty."""
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     if size == 0:
         raise DataError(f"{file}: empty shard")
     if suffix == ".parquet":
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
-
-        metadata = pq.read_metadata(opened(file))
-        if metadata.num_rows == 0:
+        names, rows = tables.parquet_columns(opened(file))
+        if rows == 0:
             raise DataError(f"{file}: empty shard (no rows)")
-        return list(metadata.schema.names)
-    head: IO[str]
-    if is_s3(file):
-        with open_input(file) as remote:
-            head = io.StringIO(remote.read(1 << 20).decode(encoding, errors="replace"))
-    else:
-        head = open(file, encoding=encoding, errors="replace")
-    with head as f:
-        lines = [line for line in (f.readline() for _ in range(2)) if line.strip()]
+        return names
     if suffix == ".jsonl":
-        if not lines:
-            raise DataError(f"{file}: empty shard (no rows)")
-        return list(json.loads(lines[0]))
-    if len(lines) < 2:
+        try:
+            return tables.json_columns(opened(file), encoding)
+        except pa.ArrowInvalid as e:
+            if "Empty JSON" in str(e):
+                raise DataError(f"{file}: empty shard (no rows)") from None
+            raise DataError(f"{file}: cannot read ({first_line(e)})") from None
+    try:
+        header, rows = tables.csv_header(lambda: opened(file), suffix, encoding)
+    except (pa.ArrowException, UnicodeDecodeError) as e:
+        raise DataError(f"{file}: cannot read ({first_line(e)})") from None
+    if not rows:
         raise DataError(f"{file}: empty shard (a header and no rows)")
-    return [name.strip().lstrip("\ufeff") for name in lines[0].rstrip("\r\n").split("\t" if suffix == ".tsv" else ",")]
+    return tables.stripped(header)
 
 
 def split_fingerprint(
@@ -269,7 +267,7 @@ class TableSplit(StreamedSplit):
             raise ValueError("a streamed text split is read through a text model's tokenizer: give its InputSpec")
         return inputs
 
-    def tokenizer_texts(self, limit: int) -> list[str]:
+    def texts(self, limit: int) -> list[str]:
         """The first `limit` texts of this split in its fixed order (what a tokenizer trains on),
         read here shard by shard (no Ray)."""
         out: list[str] = []

@@ -9,23 +9,19 @@ DataError whose single line names the file, the line or row, and the problem.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
+import itertools
 import json
 import os
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from workers.data.encoded import EncodedSplit, encoded_texts
-from workers.data.held import HeldSplit
-from workers.data.input_spec import InputSpec
+from workers.data import tables
 from workers.data.sources import DataError
 from workers.errors import first_line
 from workers.names import TEXT_FORMATS
@@ -35,9 +31,8 @@ _INTEGER = re.compile(r"-?[0-9]+")
 
 
 @dataclass(frozen=True)
-class TextSet(HeldSplit):
-    """Texts, labels as int64 N, and the class names (empty: the classes are 0 … max label): a held
-    split (workers/data/split.py)."""
+class TextSet:
+    """Texts, labels as int64 N, and the class names (empty: the classes are 0 … max label)."""
 
     texts: tuple[str, ...]
     labels: torch.Tensor
@@ -72,18 +67,6 @@ class TextSet(HeldSplit):
         positions = torch.arange(len(self.texts))[index]
         texts = tuple(self.texts[i] for i in positions.tolist())
         return TextSet(texts, self.labels[positions], self.classes)
-
-    def encoded(self, inputs: InputSpec | None = None) -> EncodedSplit:
-        """Token ids of `inputs`' tokenizer, computed once per (texts, tokenizer) in this process."""
-        return encoded_texts(text_fingerprint(self), self.texts, inputs)
-
-    def shareable(self) -> TextSet:
-        """The texts themselves: each teacher group tokenizes them its own way."""
-        return self
-
-    def tokenizer_texts(self, limit: int) -> Sequence[str]:
-        """Every text: a held split's tokenizer trains on all of it (`limit` is a stream's)."""
-        return self.texts
 
 
 def text_fingerprint(data: TextSet) -> str:
@@ -137,14 +120,14 @@ def read_text_table(
     if suffix == ".parquet":
         rows = _parquet_rows(path, text_column, label_column, problems)
     else:
-        content = _decode(path, encoding)
+        raw = _read(path)
+        content = _decode(path, raw, encoding)
         if not content.strip():
             raise DataError(f"{path}: empty file")
         if suffix == ".jsonl":
-            rows = _jsonl_rows(path, content, text_column, label_column, problems)
+            rows = _jsonl_rows(path, raw, content, encoding, text_column, label_column, problems)
         else:
-            delimiter = "\t" if suffix == ".tsv" else ","
-            rows = _delimited_rows(path, content, delimiter, text_column, label_column, problems)
+            rows = _delimited_rows(path, raw, suffix, encoding, text_column, label_column, problems)
     return _text_set(path, rows, text_column, label_column, suffix in (".csv", ".tsv"), num_classes, problems)
 
 
@@ -163,16 +146,22 @@ def load_tweet_sentiment() -> TextSet:
 
 
 # A row as read: (where it is, e.g. "line 7" or "row 3"; the text value; the label value), MISSING
-# for the value of a column the table does not have.
+# for the value of a column the table does not have. pyarrow (workers/data/tables.py) reads every
+# format; what follows words its refusals and places each row.
 _Row = tuple[str, object, object]
 MISSING = object()
 
 
-def _decode(path: Path, encoding: str) -> str:
+def _read(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as e:
         raise DataError(f"{path}: cannot read ({first_line(e)})") from None
+
+
+def _decode(path: Path, raw: bytes, encoding: str) -> str:
+    """The file's text: checked here, before pyarrow reads it, so that a wrong encoding is one line
+    naming the line and the bytes."""
     try:
         return raw.decode(encoding).removeprefix("\ufeff")
     except LookupError:
@@ -191,47 +180,85 @@ def _columns(names: list[str]) -> str:
 
 
 def _delimited_rows(
-    path: Path, content: str, delimiter: str, text_column: str, label_column: str, problems: list[str]
+    path: Path, raw: bytes, suffix: str, encoding: str, text_column: str, label_column: str, problems: list[str]
 ) -> list[_Row]:
-    # TSV as IANA defines it: no quoting, a quote is a character; CSV: RFC 4180 quoting.
-    stream = io.StringIO(content, newline="")
-    if delimiter == "\t":
-        reader = csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE)
-    else:
-        reader = csv.reader(stream, delimiter=delimiter)
-    kind = "TSV" if delimiter == "\t" else "CSV"
-    header: list[str] | None = None
-    rows: list[_Row] = []
-    start = 1
+    """A CSV or TSV file's rows, read by pyarrow.csv (tables.csv_options: every column a string),
+    each placed at the line it starts on."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    kind = "TSV" if suffix == ".tsv" else "CSV"
+    ragged: list[Any] = []  # the first row whose field count differs from the header's
+
+    def invalid(row: Any) -> str:
+        if not ragged:
+            ragged.append(row)
+        return "skip"
+
     try:
-        for record in reader:
-            line, start = start, reader.line_num + 1
-            if not record:  # a blank line
-                continue
-            if header is None:
-                header = [name.strip() for name in record]
-                problems += [
-                    f"{path}: no column {c!r}; the columns are {_columns(header)}"
-                    for c in (text_column, label_column)
-                    if c not in header
-                ]
-                text_at, label_at = (header.index(c) if c in header else None for c in (text_column, label_column))
-                continue
-            if len(record) != len(header):
-                joined = reader.line_num > line and any("\n" in value for value in record)
-                hint = f" (an unclosed quote joins lines {line}–{reader.line_num}?)" if joined else ""
-                raise DataError(f"{path}: line {line}: {len(record)} fields, the header has {len(header)}{hint}")
-            rows.append((f"line {line}", _value(record, text_at), _value(record, label_at)))
-    except csv.Error as e:
-        raise DataError(f"{path}: line {reader.line_num}: not valid {kind} ({first_line(e)})") from None
-    return rows
+        header, _ = tables.csv_header(lambda: pa.BufferReader(raw), suffix, encoding)
+        names = tables.stripped(header)
+        problems += [
+            f"{path}: no column {c!r}; the columns are {_columns(names)}"
+            for c in (text_column, label_column)
+            if c not in names
+        ]
+        batches = tables.csv_batches(lambda: pa.BufferReader(raw), suffix, encoding, names, invalid, header)
+        table = pa.Table.from_batches(list(batches), schema=pa.schema([(n, pa.string()) for n in names]))
+    except pa.ArrowInvalid as e:
+        if not ragged:
+            raise DataError(f"{path}: not valid {kind} ({first_line(e)})") from None
+        row = ragged[0]  # placed by pyarrow's row count: the rows before it were not all read
+        raise DataError(
+            f"{path}: line {row.number}: {row.actual_columns} fields, the header has {row.expected_columns}"
+        ) from None
+    breaks = [sum(counts) for counts in zip(*(tables.line_breaks(table, n) for n in names))] if names else []
+    first = 2 + sum(tables.line_breaks_in(name) for name in header)  # the line the first row starts on
+    lines = list(itertools.accumulate(breaks, lambda line, extra: line + extra + 1, initial=first))
+    if ragged:
+        row = ragged[0]
+        line = lines[row.number - 2]  # the rows before it all have the header's fields
+        joined = tables.line_breaks_in(row.text)
+        hint = f" (an unclosed quote joins lines {line}–{line + joined}?)" if joined else ""
+        raise DataError(
+            f"{path}: line {line}: {row.actual_columns} fields, the header has {row.expected_columns}{hint}"
+        )
+
+    def column(name: str) -> list[object]:
+        return tables.values(table, name) if name in names else [MISSING] * table.num_rows
+
+    texts, labels = column(text_column), column(label_column)
+    return [(f"line {line}", text, label) for line, text, label in zip(lines, texts, labels)]
 
 
-def _value(record: list[str], at: int | None) -> object:
-    return MISSING if at is None else record[at]
+def _jsonl_rows(
+    path: Path, raw: bytes, content: str, encoding: str, text_column: str, label_column: str, problems: list[str]
+) -> list[_Row]:
+    """A JSONL file's rows, read by pyarrow.json. Where pyarrow refuses the file, or its columns are
+    not what the label rule takes (a string text; integer or string labels, none missing), the
+    lines are looked at one by one (`_json_diagnosis`) to say which line breaks what."""
+    import pyarrow as pa
+
+    try:
+        table = tables.json_table(pa.BufferReader(raw), encoding)
+    except (pa.ArrowInvalid, UnicodeDecodeError) as e:
+        return _json_diagnosis(path, content, text_column, label_column, problems, first_line(e))
+    names = list(table.schema.names)
+    text_ok = text_column in names and pa.types.is_string(table.schema.field(text_column).type)
+    label_type = table.schema.field(label_column).type if label_column in names else None
+    label_ok = label_type is not None and (pa.types.is_string(label_type) or pa.types.is_int64(label_type))
+    if not (text_ok and label_ok) or table.column(text_column).null_count or table.column(label_column).null_count:
+        return _json_diagnosis(path, content, text_column, label_column, problems, "unexpected columns")
+    lines = [number for number, line in enumerate(content.split("\n"), start=1) if line.strip()]
+    texts, labels = tables.values(table, text_column), tables.values(table, label_column)
+    return [(f"line {line}", text, label) for line, text, label in zip(lines, texts, labels)]
 
 
-def _jsonl_rows(path: Path, content: str, text_column: str, label_column: str, problems: list[str]) -> list[_Row]:
+def _json_diagnosis(
+    path: Path, content: str, text_column: str, label_column: str, problems: list[str], refusal: str
+) -> list[_Row]:
+    """What is wrong with a JSONL file pyarrow would not read as the label rule wants: its lines
+    looked at with Python's json, each error worded as `_text_set` words it. A file in which this
+    finds nothing wrong is refused with pyarrow's reason."""
     rows: list[_Row] = []
     reported: set[str] = set()
     for number, line in enumerate(content.split("\n"), start=1):
@@ -248,27 +275,27 @@ def _jsonl_rows(path: Path, content: str, text_column: str, label_column: str, p
                 reported.add(column)  # once per key: the first line without it
                 problems.append(f"{path}: line {number}: no key {column!r}; the keys are {_columns(list(record))}")
         rows.append((f"line {number}", record.get(text_column, MISSING), record.get(label_column, MISSING)))
-    return rows
+    _text_set(path, rows, text_column, label_column, False, None, problems)  # raises what it finds
+    raise DataError(f"{path}: cannot read JSONL ({refusal})")
 
 
 def _parquet_rows(path: Path, text_column: str, label_column: str, problems: list[str]) -> list[_Row]:
-    import pyarrow as pa  # type: ignore[import-untyped]  # only Parquet needs it (installed with mlflow)
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     try:
-        names = list(pq.read_schema(path).names)
+        names, _ = tables.parquet_columns(path)
         present = [c for c in (text_column, label_column) if c in names]
         problems += [
             f"{path}: no column {c!r}; the columns are {_columns(names)}"
             for c in (text_column, label_column)
             if c not in names
         ]
-        table = pq.read_table(path, columns=present)
+        table = tables.parquet_table(path, present)
     except (pa.ArrowException, OSError) as e:
         raise DataError(f"{path}: cannot read Parquet ({first_line(e)})") from None
 
     def values(column: str) -> list[object]:
-        return table.column(column).to_pylist() if column in present else [MISSING] * table.num_rows
+        return tables.values(table, column) if column in present else [MISSING] * table.num_rows
 
     texts, labels = values(text_column), values(label_column)
     return [(f"row {i}", text, label) for i, (text, label) in enumerate(zip(texts, labels), start=1)]
