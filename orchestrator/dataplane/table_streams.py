@@ -53,7 +53,7 @@ from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, split_codes, text_keys
 from workers.data.sources import DataError
-from workers.data.stream import StreamedSplit, StreamedSplits, tokens_digest
+from workers.data.streamed import StreamedSplit, StreamedSplits, tokens_digest
 from workers.errors import first_line
 from workers.names import TEXT_FORMATS, is_glob, is_s3
 
@@ -267,7 +267,7 @@ class TableSplit(StreamedSplit):
             raise ValueError("a streamed text split is read through a text model's tokenizer: give its InputSpec")
         return inputs
 
-    def texts(self, limit: int) -> list[str]:
+    def tokenizer_texts(self, limit: int) -> list[str]:
         """The first `limit` texts of this split in its fixed order (what a tokenizer trains on),
         read here shard by shard (no Ray)."""
         out: list[str] = []

@@ -14,6 +14,7 @@ import itertools
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,6 +23,9 @@ import numpy as np
 import torch
 
 from workers.data import tables
+from workers.data.encoded import EncodedSplit, encoded_texts
+from workers.data.held import HeldSplit
+from workers.data.input_spec import InputSpec
 from workers.data.sources import DataError
 from workers.errors import first_line
 from workers.names import TEXT_FORMATS
@@ -31,8 +35,9 @@ _INTEGER = re.compile(r"-?[0-9]+")
 
 
 @dataclass(frozen=True)
-class TextSet:
-    """Texts, labels as int64 N, and the class names (empty: the classes are 0 … max label)."""
+class TextSet(HeldSplit):
+    """Texts, labels as int64 N, and the class names (empty: the classes are 0 … max label): a held
+    split (workers/data/split.py)."""
 
     texts: tuple[str, ...]
     labels: torch.Tensor
@@ -67,6 +72,18 @@ class TextSet:
         positions = torch.arange(len(self.texts))[index]
         texts = tuple(self.texts[i] for i in positions.tolist())
         return TextSet(texts, self.labels[positions], self.classes)
+
+    def encoded(self, inputs: InputSpec | None = None) -> EncodedSplit:
+        """Token ids of `inputs`' tokenizer, computed once per (texts, tokenizer) in this process."""
+        return encoded_texts(text_fingerprint(self), self.texts, inputs)
+
+    def shareable(self) -> TextSet:
+        """The texts themselves: each teacher group tokenizes them its own way."""
+        return self
+
+    def tokenizer_texts(self, limit: int) -> Sequence[str]:
+        """Every text: a held split's tokenizer trains on all of it (`limit` is a stream's)."""
+        return self.texts
 
 
 def text_fingerprint(data: TextSet) -> str:
