@@ -63,7 +63,11 @@ def fd_scores(mode: Mode, folder: Path, seeds: int, labels: np.ndarray) -> dict[
         for alpha in alphas:
             plan = trainings.Planner(dataclasses.replace(mode, fd_alpha=alpha), folder)
             pairs = [
-                (trainings.plain(plan, s, "old"), trainings.plain(plan, s, "new"), trainings.toward_old(plan, s, method))
+                (
+                    trainings.plain(plan, s, "old"),
+                    trainings.plain(plan, s, "new"),
+                    trainings.toward_old(plan, s, method),
+                )
                 for s in range(seeds)
             ]
             run_plan(plan, prefixed(f"{method} α={alpha}"))
