@@ -9,7 +9,7 @@ import os
 import time
 from pathlib import Path
 
-from orchestrator.commands.options import fail, out_option, quiet_option
+from orchestrator.commands.options import check_output, fail, out_option, quiet_option
 from orchestrator.views.format import percent
 
 MODEL = "congruent-demo"
@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.report import write_report
     from orchestrator.execution.cluster import check_cluster, connect
     from orchestrator.execution.watch import StageWatch
-    from orchestrator.planning.preflight import check_output, preflight
+    from orchestrator.planning.preflight import preflight
     from orchestrator.tracking.store import configure
     from orchestrator.views.progress import make_display
     from orchestrator.views.tables import table

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.commands.options import (
+    check_output,
     fail,
     fail_all,
     json_option,
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.execution.cluster import check_cluster, connect
     from orchestrator.execution.watch import StageWatch
     from orchestrator.planning.plan import cluster_demand
-    from orchestrator.planning.preflight import check_output, preflight
+    from orchestrator.planning.preflight import preflight
     from orchestrator.tracking.store import TrackingUnavailable, check_store
     from orchestrator.views.progress import make_display
     from pipelines.spec import SpecError, load_spec

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from orchestrator.commands.options import fail, fail_all, out_option, quiet_option, ray_address
+from orchestrator.commands.options import check_output, fail, fail_all, out_option, quiet_option, ray_address
 from orchestrator.views.format import percent
 
 
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.tune import run_search
     from orchestrator.execution.cluster import check_cluster, connect
     from orchestrator.execution.watch import StageWatch
-    from orchestrator.planning.preflight import check_output, preflight
+    from orchestrator.planning.preflight import preflight
     from orchestrator.tracking.store import TrackingUnavailable, check_store
     from orchestrator.views.progress import make_display
     from pipelines.spec import SpecError, load_spec

@@ -69,15 +69,6 @@ def resolve_old(spec: UpdateSpec) -> tuple[UpdateSpec, VersionRef | None]:
     return spec.model_copy(update={"old": registry.checkpoint_of(parent)}), parent
 
 
-def check_output(folder: Path, option: str | None) -> None:
-    """SpecError unless the command's output folder (`option`: the flag that named it, None: the
-    default) can be created and written, checked before any work."""
-    try:
-        storage.check_writable(str(folder))
-    except storage.StorageError as e:
-        raise SpecError(f"{option or 'output folder'}: {e}") from None
-
-
 def as_written(message: str, paths: tuple[str, ...], written: str | None) -> str:
     """`message` with the paths the driver used for `old` (a registry version's temporary copy, an
     absolute path) replaced by what the spec said."""
