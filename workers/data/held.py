@@ -11,26 +11,20 @@ import torch
 from workers.data.batches import Batch, epoch_batches
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.split import Split
+from workers.data.split import NO_DRAWS, Draws, Split
 
 
 class HeldSplit(Split):
     """A split whose samples this process holds; `encoded(inputs)` is each class's own."""
 
     def training_batches(
-        self,
-        batch_size: int,
-        seed: int,
-        epoch: int,
-        inputs: InputSpec | None = None,
-        augment: bool = False,
-        padding: int = 0,
-        flip: bool = False,
-        resized: bool = False,
+        self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None, draws: Draws = NO_DRAWS
     ) -> Iterator[Batch]:
-        """A permutation of the samples seeded by (seed, epoch) and, with `augment`, one draw per
+        """A permutation of the samples seeded by (seed, epoch) and, with `draws`, one draw per
         position (`epoch_batches`); the samples are read through `reader`, so `inputs` is unused."""
-        return epoch_batches(len(self), batch_size, seed, epoch, augment, padding, flip, resized)
+        return epoch_batches(
+            len(self), batch_size, seed, epoch, draws.augment, draws.padding, draws.flip, draws.resized
+        )
 
     def reader(self, inputs: InputSpec | None) -> EncodedSplit:
         return self.encoded(inputs)

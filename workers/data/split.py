@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import torch
@@ -42,6 +43,20 @@ from workers.data.input_spec import InputSpec
 
 if TYPE_CHECKING:
     from workers.data.encoded import EncodedSplit
+
+
+@dataclass(frozen=True)
+class Draws:
+    """What a training epoch draws for each image: a `padding`-pixel shift or, `resized`, a
+    random-resized crop box, and a mirror when `flip`; `augment` False: nothing (text, or off)."""
+
+    augment: bool = False
+    padding: int = 0
+    flip: bool = False
+    resized: bool = False
+
+
+NO_DRAWS = Draws()
 
 
 class BatchReader(Protocol):
@@ -74,18 +89,9 @@ class Split(ABC):
 
     @abstractmethod
     def training_batches(
-        self,
-        batch_size: int,
-        seed: int,
-        epoch: int,
-        inputs: InputSpec | None = None,
-        augment: bool = False,
-        padding: int = 0,
-        flip: bool = False,
-        resized: bool = False,
+        self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None, draws: Draws = NO_DRAWS
     ) -> Iterator[Batch]:
-        """One epoch's batches in an order seeded by (seed, epoch); with `augment`, each image's
-        draws (a `padding`-pixel shift or, `resized`, a random-resized crop box, and a mirror)."""
+        """One epoch's batches in an order seeded by (seed, epoch), each image with `draws`."""
 
     @abstractmethod
     def reader(self, inputs: InputSpec | None) -> BatchReader:

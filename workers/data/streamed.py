@@ -31,7 +31,7 @@ from workers.data.augment import apply_augmentation, sample_draws, to_model_inpu
 from workers.data.batches import Batch
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.split import Split
+from workers.data.split import NO_DRAWS, Draws, Split
 
 
 class StreamedSplit(Split):
@@ -46,22 +46,16 @@ class StreamedSplit(Split):
         """Every sample once, in the fixed order of `labels`, carrying its values (no draws)."""
 
     def training_batches(
-        self,
-        batch_size: int,
-        seed: int,
-        epoch: int,
-        inputs: InputSpec | None = None,
-        augment: bool = False,
-        padding: int = 0,
-        flip: bool = False,
-        resized: bool = False,
+        self, batch_size: int, seed: int, epoch: int, inputs: InputSpec | None = None, draws: Draws = NO_DRAWS
     ) -> Iterator[Batch]:
         """`epoch`'s batches (read through `inputs`), each image's draws from (seed, epoch, its id)."""
         stream = self.epoch(batch_size, seed, epoch, inputs)
-        if not augment:
+        if not draws.augment:
             return stream
         return (
-            dataclasses.replace(batch, draws=sample_draws(batch.indices, seed, epoch, padding, flip, resized))
+            dataclasses.replace(
+                batch, draws=sample_draws(batch.indices, seed, epoch, draws.padding, draws.flip, draws.resized)
+            )
             for batch in stream
         )
 

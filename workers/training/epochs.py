@@ -17,7 +17,7 @@ from torch import nn
 
 from workers.data import Batch
 from workers.data.input_spec import InputSpec
-from workers.data.split import Split
+from workers.data.split import Draws, Split
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
 from workers.models.predict import predict_logits
@@ -85,7 +85,8 @@ def batches(data: Split, config: TrainConfig, epoch: int, inputs: InputSpec | No
     # crops and flips are for images: text batches carry no draws (and so its frozen teachers'
     # logits are computed once per sample, `LogitCache`), whatever `config.augmentation` says
     augment = (resized or padding > 0 or flip) and data.modality == "image"
-    return data.training_batches(config.batch_size, config.seed, epoch, inputs, augment, padding, flip, resized)
+    draws = Draws(augment, padding, flip, resized)
+    return data.training_batches(config.batch_size, config.seed, epoch, inputs, draws)
 
 
 SYNC_EVERY = 32  # steps between the loop's checks for a non-finite loss (each check waits for the device)
