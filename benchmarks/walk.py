@@ -7,7 +7,7 @@ how often it climbs back up, and how often it goes back to planning once the pla
 
 An update of two versions on a Fashion-MNIST slice — v1 without treatment, registered and promoted,
 then v2 with ELODI (m 2, a pool of 2 teacher actors) from `NAME@champion` — runs through `congruent
-run` on an embedded Ray and a local MLflow store. v2's run is traced in the driver process
+run` on an embedded Ray (each version's its own) and a local MLflow store. v2's run is traced in the driver process
 (`sys.setprofile`: every call into the project's own code, and every call of an lru_cache'd project
 function, whose cache hits make no frame; Ray's workers run the stage bodies in other processes and
 are not traced). Counted:
@@ -72,6 +72,9 @@ try:
     main(["run", v1, "--quiet", "--out", runs + "/v1"])
 except SystemExit as e:
     assert not e.code, f"v1 failed: {e.code}"
+import ray
+
+ray.shutdown()  # v2's run starts its own embedded Ray, as a command does: connect is part of the walk
 ROOT = os.getcwd() + os.sep
 PACKAGES = ("orchestrator", "workers", "pipelines")
 module_of_file = {}
