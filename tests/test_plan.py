@@ -206,3 +206,22 @@ def test_a_version_is_tagged_without_empty_lineage_or_flip_tags(digits_folder):
     tags = version_record(plan.spec, plan, {"error_rate": 0.0, "vs_old": undefined}).to_tags()
     assert (tags["nfr"], tags["pfr"]) == ("0.000000", "0.100000") and "rel_nfr" not in tags
     assert tags["n_compared"] == "200"  # what the bounds `versions` shows count over
+
+
+def test_the_plan_carries_what_execution_needs_of_the_data_and_travels_to_workers_without_the_split(digits_folder):
+    """Preflight reads the splits once; the Plan keeps their class names, the eval labels (in the
+    eval split's order) and the training split for the driver's teacher pool. Pickled for a Ray
+    worker (Tune's trials get the Plan so), it travels without the training split."""
+    import pickle
+
+    from workers.tasks.resolve import cached_splits
+
+    plan = preflight(spec(data={"path": str(digits_folder)}))
+    splits = cached_splits(plan.data)
+    assert plan.class_names == splits.train.classes and len(plan.class_names) == plan.num_classes
+    assert plan.eval_labels.tolist() == splits.eval.labels.tolist()
+    assert plan.train_split is splits.train
+    sent = pickle.loads(pickle.dumps(plan))
+    assert sent.train_split is None and plan.train_split is splits.train
+    assert sent.class_names == plan.class_names and sent.eval_labels.tolist() == plan.eval_labels.tolist()
+    assert sent.spec == plan.spec and sent.content_key == plan.content_key
