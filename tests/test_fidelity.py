@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.fidelity import plan as planning
+from benchmarks.fidelity import trainings
 from benchmarks.fidelity.cli import invocations
 from benchmarks.fidelity.investigate import disagreement, findings, variant_mode
 from benchmarks.fidelity.modes import MODES
@@ -115,7 +115,7 @@ def test_quick_values_are_consistent(quick_run):
 
 
 def test_plan_shares_models_between_methods(tmp_path):
-    layout = planning.layout(MODES["default"], 2, tmp_path)
+    layout = trainings.layout(MODES["default"], 2, tmp_path)
     rows = {row.method: row for row in layout.rows[0]}
     assert rows["none"].old == rows["kd"].old == rows["bcwi"].old == ("s0/old/replica-1",)
     assert rows["paragon (4×, both ends)"].new == tuple(f"s0/new/replica-{i}" for i in range(1, 5))
@@ -128,12 +128,12 @@ def test_plan_shares_models_between_methods(tmp_path):
     stems = [job.stem for job in layout.plan.jobs.values()]
     assert len(set(stems)) == len(stems)
     # a changed setting changes the stem of the job and of everything downstream
-    other = planning.layout(MODES["default"].__class__(**{**MODES["default"].__dict__, "lr": 0.01}), 2, tmp_path)
+    other = trainings.layout(MODES["default"].__class__(**{**MODES["default"].__dict__, "lr": 0.01}), 2, tmp_path)
     assert other.plan.jobs["s0/new/kd"].stem != layout.plan.jobs["s0/new/kd"].stem
 
 
 def test_distinct_seeds_per_version_and_replica():
-    seeds = {planning.seed_of(s, v, i) for s in range(3) for v in planning.VERSIONS for i in (1, 2, 8, 500)}
+    seeds = {trainings.seed_of(s, v, i) for s in range(3) for v in trainings.VERSIONS for i in (1, 2, 8, 500)}
     assert len(seeds) == 3 * 3 * 4
 
 
@@ -209,26 +209,26 @@ def test_prune_keeps_the_rows_and_seeds_whose_models_were_trained(tmp_path):
     """A run stopped by its deadline: rows with an untrained model go, and seeds without their
     no-treatment and paragon models go; with none of those left there is no table."""
     mode = MODES["gpu-check"]
-    layout = planning.layout(mode, 2, tmp_path, num_classes=10)
+    layout = trainings.layout(mode, 2, tmp_path, num_classes=10)
     everything = set(layout.plan.jobs)
     seed0 = {name for name in everything if name.startswith("s0/")}
     no_kd = seed0 - {"s0/new/kd"}
-    pruned = planning.prune(layout, no_kd)
+    pruned = trainings.prune(layout, no_kd)
     assert sorted(pruned.rows) == [0]  # seed 1 has no trained models
     methods = [row.method for row in pruned.rows[0]]
     assert "kd" not in methods and "none" in methods and any(m.startswith("elodi") for m in methods)
     assert sorted(pruned.curves) == [0]
-    full = planning.prune(layout, everything)
+    full = trainings.prune(layout, everything)
     assert sorted(full.rows) == [0, 1] and len(full.rows[0]) == len(layout.rows[0])
     with pytest.raises(ValueError, match="no treatment and the paragon"):
-        planning.prune(layout, {"s0/old/replica-1"})
+        trainings.prune(layout, {"s0/old/replica-1"})
 
 
 def test_seeds_run_apart_plan_the_same_models(tmp_path):
     """`--first-seed`: seed 1 planned alone has the names, seeds and stems it has in a 2-seed plan."""
     mode = MODES["gpu-check"]
-    both = planning.layout(mode, 2, tmp_path).plan.jobs
-    alone = planning.layout(mode, 1, tmp_path, first_seed=1).plan.jobs
+    both = trainings.layout(mode, 2, tmp_path).plan.jobs
+    alone = trainings.layout(mode, 1, tmp_path, first_seed=1).plan.jobs
     assert set(alone) == {name for name in both if name.startswith("s1/")}
     assert all(alone[name].stem == both[name].stem for name in alone)
 
@@ -262,7 +262,7 @@ def test_the_text_plan_gives_each_version_its_architecture_and_tokenizer(tmp_pat
     """--text: old replicas are text-bags on half the tweets (their own tokenizer, lr, epochs), new ones
     text-cnns on all; BCWI fine-tunes the old architecture with the old tokenizer on all data."""
     mode = MODES["text"]
-    jobs = planning.layout(mode, 1, tmp_path, num_classes=3).plan.jobs
+    jobs = trainings.layout(mode, 1, tmp_path, num_classes=3).plan.jobs
     old, new, tuned = (jobs[n].job for n in ("s0/old/replica-1", "s0/new/replica-1", "s0/new/bcwi-finetune"))
     assert (old.arch, new.arch, tuned.arch) == ("text-bag", "text-cnn", "text-bag")
     assert old.data.train_limit == 13640 and new.data.train_limit is None and tuned.data == new.data
@@ -304,7 +304,7 @@ def test_the_text_check_mode_end_to_end(tmp_path):
 def test_the_fine_tuning_plan_starts_every_new_model_from_the_plain_old_one(tmp_path):
     """fine-tuning: the same rows twice; in the second every new model (plain, replicas, students)
     starts from that seed's plain old model, and only BCWI (which fine-tunes either way) is shared."""
-    layout = planning.layout(MODES["fine-tuning"], 2, tmp_path)
+    layout = trainings.layout(MODES["fine-tuning"], 2, tmp_path)
     jobs = layout.plan.jobs
     for seed in (0, 1):
         scratch, tuned = layout.rows[seed], layout.from_old[seed]
@@ -325,7 +325,7 @@ def test_the_fine_tuning_plan_starts_every_new_model_from_the_plain_old_one(tmp_
 
 def test_text_models_started_from_the_old_weights_read_the_old_tokenizer(tmp_path):
     mode = MODES["fine-tuning-text"]
-    jobs = planning.layout(mode, 1, tmp_path, num_classes=3).plan.jobs
+    jobs = trainings.layout(mode, 1, tmp_path, num_classes=3).plan.jobs
     old, scratch, tuned = (jobs[n].job for n in ("s0/old/replica-1", "s0/new/replica-1", "s0/new-from-old/kd"))
     assert old.arch == scratch.arch == tuned.arch == "text-bag"
     assert tuned.inputs == old.inputs != scratch.inputs
@@ -359,7 +359,7 @@ def test_the_fine_tuning_check_mode_end_to_end(tmp_path):
 
 def test_a_changed_bcwi_tolerance_is_a_new_bcwi_result_and_reuses_every_trained_model(tmp_path):
     mode = MODES["text-linear"]
-    before = planning.layout(mode, 1, tmp_path, num_classes=3).plan.jobs
-    after = planning.layout(dataclasses.replace(mode, bcwi_tolerance=0.0), 1, tmp_path, num_classes=3).plan.jobs
+    before = trainings.layout(mode, 1, tmp_path, num_classes=3).plan.jobs
+    after = trainings.layout(dataclasses.replace(mode, bcwi_tolerance=0.0), 1, tmp_path, num_classes=3).plan.jobs
     assert before["s0/new/bcwi"].stem != after["s0/new/bcwi"].stem
     assert all(before[name].stem == after[name].stem for name in before if name != "s0/new/bcwi")
