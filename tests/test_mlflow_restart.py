@@ -73,9 +73,9 @@ def test_metrics_and_registration_survive_a_server_restart(tmp_path, monkeypatch
             assert not logger.is_alive() and not errors, errors
             log_ledger(tmp_path)
             checkpoint = evaluated_checkpoint(tmp_path)
-            record = VersionRecord(fingerprint=FINGERPRINT, spec_hash="0123abcd", method="none")
-            first, registered = registry.register_once("restarted", checkpoint, record)
-            second, again = registry.register_once("restarted", checkpoint, record)
+            version = VersionRecord(fingerprint=FINGERPRINT, spec_hash="0123abcd", method="none")
+            first, registered = registry.register_once("restarted", checkpoint, version)
+            second, again = registry.register_once("restarted", checkpoint, version)
         client = MlflowClient()
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
         versions = [str(v.version) for v in client.search_model_versions("name='restarted'")]

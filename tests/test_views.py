@@ -51,12 +51,12 @@ def test_versions_prints_undefined_for_a_rel_nfr_its_parent_leaves_undefined(mon
     for a version with no parent, which has no flips at all."""
     from orchestrator.cli import main
     from orchestrator.tracking import registry, store
+    from orchestrator.tracking.version_record import VersionRecord
 
-    row = {"label": "v1", "method": "none", "arch": "mlp", "fingerprint": "f", "aliases": [], "created": "today"}
-    row |= {"nfr_upper": None, "er_increase_upper": None}
+    shared = {"label": "v1", "method": "none", "arch": "mlp", "fingerprint": "f", "created": "today"}
     rows = [
-        {**row, "version": "1", "parent_version": None, "error_rate": 0.2, "nfr": None, "pfr": None, "rel_nfr": None},
-        {**row, "version": "2", "parent_version": "1", "error_rate": 0.0, "nfr": 0.0, "pfr": 0.2, "rel_nfr": None},
+        VersionRecord(**shared, version="1", error_rate=0.2),
+        VersionRecord(**shared, version="2", parent_version="1", error_rate=0.0, nfr=0.0, pfr=0.2),
     ]
     monkeypatch.setattr(store, "configure", lambda: "sqlite://")
     monkeypatch.setattr(registry, "chain", lambda model: rows)
