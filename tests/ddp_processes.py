@@ -58,4 +58,5 @@ def nan_on_one_rank(rank: int, world: int, folder: str) -> None:
     except Exception as e:  # noqa: BLE001 - the test reports whatever else stopped it (a collective's timeout)
         outcome = {"ended": type(e).__name__}
     Path(folder, f"rank-{rank}.json").write_text(json.dumps(outcome))
+    torch.distributed.barrier()  # both ranks are past their last collective before either tears down
     torch.distributed.destroy_process_group()

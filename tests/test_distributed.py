@@ -43,7 +43,14 @@ def test_a_non_finite_loss_on_one_worker_stops_every_worker_at_the_same_step(tmp
     from ddp_processes import nan_on_one_rank
 
     started = time.monotonic()
-    torch.multiprocessing.spawn(nan_on_one_rank, args=(2, str(tmp_path)), nprocs=2, join=True)
+    try:
+        torch.multiprocessing.spawn(nan_on_one_rank, args=(2, str(tmp_path)), nprocs=2, join=True)
+    except torch.multiprocessing.ProcessExitedException as e:
+        # gloo may abort a process as it exits ("terminate called without an active exception"),
+        # after its outcome is written: seen once in a loaded full suite, never alone. What this
+        # test is about is each rank's outcome, so a crash before a rank wrote one still fails.
+        if not (tmp_path / f"rank-{e.error_index}.json").exists():
+            raise
     outcomes = [json.loads((tmp_path / f"rank-{rank}.json").read_text()) for rank in range(2)]
     assert outcomes == [{"ended": "NonFiniteLossError", "step": 2}] * 2
     assert time.monotonic() - started < 60
