@@ -74,7 +74,7 @@ def write_texts(folder: Path, rows: int, shards: int = 16) -> None:
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    from workers.data.text import load_tweet_sentiment
+    from workers.data.text_tables import load_tweet_sentiment
 
     tweets = load_tweet_sentiment()
     labels = tweets.labels.numpy()

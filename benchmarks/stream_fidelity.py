@@ -30,7 +30,7 @@ from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, key_hashes, split_codes, text_keys
 from workers.data.sources import load_image_folder
-from workers.data.text import load_tweet_sentiment
+from workers.data.text_tables import load_tweet_sentiment
 from workers.data.tokenizer import text_input
 from workers.metrics import error_rate
 from workers.models.checkpoints import ModelSettings

@@ -50,7 +50,7 @@ from workers.data.input_spec import InputSpec
 from workers.data.keys import TRAIN, key_hashes, sample_ids, split_codes, text_keys
 from workers.data.sources import load_image_folder
 from workers.data.streamed import StreamedInputs
-from workers.data.text import load_tweet_sentiment
+from workers.data.text_tables import load_tweet_sentiment
 from workers.data.tokenizer import text_input
 from workers.models.checkpoints import ModelSettings, load_model, save_checkpoint
 from workers.runtime import use_threads

@@ -42,7 +42,7 @@ from workers.data.input_spec import InputSpec
 from workers.data.keys import TRAIN, key_hashes, split_codes, text_keys
 from workers.data.sources import load_image_folder, load_images
 from workers.data.streamed import StreamedInputs, StreamedSplits
-from workers.data.text import load_tweet_sentiment
+from workers.data.text_tables import load_tweet_sentiment
 from workers.data.tokenizer import text_input
 from workers.models.checkpoints import ModelSettings
 from workers.teachers.frozen import FrozenModels, LocalTeachers

@@ -138,7 +138,7 @@ def tweet_shards(tmp_path_factory):
     import pyarrow.parquet as pq
     import torch
 
-    from workers.data.text import load_tweet_sentiment
+    from workers.data.text_tables import load_tweet_sentiment
 
     tweets = load_tweet_sentiment()
     picked = torch.arange(0, len(tweets), 12)[:3000]

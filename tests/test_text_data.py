@@ -8,14 +8,8 @@ import pytest
 import torch
 
 from workers.data.sources import DataError
-from workers.data.text import (
-    TextSet,
-    duplicate_groups,
-    load_tweet_sentiment,
-    read_text_table,
-    text_fingerprint,
-    tweet_sentiment_csv,
-)
+from workers.data.text import TextSet, duplicate_groups, text_fingerprint
+from workers.data.text_tables import load_tweet_sentiment, read_text_table, tweet_sentiment_csv
 
 ROWS = [("good film", "pos"), ("bad film", "neg"), ("fine, I guess", "neu"), ("great", "pos")]
 

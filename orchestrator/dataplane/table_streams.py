@@ -293,7 +293,7 @@ def open_table_stream(
     by shard (pyarrow; no Ray needed, so `congruent check` runs it too).
     Labels follow `read_text_table`'s rule: integers (in CSV/TSV: all digit strings) are class ids
     0..C−1 (or below `num_classes`); otherwise names, sorted."""
-    from workers.data.text import integer_classes
+    from workers.data.text_tables import integer_classes
 
     shards = table_shards(path, text_column, label_column, encoding)
     fractions = (val_fraction, eval_fraction)

@@ -10,14 +10,9 @@ import torch
 
 from workers.data.sources import DataError, ImageSet, load_images
 from workers.data.split import Split
-from workers.data.text import (
-    TEXT_FORMATS,
-    TextSet,
-    duplicate_groups,
-    load_tweet_sentiment,
-    read_text_table,
-    text_fingerprint,
-)
+from workers.data.text import TextSet, duplicate_groups, text_fingerprint
+from workers.data.text_tables import load_tweet_sentiment, read_text_table
+from workers.names import TEXT_FORMATS
 
 Samples = ImageSet | TextSet
 

@@ -1,6 +1,6 @@
 """The one reader of a text table's files: CSV and TSV through pyarrow.csv, JSONL through
 pyarrow.json, Parquet through pyarrow.parquet, each with the options this module sets. Both ways
-of reading a text dataset go through it: in memory (workers/data/text.py, `read_text_table`) and
+of reading a text dataset go through it: in memory (workers/data/text_tables.py, `read_text_table`) and
 streamed by Ray Data's reading tasks (orchestrator/dataplane/table_readers.py, table_streams.py).
 
 The options, per format:
