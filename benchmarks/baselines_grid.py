@@ -8,20 +8,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from workers.names import IMAGE_ARCHITECTURES, TEXT_ARCHITECTURES
+
 SECTION = "## Baselines: each architecture with its defaults against the model a user would pick instead"
-TEXT_ARCHS = ("text-linear", "text-bag", "text-cnn", "text-transformer")
-IMAGE_ARCHS = (
-    "mlp-small",
-    "mlp",
-    "small-cnn",
-    "lenet",
-    "resnet8",
-    "resnet20",
-    "resnet32",
-    "resnet18",
-    "resnet34",
-    "resnet50",
-)
+TEXT_ARCHS = TEXT_ARCHITECTURES
+IMAGE_ARCHS = IMAGE_ARCHITECTURES
 
 
 @dataclass(frozen=True)
