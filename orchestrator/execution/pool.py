@@ -1,5 +1,5 @@
-"""The teacher pool: Ray actors (workers/teachers/actor.py's `TeacherActor`) that serve reference logits,
-reserved with the student in one placement group, and `TeacherPool`, the reference source the
+"""The teacher pool: Ray actors (workers/teachers/actor.py's `TeacherActor`) that serve teacher logits,
+reserved with the student in one placement group, and `TeacherPool`, the logit source the
 student's trainer reads them from.
 
     with serving_pool(plan, {"teacher": replica_checkpoints}, with_student=True) as pool:
@@ -64,7 +64,7 @@ def _unpacked(rows: torch.Tensor, k: int | None) -> Logits:
 
 
 class TeacherPool:
-    """A reference source (workers.training.teacher_logits.LogitSource) over Ray actor handles of `TeacherActor`; groups
+    """A logit source (workers.training.teacher_logits.LogitSource) over Ray actor handles of `TeacherActor`; groups
     named in `topk` travel as top-K values and indices.
 
     Batches go to the actors round-robin, each call an ObjectRef that the trainer resolves when it
@@ -242,14 +242,13 @@ def teacher_pool(
     train_split: Any,
     samples: int,
     spread: bool = False,
-    streamed: bool = False,
 ) -> Iterator[PoolHandle]:
     """`resources.teacher_actors` actors holding `groups` of checkpoints, reserved in one placement
     group with the student (bundle 0, when `with_student`) so that all start at once or none, and
     actors never take the CPUs the student needs. With `train_split` (an ObjectRef of the uint8
     training split, `ray.put` once: shared memory on a node) each actor holds the split and the
-    student's requests carry only indices and augmentation draws; `streamed` (`train_split`
-    None), the requests carry the streamed batches. `samples`: the training split's length. The
+    student's requests carry only indices and augmentation draws; without one (`train_split`
+    None: a streamed split), the requests carry the streamed batches. `samples`: the training split's length. The
     actors are killed and the reservation released on the way out, also on an error or Ctrl-C.
     With `spread` the actors are placed across nodes (SPREAD): the headroom left on each node is
     even, so that a data-parallel student's workers, which Ray Train reserves separately, fit
@@ -278,7 +277,7 @@ def teacher_pool(
                 device(r.teacher.gpus),
                 spec.allow_user_factories,
                 precision=spec.train.precision,
-                streamed=streamed,
+                streamed=train_split is None,
             )
             for i in range(r.teacher_actors)
         ]
@@ -301,7 +300,8 @@ def serving_pool(
         yield None
         return
     train = plan.train_split
+    assert train is not None, "serving_pool runs in the driver, which holds the plan's training split"
     held = train.shareable()  # uint8 images as one array (shared memory on a node), or the texts
     train_split = None if held is None else ray.put(held)
-    with teacher_pool(plan.spec, groups, with_student, train_split, len(train), spread, held is None) as pool:
+    with teacher_pool(plan.spec, groups, with_student, train_split, len(train), spread) as pool:
         yield pool

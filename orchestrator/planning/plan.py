@@ -19,6 +19,7 @@ from pipelines.defaults import recipe_for
 from pipelines.spec import MethodSpec, UpdateSpec, WorkerResources
 from workers import storage
 from workers.data.input_spec import InputSpec
+from workers.data.split import Split
 from workers.names import REPLICA_METHODS
 from workers.tasks.records import DataRequest, TrainJob
 from workers.training.config import TrainConfig
@@ -132,7 +133,7 @@ class Plan:
     eval_labels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), compare=False, repr=False)
     # the training split itself, held by the driver (the teacher pool puts it in the object store); a
     # Plan sent to a Ray worker (Tune's trials) travels without it: workers read splits by `data`
-    train_split: Any = field(default=None, compare=False, repr=False)
+    train_split: Split | None = field(default=None, compare=False, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "train_split": None}

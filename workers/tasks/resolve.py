@@ -97,7 +97,7 @@ def data_parallel_batchnorm(model: torch.nn.Module, device: torch.device) -> tor
 
 
 def local_teachers(job: TrainJob) -> LocalTeachers | None:
-    """The job's teachers in this process, on its device, in its precision: the reference source
+    """The job's teachers in this process, on its device, in its precision: the logit source
     without any hop, for teachers that share the student's device. Each group reads the training
     split as its own models were trained to read it — text through their tokenizer, images
     normalised by their `InputSpec`'s mean and std (the old model's may differ from the student's) —
