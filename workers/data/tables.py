@@ -39,10 +39,6 @@ Opener = Callable[[], Source]
 InvalidRowHandler = Callable[[Any], str]
 
 
-def is_delimited(suffix: str) -> bool:
-    return suffix in (".csv", ".tsv")
-
-
 def csv_options(
     suffix: str,
     encoding: str,
@@ -87,16 +83,18 @@ def csv_header(open_source: Opener, suffix: str, encoding: str) -> tuple[list[st
     return names, False
 
 
+def bare(name: str) -> str:
+    """A header name without surrounding whitespace or a byte-order mark: what columns are matched by."""
+    return name.strip().lstrip("\ufeff").strip()
+
+
 def named(names: list[str], wanted: str) -> str | None:
-    """The name in `names` that is `wanted` once stripped of whitespace (and of a byte-order mark)."""
-    for name in names:
-        if name.strip().lstrip("\ufeff").strip() == wanted:
-            return name
-    return None
+    """The name in `names` that is `wanted` once `bare`."""
+    return next((name for name in names if bare(name) == wanted), None)
 
 
 def stripped(names: list[str]) -> list[str]:
-    return [name.strip().lstrip("\ufeff").strip() for name in names]
+    return [bare(name) for name in names]
 
 
 def csv_batches(
@@ -119,7 +117,11 @@ def csv_batches(
 def json_table(source: Source, encoding: str = "utf-8") -> Any:
     """A .jsonl file as a pyarrow table, every key a column (types inferred: JSON's)."""
     if encoding.replace("_", "-").lower() not in ("utf-8", "utf8"):
-        raw = source.read() if hasattr(source, "read") else open(source, "rb").read()
+        if hasattr(source, "read"):
+            raw = source.read()
+        else:
+            with open(source, "rb") as f:
+                raw = f.read()
         source = io.BytesIO(raw.decode(encoding).encode("utf-8"))
     return pajson.read_json(source)
 
