@@ -28,7 +28,7 @@ from benchmarks.streaming import machine, rewrote_only, streaming_data, streamin
 from orchestrator.dataplane.image_streams import open_image_stream
 from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
 from workers.data.input_spec import InputSpec
-from workers.data.keys import EVAL, TRAIN, key_hashes, split_codes, text_keys
+from workers.data.keys import EVAL, TRAIN, key_ids, split_codes, text_keys
 from workers.data.sources import load_image_folder
 from workers.data.text_tables import load_tweet_sentiment
 from workers.data.tokenizer import text_input
@@ -62,7 +62,7 @@ def text_rates(folder: Path, epochs: int, seeds: list[int]) -> list[dict[str, fl
     assert isinstance(splits.train, TableSplit)
     tweets = load_tweet_sentiment()
     order = torch.tensor([i for shard in range(8) for i in range(shard, len(tweets), 8)])  # the shards' rows
-    codes = torch.from_numpy(split_codes(key_hashes(text_keys([tweets.texts[int(i)] for i in order])), 0.1, 0.2))
+    codes = torch.from_numpy(split_codes(key_ids(text_keys([tweets.texts[int(i)] for i in order])), 0.1, 0.2))
     memory, held_out = tweets.take(order[codes == TRAIN]), tweets.take(order[codes == EVAL])
     assert sorted(memory.labels.tolist()) == sorted(splits.train.labels.tolist()), "one membership"
     assert sorted(held_out.labels.tolist()) == sorted(splits.eval.labels.tolist()), "one eval split"
@@ -75,7 +75,7 @@ def text_rates(folder: Path, epochs: int, seeds: list[int]) -> list[dict[str, fl
 def image_rates(folder: Path, epochs: int, seeds: list[int]) -> list[dict[str, float]]:
     files = sorted(folder.rglob("*.png"))
     splits = open_image_stream(str(folder))
-    codes = torch.from_numpy(split_codes(key_hashes([str(p.relative_to(folder)) for p in files]), 0.1, 0.2))
+    codes = torch.from_numpy(split_codes(key_ids([str(p.relative_to(folder)) for p in files]), 0.1, 0.2))
     whole = load_image_folder(folder)
     memory, held_out = whole.take(codes == TRAIN), whole.take(codes == EVAL)
     assert torch.equal(memory.labels, splits.train.labels), "one membership, one order"

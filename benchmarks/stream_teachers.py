@@ -47,7 +47,7 @@ from orchestrator.execution.pool import PooledTeacher, TeacherPool
 from workers.data import Batch
 from workers.data.augment import sample_draws
 from workers.data.input_spec import InputSpec
-from workers.data.keys import TRAIN, key_hashes, sample_ids, split_codes, text_keys
+from workers.data.keys import TRAIN, key_hashes, key_ids, sample_ids, split_codes, text_keys
 from workers.data.sources import load_image_folder
 from workers.data.streamed import StreamedInputs
 from workers.data.text_tables import load_tweet_sentiment
@@ -188,7 +188,7 @@ def image_rows(folder: Path, models: Path, epochs: int) -> tuple[list[dict[str, 
     files = sorted(folder.rglob("*.png"))
     splits = open_image_stream(str(folder))
     assert isinstance(splits.train, ImageSplit)
-    codes = split_codes(key_hashes([str(p.relative_to(folder)) for p in files]), 0.1, 0.2)
+    codes = split_codes(key_ids([str(p.relative_to(folder)) for p in files]), 0.1, 0.2)
     memory = load_image_folder(folder).take(torch.from_numpy(codes == TRAIN))
     assert torch.equal(memory.labels, splits.train.labels), "one membership, one order"
     inputs = InputSpec.image(1, 28)
@@ -236,7 +236,7 @@ def text_rows(folder: Path, models: Path, epochs: int) -> list[dict[str, Any]]:
     assert isinstance(splits.train, TableSplit)
     tweets = load_tweet_sentiment()
     order = [i for shard in range(8) for i in range(shard, len(tweets), 8)]  # the shards' row order
-    codes = split_codes(key_hashes(text_keys([tweets.texts[i] for i in order])), 0.1, 0.2)
+    codes = split_codes(key_ids(text_keys([tweets.texts[i] for i in order])), 0.1, 0.2)
     memory = tweets.take(torch.tensor(order)[torch.from_numpy(codes == TRAIN)])
     inputs = text_input(splits.train.tokenizer_texts(200_000), vocab_size=8000, max_length=128)
     settings = ModelSettings("text-linear", 3, inputs)

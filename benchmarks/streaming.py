@@ -39,7 +39,7 @@ from orchestrator.dataplane.image_readers import decode_image
 from orchestrator.dataplane.image_streams import open_image_stream
 from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
 from workers.data.input_spec import InputSpec
-from workers.data.keys import TRAIN, key_hashes, split_codes, text_keys
+from workers.data.keys import TRAIN, key_ids, split_codes, text_keys
 from workers.data.sources import load_image_folder, load_images
 from workers.data.streamed import StreamedInputs, StreamedSplits
 from workers.data.text_tables import load_tweet_sentiment
@@ -134,7 +134,7 @@ def text_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], dict[str
     splits = opened()
     tweets = load_tweet_sentiment()
     order = [i for shard in range(8) for i in range(shard, len(tweets), 8)]  # the shards' row order
-    codes = split_codes(key_hashes(text_keys([tweets.texts[i] for i in order])), 0.1, 0.2)
+    codes = split_codes(key_ids(text_keys([tweets.texts[i] for i in order])), 0.1, 0.2)
     memory = tweets.take(torch.tensor(order)[torch.from_numpy(codes == TRAIN)])
     assert sorted(memory.labels.tolist()) == sorted(splits.train.labels.tolist()), "one membership"
     assert isinstance(splits.train, TableSplit)
@@ -179,7 +179,7 @@ def image_rows(folder: Path, epochs: int) -> tuple[list[dict[str, Any]], float]:
     decode_rate = min(3000, len(files)) / (time.perf_counter() - started)
     splits = open_image_stream(str(folder))
     whole = load_image_folder(folder)
-    codes = split_codes(key_hashes([str(p.relative_to(folder)) for p in files]), 0.1, 0.2)
+    codes = split_codes(key_ids([str(p.relative_to(folder)) for p in files]), 0.1, 0.2)
     memory = whole.take(torch.from_numpy(codes == TRAIN))
     assert torch.equal(memory.labels, splits.train.labels), "one membership, one order"
     settings = ModelSettings("small-cnn", len(whole.classes), InputSpec.image(1, 28))

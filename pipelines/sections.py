@@ -62,15 +62,28 @@ class DataSpec(_Strict):
         "label", min_length=1, description="text tables: the column of the labels (class names or ids 0…C−1)"
     )
     encoding: str = Field("utf-8", min_length=1, description="text tables (.csv, .tsv, .jsonl): the file's encoding")
+    id_column: str | None = Field(
+        None,
+        min_length=1,
+        description="text tables: a column naming each sample (unique, none blank); without it a text is named by "
+        "its content. A sample's split follows from a hash of its name, in memory and streamed alike, so it "
+        "keeps its split when rows or shards are added; ledgers, flips and the NFR between versions are "
+        "matched by it",
+    )
     subset: Literal["all", "half-classes", "half-samples"] = Field(
         "all",
-        description="train on all data, or on the first half of the classes / half the samples per "
-        "class (data growth: the old version of such an update)",
+        description="train on all data, or on the first half of the classes / about half the samples "
+        "(the samples whose id hashes into the lower half; data growth: the old version of such an update)",
     )
     train_limit: int | None = Field(
-        None, ge=1, description="use only the first N training samples (of 54,000 for Fashion-MNIST)"
+        None,
+        ge=1,
+        description="use only N training samples (of about 54,000 for Fashion-MNIST): the N whose ids rank "
+        "first by a fixed hash, so the choice does not depend on the order of the rows",
     )
-    eval_limit: int | None = Field(None, ge=1, description="use only the first N regression-eval samples")
+    eval_limit: int | None = Field(
+        None, ge=1, description="use only N regression-eval samples: the N whose ids rank first by a fixed hash"
+    )
     val_fraction: float = Field(0.1, gt=0, lt=1, description="share of the training pool held out for validation")
     eval_fraction: float = Field(
         0.2,

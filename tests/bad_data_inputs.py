@@ -50,12 +50,12 @@ DATA_CASES = [
     ),
     BadInput(
         "train-limit-half-classes",
-        "the train split holds 3 of the 5 classes of the first half (none of 0, 4)",
+        "the train split holds 2 of the 5 classes of the first half (none of 1, 3, 4)",
         _run_spec("half", _with(data={"subset": "half-classes", "train_limit": 3})),
     ),
     BadInput(
         "train-limit-above-the-split",
-        "data: fashion-mnist: train_limit 60000 is above the 54000 training samples",
+        "data: fashion-mnist: train_limit 60000 is above the 53952 training samples",
         _run_spec("train-above", _with(data__train_limit=60000)),
     ),
     BadInput(

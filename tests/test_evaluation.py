@@ -1,19 +1,29 @@
 """The evaluation streams: each model's logits come chunk by chunk from one pass over the eval
-split, the metrics are counts summed over chunks, and the ledger is written and read in blocks
-(an NFR matrix of a chain never loads a whole ledger)."""
+split with the samples' ids and labels, the metrics are counts summed over chunks, and the ledger
+(written in blocks) is keyed by sample id, so two versions compare on the samples they share."""
 
 from dataclasses import replace
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 
 from orchestrator.execution.evaluation import EvaluationTally
 from orchestrator.planning.preflight import preflight
 from orchestrator.tracking import ledger as ledger_module
-from orchestrator.tracking.ledger import chain_nfr_matrix, ledger_blocks, read_ledger, write_ledger
+from orchestrator.tracking.ledger import (
+    COMPARED,
+    LedgerMismatch,
+    chain_nfr_matrix,
+    pair_counts,
+    read_ledger,
+    shared_samples,
+    write_ledger,
+)
 from pipelines.spec import parse_spec
 from workers.metrics import FlipCounts, nfr_matrix, update_report
+from workers.tasks.bodies import EvalChunk
 
 LABELS = np.array([0, 1, 2, 0, 1])
 OLD = np.array([0, 1, 0, 0, 2])  # right, right, wrong, right, wrong
@@ -53,48 +63,95 @@ def test_the_tally_over_chunks_equals_the_metrics_of_the_whole_split():
 
 
 def test_a_ledger_written_in_blocks_holds_what_the_whole_arrays_give(tmp_path, monkeypatch):
-    """Written LEDGER_BLOCK rows at a time from a memory-mapped N×C file, the archive holds the
-    class ids, top-k and labels of the whole array (np.load reads it), and `ledger_blocks`
-    reads them back in blocks."""
+    """Written LEDGER_BLOCK rows at a time from a memory-mapped N×C file, the Parquet ledger holds
+    the ids, labels, class ids and top-k of the whole array, and its fingerprint and classes."""
     monkeypatch.setattr(ledger_module, "LEDGER_BLOCK", 7)
     rng = np.random.default_rng(1)
     logits = rng.normal(size=(50, 12)).astype(np.float32)
     np.save(tmp_path / "new.npy", logits)
-    labels = rng.integers(0, 12, 50)
+    labels, ids = rng.integers(0, 12, 50), rng.permutation(1000)[:50] * 7919
     path = write_ledger(
-        tmp_path / "predictions.npz", np.load(tmp_path / "new.npy", mmap_mode="r"), labels, "fp", [1, 3]
+        tmp_path / "predictions.parquet", np.load(tmp_path / "new.npy", mmap_mode="r"), labels, ids, "fp", [1, 3]
     )
+    assert pq.ParquetFile(path).num_row_groups == 8  # 50 rows, 7 a block
     ledger = read_ledger(path)
     order = np.argsort(-logits, axis=1, kind="stable")[:, :5]
     assert np.array_equal(ledger["class_ids"], logits.argmax(1)) and ledger["class_ids"].dtype == np.int32
     assert np.array_equal(ledger["topk_indices"], order)
     assert np.array_equal(ledger["topk_values"], np.take_along_axis(logits, order, axis=1))
-    assert np.array_equal(ledger["labels"], labels) and str(ledger["fingerprint"]) == "fp"
-    assert list(ledger["known_classes"]) == [1, 3]
-    blocks = list(ledger_blocks(path, ("class_ids", "topk_values", "labels"), block=8))
-    assert [len(b["labels"]) for b in blocks] == [8] * 6 + [2]
-    assert np.array_equal(np.concatenate([b["topk_values"] for b in blocks]), ledger["topk_values"])
-    assert np.array_equal(np.concatenate([b["class_ids"] for b in blocks]), ledger["class_ids"])
+    assert np.array_equal(ledger["labels"], labels) and np.array_equal(ledger["ids"], ids)
+    assert ledger["fingerprint"] == "fp" and list(ledger["known_classes"]) == [1, 3] and not ledger["positional"]
+    only = read_ledger(path, ("ids", "class_ids"))
+    assert set(only) == {"ids", "class_ids", "known_classes", "fingerprint", "positional"}
 
 
-def test_a_chains_nfr_matrix_read_in_blocks_equals_the_matrix_of_whole_ledgers(tmp_path, monkeypatch):
-    """Three versions of one eval split (the second trained on fewer classes, the first written
-    before ledgers recorded classes): the blockwise matrix equals `nfr_matrix` with each version's
-    known-class scope."""
-    monkeypatch.setattr(ledger_module, "LEDGER_BLOCK", 16)
+def _ledger(ids, labels, predicted, known=None):
+    return {
+        "ids": np.asarray(ids, np.int64),
+        "labels": np.asarray(labels, np.int64),
+        "class_ids": np.asarray(predicted, np.int64),
+        "known_classes": None if known is None else np.asarray(known),
+        "positional": False,
+        "fingerprint": "",
+    }
+
+
+def test_two_ledgers_compare_on_the_ids_both_hold_whatever_their_order():
+    """v1 on ids 10..15, v2 on 12..19 in another order: the counts are those of the 4 shared ids,
+    by hand; copies of one id pair k-th with k-th (ordered by label)."""
+    old = _ledger([10, 11, 12, 13, 14, 15], [0, 1, 0, 1, 0, 1], [0, 1, 0, 1, 1, 1])
+    new = _ledger([19, 15, 14, 13, 12, 16, 17, 18], [0, 1, 0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0])
+    in_old, in_new = shared_samples(old, new)
+    assert sorted(old["ids"][in_old].tolist()) == [12, 13, 14, 15]
+    assert np.array_equal(old["ids"][in_old], new["ids"][in_new])
+    counts = pair_counts(old, new)  # 12: right→right, 13: right→wrong, 14: wrong→right, 15: right→wrong
+    assert (counts.n, counts.negative, counts.positive, counts.old_errors, counts.new_errors) == (4, 2, 1, 1, 2)
+    copies_old = _ledger([7, 7, 8], [1, 0, 2], [1, 0, 2])
+    copies_new = _ledger([7, 7], [0, 1], [0, 2])  # the label-1 copy flips
+    counts = pair_counts(copies_old, copies_new)
+    assert (counts.n, counts.negative) == (2, 1)
+
+
+def test_a_ledger_by_position_compares_only_with_one_by_position(tmp_path):
+    labels = np.array([0, 1, 1, 0])
+    legacy = tmp_path / "predictions.npz"
+    np.savez(legacy, class_ids=np.array([0, 1, 0, 0], np.int32), labels=labels, fingerprint=np.array("fp"))
+    old = read_ledger(legacy)
+    assert old["positional"] and old["ids"].tolist() == [0, 1, 2, 3] and old["known_classes"] is None
+    assert pair_counts(old, read_ledger(legacy)).n == 4
+    with pytest.raises(LedgerMismatch, match="predates sample ids .* re-evaluate it"):
+        shared_samples(old, _ledger([0, 1, 2, 3], labels, labels))
+
+
+def test_a_chains_nfr_matrix_counts_each_pair_on_its_shared_samples(tmp_path):
+    """Three versions: v1 on samples 0..59, v2 (trained on classes 0–2) and v3 on 20..89 (grown
+    data): each cell equals `nfr_matrix` on the ids the pair shares, with the row's known classes."""
     rng = np.random.default_rng(2)
-    labels = rng.integers(0, 5, 70)
-    ids = [np.where(rng.random(70) < p, labels, rng.integers(0, 5, 70)) for p in (0.5, 0.7, 0.9)]
-    paths = []
-    for v, (version_ids, known) in enumerate(zip(ids, (None, [0, 1, 2], None))):
-        path = write_ledger(tmp_path / f"v{v}.npz", np.eye(5, dtype=np.float32)[version_ids], labels, "fp", known)
-        paths.append(path)
-    old_style = read_ledger(paths[0])
-    del old_style["known_classes"]
-    np.savez_compressed(paths[0], **old_style)
-    scopes = [np.ones(70, bool), np.isin(labels, [0, 1, 2]), np.ones(70, bool)]
-    expected = nfr_matrix(ids, labels, scopes)
-    assert np.allclose(chain_nfr_matrix(paths), expected) and expected[1].any()
+    truth = rng.integers(0, 5, 90)
+    predicted = [np.where(rng.random(90) < p, truth, rng.integers(0, 5, 90)) for p in (0.5, 0.7, 0.9)]
+    spans = [np.arange(0, 60), np.arange(20, 90), np.arange(20, 90)[::-1]]
+    known = [None, [0, 1, 2], None]
+    ledgers = []
+    for v in range(3):
+        ids = spans[v] * 101
+        path = write_ledger(
+            tmp_path / f"v{v}.parquet",
+            np.eye(5, dtype=np.float32)[predicted[v][spans[v]]],
+            truth[spans[v]],
+            ids,
+            "f",
+            known[v],
+        )
+        ledgers.append(read_ledger(path, COMPARED))
+    matrix, shared = chain_nfr_matrix(ledgers)
+    for i in range(3):
+        for j in range(3):
+            common = np.intersect1d(spans[i], spans[j])
+            scope = np.ones(len(common), bool) if known[i] is None else np.isin(truth[common], known[i])
+            samples = common[scope]
+            expected = nfr_matrix([predicted[i][samples], predicted[j][samples]], truth[samples])[0, 1]
+            assert shared[i, j] == len(samples) and np.isclose(matrix[i, j], expected)
+    assert shared[0, 2] == 40 and shared[1, 2] < 70
 
 
 def test_the_evaluation_task_streams_each_model_and_the_paragon_in_chunks(tmp_path, monkeypatch):
@@ -126,17 +183,19 @@ def test_the_evaluation_task_streams_each_model_and_the_paragon_in_chunks(tmp_pa
     monkeypatch.setattr(bodies, "EVAL_CHUNK_BYTES", 30 * 2 * 10 * 4)  # 30 rows of two 10-class outputs
     monkeypatch.setattr(bodies, "logit_chunks", _in_batches_of(8, bodies.logit_chunks))
     chunks = list(bodies.eval_chunks({"new": uris[0]}, plan.data, ensemble=uris[1:]))
-    assert len(chunks) == 4 and all(set(c) == {"new", "paragon"} for c in chunks)
-    assert [len(c["new"]) for c in chunks] == [32, 32, 32, 4]
+    assert len(chunks) == 4 and all(set(c.logits) == {"new", "paragon"} for c in chunks)
+    assert [len(c.logits["new"]) for c in chunks] == [32, 32, 32, 4] == [len(c) for c in chunks]
     split = cached_splits(plan.data).eval
+    assert np.array_equal(np.concatenate([c.ids for c in chunks]), split.ids.numpy())
+    assert np.array_equal(np.concatenate([c.labels for c in chunks]), split.labels.numpy())
     each = [predict_logits(load_model(uri)[0], split).numpy() for uri in uris]
-    assert np.allclose(np.concatenate([c["new"] for c in chunks]), each[0], atol=1e-6)
-    assert np.allclose(np.concatenate([c["paragon"] for c in chunks]), (each[1] + each[2]) / 2, atol=1e-6)
+    assert np.allclose(np.concatenate([c.logits["new"] for c in chunks]), each[0], atol=1e-6)
+    assert np.allclose(np.concatenate([c.logits["paragon"] for c in chunks]), (each[1] + each[2]) / 2, atol=1e-6)
     assert not np.allclose(each[1], each[2])
     ids = bodies.eval_predictions({"new": uris[0], "other": uris[1]}, plan.data)
     assert np.array_equal(ids["new"], each[0].argmax(1)) and ids["new"].dtype == np.int64
     named = list(bodies.eval_chunks({"a": uris[1]}, plan.data, ensemble=uris[1:]))  # uris[1] loaded once
-    assert np.allclose(np.concatenate([c["paragon"] for c in named]), (each[1] + each[2]) / 2, atol=1e-6)
+    assert np.allclose(np.concatenate([c.logits["paragon"] for c in named]), (each[1] + each[2]) / 2, atol=1e-6)
 
 
 def _in_batches_of(size, logit_chunks):
@@ -157,7 +216,8 @@ def test_inference_restores_each_models_mode():
 
     images = ImageSet(torch.zeros(5, 1, 2, 2, dtype=torch.uint8), torch.zeros(5, dtype=torch.int64), ("a", "b", "c"))
     outputs = list(logit_chunks({"m": (model, None)}, images, batch_size=2))
-    assert [len(o["m"]) for o in outputs] == [2, 2, 1] and model.training
+    assert [len(o.logits["m"]) for o in outputs] == [2, 2, 1] and model.training
+    assert torch.equal(torch.cat([o.ids for o in outputs]), images.ids)
 
 
 class RecordingDisplay:
@@ -192,7 +252,7 @@ def test_the_driver_writes_each_streamed_chunk_into_the_prediction_files_and_sho
     from orchestrator.execution.watch import StageWatch
 
     rng = np.random.default_rng(3)
-    labels = rng.integers(0, 3, 25)
+    labels, ids = rng.integers(0, 3, 25), rng.permutation(10_000)[:25]
     logits = {name: rng.normal(size=(25, 3)).astype(np.float32) for name in ("new", "old", "paragon")}
     windows = (slice(0, 10), slice(10, 11), slice(11, 25))
     asked = []
@@ -201,7 +261,7 @@ def test_the_driver_writes_each_streamed_chunk_into_the_prediction_files_and_sho
         asked.append((dict(checkpoints), list(ensemble)))
         names = [*checkpoints, *(["paragon"] if ensemble else [])]
         for window in windows:
-            yield {name: logits[name][window] for name in names}
+            yield EvalChunk({name: logits[name][window] for name in names}, ids[window], labels[window])
 
     monkeypatch.setattr(evaluation, "stream_eval_chunks", stream)
     plan = SimpleNamespace(spec=SimpleNamespace(old="old.pt"), old_classes=None, data=None, eval_labels=labels)
@@ -211,7 +271,7 @@ def test_the_driver_writes_each_streamed_chunk_into_the_prediction_files_and_sho
     assert list(result.predictions) == ["new", "old", "paragon"] and result.n_eval == 25
     for name, path in result.predictions.items():
         assert np.array_equal(np.load(path), logits[name])
-    assert np.array_equal(np.load(result.labels), labels)
+    assert np.array_equal(np.load(result.labels), labels) and np.array_equal(np.load(result.ids), ids)
     assert result.metrics["vs_old"] == update_report(logits["old"], logits["new"], labels)
     assert result.metrics["vs_paragon"] == update_report(logits["paragon"], logits["new"], labels)
     assert [s[2] for s in display.shown if s[0] == "update"] == [10, 11, 25]

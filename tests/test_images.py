@@ -90,7 +90,9 @@ def test_an_image_folder_is_loaded_within_two_copies_of_its_pixels(tmp_path, sid
 def test_fashion_mnist_at_a_chosen_size(fashion_mnist):
     splits = load_splits("fashion-mnist", train_limit=100, eval_limit=50, image_size=40)
     assert splits.train.images.shape == (100, 1, 40, 40) and splits.eval.images.shape == (50, 1, 40, 40)
-    assert splits.train.labels.tolist() == fashion_mnist.train.labels[:100].tolist()
+    as_stored = load_splits("fashion-mnist", train_limit=100, eval_limit=50)
+    assert splits.train.labels.tolist() == as_stored.train.labels.tolist()  # the same samples, resized
+    assert splits.train.ids.tolist() == as_stored.train.ids.tolist()
 
 
 def test_channel_statistics_and_the_normalisation_they_give(monkeypatch):

@@ -44,7 +44,7 @@ def evaluated_checkpoint(folder) -> str:
 
 def log_ledger(folder) -> None:
     logits = np.random.default_rng(0).normal(size=(20, 10)).astype(np.float32)
-    ledger = write_ledger(folder / "predictions.npz", logits, np.arange(20) % 10, FINGERPRINT)
+    ledger = write_ledger(folder / "predictions.parquet", logits, np.arange(20) % 10, np.arange(20), FINGERPRINT)
     mlflow.log_artifact(str(ledger), "ledger")
 
 

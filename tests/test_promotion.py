@@ -34,7 +34,7 @@ def _register(tmp_path, model: str, label: str, class_ids: np.ndarray) -> str:
     checkpoint = save_checkpoint(tmp_path / label / "model.pt", settings.build(seed=1), settings)
     with mlflow.start_run(run_name=label):
         logits = np.eye(10, dtype=np.float32)[class_ids]
-        ledger = write_ledger(tmp_path / label / "predictions.npz", logits, LABELS, "fp")
+        ledger = write_ledger(tmp_path / label / "predictions.parquet", logits, LABELS, np.arange(len(LABELS)), "fp")
         mlflow.log_artifact(str(ledger), "ledger")
         record = VersionRecord(method="none", arch="mlp-small", label=label, fingerprint="fp", spec_hash=label)
         return registry.register(model, str(checkpoint), record)
@@ -146,7 +146,11 @@ def test_runs_of_one_spec_that_finish_together_register_it_once(tmp_path, monkey
             checkpoint = save_checkpoint(tmp_path / label / "model.pt", settings.build(seed=1), settings)
             with mlflow.start_run(run_name=label):
                 ledger = write_ledger(
-                    tmp_path / label / "predictions.npz", np.eye(10, dtype=np.float32)[LABELS], LABELS, "fp"
+                    tmp_path / label / "predictions.parquet",
+                    np.eye(10, dtype=np.float32)[LABELS],
+                    LABELS,
+                    np.arange(len(LABELS)),
+                    "fp",
                 )
                 mlflow.log_artifact(str(ledger), "ledger")
                 record = VersionRecord(method="none", arch="mlp-small", fingerprint="fp", spec_hash="one-spec")
@@ -172,7 +176,9 @@ def test_the_gate_at_a_confidence_level_uses_the_upper_bounds(rivals, capsys):
     assert promotion.gate(rivals, "2", limits).passed
     bounded = promotion.gate(rivals, "2", promotion.GateLimits(0.02, 0.0, confidence=0.95))
     assert not bounded.passed
-    assert bounded.reason.startswith("NFR 2.63 % > 2.00 % (against champion v1: NFR 0.00 % (upper 95 % bound 2.63 %)")
+    assert bounded.reason.startswith(
+        "NFR 2.63 % > 2.00 % (against champion v1 on 100 shared eval samples: NFR 0.00 % (upper 95 % bound 2.63 %)"
+    )
     assert "ER -10.00 pt (upper 95 % bound -5.74 pt)" in bounded.reason  # 10 better of 10 discordant
     assert main(["promote", rivals, "2", "--max-nfr", "0.02", "--confidence", "0.95"]) == 1
     assert "NOT promoted: NFR 2.63 % > 2.00 %" in capsys.readouterr().err

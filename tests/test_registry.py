@@ -138,7 +138,7 @@ def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, run_sp
     keys = [o["Key"] for page in pages for o in page.get("Contents", [])]
     for v in ("1", "2", "3"):  # the stack is shared by the session: look for these versions' runs
         run_id = MlflowClient().get_model_version(model, v).run_id
-        assert any(f"{run_id}/artifacts/ledger/predictions.npz" in key for key in keys), v
+        assert any(f"{run_id}/artifacts/ledger/predictions.parquet" in key for key in keys), v
 
     # the promotion gate: v3 against champion v2
     nfr_v3 = compared["nfr_matrix"][1][2]

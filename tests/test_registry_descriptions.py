@@ -93,7 +93,7 @@ def _register(tmp_path, model, label, method, parent, class_ids, labels, params)
     logits = np.eye(10, dtype=np.float32)[class_ids]
     with mlflow.start_run(run_name=label):
         mlflow.log_params(params)
-        ledger = write_ledger(tmp_path / label / "predictions.npz", logits, labels, "fp")
+        ledger = write_ledger(tmp_path / label / "predictions.parquet", logits, labels, np.arange(len(labels)), "fp")
         mlflow.log_artifact(str(ledger), "ledger")
         record = VersionRecord(
             method=method,

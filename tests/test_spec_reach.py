@@ -61,6 +61,7 @@ NON_DEFAULT = {
         "text_column": "body",
         "label_column": "y",
         "encoding": "latin-1",
+        "id_column": "review_id",
         "image_size": 32,
         "streaming": True,
         "skip_corrupt": True,

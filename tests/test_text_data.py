@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from workers.data.sources import DataError
-from workers.data.text import TextSet, duplicate_groups, text_fingerprint
+from workers.data.text import TextSet, text_fingerprint
 from workers.data.text_tables import load_tweet_sentiment, read_text_table, tweet_sentiment_csv
 
 ROWS = [("good film", "pos"), ("bad film", "neg"), ("fine, I guess", "neu"), ("great", "pos")]
@@ -127,10 +127,11 @@ def test_textset_checks_take_and_fingerprint():
     assert len(text_fingerprint(data)) == 16
 
 
-def test_duplicate_groups_join_identical_texts():
+def test_copies_of_a_text_share_one_id():
     data = TextSet(("a", "b", " a\n", "c", "b", "A"), torch.zeros(6, dtype=torch.int64))
-    assert duplicate_groups(data).tolist() == [0, 1, 0, 2, 1, 3]
-    assert duplicate_groups(data).dtype == torch.int64
+    ids = data.ids.tolist()
+    assert ids[0] == ids[2] and ids[1] == ids[4] and len(set(ids)) == 4
+    assert data.ids.dtype == torch.int64 and data.take(torch.tensor([2, 3])).ids.tolist() == [ids[2], ids[3]]
 
 
 def test_tweet_sentiment_corpus():
@@ -139,7 +140,7 @@ def test_tweet_sentiment_corpus():
     tweets = load_tweet_sentiment()
     assert len(tweets) == 38158 and tweets.classes == ("negative", "neutral", "positive")
     assert torch.bincount(tweets.labels).tolist() == [16186, 15018, 6954]
-    assert int(duplicate_groups(tweets).max()) + 1 < len(tweets)  # the corpus repeats some tweets
+    assert len(torch.unique(tweets.ids)) < len(tweets)  # the corpus repeats some tweets
 
 
 def test_tweet_sentiment_says_how_to_install_it(tmp_path, monkeypatch):

@@ -56,7 +56,8 @@ def _register(
     with mlflow.start_run(run_name=label):
         logits = np.eye(10, dtype=np.float32)[predictions]
         (folder / label).mkdir()
-        runs.log_file(write_ledger(folder / label / "predictions.npz", logits, labels, "feedc0ffee"), "ledger")
+        ids = np.arange(len(labels))
+        runs.log_file(write_ledger(folder / label / "predictions.parquet", logits, labels, ids, "feedc0ffee"), "ledger")
         record = VersionRecord(
             method="none",
             arch="mlp-small",

@@ -22,9 +22,8 @@ def run(args: argparse.Namespace) -> int:
         return fail("versions", f"no registered model {args.model!r}")
     output: dict[str, Any] = {"model": args.model, "versions": [r.row() for r in records]}
     if args.matrix:
-        fingerprint = records[-1].fingerprint
-        names, matrix = registry.chain_matrix(args.model, fingerprint)
-        output["matrix"] = {"versions": names, "nfr_matrix": matrix, "fingerprint": fingerprint}
+        names, matrix, shared = registry.chain_matrix(args.model)
+        output["matrix"] = {"versions": names, "nfr_matrix": matrix, "shared_samples": shared}
     if args.json:
         print(json.dumps(output))
         return 0
@@ -60,11 +59,18 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.matrix:
         m = output["matrix"]
-        print(f"\nNFR matrix (rows = old, columns = new) on eval split {m['fingerprint']}")
+        print("\nNFR matrix (rows = old, columns = new), each on the eval samples both versions share")
         print(
             table(
                 ["old\\new", *m["versions"]],
                 [[v, *map(percent, row)] for v, row in zip(m["versions"], m["nfr_matrix"])],
+            )
+        )
+        print("\nshared eval samples (of the row version's classes)")
+        print(
+            table(
+                ["old\\new", *m["versions"]],
+                [[v, *map(str, row)] for v, row in zip(m["versions"], m["shared_samples"])],
             )
         )
     return 0

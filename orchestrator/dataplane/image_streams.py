@@ -27,7 +27,8 @@ from orchestrator.dataplane.table_streams import (
 )
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
-from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, sample_ids, split_codes
+from workers.data.keys import EVAL, TRAIN, VAL, key_ids, split_codes
+from workers.data.selection import Selection, subset_selection
 from workers.data.sources import DataError, pixels
 from workers.data.streamed import StreamedSplit, StreamedSplits
 from workers.errors import first_line
@@ -53,6 +54,7 @@ class ImageSplit(StreamedSplit):
         resize: bool = True,  # every image resized and centre-cropped to `size` (False: each must be size²)
     ) -> None:
         self.root, self.files, self.labels, self.classes = root, files, labels, classes
+        self.ids = torch.from_numpy(key_ids(files))
         self.channels, self.side, self.resize = channels, size, resize
 
     @property
@@ -72,7 +74,7 @@ class ImageSplit(StreamedSplit):
             for rows in decoded.iter_batches(
                 batch_size=batch_size, batch_format="numpy", local_shuffle_buffer_size=buffer, local_shuffle_seed=seed
             ):
-                ids = sample_ids(key_hashes(list(rows["key"])))
+                ids = key_ids(list(rows["key"]))
                 yield Batch(tensor(ids), values=tensor(rows["image"]), labels=tensor(rows["label"]))
         except Exception as e:
             error = data_error(e)
@@ -175,12 +177,17 @@ def open_image_stream(
     val_fraction: float = 0.1,
     eval_fraction: float = 0.2,
     skip_corrupt: bool = False,
+    subset: str = "all",
+    train_limit: int | None = None,
+    eval_limit: int | None = None,
 ) -> StreamedSplits:
     """An ImageFolder tree (a local directory, or an s3:// prefix: `tree_files`) as three streamed
     splits, from its file list and a decoded sample of SAMPLED images (its channels: 3 if any is
     colour; its size, without `image_size`). A local tree's files are each read once for the
     fingerprint and checked (`image_problem`): the first that is not a readable image fails with
-    its path, or with `skip_corrupt` each is left out of the splits (`skipped`)."""
+    its path, or with `skip_corrupt` each is left out of the splits (`skipped`). A file's split,
+    and whether `subset` and the limits keep it, follow from its id (workers/data/keys.py,
+    selection.py), as in memory."""
     remote = is_s3(root)
     base = root.rstrip("/") if remote else str(Path(root))
     classes, files, labels, digests, problems = tree_files(base, skip_corrupt)
@@ -197,17 +204,31 @@ def open_image_stream(
     sample = [files[i] for i in np.linspace(0, len(files) - 1, min(SAMPLED, len(files))).astype(int)]
     channels = 3 if any(_is_colour(os.path.join(base, f)) for f in sample) else 1
     size, resize = image_size or _size_of(os.path.join(base, sample[0])), image_size is not None
-    codes = split_codes(key_hashes(files), val_fraction, eval_fraction)
-    all_labels = torch.tensor(labels, dtype=torch.int64)
+    ids = key_ids(files)
+    codes = split_codes(ids, val_fraction, eval_fraction)
+    all_labels = np.array(labels, dtype=np.int64)
+    subset_of = subset_selection(subset, len(classes))
+    limits = {TRAIN: ("train_limit", train_limit), EVAL: ("eval_limit", eval_limit)}
     splits = []
     for code, name in ((TRAIN, "train"), (VAL, "val"), (EVAL, "eval")):
-        chosen = np.nonzero(codes == code)[0]
+        selection = subset_of if code != EVAL else Selection()
+        inside = codes == code
+        keep = inside & selection.mask(ids, all_labels)
+        what, limit = limits.get(code, ("", None))
+        if limit is not None:
+            if limit > int(keep.sum()):
+                raise DataError(f"{root}: {what} {limit} is above the {int(keep.sum())} images of the {name} split")
+            keep = inside & selection.limited(ids[keep], limit).mask(ids, all_labels)
+        chosen = np.nonzero(keep)[0]
         if len(chosen) == 0:
             raise DataError(f"{root}: no image falls in the {name} split; too few images")
         chosen_files = [files[i] for i in chosen]
-        splits.append(ImageSplit(base, chosen_files, all_labels[chosen], classes, channels, size, resize))
+        labels_of = torch.from_numpy(all_labels[chosen])
+        splits.append(ImageSplit(base, chosen_files, labels_of, classes, channels, size, resize))
     fractions = (val_fraction, eval_fraction)
-    fingerprint = split_fingerprint([os.path.join(base, f) for f in files], base, fractions, digests)
+    fingerprint = split_fingerprint(
+        [os.path.join(base, f) for f in files], base, fractions, digests, f"eval_limit {eval_limit}"
+    )
     skipped = tuple(sorted(os.path.relpath(p, base) for p in problems))
     return StreamedSplits(splits[0], splits[1], splits[2], fingerprint, root, skipped)
 

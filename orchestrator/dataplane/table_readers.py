@@ -16,7 +16,8 @@ import numpy as np
 from orchestrator.dataplane.objects import open_input
 from workers.data import tables
 from workers.data.input_spec import InputSpec
-from workers.data.keys import key_hashes, sample_ids, split_codes, text_keys
+from workers.data.keys import key_ids, split_codes, text_keys
+from workers.data.selection import ALL, Selection
 from workers.errors import DataError
 from workers.names import is_s3
 
@@ -32,7 +33,13 @@ class Shards:
     text_column: str
     label_column: str
     encoding: str = "utf-8"
-    checksums: tuple[tuple[int, str], ...] | None = None  # S3: each file's size and ETag, from its listing
+    checksums: tuple[tuple[int, str], ...] = ()  # each file's size and checksum (sha256; on S3 its ETag)
+    id_column: str | None = None  # the column naming each sample (None: its stripped text)
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns a reading task reads: the text, the label and the id column if named."""
+        return [self.text_column, self.label_column, *([self.id_column] if self.id_column else [])]
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,7 @@ class TableReading:
     fractions: tuple[float, float]
     classes: tuple[str, ...]
     named: bool  # labels are class names (else integer ids)
+    selection: Selection = ALL  # the split's subset and limit (workers/data/selection.py)
 
     def label_ids(self, raw: list[Any]) -> np.ndarray:
         """Class ids of raw labels as the scan read them: names by the class list, integers as given."""
@@ -59,38 +67,87 @@ def opened(file: str) -> Any:
     return open_input(file) if is_s3(file) else file
 
 
-def rows_of(table: Any, reading: TableReading) -> tuple[list[str], list[Any], np.ndarray, np.ndarray]:
-    """(texts, raw labels, mask of the rows in the split, every row's key hash) of a pyarrow batch."""
+def row_ids(table: Any, shards: Shards) -> np.ndarray:
+    """int64 id of each row of a pyarrow batch: of its value in the id column, else of its
+    stripped text (workers/data/keys.py)."""
+    if shards.id_column is not None:
+        keys = ["" if v is None else str(v).strip() for v in table.column(shards.id_column).to_pylist()]
+    else:
+        keys = text_keys([t if isinstance(t, str) else "" for t in table.column(shards.text_column).to_pylist()])
+    return key_ids(keys)
+
+
+def rows_of(table: Any, reading: TableReading) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """(texts, class ids, mask of the rows the split keeps, ids) of a pyarrow batch: a row is kept
+    when its id falls in the split and the split's selection keeps it."""
     texts = table.column(reading.shards.text_column).to_pylist()
-    raw = table.column(reading.shards.label_column).to_pylist()
-    hashes = key_hashes(text_keys([t if isinstance(t, str) else "" for t in texts]))
-    return texts, raw, split_codes(hashes, *reading.fractions) == reading.split, hashes
+    labels = reading.label_ids(table.column(reading.shards.label_column).to_pylist())
+    ids = row_ids(table, reading.shards)
+    keep = (split_codes(ids, *reading.fractions) == reading.split) & reading.selection.mask(ids, labels)
+    return texts, labels, keep, ids
 
 
 def shard_rows(
     files: dict[str, np.ndarray], reading: TableReading, inputs: InputSpec
 ) -> Iterator[dict[str, np.ndarray]]:
     """Each named shard's rows of the split, encoded (`text_rows`), one record batch at a time: the
-    function `map_batches` runs."""
+    function `map_batches` runs. A shard whose checksum is not the one preflight took is refused
+    (`check_unchanged`): its rows would not be the ones the splits and labels were made from."""
     for file in files["file"]:
+        check_unchanged(reading.shards, str(file))
         for table in shard_batches(reading.shards, str(file)):
             yield text_rows(table, reading, inputs)
+
+
+def file_checksum(file: str) -> tuple[int, str]:
+    """(size, checksum) of a shard now: a local file's sha256 (read in 1 MiB blocks), an S3 object's ETag."""
+    if is_s3(file):
+        from workers.storage import client, split_uri
+
+        bucket, key = split_uri(file)
+        head = client().head_object(Bucket=bucket, Key=key)
+        return int(head["ContentLength"]), str(head["ETag"]).strip('"')
+    import hashlib
+
+    content = hashlib.sha256()
+    size = 0
+    with open(file, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            content.update(block)
+            size += len(block)
+    return size, content.hexdigest()
+
+
+def check_unchanged(shards: Shards, file: str) -> None:
+    """DataError unless `file` has the size and checksum `shards` recorded for it."""
+    if not shards.checksums:
+        return
+    expected = shards.checksums[shards.files.index(file)]
+    try:
+        found = file_checksum(file)
+    except OSError as e:
+        raise DataError(f"{file}: cannot read ({e})") from None
+    if found != expected:
+        raise DataError(
+            f"{file}: the shard changed after preflight (size {found[0]}, was {expected[0]}; checksum differs); "
+            "its rows no longer match the splits and labels the run was planned on: run again"
+        )
 
 
 def text_rows(table: Any, reading: TableReading, inputs: InputSpec) -> dict[str, np.ndarray]:
     """A read batch's rows of the split: ids, token ids padded to max_length, lengths, class ids."""
     from workers.data.tokenizer import encode_token_arrays
 
-    texts, raw, keep, hashes = rows_of(table, reading)
+    texts, labels, keep, ids = rows_of(table, reading)
     chosen = [t for t, k in zip(texts, keep) if k]
-    ids, lengths = encode_token_arrays(inputs, chosen)
+    tokens, lengths = encode_token_arrays(inputs, chosen)
     values = np.zeros((len(chosen), inputs.max_length), dtype=np.int32)
-    values[:, : ids.shape[1]] = ids
+    values[:, : tokens.shape[1]] = tokens
     return {
-        "id": sample_ids(hashes[keep]),
+        "id": ids[keep],
         "values": values,
         "length": lengths,
-        "label": reading.label_ids([r for r, k in zip(raw, keep) if k]),
+        "label": labels[keep],
         "text": np.array(chosen, dtype=object),
     }
 
@@ -99,7 +156,7 @@ def shard_batches(shards: Shards, file: str) -> Iterator[Any]:
     """One shard's text and label columns as pyarrow record batches, read in turn by
     workers/data/tables.py's readers (bounded memory: a Parquet or CSV shard streams; a JSONL shard
     is read whole, one shard at a time)."""
-    columns = [shards.text_column, shards.label_column]
+    columns = shards.columns
     if shards.suffix == ".parquet":
         yield from tables.parquet_batches(opened(file), columns)
     elif shards.suffix == ".jsonl":

@@ -41,7 +41,9 @@ from orchestrator.dataplane.objects import Listed, list_objects, reader_env
 from orchestrator.dataplane.table_readers import (
     Shards,
     TableReading,
+    file_checksum,
     opened,
+    row_ids,
     rows_of,
     scan_rows,
     shard_batches,
@@ -51,7 +53,8 @@ from orchestrator.dataplane.token_cache import TokenCache
 from workers.data import tables
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
-from workers.data.keys import EVAL, TRAIN, VAL, key_hashes, split_codes, text_keys
+from workers.data.keys import EVAL, SPLIT_RULE, TRAIN, VAL, split_codes
+from workers.data.selection import ALL, Selection, subset_selection
 from workers.data.sources import DataError
 from workers.data.streamed import StreamedSplit, StreamedSplits, tokens_digest
 from workers.errors import first_line
@@ -107,9 +110,12 @@ def data_error(error: BaseException) -> DataError | None:
     return None
 
 
-def table_shards(path: str, text_column: str, label_column: str, encoding: str = "utf-8") -> Shards:
+def table_shards(
+    path: str, text_column: str, label_column: str, encoding: str = "utf-8", id_column: str | None = None
+) -> Shards:
     """The shards `path` names — one table file, a directory of them, or a glob — checked before
-    any training: one format, none empty, every one with the two columns."""
+    any training: one format, none empty, every one with the columns; each with its size and
+    checksum (a local file's sha256, an S3 object's ETag from its listing)."""
     listed: dict[str, Listed] = {}
     if is_s3(path):
         listed = {entry.uri: entry for entry in list_objects(path, TEXT_FORMATS)}
@@ -126,16 +132,17 @@ def table_shards(path: str, text_column: str, label_column: str, encoding: str =
     if len(suffixes) > 1 or suffixes[0] not in TEXT_FORMATS:
         raise DataError(f"{path}: shards must be one format of {', '.join(TEXT_FORMATS)}, found {', '.join(suffixes)}")
     first: list[str] | None = None
+    wanted = [text_column, label_column, *([id_column] if id_column else [])]
     for file in files:
         names = _columns(file, suffixes[0], encoding, listed[file].size if file in listed else os.path.getsize(file))
-        missing = [c for c in (text_column, label_column) if c not in names]
+        missing = [c for c in wanted if c not in names]
         if missing:
             raise DataError(f"{file}: no column {missing[0]!r}; the columns are {', '.join(map(repr, names))}")
         if first is not None and names != first:
             raise DataError(f"{file}: its columns {names} differ from {files[0]}'s {first}")
         first = names
-    checksums = tuple((entry.size, entry.etag) for entry in listed.values()) if listed else None
-    return Shards(tuple(files), suffixes[0], text_column, label_column, encoding, checksums)
+    checksums = tuple((listed[f].size, listed[f].etag) if f in listed else file_checksum(f) for f in files)
+    return Shards(tuple(files), suffixes[0], text_column, label_column, encoding, checksums, id_column)
 
 
 def _columns(file: str, suffix: str, encoding: str, size: int) -> list[str]:
@@ -171,25 +178,18 @@ def split_fingerprint(
     root: str,
     fractions: tuple[float, float],
     known: dict[str, tuple[int, str]] | None = None,
+    selection: str = "",
 ) -> str:
-    """sha256 over the split fractions and the files: each one's name (relative to `root`), size and
-    checksum — its content's sha256 (read in 1 MiB blocks), or what `known` gives (size, checksum)
-    where a caller has it already (the bytes read for another check, an S3 listing's ETag); 16 hex
-    digits."""
-    digest = hashlib.sha256(repr(fractions).encode())
+    """sha256 over the split rule (SPLIT_RULE), the fractions, the selection (subset, limits, id
+    column) and the files: each one's name (relative to `root`), size and checksum — its content's
+    sha256, or what `known` gives (size, checksum) where a caller has it already (the bytes read for
+    another check, an S3 listing's ETag); 16 hex digits."""
+    digest = hashlib.sha256(f"{SPLIT_RULE} {fractions!r} {selection}".encode())
     for file in files:
-        size, checksum = (known or {}).get(file) or (os.path.getsize(file), _sha256(file))
+        size, checksum = (known or {}).get(file) or file_checksum(file)
         name = file.removeprefix(root).lstrip("/")
         digest.update(f"{name}\0{size}\0{checksum}\n".encode())
     return digest.hexdigest()[:16]
-
-
-def _sha256(file: str) -> str:
-    content = hashlib.sha256()
-    with open(file, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            content.update(block)
-    return content.hexdigest()
 
 
 class TableSplit(StreamedSplit):
@@ -205,10 +205,12 @@ class TableSplit(StreamedSplit):
         classes: tuple[str, ...],
         named: bool,
         labels: torch.Tensor,
+        ids: torch.Tensor,
+        selection: Selection = ALL,
     ) -> None:
         self.shards, self.split, self.fractions = shards, split, fractions
-        self.classes, self.named, self.labels = classes, named, labels
-        self.reading = TableReading(shards, split, fractions, classes, named)  # what its reading tasks get
+        self.classes, self.named, self.labels, self.ids = classes, named, labels, ids
+        self.reading = TableReading(shards, split, fractions, classes, named, selection)  # what its reading tasks get
         self.kept: dict[str, TokenCache] = {}  # the first pass's rows: of the epochs, of `chunks`
 
     def __getstate__(self) -> dict[str, Any]:
@@ -288,29 +290,38 @@ def open_table_stream(
     num_classes: int | None = None,
     val_fraction: float = 0.1,
     eval_fraction: float = 0.2,
+    id_column: str | None = None,
+    subset: str = "all",
+    train_limit: int | None = None,
+    eval_limit: int | None = None,
 ) -> StreamedSplits:
     """A text table's shards as three streamed splits, from one scan of them in this process, shard
-    by shard (pyarrow; no Ray needed, so `congruent check` runs it too).
+    by shard (pyarrow; no Ray needed, so `congruent check` runs it too): each row's id and split
+    (workers/data/keys.py, as in memory), its label, and the selection of `subset` and the limits
+    (workers/data/selection.py) — 16 bytes a sample kept (id and label).
     Labels follow `read_text_table`'s rule: integers (in CSV/TSV: all digit strings) are class ids
     0..C−1 (or below `num_classes`); otherwise names, sorted."""
     from workers.data.text_tables import integer_classes
 
-    shards = table_shards(path, text_column, label_column, encoding)
+    shards = table_shards(path, text_column, label_column, encoding, id_column)
     fractions = (val_fraction, eval_fraction)
     names: dict[str, int] = {}  # each distinct label, numbered in order of appearance
     local: list[list[np.ndarray]] = [[np.zeros(0, np.int32)] for _ in range(3)]  # per split, chunks of those
+    split_ids: list[list[np.ndarray]] = [[np.zeros(0, np.int64)] for _ in range(3)]
     kinds: set[bool] = set()
     import pyarrow as pa
 
     for file in shards.files:
         try:
             for batch in shard_batches(shards, file):
-                texts, labels, integer = scan_rows(batch, shards, file)
-                codes = split_codes(key_hashes(text_keys(texts)), *fractions)
+                _, labels, integer = scan_rows(batch, shards, file)
+                ids = row_ids(batch, shards)
+                codes = split_codes(ids, *fractions)
                 numbers = np.array([names.setdefault(label, len(names)) for label in labels], dtype=np.int32)
                 kinds.add(integer)
                 for code in (TRAIN, VAL, EVAL):
                     local[code].append(numbers[codes == code])
+                    split_ids[code].append(ids[codes == code])
         except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
             raise DataError(f"{file}: cannot read ({first_line(e)})") from None
     if len(kinds) > 1:
@@ -327,16 +338,50 @@ def open_table_stream(
             raise DataError(f"{path}: {len(distinct)} distinct labels, but data.num_classes = {num_classes}")
         classes = tuple(sorted(distinct))
         remap = np.array([classes.index(n) for n in distinct], dtype=np.int64)
+    ids_of = [np.concatenate(parts) for parts in split_ids]
+    if id_column is not None:
+        check_unique_ids(path, id_column, np.concatenate(ids_of))
+    subset_of = subset_selection(subset, len(classes))
+    limits = {TRAIN: ("train_limit", train_limit), EVAL: ("eval_limit", eval_limit)}
     splits = []
     for code, name in ((TRAIN, "train"), (VAL, "val"), (EVAL, "eval")):
-        ids = torch.from_numpy(remap[np.concatenate(local[code])])
-        if len(ids) == 0:
+        labels, ids = remap[np.concatenate(local[code])], ids_of[code]
+        selection = subset_of if code != EVAL else Selection()
+        what, limit = limits.get(code, ("", None))
+        keep = selection.mask(ids, labels)
+        if limit is not None:
+            if limit > int(keep.sum()):
+                raise DataError(f"{path}: {what} {limit} is above the {int(keep.sum())} samples of the {name} split")
+            selection = selection.limited(ids[keep], limit)
+            keep = selection.mask(ids, labels)
+        if not keep.any():
             raise DataError(f"{path}: no samples fall in the {name} split; too few distinct texts")
-        splits.append(TableSplit(shards, code, fractions, classes, not integer, ids))
+        split = TableSplit(
+            shards,
+            code,
+            fractions,
+            classes,
+            not integer,
+            torch.from_numpy(labels[keep]),
+            torch.from_numpy(ids[keep]),
+            selection,
+        )
+        splits.append(split)
     root = common_folder(shards.files)
-    known = dict(zip(shards.files, shards.checksums)) if shards.checksums else None
-    fingerprint = split_fingerprint(shards.files, root, fractions, known)
+    chosen = f"id {id_column} eval_limit {eval_limit}"  # what the eval split depends on
+    fingerprint = split_fingerprint(shards.files, root, fractions, dict(zip(shards.files, shards.checksums)), chosen)
     return StreamedSplits(splits[0], splits[1], splits[2], fingerprint, path)
+
+
+def check_unique_ids(path: str, id_column: str, ids: np.ndarray) -> None:
+    """DataError when two rows share an id of `id_column` (an id names one sample)."""
+    ordered = np.sort(ids)
+    twice = np.nonzero(ordered[1:] == ordered[:-1])[0]
+    if len(twice):
+        raise DataError(
+            f"{path}: {len(twice)} value(s) of the id column {id_column!r} name more than one row; "
+            "an id names one sample"
+        )
 
 
 def common_folder(files: Sequence[str]) -> str:

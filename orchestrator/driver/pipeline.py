@@ -27,7 +27,7 @@ from orchestrator.execution.stages import run_bcwi, train_replicas, train_studen
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, applied_params
 from orchestrator.tracking import promotion, registry, runs
-from orchestrator.tracking.ledger import write_ledger
+from orchestrator.tracking.ledger import LEDGER_FILE, write_ledger
 from orchestrator.tracking.version_record import VersionRecord
 from pipelines.spec import UpdateSpec
 from workers.metrics import EvaluationMetrics
@@ -58,6 +58,7 @@ class PipelineResult:
     metrics: EvaluationMetrics
     predictions: dict[str, str]
     labels: str
+    ids: str = ""  # the eval samples' ids (.npy), in the order of the predictions and labels
     replicas: list[TrainRecord] = field(default_factory=list)
     student: TrainRecord | None = None
     teacher_pool: PoolRecord | None = None
@@ -135,6 +136,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
             metrics=evaluation.metrics,
             predictions=evaluation.predictions,
             labels=evaluation.labels,
+            ids=evaluation.ids,
             replicas=replicas,
             student=student,
             teacher_pool=pool_record,
@@ -216,9 +218,10 @@ def publish(
     (run_dir / "ledger").mkdir(exist_ok=True)
     trained = result.bcwi or result.student
     ledger = write_ledger(
-        run_dir / "ledger" / "predictions.npz",
+        run_dir / "ledger" / LEDGER_FILE,
         np.load(result.predictions["new"], mmap_mode="r"),  # read by the ledger in blocks
         np.load(result.labels),
+        np.load(result.ids),
         result.fingerprint,
         trained.classes_seen if trained else None,
     )

@@ -16,6 +16,7 @@ import numpy as np
 
 from orchestrator.planning.plan import data_request
 from orchestrator.tracking import registry, runs
+from orchestrator.tracking.ledger import LedgerMismatch, shared_samples
 from orchestrator.views.report import Flip, ReportData, png_thumbnail, render_html, top1_confidence
 from workers.data import ImageSet
 from workers.data.text import TextSet
@@ -38,32 +39,36 @@ def eval_images(run_id: str, fingerprint: str) -> tuple[Any | None, str | None]:
 
 
 def flip_explorer(data: ReportData, run_id: str, new: dict[str, np.ndarray], old: dict[str, np.ndarray]) -> None:
-    """Fill the flip explorer of `data` from the ledgers of the explored version and its parent."""
-    labels = new["labels"]
-    flips = negative_flips(old["class_ids"], new["class_ids"], labels)
+    """Fill the flip explorer of `data` from the ledgers of the explored version and its parent,
+    on the eval samples both hold (matched by id; LedgerMismatch when they cannot be)."""
+    in_old, in_new = shared_samples(old, new, ("the parent", "this version"))
+    labels = new["labels"][in_new]
+    old_ids, new_ids = old["class_ids"][in_old], new["class_ids"][in_new]
+    flips = negative_flips(old_ids, new_ids, labels)
     images, why = eval_images(run_id, str(new["fingerprint"]))
     if why:
         data.notes.append(why)
-    num_classes = int(max(labels.max(), new["class_ids"].max(), old["class_ids"].max())) + 1
+    num_classes = int(max(labels.max(initial=0), new_ids.max(initial=0), old_ids.max(initial=0))) + 1
     names = list(images.classes) if images is not None and images.classes else [str(c) for c in range(num_classes)]
     names += [str(c) for c in range(len(names), num_classes)]
-    old_conf, new_conf = top1_confidence(old["topk_values"]), top1_confidence(new["topk_values"])
+    old_conf = top1_confidence(old["topk_values"])[in_old]
+    new_conf = top1_confidence(new["topk_values"])[in_new]
     shown = flips[np.argsort(-new_conf[flips], kind="stable")][:MAX_FLIPS_SHOWN]  # most confident mistakes first
     data.n_eval, data.n_flips = int(len(labels)), int(len(flips))
     data.flips = [
         Flip(
-            int(i),
+            int(in_new[i]),  # the sample's place in the version's own eval split
             names[labels[i]],
-            names[old["class_ids"][i]],
+            names[old_ids[i]],
             float(old_conf[i]),
-            names[new["class_ids"][i]],
+            names[new_ids[i]],
             float(new_conf[i]),
-            png_thumbnail(images.images[i].numpy()) if isinstance(images, ImageSet) else None,
-            images.texts[i] if isinstance(images, TextSet) else None,
+            png_thumbnail(images.images[in_new[i]].numpy()) if isinstance(images, ImageSet) else None,
+            images.texts[in_new[i]] if isinstance(images, TextSet) else None,
         )
         for i in shown
     ]
-    data.per_class = list(zip(names, per_class_nfr(old["class_ids"], new["class_ids"], labels, num_classes).tolist()))
+    data.per_class = list(zip(names, per_class_nfr(old_ids, new_ids, labels, num_classes).tolist()))
 
 
 def gather(model: str, version: str | None = None) -> ReportData:
@@ -78,7 +83,7 @@ def gather(model: str, version: str | None = None) -> ReportData:
         raise registry.RegistryError(
             f"{model} has no version {version}; its versions: {', '.join(r.version for r in records)}"
         )
-    names, matrix = registry.chain_matrix(model, chosen.fingerprint)
+    names, matrix, _ = registry.chain_matrix(model)
     listed = {str(mv.version): mv for mv in registry.versions(model)}
     registered = {mv.run_id: v for v, mv in listed.items()}
     rows = [r.row() for r in records]
@@ -86,21 +91,28 @@ def gather(model: str, version: str | None = None) -> ReportData:
     parent = chosen.parent_version
     if parent is None:
         earlier = records[: records.index(chosen)]
-        same_data = [r.version for r in earlier if r.fingerprint == chosen.fingerprint]
-        parent = same_data[-1] if same_data else None
+        parent = earlier[-1].version if earlier else None
         if parent is not None:
             data.notes.append(
-                f"v{chosen.version} names no registered parent: its flips are shown against "
-                f"v{parent}, the previous version on the same eval split"
+                f"v{chosen.version} names no registered parent: its flips are shown against v{parent}, "
+                "the previous version"
             )
     data.parent = parent
-    split_of = {r.version: r.fingerprint for r in records}  # a parent without one: another split
-    if parent is not None and not (split_of[parent] and split_of[parent] == chosen.fingerprint):
-        data.notes.append(f"v{parent} was evaluated on another eval split: no flips can be counted")
-    elif parent is not None:
+    if parent is not None:
         new = registry.ledger_of(registry.VersionRef(model, chosen.version))
         old = registry.ledger_of(registry.VersionRef(model, parent))
-        flip_explorer(data, listed[chosen.version].run_id, new, old)
+        try:
+            flip_explorer(data, listed[chosen.version].run_id, new, old)
+        except LedgerMismatch as e:
+            data.notes.append(f"no flips can be counted against v{parent}: {e}")
+        else:
+            if data.n_eval == 0:
+                data.notes.append(f"v{parent} was evaluated on other samples: no flips can be counted")
+            elif data.n_eval < len(new["ids"]):
+                data.notes.append(
+                    f"flips against v{parent} on the {data.n_eval:,} of {len(new['ids']):,} eval samples "
+                    "both were evaluated on"
+                )
     return data
 
 

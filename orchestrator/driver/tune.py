@@ -358,6 +358,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
                 metrics=evaluation.metrics,
                 predictions=evaluation.predictions,
                 labels=evaluation.labels,
+                ids=evaluation.ids,
             )
             publish(plan, registered, run_dir / "best", watch, spec=best)
     return record, registered

@@ -1,8 +1,9 @@
 """The evaluation stage: the model, the old model and the ensemble paragon on the regression-eval
 split, streamed. One Ray task (`resources.student`) reads the split once and sends each chunk's
-logits as it has them (a Ray streaming generator, `bodies.eval_chunks`); the driver writes each
-chunk into memory-mapped predictions/*.npy files and counts ER, NFR and PFR over the chunks. No
-process holds an N×C array; the driver's per-sample memory is the labels and the known-class mask."""
+logits as it has them (a Ray streaming generator, `bodies.eval_chunks`), with the samples' ids and
+labels as the split read them (a stream: from the shards, so labels travel with their samples); the
+driver writes each chunk into memory-mapped predictions/*.npy files (ids.npy and labels.npy beside
+them) and counts ER, NFR and PFR over the chunks. No process holds an N×C array."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from orchestrator.planning.resources import device
 from orchestrator.views.format import percent
 from workers.metrics import EvaluationMetrics, FlipCounts, class_ids
 from workers.progress import ProgressEvent
-from workers.tasks.bodies import eval_chunks
+from workers.tasks.bodies import EvalChunk, eval_chunks
 
 STREAM_BACKLOG = 2  # chunks the evaluation task may have sent ahead of the driver
 EVALUATION = "evaluation"  # the stage's name on the progress display and in Ray's task table
@@ -44,6 +45,7 @@ class Evaluation:
     predictions: dict[str, str]  # new, old, paragon → .npy path
     labels: str
     n_eval: int
+    ids: str = ""  # the samples' ids (.npy), in the order of the predictions
 
 
 @dataclass
@@ -79,10 +81,8 @@ class EvaluationTally:
         return metrics
 
 
-def stream_eval_chunks(
-    plan: Plan, checkpoints: Mapping[str, str], ensemble: Sequence[str] = ()
-) -> Iterator[dict[str, np.ndarray]]:
-    """{name: logits} chunk by chunk, in the eval split's order, from one Ray task
+def stream_eval_chunks(plan: Plan, checkpoints: Mapping[str, str], ensemble: Sequence[str] = ()) -> Iterator[EvalChunk]:
+    """{name: logits} with the samples' ids and labels, chunk by chunk, in the eval split's order, from one Ray task
     (`resources.student`) that streams them (at most STREAM_BACKLOG chunks ahead); "paragon"
     with `ensemble`. A lost worker's task is retried: Ray replays the stream."""
     res = plan.spec.resources.student
@@ -109,7 +109,7 @@ def eval_split_predictions(
     score several models against each other (Tune's search, the demo's verdict)."""
     ids: dict[str, list[np.ndarray]] = {}
     for chunk in stream_eval_chunks(plan, checkpoints, ensemble):
-        for name, logits in chunk.items():
+        for name, logits in chunk.logits.items():
             ids.setdefault(name, []).append(class_ids(logits))
     return {name: np.concatenate(parts) for name, parts in ids.items()}
 
@@ -119,41 +119,47 @@ def evaluate(
 ) -> Evaluation:
     """Logits of the model (without one, the ensemble method: the paragon of `ensemble`), the old
     model and the paragon of `ensemble` on the regression-eval split, written chunk by chunk into
-    predictions/{new,old,paragon}.npy under `run_dir` (with labels.npy), and the metrics counted
-    over the chunks; `watch` shows the samples evaluated so far."""
+    predictions/{new,old,paragon}.npy under `run_dir` (with the samples' ids.npy and labels.npy, as
+    the evaluation read them), and the metrics counted over the chunks; `watch` shows the samples
+    evaluated so far."""
     checkpoints = {name: uri for name, uri in (("new", checkpoint), ("old", plan.spec.old)) if uri is not None}
     assert checkpoint is not None or ensemble, "an evaluation needs a model or an ensemble"
-    labels = plan.eval_labels
-    # flips against the old model count on the classes it knows (data growth with new classes)
-    known = np.ones(len(labels), bool) if plan.old_classes is None else np.isin(labels, plan.old_classes)
+    n = len(plan.eval_labels)  # the scan's count: a stream that gives another fails below
     folder = run_dir / "predictions"
     folder.mkdir(parents=True, exist_ok=True)
-    np.save(folder / "labels.npy", labels)
+    files: dict[str, np.ndarray] = {
+        "ids": np.lib.format.open_memmap(folder / "ids.npy", "w+", np.int64, (n,)),
+        "labels": np.lib.format.open_memmap(folder / "labels.npy", "w+", np.int64, (n,)),
+    }
     tally = EvaluationTally(all_classes=plan.old_classes is not None)
-    files: dict[str, np.ndarray] = {}
     done, started = 0, time.perf_counter()
     display = (watch or StageWatch()).display
     display.add(EVALUATION)
     for chunk in stream_eval_chunks(plan, checkpoints, ensemble):
+        logits = dict(chunk.logits)
         if checkpoint is None:
-            chunk["new"] = chunk.pop("paragon")
-        window = slice(done, done + len(chunk["new"]))
-        for name in sorted(chunk, key=["new", "old", "paragon"].index):
+            logits["new"] = logits.pop("paragon")
+        window = slice(done, done + len(chunk))
+        if window.stop > n:
+            raise RuntimeError(f"the evaluation sent more samples than the {n} of the eval split")
+        files["ids"][window], files["labels"][window] = chunk.ids, chunk.labels
+        for name in sorted(logits, key=["new", "old", "paragon"].index):
             if name not in files:
                 path = folder / f"{name}.npy"
-                files[name] = np.lib.format.open_memmap(path, "w+", np.float32, (len(labels), chunk[name].shape[1]))
-            files[name][window] = chunk[name]
-        tally.add(chunk, labels[window], known[window])
+                files[name] = np.lib.format.open_memmap(path, "w+", np.float32, (n, logits[name].shape[1]))
+            files[name][window] = logits[name]
+        # flips against the old model count on the classes it knows (data growth with new classes)
+        known = np.ones(len(chunk), bool) if plan.old_classes is None else np.isin(chunk.labels, plan.old_classes)
+        tally.add(logits, chunk.labels, known)
         done = window.stop
         rate = done / max(time.perf_counter() - started, 1e-9)
-        display.update(ProgressEvent(EVALUATION, 1, 1, done, len(labels), samples_per_second=rate))
-    if done != len(labels):
-        raise RuntimeError(f"the evaluation sent {done} samples' logits of {len(labels)}")
+        display.update(ProgressEvent(EVALUATION, 1, 1, done, n, samples_per_second=rate))
+    if done != n:
+        raise RuntimeError(f"the evaluation sent {done} samples' logits of {n}")
     for memmap in files.values():
         memmap.flush()  # type: ignore[attr-defined]
     metrics = tally.metrics()
     seconds = time.perf_counter() - started
     display.finish(EVALUATION, f"ER {percent(metrics['error_rate'])} on {done:,} samples, {seconds:.0f} s")
-    return Evaluation(
-        metrics, {name: str(folder / f"{name}.npy") for name in files}, str(folder / "labels.npy"), len(labels)
-    )
+    predictions = {name: str(folder / f"{name}.npy") for name in files if name not in ("ids", "labels")}
+    return Evaluation(metrics, predictions, str(folder / "labels.npy"), n, str(folder / "ids.npy"))

@@ -199,9 +199,10 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
         reads = inputs or InputSpec.image(splits.in_channels, splits.image_size)
         found.attempt("", lambda: check_init_fits(spec, splits.num_classes, reads), (SpecError,))
     if parent is not None and splits is not None:
-        from orchestrator.tracking.registry import check_eval_split
+        from orchestrator.tracking.registry import check_shared_eval
 
-        found.attempt("", lambda: check_eval_split(parent, splits.fingerprint), (RegistryError,))
+        eval_ids = splits.eval.ids.numpy()  # the old version's ledger must hold enough of them
+        found.attempt("", lambda: check_shared_eval(parent, eval_ids, splits.fingerprint), (RegistryError,))
     found.attempt("storage", lambda: storage.check_writable(spec.storage), (storage.StorageError,))
     shape = None
     if splits is not None:

@@ -14,9 +14,11 @@ import glob
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from orchestrator.host import available_memory
 from pipelines.spec import SpecError, UpdateSpec
+from workers.data.sources import DataError
 from workers.data.streamed import StreamedSplits
 from workers.names import REPLICA_METHODS, is_glob, is_s3, is_table
 from workers.tasks.records import DataRequest
@@ -102,7 +104,13 @@ def open_streamed(request: DataRequest) -> StreamedSplits:
     from orchestrator.dataplane.image_streams import open_image_stream
     from orchestrator.dataplane.table_streams import open_table_stream
 
-    fractions = {"val_fraction": request.val_fraction, "eval_fraction": request.eval_fraction}
+    chosen: dict[str, Any] = {
+        "val_fraction": request.val_fraction,
+        "eval_fraction": request.eval_fraction,
+        "subset": request.subset,
+        "train_limit": request.train_limit,
+        "eval_limit": request.eval_limit,
+    }
     if not remote_images(request) and (is_table(request.source) or is_s3(request.source)):
         return open_table_stream(
             request.source,
@@ -110,10 +118,15 @@ def open_streamed(request: DataRequest) -> StreamedSplits:
             request.label_column,
             request.encoding,
             request.num_classes,
-            **fractions,
+            id_column=request.id_column,
+            **chosen,
+        )
+    if request.id_column is not None:
+        raise DataError(
+            f"{request.source}: data.id_column names a column of a text table; images are named by their path"
         )
     return open_image_stream(
-        request.source, request.num_classes, request.image_size, **fractions, skip_corrupt=request.skip_corrupt
+        request.source, request.num_classes, request.image_size, **chosen, skip_corrupt=request.skip_corrupt
     )
 
 
@@ -132,10 +145,8 @@ def stream_problems(spec: UpdateSpec, request: DataRequest) -> list[str]:
         return ["data.skip_corrupt: only a streamed ImageFolder tree leaves files out (data.streaming: true)"]
     if request.streamed is None:
         return []
-    data, resources = spec.data, spec.resources
+    resources = spec.resources
     found = []
-    if data.subset != "all" or data.train_limit is not None or data.eval_limit is not None:
-        found.append("data: subset, train_limit and eval_limit need the data in memory (data.streaming: false)")
     if resources.replica.pack > 1 or resources.replica.workers > 1 or resources.student.workers > 1:
         found.append("resources: packed replicas and data-parallel workers read a split in memory; pack 1, workers 1")
     return found

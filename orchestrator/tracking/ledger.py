@@ -1,143 +1,194 @@
-"""The prediction ledger of a version: class ids, top-k logits and labels of the regression-eval
-split, as one .npz, so that the NFR between any two versions needs no re-inference.
+"""The prediction ledger of a version: for every sample of its regression-eval split, the sample's
+id (workers/data/keys.py), label, predicted class and top-k logits, so that ER, NFR and PFR between
+any two versions need no re-inference and are counted on the samples both were evaluated on.
 
-A ledger is written and read LEDGER_BLOCK samples at a time: `write_ledger` takes the logits as a
-(memory-mapped) N×C array and writes each array into the archive as it computes it, and
-`ledger_blocks` reads the archive's arrays back in blocks, so neither holds an N×C array or a
-chain's N-long arrays at once. The file is an ordinary `np.savez` archive: `np.load` reads it."""
+- **File**: one Parquet file (columns `id` int64, `label` int64, `class_id` int32, `topk_class` and
+  `topk_value`, fixed-size lists of k), written LEDGER_BLOCK rows (one row group) at a time from a
+  (memory-mapped) N×C array of logits, so no N×C array is held; the eval split's fingerprint and
+  the classes the version was trained on are in the file's metadata (`congruent.ledger`).
+- **Two versions compared** (`shared_samples`): joined on the sample id. Copies of a text share an
+  id (its content names it); the k-th copy of an id in one ledger meets the k-th in the other,
+  copies ordered by label, so identical rows pair with each other. Labels are the newer ledger's.
+  Joining needs the ids, labels and classes of both (20 bytes a sample each), not the logits.
+- **Ledgers written before ids** (`predictions.npz`, by position) still read: their ids are their
+  positions (`positional`), so two of them on one eval split compare as before; one of them beside
+  a ledger with ids is refused (`LedgerMismatch`) with how to re-evaluate.
+"""
 
 from __future__ import annotations
 
-import math
-import zipfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import Any
 
 import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from workers.metrics import both_correct_counts, class_ids, nfr_of_counts
+from workers.metrics import FlipCounts, class_ids
 
 LEDGER_TOPK = 5
-LEDGER_BLOCK = 1 << 16  # samples a ledger is written and read by
+LEDGER_BLOCK = 1 << 16  # samples a ledger is written by (one row group)
+LEDGER_FILE = "predictions.parquet"  # in the run's `ledger/` artifacts
+LEGACY_LEDGER_FILE = "predictions.npz"  # by position, before sample ids
+METADATA_KEY = b"congruent.ledger"
+COMPARED = ("ids", "labels", "class_ids")  # what a comparison reads of a ledger
+
+
+class LedgerMismatch(ValueError):
+    """Two ledgers that cannot be compared sample by sample (one line: why, and what to do)."""
 
 
 def write_ledger(
-    path: Path, logits: np.ndarray, labels: np.ndarray, fingerprint: str, known_classes: list[int] | None = None
+    path: Path,
+    logits: np.ndarray,
+    labels: np.ndarray,
+    ids: np.ndarray,
+    fingerprint: str,
+    known_classes: list[int] | None = None,
 ) -> Path:
-    """class ids, the top-k logits (values and classes) and the labels of the eval split, and the
-    classes the version was trained on (flips against it count on those), .npz; `logits` (N×C,
-    memory-mapped or not) is read LEDGER_BLOCK rows at a time."""
+    """The ledger of an evaluation (module docstring) as Parquet at `path`: `logits` N×C
+    (memory-mapped or not) read LEDGER_BLOCK rows at a time, `labels` and `ids` N, the eval
+    split's `fingerprint`, and the classes the version was trained on (flips against it count on
+    those; None: all C)."""
     n, width = logits.shape
+    if len(labels) != n or len(ids) != n:
+        raise ValueError(f"a ledger of {n} logits needs {n} labels and ids, got {len(labels)} and {len(ids)}")
     k = min(LEDGER_TOPK, width)
-
-    def blocks(of: Callable[[np.ndarray], np.ndarray]) -> Iterator[np.ndarray]:
-        for start in range(0, n, LEDGER_BLOCK):
-            yield of(np.asarray(logits[start : start + LEDGER_BLOCK], dtype=np.float32))
-
-    def top(block: np.ndarray) -> np.ndarray:
-        return np.argsort(-block, axis=1, kind="stable")[:, :k]
-
-    known = np.arange(width) if known_classes is None else np.asarray(known_classes)
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
-        _write_member(archive, "class_ids", (n,), np.int32, blocks(class_ids))
-        _write_member(archive, "topk_indices", (n, k), np.int32, blocks(top))
-        _write_member(
-            archive, "topk_values", (n, k), np.float32, blocks(lambda b: np.take_along_axis(b, top(b), axis=1))
-        )
-        for name, array in (
-            ("labels", np.asarray(labels).astype(np.int64)),
-            ("fingerprint", np.array(fingerprint)),
-            ("known_classes", known.astype(np.int64)),
-        ):
-            _write_member(archive, name, array.shape, array.dtype, [array])
+    known = list(range(width)) if known_classes is None else [int(c) for c in known_classes]
+    meta = {"format": 2, "fingerprint": fingerprint, "known_classes": known}
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("label", pa.int64()),
+            ("class_id", pa.int32()),
+            ("topk_class", pa.list_(pa.int32(), k)),
+            ("topk_value", pa.list_(pa.float32(), k)),
+        ],
+        metadata={METADATA_KEY: json.dumps(meta).encode()},
+    )
+    with pq.ParquetWriter(path, schema) as writer:
+        for start in range(0, max(n, 1), LEDGER_BLOCK):
+            window = slice(start, start + LEDGER_BLOCK)
+            block = np.asarray(logits[window], dtype=np.float32)
+            top = np.argsort(-block, axis=1, kind="stable")[:, :k].astype(np.int32)
+            values = np.take_along_axis(block, top, axis=1)
+            columns = [
+                pa.array(np.asarray(ids[window], dtype=np.int64)),
+                pa.array(np.asarray(labels[window], dtype=np.int64)),
+                pa.array(class_ids(block).astype(np.int32)),
+                pa.FixedSizeListArray.from_arrays(pa.array(top.reshape(-1)), k),
+                pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), k),
+            ]
+            writer.write_table(pa.Table.from_arrays(columns, schema=schema))
     return path
 
 
-def _write_member(
-    archive: zipfile.ZipFile, name: str, shape: tuple[int, ...], dtype: np.dtype | type, parts: Iterable[np.ndarray]
-) -> None:
-    """`name`.npy in `archive`: the .npy header of a C-ordered `shape` array, then `parts` (blocks
-    along the first axis) as they come."""
-    dtype = np.dtype(dtype)
-    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
-    written = 0
-    with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-        np.lib.format.write_array_header_1_0(member, header)
-        for part in parts:
-            data = np.ascontiguousarray(part, dtype=dtype)
-            member.write(data.tobytes())
-            written += data.size
-    assert written == math.prod(shape), f"{name}: {written} values written for shape {shape}"
+def read_ledger(path: str | Path, columns: Sequence[str] | None = None) -> dict[str, Any]:
+    """A ledger's arrays: "ids", "labels", "class_ids", "topk_indices", "topk_values" (or only
+    `columns` of them), and "known_classes" (None: every class), "fingerprint" and "positional"
+    (True for a ledger written before ids: its ids are its positions)."""
+    path = Path(path)
+    if path.suffix == ".npz":
+        return _read_legacy(path, columns)
+    names = {"ids": "id", "labels": "label", "class_ids": "class_id", "topk_indices": "topk_class"}
+    names["topk_values"] = "topk_value"
+    wanted = list(names) if columns is None else list(columns)
+    file = pq.ParquetFile(path)
+    meta = json.loads(file.schema_arrow.metadata[METADATA_KEY])
+    table = file.read(columns=[names[name] for name in wanted])
+    out: dict[str, Any] = {}
+    for name in wanted:
+        column = table.column(names[name]).combine_chunks()
+        if name.startswith("topk"):
+            k = column.type.list_size
+            out[name] = column.flatten().to_numpy().reshape(-1, k)
+        else:
+            out[name] = column.to_numpy()
+    out["known_classes"] = np.asarray(meta["known_classes"], dtype=np.int64)
+    out["fingerprint"] = str(meta["fingerprint"])
+    out["positional"] = False
+    return out
 
 
-def _read_header(member: IO[bytes]) -> tuple[tuple[int, ...], np.dtype]:
-    """The shape and dtype of the .npy array `member` starts with (C order, no Python objects)."""
-    major, _ = np.lib.format.read_magic(member)
-    read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-    shape, fortran_order, dtype = read(member)
-    if fortran_order or dtype.hasobject:
-        raise ValueError("a ledger array must be C-ordered numbers")
-    return shape, dtype
-
-
-def ledger_blocks(path: str | Path, names: Sequence[str], block: int = LEDGER_BLOCK) -> Iterator[dict[str, np.ndarray]]:
-    """The ledger's arrays `names` (each with one row per eval sample) `block` rows at a time, read
-    from the archive as they are needed."""
-    with zipfile.ZipFile(path) as archive:
-        members = {name: archive.open(f"{name}.npy") for name in names}
-        try:
-            headers = {name: _read_header(member) for name, member in members.items()}
-            lengths = {shape[0] if shape else 0 for shape, _ in headers.values()}
-            if len(lengths) != 1:
-                raise ValueError(f"{path}: the ledger's arrays {list(names)} differ in length")
-            n = lengths.pop()
-            for start in range(0, n, block):
-                rows = min(block, n - start)
-                out = {}
-                for name, (shape, dtype) in headers.items():
-                    row_bytes = math.prod(shape[1:]) * dtype.itemsize
-                    data = members[name].read(rows * row_bytes)
-                    if len(data) != rows * row_bytes:
-                        raise ValueError(f"{path}: {name} ends before its {n} rows")
-                    out[name] = np.frombuffer(data, dtype).reshape(rows, *shape[1:])
-                yield out
-        finally:
-            for member in members.values():
-                member.close()
-
-
-def ledger_known_classes(path: str | Path) -> np.ndarray | None:
-    """The classes the ledger's version was trained on (None in a ledger written before they were)."""
+def _read_legacy(path: Path, columns: Sequence[str] | None) -> dict[str, Any]:
     with np.load(path, allow_pickle=False) as archive:
-        return archive["known_classes"] if "known_classes" in archive.files else None
+        out: dict[str, Any] = {key: archive[key] for key in archive.files if key != "fingerprint"}
+        fingerprint = str(archive["fingerprint"]) if "fingerprint" in archive.files else ""
+    out["ids"] = np.arange(len(out["labels"]), dtype=np.int64)
+    if columns is not None:
+        out = {name: out[name] for name in columns}
+    out.setdefault("known_classes", None)
+    out["fingerprint"] = fingerprint
+    out["positional"] = True
+    return out
 
 
-def chain_nfr_matrix(paths: Sequence[str | Path]) -> np.ndarray:
-    """M[i, j] = NFR of version j relative to version i, on the classes version i knows, from the
-    ledgers of one eval split (`paths`, in version order), read LEDGER_BLOCK samples at a time:
-    `metrics.both_correct_counts` summed over the blocks."""
-    known = [ledger_known_classes(path) for path in paths]
-    counts = np.zeros((len(paths), len(paths)), dtype=np.int64)
-    sizes = np.zeros(len(paths), dtype=np.int64)
-    readers = [ledger_blocks(path, ("class_ids", "labels")) for path in paths]
-    for blocks in zip(*readers, strict=True):
-        labels = blocks[0]["labels"]
-        correct = np.stack([b["class_ids"] == labels for b in blocks])
-        scope = np.stack([np.ones(len(labels), bool) if k is None else np.isin(labels, k) for k in known])
-        counts += both_correct_counts(correct, scope)
-        sizes += scope.sum(axis=1)
-    return nfr_of_counts(counts, sizes)
+def known_mask(ledger: dict[str, Any], labels: np.ndarray | None = None) -> np.ndarray:
+    """Which of `labels` (the ledger's own by default) are of a class the ledger's version was
+    trained on (all, in a ledger that does not record its classes)."""
+    labels = ledger["labels"] if labels is None else labels
+    known = ledger.get("known_classes")
+    return np.ones(len(labels), bool) if known is None else np.isin(labels, known)
 
 
-def known_mask(ledger: dict[str, np.ndarray]) -> np.ndarray:
-    """The eval samples whose class the ledger's version was trained on (every sample in a ledger
-    written before the classes were recorded)."""
-    if "known_classes" not in ledger:
-        return np.ones(len(ledger["labels"]), bool)
-    return np.isin(ledger["labels"], ledger["known_classes"])
+def _keys(ledger: dict[str, Any]) -> np.ndarray:
+    """(id, copy) per sample: the k-th copy of an id (copies ordered by label, then position)."""
+    ids, labels = ledger["ids"], ledger["labels"]
+    order = np.lexsort((np.arange(len(ids)), labels, ids))
+    sorted_ids = ids[order]
+    starts = np.r_[True, sorted_ids[1:] != sorted_ids[:-1]]
+    run_start = np.maximum.accumulate(np.where(starts, np.arange(len(ids)), 0))
+    copy = np.empty(len(ids), np.int64)
+    copy[order] = np.arange(len(ids)) - run_start
+    keys = np.empty(len(ids), dtype=[("id", "<i8"), ("copy", "<i8")])
+    keys["id"], keys["copy"] = ids, copy
+    return keys
 
 
-def read_ledger(path: str | Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as archive:
-        return {key: archive[key] for key in archive.files}
+def shared_samples(old: dict[str, Any], new: dict[str, Any], names: tuple[str, str] = ("old", "new")) -> tuple:
+    """(positions in `old`, positions in `new`) of the samples both ledgers hold, matched by id
+    (module docstring); LedgerMismatch when one ledger is by position and the other by id, or both
+    by position on different eval splits."""
+    if old["positional"] or new["positional"]:
+        if not (old["positional"] and new["positional"]):
+            which = names[0] if old["positional"] else names[1]
+            raise LedgerMismatch(
+                f"{which}'s ledger predates sample ids (it holds predictions by position); re-evaluate it "
+                "on its data (rerun its spec with the same model name: `congruent run SPEC`) to compare it by sample"
+            )
+        if old["fingerprint"] != new["fingerprint"] or len(old["ids"]) != len(new["ids"]):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        every = np.arange(len(old["ids"]))
+        return every, every
+    _, in_old, in_new = np.intersect1d(_keys(old), _keys(new), assume_unique=True, return_indices=True)
+    return in_old, in_new
+
+
+def pair_counts(old: dict[str, Any], new: dict[str, Any], on_known: bool = True) -> FlipCounts:
+    """The flip counts of `new` against `old` on the samples both hold, with `new`'s labels; with
+    `on_known`, only those of the classes `old` was trained on."""
+    in_old, in_new = shared_samples(old, new)
+    labels = new["labels"][in_new]
+    keep = known_mask(old, labels) if on_known else np.ones(len(labels), bool)
+    return FlipCounts.of(old["class_ids"][in_old][keep], new["class_ids"][in_new][keep], labels[keep])
+
+
+def chain_nfr_matrix(ledgers: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """(M, S): M[i, j] = NFR of version j relative to version i and S[i, j] the samples it is
+    counted on — those both were evaluated on, of the classes version i knows (NaN where none).
+    `ledgers` are read with `read_ledger(path, COMPARED)`, in version order."""
+    size = len(ledgers)
+    matrix = np.full((size, size), np.nan)
+    shared = np.zeros((size, size), dtype=np.int64)
+    for i, old in enumerate(ledgers):
+        for j, new in enumerate(ledgers):
+            try:
+                counts = pair_counts(old, new) if i != j else pair_counts(old, old)
+            except LedgerMismatch:
+                continue
+            shared[i, j] = counts.n
+            if counts.n:
+                matrix[i, j] = counts.negative / counts.n
+    return matrix, shared

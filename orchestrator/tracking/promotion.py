@@ -1,6 +1,7 @@
 """Moving alias `champion`: the gate, and a compare-and-set that holds when promotions race.
 
-The gate compares a candidate with the version `champion` points to, from their ledgers: NFR on
+The gate compares a candidate with the version `champion` points to, from their ledgers, on the eval
+samples both were evaluated on (matched by sample id, ledger.py): NFR on
 the classes the champion knows and the ER increase, against the limits, at their point values or,
 with a confidence level, at their one-sided upper bounds (workers/confidence.py).
 
@@ -24,7 +25,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking import descriptions
-from orchestrator.tracking.ledger import known_mask
+from orchestrator.tracking.ledger import COMPARED, LedgerMismatch, known_mask, shared_samples
 from orchestrator.tracking.locks import registry_lock
 from orchestrator.tracking.registry import chain, ledger_of, resolve
 from orchestrator.tracking.version_refs import RegistryError, VersionRef
@@ -69,17 +70,20 @@ def gate(name: str, candidate: str, limits: GateLimits) -> Verdict:
     champion = champion_of(name)
     if champion is None:
         return Verdict(True, f"{name} has no champion yet", None)
-    new = ledger_of(VersionRef(name, candidate))
-    old = ledger_of(VersionRef(name, champion))
-    if str(new["fingerprint"]) != str(old["fingerprint"]):
-        raise RegistryError(
-            f"{name} v{candidate} and champion v{champion} were evaluated on different "
-            f"eval splits ({new['fingerprint']} vs {old['fingerprint']})"
-        )
-    labels, known = new["labels"], known_mask(old)  # flips on the classes the champion knows
-    flips = len(negative_flips(old["class_ids"][known], new["class_ids"][known], labels[known]))
-    worse = len(negative_flips(old["class_ids"], new["class_ids"], labels))  # old right, new wrong
-    better = len(negative_flips(new["class_ids"], old["class_ids"], labels))  # old wrong, new right
+    new = ledger_of(VersionRef(name, candidate), COMPARED)
+    old = ledger_of(VersionRef(name, champion), COMPARED)
+    try:  # counted on the eval samples both were evaluated on, matched by id
+        in_old, in_new = shared_samples(old, new, (f"champion v{champion}", f"v{candidate}"))
+    except LedgerMismatch as e:
+        raise RegistryError(f"{name}: {e}") from None
+    if len(in_new) == 0:
+        raise RegistryError(f"{name} v{candidate} and champion v{champion} share no eval sample: no flips to gate on")
+    labels = new["labels"][in_new]
+    old_ids, new_ids = old["class_ids"][in_old], new["class_ids"][in_new]
+    known = known_mask(old, labels)  # flips on the classes the champion knows
+    flips = len(negative_flips(old_ids[known], new_ids[known], labels[known]))
+    worse = len(negative_flips(old_ids, new_ids, labels))  # old right, new wrong
+    better = len(negative_flips(new_ids, old_ids, labels))  # old wrong, new right
     n_known, n = int(known.sum()), len(labels)
     nfr, increase = flips / max(n_known, 1), (worse - better) / max(n, 1)
     gated_nfr, gated_increase = nfr, increase
@@ -96,7 +100,7 @@ def gate(name: str, candidate: str, limits: GateLimits) -> Verdict:
     if gated_increase > limits.max_er_increase:
         limit = _pct(limits.max_er_increase, signed=True)
         problems.append(f"ER increase {_pct(gated_increase, signed=True)} > {limit}")
-    against = f"against champion v{champion}: NFR {shown_nfr}, ER {shown_increase}"
+    against = f"against champion v{champion} on {n:,} shared eval samples: NFR {shown_nfr}, ER {shown_increase}"
     reason = "; ".join(problems) + f" ({against})" if problems else against
     return Verdict(not problems, reason, champion)
 

@@ -2,9 +2,10 @@
 NFR matrix, and registering a pipeline's model (moving `champion`: promotion.py).
 
 Each registered version's run holds `checkpoint/model.pt` (state_dict + settings, loaded with
-`weights_only=True`), `model/` (an MLflow PyTorch model for serving) and `ledger/predictions.npz`:
-its class ids and top-k logits on the regression-eval split, so that the NFR between any two
-versions needs no re-inference.
+`weights_only=True`), `model/` (an MLflow PyTorch model for serving) and `ledger/predictions.parquet`:
+its samples' ids, labels, class ids and top-k logits on the regression-eval split (ledger.py), so
+that the NFR between any two versions needs no re-inference and is counted on the samples both
+were evaluated on (`ledger/predictions.npz` of versions registered before ids: by position).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking import descriptions
-from orchestrator.tracking.ledger import chain_nfr_matrix, read_ledger
+from orchestrator.tracking.ledger import (
+    COMPARED,
+    LEDGER_FILE,
+    LEGACY_LEDGER_FILE,
+    chain_nfr_matrix,
+    read_ledger,
+    shared_samples,
+)
 from orchestrator.tracking.locks import registry_lock
 from orchestrator.tracking.version_record import VersionRecord
 from orchestrator.tracking.version_refs import RegistryError, VersionRef, parse_version_ref
@@ -88,15 +96,45 @@ def _download(run_id: str, artifact: str) -> Path:
     return local
 
 
-def check_eval_split(ref: VersionRef, fingerprint: str) -> None:
-    """RegistryError unless `ref` was evaluated on the eval split `fingerprint` (or has no record
-    of one): flips against a version measured on other samples mean nothing."""
-    recorded = VersionRecord.from_model_version(_version(ref)).fingerprint
-    if recorded and recorded != fingerprint:
+MIN_SHARED_EVAL = 0.5  # of the smaller eval set: what `old:` needs in common (pipelines/sections.py says it)
+
+
+def check_shared_eval(ref: VersionRef, ids: Any, fingerprint: str) -> int:
+    """How many of the eval samples `ids` (this spec's eval split, fingerprint `fingerprint`) the
+    version `ref` was evaluated on too; RegistryError when fewer than MIN_SHARED_EVAL of the smaller
+    of the two eval sets (flips against a version measured on other samples mean nothing), or when
+    its ledger predates sample ids (or it has none) and its eval split is not this one."""
+    import numpy as np
+
+    mv = _version(ref)
+    if ledger_path(mv.run_id) is None:  # registered by hand: only its record says what it was evaluated on
+        recorded = VersionRecord.from_model_version(mv).fingerprint
+        if recorded and recorded != fingerprint:
+            raise RegistryError(
+                f"old: {ref.name} version {ref.version} was evaluated on eval split {recorded} and its run holds "
+                f"no ledger to match samples by; this spec's data gives {fingerprint}: use the same data"
+            )
+        return 0
+    ledger = ledger_of(ref, ("ids", "labels"))
+    if ledger["positional"]:
+        if ledger["fingerprint"] != fingerprint:
+            raise RegistryError(
+                f"old: {ref.name} version {ref.version} was evaluated on eval split {ledger['fingerprint']} "
+                f"before ledgers held sample ids, this spec's data gives {fingerprint}; "
+                "use its data, or re-evaluate it (rerun its spec) to compare by sample"
+            )
+        return len(ledger["ids"])
+    mine = {"ids": np.asarray(ids), "labels": np.zeros(len(ids), np.int64), "positional": False}
+    theirs = {**ledger, "labels": np.zeros(len(ledger["ids"]), np.int64)}  # ids alone: copies pair by position
+    shared = len(shared_samples(theirs, mine)[0])
+    smaller = min(len(ids), len(ledger["ids"]))
+    if shared < MIN_SHARED_EVAL * smaller:
         raise RegistryError(
-            f"old: {ref.name} version {ref.version} was evaluated on eval split {recorded}, "
-            f"this spec's data gives {fingerprint}; use the same data and eval_limit"
+            f"old: {ref.name} version {ref.version} was evaluated on {len(ledger['ids']):,} samples, this spec's "
+            f"eval split has {len(ids):,}, and they share {shared:,}: at least {MIN_SHARED_EVAL:.0%} of the smaller "
+            "must be shared for flips between them to mean anything; use data that holds the old version's"
         )
+    return shared
 
 
 def checkpoint_of(ref: VersionRef) -> str:
@@ -107,8 +145,21 @@ def checkpoint_of(ref: VersionRef) -> str:
         raise RegistryError(f"{ref.name} version {ref.version} has no checkpoint/model.pt in its run") from None
 
 
-def ledger_of(ref: VersionRef) -> dict[str, Any]:
-    return read_ledger(_download(_version(ref).run_id, "ledger/predictions.npz"))
+def ledger_of(ref: VersionRef, columns: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The version's ledger (ledger.py `read_ledger`); RegistryError when its run holds none."""
+    path = ledger_path(_version(ref).run_id)
+    if path is None:
+        raise RegistryError(f"{ref.name} version {ref.version} has no ledger in its run")
+    return read_ledger(path, columns)
+
+
+def ledger_path(run_id: str) -> Path | None:
+    """A local copy of the run's ledger (by id, else one written before ids), None when it has none."""
+    names = {Path(info.path).name for info in MlflowClient().list_artifacts(run_id, "ledger")}
+    for name in (LEDGER_FILE, LEGACY_LEDGER_FILE):
+        if name in names:
+            return _download(run_id, f"ledger/{name}")
+    return None
 
 
 def versions(name: str) -> list[Any]:
@@ -134,23 +185,29 @@ def drop_duplicate_versions(name: str, run_id: str | None) -> str:
     return str(mine[0].version)
 
 
-def chain_matrix(name: str, fingerprint: str) -> tuple[list[str], list[list[float]]]:
-    """Versions of `name` evaluated on the eval split `fingerprint`, and their pairwise NFR matrix
-    M[i][j] = NFR of version j relative to version i, computed from the ledgers in blocks."""
-    members = [
-        mv for mv in versions(name) if fingerprint and VersionRecord.from_model_version(mv).fingerprint == fingerprint
-    ]
-    if not members:
-        return [], []
-    matrix = chain_nfr_matrix([_download(mv.run_id, "ledger/predictions.npz") for mv in members])
-    return [str(mv.version) for mv in members], matrix.tolist()
+def chain_matrix(name: str) -> tuple[list[str], list[list[float | None]], list[list[int]]]:
+    """The versions of `name` that hold a ledger, their pairwise NFR matrix M[i][j] = NFR of version
+    j relative to version i, and S[i][j] the samples it is counted on: the samples both were
+    evaluated on, of the classes version i knows (ledger.py `chain_nfr_matrix`; None where they
+    share none, or one ledger is by position and the other by id)."""
+    import numpy as np
+
+    members = [(str(mv.version), ledger_path(mv.run_id)) for mv in versions(name)]
+    held = [(version, path) for version, path in members if path is not None]
+    if not held:
+        return [], [], []
+    matrix, shared = chain_nfr_matrix([read_ledger(path, COMPARED) for _, path in held])
+    cells = [[None if np.isnan(value) else float(value) for value in row] for row in matrix]
+    return [version for version, _ in held], cells, shared.tolist()
 
 
-def write_matrix_files(folder: Path, names: list[str], matrix: list[list[float]], title: str) -> list[Path]:
-    """nfr_matrix.json and its heatmap nfr_matrix.png."""
+def write_matrix_files(
+    folder: Path, names: list[str], matrix: list[list[float | None]], shared: list[list[int]], title: str
+) -> list[Path]:
+    """nfr_matrix.json (with the samples each cell counts) and its heatmap nfr_matrix.png."""
     folder.mkdir(parents=True, exist_ok=True)
     json_path = folder / "nfr_matrix.json"
-    json_path.write_text(json.dumps({"versions": names, "nfr_matrix": matrix}, indent=2))
+    json_path.write_text(json.dumps({"versions": names, "nfr_matrix": matrix, "shared_samples": shared}, indent=2))
     return [json_path, plots.save(plots.nfr_heatmap(names, matrix, title), folder / "nfr_matrix.png", dpi=100)]
 
 
@@ -258,10 +315,10 @@ def _register(
     client = MlflowClient()
     try:
         client.set_registered_model_alias(model, "challenger", version)
-        names, matrix = chain_matrix(model, record.fingerprint)
+        names, matrix, shared = chain_matrix(model)
         with tempfile.TemporaryDirectory() as tmp:
             for matrix_file in write_matrix_files(
-                Path(tmp), [f"v{n}" for n in names], matrix, f"{model}: NFR of column vs row (%)"
+                Path(tmp), [f"v{n}" for n in names], matrix, shared, f"{model}: NFR of column vs row (%)"
             ):
                 mlflow.log_artifact(str(matrix_file))
         descriptions.describe(model, chain(model), version)  # the chain in MLflow's own description fields

@@ -58,9 +58,9 @@ def png_base64(figure: Any, dpi: int = 100) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def nfr_heatmap(names: Sequence[str], matrix: Sequence[Sequence[float]], title: str) -> Any:
+def nfr_heatmap(names: Sequence[str], matrix: Sequence[Sequence[float | None]], title: str) -> Any:
     """M[i][j] = NFR of version j (column, new) against version i (row, old), in %; the values are
-    written in the cells up to 12 versions."""
+    written in the cells up to 12 versions ("—" where two versions share no eval sample)."""
     plt = pyplot()
     size = max(3.0, 0.6 * len(names) + 2)
     figure, axes = plt.subplots(figsize=(size + 1, size))
@@ -70,17 +70,17 @@ def nfr_heatmap(names: Sequence[str], matrix: Sequence[Sequence[float]], title: 
     axes.set_xlabel("new version")
     axes.set_ylabel("old version")
     if len(names) <= 12:
-        darkest = max((max(row) for row in matrix), default=0.0) or 1.0
+        darkest = max((v for row in matrix for v in row if v is not None), default=0.0) or 1.0
         for i, row in enumerate(matrix):
             for j, value in enumerate(row):
                 axes.text(
                     j,
                     i,
-                    f"{100 * value:.2f}",
+                    "—" if value is None else f"{100 * value:.2f}",
                     ha="center",
                     va="center",
                     fontsize=8,
-                    color="white" if value > 0.6 * darkest else "black",
+                    color="white" if value is not None and value > 0.6 * darkest else "black",
                 )
     figure.colorbar(image, ax=axes, label="NFR (%)")
     axes.set_title(title)

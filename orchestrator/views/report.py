@@ -38,7 +38,7 @@ class ReportData:
     model: str
     chain: list[dict[str, Any]]  # one row per version (VersionRecord.row of tracking.registry.chain)
     matrix_versions: list[str]
-    matrix: list[list[float]]
+    matrix: list[list[float | None]]  # None: two versions that share no eval sample
     points: list[dict[str, Any]]  # {label, method, error_rate, nfr, version} per evaluated run
     version: str  # the version whose flips are explored: the latest, unless asked for another
     parent: str | None = None

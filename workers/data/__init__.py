@@ -18,13 +18,13 @@ if TYPE_CHECKING:
     from workers.data.augment import AugmentDraws, apply_augmentation, augment_batch, to_model_input
     from workers.data.batches import Batch, batch_inputs, epoch_batches
     from workers.data.sources import DataError, ImageSet, load_images
-    from workers.data.splits import SUBSETS, DataSplits, fingerprint, half_classes, half_samples, load_splits
+    from workers.data.splits import SUBSETS, DataSplits, fingerprint, load_splits
 
 _HOMES = {
     "workers.data.augment": ("AugmentDraws", "apply_augmentation", "augment_batch", "to_model_input"),
     "workers.data.batches": ("Batch", "batch_inputs", "epoch_batches"),
     "workers.data.sources": ("DataError", "ImageSet", "load_images"),
-    "workers.data.splits": ("SUBSETS", "DataSplits", "fingerprint", "half_classes", "half_samples", "load_splits"),
+    "workers.data.splits": ("SUBSETS", "DataSplits", "fingerprint", "load_splits"),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -40,8 +40,6 @@ __all__ = [
     "batch_inputs",
     "epoch_batches",
     "fingerprint",
-    "half_classes",
-    "half_samples",
     "load_images",
     "load_splits",
     "to_model_input",

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-import torch
-
 from workers.data.batches import Batch, epoch_batches
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.split import NO_DRAWS, Draws, Split
+from workers.data.split import NO_DRAWS, Draws, InferenceBatch, Split
 
 
 class HeldSplit(Split):
@@ -32,7 +30,10 @@ class HeldSplit(Split):
     def for_inference(self, inputs: InputSpec | None) -> EncodedSplit:
         return self.encoded(inputs)
 
-    def inference_batches(self, batch_size: int, readers: Sequence[InputSpec | None]) -> Iterator[list[torch.Tensor]]:
+    def inference_batches(self, batch_size: int, readers: Sequence[InputSpec | None]) -> Iterator[InferenceBatch]:
         encoded = [self.encoded(inputs) for inputs in readers]
         for start in range(0, len(self), batch_size):
-            yield [split.rows(start, start + batch_size) for split in encoded]
+            window = slice(start, start + batch_size)
+            yield InferenceBatch(
+                [split.rows(start, start + batch_size) for split in encoded], self.ids[window], self.labels[window]
+            )

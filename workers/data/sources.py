@@ -22,6 +22,7 @@ import torch
 from workers.data.encoded import EncodedSplit, encoded_images
 from workers.data.held import HeldSplit
 from workers.data.input_spec import InputSpec
+from workers.data.keys import key_ids
 from workers.errors import DataError, first_line
 from workers.pixels import pixels
 
@@ -50,12 +51,14 @@ _IDX_DTYPES: dict[int, np.dtype] = {
 
 @dataclass(frozen=True)
 class ImageSet(HeldSplit):
-    """Images as uint8 N×C×H×W, labels as int64 N, and the class names: a held split
+    """Images as uint8 N×C×H×W, labels as int64 N, the class names, and each sample's id (int64 N,
+    workers/data/keys.py; default: the ids of the keys "0" … "N−1", its positions): a held split
     (workers/data/split.py)."""
 
     images: torch.Tensor
     labels: torch.Tensor
     classes: tuple[str, ...] = field(default=())
+    ids: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.int64), compare=False)
     modality: ClassVar[str] = "image"
 
     def __post_init__(self) -> None:
@@ -63,6 +66,10 @@ class ImageSet(HeldSplit):
             raise DataError(f"images must be uint8 N×C×H×W, got {self.images.dtype} {tuple(self.images.shape)}")
         if self.labels.ndim != 1 or len(self.labels) != len(self.images):
             raise DataError(f"{len(self.labels)} labels for {len(self.images)} images")
+        if len(self.ids) == 0 and len(self.labels):
+            object.__setattr__(self, "ids", positional_ids(len(self.labels)))
+        if len(self.ids) != len(self.labels):
+            raise DataError(f"{len(self.ids)} ids for {len(self.labels)} images")
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -87,7 +94,7 @@ class ImageSet(HeldSplit):
         """The samples at `index`, same class list."""
         if isinstance(index, np.ndarray):
             index = torch.from_numpy(index)
-        return ImageSet(self.images[index], self.labels[index], self.classes)
+        return ImageSet(self.images[index], self.labels[index], self.classes, self.ids[index])
 
     def encoded(self, inputs: InputSpec | None = None) -> EncodedSplit:
         return encoded_images(self.images, inputs)
@@ -100,6 +107,12 @@ class ImageSet(HeldSplit):
         """Every image, 1,024 at a time: a held split's statistics are taken over all of it (`limit`
         is a stream's)."""
         yield from self.images.split(1024)
+
+
+def positional_ids(n: int, prefix: str = "") -> torch.Tensor:
+    """int64 ids of the keys `prefix` + "0" … "n−1": the samples of a file of tensors (IDX, .npz),
+    named by their row, so rows appended to the file keep the ids (and splits) of the rows before."""
+    return torch.from_numpy(key_ids([f"{prefix}{i}" for i in range(n)]))
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
@@ -192,8 +205,15 @@ def load_idx_directory(
     if classes is None:
         classes = class_names([(path, labels) for path, _, labels in found], num_classes)
     train, test = (
-        None if pair is None else ImageSet(torch.from_numpy(pair[1].copy()), torch.from_numpy(pair[2]), classes)
-        for pair in pairs
+        None
+        if pair is None
+        else ImageSet(
+            torch.from_numpy(pair[1].copy()),
+            torch.from_numpy(pair[2]),
+            classes,
+            positional_ids(len(pair[2]), f"{prefix}/"),
+        )
+        for pair, prefix in zip(pairs, ("train", "t10k"))
     )
     assert train is not None  # pairs[0] was checked above
     return train, test
@@ -249,7 +269,9 @@ def load_image_folder(directory: Path, num_classes: int | None = None, image_siz
         stacked[i] = image
         images[i] = None
     labels = np.array([target for _, target in folder.samples], dtype=np.int64)
-    return ImageSet(torch.from_numpy(stacked), torch.from_numpy(labels), tuple(folder.classes))
+    keys = [os.path.relpath(path, directory).replace(os.sep, "/") for path, _ in folder.samples]
+    ids = torch.from_numpy(key_ids(keys))  # a streamed tree's keys (orchestrator/dataplane/image_streams.py)
+    return ImageSet(torch.from_numpy(stacked), torch.from_numpy(labels), tuple(folder.classes), ids)
 
 
 def load_npz(path: Path, num_classes: int | None = None) -> ImageSet:
@@ -306,7 +328,7 @@ def load_images(
 
 
 def _sized(data: ImageSet, size: int) -> ImageSet:
-    return ImageSet(fit_to_size(data.images, size), data.labels, data.classes)
+    return ImageSet(fit_to_size(data.images, size), data.labels, data.classes, data.ids)
 
 
 def _load_source(

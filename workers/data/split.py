@@ -11,7 +11,8 @@ Two implementations answer it, and no caller asks which one it holds:
 
 What a split gives (each answered by both):
 
-- `len`, `classes`, `labels` (int64, in the split's fixed order), `modality`, and for images
+- `len`, `classes`, `labels` and `ids` (int64, in the split's fixed order; a sample's id names it
+  across versions and decides its split, workers/data/keys.py), `modality`, and for images
   `in_channels` and `image_size`;
 - `training_batches(...)`: one epoch's batches in an order seeded by (seed, epoch), with each
   image's augmentation draws;
@@ -20,7 +21,7 @@ What a split gives (each answered by both):
 - `for_inference(inputs)`: what `predict_logits` reads of it for such a model (the held split
   encoded once; a streamed split itself, its chunks read as they come), and
   `inference_batches(batch_size, readers)`: every sample once, in the fixed order, as each reader's
-  model input;
+  model input, with the samples' ids and labels (`InferenceBatch`);
 - `encoded(inputs)`: the whole split as one model's input in this process (held only: a stream is
   never held, and says so);
 - `shareable()`: what the teacher pool's actors hold of it in the object store (None: nothing
@@ -34,7 +35,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import torch
 
@@ -59,6 +60,15 @@ class Draws:
 NO_DRAWS = Draws()
 
 
+class InferenceBatch(NamedTuple):
+    """Samples read for inference: one model input per reader, and the samples' ids and labels
+    as the split holds them (a stream: as read with the samples, so they travel together)."""
+
+    inputs: list[torch.Tensor]
+    ids: torch.Tensor
+    labels: torch.Tensor
+
+
 class BatchReader(Protocol):
     """How one model takes a split's training batches: `batch(batch)` → model input on its device."""
 
@@ -72,6 +82,7 @@ class Split(ABC):
 
     classes: tuple[str, ...]
     labels: torch.Tensor
+    ids: torch.Tensor
     modality: ClassVar[str]  # "image" or "text"
 
     def __len__(self) -> int:
@@ -102,9 +113,9 @@ class Split(ABC):
         """What `predict_logits` reads of this split for a model that reads `inputs`."""
 
     @abstractmethod
-    def inference_batches(self, batch_size: int, readers: Sequence[InputSpec | None]) -> Iterator[list[torch.Tensor]]:
+    def inference_batches(self, batch_size: int, readers: Sequence[InputSpec | None]) -> Iterator[InferenceBatch]:
         """Every sample once, unaugmented, in the fixed order of `labels`, at most `batch_size` at a
-        time: one model input per reader."""
+        time: one model input per reader, with the samples' ids and labels."""
 
     @abstractmethod
     def encoded(self, inputs: InputSpec | None = None) -> EncodedSplit:

@@ -1,4 +1,4 @@
-"""Deterministic train / validation / regression-eval splits, data-growth subsets, fingerprints."""
+"""Train / validation / regression-eval splits of a held source by its samples' ids, subsets, fingerprints."""
 
 from __future__ import annotations
 
@@ -8,16 +8,15 @@ from dataclasses import dataclass
 
 import torch
 
+from workers.data.keys import EVAL, TRAIN, VAL, split_codes
+from workers.data.selection import SUBSETS, Selection, subset_selection
 from workers.data.sources import DataError, ImageSet, load_images
 from workers.data.split import Split
-from workers.data.text import TextSet, duplicate_groups, text_fingerprint
+from workers.data.text import TextSet, text_fingerprint
 from workers.data.text_tables import load_tweet_sentiment, read_text_table
 from workers.names import TEXT_FORMATS
 
 Samples = ImageSet | TextSet
-
-SUBSETS = ("all", "half-classes", "half-samples")
-SPLIT_SEED = 20240601  # fixed: splits must not move when the training seed does
 
 
 @dataclass(frozen=True)
@@ -66,31 +65,21 @@ def fingerprint(data: Samples) -> str:
     return digest.hexdigest()[:16]
 
 
-def half_classes(data: Samples) -> Samples:
-    """Data growth: only the samples of the first ⌈C/2⌉ classes (the class list stays whole)."""
-    keep = data.labels < (data.num_classes + 1) // 2
-    return data.take(keep)
+def select(data: Samples, selection: Selection) -> Samples:
+    """The samples `selection` keeps (workers/data/selection.py), in their order."""
+    return data.take(torch.from_numpy(selection.mask(data.ids.numpy(), data.labels.numpy())))
 
 
-def half_samples(data: Samples, seed: int = SPLIT_SEED) -> Samples:
-    """Data growth: a fixed random half (rounded up) of each class's samples, original order kept."""
-    generator = torch.Generator().manual_seed(seed)
-    keep = torch.zeros(len(data), dtype=torch.bool)
-    for c in torch.unique(data.labels):
-        members = torch.nonzero(data.labels == c).flatten()
-        chosen = members[torch.randperm(len(members), generator=generator)[: (len(members) + 1) // 2]]
-        keep[chosen] = True
-    return data.take(keep)
-
-
-def _apply_subset(data: Samples, subset: str) -> Samples:
-    if subset == "all":
+def limited(data: Samples, limit: int | None, what: str, source: object, of_subset: str = "") -> Samples:
+    """The `limit` lowest-ranked samples of `data` (`Selection.limited`), or all of it (None)."""
+    if limit is None:
         return data
-    if subset == "half-classes":
-        return half_classes(data)
-    if subset == "half-samples":
-        return half_samples(data)
-    raise DataError(f"subset must be one of {', '.join(SUBSETS)}, got {subset!r}")
+    if limit > len(data):
+        raise DataError(f"{source}: {what} {limit} is above the {len(data)} {SPLIT_WORDS[what]}{of_subset}")
+    return select(data, Selection().limited(data.ids.numpy(), limit))
+
+
+SPLIT_WORDS = {"train_limit": "training samples", "eval_limit": "regression-eval samples"}
 
 
 def load_splits(
@@ -105,52 +94,40 @@ def load_splits(
     label_column: str = "label",
     encoding: str = "utf-8",
     image_size: int | None = None,
+    id_column: str | None = None,
 ) -> DataSplits:
-    """Load a dataset and split it deterministically.
+    """Load a dataset and split it by its samples' ids (workers/data/keys.py), as a stream does.
 
-    - eval: the source's own test set (Fashion-MNIST's 10k t10k images), else the last
-      `eval_fraction` of a fixed permutation of the pool; its first `eval_limit` samples if given.
-    - val: the last `val_fraction` of a fixed permutation of the rest; train: the remainder.
-    - `subset` (data growth) then filters train and val; `train_limit` keeps the first N of train.
+    - eval: the source's own test set (Fashion-MNIST's 10k t10k images), else the samples whose
+      id falls in the last `eval_fraction`; `eval_limit`: the N of them with the lowest rank.
+    - val: the ids in the last `val_fraction` of the rest; train: the remainder.
+    - `subset` (data growth) then filters train and val; `train_limit` keeps N of train
+      (workers/data/selection.py: filters of ids, the same a stream applies).
     - `num_classes` declares the class count of a source whose label ids have gaps.
     - `image_size`: images resized and centre-cropped to image_size² (workers/data/sources.py).
     - Text (`tweet-sentiment`, a .csv/.tsv/.jsonl/.parquet table read by `text_column`,
-      `label_column`, `encoding`): the permutations are of distinct texts, not samples, so every
-      copy of a duplicated text lands on the same side of each split.
+      `label_column`, `encoding`, and `id_column` when the table names its samples): without an id
+      column a text's id is that of its stripped content, so every copy of a duplicated text lands
+      on the same side of each split.
+    Each split keeps the source's order.
     """
     if subset not in SUBSETS:
         raise DataError(f"subset must be one of {', '.join(SUBSETS)}, got {subset!r}")
     if not 0 < val_fraction < 1 or not 0 < eval_fraction < 1:
         raise DataError("val_fraction and eval_fraction must lie strictly between 0 and 1")
-    pool, test = load_samples(source, num_classes, text_column, label_column, encoding, image_size)
+    pool, test = load_samples(source, num_classes, text_column, label_column, encoding, image_size, id_column)
     if len(pool) == 0:
         raise DataError(f"{source}: the dataset is empty")
-    generator = torch.Generator().manual_seed(SPLIT_SEED)
-    train: Samples
-    val: Samples
-    if isinstance(pool, TextSet):
-        train, val, test = _split_text(pool, val_fraction, eval_fraction, generator)
-    else:
-        order = torch.randperm(len(pool), generator=generator)
-        if test is None:
-            n_eval = max(1, int(round(eval_fraction * len(pool))))
-            test = pool.take(order[len(order) - n_eval :].sort().values)
-            order = order[: len(order) - n_eval]
-        n_val = max(1, int(round(val_fraction * len(order))))
-        train = pool.take(order[: len(order) - n_val])
-        val = pool.take(order[len(order) - n_val :])
-    train, val = _apply_subset(train, subset), _apply_subset(val, subset)
+    codes = torch.from_numpy(split_codes(pool.ids.numpy(), val_fraction, 0.0 if test is not None else eval_fraction))
+    train: Samples = pool.take(codes == TRAIN)
+    val: Samples = pool.take(codes == VAL)
+    if test is None:
+        test = pool.take(codes == EVAL)
+    chosen = subset_selection(subset, pool.num_classes)
+    train, val = select(train, chosen), select(val, chosen)
     of_subset = f" of subset {subset}" if subset != "all" else ""
-    if train_limit is not None:
-        if train_limit > len(train):
-            raise DataError(
-                f"{source}: train_limit {train_limit} is above the {len(train)} training samples{of_subset}"
-            )
-        train = train.take(slice(0, train_limit))
-    if eval_limit is not None:
-        if eval_limit > len(test):
-            raise DataError(f"{source}: eval_limit {eval_limit} is above the {len(test)} regression-eval samples")
-        test = test.take(slice(0, eval_limit))
+    train = limited(train, train_limit, "train_limit", source, of_subset)
+    test = limited(test, eval_limit, "eval_limit", source)
     if len(train) == 0 or len(val) == 0 or len(test) == 0:
         raise DataError(f"{source}: too few samples for train/val/eval splits ({len(pool)} in all)")
     _check_coverage(train, torch.unique(torch.cat([pool.labels, test.labels])), source, subset, train_limit)
@@ -164,39 +141,16 @@ def load_samples(
     label_column: str,
     encoding: str,
     image_size: int | None = None,
+    id_column: str | None = None,
 ) -> tuple[Samples, Samples | None]:
     """(pool, the source's own test set or None) of an image or a text source."""
     if str(source) == "tweet-sentiment":
         return load_tweet_sentiment(), None
     if str(source).lower().endswith(TEXT_FORMATS):
-        return read_text_table(source, text_column, label_column, encoding, num_classes), None
+        return read_text_table(source, text_column, label_column, encoding, num_classes, id_column), None
+    if id_column is not None:
+        raise DataError(f"{source}: data.id_column names a column of a text table; images are named by their path")
     return load_images(source, num_classes, image_size)
-
-
-def _split_text(
-    pool: TextSet, val_fraction: float, eval_fraction: float, generator: torch.Generator
-) -> tuple[TextSet, TextSet, TextSet]:
-    """Train, val and eval of a text pool by a fixed permutation of its distinct texts: the last
-    `eval_fraction` of them to eval, the last `val_fraction` of the rest to val, each split in
-    permuted order (a table sorted by label still gives an `eval_limit` of every class)."""
-    groups = duplicate_groups(pool)
-    count = int(groups.max()) + 1
-    rank = torch.empty(count, dtype=torch.long)
-    rank[torch.randperm(count, generator=generator)] = torch.arange(count)
-    sample_rank = rank[groups]
-    n_eval = max(1, int(round(eval_fraction * count)))
-    rest = count - n_eval
-    n_val = max(1, int(round(val_fraction * rest)))
-
-    def members(low: int, high: int) -> torch.Tensor:
-        index = torch.nonzero((sample_rank >= low) & (sample_rank < high)).flatten()
-        return index[torch.argsort(sample_rank[index], stable=True)]
-
-    return (
-        pool.take(members(0, rest - n_val)),
-        pool.take(members(rest - n_val, rest)),
-        pool.take(members(rest, count)),
-    )
 
 
 def _check_coverage(

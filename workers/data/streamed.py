@@ -31,7 +31,7 @@ from workers.data.augment import apply_augmentation, sample_draws, to_model_inpu
 from workers.data.batches import Batch
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.split import NO_DRAWS, Draws, Split
+from workers.data.split import NO_DRAWS, Draws, InferenceBatch, Split
 
 
 class StreamedSplit(Split):
@@ -65,10 +65,11 @@ class StreamedSplit(Split):
     def for_inference(self, inputs: InputSpec | None) -> StreamedSplit:
         return self  # its chunks are read as they come, through each model's reader
 
-    def inference_batches(self, batch_size: int, readers: Sequence[InputSpec | None]) -> Iterator[list[torch.Tensor]]:
+    def inference_batches(self, batch_size: int, readers: Sequence[InputSpec | None]) -> Iterator[InferenceBatch]:
         as_read = [streamed_inputs(self, inputs) for inputs in readers]
         for batch in self.chunks(batch_size, readers[0] if readers else None):
-            yield [reader.batch(batch) for reader in as_read]
+            assert batch.labels is not None, "a streamed batch carries its labels"
+            yield InferenceBatch([reader.batch(batch) for reader in as_read], batch.indices, batch.labels)
 
     def encoded(self, inputs: InputSpec | None = None) -> EncodedSplit:
         raise ValueError("a streamed split is never held in memory: read it by batches (packed replicas need pack 1)")

@@ -164,3 +164,29 @@ def line_breaks(table: Any, column: str) -> list[int]:
 
 def line_breaks_in(text: str) -> int:
     return len(re.findall(LINE_BREAK, text))
+
+
+def id_values(path: Any, suffix: str, encoding: str, column: str) -> list[Any]:
+    """Every value of `column` of a local table file in row order (the id column, read after the
+    text and label columns were checked); DataError when the file has no such column."""
+    from workers.errors import DataError, first_line
+
+    try:
+        if suffix == ".parquet":
+            names, _ = parquet_columns(path)
+            if column in names:
+                return values(parquet_table(path, [column]), column)
+        elif suffix == ".jsonl":
+            table = json_table(path, encoding)
+            names = list(table.schema.names)
+            if column in names:
+                return values(table, column)
+        else:
+            header, _ = csv_header(lambda: pa.OSFile(str(path)), suffix, encoding)
+            names = stripped(header)
+            if column in names:
+                batches = csv_batches(lambda: pa.OSFile(str(path)), suffix, encoding, [column], None, header)
+                return [value for batch in batches for value in batch.column(0).to_pylist()]
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: cannot read ({first_line(e)})") from None
+    raise DataError(f"{path}: no id column {column!r}; the columns are {', '.join(map(repr, names))}")

@@ -17,17 +17,20 @@ import torch
 from workers.data.encoded import EncodedSplit, encoded_texts
 from workers.data.held import HeldSplit
 from workers.data.input_spec import InputSpec
+from workers.data.keys import key_ids, text_keys
 from workers.data.sources import DataError
 
 
 @dataclass(frozen=True)
 class TextSet(HeldSplit):
-    """Texts, labels as int64 N, and the class names (empty: the classes are 0 … max label): a held
-    split (workers/data/split.py)."""
+    """Texts, labels as int64 N, the class names (empty: the classes are 0 … max label), and each
+    sample's id (int64 N, workers/data/keys.py; default: the ids of the stripped texts, so copies of
+    a text share one): a held split (workers/data/split.py)."""
 
     texts: tuple[str, ...]
     labels: torch.Tensor
     classes: tuple[str, ...] = field(default=())
+    ids: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.int64), compare=False)
     modality: ClassVar[str] = "text"
 
     def __post_init__(self) -> None:
@@ -41,6 +44,10 @@ class TextSet(HeldSplit):
             raise DataError(f"negative class id {int(self.labels.min())}")
         if self.classes and len(self.labels) and int(self.labels.max()) >= len(self.classes):
             raise DataError(f"label {int(self.labels.max())} is not below the {len(self.classes)} classes")
+        if len(self.ids) == 0 and self.texts:
+            object.__setattr__(self, "ids", torch.from_numpy(key_ids(text_keys(self.texts))))
+        if len(self.ids) != len(self.texts):
+            raise DataError(f"{len(self.ids)} ids for {len(self.texts)} texts")
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -57,7 +64,7 @@ class TextSet(HeldSplit):
             index = torch.from_numpy(index)
         positions = torch.arange(len(self.texts))[index]
         texts = tuple(self.texts[i] for i in positions.tolist())
-        return TextSet(texts, self.labels[positions], self.classes)
+        return TextSet(texts, self.labels[positions], self.classes, self.ids[positions])
 
     def encoded(self, inputs: InputSpec | None = None) -> EncodedSplit:
         """Token ids of `inputs`' tokenizer, computed once per (texts, tokenizer) in this process."""
@@ -83,11 +90,3 @@ def text_fingerprint(data: TextSet) -> str:
         digest.update(encoded)
     digest.update(data.labels.to(torch.int64).numpy().astype("<i8").tobytes())
     return digest.hexdigest()[:16]
-
-
-def duplicate_groups(data: TextSet) -> torch.Tensor:
-    """int64 N: one id per distinct text (leading and trailing whitespace ignored), numbered in
-    order of first appearance, so that a split can keep all copies of a text on one side."""
-    ids: dict[str, int] = {}
-    groups = [ids.setdefault(text.strip(), len(ids)) for text in data.texts]
-    return torch.tensor(groups, dtype=torch.int64)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from workers.data import tables
+from workers.data.keys import key_ids
 from workers.data.sources import DataError
 from workers.data.text import TextSet
 from workers.errors import first_line
@@ -31,8 +32,10 @@ def read_text_table(
     label_column: str = "label",
     encoding: str = "utf-8",
     num_classes: int | None = None,
+    id_column: str | None = None,
 ) -> TextSet:
-    """A .csv, .tsv, .jsonl or .parquet table with a text and a label column.
+    """A .csv, .tsv, .jsonl or .parquet table with a text and a label column, and with `id_column`
+    each sample named by its value there (workers/data/keys.py; `id_keys`).
 
     Labels that are all integers (JSON/Parquet integers, or digit strings in CSV/TSV) are the
     class ids as given: 0..C−1 without gaps unless `num_classes` declares C. Otherwise they are
@@ -63,7 +66,26 @@ def read_text_table(
             rows = _jsonl_rows(path, raw, content, encoding, text_column, label_column, problems)
         else:
             rows = _delimited_rows(path, raw, suffix, encoding, text_column, label_column, problems)
-    return _text_set(path, rows, text_column, label_column, suffix in (".csv", ".tsv"), num_classes, problems)
+    data = _text_set(path, rows, text_column, label_column, suffix in (".csv", ".tsv"), num_classes, problems)
+    if id_column is None:
+        return data
+    keys = id_keys(path, tables.id_values(path, suffix, encoding, id_column), id_column)
+    return TextSet(data.texts, data.labels, data.classes, torch.from_numpy(key_ids(keys)))
+
+
+def id_keys(path: object, values: list[object], id_column: str) -> list[str]:
+    """The keys of `id_column`'s values (as text, stripped); DataError naming the first value
+    missing, blank or given twice (an id names one sample)."""
+    keys = [] if values is None else ["" if v is None else str(v).strip() for v in values]
+    blank = next((i for i, key in enumerate(keys) if not key), None)
+    if blank is not None:
+        raise DataError(f"{path}: row {blank + 1} has no value in the id column {id_column!r}")
+    seen: set[str] = set()
+    for key in keys:
+        if key in seen:
+            raise DataError(f"{path}: the id {key!r} names two rows of column {id_column!r}; an id names one sample")
+        seen.add(key)
+    return keys
 
 
 def tweet_sentiment_csv() -> Path:

@@ -7,16 +7,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.split import Split
+from workers.data.split import InferenceBatch, Split
 from workers.runtime import release_free_memory
 
 INFERENCE_BATCH_BYTES = 8 << 20  # float32 image input one inference batch may hold (copies scale with it)
+
+
+class EncodedRows(NamedTuple):
+    """Rows of an EncodedSplit as each reader's input (it holds no ids)."""
+
+    inputs: list[torch.Tensor]
+    ids: None
+    labels: None
 
 
 def inference_batch_size(batch_size: int, image_shape: tuple[int, ...] | None) -> int:
@@ -52,8 +61,8 @@ def predict_logits(
     (`inference_batch_size`); text is read through `inputs`' tokenizer (the model's own)."""
     logits: torch.Tensor | None = None
     done = 0
-    for outputs in logit_chunks({"model": (model, inputs)}, data, batch_size, device):
-        out = outputs["model"]
+    for chunk in logit_chunks({"model": (model, inputs)}, data, batch_size, device):
+        out = chunk.logits["model"]
         if logits is None:
             # one buffer for every batch's output: a list of small per-batch outputs, each allocated
             # while that batch's input was alive, pins glibc's heap so that every input stays
@@ -61,11 +70,19 @@ def predict_logits(
             logits = torch.empty(len(data), *out.shape[1:])
         logits[done : done + len(out)] = out
         done += len(out)
-        del out, outputs
+        del out, chunk
     if logits is None:
         return torch.empty(0, 0)
     assert done == len(logits), f"{done} samples predicted of {len(logits)}"
     return logits
+
+
+class LogitChunk(NamedTuple):
+    """{name: logits} of consecutive samples, and their ids and labels (None from an EncodedSplit)."""
+
+    logits: dict[str, torch.Tensor]
+    ids: torch.Tensor | None
+    labels: torch.Tensor | None
 
 
 @torch.no_grad()
@@ -74,19 +91,20 @@ def logit_chunks(
     data: Split | EncodedSplit,
     batch_size: int = 1024,
     device: str | torch.device = "cpu",
-) -> Iterator[dict[str, torch.Tensor]]:
+) -> Iterator[LogitChunk]:
     """{name: that model's logits (eval mode, on the CPU)} on consecutive batches of `data`, in
-    order: the split is read once, and every model, through its own `InputSpec` (normalisation,
-    tokenizer), scores a batch before the next one is read."""
+    order, with the samples' ids and labels: the split is read once, and every model, through its
+    own `InputSpec` (normalisation, tokenizer), scores a batch before the next one is read."""
     modes = {name: model.training for name, (model, _) in models.items()}
     for model, _ in models.values():
         model.eval()
     try:
         for batch in _model_inputs(data, batch_size, [inputs for _, inputs in models.values()]):
-            yield {
+            logits = {
                 name: model(placed(values, device)).float().cpu()
-                for (name, (model, _)), values in zip(models.items(), batch)
+                for (name, (model, _)), values in zip(models.items(), batch.inputs)
             }
+            yield LogitChunk(logits, batch.ids, batch.labels)
             del batch
     finally:
         for name, (model, _) in models.items():
@@ -96,14 +114,14 @@ def logit_chunks(
 
 def _model_inputs(
     data: Split | EncodedSplit, batch_size: int, readers: Sequence[InputSpec | None]
-) -> Iterator[list[torch.Tensor]]:
+) -> Iterator[InferenceBatch | EncodedRows]:
     """`data` as the input of each model that reads through one of `readers`, on the CPU, in order,
     at most `inference_batch_size` samples at a time (an `EncodedSplit` is already one model's input)."""
     if isinstance(data, EncodedSplit):
         shape = tuple(data.values.shape[1:]) if data.modality == "image" else None
         size = inference_batch_size(batch_size, shape)
         for start in range(0, len(data) if readers else 0, size):
-            yield [data.rows(start, start + size) for _ in readers]
+            yield EncodedRows([data.rows(start, start + size) for _ in readers], None, None)
         return
     if readers:
         yield from data.inference_batches(inference_batch_size(batch_size, data.sample_shape), readers)

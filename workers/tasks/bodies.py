@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -97,17 +97,31 @@ def train_pack(
 EVAL_CHUNK_BYTES = 16 << 20  # logits one chunk of the evaluation's stream holds, every output together
 
 
+@dataclass
+class EvalChunk:
+    """Consecutive samples of the regression-eval split: {name: float32 logits}, and the samples'
+    ids and labels as the split gave them with the samples (a stream: read from the shards)."""
+
+    logits: dict[str, np.ndarray]
+    ids: np.ndarray
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 def eval_chunks(
     checkpoints: Mapping[str, str],
     data: DataRequest,
     device: str = "cpu",
     allow_user_factories: bool = False,
     ensemble: Sequence[str] = (),
-) -> Iterator[dict[str, np.ndarray]]:
-    """{name: float32 logits} of each checkpoint on consecutive chunks of the regression-eval split,
-    in order, each chunk at most EVAL_CHUNK_BYTES of logits (at least one inference batch); with
-    `ensemble`, also "paragon": φ_ens = (1/m) Σ_i φ^(i), the mean of those m checkpoints' logits.
-    The split is read once and each checkpoint loaded once; no N×C array is held."""
+) -> Iterator[EvalChunk]:
+    """The logits of each checkpoint on consecutive chunks of the regression-eval split, in order,
+    each chunk at most EVAL_CHUNK_BYTES of logits (at least one inference batch), with the
+    samples' ids and labels; with `ensemble`, also "paragon": φ_ens = (1/m) Σ_i φ^(i), the mean of
+    those m checkpoints' logits. The split is read once and each checkpoint loaded once; no N×C
+    array is held."""
     split = cached_splits(data).eval
     by_uri = {uri: name for name, uri in checkpoints.items()}
     members = [by_uri.get(uri, f"ensemble-{i}") for i, uri in enumerate(ensemble)]  # a checkpoint given twice runs once
@@ -116,14 +130,15 @@ def eval_chunks(
         if name not in models:
             model, settings = load_model(fetch_checkpoint(uri), allow_user_factories)
             models[name] = (model, settings.inputs)
-    pending: list[dict[str, np.ndarray]] = []
+    pending: list[EvalChunk] = []
     rows = 0
-    for logits in logit_chunks(models, split, device=device):
-        outputs = {name: logits[name].numpy().astype(np.float32) for name in checkpoints}
+    for chunk in logit_chunks(models, split, device=device):
+        assert chunk.ids is not None and chunk.labels is not None, "a split gives its samples' ids and labels"
+        outputs = {name: chunk.logits[name].numpy().astype(np.float32) for name in checkpoints}
         if ensemble:
-            outputs["paragon"] = torch.stack([logits[member] for member in members]).mean(0).numpy()
-        pending.append(outputs)
-        rows += len(next(iter(outputs.values())))
+            outputs["paragon"] = torch.stack([chunk.logits[member] for member in members]).mean(0).numpy()
+        pending.append(EvalChunk(outputs, chunk.ids.numpy(), chunk.labels.numpy()))
+        rows += len(chunk.ids)
         if rows * sum(out[0].nbytes for out in outputs.values()) >= EVAL_CHUNK_BYTES:
             yield _joined(pending)
             pending, rows = [], 0
@@ -131,8 +146,9 @@ def eval_chunks(
         yield _joined(pending)
 
 
-def _joined(chunks: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    return {name: np.concatenate([chunk[name] for chunk in chunks]) for name in chunks[0]}
+def _joined(chunks: Sequence[EvalChunk]) -> EvalChunk:
+    logits = {name: np.concatenate([chunk.logits[name] for chunk in chunks]) for name in chunks[0].logits}
+    return EvalChunk(logits, np.concatenate([c.ids for c in chunks]), np.concatenate([c.labels for c in chunks]))
 
 
 def eval_predictions(
@@ -142,7 +158,7 @@ def eval_predictions(
     chunk of `eval_chunks` reduced to its argmax as it comes (a Tune trial's score: 8 bytes a sample)."""
     ids: dict[str, list[np.ndarray]] = {}
     for chunk in eval_chunks(checkpoints, data, device, allow_user_factories):
-        for name, logits in chunk.items():
+        for name, logits in chunk.logits.items():
             ids.setdefault(name, []).append(class_ids(logits))
     return {name: np.concatenate(parts) for name, parts in ids.items()}
 

@@ -28,6 +28,7 @@ class DataRequest:
     text_column: str = "text"
     label_column: str = "label"
     encoding: str = "utf-8"
+    id_column: str | None = None  # a text table's column naming each sample (None: its content)
     image_size: int | None = None  # images resized and centre-cropped to image_size² (None: as stored)
     streaming: bool | str = False  # as the spec says: true, false or "auto" (preflight decides)
     streamed: StreamedSplits | None = None  # the streamed splits preflight opened (then no process loads the data)
