@@ -312,3 +312,44 @@ def test_the_spec_reference_states_the_streaming_bounds_the_code_uses():
     assert f"first {TOKENIZER_SAMPLE:,} texts" in (TokenizerSpec.__doc__ or "")
     described = str(DataSpec.model_fields["streaming"].description)
     assert f"more than {STREAMING_BUDGET_BYTES >> 30} GiB in memory" in described
+
+
+def test_label_sorted_shards_give_batches_of_every_class_in_the_first_and_later_epochs(
+    ray_cluster, tmp_path, monkeypatch
+):
+    """3,000 real tweets sorted by label into six shards (each one class): in the first streamed
+    epoch and in a later one, every run of 4 batches (256 samples) holds each class within 15
+    points of its share of the split (5 binomial standard deviations), and the tokenizer's sample
+    holds every class near its share. The shuffle buffer is cut to its 8 batches, less than a
+    shard, so what mixes the classes is the interleaving of the shards."""
+    from orchestrator.dataplane import table_streams
+    from orchestrator.dataplane.table_streams import open_table_stream
+
+    monkeypatch.setattr(table_streams, "SHUFFLE_ROWS", 0)
+    from workers.data.text_tables import load_tweet_sentiment
+    from workers.data.tokenizer import text_input
+
+    corpus = load_tweet_sentiment()
+    picked = corpus.take(torch.arange(0, len(corpus), 12)[:3000])
+    ordered = torch.argsort(picked.labels, stable=True)
+    for shard, rows in enumerate(ordered.chunk(6)):
+        table = {
+            "text": [picked.texts[i] for i in rows.tolist()],
+            "label": [picked.classes[int(picked.labels[i])] for i in rows.tolist()],
+        }
+        pq.write_table(pa.table(table), tmp_path / f"part-{shard}.parquet")
+    splits = open_table_stream(str(tmp_path / "*.parquet"))
+    share = torch.bincount(splits.train.labels, minlength=3) / len(splits.train)
+    sample = splits.train.tokenizer_texts(600)
+    by_text = {text: int(label) for text, label in zip(picked.texts, picked.labels)}
+    sampled = torch.bincount(torch.tensor([by_text[t] for t in sample]), minlength=3) / len(sample)
+    assert len(sample) == 600 and (sampled - share).abs().max() < 0.1, (sampled, share)
+    inputs = text_input(sample, vocab_size=2000, max_length=32)
+    for epoch in (0, 1):
+        labels = torch.cat([b.labels for b in splits.train.epoch(64, seed=3, epoch=epoch, inputs=inputs)])
+        assert len(labels) == len(splits.train)
+        worst = max(
+            (torch.bincount(window, minlength=3) / len(window) - share).abs().max().item()
+            for window in labels[: len(labels) - len(labels) % 256].split(256)
+        )
+        assert worst < 0.15, f"epoch {epoch}: a class's share of 256 samples is {worst:.2f} off the split's"

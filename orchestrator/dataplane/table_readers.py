@@ -7,6 +7,7 @@ image_readers.py does for images. table_streams.py and image_streams.py build th
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from workers.errors import DataError
 from workers.names import is_s3
 
 READ_BATCH = 1024  # rows a read task splits, tokenizes or decodes at a time
+INTERLEAVED = 16  # shards one reading task of an epoch reads at once, their batches mixed
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,32 @@ def shard_rows(
         check_unchanged(reading.shards, str(file))
         for table in shard_batches(reading.shards, str(file)):
             yield text_rows(table, reading, inputs)
+
+
+def interleaved_rows(
+    files: dict[str, np.ndarray], reading: TableReading, inputs: InputSpec, mix_seed: int
+) -> Iterator[dict[str, np.ndarray]]:
+    """The split's rows of up to INTERLEAVED shards read at once, the function an epoch's
+    `map_batches` runs: one record batch of each shard in turn, encoded, put together and
+    shuffled (seeded by `mix_seed` and the names), so every block a task yields mixes all its
+    shards whatever order each one is sorted in. Memory: one record batch per shard."""
+    names = [str(file) for file in files["file"]]
+    for name in names:
+        check_unchanged(reading.shards, name)
+    streams = [shard_batches(reading.shards, name) for name in names]
+    generator = np.random.default_rng([mix_seed, *(zlib.crc32(name.encode()) for name in names)])
+    while streams:
+        parts, left = [], []
+        for stream in streams:
+            table = next(stream, None)
+            if table is not None:
+                parts.append(text_rows(table, reading, inputs))
+                left.append(stream)
+        streams = left
+        rows = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]} if parts else None
+        if rows is not None and len(rows["id"]):
+            order = generator.permutation(len(rows["id"]))
+            yield {name: column[order] for name, column in rows.items()}
 
 
 def file_checksum(file: str) -> tuple[int, str]:

@@ -11,13 +11,17 @@ split, read, decoded and tokenized on Ray's CPU workers in batches, so no proces
   at once): the training task that consumes the stream holds its stage's CPUs, and Ray Data tasks
   that wait for a free CPU would wait for ever on a cluster the replicas fill (ray-project/ray#44687;
   a file-based `read_*` lists its files in a task of one CPU, which is why the names come from here).
-- **Order** (`StreamedSplit.epoch`): the files in an order seeded by (seed, epoch), then a seeded
-  local shuffle buffer of `SHUFFLE_BUFFER` batches, with Ray Data's `preserve_order` on, so a rerun
-  with the same seed reads the same batches. A text split reads and tokenizes its shards in its first
-  epoch only and keeps the rows for the later ones (token_cache.py, which also says how those are
-  ordered and what a resumed run reads). Ray Data cannot resume inside an epoch
-  (ray-project/ray#37633, #48224): a resumed run restarts the epoch its last checkpoint ended
-  before, which is where Congruent's checkpoints are written anyway.
+- **Order** (`StreamedSplit.epoch`): the files in an order seeded by (seed, epoch); a text split's
+  shards read INTERLEAVED at a time by one task that mixes one record batch of each into every block
+  it yields (`interleaved_rows`: label-sorted shards train like shuffled ones, docs/benchmarks.md),
+  then a seeded local shuffle buffer of SHUFFLE_ROWS rows, with Ray Data's `preserve_order` on, so a
+  rerun with the same seed reads the same batches. A text split reads and tokenizes its shards in its
+  first epoch only and keeps the rows for the later ones, each drawn in a permutation of the whole
+  split (token_cache.py, which also says what a resumed run reads). Its tokenizer trains on texts
+  drawn across every shard (`tokenizer_texts`). An image tree's files are permuted whole each
+  epoch. Ray Data cannot resume inside an epoch (ray-project/ray#37633, #48224): a resumed run
+  restarts the epoch its last checkpoint ended before, which is where Congruent's checkpoints are
+  written anyway.
 - **Augmentation** is not the stream's: the trainer draws each image's from (seed, epoch, id).
 
 Every check that can fail before training (no files, an empty shard, a shard whose columns differ
@@ -39,9 +43,11 @@ import torch
 
 from orchestrator.dataplane.objects import Listed, list_objects, reader_env
 from orchestrator.dataplane.table_readers import (
+    INTERLEAVED,
     Shards,
     TableReading,
     file_checksum,
+    interleaved_rows,
     opened,
     row_ids,
     rows_of,
@@ -53,14 +59,15 @@ from orchestrator.dataplane.token_cache import TokenCache
 from workers.data import tables
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
-from workers.data.keys import EVAL, SPLIT_RULE, TRAIN, VAL, split_codes
+from workers.data.keys import EVAL, SPLIT_RULE, TOKENIZER_SEED, TRAIN, VAL, rank, split_codes
 from workers.data.selection import ALL, Selection, subset_selection
 from workers.data.sources import DataError
 from workers.data.streamed import StreamedSplit, StreamedSplits, tokens_digest
 from workers.errors import first_line
 from workers.names import TEXT_FORMATS, is_glob, is_s3
 
-SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order
+SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order (at least)
+SHUFFLE_ROWS = 16_384  # rows in it (token ids and text: a few MB), past the interleaved blocks
 READERS = 2  # map_batches tasks reading at once, per stream
 STREAM_OBJECT_STORE_BYTES = 128 << 20  # one stream's blocks in the object store at once (Ray Data's budget)
 SPLIT_CODES = {"train": TRAIN, "val": VAL, "eval": EVAL}
@@ -217,8 +224,18 @@ class TableSplit(StreamedSplit):
         return {**self.__dict__, "kept": {}}  # a process's kept tokens stay in it
 
     def _rows(self, batch_size: int, inputs: InputSpec, seed: int | None) -> Iterator[dict[str, np.ndarray]]:
-        encoded = files_dataset(self.shards.files, seed, shard_rows, 1, reading=self.reading, inputs=inputs)
-        buffer = None if seed is None else SHUFFLE_BUFFER * batch_size
+        """The split's rows: in the scan's order (`seed` None: one shard after the other), or an
+        epoch's, seeded — the shards in a seeded order, read INTERLEAVED at a time by one task that
+        mixes their record batches (`interleaved_rows`), then a local shuffle buffer of
+        SHUFFLE_ROWS rows (or SHUFFLE_BUFFER batches, if more)."""
+        files, reading = self.shards.files, self.reading
+        if seed is None:
+            encoded = files_dataset(files, None, shard_rows, 1, reading=reading, inputs=inputs)
+            yield from encoded.iter_batches(batch_size=batch_size, batch_format="numpy")
+            return
+        group = min(len(files), INTERLEAVED)
+        encoded = files_dataset(files, seed, interleaved_rows, group, reading=reading, inputs=inputs, mix_seed=seed)
+        buffer = max(SHUFFLE_BUFFER * batch_size, SHUFFLE_ROWS)
         yield from encoded.iter_batches(
             batch_size=batch_size, batch_format="numpy", local_shuffle_buffer_size=buffer, local_shuffle_seed=seed
         )
@@ -270,16 +287,18 @@ class TableSplit(StreamedSplit):
         return inputs
 
     def tokenizer_texts(self, limit: int) -> list[str]:
-        """The first `limit` texts of this split in its fixed order (what a tokenizer trains on),
-        read here shard by shard (no Ray)."""
+        """`limit` texts of this split drawn across all its shards, whatever order they are sorted
+        in (what a tokenizer trains on): the samples whose rank(id, TOKENIZER_SEED) are the
+        `limit` lowest, read here shard by shard (no Ray); every text when the split holds fewer."""
+        ranks = np.sort(rank(self.ids.numpy(), TOKENIZER_SEED))
+        highest = ranks[min(limit, len(ranks)) - 1] if len(ranks) else np.uint64(0)
         out: list[str] = []
         for file in self.shards.files:
             for table in shard_batches(self.shards, file):
-                texts, _, keep, _ = rows_of(table, self.reading)
-                out += [t for t, k in zip(texts, keep) if k][: limit - len(out)]
-                if len(out) >= limit:
-                    return out
-        return out
+                texts, _, keep, ids = rows_of(table, self.reading)
+                keep &= rank(ids, TOKENIZER_SEED) <= highest
+                out += [t for t, k in zip(texts, keep) if k]
+        return out[:limit]
 
 
 def open_table_stream(

@@ -7,9 +7,11 @@ readers' tokenizing and Ray Data's hand-over, per sample and per epoch; docs/ben
   file of the consuming process (gone when it closes or dies), written in blocks of `CACHE_BLOCK`
   rows as the epoch passes and memory-mapped once it is complete: page cache the kernel may drop
   and read again, not the process's memory. On disk: about 4 bytes a token plus the text.
-- **A later epoch's order**: the blocks in an order seeded by (seed, epoch), the rows shuffled
-  within each window of `WINDOW_BLOCKS` blocks by the same generator; each window is the only part
-  read into memory (a few MB), the rest stays on disk.
+- **A later epoch's order**: a permutation of every kept row, seeded by (seed, epoch), served in
+  windows of WINDOW_ROWS of its positions: each window's rows are gathered from wherever they lie in
+  the file (one sorted `take` over the memory map, then put in the permutation's order) and are the
+  only part held in memory (a few MB), the rest stays on disk. A gather per window rather than per
+  batch: 0.35 s against 24 s an epoch of 400,000 rows in 64-row batches.
 - **Reruns and resumes**: the file's layout is the first epoch's stream order, which a rerun with
   the same seed reproduces (table_streams.py). A run resumed at a later epoch, whose process has no file,
   reads the first epoch's stream once into it (without training), then serves the epoch: it sees
@@ -33,7 +35,7 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 
 CACHE_BLOCK = 2048  # rows in one block of the file
-WINDOW_BLOCKS = 8  # blocks shuffled together in a later epoch
+WINDOW_ROWS = 1 << 16  # positions of a later epoch's permutation gathered at once
 COLUMNS = ("id", "values", "length", "label", "text")  # the reading tasks' columns (table_readers.text_rows)
 SCHEMA = pa.schema(
     [
@@ -162,8 +164,8 @@ class TokenCache:
             self.file.close()
             self.file = None
 
-    def _block(self, index: int) -> Rows:
-        batch = self.reader.get_batch(index)
+    @staticmethod
+    def _rows(batch: Any) -> Rows:
         lengths = batch.column("length").to_numpy()
         return {
             "id": batch.column("id").to_numpy(),
@@ -175,20 +177,32 @@ class TokenCache:
 
     def batches(self, batch_size: int, order: int | None) -> Iterator[Rows]:
         """The kept rows in batches of `batch_size` (the last one shorter): as the first epoch read
-        them (`order` None), or in the order seeded by `order` (module docstring)."""
-        blocks = np.arange(self.reader.num_record_batches)
-        generator = None if order is None else np.random.default_rng(order)
-        if generator is not None:
-            blocks = generator.permutation(blocks)
+        them (`order` None), or in the permutation seeded by `order` (module docstring)."""
+        if order is None:
+            windows: Iterator[Rows] = (
+                self._rows(self.reader.get_batch(i)) for i in range(self.reader.num_record_batches)
+            )
+        else:
+            windows = self._permuted(np.random.default_rng(order))
         left: list[Rows] = []
-        for start in range(0, len(blocks), WINDOW_BLOCKS):
-            window = concat(left + [self._block(int(b)) for b in blocks[start : start + WINDOW_BLOCKS]])
-            n = len(window["id"])
-            if generator is not None:
-                window = take(window, generator.permutation(n))
+        for window in windows:
+            rows = concat(left + [window])
+            n = len(rows["id"])
             full = n - n % batch_size
             for begin in range(0, full, batch_size):
-                yield take(window, slice(begin, begin + batch_size))
-            left = [take(window, slice(full, None))] if full < n else []
+                yield take(rows, slice(begin, begin + batch_size))
+            left = [take(rows, slice(full, None))] if full < n else []
         if left:
             yield left[0]
+
+    def _permuted(self, generator: np.random.Generator) -> Iterator[Rows]:
+        """Every kept row in a permutation drawn by `generator`, WINDOW_ROWS at a time."""
+        table = self.reader.read_all()  # zero-copy over the memory map
+        permutation = generator.permutation(table.num_rows)
+        for start in range(0, len(permutation), WINDOW_ROWS):
+            positions = permutation[start : start + WINDOW_ROWS]
+            ascending = np.argsort(positions, kind="stable")
+            gathered = table.take(positions[ascending])  # read in file order
+            back = np.empty_like(ascending)
+            back[ascending] = np.arange(len(ascending))
+            yield self._rows(gathered.take(back).combine_chunks())

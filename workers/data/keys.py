@@ -33,6 +33,7 @@ SPLIT_RULE = "ids-v2"  # what fingerprints name: splits by hashes of ids (v1: pe
 SPLIT_SEED = 20240601  # fixed: splits must not move with the training seed
 HALF_SEED = 0x48A1F5  # the rank `half-samples` keeps the lower half of
 LIMIT_SEED = 0x11A175  # the rank `train_limit` and `eval_limit` keep the lowest of
+TOKENIZER_SEED = 0x70CE2  # the rank a streamed split's tokenizer sample is the lowest of
 TRAIN, VAL, EVAL = 0, 1, 2  # split codes
 GAMMA = np.uint64(0x9E3779B97F4A7C15)  # the golden-ratio increment of splitmix64
 
