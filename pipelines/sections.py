@@ -115,11 +115,14 @@ class DataSpec(_Strict):
 
     @property
     def inferred_modality(self) -> str:
-        """ "text" for the built-in tweets, text tables and an S3 source (text shards), else "image"."""
+        """ "text" for the built-in tweets, text tables, an S3 source (text shards) and a folder
+        whose table columns the spec names (`text_column`, `label_column` or `id_column`: a folder
+        of shards), else "image"."""
         if self.dataset == "tweet-sentiment":
             return "text"
         path = self.path or ""
-        return "text" if is_s3(path) or is_table(path) else "image"
+        names_columns = bool({"text_column", "label_column", "id_column"} & self.model_fields_set)
+        return "text" if is_s3(path) or is_table(path) or (path and names_columns) else "image"
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSpec:

@@ -253,11 +253,13 @@ def test_what_a_stream_does_not_support_is_one_line_each(tmp_path, tweet_shards)
     assert any(line.startswith("resources: packed replicas") for line in lines), lines
     glob_in_memory = _stream_spec(tmp_path, folder, version="v1", arch="text-linear")
     glob_in_memory["data"] = {**glob_in_memory["data"], "streaming": False}
-    with pytest.raises(SpecError, match="a glob of shards or an s3:// source is only read as a stream"):
+    with pytest.raises(SpecError, match="a glob or a folder of shards, or an s3:// source, is only read as a stream"):
         preflight(parse_spec(glob_in_memory))
     fixed = {**spec, "data": {**spec["data"], "train_limit": None}, "resources": {"teacher_actors": 0}}
     plan = preflight(parse_spec(fixed))
     assert plan.data.streamed is not None and len(plan.data.streamed.train) > 1500
+    in_a_folder = {**fixed, "data": {**fixed["data"], "path": str(folder)}}  # label_column named: a table
+    assert preflight(parse_spec(in_a_folder)).data.streamed.fingerprint == plan.data.streamed.fingerprint
     left_out = {**fixed, "resources": {"replica": {"cpus": 1}}}  # teacher_actors left out: 0 on a stream
     plan = preflight(parse_spec(left_out))
     assert plan.spec.resources.teacher_actors == 0 and plan.spec.resources.replica.cpus == 1
@@ -353,3 +355,32 @@ def test_label_sorted_shards_give_batches_of_every_class_in_the_first_and_later_
             for window in labels[: len(labels) - len(labels) % 256].split(256)
         )
         assert worst < 0.15, f"epoch {epoch}: a class's share of 256 samples is {worst:.2f} off the split's"
+
+
+@pytest.mark.slow
+def test_a_student_on_two_data_parallel_workers_trains_on_a_stream(ray_cluster, tmp_path, tweet_shards):
+    """`student.workers: 2` on streamed shards (a folder named as a table by its columns): each worker
+    reads the epoch's seeded stream and trains its share of every batch — the steps one worker
+    takes, and a model about as good (3 points of val ER: the same SGD, DDP averaging two halves)."""
+    from conftest import run_update
+
+    folder, _ = tweet_shards
+    records = {}
+    for workers in (1, 2):
+        spec = _stream_spec(
+            tmp_path / f"w{workers}",
+            folder,
+            model=f"streamed-ddp-{workers}",
+            version="v1",
+            arch="text-linear",
+            method={"name": "none"},
+            train={"epochs": 2, "batch_size": 64, "seed": 5},
+            resources={"student": {"cpus": 1, "workers": workers}, "teacher_actors": 0},
+        )
+        spec["data"] = {**spec["data"], "path": str(folder)}  # the folder itself: its columns name it a table
+        result = run_update(spec, tmp_path / f"out-{workers}")
+        assert result.registered_version == "1"
+        records[workers] = result.student
+    one, two = records[1], records[2]
+    assert one.steps == two.steps > 0
+    assert abs(one.val_error_rate - two.val_error_rate) <= 0.03, (one.val_error_rate, two.val_error_rate)

@@ -28,7 +28,9 @@ from workers.training.objectives import Objective
 
 def data_request(spec: UpdateSpec) -> DataRequest:
     """The spec's `data` section as the workers' record: every field by name, `dataset`/`path` as `source`."""
-    return DataRequest(source=spec.data.source, **spec.data.model_dump(exclude={"dataset", "path"}))
+    return DataRequest(
+        source=spec.data.source, kind=spec.data.kind, **spec.data.model_dump(exclude={"dataset", "path"})
+    )
 
 
 # MethodSpec fields that are not the objective's: `name` (the objective's method, below), `m` (the

@@ -44,6 +44,17 @@ def remote_images(request: DataRequest) -> bool:
     return is_s3(request.source) and request.modality == "image"
 
 
+def table_folder(request: DataRequest) -> bool:
+    """Whether the source is a local folder of text-table shards (the spec names its columns)."""
+    return request.kind == "text" and Path(request.source).is_dir()
+
+
+def table_source(request: DataRequest) -> bool:
+    """Whether the source is text tables: a table file or a glob of them, an S3 source that is not
+    an ImageFolder tree, or a folder of shards."""
+    return not remote_images(request) and (is_table(request.source) or is_s3(request.source) or table_folder(request))
+
+
 def streamable(request: DataRequest) -> bool:
     """Whether the source can be streamed: a table file or a glob of shards (local or on S3), an S3
     prefix of table shards or an ImageFolder tree there, or a local ImageFolder tree."""
@@ -60,6 +71,8 @@ def in_memory_bytes(request: DataRequest) -> int:
     """What the in-memory path would hold in one process: a table's bytes × TEXT_MEMORY_FACTOR, or
     an image tree's files × 3 channels × side² (side: data.image_size, else 256)."""
     source = request.source
+    if table_folder(request):
+        return TEXT_MEMORY_FACTOR * sum(p.stat().st_size for p in Path(source).rglob("*") if p.is_file())
     if is_table(source):
         files = glob.glob(source) if is_glob(source) else [source]
         return TEXT_MEMORY_FACTOR * sum(os.path.getsize(f) for f in files if os.path.isfile(f))
@@ -73,7 +86,7 @@ def settle_streaming(request: DataRequest, holders: int = 1) -> DataRequest:
     (`streamed`); SpecError for a source that cannot stream, or in-memory data that cannot fit in
     the `holders` processes of this machine that would each load it (`in_memory_holders`)."""
     wanted = request.streaming
-    only_streamed = is_glob(request.source) or is_s3(request.source)
+    only_streamed = is_glob(request.source) or is_s3(request.source) or table_folder(request)
     if wanted is True and not streamable(request):
         raise SpecError(
             f"data.streaming: {request.source} is read whole; a stream reads an ImageFolder tree or text tables"
@@ -85,7 +98,9 @@ def settle_streaming(request: DataRequest, holders: int = 1) -> DataRequest:
         wanted = only_streamed or in_memory_bytes(request) > budget
     if wanted is False:
         if only_streamed:
-            raise SpecError("data.streaming: false, but a glob of shards or an s3:// source is only read as a stream")
+            raise SpecError(
+                "data.streaming: false, but a glob or a folder of shards, or an s3:// source, is only read as a stream"
+            )
         if streamable(request):
             copy, have = in_memory_bytes(request), available_memory()
             if copy * holders > have:
@@ -111,7 +126,7 @@ def open_streamed(request: DataRequest) -> StreamedSplits:
         "train_limit": request.train_limit,
         "eval_limit": request.eval_limit,
     }
-    if not remote_images(request) and (is_table(request.source) or is_s3(request.source)):
+    if table_source(request):
         return open_table_stream(
             request.source,
             request.text_column,
@@ -145,8 +160,6 @@ def stream_problems(spec: UpdateSpec, request: DataRequest) -> list[str]:
         return ["data.skip_corrupt: only a streamed ImageFolder tree leaves files out (data.streaming: true)"]
     if request.streamed is None:
         return []
-    resources = spec.resources
-    found = []
-    if resources.replica.pack > 1 or resources.replica.workers > 1 or resources.student.workers > 1:
-        found.append("resources: packed replicas and data-parallel workers read a split in memory; pack 1, workers 1")
-    return found
+    if spec.resources.replica.pack > 1:
+        return ["resources: packed replicas read a split in memory (each its own order); replica.pack 1"]
+    return []

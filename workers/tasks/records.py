@@ -34,6 +34,7 @@ class DataRequest:
     streamed: StreamedSplits | None = None  # the streamed splits preflight opened (then no process loads the data)
     skip_corrupt: bool = False  # a streamed ImageFolder: files that are not readable images left out, counted
     modality: str = "auto"  # as the spec says: auto, image (an ImageFolder tree on s3://) or text
+    kind: str = "image"  # what the data is, the spec's `data.kind`: "image" or "text"
 
 
 STREAM_FIELDS = (
@@ -41,6 +42,7 @@ STREAM_FIELDS = (
     "streamed",
     "skip_corrupt",
     "modality",
+    "kind",
 )  # DataRequest fields that are not load_splits' arguments
 
 
