@@ -110,7 +110,11 @@ class UpdateSpec(_Strict):
     )
     method: MethodSpec = Field(MethodSpec(), description="the treatment")
     old: str | None = Field(
-        None, description="the deployed version: a checkpoint path, or a registry reference NAME@ALIAS / NAME/VERSION"
+        None,
+        description="the deployed version: a checkpoint path, or a registry reference NAME@ALIAS / NAME/VERSION. "
+        "A registered version may have been trained and evaluated on other data (data that grew): its eval samples "
+        "and this spec's must share at least 50 % of the smaller set (matched by sample id), else preflight refuses "
+        "it in one line; the update's NFR re-runs the old model on this spec's eval split",
     )
     train: TrainSpec = Field(TrainSpec(), description="optimiser and loop")
     tokenizer: TokenizerSpec = Field(TokenizerSpec(), description="text data: the version's tokenizer")

@@ -58,6 +58,29 @@ def test_sample_draws_are_a_function_of_seed_epoch_and_id_only():
     assert boxes.min() >= 0 and (boxes[:, 0] + boxes[:, 2]).max() <= 1.001 and 0.3 < area.mean() < 0.8
 
 
+def test_the_epochs_shuffle_buffer_serves_every_row_once_and_mixes_across_chunks():
+    """Chunks of 1,000 rows (each one label: a sorted stream) through a 2,000-row buffer in batches
+    of 64: every row once, full batches but the last, the same order for the same generator, and
+    the first 500 batch rows drawn from more than the first chunk."""
+    from orchestrator.dataplane.table_streams import shuffled_batches
+
+    chunks = [
+        {"id": np.arange(start, start + 1000), "label": np.full(1000, start // 1000)}
+        for start in range(0, 10_000, 1000)
+    ]
+
+    def served(seed):
+        return list(shuffled_batches(iter(chunks), 64, 2000, np.random.default_rng(seed)))
+
+    batches = served(4)
+    ids = np.concatenate([b["id"] for b in batches])
+    assert sorted(ids.tolist()) == list(range(10_000)) and all(len(b["id"]) == 64 for b in batches[:-1])
+    assert all(np.array_equal(b["label"], b["id"] // 1000) for b in batches), "each row keeps its columns"
+    assert np.array_equal(ids, np.concatenate([b["id"] for b in served(4)]))
+    assert not np.array_equal(ids, np.concatenate([b["id"] for b in served(5)]))
+    assert len(np.unique(ids[:500] // 1000)) >= 3
+
+
 def test_a_streamed_text_batch_is_read_through_each_models_own_tokenizer():
     from workers.data.batches import Batch
     from workers.data.streamed import StreamedInputs, tokens_digest

@@ -68,6 +68,7 @@ from workers.names import TEXT_FORMATS, is_glob, is_s3
 
 SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order (at least)
 SHUFFLE_ROWS = 16_384  # rows in it (token ids and text: a few MB), past the interleaved blocks
+CHUNK_ROWS = 4096  # rows Ray Data hands the consuming process at a time during an epoch
 READERS = 2  # map_batches tasks reading at once, per stream
 STREAM_OBJECT_STORE_BYTES = 128 << 20  # one stream's blocks in the object store at once (Ray Data's budget)
 SPLIT_CODES = {"train": TRAIN, "val": VAL, "eval": EVAL}
@@ -105,6 +106,33 @@ def files_dataset(files: Sequence[str], seed: int | None, read: Callable[..., An
 def tensor(array: np.ndarray) -> torch.Tensor:
     """A tensor of a numpy column Ray Data handed over (read-only: copied then)."""
     return torch.from_numpy(np.require(array, requirements=["C", "W"]))
+
+
+def shuffled_batches(
+    chunks: Iterator[dict[str, np.ndarray]], batch_size: int, buffer_rows: int, generator: np.random.Generator
+) -> Iterator[dict[str, np.ndarray]]:
+    """Batches of `batch_size` rows (the last one shorter) of `chunks` (dicts of equal-length numpy
+    columns) through a shuffle buffer: once it holds `buffer_rows` and a batch more, it is permuted
+    by `generator` and all but half a buffer leave it as batches; the rest mixes with what comes."""
+    pool: list[dict[str, np.ndarray]] = []
+    held = 0
+    for chunk in chunks:
+        pool.append(chunk)
+        held += len(chunk["id"])
+        if held < buffer_rows + batch_size:
+            continue
+        rows = {name: np.concatenate([part[name] for part in pool]) for name in pool[0]}
+        order = generator.permutation(held)
+        leaving = (held - buffer_rows // 2) // batch_size * batch_size
+        for start in range(0, leaving, batch_size):
+            yield {name: column[order[start : start + batch_size]] for name, column in rows.items()}
+        pool = [{name: column[order[leaving:]] for name, column in rows.items()}]
+        held -= leaving
+    if held:
+        rows = {name: np.concatenate([part[name] for part in pool]) for name in pool[0]}
+        order = generator.permutation(held)
+        for start in range(0, held, batch_size):
+            yield {name: column[order[start : start + batch_size]] for name, column in rows.items()}
 
 
 def data_error(error: BaseException) -> DataError | None:
@@ -226,8 +254,10 @@ class TableSplit(StreamedSplit):
     def _rows(self, batch_size: int, inputs: InputSpec, seed: int | None) -> Iterator[dict[str, np.ndarray]]:
         """The split's rows: in the scan's order (`seed` None: one shard after the other), or an
         epoch's, seeded — the shards in a seeded order, read INTERLEAVED at a time by one task that
-        mixes their record batches (`interleaved_rows`), then a local shuffle buffer of
-        SHUFFLE_ROWS rows (or SHUFFLE_BUFFER batches, if more)."""
+        mixes their record batches (`interleaved_rows`), handed over CHUNK_ROWS at a time and
+        shuffled through a buffer of SHUFFLE_ROWS rows (or SHUFFLE_BUFFER batches, if more) here
+        (`shuffled_batches`): Ray Data's own local shuffle buffer costs its per-batch overhead at
+        every training batch, about half the first epoch's samples/s (docs/benchmarks.md)."""
         files, reading = self.shards.files, self.reading
         if seed is None:
             encoded = files_dataset(files, None, shard_rows, 1, reading=reading, inputs=inputs)
@@ -235,10 +265,9 @@ class TableSplit(StreamedSplit):
             return
         group = min(len(files), INTERLEAVED)
         encoded = files_dataset(files, seed, interleaved_rows, group, reading=reading, inputs=inputs, mix_seed=seed)
+        chunks = encoded.iter_batches(batch_size=max(CHUNK_ROWS, batch_size), batch_format="numpy")
         buffer = max(SHUFFLE_BUFFER * batch_size, SHUFFLE_ROWS)
-        yield from encoded.iter_batches(
-            batch_size=batch_size, batch_format="numpy", local_shuffle_buffer_size=buffer, local_shuffle_seed=seed
-        )
+        yield from shuffled_batches(chunks, batch_size, buffer, np.random.default_rng(seed))
 
     @staticmethod
     def _batch(rows: dict[str, np.ndarray], digest: str) -> Batch:
