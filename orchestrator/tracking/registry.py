@@ -96,7 +96,7 @@ def _download(run_id: str, artifact: str) -> Path:
     return local
 
 
-MIN_SHARED_EVAL = 0.5  # of the smaller eval set: what `old:` needs in common (the `old` field of pipelines/spec.py says it)
+MIN_SHARED_EVAL = 0.5  # of the smaller eval set: what `old:` needs in common (the spec's `old` field says it)
 
 
 def check_shared_eval(ref: VersionRef, ids: Any, fingerprint: str) -> int:
