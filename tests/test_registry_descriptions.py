@@ -44,6 +44,15 @@ CHAIN = [
 ]
 
 
+def test_a_version_sentence_says_how_many_samples_its_flips_count():
+    from dataclasses import replace
+
+    grown = replace(CHAIN[1], n_compared=12000)
+    assert version_sentence(grown, [CHAIN[0], grown], "no treatment") == (
+        "v2-none: no treatment from v1; NFR 1.97 % against v1 on 12,000 eval samples; ER 10.41 %"
+    )
+
+
 def test_version_sentences_by_hand():
     assert version_sentence(CHAIN[0], CHAIN, "no treatment") == (
         "v1: no treatment, the first version of the chain; ER 15.23 %"

@@ -64,13 +64,16 @@ def _spread(nfrs: Sequence[float]) -> str:
 
 
 def version_sentence(row: VersionRecord, rows: Sequence[VersionRecord], method: str) -> str:
-    """`v2-elodi: ELODI (m 4) from v1; NFR 1.49 % against v1, no treatment 1.97 %; ER 10.42 %`."""
+    """`v2-elodi: ELODI (m 4) from v1; NFR 1.49 % against v1, no treatment 1.97 %; ER 10.42 %`
+    (`… against v1 on 10,000 eval samples, …` where the record says how many the flips count)."""
     parents = [other for other in rows if other.version == row.parent_version]
     parent = _label(parents[0]) if parents else None
     if parent is None and row.nfr is None:
         return f"{_label(row)}: {method}, the first version of the chain; ER {_pct(row.error_rate)}"
     against = parent or "its old model"
     flips = f"NFR {_pct(row.nfr)} against {against}"
+    if row.n_compared:  # the old model re-run on this version's eval split: how many samples the flips count
+        flips += f" on {row.n_compared:,} eval samples"
     plain = no_treatment(rows, row)
     if plain:
         flips += f", no treatment {_spread(plain)}"
