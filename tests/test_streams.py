@@ -2,6 +2,7 @@
 and ImageFolder trees read by Ray Data on the two-node test cluster, training and evaluation on them."""
 
 import hashlib
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -262,18 +263,14 @@ def _stream_spec(tmp_path, folder, **fields):
     }
 
 
-def test_what_a_stream_does_not_support_is_one_line_each(tmp_path, tweet_shards):
+def test_a_stream_takes_limits_and_a_glob_or_folder_is_only_streamed(tmp_path, tweet_shards):
     from orchestrator.planning.preflight import preflight
     from pipelines.spec import SpecError, parse_spec
 
     folder, _ = tweet_shards
     spec = _stream_spec(tmp_path, folder, version="v1", arch="text-linear", method={"name": "elodi", "m": 2})
-    spec["resources"] = {**spec["resources"], "replica": {"cpus": 1, "pack": 2}}
     spec["data"] = {**spec["data"], "train_limit": 100}
-    with pytest.raises(SpecError) as caught:
-        preflight(parse_spec(spec))
-    lines = caught.value.problems
-    assert any(line.startswith("resources: packed replicas") for line in lines), lines
+    assert len(preflight(parse_spec(spec)).data.streamed.train) == 100  # a limit is a filter of ids on a stream
     glob_in_memory = _stream_spec(tmp_path, folder, version="v1", arch="text-linear")
     glob_in_memory["data"] = {**glob_in_memory["data"], "streaming": False}
     with pytest.raises(SpecError, match="a glob or a folder of shards, or an s3:// source, is only read as a stream"):
@@ -407,3 +404,42 @@ def test_a_student_on_two_data_parallel_workers_trains_on_a_stream(ray_cluster, 
     one, two = records[1], records[2]
     assert one.steps == two.steps > 0
     assert abs(one.val_error_rate - two.val_error_rate) <= 0.03, (one.val_error_rate, two.val_error_rate)
+
+
+def test_packed_replicas_on_a_stream_train_as_each_would_alone(ray_cluster, tmp_path, tweet_shards):
+    """Two text-linear replicas packed on streamed shards: each reads the split in its own seeded
+    order (two streams in one process, each kept after its first epoch) and ends with the weights
+    it reaches alone, up to float summation order."""
+    from orchestrator.dataplane.table_streams import open_table_stream
+    from workers.data.tokenizer import text_input
+    from workers.models.checkpoints import load_model
+    from workers.tasks.bodies import train_job, train_pack
+    from workers.tasks.records import DataRequest, TrainJob
+    from workers.training.config import TrainConfig
+
+    folder, _ = tweet_shards
+    streamed = open_table_stream(str(folder / "*.parquet"), label_column="sentiment")
+    data = DataRequest(source=str(folder / "*.parquet"), label_column="sentiment", streaming=True, streamed=streamed)
+    inputs = text_input(streamed.train.tokenizer_texts(3000), vocab_size=1500, max_length=32)
+    config = TrainConfig(epochs=2, batch_size=64, lr=0.5, augment=False)
+
+    def replicas(prefix):
+        return [
+            TrainJob(
+                f"replica-{i}",
+                data,
+                "text-linear",
+                replace(config, seed=i),
+                str(tmp_path / f"{prefix}{i}.pt"),
+                inputs=inputs,
+            )
+            for i in range(2)
+        ]
+
+    packed, alone = train_pack(replicas("packed")), [train_job(job) for job in replicas("alone")]
+    for p, a in zip(packed, alone):
+        assert p.steps == a.steps > 0 and p.epochs_run == 2
+        wp, wa = load_model(p.checkpoint)[0].state_dict(), load_model(a.checkpoint)[0].state_dict()
+        assert all(torch.allclose(wp[k].float(), wa[k].float(), atol=1e-3) for k in wp)
+    first, second = (load_model(r.checkpoint)[0].state_dict() for r in packed)
+    assert not all(torch.equal(first[k], second[k]) for k in first)

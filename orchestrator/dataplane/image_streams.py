@@ -28,7 +28,7 @@ from orchestrator.dataplane.table_streams import (
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_ids, split_codes
-from workers.data.selection import Selection, subset_selection
+from workers.data.selection import split_selection
 from workers.data.sources import DataError, pixels
 from workers.data.streamed import StreamedSplit, StreamedSplits
 from workers.errors import first_line
@@ -207,19 +207,13 @@ def open_image_stream(
     ids = key_ids(files)
     codes = split_codes(ids, val_fraction, eval_fraction)
     all_labels = np.array(labels, dtype=np.int64)
-    subset_of = subset_selection(subset, len(classes))
-    limits = {TRAIN: ("train_limit", train_limit), EVAL: ("eval_limit", eval_limit)}
+    limits = {TRAIN: train_limit, EVAL: eval_limit}
     splits = []
     for code, name in ((TRAIN, "train"), (VAL, "val"), (EVAL, "eval")):
-        selection = subset_of if code != EVAL else Selection()
-        inside = codes == code
-        keep = inside & selection.mask(ids, all_labels)
-        what, limit = limits.get(code, ("", None))
-        if limit is not None:
-            if limit > int(keep.sum()):
-                raise DataError(f"{root}: {what} {limit} is above the {int(keep.sum())} images of the {name} split")
-            keep = inside & selection.limited(ids[keep], limit).mask(ids, all_labels)
-        chosen = np.nonzero(keep)[0]
+        inside = np.nonzero(codes == code)[0]
+        ids_in, labels_in = ids[inside], all_labels[inside]
+        selection = split_selection(code, subset, len(classes), limits.get(code), ids_in, labels_in, root)
+        chosen = inside[selection.mask(ids_in, labels_in)]
         if len(chosen) == 0:
             raise DataError(f"{root}: no image falls in the {name} split; too few images")
         chosen_files = [files[i] for i in chosen]

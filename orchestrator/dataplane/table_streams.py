@@ -60,7 +60,7 @@ from workers.data import tables
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, SPLIT_RULE, TOKENIZER_SEED, TRAIN, VAL, rank, split_codes
-from workers.data.selection import ALL, Selection, subset_selection
+from workers.data.selection import ALL, Selection, split_selection
 from workers.data.sources import DataError
 from workers.data.streamed import StreamedSplit, StreamedSplits, tokens_digest
 from workers.errors import first_line
@@ -246,7 +246,9 @@ class TableSplit(StreamedSplit):
         self.shards, self.split, self.fractions = shards, split, fractions
         self.classes, self.named, self.labels, self.ids = classes, named, labels, ids
         self.reading = TableReading(shards, split, fractions, classes, named, selection)  # what its reading tasks get
-        self.kept: dict[str, TokenCache] = {}  # the first pass's rows: of the epochs, of `chunks`
+        # the first pass's rows: of each seed's epochs (packed replicas read one split in several
+        # seeded orders at once), and of `chunks`
+        self.kept: dict[tuple[str, int | None], TokenCache] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "kept": {}}  # a process's kept tokens stay in it
@@ -291,14 +293,15 @@ class TableSplit(StreamedSplit):
         key, first = (seed, digest, batch_size), None if seed is None else seed * 100_003
         order = None if first is None else first + epoch  # the stream's order of this pass
         wanted = None if epoch == 0 else order  # None: the first pass's order
-        kept = self.kept.get(slot)
+        slot_key = (slot, seed)
+        kept = self.kept.get(slot_key)
         if kept is not None and kept.key == key and kept.dropped:
             yield from (self._batch(rows, digest) for rows in self._rows(batch_size, inputs, order))
             return
         if kept is None or kept.key != key or not kept.complete:
             if kept is not None:
                 kept.close()
-            self.kept[slot] = kept = TokenCache(key)
+            self.kept[slot_key] = kept = TokenCache(key)
             for rows in self._rows(batch_size, inputs, first):
                 kept.add(rows)
                 if wanted is None:
@@ -389,19 +392,12 @@ def open_table_stream(
     ids_of = [np.concatenate(parts) for parts in split_ids]
     if id_column is not None:
         check_unique_ids(path, id_column, np.concatenate(ids_of))
-    subset_of = subset_selection(subset, len(classes))
-    limits = {TRAIN: ("train_limit", train_limit), EVAL: ("eval_limit", eval_limit)}
+    limits = {TRAIN: train_limit, EVAL: eval_limit}
     splits = []
     for code, name in ((TRAIN, "train"), (VAL, "val"), (EVAL, "eval")):
         labels, ids = remap[np.concatenate(local[code])], ids_of[code]
-        selection = subset_of if code != EVAL else Selection()
-        what, limit = limits.get(code, ("", None))
+        selection = split_selection(code, subset, len(classes), limits.get(code), ids, labels, path)
         keep = selection.mask(ids, labels)
-        if limit is not None:
-            if limit > int(keep.sum()):
-                raise DataError(f"{path}: {what} {limit} is above the {int(keep.sum())} samples of the {name} split")
-            selection = selection.limited(ids[keep], limit)
-            keep = selection.mask(ids, labels)
         if not keep.any():
             raise DataError(f"{path}: no samples fall in the {name} split; too few distinct texts")
         split = TableSplit(

@@ -158,8 +158,4 @@ def stream_problems(spec: UpdateSpec, request: DataRequest) -> list[str]:
     """What a streamed source does not support yet, one line each."""
     if request.skip_corrupt and (request.streamed is None or request.streamed.train.modality != "image"):
         return ["data.skip_corrupt: only a streamed ImageFolder tree leaves files out (data.streaming: true)"]
-    if request.streamed is None:
-        return []
-    if spec.resources.replica.pack > 1:
-        return ["resources: packed replicas read a split in memory (each its own order); replica.pack 1"]
     return []

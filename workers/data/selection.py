@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workers.data.keys import HALF_SEED, LIMIT_SEED, rank
+from workers.data.keys import EVAL, HALF_SEED, LIMIT_SEED, TRAIN, rank
+from workers.errors import DataError
 
 SUBSETS = ("all", "half-classes", "half-samples")
 HALF = np.uint64(1 << 63)
@@ -62,3 +63,24 @@ def subset_selection(subset: str, num_classes: int) -> Selection:
     if subset == "half-samples":
         return Selection(half=True)
     raise ValueError(f"subset must be one of {', '.join(SUBSETS)}, got {subset!r}")
+
+
+LIMIT_WORDS = {TRAIN: ("train_limit", "training samples"), EVAL: ("eval_limit", "regression-eval samples")}
+
+
+def split_selection(
+    code: int, subset: str, num_classes: int, limit: int | None, ids: np.ndarray, labels: np.ndarray, source: object
+) -> Selection:
+    """What one split (`code`, keys.py) keeps of its samples (`ids`, `labels`): train and val the
+    `subset`, train and eval their `limit` (the limit-lowest ranks of what the subset keeps; None:
+    no limit). The one rule a held split, a table stream and an image stream apply. DataError when
+    the limit is above what the split holds."""
+    chosen = subset_selection(subset, num_classes) if code != EVAL else ALL
+    if limit is None:
+        return chosen
+    kept = chosen.mask(ids, labels)
+    if limit > int(kept.sum()):
+        what, words = LIMIT_WORDS[code]
+        of_subset = f" of subset {subset}" if subset != "all" and code != EVAL else ""
+        raise DataError(f"{source}: {what} {limit} is above the {int(kept.sum())} {words}{of_subset}")
+    return chosen.limited(ids[kept], limit)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from workers.data.keys import EVAL, TRAIN, VAL, split_codes
-from workers.data.selection import SUBSETS, Selection, subset_selection
+from workers.data.selection import SUBSETS, Selection, split_selection
 from workers.data.sources import DataError, ImageSet, load_images
 from workers.data.split import Split
 from workers.data.text import TextSet, text_fingerprint
@@ -70,18 +70,6 @@ def select(data: Samples, selection: Selection) -> Samples:
     return data.take(torch.from_numpy(selection.mask(data.ids.numpy(), data.labels.numpy())))
 
 
-def limited(data: Samples, limit: int | None, what: str, source: object, of_subset: str = "") -> Samples:
-    """The `limit` lowest-ranked samples of `data` (`Selection.limited`), or all of it (None)."""
-    if limit is None:
-        return data
-    if limit > len(data):
-        raise DataError(f"{source}: {what} {limit} is above the {len(data)} {SPLIT_WORDS[what]}{of_subset}")
-    return select(data, Selection().limited(data.ids.numpy(), limit))
-
-
-SPLIT_WORDS = {"train_limit": "training samples", "eval_limit": "regression-eval samples"}
-
-
 def load_splits(
     source: str | os.PathLike = "fashion-mnist",
     subset: str = "all",
@@ -123,11 +111,11 @@ def load_splits(
     val: Samples = pool.take(codes == VAL)
     if test is None:
         test = pool.take(codes == EVAL)
-    chosen = subset_selection(subset, pool.num_classes)
-    train, val = select(train, chosen), select(val, chosen)
-    of_subset = f" of subset {subset}" if subset != "all" else ""
-    train = limited(train, train_limit, "train_limit", source, of_subset)
-    test = limited(test, eval_limit, "eval_limit", source)
+    kept = {}
+    for code, split, limit in ((TRAIN, train, train_limit), (VAL, val, None), (EVAL, test, eval_limit)):
+        ids, labels = split.ids.numpy(), split.labels.numpy()
+        kept[code] = select(split, split_selection(code, subset, pool.num_classes, limit, ids, labels, source))
+    train, val, test = kept[TRAIN], kept[VAL], kept[EVAL]
     if len(train) == 0 or len(val) == 0 or len(test) == 0:
         raise DataError(f"{source}: too few samples for train/val/eval splits ({len(pool)} in all)")
     _check_coverage(train, torch.unique(torch.cat([pool.labels, test.labels])), source, subset, train_limit)

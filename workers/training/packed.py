@@ -52,7 +52,8 @@ class PackedModels:
 
         # randomness "different": each replica draws its own dropout masks (text-cnn, text-transformer)
         self.forward = compiled(vmap(one_model, randomness="different"), config.compile)
-        self.data, self.targets = data.encoded(inputs).to(self.device), data.labels.to(self.device)
+        # a held split's batches are indices into it (and its labels); a stream's carry their samples
+        self.data, self.targets = data.reader(inputs).to(self.device), data.labels.to(self.device)
         self.optimizer: torch.optim.Optimizer = make_optimizer(self.params.values(), config)
 
     def restore(self, states: Sequence[Mapping[str, Any]]) -> None:
@@ -66,7 +67,7 @@ class PackedModels:
         k, max_norm = len(self.plain), self.config.max_grad_norm
         for group in groups:
             inputs = _stack_padded([self.data.batch(b) for b in group])
-            labels = torch.stack([self.targets[b.indices.to(self.device, torch.long)] for b in group])
+            labels = torch.stack([self._labels(b) for b in group])
             logits = self.forward(self.params, self.buffers, inputs)
             losses = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), reduction="none")
             losses = losses.view(k, -1).mean(1)  # each replica's own batch-mean CE
@@ -79,6 +80,12 @@ class PackedModels:
             )
             self.optimizer.step()
             yield losses.detach(), clipped, labels.shape[1]
+
+    def _labels(self, batch: Batch) -> torch.Tensor:
+        """A batch's labels on the device: carried by a streamed batch, looked up for a held one."""
+        if batch.labels is not None:
+            return batch.labels.to(self.device)
+        return self.targets[batch.indices.to(self.device, torch.long)]
 
     def models(self) -> list[nn.Module]:
         """Model r with replica r's slice of the stacked parameters and buffers."""
