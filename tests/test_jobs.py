@@ -65,7 +65,7 @@ def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_sta
     artifacts = [o["Key"] for page in pages for o in page.get("Contents", [])]
     for version in ("1", "2"):  # the stack is shared by the session: look for these versions' runs
         run_id = client.get_model_version("submitted", version).run_id
-        assert any(f"{run_id}/artifacts/ledger/predictions.npz" in key for key in artifacts), version
+        assert any(f"{run_id}/artifacts/ledger/predictions.parquet" in key for key in artifacts), version
     checkpoints = [o["Key"] for o in s3.list_objects_v2(Bucket="jobs")["Contents"]]
     assert any(k.startswith("runs/submitted/v2/") and k.endswith("model.pt") for k in checkpoints)
 
@@ -171,7 +171,7 @@ def test_no_credential_reaches_mlflow_storage_logs_or_output(ray_cluster, mlflow
             for item in page.get("Contents", []):
                 keys.append(item["Key"])
                 seen.append(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read().decode("latin-1"))
-    assert any(key.endswith("ledger/predictions.npz") for key in keys)  # what was searched
+    assert any(key.endswith("ledger/predictions.parquet") for key in keys)  # what was searched
     assert any(key.startswith("runs/secretive/") for key in keys)
     leaked = [
         f"value {i} in item {j}"

@@ -114,7 +114,7 @@ def test_a_spec_on_s3_shards_checks_without_reading_them_whole(s3_env, tmp_path)
     assert checked.problems == [] and "text samples, 3 classes" in checked.summary, checked
     spec.write_text(head + f"data: {{path: 's3://{BUCKET}/tweets/', label_column: sentiment, streaming: false}}\n")
     (checked,) = check_specs([str(spec)])
-    assert any("an s3:// source is only read as a stream" in line for line in checked.problems), checked.problems
+    assert any("an s3:// source, is only read as a stream" in line for line in checked.problems), checked.problems
 
 
 @pytest.mark.slow

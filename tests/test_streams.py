@@ -152,7 +152,7 @@ def test_later_text_epochs_read_the_kept_first_epoch_and_a_resumed_run_reads_the
     run = open_table_stream(str(folder), label_column="sentiment").train
     inputs = text_input(run.tokenizer_texts(5000), vocab_size=3000, max_length=48)
     streamed = list(run.epoch(64, seed=3, epoch=0, inputs=inputs))
-    assert run.kept["epochs"].complete and run.kept["epochs"].rows == len(run)
+    assert run.kept[("epochs", 3)].complete and run.kept[("epochs", 3)].rows == len(run)
     kept = list(run.epoch(64, seed=3, epoch=0, inputs=inputs))
     for a, b in zip(streamed, kept, strict=True):
         assert torch.equal(a.indices, b.indices) and torch.equal(a.labels, b.labels) and a.texts == b.texts
@@ -168,7 +168,7 @@ def test_later_text_epochs_read_the_kept_first_epoch_and_a_resumed_run_reads_the
     scanned = [torch.cat([b.labels for b in resumed.chunks(256, inputs)]) for _ in range(2)]
     assert torch.equal(scanned[0], resumed.labels) and torch.equal(scanned[1], resumed.labels)
     assert len(calls) == 2, "the fixed order (each epoch's validation) is read from the shards once too"
-    assert resumed.kept["epochs"].complete, "and keeps its own file beside the epochs'"
+    assert resumed.kept[("epochs", 3)].complete, "and keeps its own file beside the epochs'"
 
     class FullDisk(table_streams.TokenCache):
         def _write(self, rows):

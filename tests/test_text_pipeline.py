@@ -64,7 +64,7 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
             "arch": "text-bag",
             "method": {"name": "none"},
             "data": {**TWEETS, "subset": "half-samples", "train_limit": 2000},
-            "train": {"epochs": 2, "lr": 0.5, "batch_size": 64},
+            "train": {"epochs": 4, "lr": 0.5, "batch_size": 64},
         },
         tmp_path / "v1",
     )
