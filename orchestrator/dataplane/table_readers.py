@@ -7,7 +7,6 @@ image_readers.py does for images. table_streams.py and image_streams.py build th
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -106,13 +105,14 @@ def interleaved_rows(
 ) -> Iterator[dict[str, np.ndarray]]:
     """The split's rows of up to INTERLEAVED shards read at once, the function an epoch's
     `map_batches` runs: one record batch of each shard in turn, encoded, put together and
-    shuffled (seeded by `mix_seed` and the names), so every block a task yields mixes all its
+    shuffled (seeded by `mix_seed` and the shards' places), so every block a task yields mixes all its
     shards whatever order each one is sorted in. Memory: one record batch per shard."""
     names = [str(file) for file in files["file"]]
     for name in names:
         check_unchanged(reading.shards, name)
     streams = [shard_batches(reading.shards, name) for name in names]
-    generator = np.random.default_rng([mix_seed, *(zlib.crc32(name.encode()) for name in names)])
+    # seeded by the shards' places in the listing, not their paths: the same data elsewhere reads the same
+    generator = np.random.default_rng([mix_seed, *(reading.shards.files.index(name) for name in names)])
     while streams:
         parts, left = [], []
         for stream in streams:
