@@ -327,7 +327,7 @@ class ResourcesSpec(_Strict):
 class PromoteSpec(_Strict):
     """The promotion gate: alias `champion` moves to the new version only if, against the current
     champion, NFR ≤ max_nfr and ER − ER_champion ≤ max_er_increase (fractions, not %); with
-    `confidence`, their one-sided upper bounds at that level (Wilson for NFR, paired McNemar-style
+    `confidence`, their one-sided upper bounds at that level (Wilson for NFR, paired Tango score bound
     for the ER increase) must be within the limits, so noise on a small eval split cannot pass."""
 
     max_nfr: float = Field(ge=0, le=1)

@@ -6,10 +6,13 @@ one-sided upper bounds, each with z = Φ⁻¹(c):
 
 - a rate k / n (NFR): the Wilson score bound
   (p̂ + z²/2n + z·√(p̂(1 − p̂)/n + z²/4n²)) / (1 + z²/n), p̂ = k/n;
-- the ER increase of a new model over an old one on the same n samples (paired, McNemar's
-  conditioning): of the d = b + c samples on which exactly one of them is right, b (old right, new
-  wrong) is Binomial(d, π) and the increase is (b − c)/n = d·(2π − 1)/n, so the Wilson bound of
-  π = b/d gives the increase's bound.
+- the ER increase of a new model over an old one on the same n samples (paired): of the n samples,
+  b are right by the old model and wrong by the new, c the other way round, and the increase is
+  Δ = (b − c)/n. Its bound is Tango's score bound (Tango 1998, Stat. Med. 17:891): the Δ above
+  Δ̂ where T(Δ) = (b − c − nΔ) / √(n(2q̃ + Δ(1 − Δ))) = −z, q̃ the maximum-likelihood probability
+  of the c cell under Δ, q̃ = (√(B² − 4AC) − B) / 2A with A = 2n, B = −b − c + (2n − b + c)Δ,
+  C = −cΔ(1 − Δ). Unlike conditioning on b + c (McNemar), it counts the discordant total's own
+  noise, so it covers at its level when the ER changes (tests/test_confidence.py simulates it).
 """
 
 from __future__ import annotations
@@ -36,13 +39,29 @@ def wilson_upper(k: int, n: int, confidence: float) -> float:
     return min(1.0, (centre + spread) / (1 + z * z / n))
 
 
+def tango_statistic(worse: int, better: int, n: int, delta: float) -> float:
+    """Tango's score statistic T(Δ) of b = `worse`, c = `better` of n pairs (module docstring)."""
+    a, b = 2 * n, -worse - better + (2 * n - worse + better) * delta
+    c = -better * delta * (1 - delta)
+    q = (math.sqrt(max(b * b - 4 * a * c, 0.0)) - b) / (2 * a)
+    variance = n * (2 * q + delta * (1 - delta))
+    return (worse - better - n * delta) / math.sqrt(variance) if variance > 0 else -math.inf
+
+
 def paired_increase_upper(worse: int, better: int, n: int, confidence: float) -> float:
     """One-sided upper bound at `confidence` of ER_new − ER_old over the same n samples, from
-    `worse` = b (old right, new wrong) and `better` = c (old wrong, new right); 0 when b + c = 0
-    (both models wrong on the same samples: no evidence of a change either way)."""
-    discordant = worse + better
-    if discordant > n or worse < 0 or better < 0:
+    `worse` = b (old right, new wrong) and `better` = c (old wrong, new right): Tango's score bound
+    (module docstring), found by bisection on T(Δ) = −z, which falls as Δ rises."""
+    if worse + better > n or worse < 0 or better < 0:
         raise ValueError(f"{worse} + {better} discordant samples out of {n}")
-    if discordant == 0:
-        return 0.0
-    return discordant * (2 * wilson_upper(worse, discordant, confidence) - 1) / n
+    z = _z(confidence)
+    if n == 0 or worse == n:
+        return 1.0
+    low, high = (worse - better) / n, 1.0
+    for _ in range(60):  # 2⁻⁶⁰ of the bracket: far below a sample's 1/n
+        middle = (low + high) / 2
+        if tango_statistic(worse, better, n, middle) > -z:
+            low = middle
+        else:
+            high = middle
+    return high

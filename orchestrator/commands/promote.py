@@ -50,6 +50,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=fraction(0.5, 0.9999),
         default=None,
         help="gate on the upper bounds at this confidence level (e.g. 0.95): Wilson for NFR, paired "
-        "(McNemar) for the ER increase; default: the point values",
+        "(Tango's score bound) for the ER increase; default: the point values",
     )
     parser.set_defaults(func=run)
