@@ -195,3 +195,27 @@ def test_versions_show_the_upper_bounds_of_each_versions_flips_against_its_paren
     # a version without a parent, or registered before its count was tagged: no bounds
     assert upper_bounds(None, None, None) == {"nfr_upper": None, "er_increase_upper": None}
     assert upper_bounds(0.02, 0.1, None)["nfr_upper"] is None
+
+
+def test_a_gate_that_cannot_read_the_champion_fails_closed(rivals, monkeypatch, capsys):
+    """An MLflow error while reading `champion` refuses the promotion in one line; only a model
+    with no champion alias passes as a first champion (before: any error read as "no champion")."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import TEMPORARILY_UNAVAILABLE
+
+    def unavailable(self, name):
+        raise MlflowException(
+            "API request to /registered-models/get failed: 503\nretries exhausted", TEMPORARILY_UNAVAILABLE
+        )
+
+    limits = promotion.GateLimits(max_nfr=0.05)
+    monkeypatch.setattr(MlflowClient, "get_registered_model", unavailable)
+    with pytest.raises(registry.RegistryError, match=r"cannot read its champion .*503\); not promoted$"):
+        promotion.gate(rivals, "2", limits)
+    assert main(["promote", rivals, "2", "--max-nfr", "0.05"]) != 0
+    assert "cannot read its champion" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert promotion.champion_of(rivals) == "1"  # nothing moved
+    MlflowClient().delete_registered_model_alias(rivals, "champion")
+    assert promotion.gate(rivals, "2", limits).reason == f"{rivals} has no champion yet"
+    assert promotion.champion_of(f"{rivals}-absent") is None

@@ -53,11 +53,18 @@ class Verdict:
 
 
 def champion_of(name: str) -> str | None:
-    """The version alias `champion` points to, or None."""
+    """The version alias `champion` points to; None if the model has no champion or does not exist.
+    Any other failure to read it raises RegistryError: a gate that cannot see the champion fails
+    closed instead of passing as if there were none."""
     try:
-        return str(MlflowClient().get_model_version_by_alias(name, "champion").version)
-    except MlflowException:
-        return None
+        model = MlflowClient().get_registered_model(name)
+    except MlflowException as e:
+        if e.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return None
+        reason = str(e.message).splitlines()[0] if e.message else e.error_code
+        raise RegistryError(f"{name}: cannot read its champion from the registry ({reason}); not promoted") from None
+    version = model.aliases.get("champion")
+    return None if version is None else str(version)
 
 
 def _pct(value: float, signed: bool = False) -> str:
