@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from workers.errors import Problems, first_line
 from workers.names import (
     HF_PREFIX,
     IMAGE_ARCHITECTURES,
+    LOCK_SUFFIX,
     NEEDS_OLD,
     REPLICA_METHODS,
     TEXT_ARCHITECTURES,
@@ -85,7 +87,8 @@ class UpdateSpec(_Strict):
     model: str = Field(
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
         max_length=128,
-        description="registered model name (MLflow registry and experiment)",
+        description="registered model name (MLflow registry and experiment); a name ending in "
+        "`.<word>-lock` is reserved for the registry's locks",
     )
     version: str = Field(
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
@@ -147,6 +150,10 @@ class UpdateSpec(_Strict):
 
     def _cross_field_problems(self) -> list[str]:
         problems = []
+        if re.search(LOCK_SUFFIX, self.model):
+            problems.append(
+                f"model: {self.model!r} has the form of a registry lock's name (….<word>-lock); choose another"
+            )
         try:
             check_architecture(self.arch, self.allow_user_factories)
         except ValueError as e:

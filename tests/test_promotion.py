@@ -109,12 +109,14 @@ def test_concurrent_promotions_pass_only_against_the_champion_they_replace(rival
 def test_a_held_lock_makes_a_promotion_wait_and_a_dead_holders_lock_is_broken(rivals, monkeypatch):
     client = MlflowClient()
     lock = locks.lock_name(rivals, "promotion")
-    client.create_registered_model(lock, tags={"token": "someone else", "holder": "elsewhere:1"})
+    client.create_registered_model(lock, tags={"token": "someone else", "holder": "elsewhere:1", locks.LOCK_TAG: "p"})
     monkeypatch.setattr(locks, "LOCK_WAIT_S", 0.5)
     with pytest.raises(promotion.RegistryError, match=f"another promotion has held {lock}"):
         promotion.promote(rivals, "2", promotion.GateLimits(max_nfr=0.05))
     assert promotion.champion_of(rivals) == "1"
-    monkeypatch.setattr(locks, "LOCK_TTL_S", 0.0)  # the holder died: its lock is stale
+    monkeypatch.setattr(locks, "LEASE_S", 0.5)  # the holder died: its lock is not renewed for a lease
+    monkeypatch.setattr(locks, "RENEW_S", 0.05)
+    monkeypatch.setattr(locks, "LOCK_WAIT_S", 5.0)
     assert promotion.promote(rivals, "2", promotion.GateLimits(max_nfr=0.05)).passed
     assert promotion.champion_of(rivals) == "2"
     assert not client.search_registered_models(f"name = '{lock}'")
@@ -219,3 +221,4 @@ def test_a_gate_that_cannot_read_the_champion_fails_closed(rivals, monkeypatch, 
     MlflowClient().delete_registered_model_alias(rivals, "champion")
     assert promotion.gate(rivals, "2", limits).reason == f"{rivals} has no champion yet"
     assert promotion.champion_of(f"{rivals}-absent") is None
+    record("security", check="a gate that cannot read the champion fails closed", passed=True)

@@ -86,6 +86,7 @@ resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
             ),
             "log range needs low > 0",
         ),
+        (with_(model="fmnist.registration-lock"), "has the form of a registry lock's name"),
     ],
 )
 def test_bad_specs_name_the_field(document, problem):

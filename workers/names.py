@@ -20,6 +20,8 @@ OBJECTIVES = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi")  # what a m
 METHODS = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi")  # an update pipeline's treatments
 NEEDS_OLD = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "bcwi")  # methods that read the old model
 REPLICA_METHODS = ("elodi", "ensemble")  # methods that train m replicas of the new architecture
+# how a registry lock's name ends (orchestrator/tracking/locks.py): no model may be named so
+LOCK_SUFFIX = r"\.[A-Za-z0-9_]+-lock$"
 
 
 # What a `data.path` is, from its name alone (nothing is read): the spec's checks and the driver's

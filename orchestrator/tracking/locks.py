@@ -2,75 +2,167 @@
 must not interleave when pipelines run at once: moving `champion` (promotion.py) and registering a
 spec's version exactly once (registry.register_once).
 
-MLflow has no conditional update, but every registry store enforces unique registered-model names
-(a primary key in the SQL stores, and behind an MLflow server), so of several concurrent
-`create_registered_model("<model>.<purpose>-lock")` calls exactly one succeeds. The holder deletes
-it on release; it shows in the registry only while held (well under a second for a promotion, a
-registration's one POST for a registration). A lock whose holder died is broken by the next taker
-once older than LOCK_TTL_S (by the server's creation time against this machine's clock: clocks
-more than LOCK_TTL_S apart would break a live lock).
+Taking it: every registry store enforces unique registered-model names (a primary key in the SQL
+stores, and behind an MLflow server), so of several concurrent `create_registered_model(
+"<model>.<purpose>-lock")` calls exactly one succeeds. The lock carries the holder's random token
+and LOCK_TAG; a registered model without that tag is never treated as a lock (nor deleted), and
+specs refuse model names of the lock form (`is_lock_name`).
+
+A lease, not a TTL: while it holds the lock the holder renews it every RENEW_S (a counter tag it
+bumps). A taker breaks a lock only when its (token, renewals) stayed the same for LEASE_S of the
+taker's own monotonic clock: no two machines' clocks are ever compared. Before the step the lock
+protects, the holder calls `Lease.check` (fencing): it fails unless the registry still shows its
+token and its last renewal started within LEASE_S / 2, so a holder that stalled (a paused process,
+an MLflow call that hung) stops before anyone could have broken its lock. Release and break
+delete only a lock whose token is the one read just before.
+
+What MLflow cannot give: it has no conditional write or delete, so "compare, then delete" and
+"check, then act" each leave a window of one registry call between the read and the write. The
+lease keeps a stalled holder out of it (a breaker needs LEASE_S of silence, the holder stops after
+LEASE_S / 2); two holders at once would need the protected call itself to hang in flight for over
+LEASE_S / 2 after a check that passed (tests/test_locks.py).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking.version_refs import RegistryError
+from workers.names import LOCK_SUFFIX
 
-LOCK_TTL_S = 120.0  # a lock older than this was left by a holder that died
+LEASE_S = 30.0  # a lock not renewed for this long (by the taker's clock) was left by a holder that stalled or died
+RENEW_S = 5.0  # how often the holder renews its lease
 LOCK_WAIT_S = 60.0  # how long a taker waits for another's lock
+LOCK_TAG = "congruent.lock"  # on every lock; its value is the purpose
 
 
 def lock_name(model: str, purpose: str) -> str:
     return f"{model}.{purpose}-lock"
 
 
+def is_lock_name(name: str) -> bool:
+    """Whether `name` has the form of a lock's name (reserved: a model may not be named so)."""
+    return re.search(LOCK_SUFFIX, name) is not None
+
+
+class LockLost(RegistryError):
+    """The holder's lease lapsed or another took the lock: the protected step must not run."""
+
+
+class Lease:
+    """A held lock: renewed by a thread of its own until released; `check` before the protected step."""
+
+    def __init__(self, client: Any, lock: str, token: str) -> None:
+        self.client, self.lock, self.token = client, lock, token
+        self.renewed_at = time.monotonic()  # when the last renewal that went through started
+        self.renewals, self.lost = 0, threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew_until_stopped, daemon=True, name=f"lease {lock}")
+        self._thread.start()
+
+    def _renew_until_stopped(self) -> None:
+        while not self._stop.wait(RENEW_S):
+            started = time.monotonic()
+            try:
+                if self._token_now() != self.token:
+                    self.lost.set()
+                    return
+                self.renewals += 1
+                self.client.set_registered_model_tag(self.lock, "renewals", str(self.renewals))
+            except MlflowException:
+                continue  # the registry is unreachable: the lease runs down and `check` fails
+            self.renewed_at = started
+
+    def _token_now(self) -> str | None:
+        try:
+            return self.client.get_registered_model(self.lock).tags.get("token")
+        except MlflowException:
+            return None
+
+    def check(self) -> None:
+        """Fencing: LockLost unless this lease was renewed within LEASE_S / 2 and the registry
+        still shows its token (module docstring)."""
+        if self.lost.is_set() or time.monotonic() - self.renewed_at > LEASE_S / 2:
+            raise LockLost(f"{self.lock}: the lease lapsed (the registry was not reached); nothing changed")
+        if self._token_now() != self.token:
+            self.lost.set()
+            raise LockLost(f"{self.lock}: another holder took the lock after this one stalled; nothing changed")
+
+    def release(self) -> None:
+        """Stop renewing; delete the lock only if it still carries this token."""
+        self._stop.set()
+        self._thread.join()
+        if self._token_now() == self.token:
+            _delete(self.client, self.lock)
+
+
 @contextmanager
-def registry_lock(model: str, purpose: str) -> Iterator[None]:
+def registry_lock(model: str, purpose: str, client: Any = None) -> Iterator[Lease]:
     """Hold `<model>.<purpose>-lock` (module docstring) for the block; RegistryError after
-    LOCK_WAIT_S of another holder."""
-    client, lock, token = MlflowClient(), lock_name(model, purpose), uuid.uuid4().hex
-    holder = f"{socket.gethostname()}:{os.getpid()}"
+    LOCK_WAIT_S of another holder, or if a registered model that is not a lock has the name."""
+    client = client or MlflowClient()
+    lock, token = lock_name(model, purpose), uuid.uuid4().hex
+    tags = {"token": token, "holder": f"{socket.gethostname()}:{os.getpid()}", LOCK_TAG: purpose, "renewals": "0"}
     deadline, delay = time.monotonic() + LOCK_WAIT_S, 0.05
+    seen: tuple[tuple[str, str], float] | None = None  # the lock's (token, renewals), and since when
     while True:
         try:
-            client.create_registered_model(lock, tags={"token": token, "holder": holder})
+            client.create_registered_model(lock, tags=tags)
             break
         except MlflowException as e:
             if e.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
-        if _holds(client, lock, token):  # a retried POST whose first try had created it
+        state = _state(client, lock)
+        if state is not None and state[0] == token:  # a retried POST whose first try had created it
             break
+        if state is None:
+            seen = None  # released meanwhile: take it on the next try
+        elif state == ("", ""):
+            raise RegistryError(
+                f"{lock} is a registered model, not a lock of this Congruent (an earlier release's lock, or a "
+                f"model of that name): delete or rename it to run {purpose}s of {model}"
+            )
+        elif seen is None or seen[0] != state:
+            seen = (state, time.monotonic())
+        elif time.monotonic() - seen[1] > LEASE_S:  # not renewed for a lease: its holder stalled or died
+            if _state(client, lock) == state:
+                _delete(client, lock)
+            seen = None
         if time.monotonic() > deadline:
             raise RegistryError(f"{model}: another {purpose} has held {lock} for over {LOCK_WAIT_S:g} s; try again")
         time.sleep(delay)
         delay = min(2 * delay, 1.0)
+    lease = Lease(client, lock, token)
     try:
-        yield
+        yield lease
     finally:
-        client.delete_registered_model(lock)
+        lease.release()
 
 
-def _holds(client: MlflowClient, lock: str, token: str) -> bool:
-    """Whether `token` holds `lock`; a lock left by a holder that died (older than LOCK_TTL_S) is
-    deleted, so that the next try can take it."""
+def _state(client: Any, lock: str) -> tuple[str, str] | None:
+    """(token, renewals) of the lock; ("", "") for a registered model that is not a lock; None if absent."""
     try:
-        found = client.get_registered_model(lock)
+        tags = client.get_registered_model(lock).tags
     except MlflowException:
-        return False  # released meanwhile
-    if found.tags.get("token") == token:
-        return True
-    if time.time() - found.creation_timestamp / 1000 > LOCK_TTL_S:
-        try:
-            client.delete_registered_model(lock)
-        except MlflowException:
-            pass  # another taker broke it first
-    return False
+        return None
+    if LOCK_TAG not in tags:
+        return ("", "")
+    return (tags.get("token", ""), tags.get("renewals", ""))
+
+
+def _delete(client: Any, lock: str) -> None:
+    try:
+        client.delete_registered_model(lock)
+    except MlflowException:
+        pass  # another taker broke it first

@@ -128,8 +128,9 @@ def promote(name: str, candidate: str, limits: GateLimits) -> Verdict:
         verdict = gate(name, candidate, limits)
         if not verdict.passed:
             return verdict
-        with registry_lock(name, "promotion"):
+        with registry_lock(name, "promotion") as lease:
             if champion_of(name) == verdict.champion:
+                lease.check()  # fencing: this promotion still holds the lock (locks.py)
                 set_champion(name, candidate)
                 return verdict
     raise RegistryError(f"{name}: champion moved {ATTEMPTS} times while v{candidate} was gated; not promoted")

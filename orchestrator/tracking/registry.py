@@ -306,9 +306,10 @@ def _register(
         pytorch_logger.setLevel(level)
     # MLflow prints "Successfully registered model …" and "Created version …" to stderr itself; the
     # commands say which version was registered, in a line of their own
-    with registry_lock(model, "registration"):
+    with registry_lock(model, "registration") as lease:
         if once and (existing := versions_of_spec(model, record.spec_hash, record.fingerprint)):
             return existing[0], False
+        lease.check()  # fencing: this run still holds the lock (locks.py)
         with contextlib.redirect_stderr(io.StringIO()):
             registered = mlflow.register_model(info.model_uri, model, tags=record.to_tags())
         version = drop_duplicate_versions(model, registered.run_id)  # HTTP retries may double a POST
