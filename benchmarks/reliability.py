@@ -3,8 +3,8 @@
     python -m benchmarks.reliability [--out docs/reliability.md]
 
 Runs the reliability tests (tests/test_faults.py, test_mlflow_restart.py, test_bad_inputs.py,
-test_security.py, test_promotion.py, test_jobs.py's cancel and credentials tests, and
-test_load.py's full load: ten concurrent submissions, without a fault and with each fault) with
+test_security.py, test_promotion.py, test_locks.py, test_confidence.py, test_jobs.py's cancel and
+credentials tests, and test_load.py's full load: ten concurrent submissions, without a fault and with each fault) with
 pytest; each test appends what it injected or tried, and what happened, to a records file
 (tests/reliability_records.py). The report is written from those records, so every figure in it
 comes from this run. Takes about 40 minutes on 2 cores (the faults start two-node Ray clusters,
@@ -31,6 +31,8 @@ TESTS = [
     "tests/test_bad_inputs.py",
     "tests/test_security.py",
     "tests/test_promotion.py",
+    "tests/test_locks.py",
+    "tests/test_confidence.py",
     "tests/test_jobs.py::test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written",
     "tests/test_jobs.py::test_no_credential_reaches_mlflow_storage_logs_or_output",
     "tests/test_load.py",

@@ -7,6 +7,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
+from reliability_records import record
 from workers.confidence import paired_increase_upper, wilson_upper
 
 
@@ -65,7 +66,10 @@ def test_paired_increase_upper_bound_covers_at_its_level(n, p_worse, p_better):
         for (worse, better), count in zip(pairs.tolist(), counts, strict=True)
         if p_worse - p_better <= paired_increase_upper(worse, better, n, 0.95) + 1e-12
     )
-    assert covered / 10_000 >= 0.94
+    coverage = covered / 10_000
+    check = f"95 % ER-increase bound covers the true change (n {n}, {p_worse - p_better:+.3f}): {coverage:.3f}"
+    record("security", check=check, passed=coverage >= 0.94)
+    assert coverage >= 0.94
 
 
 def test_bad_counts_and_levels_are_refused():
