@@ -111,7 +111,7 @@ def test_ctrl_c_during_a_tune_search_deletes_its_trials_and_marks_the_run_killed
         tune={"search": "grid", "space": {"alpha": [0.5, 0.9]}},
     )
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    trials = tmp_path / "storage" / "tune-interrupted" / "v2" / "tune"
+    trials = tmp_path / "storage" / "tune-interrupted" / "v2" / "tmp"
     code, err = interrupt_once(
         ["tune", str(spec), "--ray-address", ray_cluster.address, "--register-best"],
         uri,

@@ -157,7 +157,7 @@ def test_a_rerun_closes_the_runs_its_dead_driver_left_running(tmp_path, monkeypa
         )
         started[name] = run.info.run_id
     child = client.create_run(experiment, tags={"mlflow.parentRunId": started["dead"]}).info.run_id
-    assert runs.close_orphaned_runs(experiment, "abc") == [started["dead"]]
+    assert runs.close_orphaned_runs(experiment, "abc", str(tmp_path / "tmp")) == [started["dead"]]
     status = {name: client.get_run(run_id).info.status for name, run_id in started.items()}
     assert status == {"dead": "KILLED", "alive": "RUNNING", "elsewhere": "RUNNING"}
     assert client.get_run(child).info.status == "KILLED"

@@ -2,6 +2,7 @@
 warning, in the driver or a worker), and a Tune search prints none of Tune's own lines (where its
 results are, a TensorBoard hint). Each runs in a fresh process, as a user's command would."""
 
+import json
 import os
 import subprocess
 import sys
@@ -134,7 +135,7 @@ def s3_env(tmp_path, monkeypatch):
         server.stop()
 
 
-def test_a_rerun_removes_the_s3_leftovers_of_its_killed_predecessor_and_says_so(s3_env, spec_document):
+def test_a_rerun_removes_the_s3_leftovers_of_its_killed_predecessor_and_says_so(s3_env, spec_document, tmp_path):
     import socket
 
     import mlflow
@@ -150,21 +151,28 @@ def test_a_rerun_removes_the_s3_leftovers_of_its_killed_predecessor_and_says_so(
     dead.wait(timeout=60)  # a driver that was killed: its pid is gone
     client = MlflowClient()
     experiment = experiment_id(spec.model)
-    folder, other = "s3://runs/ckpt/leftovers/v2/tune/abc", "s3://runs/ckpt/leftovers/v2/tune/kept"
+    folder, other = "s3://runs/ckpt/leftovers/v2/tmp/tune-abc", "s3://runs/ckpt/leftovers/v2/tmp/tune-kept"
+    # a tag anyone with MLflow write access can set: trees outside the run's own root stay
+    foreign = ["s3://runs/other-project", "s3://runs/ckpt/leftovers/v2/tmp-not", str(tmp_path / "mine")]
     predecessor = client.create_run(experiment, tags={"spec_hash": spec.spec_hash, "mlflow.runName": "v2-tune"})
     run_id = predecessor.info.run_id
     tags = {"driver.host": socket.gethostname(), "driver.pid": str(dead.pid)}
-    for key, value in {**tags, runs.TEMPORARY_TAG: f'["{folder}"]'}.items():
+    for key, value in {**tags, runs.TEMPORARY_TAG: json.dumps([folder, *foreign])}.items():
         client.set_tag(run_id, key, value)
     for name in ("1.pt", "2.pt"):
         storage.upload(__file__, f"{folder}/{name}")
     storage.upload(__file__, f"{other}/3.pt")  # another search's (finished) folder stays
+    for tree in foreign:
+        storage.upload(__file__, storage.join(tree, "keep.pt"))
 
     said: list[str] = []
     with runs.pipeline_run(spec, say=said.append):
         pass
-    assert said == [f"removed what the interrupted run {run_id[:8]} (driver {dead.pid} died) left: {folder} (2 files)"]
+    removed = f"removed what the interrupted run {run_id[:8]} (driver {dead.pid} died) left: {folder} (2 files)"
+    left = f"left alone what run {run_id[:8]} listed outside {runs.temporary_root(spec)}: {', '.join(foreign)}"
+    assert said == [f"{removed}; {left}"]
     assert storage.delete_tree(folder) == 0 and storage.delete_tree(other) == 1
+    assert [storage.delete_tree(tree) for tree in foreign] == [1, 1, 1]
     assert client.get_run(run_id).info.status == "KILLED"
     said.clear()
     with runs.pipeline_run(spec, say=said.append):  # nothing left to remove: nothing said

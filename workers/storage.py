@@ -7,6 +7,7 @@ S3 goes through boto3, which takes the endpoint and credentials from the environ
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +23,22 @@ class StorageError(ValueError):
 def join(base: str, *parts: str) -> str:
     """`base/part/…` for local paths and S3 URIs alike."""
     return "/".join([base.rstrip("/"), *parts]) if is_s3(base) else str(Path(base, *parts))
+
+
+def is_under(uri: str, root: str) -> bool:
+    """Whether `uri` names something strictly inside the folder or prefix `root`, after `..`, `.`
+    and repeated slashes are resolved (a local path by its absolute form; symlinks are not
+    followed): the test of anything deleted or written on a name read from outside."""
+    if is_s3(uri) != is_s3(root):
+        return False
+    if is_s3(uri):
+        (bucket, key), (root_bucket, root_key) = _split(uri), _split(root)
+        if bucket != root_bucket or ".." in key.split("/"):
+            return False
+        key, root_key = posixpath.normpath("/" + key), posixpath.normpath("/" + root_key)
+        return key.startswith(root_key.rstrip("/") + "/")
+    path, base = os.path.normpath(os.path.abspath(uri)), os.path.normpath(os.path.abspath(root))
+    return path.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def _split(uri: str) -> tuple[str, str]:
@@ -119,7 +136,10 @@ def fetch_checkpoint(uri: str) -> str:
         return uri
     import tempfile
 
-    local = os.path.join(tempfile.gettempdir(), "congruent-cache", uri.removeprefix("s3://"))
+    cache = os.path.join(tempfile.gettempdir(), "congruent-cache")
+    local = os.path.normpath(os.path.join(cache, uri.removeprefix("s3://")))
+    if not is_under(local, cache) or ".." in uri.split("/"):
+        raise StorageError(f"{uri}: a checkpoint key may not leave its bucket's folder (`..`)")
     if not os.path.exists(local) and not download(uri, local):
         raise FileNotFoundError(f"{uri}: no such checkpoint")
     return local

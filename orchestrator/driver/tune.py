@@ -176,7 +176,7 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
     groups = {"teacher": [r.checkpoint for r in replicas], "old": [spec.old]}
     with serving_pool(plan, groups, with_student=False) as pool:
         res = spec.resources.student
-        trials_uri = storage.join(spec.storage, spec.model, spec.version, "tune", uuid.uuid4().hex[:12])
+        trials_uri = storage.join(runs.temporary_root(spec), f"tune-{uuid.uuid4().hex[:12]}")
         runs.record_temporary(trials_uri)  # until the search ends: a killed driver's rerun deletes it
         trainable = tune.with_resources(
             tune.with_parameters(

@@ -106,22 +106,43 @@ def record_temporary(uri: str) -> None:
     mlflow.set_tag(TEMPORARY_TAG, json.dumps([*listed, uri]))
 
 
-def remove_leftovers(run_id: str, pid: str) -> str | None:
-    """Delete the temporary folders the dead run `run_id` recorded; one line saying what went."""
+def temporary_root(spec: UpdateSpec) -> str:
+    """Where a run of `spec` keeps folders that live only while it does (`record_temporary`): the
+    only place `remove_leftovers` deletes from."""
     from workers import storage
 
-    folders = json.loads(MlflowClient().get_run(run_id).data.tags.get(TEMPORARY_TAG, "[]"))
-    removed = {uri: storage.delete_tree(uri) for uri in folders}
-    if not any(removed.values()):
-        return None
-    where = ", ".join(f"{uri} ({count} files)" for uri, count in removed.items() if count)
-    return f"removed what the interrupted run {run_id[:8]} (driver {pid} died) left: {where}"
+    return storage.join(spec.storage, spec.model, spec.version, "tmp")
 
 
-def close_orphaned_runs(experiment: str, spec_hash: str, say: Callable[[str], None] | None = None) -> list[str]:
+def remove_leftovers(run_id: str, pid: str, root: str) -> str | None:
+    """Delete the temporary folders the dead run `run_id` recorded, those under `root` only (its
+    tag is anyone's to write: a folder elsewhere is named and left); one line saying what went."""
+    from workers import storage
+
+    try:
+        folders = json.loads(MlflowClient().get_run(run_id).data.tags.get(TEMPORARY_TAG, "[]"))
+    except ValueError:
+        folders = []
+    folders = folders if isinstance(folders, list) else [folders]
+    inside = [uri for uri in folders if isinstance(uri, str) and storage.is_under(uri, root)]
+    outside = [str(uri) for uri in folders if str(uri) not in inside]
+    removed = {uri: storage.delete_tree(uri) for uri in inside}
+    lines = []
+    if any(removed.values()):
+        where = ", ".join(f"{uri} ({count} files)" for uri, count in removed.items() if count)
+        lines.append(f"removed what the interrupted run {run_id[:8]} (driver {pid} died) left: {where}")
+    if outside:
+        lines.append(f"left alone what run {run_id[:8]} listed outside {root}: {', '.join(outside)}")
+    return "; ".join(lines) or None
+
+
+def close_orphaned_runs(
+    experiment: str, spec_hash: str, root: str, say: Callable[[str], None] | None = None
+) -> list[str]:
     """Runs of the spec `spec_hash` left RUNNING by a driver that died on this host (SIGKILL, a
     lost machine) are marked KILLED, with their nested runs, and tagged `ended_by`, and the
-    temporary folders they recorded are deleted (`say` gets one line about it); returns their ids.
+    temporary folders they recorded under `root` are deleted (`say` gets one line about it);
+    returns their ids.
     Runs whose driver is alive, or ran on another host, are left alone."""
     client = MlflowClient()
     host = socket.gethostname()
@@ -137,7 +158,7 @@ def close_orphaned_runs(experiment: str, spec_hash: str, say: Callable[[str], No
             client.set_tag(orphan.info.run_id, "ended_by", f"a rerun of spec {spec_hash}: driver {pid} had died")
             client.set_terminated(orphan.info.run_id, "KILLED")
         closed.append(run.info.run_id)
-        line = remove_leftovers(run.info.run_id, pid)
+        line = remove_leftovers(run.info.run_id, pid, root)
         if line is not None and say is not None:
             say(line)
     return closed
@@ -238,7 +259,7 @@ def pipeline_run(
     raises inside, KILLED (nested runs too) on Ctrl-C."""
     experiment = experiment_id(spec.model)
     mlflow.set_experiment(experiment_id=experiment)  # nested runs follow it
-    close_orphaned_runs(experiment, spec.spec_hash, say)
+    close_orphaned_runs(experiment, spec.spec_hash, temporary_root(spec), say)
     with mlflow.start_run(run_name=run_name or spec.version) as run:
         log_spec(run.info.run_id, spec)
         try:
