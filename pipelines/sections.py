@@ -356,8 +356,9 @@ class TuneSpec(_Strict):
 
     space: {alpha | k | legacy_weight | temperature | lr: [values] or {low, high, log}}; grid search
     takes lists only (each combination `num_samples` times), random search draws `num_samples`
-    trials (lists: uniform choice). The pick: lowest NFR among trials whose ER ≤ the no-treatment
-    ER (the replicas' mean) + `er_tolerance`."""
+    trials (lists: uniform choice). The pick, on the validation split: lowest val NFR among trials
+    whose val ER ≤ the no-treatment val ER (the replicas' mean) + `er_tolerance`; the eval split,
+    where the promotion gate tests the pick, is not chosen on."""
 
     search: Literal["grid", "random"] = "grid"
     space: dict[Literal["alpha", "k", "legacy_weight", "temperature", "lr"], list[float] | RangeSpec]

@@ -13,6 +13,20 @@ from workers.training.config import TrainConfig
 from workers.training.trainer import train
 
 
+def test_the_pick_and_its_front_are_chosen_on_the_validation_split_never_the_eval_split():
+    """Trial b is best on the eval split, trial a on the validation split: the gate later tests the
+    pick on the eval split, so choosing there would pass on the split's luck (before: chose b)."""
+    from orchestrator.driver.tune import choose
+
+    def trial(name, val_er, val_nfr, er, nfr):
+        return {"trial_id": name, "val_error_rate": val_er, "val_nfr": val_nfr, "error_rate": er, "nfr": nfr}
+
+    trials = [trial("a", 0.20, 0.02, 0.21, 0.05), trial("b", 0.20, 0.04, 0.20, 0.01), trial("c", 0.30, 0.01, 0.19, 0.0)]
+    front, pick = choose(trials, val_reference=0.20, tolerance=0.01)
+    assert pick == 0  # c has the lowest val NFR but a val ER above 0.20 + 0.01
+    assert front == [0, 2]  # b is dominated by a on the validation split
+
+
 @pytest.mark.slow
 def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashion_mnist, spec_file, tmp_path, capsys):
     settings = ModelSettings("mlp-small", 10)
@@ -45,11 +59,12 @@ def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashio
     assert sorted(n for n in names if n.startswith("replica")) == ["replica-0", "replica-1"]
     assert sum(n.startswith("trial-") for n in names) == 4
 
-    # the pick: lowest NFR among trials within the no-treatment ER + tolerance
-    pick = record["pick"]
-    assert pick == pick_trial(trials, record["no_treatment_error_rate"], tolerance)
-    eligible = [t for t in trials if t["error_rate"] <= record["no_treatment_error_rate"] + tolerance]
-    assert pick is not None and trials[pick]["nfr"] == min(t["nfr"] for t in eligible)
+    # the pick, on the validation split: lowest val NFR among trials within the no-treatment val ER + tolerance
+    pick, reference = record["pick"], record["no_treatment_val_error_rate"]
+    on_val = [{"error_rate": t["val_error_rate"], "nfr": t["val_nfr"]} for t in trials]
+    assert pick == pick_trial(on_val, reference, tolerance)
+    eligible = [t for t in trials if t["val_error_rate"] <= reference + tolerance]
+    assert pick is not None and trials[pick]["val_nfr"] == min(t["val_nfr"] for t in eligible)
     assert "pick" in out and (tmp_path / "out" / "er_nfr.png").stat().st_size > 10_000
     version = client.get_model_version("tuned", "1")
     assert version.tags["method"] == "elodi" and version.tags["nfr"] == f"{trials[pick]['nfr']:.6f}"

@@ -23,6 +23,8 @@ def format_trials(record: Any) -> str:
             [
                 t["trial_id"],
                 *[f"{t['config'][k]:g}" for k in keys],
+                percent(t["val_error_rate"]),
+                percent(t["val_nfr"]),
                 percent(t["error_rate"]),
                 percent(t["nfr"]),
                 percent(t["rel_nfr"], none="undefined"),
@@ -31,9 +33,12 @@ def format_trials(record: Any) -> str:
         )
     return "\n".join(
         [
-            table(["trial", *keys, "ER", "NFR", "Rel-NFR", ""], rows),
+            table(["trial", *keys, "val ER", "val NFR", "ER", "NFR", "Rel-NFR", ""], rows),
             "",
-            f"no treatment (replicas' mean) ER {percent(record.no_treatment_error_rate)}, "
+            "picked on the validation split (val ER, val NFR); ER, NFR and Rel-NFR are on the eval split, "
+            "where the gate tests the pick",
+            f"no treatment (replicas' mean) val ER {percent(record.no_treatment_val_error_rate)}, "
+            f"ER {percent(record.no_treatment_error_rate)}, "
             f"paragon ER {percent(record.paragon['er_new'])} NFR {percent(record.paragon['nfr'])}",
         ]
     )
@@ -91,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             f"{', '.join(record.stopped_early)}"
         )
     if record.pick is None:
-        print(f"no trial has ER ≤ no-treatment ER + {100 * spec.tune.er_tolerance:.2f} pt: nothing picked")
+        print(f"no trial has val ER ≤ no-treatment val ER + {100 * spec.tune.er_tolerance:.2f} pt: nothing picked")
     elif registered is not None:
         print(f"the pick: {spec.model} version {registered.registered_version}")
     print(f"\nresults: {run_dir}/tune.json, plot: {run_dir}/er_nfr.png")

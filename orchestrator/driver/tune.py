@@ -4,11 +4,13 @@ each trial a distillation that reserves only the student's resources.
     replicas (Ray tasks) → teacher pool (its own placement group) → Tuner.fit (one trial per config,
     distilled from the pool, scored on the regression-eval split) → table, Pareto front, pick
 
-The pick: the lowest NFR among trials whose ER ≤ the no-treatment ER (the replicas' mean) + the
-spec's `er_tolerance`; trials the ASHA scheduler stopped early are not candidates. `run_search` tracks
+The pick, on the validation split: the lowest val NFR among trials whose val ER ≤ the no-treatment
+val ER (the replicas' mean) + the spec's `er_tolerance`; trials the ASHA scheduler stopped early are
+not candidates. The eval split's scores are shown, never chosen on: the promotion gate tests the
+pick there, and a pick made on it would pass on its luck (the winner's curse). `run_search` tracks
 the search as one MLflow run with a child run per trial. Each search writes its trials' checkpoints
-in a folder of its own (`STORAGE/MODEL/VERSION/tune/SEARCH_ID/`); Ctrl-C has Tune stop every trial,
-then deletes that folder and raises KeyboardInterrupt.
+in a folder of its own (`STORAGE/MODEL/VERSION/tmp/tune-SEARCH_ID/`, runs.temporary_root); Ctrl-C
+has Tune stop every trial, then deletes that folder and raises KeyboardInterrupt.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from orchestrator.views import plots
 from pipelines.spec import TuneSpec, UpdateSpec
 from workers import storage
 from workers.metrics import UpdateReport, error_rate, negative_flip_rate, update_report
-from workers.selection import pareto_front, pick_trial
+from workers.selection import Scored, pareto_front, pick_trial
 from workers.tasks.records import TrainRecord
 
 
@@ -94,6 +96,7 @@ def run_trial(
             **update_report(old_eval_predictions, new, labels),
             "epoch": len(record.history),
             "val_error_rate": record.val_error_rate,
+            "val_nfr": record.history[-1]["val_nfr"] if record.history else None,
             "steps": record.steps,
             "checkpoint": record.checkpoint,
             "seconds": record.seconds,
@@ -121,11 +124,13 @@ class StopOnCtrlC(tune.Stopper):
 
 
 class TrialResult(TypedDict):
-    """One finished trial: its settings, its scores on the regression-eval split against the old
-    model, its training and checkpoint."""
+    """One finished trial: its settings, its scores against the old model on the validation split
+    (chosen on) and on the regression-eval split (shown), its training and checkpoint."""
 
     trial_id: str
     config: dict[str, Any]
+    val_error_rate: float
+    val_nfr: float
     error_rate: float
     nfr: float
     pfr: float
@@ -141,7 +146,8 @@ class SearchRecord:
 
     trials: list[TrialResult]
     pareto_front: list[int]
-    pick: int | None
+    pick: int | None  # chosen on the validation split (`choose`)
+    no_treatment_val_error_rate: float  # the replicas' mean: the ER a pick must stay near
     no_treatment_error_rate: float
     replica_error_rates: list[float]
     replica_nfrs: list[float]
@@ -231,6 +237,8 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
             TrialResult(
                 trial_id=m["trial_id"],
                 config=result.config,
+                val_error_rate=m["val_error_rate"],
+                val_nfr=m["val_nfr"],
                 error_rate=m["er_new"],
                 nfr=m["nfr"],
                 pfr=m["pfr"],
@@ -241,12 +249,14 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
             )
         )
     trials.sort(key=lambda t: t["trial_id"])
-    reference = float(np.mean(replica_ers))
+    val_reference = float(np.mean([r.val_error_rate for r in replicas]))
+    front, pick = choose(trials, val_reference, spec.tune.er_tolerance)
     return SearchRecord(
         trials=trials,
-        pareto_front=pareto_front(trials),
-        pick=pick_trial(trials, reference, spec.tune.er_tolerance),
-        no_treatment_error_rate=reference,
+        pareto_front=front,
+        pick=pick,
+        no_treatment_val_error_rate=val_reference,
+        no_treatment_error_rate=float(np.mean(replica_ers)),
         replica_error_rates=replica_ers,
         replica_nfrs=replica_nfrs,
         replicas=replicas,
@@ -257,6 +267,13 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         teacher_batches_served=served,
         stopped_early=sorted(stopped),
     )
+
+
+def choose(trials: list[TrialResult], val_reference: float, tolerance: float) -> tuple[list[int], int | None]:
+    """The ER–NFR Pareto front and the pick (workers/selection.py), both on the validation split:
+    `val_reference` is the no-treatment val ER. The eval split is never looked at here."""
+    on_val = [Scored(error_rate=t["val_error_rate"], nfr=t["val_nfr"]) for t in trials]
+    return pareto_front(on_val), pick_trial(on_val, val_reference, tolerance)
 
 
 def _fit(tuner: Any, ctrl_c: threading.Event) -> Any:
@@ -334,7 +351,10 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
             runs.log_trial(
                 f"trial-{trial['trial_id']}",
                 trial["config"],
-                {k: trial[k] for k in ("error_rate", "nfr", "pfr", "rel_nfr", "steps", "seconds")},
+                {
+                    k: trial[k]
+                    for k in ("val_error_rate", "val_nfr", "error_rate", "nfr", "pfr", "rel_nfr", "steps", "seconds")
+                },
             )
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "tune.json").write_text(record.to_json())
