@@ -18,12 +18,14 @@ def run(args: argparse.Namespace) -> int:
 
     store.configure()
     records = registry.chain(args.model)
-    if not records:
+    incomplete = [str(mv.version) for mv in registry.versions(args.model, incomplete=True)]
+    if not records and not incomplete:
         return fail("versions", f"no registered model {args.model!r}")
-    output: dict[str, Any] = {"model": args.model, "versions": [r.row() for r in records]}
+    output: dict[str, Any] = {"model": args.model, "versions": [r.row() for r in records], "incomplete": incomplete}
     if args.matrix:
         names, matrix, shared = registry.chain_matrix(args.model)
         output["matrix"] = {"versions": names, "nfr_matrix": matrix, "shared_samples": shared}
+        output["matrix"]["without_ledger"] = [r.version for r in records if r.version not in names]
     if args.json:
         print(json.dumps(output))
         return 0
@@ -57,8 +59,15 @@ def run(args: argparse.Namespace) -> int:
             left=4,
         )
     )
+    if incomplete:
+        print(
+            f"incomplete, their publication interrupted (ignored everywhere else; a rerun of their spec "
+            f"discards them): {', '.join(incomplete)}"
+        )
     if args.matrix:
         m = output["matrix"]
+        if m["without_ledger"]:
+            print(f"warning: no ledger in the runs of {', '.join(m['without_ledger'])}: left out of the matrix")
         print("\nNFR matrix (rows = old, columns = new), each on the eval samples both versions share")
         print(
             table(

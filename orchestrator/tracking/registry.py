@@ -23,6 +23,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking import descriptions
+from orchestrator.tracking.deferred import interrupts_deferred
 from orchestrator.tracking.ledger import (
     COMPARED,
     LEDGER_FILE,
@@ -54,6 +55,8 @@ def resolve(text: str) -> VersionRef:
         raise RegistryError(
             f"{text}: no such registered model version ({_what_exists(name, alias, version)})"
         ) from None
+    if PUBLISHING in (mv.tags or {}):
+        raise RegistryError(f"{text}: version {mv.version} is incomplete (its publication was interrupted)")
     return VersionRef(name, str(mv.version))
 
 
@@ -162,9 +165,17 @@ def ledger_path(run_id: str) -> Path | None:
     return None
 
 
-def versions(name: str) -> list[Any]:
-    """Every version of a registered model, oldest first."""
-    return sorted(MlflowClient().search_model_versions(f"name='{name}'"), key=lambda mv: int(mv.version))
+PUBLISHING = "publishing"  # a version's tag from its registration until its publication completes
+
+
+def versions(name: str, publishing: str | None = None, incomplete: bool = False) -> list[Any]:
+    """The complete versions of a registered model, oldest first, and version `publishing` (the one
+    being published); with `incomplete`, only those whose publication never completed (a driver
+    killed meanwhile): every reader but `congruent versions` ignores them."""
+    listed = sorted(MlflowClient().search_model_versions(f"name='{name}'"), key=lambda mv: int(mv.version))
+    if incomplete:
+        return [mv for mv in listed if PUBLISHING in (mv.tags or {})]
+    return [mv for mv in listed if PUBLISHING not in (mv.tags or {}) or str(mv.version) == publishing]
 
 
 def versions_of_spec(name: str, spec_hash: str, fingerprint: str) -> list[str]:
@@ -177,7 +188,7 @@ def versions_of_spec(name: str, spec_hash: str, fingerprint: str) -> list[str]:
 def drop_duplicate_versions(name: str, run_id: str | None) -> str:
     """Keep the oldest version registered from `run_id`, delete the others (a registration whose
     response was lost and that the client retried); return the kept version."""
-    mine = [mv for mv in versions(name) if mv.run_id == run_id]
+    mine = [mv for mv in versions(name, incomplete=True) if mv.run_id == run_id]
     if not mine:
         raise RegistryError(f"{name}: no version registered from run {run_id}")
     for extra in mine[1:]:
@@ -185,14 +196,16 @@ def drop_duplicate_versions(name: str, run_id: str | None) -> str:
     return str(mine[0].version)
 
 
-def chain_matrix(name: str) -> tuple[list[str], list[list[float | None]], list[list[int]]]:
+def chain_matrix(
+    name: str, publishing: str | None = None
+) -> tuple[list[str], list[list[float | None]], list[list[int]]]:
     """The versions of `name` that hold a ledger, their pairwise NFR matrix M[i][j] = NFR of version
     j relative to version i, and S[i][j] the samples it is counted on: the samples both were
     evaluated on, of the classes version i knows (ledger.py `chain_nfr_matrix`; None where they
     share none, or one ledger is by position and the other by id)."""
     import numpy as np
 
-    members = [(str(mv.version), ledger_path(mv.run_id)) for mv in versions(name)]
+    members = [(str(mv.version), ledger_path(mv.run_id)) for mv in versions(name, publishing)]
     held = [(version, path) for version, path in members if path is not None]
     if not held:
         return [], [], []
@@ -211,10 +224,10 @@ def write_matrix_files(
     return [json_path, plots.save(plots.nfr_heatmap(names, matrix, title), folder / "nfr_matrix.png", dpi=100)]
 
 
-def chain(name: str) -> list[VersionRecord]:
-    """One record per version, oldest first: lineage, method, ER and flips against the parent,
-    aliases, when it was registered."""
-    listed = versions(name)
+def chain(name: str, publishing: str | None = None) -> list[VersionRecord]:
+    """One record per complete version (and `publishing`), oldest first: lineage, method, ER and
+    flips against the parent, aliases, when it was registered."""
+    listed = versions(name, publishing)
     aliases: dict[str, list[str]] = {}
     if listed:
         for alias, version in MlflowClient().get_registered_model(name).aliases.items():
@@ -304,26 +317,54 @@ def _register(
         )
     finally:
         pytorch_logger.setLevel(level)
-    # MLflow prints "Successfully registered model …" and "Created version …" to stderr itself; the
-    # commands say which version was registered, in a line of their own
+    # MLflow prints "Successfully registered model …" and "Created version …" to stderr itself (muted
+    # in `_publish`); the commands say which version was registered, in a line of their own
+    with interrupts_deferred():  # Ctrl-C or cancel now: the version completes first, then the run stops
+        return _publish(model, info.model_uri, record, once)
+
+
+def _publish(model: str, model_uri: str, record: VersionRecord, once: bool) -> tuple[str, bool]:
+    """Register `model_uri` with the record's tags and PUBLISHING, then its alias, the chain's
+    matrix and descriptions, and remove PUBLISHING last: a version is complete or, to every reader
+    but `congruent versions`, invisible (a driver killed meanwhile leaves it incomplete; a rerun of
+    its spec discards it). A failing step deletes the version."""
+    client = MlflowClient()
     with registry_lock(model, "registration") as lease:
+        discard_incomplete(model, record.spec_hash, record.fingerprint)
         if once and (existing := versions_of_spec(model, record.spec_hash, record.fingerprint)):
             return existing[0], False
         lease.check()  # fencing: this run still holds the lock (locks.py)
         with contextlib.redirect_stderr(io.StringIO()):
-            registered = mlflow.register_model(info.model_uri, model, tags=record.to_tags())
+            registered = mlflow.register_model(model_uri, model, tags={**record.to_tags(), PUBLISHING: "1"})
         version = drop_duplicate_versions(model, registered.run_id)  # HTTP retries may double a POST
-    client = MlflowClient()
     try:
         client.set_registered_model_alias(model, "challenger", version)
-        names, matrix, shared = chain_matrix(model)
+        names, matrix, shared = chain_matrix(model, version)
         with tempfile.TemporaryDirectory() as tmp:
             for matrix_file in write_matrix_files(
                 Path(tmp), [f"v{n}" for n in names], matrix, shared, f"{model}: NFR of column vs row (%)"
             ):
                 mlflow.log_artifact(str(matrix_file))
-        descriptions.describe(model, chain(model), version)  # the chain in MLflow's own description fields
+        descriptions.describe(model, chain(model, version), version)  # the chain in MLflow's own fields
+        client.delete_model_version_tag(model, version, PUBLISHING)  # complete
     except BaseException:
         client.delete_model_version(model, version)
         raise
     return version, True
+
+
+def discard_incomplete(model: str, spec_hash: str, fingerprint: str) -> list[str]:
+    """Delete the incomplete versions of this spec whose runs have ended (a driver killed while it
+    published; its rerun closed the run): what a rerun cleans before it registers. A run still
+    RUNNING may be publishing now: left alone."""
+    client, discarded = MlflowClient(), []
+    for mv in versions(model, incomplete=True):
+        record = VersionRecord.from_model_version(mv)
+        if record.spec_hash != spec_hash or record.fingerprint != fingerprint:
+            continue
+        with contextlib.suppress(MlflowException):
+            if mv.run_id and client.get_run(mv.run_id).info.status == "RUNNING":
+                continue
+        client.delete_model_version(model, str(mv.version))
+        discarded.append(str(mv.version))
+    return discarded
