@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -69,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(error, file=sys.stderr)
         return 2
+    if "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ:  # a Ray Job's driver: its settings from its package
+        from orchestrator.jobs.credentials import load_into_driver
+
+        load_into_driver()
     with ctrl_c_raises():
         return args.func(args)
 

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 FORWARDED_ENV_PREFIXES = ("AWS_", "MLFLOW_S3_")  # what workers need for S3 storage, never logged
+CREDENTIALS_FROM_FILE = "CONGRUENT_CREDENTIALS_FROM_FILE"  # set where they came from a job's file (jobs/credentials.py)
 # How a worker's memory allocators keep what they free, where a worker's reading threads hand
 # batches (Arrow's shuffle buffer, numpy) to its training thread: glibc with 2 arenas instead of 8
 # per core, and Arrow through glibc instead of its own mimalloc pool, which keeps freed pages. With

@@ -128,8 +128,9 @@ def test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written(
 @pytest.mark.slow
 def test_no_credential_reaches_mlflow_storage_logs_or_output(ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch):
     """A pipeline submitted with this environment's S3 keys and MLflow password: none appears in any
-    MLflow param, tag, description or artifact, in storage, in the job's logs, in `--json` output or
-    in the report (a value found anywhere fails the test, binary files included)."""
+    MLflow param, tag, description or artifact, in storage, in the job's logs, info (its runtime_env)
+    or the cluster's job list, in `--json` output or in the report (a value found anywhere fails the
+    test, binary files included; before, --env-from-here put them in the job's env_vars)."""
     import secrets
 
     fake_login = {
@@ -156,7 +157,10 @@ def test_no_credential_reaches_mlflow_storage_logs_or_output(ray_cluster, mlflow
     seen += [capsys.readouterr().out, (tmp_path / "report.html").read_text()]
     from ray.job_submission import JobSubmissionClient
 
-    seen.append(JobSubmissionClient(ray_cluster.dashboard).get_job_logs(job_id))
+    jobs = JobSubmissionClient(ray_cluster.dashboard)
+    # what anyone who can read the cluster's jobs sees: the job's info (its runtime_env), the job list
+    seen += [jobs.get_job_logs(job_id), repr(jobs.get_job_info(job_id)), repr(jobs.list_jobs())]
+    assert "worker_process_setup_hook" in repr(jobs.get_job_info(job_id))  # the settings came as a file
     client = MlflowClient()
     experiment = client.get_experiment_by_name("secretive")
     for run in client.search_runs([experiment.experiment_id]):
@@ -179,7 +183,7 @@ def test_no_credential_reaches_mlflow_storage_logs_or_output(ray_cluster, mlflow
         for j, text in enumerate(seen)
         if value in text
     ]
-    check = "no credential in MLflow fields or artifacts, storage, job logs, --json output or the report"
+    check = "no credential in MLflow fields or artifacts, storage, job logs, info or list, --json output or the report"
     record("security", check=check, passed=not leaked)
     assert not leaked, leaked
 

@@ -75,7 +75,9 @@ def open_input(uri: str) -> Any:
 
 
 def reader_env() -> dict[str, str]:
-    """What a reading task needs from the driver's environment: the storage's S3 settings."""
-    from orchestrator.host import worker_env
+    """What a reading task needs from the driver's environment: the storage's S3 settings; none in a
+    job whose workers load them from its credentials file (orchestrator/jobs/credentials.py), so
+    that no task's runtime_env shows them."""
+    from orchestrator.host import CREDENTIALS_FROM_FILE, worker_env
 
-    return worker_env()
+    return {} if os.environ.get(CREDENTIALS_FROM_FILE) else worker_env()

@@ -6,8 +6,9 @@ S3 settings (docker-compose.yml's `environment`, the KubeRay secret): the addres
 reaches them at (http://localhost:5000) are not the ones the cluster does (http://mlflow:5000), so
 nothing of this environment travels unless asked. With `env_from_here` the job takes this
 environment's `MLFLOW_TRACKING_*`, `MLFLOW_S3_*` and `AWS_*` (a cluster started with a bare
-`ray start`, which has none of its own). The address defaults to `RAY_JOBS_ADDRESS`. Credentials
-travel as environment variables only, never as arguments.
+`ray start`, which has none of its own), as a file in its package that the driver and the workers
+read (credentials.py), never in its env_vars, which Ray shows to anyone who can list jobs. The
+address defaults to `RAY_JOBS_ADDRESS`. Credentials are never arguments.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.host import worker_env
+from orchestrator.jobs.credentials import CREDENTIALS_FILE, WORKER_HOOK, write_credentials
 from pipelines.spec import SpecError, UpdateSpec
 
 JOB_ENV_PREFIXES = ("MLFLOW_TRACKING_", "MLFLOW_S3_", "AWS_")
@@ -42,16 +44,18 @@ def stage_working_dir(spec_path: Path, folder: Path) -> Path:
     return folder
 
 
-def entrypoint(model: str, version: str, spec_hash: str) -> str:
+def entrypoint(model: str, version: str, spec_hash: str, credentials: bool = False) -> str:
     """The job's shell command. Ray unpacks the working_dir into a cache it may clean up while a
     long driver still runs there (seen here: the driver's cwd vanished before registration), so
     the driver first moves the project and the spec into a directory of its own and runs there:
     one per submission (`mktemp -d`), since the same spec may be submitted again while it runs
-    (its stages' checkpoints are shared through `storage`; its version is registered once)."""
+    (its stages' checkpoints are shared through `storage`; its version is registered once). With
+    `credentials`, the driver's copy of CREDENTIALS_FILE goes along (the driver deletes it)."""
     parent = f"${{TMPDIR:-/tmp}}/congruent-jobs/{model}"
+    files = [*PACKAGES, "spec.yaml", *([CREDENTIALS_FILE] if credentials else [])]
     return (
         f'mkdir -p "{parent}" && folder="$(mktemp -d "{parent}/{version}-{spec_hash}-XXXXXX")" '
-        f'&& cp -r {" ".join(PACKAGES)} spec.yaml "$folder"/ && cd "$folder" '
+        f'&& cp -rp {" ".join(files)} "$folder"/ && cd "$folder" '
         "&& python -m orchestrator run spec.yaml --out ."
     )
 
@@ -71,12 +75,14 @@ def submit(spec: UpdateSpec, spec_path: Path, jobs_address: str | None, env_from
     MLflow and S3 settings when `env_from_here`; returns (client, job id)."""
     jobs = client(jobs_address)
     runtime_env: dict[str, Any] = {"env_vars": dict(STOP_ENV)}
-    if env_from_here:
-        runtime_env["env_vars"].update(worker_env(JOB_ENV_PREFIXES))
+    if env_from_here:  # a file in the package, never env_vars (credentials.py)
+        runtime_env["worker_process_setup_hook"] = WORKER_HOOK
     with tempfile.TemporaryDirectory(prefix="congruent-job-") as tmp:
         working_dir = stage_working_dir(spec_path, Path(tmp))
+        if env_from_here:
+            write_credentials(working_dir, worker_env(JOB_ENV_PREFIXES))
         job_id = jobs.submit_job(
-            entrypoint=entrypoint(spec.model, spec.version, spec.spec_hash),
+            entrypoint=entrypoint(spec.model, spec.version, spec.spec_hash, env_from_here),
             runtime_env={"working_dir": str(working_dir), **runtime_env},
             metadata={"model": spec.model, "version": spec.version, "spec_hash": spec.spec_hash},
         )
