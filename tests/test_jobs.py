@@ -247,14 +247,15 @@ def test_a_submitted_job_takes_this_environments_settings_only_when_asked(tmp_pa
     """The addresses this machine reaches MLflow and S3 at (localhost) are not the cluster's
     (mlflow:5000 in docker-compose.yml): a job carries this environment's MLFLOW_* / AWS_* settings
     only with --env-from-here, so a README-style laptop environment cannot override the cluster's."""
-    from orchestrator.jobs import ray_jobs
+    from orchestrator.jobs import credentials, ray_jobs
     from pipelines.spec import load_spec
 
     sent = []
 
     class Recorder:
         def submit_job(self, **job):
-            sent.append(job)
+            package = Path(job["runtime_env"]["working_dir"]) / credentials.CREDENTIALS_FILE
+            sent.append({**job, "package": json.loads(package.read_text()) if package.exists() else None})
             return "job-1"
 
         def get_address(self):
@@ -268,7 +269,9 @@ def test_a_submitted_job_takes_this_environments_settings_only_when_asked(tmp_pa
     assert main(["submit", str(path), "--jobs-address", "http://127.0.0.1:8265"]) == 0
     assert sent[0]["runtime_env"]["env_vars"] == ray_jobs.STOP_ENV  # how `cancel` stops it, nothing of here
     assert main(["submit", str(path), "--jobs-address", "http://127.0.0.1:8265", "--env-from-here"]) == 0
-    forwarded = sent[1]["runtime_env"]["env_vars"]
+    assert sent[0]["package"] is None
+    assert sent[1]["runtime_env"]["env_vars"] == ray_jobs.STOP_ENV  # settings in the package, not env_vars
+    forwarded = sent[1]["package"]
     assert forwarded["MLFLOW_TRACKING_URI"] == "http://localhost:5000"
     assert forwarded["AWS_SECRET_ACCESS_KEY"] == "laptop-secret"
     assert load_spec(path).model == "m"

@@ -33,13 +33,14 @@ def write_credentials(folder: Path, settings: dict[str, str]) -> Path:
 
 
 def _load(path: Path) -> bool:
-    """Put the file's settings into this process's environment (its own values win); whether there was one."""
+    """Put the file's settings into this process's environment, over the node's own (what
+    --env-from-here asks, as env_vars did); whether there was a file."""
     try:
         settings = json.loads(path.read_text())
     except FileNotFoundError:
         return False
     for name, value in settings.items():
-        os.environ.setdefault(str(name), str(value))
+        os.environ[str(name)] = str(value)
     os.environ[CREDENTIALS_FROM_FILE] = "1"
     return True
 
