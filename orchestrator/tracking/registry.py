@@ -15,6 +15,7 @@ import io
 import json
 import logging
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking import descriptions
+from orchestrator.tracking.artifact_cache import checksum_tag, fetch, sha256_of
 from orchestrator.tracking.deferred import interrupts_deferred
 from orchestrator.tracking.ledger import (
     COMPARED,
@@ -82,23 +84,6 @@ def run_of(ref: VersionRef) -> str:
     return _version(ref).run_id
 
 
-def _cache_dir(run_id: str) -> Path:
-    path = Path(tempfile.gettempdir(), "congruent-registry", run_id)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _download(run_id: str, artifact: str) -> Path:
-    local = _cache_dir(run_id) / artifact
-    if not local.exists():
-        local.parent.mkdir(parents=True, exist_ok=True)
-        # into a folder of its own, then renamed into place: two drivers that fetch one version at
-        # once never read each other's half-written file
-        with tempfile.TemporaryDirectory(dir=local.parent, prefix=".download-") as folder:
-            Path(MlflowClient().download_artifacts(run_id, artifact, folder)).replace(local)
-    return local
-
-
 MIN_SHARED_EVAL = 0.5  # of the smaller eval set: what `old:` needs in common (the spec's `old` field says it)
 
 
@@ -110,7 +95,7 @@ def check_shared_eval(ref: VersionRef, ids: Any, fingerprint: str) -> int:
     import numpy as np
 
     mv = _version(ref)
-    if ledger_path(mv.run_id) is None:  # registered by hand: only its record says what it was evaluated on
+    if ledger_path(mv.run_id, mv.tags) is None:  # registered by hand: only its record says what it was evaluated on
         recorded = VersionRecord.from_model_version(mv).fingerprint
         if recorded and recorded != fingerprint:
             raise RegistryError(
@@ -143,26 +128,31 @@ def check_shared_eval(ref: VersionRef, ids: Any, fingerprint: str) -> int:
 def checkpoint_of(ref: VersionRef) -> str:
     """A local copy of the version's checkpoint (state_dict + settings)."""
     try:
-        return str(_download(_version(ref).run_id, "checkpoint/model.pt"))
+        mv = _version(ref)
+        return str(fetch(mv.run_id, "checkpoint/model.pt", mv.tags))
     except MlflowException:
         raise RegistryError(f"{ref.name} version {ref.version} has no checkpoint/model.pt in its run") from None
 
 
 def ledger_of(ref: VersionRef, columns: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The version's ledger (ledger.py `read_ledger`); RegistryError when its run holds none."""
-    path = ledger_path(_version(ref).run_id)
+    mv = _version(ref)
+    path = ledger_path(mv.run_id, mv.tags)
     if path is None:
         raise RegistryError(f"{ref.name} version {ref.version} has no ledger in its run")
     return read_ledger(path, columns)
 
 
-def ledger_path(run_id: str) -> Path | None:
-    """A local copy of the run's ledger (by id, else one written before ids), None when it has none."""
+def ledger_path(run_id: str, tags: Mapping[str, str] | None = None) -> Path | None:
+    """A local copy of the run's ledger (by id, else one written before ids), checked against its
+    version's `tags` (artifact_cache.py); None when it has none."""
+    name = ledger_name(run_id)
+    return None if name is None else fetch(run_id, f"ledger/{name}", tags)
+
+
+def ledger_name(run_id: str) -> str | None:
     names = {Path(info.path).name for info in MlflowClient().list_artifacts(run_id, "ledger")}
-    for name in (LEDGER_FILE, LEGACY_LEDGER_FILE):
-        if name in names:
-            return _download(run_id, f"ledger/{name}")
-    return None
+    return next((name for name in (LEDGER_FILE, LEGACY_LEDGER_FILE) if name in names), None)
 
 
 PUBLISHING = "publishing"  # a version's tag from its registration until its publication completes
@@ -205,7 +195,7 @@ def chain_matrix(
     share none, or one ledger is by position and the other by id)."""
     import numpy as np
 
-    members = [(str(mv.version), ledger_path(mv.run_id)) for mv in versions(name, publishing)]
+    members = [(str(mv.version), ledger_path(mv.run_id, mv.tags)) for mv in versions(name, publishing)]
     held = [(version, path) for version, path in members if path is not None]
     if not held:
         return [], [], []
@@ -292,6 +282,7 @@ def _register(
             **({} if names is None else {"classes": list(names)}),
         )
         mlflow.log_artifact(str(clean), "checkpoint")
+        checksums = {checksum_tag("checkpoint/model.pt"): sha256_of(clean), **_ledger_checksum(tmp)}
         if settings.config is not None and settings.inputs.tokenizer is not None:  # hf:DIR: readable beside it
             for name, text in (("config.json", settings.config), ("tokenizer.json", settings.inputs.tokenizer)):
                 Path(tmp, name).write_text(text)
@@ -320,10 +311,23 @@ def _register(
     # MLflow prints "Successfully registered model …" and "Created version …" to stderr itself (muted
     # in `_publish`); the commands say which version was registered, in a line of their own
     with interrupts_deferred():  # Ctrl-C or cancel now: the version completes first, then the run stops
-        return _publish(model, info.model_uri, record, once)
+        return _publish(model, info.model_uri, record, once, checksums)
 
 
-def _publish(model: str, model_uri: str, record: VersionRecord, once: bool) -> tuple[str, bool]:
+def _ledger_checksum(folder: str) -> dict[str, str]:
+    """{checksum tag: sha256} of the active run's ledger as the artifact store holds it now (fetched
+    into `folder`), recorded with the version so later copies are checked against it."""
+    run = mlflow.active_run()
+    name = ledger_name(run.info.run_id) if run is not None else None
+    if run is None or name is None:
+        return {}
+    fetched = MlflowClient().download_artifacts(run.info.run_id, f"ledger/{name}", folder)
+    return {checksum_tag(f"ledger/{name}"): sha256_of(fetched)}
+
+
+def _publish(
+    model: str, model_uri: str, record: VersionRecord, once: bool, checksums: Mapping[str, str]
+) -> tuple[str, bool]:
     """Register `model_uri` with the record's tags and PUBLISHING, then its alias, the chain's
     matrix and descriptions, and remove PUBLISHING last: a version is complete or, to every reader
     but `congruent versions`, invisible (a driver killed meanwhile leaves it incomplete; a rerun of
@@ -335,7 +339,8 @@ def _publish(model: str, model_uri: str, record: VersionRecord, once: bool) -> t
             return existing[0], False
         lease.check()  # fencing: this run still holds the lock (locks.py)
         with contextlib.redirect_stderr(io.StringIO()):
-            registered = mlflow.register_model(model_uri, model, tags={**record.to_tags(), PUBLISHING: "1"})
+            tags = {**record.to_tags(), **checksums, PUBLISHING: "1"}
+            registered = mlflow.register_model(model_uri, model, tags=tags)
         version = drop_duplicate_versions(model, registered.run_id)  # HTTP retries may double a POST
     try:
         client.set_registered_model_alias(model, "challenger", version)
