@@ -159,7 +159,13 @@ def main() -> None:
                 "rows": image_rates(Path(tmp, "images"), args.images, args.seeds),
             },
         }
-    results = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "torch": torch.__version__, "data": data}
+    results = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine(),
+        "torch": torch.__version__,
+        "images": args.images,
+        "data": data,
+    }
     RESULTS.write_text(json.dumps(results, indent=1) + "\n")
     write_section(args.out, HEADING, report(results))
 
@@ -183,7 +189,8 @@ def report(results: dict) -> str:
     headers = ["data, model", "read as", "seeds", "ER, %", "− reference, pt", "within 1 pt"]
     return "\n".join(
         [
-            f"Command: `python -m benchmarks.stream_sorted`, {results['date']}, {results['machine']}, "
+            f"Command: `python -m benchmarks.stream_sorted --images {results.get('images', 12000)}`, "
+            f"{results['date']}, {results['machine']}, "
             f"torch {results['torch']}; raw figures per seed in `{RESULTS}`. One epoch each; the reference of "
             "text is the shuffled shards, of images the same train files listed in a random order and "
             'streamed. Each row\'s samples, eval split and (text) tokenizer are the same; "as before" is the '
