@@ -23,6 +23,7 @@ from test_promotion import LABELS, _register
 def version(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # a cache of this test's own
     (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")  # and a store
     store.configure()
     model = f"cached-{tmp_path.name}"
     mlflow.set_experiment(model)

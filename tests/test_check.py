@@ -65,10 +65,11 @@ def test_three_problems_of_one_spec_are_three_lines_exit_2_without_ray_or_mlflow
     assert sorted(p.name for p in tmp_path.iterdir()) == ["intents.csv", "v2.yaml"]
 
 
-def test_a_chain_is_checked_in_order_before_any_version_exists(tmp_path, capsys):
+def test_a_chain_is_checked_in_order_before_any_version_exists(tmp_path, capsys, monkeypatch):
     """v2 names `old: MODEL@champion`, which only v1's run will register and promote: checked
     together, v2's old is checked against v1's spec (its classes, what it reads); checked alone, or
     after a v1 without a promotion gate (the champion would not move), it names nothing yet."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")  # a store no test created
     common = {"data": {"train_limit": 500, "eval_limit": 200}, "storage": str(tmp_path / "runs")}
     v1_document = {"model": "chain", "version": "v1", "arch": "mlp-small", **common}
     v1 = write(tmp_path, "v1.yaml", {**v1_document, "promote": {"max_nfr": 1.0}})

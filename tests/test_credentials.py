@@ -54,8 +54,9 @@ def test_env_from_here_sends_the_settings_in_the_package_not_the_jobs_visible_st
 
 
 def test_a_jobs_driver_and_workers_load_the_file_and_tasks_are_given_no_secret(tmp_path, monkeypatch):
-    for name in [*SECRETS, CREDENTIALS_FROM_FILE]:
-        monkeypatch.delenv(name, raising=False)
+    for name in [*SECRETS, CREDENTIALS_FROM_FILE]:  # set, then removed: restored (absent) after the test
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     credentials.write_credentials(tmp_path, SECRETS)
     monkeypatch.chdir(tmp_path)
     credentials.load_into_worker()  # a worker: reads the package's file, leaves it for the others

@@ -158,11 +158,16 @@ def ledger_name(run_id: str) -> str | None:
 PUBLISHING = "publishing"  # a version's tag from its registration until its publication completes
 
 
+def all_versions(name: str) -> list[Any]:
+    """Every version of a registered model, complete or not, oldest first."""
+    return sorted(MlflowClient().search_model_versions(f"name='{name}'"), key=lambda mv: int(mv.version))
+
+
 def versions(name: str, publishing: str | None = None, incomplete: bool = False) -> list[Any]:
     """The complete versions of a registered model, oldest first, and version `publishing` (the one
     being published); with `incomplete`, only those whose publication never completed (a driver
     killed meanwhile): every reader but `congruent versions` ignores them."""
-    listed = sorted(MlflowClient().search_model_versions(f"name='{name}'"), key=lambda mv: int(mv.version))
+    listed = all_versions(name)
     if incomplete:
         return [mv for mv in listed if PUBLISHING in (mv.tags or {})]
     return [mv for mv in listed if PUBLISHING not in (mv.tags or {}) or str(mv.version) == publishing]
@@ -178,7 +183,7 @@ def versions_of_spec(name: str, spec_hash: str, fingerprint: str) -> list[str]:
 def drop_duplicate_versions(name: str, run_id: str | None) -> str:
     """Keep the oldest version registered from `run_id`, delete the others (a registration whose
     response was lost and that the client retried); return the kept version."""
-    mine = [mv for mv in versions(name, incomplete=True) if mv.run_id == run_id]
+    mine = [mv for mv in all_versions(name) if mv.run_id == run_id]
     if not mine:
         raise RegistryError(f"{name}: no version registered from run {run_id}")
     for extra in mine[1:]:
@@ -333,6 +338,8 @@ def _publish(
     but `congruent versions`, invisible (a driver killed meanwhile leaves it incomplete; a rerun of
     its spec discards it). A failing step deletes the version."""
     client = MlflowClient()
+    # the whole publication holds the lock: a rerun of the spec that finds no complete version
+    # must not register beside a version still being published
     with registry_lock(model, "registration") as lease:
         discard_incomplete(model, record.spec_hash, record.fingerprint)
         if once and (existing := versions_of_spec(model, record.spec_hash, record.fingerprint)):
@@ -342,19 +349,20 @@ def _publish(
             tags = {**record.to_tags(), **checksums, PUBLISHING: "1"}
             registered = mlflow.register_model(model_uri, model, tags=tags)
         version = drop_duplicate_versions(model, registered.run_id)  # HTTP retries may double a POST
-    try:
-        client.set_registered_model_alias(model, "challenger", version)
-        names, matrix, shared = chain_matrix(model, version)
-        with tempfile.TemporaryDirectory() as tmp:
-            for matrix_file in write_matrix_files(
-                Path(tmp), [f"v{n}" for n in names], matrix, shared, f"{model}: NFR of column vs row (%)"
-            ):
-                mlflow.log_artifact(str(matrix_file))
-        descriptions.describe(model, chain(model, version), version)  # the chain in MLflow's own fields
-        client.delete_model_version_tag(model, version, PUBLISHING)  # complete
-    except BaseException:
-        client.delete_model_version(model, version)
-        raise
+        try:
+            client.set_registered_model_alias(model, "challenger", version)
+            names, matrix, shared = chain_matrix(model, version)
+            with tempfile.TemporaryDirectory() as tmp:
+                for matrix_file in write_matrix_files(
+                    Path(tmp), [f"v{n}" for n in names], matrix, shared, f"{model}: NFR of column vs row (%)"
+                ):
+                    mlflow.log_artifact(str(matrix_file))
+            descriptions.describe(model, chain(model, version), version)  # the chain in MLflow's own fields
+            lease.check()  # still the only publisher: no other version went in meanwhile
+            client.delete_model_version_tag(model, version, PUBLISHING)  # complete
+        except BaseException:
+            client.delete_model_version(model, version)
+            raise
     return version, True
 
 
