@@ -42,7 +42,8 @@ from benchmarks.stream_teachers_report import ACTOR_CPUS, ACTORS, HEADING, IN_TA
 from benchmarks.streaming import machine, rates, rewrote_only, streaming_data, streaming_parser
 from orchestrator.dataplane.image_readers import decode_images
 from orchestrator.dataplane.image_streams import DECODE_BATCH, ImageSplit, open_image_stream
-from orchestrator.dataplane.table_streams import SHUFFLE_BUFFER, TableSplit, files_dataset, open_table_stream, tensor
+from orchestrator.dataplane.ray_reading import files_dataset, tensor
+from orchestrator.dataplane.table_streams import SHUFFLE_BUFFER, TableSplit, open_table_stream
 from orchestrator.execution.pool import PooledTeacher, TeacherPool
 from workers.data import Batch
 from workers.data.augment import sample_draws

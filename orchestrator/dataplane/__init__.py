@@ -5,6 +5,8 @@ reading tasks run on the cluster's CPU workers and whose batches the training pr
     objects.py         an S3 source's objects: listed (size, ETag), opened through pyarrow
     table_readers.py   what a reading task does with a table's rows (keys, splits, token ids)
     image_readers.py   what a reading task does with image files (decode, fit, pixels)
+    ray_reading.py     files read by zero-CPU Ray Data tasks in a seeded order; the streams' context
+    shuffle.py         the consumer's seeded shuffle buffer
     table_streams.py   `TableSplit`: a text table's splits as seeded epochs of batches
     image_streams.py   `ImageSplit`: an ImageFolder tree's splits the same way
     token_cache.py     `TokenCache`: a text split's first epoch kept on local disk for later epochs

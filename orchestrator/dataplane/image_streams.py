@@ -18,13 +18,8 @@ import torch
 
 from orchestrator.dataplane.image_readers import SAMPLED, decode_images, file_bytes
 from orchestrator.dataplane.objects import list_objects
-from orchestrator.dataplane.table_streams import (
-    SHUFFLE_BUFFER,
-    data_error,
-    files_dataset,
-    split_fingerprint,
-    tensor,
-)
+from orchestrator.dataplane.ray_reading import data_error, files_dataset, tensor
+from orchestrator.dataplane.table_streams import SHUFFLE_BUFFER, split_fingerprint
 from workers.data.batches import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_ids, split_codes

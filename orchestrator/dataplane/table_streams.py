@@ -6,7 +6,7 @@ split, read, decoded and tokenized on Ray's CPU workers in batches, so no proces
   list alone; a table is scanned once (`open_table_stream`: every shard's text and label columns,
   streamed), which gives the class list and each split's labels — 8 bytes a sample, the only
   per-sample array anything keeps.
-- **Reading** (`files_dataset`): a Ray dataset of the file names (`from_items`), each file read,
+- **Reading** (`files_dataset`, ray_reading.py): a Ray dataset of the file names (`from_items`), each file read,
   tokenized or decoded by a `map_batches` task that reserves no CPU (`num_cpus=0`, at most READERS
   at once): the training task that consumes the stream holds its stage's CPUs, and Ray Data tasks
   that wait for a free CPU would wait for ever on a cluster the replicas fill (ray-project/ray#44687;
@@ -32,16 +32,16 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from orchestrator.dataplane.objects import Listed, list_objects, reader_env
+from orchestrator.dataplane.objects import Listed, list_objects
+from orchestrator.dataplane.ray_reading import files_dataset, tensor
 from orchestrator.dataplane.shuffle import shuffled_batches
 from orchestrator.dataplane.table_readers import (
     INTERLEAVED,
@@ -70,53 +70,7 @@ from workers.names import TEXT_FORMATS, is_glob, is_s3
 SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order (at least)
 SHUFFLE_ROWS = 16_384  # rows in it (token ids and text: a few MB), past the interleaved blocks
 CHUNK_ROWS = 4096  # rows Ray Data hands the consuming process at a time during an epoch
-READERS = 2  # map_batches tasks reading at once, per stream
-STREAM_OBJECT_STORE_BYTES = 128 << 20  # one stream's blocks in the object store at once (Ray Data's budget)
 SPLIT_CODES = {"train": TRAIN, "val": VAL, "eval": EVAL}
-
-
-def ordered_context() -> None:
-    """Ray Data in this process: blocks in order (a seeded order stays seeded), at most
-    STREAM_OBJECT_STORE_BYTES of them in the object store (left to itself, Ray Data lets the readers
-    run ahead of the trainer until blocks fill a share of the whole store: memory that grows with the
-    data up to the store's size), no progress bars."""
-    from ray.data import DataContext, ExecutionResources
-
-    context = DataContext.get_current()
-    context.execution_options.preserve_order = True
-    context.execution_options.resource_limits = ExecutionResources(object_store_memory=STREAM_OBJECT_STORE_BYTES)
-    context.raise_original_map_exception = True  # a reading task's DataError reaches the driver as one
-    context.enable_progress_bars = False
-    context.print_on_execution_start = False
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no line per executed dataset
-
-
-def files_dataset(files: Sequence[str], seed: int | None, read: Callable[..., Any], batch: int, **kwargs: Any) -> Any:
-    """A Ray dataset of what `read(rows, **kwargs)` makes of `files` (`batch` names a call), in
-    an order seeded by `seed` (None: as given), read by zero-CPU tasks (module docstring)."""
-    import ray.data
-
-    ordered_context()
-    order = list(files) if seed is None else [files[i] for i in np.random.default_rng(seed).permutation(len(files))]
-    names = ray.data.from_items([{"file": name} for name in order])
-    pool = ray.data.TaskPoolStrategy(size=READERS)
-    env = {"env_vars": reader_env()} if files and is_s3(files[0]) else None
-    return names.map_batches(read, batch_size=batch, num_cpus=0, compute=pool, fn_kwargs=kwargs, runtime_env=env)
-
-
-def tensor(array: np.ndarray) -> torch.Tensor:
-    """A tensor of a numpy column Ray Data handed over (read-only: copied then)."""
-    return torch.from_numpy(np.require(array, requirements=["C", "W"]))
-
-
-def data_error(error: BaseException) -> DataError | None:
-    """The DataError a Ray Data task raised, however Ray wrapped it (None if it was not one)."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, DataError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def table_shards(
