@@ -32,9 +32,10 @@ class RayCluster:
     worker_node_manager_port: int  # names the worker node's raylet (a fault kills it)
 
 
-def start_ray_cluster(cpus_per_node: int = 1) -> RayCluster:
-    """Head and worker node started (each node's agents on free ports: never clash with another Ray
-    here); `stop_ray_cluster` stops them. The caller waits for the worker node to join."""
+def start_ray_cluster(cpus_per_node: int = 1, workers: int = 1, node_env: dict[str, str] | None = None) -> RayCluster:
+    """Head and `workers` worker nodes (0 or 1) started (each node's agents on free ports: never clash
+    with another Ray here), with `node_env` added to the nodes' environment only (e.g. Ray's token
+    authentication); `stop_ray_cluster` stops them. The caller waits for the worker node to join."""
     os.environ.update(RAY_TEST_ENV)
     ray_cli = str(Path(sys.executable).with_name("ray"))
     port, dashboard_port, worker_port = free_port(), free_port(), free_port()
@@ -51,13 +52,17 @@ def start_ray_cluster(cpus_per_node: int = 1) -> RayCluster:
 
     address = f"127.0.0.1:{port}"
     # as from an activated venv: a Ray Job's `python` entrypoint is this venv's python
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        **(node_env or {}),
+    }
     cluster = RayCluster(address, f"http://127.0.0.1:{dashboard_port}", ray_dir, worker_port)
     try:
         head = [*("--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--include-dashboard", "true")]
         head += [*("--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard_port), "--temp-dir", ray_dir)]
         worker = ["--address", address, "--node-ip-address", "127.0.0.1", "--node-manager-port", str(worker_port)]
-        for args in (head, worker):
+        for args in (head, worker)[: 1 + workers]:
             run = [ray_cli, "start", *args, *common, *node_ports()]
             subprocess.run(run, check=True, capture_output=True, timeout=START_TIMEOUT_S, env=env)
     except BaseException:

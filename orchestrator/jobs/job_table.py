@@ -80,18 +80,23 @@ def job_state(status: str, queued_now: bool, running_now: bool) -> str:
 
 def job_rows(address: str | None) -> list[JobRow]:
     """The submitted jobs of the cluster at `address` (its dashboard; default RAY_JOBS_ADDRESS), oldest first."""
-    from ray.util.state import list_placement_groups, list_tasks
+    from ray.util.state.common import ListApiOptions, StateResource
 
     from orchestrator.jobs import ray_jobs
 
     client = ray_jobs.client(address)
-    address = client.get_address()
     jobs = client.list_jobs()
+    state = ray_jobs.state_client(client.get_address())
+
+    def listed(resource: StateResource) -> list[Any]:
+        options = ListApiOptions(detail=True, limit=TASK_LIMIT)
+        return state.list(resource, options=options, raise_on_missing_output=False)
+
     now_ms = time.time() * 1000
     stretches: dict[str, list[tuple[float, float]]] = defaultdict(list)
     queued_now: set[str] = set()
     running_now: set[str] = set()
-    for task in list_tasks(address=address, detail=True, limit=TASK_LIMIT, raise_on_missing_output=False):
+    for task in listed(StateResource.TASKS):
         if not _holds_resources(task):
             continue
         stretches[task.job_id] += queued_stretches(task.events or [], now_ms)
@@ -99,7 +104,7 @@ def job_rows(address: str | None) -> list[JobRow]:
             queued_now.add(task.job_id)
         elif task.state == "RUNNING":
             running_now.add(task.job_id)
-    for group in list_placement_groups(address=address, detail=True, limit=TASK_LIMIT, raise_on_missing_output=False):
+    for group in listed(StateResource.PLACEMENT_GROUPS):
         stretch = group_stretch(group.state, group.stats or {}, now_ms)
         if stretch is not None:
             stretches[group.creator_job_id].append(stretch)

@@ -60,14 +60,68 @@ def entrypoint(model: str, version: str, spec_hash: str, credentials: bool = Fal
     )
 
 
-def client(address: str | None) -> Any:
-    """The Jobs API client of the cluster whose dashboard is at `address` (or RAY_JOBS_ADDRESS)."""
-    from ray.job_submission import JobSubmissionClient
+def ray_token() -> str | None:
+    """Ray's token for a cluster with token authentication (`RAY_AUTH_MODE=token`; docker-compose.yml),
+    where Ray's own clients look for it: RAY_AUTH_TOKEN, else the file RAY_AUTH_TOKEN_PATH names, else
+    ~/.ray/auth_token when this environment says RAY_AUTH_MODE=token. None: send no token."""
+    if token := os.environ.get("RAY_AUTH_TOKEN", "").strip():
+        return token
+    if path := os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        try:
+            return Path(path).read_text().strip() or None
+        except OSError as e:
+            raise SpecError(f"RAY_AUTH_TOKEN_PATH: cannot read {path}: {e.strerror}") from None
+    default = Path.home() / ".ray" / "auth_token"
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" and default.is_file():
+        return default.read_text().strip() or None
+    return None
 
+
+def auth_headers() -> dict[str, str]:
+    """The Authorization header of Ray's token (ray_token), or none."""
+    token = ray_token()
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _address(address: str | None) -> str:
     address = address or os.environ.get("RAY_JOBS_ADDRESS")
     if not address:
         raise SpecError("--jobs-address: give the Ray dashboard address (http://HEAD:8265) or set RAY_JOBS_ADDRESS")
-    return JobSubmissionClient(address)
+    return address
+
+
+def _refused(address: str, error: Exception) -> SpecError:
+    """One line for a cluster that refused this client (HTTP 401: no token sent; 403: a wrong one)."""
+    if str(error).startswith("Authentication required"):
+        return SpecError(
+            f"{address} requires Ray's token: set RAY_AUTH_TOKEN (the stack's .env) or RAY_AUTH_TOKEN_PATH"
+        )
+    return SpecError(f"{address} refused the token of RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH: it is not the cluster's")
+
+
+def client(address: str | None) -> Any:
+    """The Jobs API client of the cluster whose dashboard is at `address` (or RAY_JOBS_ADDRESS),
+    sending Ray's token when there is one (ray_token)."""
+    from ray.exceptions import AuthenticationError
+    from ray.job_submission import JobSubmissionClient
+
+    address = _address(address)
+    try:
+        return JobSubmissionClient(address, headers=auth_headers() or None)
+    except AuthenticationError as e:
+        raise _refused(address, e) from None
+
+
+def state_client(address: str | None) -> Any:
+    """Ray's State API client of the same cluster, with the same token (list_tasks and its kin send none)."""
+    from ray.exceptions import AuthenticationError
+    from ray.util.state import StateApiClient
+
+    address = _address(address)
+    try:
+        return StateApiClient(address, headers={"Content-Type": "application/json", **auth_headers()})
+    except AuthenticationError as e:
+        raise _refused(address, e) from None
 
 
 def submit(spec: UpdateSpec, spec_path: Path, jobs_address: str | None, env_from_here: bool = False) -> tuple[Any, str]:
