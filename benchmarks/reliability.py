@@ -2,9 +2,11 @@
 
     python -m benchmarks.reliability [--out docs/reliability.md]
 
-Runs the reliability tests (tests/test_faults.py, test_mlflow_restart.py, test_bad_inputs.py,
-test_security.py, test_promotion.py, test_locks.py, test_confidence.py, test_jobs.py's cancel and
-credentials tests, and test_load.py's full load: ten concurrent submissions, without a fault and with each fault) with
+Runs the reliability tests (tests/test_faults.py, test_mlflow_restart.py, test_bad_inputs.py, the
+security tests: test_security.py, test_promotion.py, test_locks.py, test_confidence.py,
+test_credentials.py, test_confinement.py, test_artifact_cache.py, test_ray_auth.py,
+test_stack_setup.py, test_jobs.py's cancel and credentials tests, and test_load.py's full load: ten
+concurrent submissions, without a fault and with each fault) with
 pytest; each test appends what it injected or tried, and what happened, to a records file
 (tests/reliability_records.py). The report is written from those records, so every figure in it
 comes from this run. Takes about 40 minutes on 2 cores (the faults start two-node Ray clusters,
@@ -33,6 +35,11 @@ TESTS = [
     "tests/test_promotion.py",
     "tests/test_locks.py",
     "tests/test_confidence.py",
+    "tests/test_credentials.py",
+    "tests/test_confinement.py",
+    "tests/test_artifact_cache.py",
+    "tests/test_ray_auth.py",
+    "tests/test_stack_setup.py",
     "tests/test_jobs.py::test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written",
     "tests/test_jobs.py::test_no_credential_reaches_mlflow_storage_logs_or_output",
     "tests/test_load.py",
@@ -139,6 +146,36 @@ def load_section(rows: list[dict]) -> list[str]:
     return [*lines, ""]
 
 
+def security_table(rows: list[dict]) -> list[str]:
+    lines = ["| attack tried, and what must hold | held | test |", "|---|---|---|"]
+    for row in rows:
+        test = row.get("test") or "-"
+        lines.append(f"| {row['check']} | {'yes' if row['passed'] else '**no**'} | `{test}` |")
+    return lines
+
+
+# What the compose stack exposes (docker-compose.yml); README's "Exposure" says the same to users.
+EXPOSURE = [
+    "### What the compose stack exposes, and to whom",
+    "",
+    "| endpoint | published on | who gets in |",
+    "|---|---|---|",
+    "| Ray dashboard and Jobs API (8265) | `PUBLISH_HOST`, 127.0.0.1 by default | holders of `RAY_AUTH_TOKEN` "
+    "(`RAY_AUTH_MODE=token` on every node: 401 without it, 403 with another) |",
+    "| MLflow (5000) | `PUBLISH_HOST`, 127.0.0.1 by default | basic auth: the admin account (people) and the "
+    "pipeline user, which is not admin (default permission READ, MANAGE on what it creates) |",
+    "| Ray GCS (6379), S3 (8333), PostgreSQL (5432) | not published: the compose network only | the containers; "
+    "S3 keys are scoped: the Ray nodes' to s3://ray, MLflow's to s3://mlflow, admin's (buckets) to the "
+    "bucket job |",
+    "",
+    "Token and passwords travel in clear HTTP: to reach the stack from another machine, keep `PUBLISH_HOST=127.0.0.1` "
+    "and use an SSH tunnel (`ssh -L 8265:127.0.0.1:8265 -L 5000:127.0.0.1:5000 HOST`), or set `PUBLISH_HOST` to "
+    'a private address and put a TLS proxy in front of both ports (README, "Exposure"). Every Ray node holds '
+    "the Ray token, the pipeline user's MLflow password and the s3://ray keys: anyone who can submit a job can "
+    "read them, which is why the token is required and those credentials are the least a pipeline needs.",
+]
+
+
 def report(records: list[dict], code: int, summary: str) -> str:
     faults = [r for r in records if r["kind"] == "fault"]
     bad = [r for r in records if r["kind"] == "bad_input"]
@@ -201,11 +238,15 @@ def report(records: list[dict], code: int, summary: str) -> str:
         "",
         "## Security",
         "",
-        *[f"- {r['check']}: {'passed' if r['passed'] else '**failed**'}" for r in security],
+        "Each row is an attack or a failure tried by the test named, and what had to hold.",
+        "",
+        *security_table(security),
         "",
         "Checkpoints load with `torch.load(weights_only=True)`, ledgers, predictions and data archives with "
         "`np.load(allow_pickle=False)`; tests/test_security.py also shows that the same payload does run when "
         "pickle is allowed, so the refusals are what protects.",
+        "",
+        *EXPOSURE,
         "",
     ]
     return "\n".join(lines)

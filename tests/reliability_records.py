@@ -12,9 +12,11 @@ RECORDS_ENV = "CONGRUENT_RELIABILITY_RECORDS"
 
 
 def record(kind: str, **fields) -> None:
-    """Append {"kind": kind, "time": …, **fields} to the records file, if one is configured."""
+    """Append {"kind": kind, "time": …, "test": the running test's node id, **fields} to the records
+    file, if one is configured."""
     path = os.environ.get(RECORDS_ENV)
     if not path:
         return
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
     with open(path, "a") as file:
-        file.write(json.dumps({"kind": kind, "time": time.time(), **fields}, default=str) + "\n")
+        file.write(json.dumps({"kind": kind, "time": time.time(), "test": test, **fields}, default=str) + "\n")
