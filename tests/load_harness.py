@@ -90,7 +90,8 @@ def load_stack(root: Path) -> Iterator[LoadStack]:
         server = start_mlflow_server(root / "mlflow", pg.uri, artifacts, s3_env)
         cluster = start_ray_cluster(cpus_per_node=1)
         stack.callback(stop_ray_cluster, cluster)
-        env = {"MLFLOW_TRACKING_URI": server.uri, **s3_env}
+        # the registry's locks are PostgreSQL advisory locks on the store's own database (pg_locks.py)
+        env = {"MLFLOW_TRACKING_URI": server.uri, "CONGRUENT_LOCK_DSN": pg.dsn, **s3_env}
         loaded = LoadStack(root, cluster, env, pg, server, pg.uri, artifacts, s3_env)
         stack.callback(lambda: loaded.mlflow.stop())  # the server a fault restarted, if it did
         _wait_for_nodes(cluster.dashboard, 2)

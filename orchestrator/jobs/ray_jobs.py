@@ -5,7 +5,7 @@ working_dir); the cluster's image brings torch, Ray and MLflow, and its nodes th
 S3 settings (docker-compose.yml's `environment`, the KubeRay secret): the addresses this machine
 reaches them at (http://localhost:5000) are not the ones the cluster does (http://mlflow:5000), so
 nothing of this environment travels unless asked. With `env_from_here` the job takes this
-environment's `MLFLOW_TRACKING_*`, `MLFLOW_S3_*` and `AWS_*` (a cluster started with a bare
+environment's `MLFLOW_TRACKING_*`, `MLFLOW_S3_*`, `AWS_*` and `CONGRUENT_LOCK_DSN` (a cluster started with a bare
 `ray start`, which has none of its own), as a file in its package that the driver and the workers
 read (credentials.py), never in its env_vars, which Ray shows to anyone who can list jobs. The
 address defaults to `RAY_JOBS_ADDRESS`. Credentials are never arguments.
@@ -24,7 +24,7 @@ from orchestrator.host import worker_env
 from orchestrator.jobs.credentials import CREDENTIALS_FILE, WORKER_HOOK, write_credentials
 from pipelines.spec import SpecError, UpdateSpec
 
-JOB_ENV_PREFIXES = ("MLFLOW_TRACKING_", "MLFLOW_S3_", "AWS_")
+JOB_ENV_PREFIXES = ("MLFLOW_TRACKING_", "MLFLOW_S3_", "AWS_", "CONGRUENT_LOCK_")
 PACKAGES = ("orchestrator", "workers", "pipelines")
 CANCEL_GRACE_S = 60  # a cancelled job's driver has this long to cancel its stages and end its MLflow run
 # Ray Jobs stops a job with SIGTERM and kills it 3 s later; SIGINT with a grace period instead makes

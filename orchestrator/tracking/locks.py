@@ -20,7 +20,9 @@ What MLflow cannot give: it has no conditional write or delete, so "compare, the
 "check, then act" each leave a window of one registry call between the read and the write. The
 lease keeps a stalled holder out of it (a breaker needs LEASE_S of silence, the holder stops after
 LEASE_S / 2); two holders at once would need the protected call itself to hang in flight for over
-LEASE_S / 2 after a check that passed (tests/test_locks.py).
+LEASE_S / 2 after a check that passed (tests/test_locks.py). So where the registry's store is
+PostgreSQL and the driver may reach it (CONGRUENT_LOCK_DSN, or a postgresql tracking URI), the lock
+is a PostgreSQL advisory lock instead, which the database guarantees (pg_locks.py).
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from orchestrator.tracking import pg_locks
 from orchestrator.tracking.version_refs import RegistryError
 from workers.names import LOCK_SUFFIX
 
@@ -58,6 +61,11 @@ def is_lock_name(name: str) -> bool:
 
 class LockLost(RegistryError):
     """The holder's lease lapsed or another took the lock: the protected step must not run."""
+
+
+class HeldLock(Protocol):
+    def check(self) -> None:
+        """Fencing: LockLost unless this holder still holds the lock."""
 
 
 class Lease:
@@ -108,10 +116,21 @@ class Lease:
 
 
 @contextmanager
-def registry_lock(model: str, purpose: str, client: Any = None) -> Iterator[Lease]:
-    """Hold `<model>.<purpose>-lock` (module docstring) for the block; RegistryError after
+def registry_lock(model: str, purpose: str, client: Any = None) -> Iterator[HeldLock]:
+    """Hold `<model>.<purpose>-lock` for the block: a PostgreSQL advisory lock where pg_locks.lock_dsn
+    names a database, else a lease in the registry (module docstring); RegistryError after
     LOCK_WAIT_S of another holder, or if a registered model that is not a lock has the name."""
-    client = client or MlflowClient()
+    dsn = pg_locks.lock_dsn() if client is None else None
+    if dsn is not None:
+        with pg_locks.advisory_lock(dsn, lock_name(model, purpose), f"{model}: another {purpose}", LOCK_WAIT_S) as held:
+            yield held
+        return
+    with _registry_lease(model, purpose, client or MlflowClient()) as lease:
+        yield lease
+
+
+@contextmanager
+def _registry_lease(model: str, purpose: str, client: Any) -> Iterator[Lease]:
     lock, token = lock_name(model, purpose), uuid.uuid4().hex
     tags = {"token": token, "holder": f"{socket.gethostname()}:{os.getpid()}", LOCK_TAG: purpose, "renewals": "0"}
     deadline, delay = time.monotonic() + LOCK_WAIT_S, 0.05

@@ -1,0 +1,129 @@
+"""Registry locks as PostgreSQL advisory locks: the guarantee MLflow's API cannot give (locks.py), from
+the store under the registry when that store is PostgreSQL (docker-compose.yml's).
+
+A session-level advisory lock (`pg_try_advisory_lock(key)`) has at most one holder at a time, by the
+database's own lock manager. The holder keeps it for as long as its session lives, however long it
+stalls: nobody breaks it, so there is no stale-lock judgment and no window between a check and a
+delete. The server ends the session, and frees the lock, when the holder's process dies (its socket
+closes) or its machine stops answering (TCP keepalives, set per session below). A stalled holder
+therefore makes the others wait (LOCK_WAIT_S, then one line) instead of being broken.
+
+`check` (fencing) fails once the session is gone: then the server has freed the lock and another may
+hold it. A lost connection is never re-taken silently.
+
+Used when CONGRUENT_LOCK_DSN is set (a libpq URL, postgresql://USER:PASSWORD@HOST:PORT/DB; the role
+needs LOGIN only: advisory locks take no privilege), or when MLFLOW_TRACKING_URI is itself a
+postgresql store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from orchestrator.tracking.version_refs import RegistryError
+
+LOCK_DSN_ENV = "CONGRUENT_LOCK_DSN"
+KEEPALIVE: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+# the server side of the same: it drops a session whose client stopped answering after ~25 s
+SERVER_KEEPALIVE = "SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3"
+CONNECT_TIMEOUT_S = 10
+
+
+def lock_key(name: str) -> int:
+    """The advisory lock key of `name`: the first 8 bytes of its SHA-256, as a signed 64-bit integer."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+def lock_dsn(tracking_uri: str | None = None) -> str | None:
+    """Where advisory locks are taken: CONGRUENT_LOCK_DSN, else the tracking URI when it is a
+    postgresql store (without its SQLAlchemy driver suffix), else None (locks.py's MLflow leases)."""
+    if dsn := os.environ.get(LOCK_DSN_ENV, "").strip():
+        return dsn
+    if tracking_uri is None:
+        import mlflow
+
+        tracking_uri = mlflow.get_tracking_uri()
+    if re.match(r"postgres(ql)?(\+\w+)?://", tracking_uri):
+        return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", tracking_uri)
+    return None
+
+
+class AdvisoryLease:
+    """A held advisory lock: its session is the lease."""
+
+    def __init__(self, connection: Any, lock: str, key: int) -> None:
+        self.connection, self.lock, self.key = connection, lock, key
+
+    def check(self) -> None:
+        """Fencing: LockLost unless this lock's session is still alive (module docstring)."""
+        import psycopg
+
+        from orchestrator.tracking.locks import LockLost
+
+        try:
+            self.connection.execute("SELECT 1")
+        except psycopg.Error:
+            raise LockLost(
+                f"{self.lock}: the lock's PostgreSQL session ended, so its lock is free; nothing changed"
+            ) from None
+
+    def release(self) -> None:
+        import psycopg
+
+        try:
+            self.connection.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+        except psycopg.Error:
+            pass  # the session is gone, and the lock with it
+        finally:
+            self.connection.close()
+
+
+def _connect(dsn: str, deadline: float) -> Any:
+    import psycopg
+
+    delay = 0.5
+    while True:
+        try:
+            connection = psycopg.connect(dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **KEEPALIVE)
+            connection.execute(SERVER_KEEPALIVE)
+            return connection
+        except psycopg.OperationalError as e:
+            if time.monotonic() > deadline:
+                raise RegistryError(f"cannot reach the lock database: {str(e).strip().splitlines()[0]}") from None
+            time.sleep(delay)
+            delay = min(2 * delay, 4.0)
+
+
+@contextmanager
+def advisory_lock(dsn: str, lock: str, what: str, wait_s: float) -> Iterator[AdvisoryLease]:
+    """Hold the advisory lock of `lock` for the block; RegistryError after `wait_s` of another holder
+    (`what`, e.g. "fmnist: another registration", begins that line) or of an unreachable database."""
+    import psycopg
+
+    deadline, delay = time.monotonic() + wait_s, 0.05
+    key = lock_key(lock)
+    connection = _connect(dsn, deadline)
+    while True:
+        try:
+            taken = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+        except psycopg.OperationalError:
+            connection.close()
+            connection, taken = _connect(dsn, deadline), False
+        if taken:
+            break
+        if time.monotonic() > deadline:
+            connection.close()
+            raise RegistryError(f"{what} has held {lock} (a PostgreSQL advisory lock) for over {wait_s:g} s; try again")
+        time.sleep(delay)
+        delay = min(2 * delay, 1.0)
+    lease = AdvisoryLease(connection, lock, key)
+    try:
+        yield lease
+    finally:
+        lease.release()

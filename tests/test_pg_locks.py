@@ -1,0 +1,142 @@
+"""Registry locks as PostgreSQL advisory locks (orchestrator/tracking/pg_locks.py), on a real
+PostgreSQL: one holder at a time however long a holder stalls, the lock freed when its holder dies,
+and a holder whose session ended fenced off."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pytest
+from mlflow import MlflowClient
+
+from orchestrator.tracking import locks, pg_locks
+from orchestrator.tracking.version_refs import RegistryError
+from reliability_records import record
+
+
+def test_lock_keys_are_signed_64_bit_and_differ_by_name():
+    key = pg_locks.lock_key("fmnist.registration-lock")
+    assert key == pg_locks.lock_key("fmnist.registration-lock")
+    assert -(2**63) <= key < 2**63
+    names = [f"model-{i}.registration-lock" for i in range(2000)] + ["fmnist.promotion-lock"]
+    assert len({pg_locks.lock_key(name) for name in names}) == len(names)
+
+
+def test_the_lock_database_is_named_or_is_the_tracking_store(monkeypatch):
+    monkeypatch.delenv(pg_locks.LOCK_DSN_ENV, raising=False)
+    assert pg_locks.lock_dsn("sqlite:///mlflow.db") is None
+    assert pg_locks.lock_dsn("http://mlflow:5000") is None
+    assert pg_locks.lock_dsn("postgresql+psycopg://u:p@db:5432/mlflow") == "postgresql://u:p@db:5432/mlflow"
+    assert pg_locks.lock_dsn("postgresql://u@db/mlflow") == "postgresql://u@db/mlflow"
+    monkeypatch.setenv(pg_locks.LOCK_DSN_ENV, "postgresql://locks:x@db/mlflow")
+    assert pg_locks.lock_dsn("http://mlflow:5000") == "postgresql://locks:x@db/mlflow"
+
+
+def test_contending_holders_never_overlap_even_when_each_stalls(mlflow_stack):
+    """Eight threads take one lock, each stalling while it holds it (far past any lease): at most one
+    is ever inside, and each gets in once the one before lets go."""
+    inside, most, entered = [0], [0], []
+    guard = threading.Lock()
+
+    def hold(i: int) -> None:
+        with pg_locks.advisory_lock(mlflow_stack.postgres_dsn, "overlap.registration-lock", "overlap", 60):
+            with guard:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.3)  # a stalled holder: nobody may take the lock meanwhile
+            with guard:
+                inside[0] -= 1
+                entered.append(i)
+
+    threads = [threading.Thread(target=hold, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    record(
+        "security", check="advisory lock, 8 holders each stalling while held: never two at once", passed=most[0] == 1
+    )
+    assert most[0] == 1 and sorted(entered) == list(range(8))
+
+
+def test_a_taker_waits_for_a_stalled_holder_and_gives_up_in_one_line(mlflow_stack):
+    with pg_locks.advisory_lock(mlflow_stack.postgres_dsn, "stalled.promotion-lock", "stalled", 5) as held:
+        started = time.monotonic()
+        with pytest.raises(RegistryError) as refused:
+            with pg_locks.advisory_lock(mlflow_stack.postgres_dsn, "stalled.promotion-lock", "m: another promotion", 1):
+                pass
+        assert time.monotonic() - started >= 1
+        assert str(refused.value).startswith("m: another promotion has held stalled.promotion-lock")
+        held.check()  # still the holder
+
+
+HOLDER = """
+import sys, time
+from orchestrator.tracking import pg_locks
+with pg_locks.advisory_lock(sys.argv[1], "killed.registration-lock", "killed", 30):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_killed_holder_frees_its_lock_at_once(mlflow_stack):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, mlflow_stack.postgres_dsn], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RegistryError):
+            with pg_locks.advisory_lock(mlflow_stack.postgres_dsn, "killed.registration-lock", "killed", 1):
+                pass
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+        started = time.monotonic()
+        with pg_locks.advisory_lock(mlflow_stack.postgres_dsn, "killed.registration-lock", "killed", 30) as held:
+            held.check()
+        waited = time.monotonic() - started
+    finally:
+        holder.kill()
+    record(
+        "security",
+        check=f"advisory lock: a SIGKILLed holder's lock taken by the next in {waited:.1f} s",
+        passed=waited < 10,
+    )
+    assert waited < 10
+
+
+def test_a_holder_whose_session_ended_fails_its_check_and_another_takes_the_lock(mlflow_stack):
+    dsn = mlflow_stack.postgres_dsn
+    with pg_locks.advisory_lock(dsn, "ended.registration-lock", "ended", 5) as held:
+        pid = held.connection.info.backend_pid
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(locks.LockLost, match="session ended"):
+            held.check()
+        with pg_locks.advisory_lock(dsn, "ended.registration-lock", "ended", 5) as successor:
+            successor.check()
+    record("security", check="advisory lock: a holder whose session ended is fenced off (LockLost)", passed=True)
+
+
+def test_registry_locks_use_the_database_when_one_is_named(mlflow_stack, tmp_path, monkeypatch):
+    """With CONGRUENT_LOCK_DSN, `registry_lock` takes an advisory lock and writes no lock model."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv(pg_locks.LOCK_DSN_ENV, mlflow_stack.postgres_dsn)
+    with locks.registry_lock("advised", "registration") as held:
+        assert isinstance(held, pg_locks.AdvisoryLease)
+        held.check()
+        with pytest.raises(RegistryError, match="advised: another registration has held"):
+            with pg_locks.advisory_lock(
+                mlflow_stack.postgres_dsn,
+                locks.lock_name("advised", "registration"),
+                "advised: another registration",
+                0.5,
+            ):
+                pass
+    assert MlflowClient(tracking_uri=uri, registry_uri=uri).search_registered_models() == []
