@@ -172,7 +172,8 @@ EXPOSURE = [
     "and use an SSH tunnel (`ssh -L 8265:127.0.0.1:8265 -L 5000:127.0.0.1:5000 HOST`), or set `PUBLISH_HOST` to "
     'a private address and put a TLS proxy in front of both ports (README, "Exposure"). Every Ray node holds '
     "the Ray token, the pipeline user's MLflow password and the s3://ray keys: anyone who can submit a job can "
-    "read them, which is why the token is required and those credentials are the least a pipeline needs.",
+    "read them, which is why the token is required and those credentials are the least a pipeline needs (the "
+    "PostgreSQL role among them takes the registry's advisory locks and reads no table).",
 ]
 
 

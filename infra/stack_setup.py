@@ -1,9 +1,12 @@
 """The stack's own setup steps, run as one-shot services of docker-compose.yml (in the mlflow image,
-which copies this file) and by the tests' native topology (tests/services.py): standard library only.
+which copies this file) and by the tests' native topology (tests/servers.py): the standard library,
+and psycopg for lock-role.
 
     python stack_setup.py new-env [TEMPLATE]      # .env.example with every placeholder replaced
     python stack_setup.py check-secrets NAME...   # refuse placeholder, short or unquotable secrets
     python stack_setup.py pipeline-user           # the MLflow user jobs run as: created, not admin
+    python stack_setup.py lock-role               # the PostgreSQL role the registry's locks use
+    python stack_setup.py accounts                # lock-role, then pipeline-user
 
 `check-secrets` reads the named variables from its environment and exits 2 with one line per bad one:
 unset, a `change-me` placeholder, under MIN_SECRET_CHARS, or outside SECRET_CHARS (the values go
@@ -11,6 +14,10 @@ into SeaweedFS's JSON identities and MLflow's ini file unquoted). `pipeline-user
 MLFLOW_TRACKING_URI as MLFLOW_ADMIN_USERNAME and makes MLFLOW_PIPELINE_USERNAME a non-admin user
 with MLFLOW_PIPELINE_PASSWORD (created, or its password and admin flag reset when it exists); what
 that user may touch is MLflow's basic-auth default (READ) plus MANAGE on what it creates.
+`lock-role` logs in to PostgreSQL (POSTGRES_HOST, POSTGRES_PORT, POSTGRES_USER, POSTGRES_PASSWORD,
+POSTGRES_DB) and makes POSTGRES_LOCK_USERNAME a login role with POSTGRES_LOCK_PASSWORD and no other
+right: it takes the registry's advisory locks (orchestrator/tracking/pg_locks.py; they need no
+privilege) and reads none of MLflow's tables.
 """
 
 from __future__ import annotations
@@ -118,6 +125,32 @@ def pipeline_user(env: dict[str, str], wait_s: float = READY_WAIT_S) -> str:
     return f"pipeline-user: MLflow user {user} exists; its password is reset and it is not admin"
 
 
+def lock_role(env: dict[str, str]) -> str:
+    """Make the lock role exist with the given password and only LOGIN (module docstring)."""
+    import psycopg
+    from psycopg import sql
+
+    role, password = env["POSTGRES_LOCK_USERNAME"], env["POSTGRES_LOCK_PASSWORD"]
+    if role == env["POSTGRES_USER"]:
+        raise SystemExit("lock-role: POSTGRES_LOCK_USERNAME must not be POSTGRES_USER (the database's owner)")
+    admin = {
+        "host": env.get("POSTGRES_HOST", "postgres"),
+        "port": env.get("POSTGRES_PORT", "5432"),
+        "user": env["POSTGRES_USER"],
+        "password": env.get("POSTGRES_PASSWORD", ""),
+        "dbname": env["POSTGRES_DB"],
+    }
+    with psycopg.connect(**admin, autocommit=True, connect_timeout=30) as connection:
+        exists = connection.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+        verb = "ALTER" if exists else "CREATE"
+        connection.execute(
+            sql.SQL("{} ROLE {} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD {}").format(
+                sql.SQL(verb), sql.Identifier(role), sql.Literal(password)
+            )
+        )
+    return f"lock-role: PostgreSQL role {role} {'updated' if exists else 'created'} (LOGIN only: advisory locks)"
+
+
 def main(argv: list[str]) -> int:
     command, args = (argv[0], argv[1:]) if argv else ("", [])
     if command == "new-env":
@@ -131,8 +164,12 @@ def main(argv: list[str]) -> int:
         if not problems:
             print(f"check-secrets: {len(args)} secrets set")
         return 2 if problems else 0
-    if command == "pipeline-user":
-        print(pipeline_user(dict(os.environ)))
+    if command in ("pipeline-user", "lock-role", "accounts"):
+        env = dict(os.environ)
+        if command in ("lock-role", "accounts"):
+            print(lock_role(env), flush=True)
+        if command in ("pipeline-user", "accounts"):
+            print(pipeline_user(env))
         return 0
     print(__doc__.split("\n\n")[1], file=sys.stderr)
     return 2

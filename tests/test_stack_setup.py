@@ -53,7 +53,7 @@ def test_a_secret_must_be_set_long_quotable_and_not_a_placeholder():
 def test_check_secrets_covers_every_secret_the_compose_file_hands_out():
     checked, handed_out = _compose_secrets()
     assert set(checked) == handed_out - {"POSTGRES_USER", "POSTGRES_DB"}
-    assert len(checked) == 8
+    assert len(checked) == 9
 
 
 def test_env_example_as_it_is_is_refused_with_one_line_per_placeholder():
@@ -67,7 +67,7 @@ def test_env_example_as_it_is_is_refused_with_one_line_per_placeholder():
         timeout=60,
     )
     lines = done.stderr.strip().splitlines()
-    refused = done.returncode == 2 and len(lines) == 8 and all("placeholder of .env.example" in line for line in lines)
+    refused = done.returncode == 2 and len(lines) == 9 and all("placeholder of .env.example" in line for line in lines)
     record("security", check=".env.example's change-me secrets refused before anything starts", passed=refused)
     assert refused, done.stderr
 
@@ -94,9 +94,9 @@ def test_the_native_topology_refuses_a_placeholder_secret(tmp_path):
 def test_a_pipeline_runs_as_the_non_admin_user_pipeline_user_makes(
     ray_cluster, spec_file, tmp_path, monkeypatch, capsys
 ):
-    """The stack's mlflow-user step against MLflow's basic auth, then a whole `congruent run` as that
-    user: it creates its experiment, registers and promotes its version; it cannot touch a model
-    the admin made, and a second pipeline-user resets its password."""
+    """The stack's pipeline-user step (in its accounts job) against MLflow's basic auth, then a whole
+    `congruent run` as that user: it creates its experiment, registers and promotes its version; it
+    cannot touch a model the admin made, and a second pipeline-user resets its password."""
     admin = ("admin", "admin-" + os.urandom(12).hex())
     server = start_mlflow_server(
         tmp_path / "mlflow", f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "artifacts"), {}, admin=admin
@@ -150,3 +150,39 @@ def test_a_pipeline_runs_as_the_non_admin_user_pipeline_user_makes(
             assert client.get_registered_model("non-admin").name == "non-admin"
     finally:
         server.stop()
+
+
+def test_the_lock_role_takes_advisory_locks_and_reads_no_mlflow_table(mlflow_stack):
+    """lock-role on the tests' PostgreSQL (MLflow's store): the role logs in, takes an advisory lock,
+    is refused MLflow's tables, and has no other attribute; a second run updates it."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    server = conninfo_to_dict(mlflow_stack.postgres_dsn)
+    env = {
+        "PATH": os.environ["PATH"],
+        "POSTGRES_HOST": str(server["host"]),
+        "POSTGRES_PORT": str(server["port"]),
+        "POSTGRES_USER": str(server["user"]),
+        "POSTGRES_DB": str(server["dbname"]),
+        "POSTGRES_LOCK_USERNAME": "congruent_locks",
+        "POSTGRES_LOCK_PASSWORD": "locks-" + os.urandom(12).hex(),
+    }
+    outputs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, str(SCRIPT), "lock-role"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert "role congruent_locks created" in outputs[0] and "role congruent_locks updated" in outputs[1]
+    as_role = {**server, "user": "congruent_locks", "password": env["POSTGRES_LOCK_PASSWORD"]}
+    with psycopg.connect(**as_role, autocommit=True) as connection:
+        assert connection.execute("SELECT pg_try_advisory_lock(42)").fetchone()[0] is True
+        attributes = connection.execute(
+            "SELECT rolsuper, rolcreatedb, rolcreaterole, rolreplication FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+        assert attributes == (False, False, False, False)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            connection.execute("SELECT count(*) FROM registered_models")
+    record("security", check="the lock role takes advisory locks and is refused MLflow's tables", passed=True)
