@@ -41,7 +41,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking import pg_locks
-from orchestrator.tracking.version_refs import RegistryError
+from orchestrator.tracking.version_refs import LockLost, RegistryError
 from workers.names import LOCK_SUFFIX
 
 LEASE_S = 30.0  # a lock not renewed for this long (by the taker's clock) was left by a holder that stalled or died
@@ -57,10 +57,6 @@ def lock_name(model: str, purpose: str) -> str:
 def is_lock_name(name: str) -> bool:
     """Whether `name` has the form of a lock's name (reserved: a model may not be named so)."""
     return re.search(LOCK_SUFFIX, name) is not None
-
-
-class LockLost(RegistryError):
-    """The holder's lease lapsed or another took the lock: the protected step must not run."""
 
 
 class HeldLock(Protocol):

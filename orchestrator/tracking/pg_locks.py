@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from orchestrator.tracking.version_refs import RegistryError
+from orchestrator.tracking.version_refs import LockLost, RegistryError
 
 LOCK_DSN_ENV = "CONGRUENT_LOCK_DSN"
 KEEPALIVE: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
@@ -63,8 +63,6 @@ class AdvisoryLease:
     def check(self) -> None:
         """Fencing: LockLost unless this lock's session is still alive (module docstring)."""
         import psycopg
-
-        from orchestrator.tracking.locks import LockLost
 
         try:
             self.connection.execute("SELECT 1")

@@ -16,6 +16,11 @@ class RegistryError(ValueError):
     """A registry reference or comparison that cannot be made; one line."""
 
 
+class LockLost(RegistryError):
+    """A registry lock's holder lost it (its lease lapsed, another took it, its session ended): the
+    step the lock protects must not run (locks.py, pg_locks.py)."""
+
+
 @dataclass(frozen=True)
 class VersionRef:
     """A registered version, resolved: the model's name and MLflow's version number."""
