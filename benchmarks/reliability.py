@@ -3,13 +3,13 @@
     python -m benchmarks.reliability [--out docs/reliability.md]
 
 Runs the reliability tests (tests/test_faults.py, test_mlflow_restart.py, test_bad_inputs.py, the
-security tests: test_security.py, test_promotion.py, test_locks.py, test_confidence.py,
+security tests: test_security.py, test_promotion.py, test_locks.py, test_pg_locks.py, test_confidence.py,
 test_credentials.py, test_confinement.py, test_artifact_cache.py, test_ray_auth.py,
 test_stack_setup.py, test_jobs.py's cancel and credentials tests, and test_load.py's full load: ten
 concurrent submissions, without a fault and with each fault) with
 pytest; each test appends what it injected or tried, and what happened, to a records file
 (tests/reliability_records.py). The report is written from those records, so every figure in it
-comes from this run. Takes about 40 minutes on 2 cores (the faults start two-node Ray clusters,
+comes from this run. Takes 20 to 40 minutes on 2 cores, by how busy they are (the faults start two-node Ray clusters,
 MLflow servers on PostgreSQL and S3); exit code is pytest's.
 """
 
@@ -34,6 +34,7 @@ TESTS = [
     "tests/test_security.py",
     "tests/test_promotion.py",
     "tests/test_locks.py",
+    "tests/test_pg_locks.py",
     "tests/test_confidence.py",
     "tests/test_credentials.py",
     "tests/test_confinement.py",
@@ -124,7 +125,9 @@ def load_section(rows: list[dict]) -> list[str]:
         "## Many pipelines at once",
         "",
         "tests/load_harness.py on a two-node Ray cluster of its own (1 CPU per node), an MLflow server on "
-        "PostgreSQL with artifacts and checkpoints in SeaweedFS S3. Three models; each model's v1 is registered and "
+        "PostgreSQL with artifacts and checkpoints in SeaweedFS S3; the registry's locks are PostgreSQL advisory "
+        "locks on that database (`CONGRUENT_LOCK_DSN`, orchestrator/tracking/pg_locks.py), so the PostgreSQL "
+        "restart also ends every lock session. Three models; each model's v1 is registered and "
         "promoted first, then ten jobs are submitted at once with `submit --env-from-here`: per model v2 (KD from "
         "`@champion`, promoted), v3 (FD-LM from version 1) and v4 (ELODI m 2 from `@champion`, promoted; its "
         "teacher pool is a placement group), and one model's v3 spec a second time. The fault comes "
@@ -186,7 +189,7 @@ def report(records: list[dict], code: int, summary: str) -> str:
     lines = [
         "# Reliability",
         "",
-        "Written by `python -m benchmarks.reliability` (about 40 minutes on 2 cores); rerun it to refresh. "
+        "Written by `python -m benchmarks.reliability` (20 to 40 minutes on 2 cores); rerun it to refresh. "
         f"Last run {today} on {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}: "
         f"pytest {summary} (exit {code}).",
         "",

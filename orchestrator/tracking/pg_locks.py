@@ -11,9 +11,9 @@ therefore makes the others wait (LOCK_WAIT_S, then one line) instead of being br
 `check` (fencing) fails once the session is gone: then the server has freed the lock and another may
 hold it. A lost connection is never re-taken silently.
 
-Used when CONGRUENT_LOCK_DSN is set (a libpq URL, postgresql://USER:PASSWORD@HOST:PORT/DB; the role
-needs LOGIN only: advisory locks take no privilege), or when MLFLOW_TRACKING_URI is itself a
-postgresql store.
+Used when CONGRUENT_LOCK_DSN is set (a libpq connection string: postgresql://USER:PASSWORD@HOST/DB,
+or `host=… dbname=… user=… password=…` as docker-compose.yml sets it; the role needs LOGIN only:
+advisory locks take no privilege), or when MLFLOW_TRACKING_URI is itself a postgresql store.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def advisory_lock(dsn: str, lock: str, what: str, wait_s: float) -> Iterator[Adv
     while True:
         try:
             taken = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
-        except psycopg.OperationalError:
+        except psycopg.Error:  # the connection broke (a database restart): reconnect until the deadline
             connection.close()
             connection, taken = _connect(dsn, deadline), False
         if taken:
