@@ -12,7 +12,6 @@ process group). Nothing is skipped when a tool is missing: CI installs everythin
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import pwd
 import random
@@ -37,6 +36,7 @@ from processes import (
     venv_tool,
     wait_ready,
 )
+from stack_secrets import refuse_placeholders
 
 CHECKSUM_ENV = {
     # SeaweedFS does not do boto3's default streaming checksums.
@@ -271,23 +271,6 @@ def s3_client(endpoint: str, access_key: str, secret_key: str):
             read_timeout=20,
         ),
     )
-
-
-def stack_setup():
-    """infra/stack_setup.py, the stack's setup steps (infra/ is not a package)."""
-    path = Path(__file__).resolve().parent.parent / "infra" / "stack_setup.py"
-    spec = importlib.util.spec_from_file_location("stack_setup", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def refuse_placeholders(named: dict[str, str]) -> None:
-    """The stack's own rule (stack_setup.py check-secrets) on the secrets a test server is given:
-    a placeholder, short or unquotable secret stops the start before anything is spawned."""
-    problems = stack_setup().check_secrets(list(named), named)
-    if problems:
-        raise ValueError("; ".join(problems))
 
 
 def start_seaweedfs(

@@ -14,8 +14,9 @@ from mlflow.exceptions import MlflowException
 
 from orchestrator.cli import main
 from reliability_records import record
-from servers import stack_setup, start_mlflow_server, start_seaweedfs
+from servers import start_mlflow_server, start_seaweedfs
 from services import pointed_at
+from stack_secrets import stack_setup
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "infra" / "stack_setup.py"
