@@ -52,6 +52,8 @@ def test_job_commands_without_the_token_stop_in_one_line(token_cluster, tmp_path
     cluster, token, _ = token_cluster
     for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE"):
         monkeypatch.delenv(name, raising=False)
+    # Ray's clients let RAY_ADDRESS override the address they are given: --jobs-address must win
+    monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:9")
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump({"model": "m", "version": "v1", "arch": "mlp-small", "method": {"name": "none"}}))
     address = ["--jobs-address", cluster.dashboard]
@@ -84,6 +86,7 @@ def test_a_pipeline_submitted_with_the_token_runs_and_registers(
     `status` and `logs` read the job with the token from RAY_AUTH_TOKEN."""
     cluster, token, store = token_cluster
     monkeypatch.setenv("RAY_AUTH_TOKEN", token)
+    monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:9")  # not the cluster: --jobs-address wins
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(spec_document(model="authed", version="v1", promote={"max_nfr": 1.0})))
     assert main(["submit", str(spec), "--jobs-address", cluster.dashboard, "--wait"]) == 0

@@ -17,6 +17,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from orchestrator.host import worker_env
 from orchestrator.jobs.credentials import CREDENTIALS_FILE, WORKER_HOOK, write_credentials
 from pipelines.spec import SpecError, UpdateSpec
 
+OVERRIDING_ENV = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")  # Ray's clients prefer these to their address
 JOB_ENV_PREFIXES = ("MLFLOW_TRACKING_", "MLFLOW_S3_", "AWS_", "CONGRUENT_LOCK_")
 PACKAGES = ("orchestrator", "workers", "pipelines")
 CANCEL_GRACE_S = 60  # a cancelled job's driver has this long to cancel its stages and end its MLflow run
@@ -90,6 +93,18 @@ def _address(address: str | None) -> str:
     return address
 
 
+@contextmanager
+def _only(address: str) -> Iterator[str]:
+    """`address`, with RAY_API_SERVER_ADDRESS and RAY_ADDRESS hidden while a Ray client is made: Ray's
+    clients let either variable override the address they are given, which would send a job meant
+    for --jobs-address to whatever cluster RAY_ADDRESS names."""
+    hidden = {name: os.environ.pop(name) for name in OVERRIDING_ENV if name in os.environ}
+    try:
+        yield address
+    finally:
+        os.environ.update(hidden)
+
+
 def _refused(address: str, error: Exception) -> SpecError:
     """One line for a cluster that refused this client (HTTP 401: no token sent; 403: a wrong one)."""
     if str(error).startswith("Authentication required"):
@@ -107,7 +122,8 @@ def client(address: str | None) -> Any:
 
     address = _address(address)
     try:
-        return JobSubmissionClient(address, headers=auth_headers() or None)
+        with _only(address):
+            return JobSubmissionClient(address, headers=auth_headers() or None)
     except AuthenticationError as e:
         raise _refused(address, e) from None
 
@@ -119,7 +135,8 @@ def state_client(address: str | None) -> Any:
 
     address = _address(address)
     try:
-        return StateApiClient(address, headers={"Content-Type": "application/json", **auth_headers()})
+        with _only(address):
+            return StateApiClient(address, headers={"Content-Type": "application/json", **auth_headers()})
     except AuthenticationError as e:
         raise _refused(address, e) from None
 
