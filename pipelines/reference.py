@@ -164,9 +164,10 @@ def architecture_defaults() -> str:
     tried (benchmarks/baselines.py, docs/baselines-results.json) beside the one chosen."""
     results = json.loads(SWEEP.read_text()) if SWEEP.exists() else {"units": []}
     rows = [
-        "| arch | optimizer | lr | weight decay | epochs | batch | augment | warm-up | measured (val ER %, seed 0) |"
+        "| arch | optimizer | lr | weight decay | epochs | batch | augment | warm-up | then | clip | "
+        "measured (val ER %, seed 0) |"
     ]
-    rows.append("|---|---|---|---|---|---|---|---|---|")
+    rows.append("|---|---|---|---|---|---|---|---|---|---|---|")
     named = [*defaults.RECIPES.items(), ("hf:DIR", defaults.HF), ("module:function", defaults.GENERIC)]
     for arch, recipe in named:
         augment = "—" if arch.startswith(("text-", "hf:")) else ("yes" if recipe.augment else "no")  # images only
@@ -185,7 +186,9 @@ def architecture_defaults() -> str:
         )
         rows.append(
             f"| `{arch}` | {recipe.optimizer} | {recipe.lr:g} | {recipe.weight_decay:g} | {recipe.epochs} | "
-            f"{recipe.batch_size} | {augment} | {recipe.warmup_epochs:g} | "
+            f"{recipe.batch_size} | {augment} | {recipe.warmup_epochs:g} | {recipe.schedule}"
+            f"{'; no decay on biases, norms' if recipe.weight_decay_on == 'weights' else ''} | "
+            f"{recipe.max_grad_norm if recipe.max_grad_norm is not None else 'none'} | "
             f"{figures or NOT_SWEPT.get(arch, 'not measured')} |"
         )
     return (

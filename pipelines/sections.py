@@ -213,7 +213,16 @@ class TrainSpec(_Strict):
     lr: float = Field(0.1, gt=0, description="peak learning rate")
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD's momentum")
     weight_decay: float = Field(5e-4, ge=0)
-    schedule: Literal["cosine", "step"] = Field("cosine", description="step: ×0.1 at 50 % and 75 % of the epochs")
+    weight_decay_on: Literal["all", "weights"] = Field(
+        "all",
+        description="the parameters weight decay applies to: all, or weights only (not biases nor the "
+        "parameters of normalisation layers, as BERT's fine-tuning does)",
+    )
+    schedule: Literal["cosine", "step", "linear"] = Field(
+        "cosine",
+        description="after the warm-up: cosine from lr to 0, step: ×0.1 at 50 % and 75 % of the epochs, "
+        "linear: from lr to 0 (BERT's fine-tuning schedule)",
+    )
     warmup_epochs: Literal["auto"] | float = Field(
         "auto",
         description="linear learning-rate warm-up from lr/steps to lr over this many epochs, then the "
@@ -388,6 +397,12 @@ class TuneSpec(_Strict):
         return self
 
 
+LENGTH_PERCENTILE = 95  # tokenizer.max_length auto for hf:DIR: this percentile of the token counts…
+LENGTH_SAMPLE = 20_000  # …of this many training texts, spread over the split…
+LENGTH_CAP = 256  # …at most this (and the model's positions)
+BUILT_IN_LENGTH = 128  # tokenizer.max_length auto for a tokenizer trained here
+
+
 class TokenizerSpec(_Strict):
     """Text data only: each version's tokenizer, trained on its train split (a streamed split: its
     first 200,000 texts, in the split's fixed order; Hugging Face `tokenizers`) and saved in its
@@ -395,4 +410,17 @@ class TokenizerSpec(_Strict):
 
     kind: Literal["wordpiece", "bpe"] = Field("wordpiece", description="WordPiece or byte-pair encoding")
     vocab_size: int = Field(8000, ge=100, le=1_000_000, description="the vocabulary's size at most")
-    max_length: int = Field(128, ge=4, le=4096, description="tokens kept per text (the rest cut)")
+    max_length: Literal["auto"] | int = Field(
+        "auto",
+        description="tokens kept per text (the rest cut); auto: 128 for a tokenizer trained here, and for an "
+        f"hf:DIR model the {LENGTH_PERCENTILE}th percentile of the training texts' token counts (special tokens "
+        f"included; {LENGTH_SAMPLE:,} texts spread over the split), rounded up to a multiple of 8, at most "
+        f"{LENGTH_CAP} and the model's positions",
+    )
+
+    @field_validator("max_length")
+    @classmethod
+    def _length_in_range(cls, value: str | int) -> str | int:
+        if isinstance(value, int) and not 4 <= value <= 4096:
+            raise ValueError("max_length must be auto or a number of tokens from 4 to 4096")
+        return value

@@ -1,7 +1,7 @@
 """The shipped example specs, one per kind of update users have, checked with `congruent check` in
 chain order — each v2 against the v1 an earlier example registers — from a folder holding what
 they read: colour photos, torchvision's weights file in its cache (fresh weights in torchvision's
-own format), a Hugging Face model directory; the text examples read the corpus `make` installs."""
+own format), a Hugging Face model directory; the text examples read the corpus and the encoder `make` installs."""
 
 from pathlib import Path
 
@@ -20,6 +20,7 @@ ORDER = [  # chain order: each spec's old names a model an earlier one registers
     "tickets-v2-elodi.yaml",
     "photos-v1.yaml",
     "hf-v1.yaml",
+    "minilm-v1.yaml",
 ]
 
 

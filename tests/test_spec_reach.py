@@ -20,6 +20,7 @@ NON_DEFAULT = {
         "lr": 0.05,
         "momentum": 0.8,
         "weight_decay": 0.0,
+        "weight_decay_on": "weights",
         "schedule": "step",
         "warmup_epochs": 0.5,
         "seed": 7,

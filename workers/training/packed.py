@@ -32,7 +32,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from workers.data import Batch
 from workers.data.input_spec import InputSpec
 from workers.data.split import Split
-from workers.training.config import TrainConfig, compiled, make_optimizer
+from workers.training.config import TrainConfig, compiled, make_optimizer, undecayed_names
 
 
 class PackedModels:
@@ -54,7 +54,9 @@ class PackedModels:
         self.forward = compiled(vmap(one_model, randomness="different"), config.compile)
         # a held split's batches are indices into it (and its labels); a stream's carry their samples
         self.data, self.targets = data.reader(inputs).to(self.device), data.labels.to(self.device)
-        self.optimizer: torch.optim.Optimizer = make_optimizer(self.params.values(), config)
+        self.optimizer: torch.optim.Optimizer = make_optimizer(
+            self.params.items(), config, undecayed_names(self.plain[0])
+        )
 
     def restore(self, states: Sequence[Mapping[str, Any]]) -> None:
         with torch.no_grad():

