@@ -1,11 +1,13 @@
 """Each built-in architecture with its defaults against the baseline a user would pick instead:
-TF-IDF over word 1–2-grams + logistic regression for text (tweet-sentiment), logistic regression
-on the pixels for images (Fashion-MNIST), scikit-learn, on the very splits Congruent trains and
-evaluates on.
+TF-IDF over word 1–2-grams + logistic regression for text (the tweets, Reuters R8 and 20 Newsgroups),
+logistic regression on the pixels for images (Fashion-MNIST), scikit-learn, on the very splits
+Congruent trains and evaluates on. Text includes the pretrained encoder `make` installs (hf: MiniLM).
 
     python -m benchmarks.baselines --part sweep [--jobs 2]   # choose: each candidate once, ER on val
     python -m benchmarks.baselines --part table [--jobs 2]   # check: the defaults, 3 seeds, ER on eval
     python -m benchmarks.baselines --part report             # docs/benchmarks.md from the JSON
+
+`--archs` and `--sets` narrow a run to some architectures and text sets.
 
 Every model goes through the spec: a spec with `arch` and `data` (and, in the sweep, a candidate's
 `train` fields) resolves to the `TrainConfig` the pipeline would run (`orchestrator.planning.plan.
@@ -15,10 +17,10 @@ out), trained in one process with one thread (`workers.training.trainer.train`).
 skips the units already there (a unit is its arch, resolved training settings, seed and budget).
 
 Flips (text): each text architecture is also trained as an update's old model, on the first half of
-the training split (`OLD_TEXT_LIMIT`, as the text demo's v1 and the fidelity text table's old), and
+the training split (`old_limit`, as the text demo's v1 and the fidelity text table's old), and
 the table reports NFR old → new between the models of one seed, beside the baseline's own NFR (the
-TF-IDF model fitted on that half, then on all of it); eval predictions of text units are kept in the
-results for that.
+TF-IDF model fitted on the same half, then on all of it); eval predictions of text units are kept in
+the results for that.
 
 Budgets: an architecture too slow for 2 CPUs trains on the first `train_limit` samples of the
 training split (`BUDGETS`, with the reason); its baseline is fitted on that same slice, and both
@@ -40,15 +42,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.baselines_grid import (
-    BUDGETS,
     CANDIDATES,
-    FULL,
+    HALF,
     IMAGE_ARCHS,
-    OLD_TEXT_LIMIT,
     TEXT_ARCHS,
+    TEXT_SETS,
     Unit,
+    budget_of,
     data_of,
     key_of,
+    old_limit,
+    sets_of,
+    short_name,
     spec_of,
 )
 
@@ -66,7 +71,10 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     from workers.data.input_spec import InputSpec
     from workers.metrics import error_rate
     from workers.models.checkpoints import ModelSettings
+    from workers.models.hf import hf_directory, pretrained_state, read_directory
     from workers.models.predict import predict_logits
+    from workers.models.starting_weights import load_weights
+    from workers.names import is_hf
     from workers.tasks.resolve import cached_splits
     from workers.training.trainer import train
 
@@ -77,8 +85,11 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     text = splits.modality == "text"
     inputs = text_inputs(spec, splits.train) if text else image_inputs(spec, splits.train)
     reads = inputs or InputSpec.image(splits.in_channels, splits.image_size)
-    settings = ModelSettings(unit.arch, splits.num_classes, reads)
+    config_json = read_directory(str(hf_directory(unit.arch))).config if is_hf(unit.arch) else None
+    settings = ModelSettings(unit.arch, splits.num_classes, reads, config_json)
     model = settings.build(unit.seed)
+    if is_hf(unit.arch):  # fine-tuned from the directory's weights, as the pipeline's tasks start it
+        load_weights(model, pretrained_state(str(hf_directory(unit.arch))), unit.arch, stem_may_differ=False)
     started = time.perf_counter()
     result = train(model, splits.train, config, settings=settings)
     seconds = time.perf_counter() - started
@@ -91,8 +102,10 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     return {
         **asdict(unit),
         "key": key_of(unit),
+        "dataset": unit.data_set,
         "config": {k: v for k, v in asdict(config).items() if k in ("optimizer", "lr", "weight_decay", "epochs")}
         | {"batch_size": config.batch_size, "warmup_epochs": config.warmup_epochs, "augment": config.augment},
+        "max_length": inputs.max_length if text and inputs is not None else None,
         "train_samples": len(splits.train),
         "eval_samples": len(splits.eval),
         "final_loss": result.history[-1].loss,
@@ -101,11 +114,15 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     }
 
 
+DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
 def digits(classes: list[int]) -> str:
-    """Eval predictions kept compact in the results: one character per sample (classes < 10)."""
-    if classes and max(classes) > 9:
-        raise ValueError("predictions are kept as one digit per sample: at most 10 classes")
-    return "".join(map(str, classes))
+    """Eval predictions kept compact in the results: one base-36 character per sample (classes < 36;
+    `int(c, 36)` reads one back)."""
+    if classes and max(classes) >= len(DIGITS):
+        raise ValueError(f"predictions are kept as one character per sample: at most {len(DIGITS)} classes")
+    return "".join(DIGITS[c] for c in classes)
 
 
 def pixels(split: Any) -> Any:
@@ -114,21 +131,32 @@ def pixels(split: Any) -> Any:
 
 
 def baseline(
-    arch_kind: str, train_limit: int | None, eval_limit: int | None, old_limit: int | None = OLD_TEXT_LIMIT
+    arch_kind: str,
+    train_limit: int | None,
+    eval_limit: int | None,
+    old_limit: int | None = HALF["tweets"],
+    dataset: str = "tweets",
 ) -> dict[str, Any]:
     """The baseline a user would pick, fitted on the training slice and scored on the eval slice:
     text, TF-IDF (word 1–2-grams, sublinear tf, min_df 2) + logistic regression (C 4), fitted again
-    on the first `old_limit` training samples (None: all) as its own old model, for NFR; images, logistic
-    regression on the pixels / 255 (C 1, lbfgs). Deterministic: one fit."""
+    on the first `old_limit` training samples (the old models' slice: `train_limit` ranks them the
+    same way; None: all) as its own old model, for NFR; images, logistic regression on the pixels / 255
+    (C 1, lbfgs). `dataset`: a text set of TEXT_SETS. Deterministic: one fit."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
+    from orchestrator.planning.plan import data_request
+    from pipelines.spec import parse_spec
     from workers.metrics import error_rate, negative_flip_rate
-    from workers.tasks.records import DataRequest
     from workers.tasks.resolve import cached_splits
 
-    source = "tweet-sentiment" if arch_kind == "text" else "fashion-mnist"
-    splits: Any = cached_splits(DataRequest(source=source, train_limit=train_limit, eval_limit=eval_limit))
+    def splits_of(limit: int | None) -> Any:
+        source = TEXT_SETS[dataset] if arch_kind == "text" else {}
+        arch = "text-bag" if arch_kind == "text" else "mlp"
+        data = {**source, "train_limit": limit, "eval_limit": eval_limit}
+        return cached_splits(data_request(parse_spec({"model": "b", "version": "b", "arch": arch, "data": data})))
+
+    splits: Any = splits_of(train_limit)
     started = time.perf_counter()
     flips: dict[str, Any] = {}
     if arch_kind == "text":
@@ -139,10 +167,12 @@ def baseline(
             return lambda split: fitted.predict(vectorizer.transform(split.texts))
 
         predict = tfidf(splits.train.texts, splits.train.labels)
-        old_predict = tfidf(splits.train.texts[:old_limit], splits.train.labels[:old_limit])
+        old_train = splits_of(old_limit).train
+        old_predict = tfidf(old_train.texts, old_train.labels)
         old_eval, new_eval = old_predict(splits.eval), predict(splits.eval)
         flips = {
-            "old_train_samples": len(splits.train.texts[:old_limit]),
+            "old_limit": old_limit,
+            "old_train_samples": len(old_train),
             "old_eval_error_rate": error_rate(old_eval, splits.eval.labels),
             "eval_nfr": negative_flip_rate(old_eval, new_eval, splits.eval.labels),
             "eval_labels": digits(splits.eval.labels.tolist()),  # the report's NFR of the text units
@@ -159,6 +189,7 @@ def baseline(
 
     return {
         "kind": arch_kind,
+        "dataset": dataset if arch_kind == "text" else "fashion-mnist",
         "name": name,
         "train_limit": train_limit,
         "eval_limit": eval_limit,
@@ -184,35 +215,59 @@ def save(results: dict[str, Any]) -> None:
     RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
 
 
-def units_of(part: str, archs: list[str], seeds: int) -> Iterator[Unit]:
+def units_of(part: str, archs: list[str], seeds: int, sets: list[str]) -> Iterator[Unit]:
     for arch in archs:
-        if part == "sweep":
-            for candidate in CANDIDATES.get(arch, []):
-                yield Unit("sweep", arch, 0, candidate)
-        else:
-            budget = BUDGETS.get(arch, FULL)
-            for seed in range(min(seeds, budget.seeds)):
-                yield Unit("table", arch, seed)
-            if arch in TEXT_ARCHS:
-                for seed in range(min(seeds, budget.old_seeds)):
-                    yield Unit("table", arch, seed, old=True)
+        for dataset in [d for d in sets_of(arch) if d in sets or arch not in TEXT_ARCHS]:
+            named = "" if dataset == sets_of(arch)[0] else dataset  # the first set: keys as before sets
+            if part == "sweep":
+                for candidate in CANDIDATES.get(arch, []):
+                    yield Unit("sweep", arch, 0, candidate, dataset=named)
+            else:
+                budget = budget_of(arch, dataset)
+                for seed in range(min(seeds, budget.seeds)):
+                    yield Unit("table", arch, seed, dataset=named)
+                if arch in TEXT_ARCHS:
+                    for seed in range(min(seeds, budget.old_seeds)):
+                        yield Unit("table", arch, seed, old=True, dataset=named)
 
 
 def needs_predictions(unit: dict[str, Any]) -> bool:
     """Whether a unit's eval predictions enter an NFR: a text unit of a seed with an old model."""
-    budget = BUDGETS.get(unit["arch"], FULL)
+    budget = budget_of(unit["arch"], unit.get("dataset") or sets_of(unit["arch"])[0])
     return unit["part"] == "table" and unit["arch"] in TEXT_ARCHS and unit["seed"] < budget.old_seeds
 
 
-def run_part(part: str, archs: list[str], seeds: int, jobs: int) -> None:
+def baseline_slices(archs: list[str], sets: list[str]) -> set[tuple[str, str, int | None, int | None, int | None]]:
+    """(kind, set, train_limit, eval_limit, old_limit) of the baselines the archs' rows compare with."""
+    slices = set()
+    for arch in archs:
+        for dataset in [d for d in sets_of(arch) if d in sets or arch not in TEXT_ARCHS]:
+            data = data_of(arch, dataset=dataset)
+            text = arch in TEXT_ARCHS
+            kind = "text" if text else "image"
+            slices.add(
+                (kind, dataset, data["train_limit"], data["eval_limit"], old_limit(arch, dataset) if text else None)
+            )
+    return slices
+
+
+def slice_of(b: dict[str, Any]) -> tuple[str, str, int | None, int | None, int | None]:
+    """A baseline record's slice (records from before text sets: the tweets, old half by HALF)."""
+    text = b["kind"] == "text"
+    dataset = b.get("dataset", "tweets" if text else "fashion-mnist")
+    return (b["kind"], dataset, b["train_limit"], b["eval_limit"], b.get("old_limit") if text else None)
+
+
+def run_part(part: str, archs: list[str], seeds: int, jobs: int, sets: list[str]) -> None:
     """Train every unit of `part` not yet in the results, `jobs` at a time; then fit the baselines of
-    every budget the archs use."""
+    every slice the archs use."""
     results = load()
     # text units from before NFR was reported keep no predictions: trained again where NFR needs them
     results["units"] = [u for u in results["units"] if "eval_predictions" in u or not needs_predictions(u)]
-    results["baselines"] = [b for b in results["baselines"] if b["kind"] != "text" or "eval_nfr" in b]
+    # text baselines whose old model was not fitted on the old units' own slice: fitted again
+    results["baselines"] = [b for b in results["baselines"] if b["kind"] != "text" or "old_limit" in b]
     done = {(u["part"], u["key"]) for u in results["units"]}
-    todo = [u for u in units_of(part, archs, seeds) if (u.part, key_of(u)) not in done]
+    todo = [u for u in units_of(part, archs, seeds, sets) if (u.part, key_of(u)) not in done]
     # a table unit whose training the sweep already ran (its recipe is that candidate) is reused
     swept = {u["key"]: u for u in results["units"] if u["part"] == "sweep"}
     for unit in [u for u in todo if u.part == "table" and key_of(u) in swept]:
@@ -227,15 +282,14 @@ def run_part(part: str, archs: list[str], seeds: int, jobs: int) -> None:
             results["units"].append(record)
             save(results)
             print(
-                f"{record['arch']}{' (old)' if record['old'] else ''} seed {record['seed']} {record['config']}: "
-                f"eval ER {100 * record['eval_error_rate']:.2f} %, {record['seconds']:.0f} s",
+                f"{short_name(record['arch'])} on {record['dataset']}{' (old)' if record['old'] else ''} seed "
+                f"{record['seed']} {record['config']}: eval ER {100 * record['eval_error_rate']:.2f} %, "
+                f"{record['seconds']:.0f} s",
                 flush=True,
             )
-    kinds = {arch: "text" if arch in TEXT_ARCHS else "image" for arch in archs}
-    budgets = {(kinds[a], data_of(a)["train_limit"], data_of(a)["eval_limit"]) for a in archs}  # the new's slices
-    have = {(b["kind"], b["train_limit"], b["eval_limit"]) for b in results["baselines"]}
-    for kind, train_limit, eval_limit in sorted(budgets - have, key=str):
-        results["baselines"].append(baseline(kind, train_limit, eval_limit))
+    have = {slice_of(b) for b in results["baselines"]}
+    for kind, dataset, train_limit, eval_limit, old in sorted(baseline_slices(archs, sets) - have, key=str):
+        results["baselines"].append(baseline(kind, train_limit, eval_limit, old, dataset))
         save(results)
 
 
@@ -243,6 +297,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("sweep", "table", "report"), required=True)
     parser.add_argument("--archs", nargs="+", default=[*TEXT_ARCHS, *IMAGE_ARCHS])
+    parser.add_argument("--sets", nargs="+", default=list(TEXT_SETS), choices=list(TEXT_SETS))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
@@ -251,7 +306,7 @@ def main() -> None:
 
         write_report(load())
         return
-    run_part(args.part, args.archs, args.seeds, args.jobs)
+    run_part(args.part, args.archs, args.seeds, args.jobs, args.sets)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,41 @@
-"""The baselines benchmark's flips table (benchmarks/baselines_report.py) on hand-made results."""
+"""The baselines benchmark's tables (benchmarks/baselines_report.py) on hand-made results."""
 
-from benchmarks.baselines_grid import Unit, key_of
-from benchmarks.baselines_report import flip_rows
+from benchmarks.baselines import digits
+from benchmarks.baselines_grid import MINILM, Unit, data_of, key_of, old_limit
+from benchmarks.baselines_report import flip_rows, sweep_rows
 
 
-def unit(seed: int, old: bool, predictions: str) -> dict:
-    made = Unit("table", "text-linear", seed, old=old)
+def unit(seed: int, old: bool, predictions: str, arch: str = "text-linear", dataset: str = "") -> dict:
+    made = Unit("table", arch, seed, old=old, dataset=dataset)
     return {
         "part": "table",
-        "arch": "text-linear",
+        "arch": arch,
         "seed": seed,
         "old": old,
+        "dataset": made.data_set,
         "key": key_of(made),
+        "train_samples": 10 if old else 20,
+        "eval_samples": len(predictions),
         "eval_predictions": predictions,
+    }
+
+
+def base(labels: str, arch: str = "text-linear", dataset: str = "tweets") -> dict:
+    data = data_of(arch, dataset=dataset)
+    return {
+        "kind": "text",
+        "dataset": dataset,
+        "name": "TF-IDF",
+        "train_limit": data["train_limit"],
+        "eval_limit": data["eval_limit"],
+        "old_limit": old_limit(arch, dataset),
+        "old_train_samples": 10,
+        "train_samples": 20,
+        "eval_samples": len(labels),
+        "eval_labels": labels,
+        "eval_error_rate": 0.25,
+        "old_eval_error_rate": 0.5,
+        "eval_nfr": 0.0,
     }
 
 
@@ -21,24 +44,52 @@ def test_the_flips_table_counts_nfr_between_the_old_and_new_model_of_each_seed()
     Seed 1: old 0 1 2 0 (all right), new 0 1 2 1 (wrong on 3): NFR 1/4. The new models of seeds 0 and
     1 disagree on samples 1 and 3."""
     results = {
-        "baselines": [
-            {
-                "kind": "text",
-                "name": "TF-IDF",
-                "eval_labels": "0120",
-                "eval_error_rate": 0.25,
-                "old_eval_error_rate": 0.5,
-                "eval_nfr": 0.0,
-            }
-        ],
+        "baselines": [base("0120")],
         "units": [unit(0, True, "0111"), unit(0, False, "0020"), unit(1, True, "0120"), unit(1, False, "0121")],
     }
     rows = flip_rows(results)
-    assert rows[0][:4] == ["baseline: TF-IDF", "50.00", "25.00", "**0.00**"]
+    assert rows[0][:6] == ["tweets", "baseline: TF-IDF", "10 → 20 / 4", "50.00", "25.00", "**0.00**"]
     linear = rows[1]
-    assert linear[0] == "`text-linear`"
-    assert linear[1] == "25.00 ± 35.36 (2 seeds)"  # ER old: 0.5 and 0.0
-    assert linear[2] == "25.00 ± 0.00 (2 seeds)"  # ER new: 0.25 and 0.25
-    assert linear[3] == "**25.00 ± 0.00 (2 seeds)**"  # NFR 1/4 in both seeds
-    assert linear[4] == "+25.00"
-    assert linear[5] == "2 (50.00 %)"
+    assert linear[:3] == ["tweets", "`text-linear`", "10 → 20 / 4"]
+    assert linear[3] == "25.00 ± 35.36 (2 seeds)"  # ER old: 0.5 and 0.0
+    assert linear[4] == "25.00 ± 0.00 (2 seeds)"  # ER new: 0.25 and 0.25
+    assert linear[5] == "**25.00 ± 0.00 (2 seeds)**"  # NFR 1/4 in both seeds
+    assert linear[6] == "+25.00"
+    assert linear[7] == "2 (50.00 %)"
+
+
+def test_a_set_of_twenty_classes_and_units_on_other_samples():
+    """20 Newsgroups' classes 10…19 are kept as letters; a unit scored on another eval split (before
+    the splits changed) is left out rather than compared sample by sample with the wrong labels."""
+    assert digits([0, 9, 10, 19]) == "09aj"
+    labels = digits([12, 3, 19])
+    old, new = digits([12, 3, 5]), digits([12, 4, 19])  # one negative flip: sample 1
+    results = {
+        "baselines": [base(labels, MINILM, "20newsgroups")],
+        "units": [unit(0, True, old, MINILM, "20newsgroups"), unit(0, False, new, MINILM, "20newsgroups")],
+    }
+    rows = flip_rows(results)
+    assert rows[1][1] == "`hf:all-MiniLM-L6-v2`" and rows[1][5] == "**33.33 (1 seed)**"
+    results["units"][1]["eval_samples"] = 4  # another split
+    assert len(flip_rows(results)) == 0
+
+
+def test_the_sweep_table_means_a_candidate_over_its_sets():
+    config = {"optimizer": "adamw", "lr": 2e-5, "weight_decay": 0.01, "epochs": 3, "batch_size": 32}
+
+    def swept(dataset: str, val: float) -> dict:
+        return {
+            "part": "sweep",
+            "arch": MINILM,
+            "dataset": dataset,
+            "config": config,
+            "val_error_rate": val,
+            "eval_error_rate": val,
+            "final_loss": 0.5,
+            "seconds": 10,
+        }
+
+    results = {"units": [swept("tweets", 0.30), swept("reuters-r8", 0.10)], "baselines": []}
+    assert sweep_rows(results)[0][2:4] == ["tweets 30.00; reuters-r8 10.00", "—"]  # not yet on every set
+    results["units"].append(swept("20newsgroups", 0.20))
+    assert sweep_rows(results)[0][3] == "20.00"
