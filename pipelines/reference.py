@@ -26,6 +26,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     spec.DataSpec,
     spec.MethodSpec,
     spec.TrainSpec,
+    spec.AdapterSpec,
     spec.ResourcesSpec,
     spec.WorkerResources,
     spec.StudentResources,
@@ -168,11 +169,18 @@ def architecture_defaults() -> str:
         "measured (val ER %, seed 0) |"
     ]
     rows.append("|---|---|---|---|---|---|---|---|---|---|---|")
-    named = [*defaults.RECIPES.items(), ("hf:DIR", defaults.HF), ("module:function", defaults.GENERIC)]
+    named = [
+        *defaults.RECIPES.items(),
+        ("hf:DIR", defaults.HF),
+        ("hf:DIR with adapter", defaults.HF_ADAPTER),
+        ("module:function", defaults.GENERIC),
+    ]
     for arch, recipe in named:
         augment = "—" if arch.startswith(("text-", "hf:")) else ("yes" if recipe.augment else "no")  # images only
-        tried = [u for u in results["units"] if u["part"] == "sweep" and u["arch"] == arch]
-        text = arch.startswith("text-")
+        tried = mean_over_sets(
+            [u for u in results["units"] if u["part"] == "sweep" and (u["arch"] == arch or is_swept_hf(u, arch))]
+        )
+        text = arch.startswith(("text-", "hf:"))
         batches = {u["config"]["batch_size"] for u in tried}  # named where the candidates differ in it
         epochs = {u["config"].get("epochs") for u in tried}  # likewise
         figures = "; ".join(
@@ -182,6 +190,7 @@ def architecture_defaults() -> str:
             f"{' batch ' + str(u['config']['batch_size']) if len(batches) > 1 else ''}"
             f"{' ' + str(u['config']['epochs']) + ' epochs' if len(epochs) > 1 else ''}: "
             f"{100 * u['val_error_rate']:.2f}{'**' if is_recipe(recipe, u['config'], text) else ''}"
+            f"{' (mean of ' + str(u['sets']) + ' sets)' if u['sets'] > 1 else ''}"
             for u in tried
         )
         rows.append(
@@ -203,12 +212,35 @@ def architecture_defaults() -> str:
     )
 
 
+def is_swept_hf(unit: dict[str, Any], arch: str) -> bool:
+    """The sweep's hf: units (the installed MiniLM) are the `hf:DIR` row's."""
+    return arch == "hf:DIR" and str(unit["arch"]).startswith("hf:")
+
+
+def mean_over_sets(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per candidate (its resolved config): the mean validation ER over the sets it was
+    trained on, and how many (`sets`), in the order first trained."""
+    by_config: dict[str, list[dict[str, Any]]] = {}
+    for unit in units:
+        by_config.setdefault(json.dumps(unit["config"], sort_keys=True), []).append(unit)
+    return [
+        {
+            "config": group[0]["config"],
+            "val_error_rate": sum(u["val_error_rate"] for u in group) / len(group),
+            "sets": len(group),
+        }
+        for group in by_config.values()
+    ]
+
+
 NOT_SWEPT = {
     "resnet32": "not swept: resnet20's recipe (one family; He et al. 2016 train both alike)",
     "resnet34": "not swept: resnet18's recipe (one family; a training takes over 20 min on 1,000 images on one core)",
     "resnet50": "not swept: resnet18's recipe (one family; longer still than resnet34)",
     "hf:DIR": "not measured: no pretrained model ships with the project; the values of BERT's fine-tuning (Devlin et "
     "al. 2019, appendix A.3)",
+    "hf:DIR with adapter": "not swept: hf:DIR's recipe at the rate of the LoRA paper's RoBERTa-base adapters (Hu et "
+    "al. 2022)",
     "module:function": "not measured: your own architecture; the CIFAR ResNets' recipe (He et al. 2016)",
 }
 

@@ -193,6 +193,23 @@ class MethodSpec(_Strict):
         return values
 
 
+class AdapterSpec(_Strict):
+    """LoRA (Hu et al. 2022, on `peft`): each target linear layer W of an hf:DIR model gains a trainable
+    low-rank update, W x + (alpha / rank) · B A x with A rank×in, B out×rank (B starts at 0); W and
+    every other weight of the base stay frozen, the classifier head trains."""
+
+    kind: Literal["lora"] = "lora"
+    rank: int = Field(8, ge=1, le=1024, description="r: the rank of each update")
+    alpha: int = Field(16, ge=1, description="the update's scale is alpha / rank")
+    targets: list[str] = Field(
+        ["query", "value"],
+        min_length=1,
+        description="the linear layers that get an update, by the last part of their module names (BERT's "
+        "attention query and value, as in the LoRA paper)",
+    )
+    dropout: float = Field(0.1, ge=0, lt=1, description="dropout on the update's input")
+
+
 class TrainSpec(_Strict):
     """SGD with Nesterov momentum, per-epoch checkpoints; replicas use seeds seed + 1 … seed + m."""
 
@@ -258,6 +275,12 @@ class TrainSpec(_Strict):
         description="bf16: forward passes under bf16 autocast (replicas, student and teachers); losses and "
         "metrics fp32; packed replicas (resources.replica.pack > 1) train fp32",
     )
+    adapter: AdapterSpec | None = Field(
+        None,
+        description="hf:DIR models: train a LoRA adapter (and the classifier head) on the frozen pretrained "
+        "model instead of all its weights; its recipe's lr is then the adapter's (docs/spec-reference.md, "
+        "defaults). The version's checkpoint holds the base weights and the adapter, unmerged",
+    )
     compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = Field(
         False,
         description="torch.compile the training step's model (true: mode default); pays on GPUs, "
@@ -277,124 +300,6 @@ class TrainSpec(_Strict):
         if not isinstance(value, str) and value < 0:  # the only string the field type admits is "auto"
             raise ValueError("warmup_epochs must be auto or a number of epochs ≥ 0")
         return value
-
-
-class WorkerResources(_Strict):
-    """What one Ray task or actor reserves; whole CPUs also set its torch threads."""
-
-    cpus: float = Field(1.0, gt=0)
-    gpus: float = Field(0.0, ge=0, description="> 0 trains on CUDA")
-
-
-class StudentResources(WorkerResources):
-    """What the student reserves: one task, or `workers` Ray Train workers (data parallel)."""
-
-    workers: int = Field(
-        1,
-        ge=1,
-        le=256,
-        description="> 1: a Ray Train TorchTrainer of this many workers "
-        "(DDP: gloo on CPUs, nccl on GPUs), each with cpus/gpus above, each training its "
-        "shard of every batch",
-    )
-
-
-class ReplicaResources(StudentResources):
-    """What one replica task reserves, how many replicas it trains at once, or over how many workers."""
-
-    pack: int = Field(
-        1,
-        ge=1,
-        le=64,
-        description="replicas trained in one task as one batched model "
-        "(torch.func.vmap): fewer, larger kernels on a GPU; each keeps its seed, data order "
-        "and checkpoint",
-    )
-
-    @model_validator(mode="after")
-    def _pack_or_workers(self) -> ReplicaResources:
-        if self.pack > 1 and self.workers > 1:
-            raise ValueError("pack and workers: a replica is either packed with others or spread over workers")
-        return self
-
-
-class ResourcesSpec(_Strict):
-    """Ray resources per stage; the student and the teacher actors are reserved together."""
-
-    replica: ReplicaResources = Field(ReplicaResources(), description="each replica task")
-    student: StudentResources = Field(StudentResources(), description="the model that is deployed")
-    teacher: WorkerResources = Field(WorkerResources(cpus=0.5), description="each teacher-pool actor")
-    teacher_actors: int = Field(
-        2,
-        ge=0,
-        description="actors serving the replicas' (and old model's) logits; 0: "
-        "the teachers run inside the student's task, on its device (the fast path on "
-        "one GPU). Left out on a streamed source: 0; set there, the actors take each streamed batch",
-    )
-
-
-class PromoteSpec(_Strict):
-    """The promotion gate: alias `champion` moves to the new version only if, against the current
-    champion, NFR ≤ max_nfr and ER − ER_champion ≤ max_er_increase (fractions, not %); with
-    `confidence`, their one-sided upper bounds at that level (Wilson for NFR, paired Tango score bound
-    for the ER increase) must be within the limits, so noise on a small eval split cannot pass."""
-
-    max_nfr: float = Field(ge=0, le=1)
-    max_er_increase: float = Field(0.0, ge=-1, le=1)
-    confidence: float | None = Field(None, ge=0.5, lt=1)
-
-
-class RangeSpec(_Strict):
-    """A continuous range for random search: uniform, or log-uniform with `log: true`."""
-
-    low: float
-    high: float
-    log: bool = False
-
-    @model_validator(mode="after")
-    def _ordered(self) -> RangeSpec:
-        if not self.low < self.high:
-            raise ValueError("low must be below high")
-        if self.log and self.low <= 0:
-            raise ValueError("a log range needs low > 0")
-        return self
-
-
-class TuneSpec(_Strict):
-    """A Ray Tune search over ELODI's settings; trials share the replicas and the teacher pool.
-
-    space: {alpha | k | legacy_weight | temperature | lr: [values] or {low, high, log}}; grid search
-    takes lists only (each combination `num_samples` times), random search draws `num_samples`
-    trials (lists: uniform choice). The pick, on the validation split: lowest val NFR among trials
-    whose val ER ≤ the no-treatment val ER (the replicas' mean) + `er_tolerance`; the eval split,
-    where the promotion gate tests the pick, is not chosen on."""
-
-    search: Literal["grid", "random"] = "grid"
-    space: dict[Literal["alpha", "k", "legacy_weight", "temperature", "lr"], list[float] | RangeSpec]
-    num_samples: int = Field(1, ge=1)
-    scheduler: Literal["fifo", "asha"] = "fifo"
-    er_tolerance: float = Field(0.005, ge=0)
-
-    @model_validator(mode="after")
-    def _valid_space(self) -> TuneSpec:
-        if not self.space:
-            raise ValueError("space: give at least one setting to search")
-        for name, values in self.space.items():
-            if isinstance(values, RangeSpec):
-                if self.search == "grid":
-                    raise ValueError(f"space.{name}: grid search takes a list of values, not a range")
-                if name == "k":
-                    raise ValueError("space.k: k takes a list of integers")
-                continue
-            if not values:
-                raise ValueError(f"space.{name}: empty list")
-            if name == "k" and any(v != int(v) or v < 1 for v in values):
-                raise ValueError("space.k: values must be integers ≥ 1")
-            if name in ("alpha", "legacy_weight") and any(not 0 <= v <= 1 for v in values):
-                raise ValueError(f"space.{name}: values must lie in [0, 1]")
-            if name in ("temperature", "lr") and any(v <= 0 for v in values):
-                raise ValueError(f"space.{name}: values must be > 0")
-        return self
 
 
 LENGTH_PERCENTILE = 95  # tokenizer.max_length auto for hf:DIR: this percentile of the token counts…

@@ -28,20 +28,16 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from pipelines.defaults import recipe_for
-from pipelines.sections import (
-    DataSpec,
-    MethodSpec,
+from pipelines.operations import (
     PromoteSpec,
     RangeSpec,
     ReplicaResources,
     ResourcesSpec,
     StudentResources,
-    TokenizerSpec,
-    TrainSpec,
     TuneSpec,
     WorkerResources,
-    _Strict,
 )
+from pipelines.sections import AdapterSpec, DataSpec, MethodSpec, TokenizerSpec, TrainSpec, _Strict
 from workers.errors import Problems, first_line
 from workers.names import (
     HF_PREFIX,
@@ -58,7 +54,8 @@ from workers.names import (
     modality_of,
 )
 
-__all__ = [  # the sections live in pipelines/sections.py; every caller imports them from here
+__all__ = [  # the sections live in pipelines/sections.py and operations.py; callers import them from here
+    "AdapterSpec",
     "DataSpec",
     "MethodSpec",
     "PromoteSpec",
@@ -138,7 +135,8 @@ class UpdateSpec(_Strict):
             train = {}
         if not isinstance(train, dict):
             return document  # not a mapping: the field's own validation says so
-        return {**document, "train": {**recipe_for(document["arch"]).train_fields(), **train}}
+        recipe = recipe_for(document["arch"], adapter=train.get("adapter") is not None)
+        return {**document, "train": {**recipe.train_fields(), **train}}
 
     @model_validator(mode="after")
     def _consistent(self) -> UpdateSpec:
@@ -168,6 +166,10 @@ class UpdateSpec(_Strict):
         if self.method.legacy_weight is not None and self.method.name != "elodi":
             problems.append("method.legacy_weight: only elodi has a legacy term")
         problems += self._init_problems()
+        if self.train.adapter is not None and not is_hf(self.arch):
+            problems.append(f"train.adapter: LoRA adapters are for hf:DIR models; arch is {self.arch}")
+        if self.train.adapter is not None and self.train.freeze != "none":
+            problems.append("train.freeze: an adapter already keeps the pretrained weights frozen; leave freeze none")
         if is_hf(self.arch) and self.resources.replica.pack > 1 and self.method.name in REPLICA_METHODS:
             problems.append("resources.replica.pack: hf:DIR models train one per task; set pack 1")
         # (compared with the section's defaults, not with what the document named: a spec written back

@@ -21,6 +21,7 @@ ORDER = [  # chain order: each spec's old names a model an earlier one registers
     "photos-v1.yaml",
     "hf-v1.yaml",
     "minilm-v1.yaml",
+    "minilm-v2-lora.yaml",
 ]
 
 

@@ -31,11 +31,21 @@ def check_init_available(spec: UpdateSpec) -> None:
 
 def check_init_fits(spec: UpdateSpec, num_classes: int, inputs: InputSpec) -> None:
     """SpecError unless `init`'s weights load into the version's model (built once here, so a file
-    of another architecture fails before any Ray work, not in a worker). `init: old` is checked
-    against the old checkpoint by preflight."""
+    of another architecture fails before any Ray work, not in a worker), and unless `train.adapter`'s
+    targets name layers of an hf:DIR model. `init: old` is checked against the old checkpoint by
+    preflight."""
+    from workers.models.adapters import AdapterError, LoraSettings
     from workers.models.checkpoints import ModelSettings
+    from workers.models.hf import hf_directory, read_directory
     from workers.models.starting_weights import initialise
 
+    if spec.train.adapter is not None and is_hf(spec.arch):
+        config = read_directory(str(hf_directory(spec.arch))).config
+        adapter = LoraSettings.from_record(spec.train.adapter.model_dump())
+        try:
+            ModelSettings(spec.arch, num_classes, inputs, config, adapter).build()
+        except AdapterError as e:
+            raise SpecError(str(e)) from None
     if spec.init is None or spec.init == "old":
         return
     model = ModelSettings(spec.arch, num_classes, inputs).build(allow_user_factories=spec.allow_user_factories)

@@ -20,6 +20,7 @@ from pipelines.spec import MethodSpec, UpdateSpec, WorkerResources
 from workers import storage
 from workers.data.input_spec import InputSpec
 from workers.data.split import Split
+from workers.models.adapters import LoraSettings
 from workers.names import REPLICA_METHODS
 from workers.tasks.records import DataRequest, TrainJob
 from workers.training.config import TrainConfig
@@ -60,7 +61,7 @@ def warmup_epochs(spec: UpdateSpec, student: bool) -> float:
     for a student trained with LDI (elodi) at least 1 epoch, or a tenth of the run if shorter."""
     if spec.train.warmup_epochs != "auto":
         return spec.train.warmup_epochs
-    own = recipe_for(spec.arch).warmup_epochs
+    own = recipe_for(spec.arch, spec.train.adapter is not None).warmup_epochs
     epochs = (spec.train.student_epochs or spec.train.epochs) if student else spec.train.epochs
     if student and spec.method.name == "elodi":
         own = max(own, min(1.0, epochs / 10))
@@ -95,6 +96,7 @@ def train_config(
     values["augment"] = values["augment"] and spec.data.kind == "image"  # crop and flip are for images
     if fp32:
         values["precision"] = "fp32"
+    values["adapter"] = LoraSettings.from_record(values["adapter"])
     return TrainConfig(**values, threads=threads(resources.cpus), device=device(resources.gpus))
 
 

@@ -193,9 +193,10 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
     if spec.init is not None and is_weights_file(spec.init) and init_readable:
         init_key = file_digest(spec.init)  # the same path with other weights in it trains new replicas
     checks_init = spec.init is not None and spec.init != "old" and init_readable
-    if splits is not None and inputs is None and init_readable and (settle_inputs or checks_init):
+    checks_model = checks_init or (spec.train.adapter is not None and init_readable)  # the adapter's targets
+    if splits is not None and inputs is None and init_readable and (settle_inputs or checks_model):
         inputs = found.attempt("", lambda: _inputs(spec, splits), (SpecError,))
-    if splits is not None and checks_init and (inputs is not None or splits.modality == "image"):
+    if splits is not None and checks_model and (inputs is not None or splits.modality == "image"):
         reads = inputs or InputSpec.image(splits.in_channels, splits.image_size)
         found.attempt("", lambda: check_init_fits(spec, splits.num_classes, reads), (SpecError,))
     if parent is not None and splits is not None:

@@ -2,10 +2,12 @@
 tags that hold it (the only place that knows their names and formats).
 
 A version's tags: `method`, `arch`, `label` (the spec's `version`), `fingerprint` (the eval split),
-`spec_hash`, `error_rate`; against its old model `parent_version` (a registered parent), `old` (the
-reference or path as written), `nfr` / `pfr` / `rel_nfr` (6 decimals), `n_compared` (the samples
-they count over), `nfr_classes` (the old model's classes, when it knows fewer than the data has);
-and `classes` (the class names, JSON in class-id order, where MLflow's 5,000 characters hold them).
+`spec_hash`, `error_rate`; an hf:DIR version `base_digest` (sha256 of the pretrained directory, 16
+hex digits) and, trained as an adapter, `adapter` (`lora r8 α16 query,value`); against its old
+model `parent_version` (a registered parent), `old` (the reference or path as written), `nfr` /
+`pfr` / `rel_nfr` (6 decimals), `n_compared` (the samples they count over), `nfr_classes` (the old
+model's classes, when it knows fewer than the data has); and `classes` (the class names, JSON in
+class-id order, where MLflow's 5,000 characters hold them).
 What a version does not have is absent, never "": versions of earlier releases, with fewer tags,
 read with those fields empty.
 """
@@ -36,6 +38,8 @@ class VersionRecord:
     label: str = ""
     fingerprint: str = ""
     spec_hash: str = ""
+    base_digest: str = ""  # hf:DIR: the pretrained directory's digest
+    adapter: str = ""  # trained as an adapter on that base: its settings
     error_rate: float | None = None  # None only for a version registered without one
     parent_version: str | None = None
     old: str | None = None
@@ -56,6 +60,8 @@ class VersionRecord:
             "label": self.label,
             "fingerprint": self.fingerprint,
             "spec_hash": self.spec_hash,
+            "base_digest": self.base_digest,
+            "adapter": self.adapter,
         }
         tags = {k: v for k, v in texts.items() if v}
         optional = {
@@ -86,6 +92,8 @@ class VersionRecord:
             label=tags.get("label", ""),
             fingerprint=tags.get("fingerprint", ""),
             spec_hash=tags.get("spec_hash", ""),
+            base_digest=tags.get("base_digest", ""),
+            adapter=tags.get("adapter", ""),
             error_rate=_fraction(tags.get("error_rate")),
             parent_version=tags.get("parent_version") or None,
             old=tags.get("old") or None,

@@ -12,6 +12,7 @@ from torch import nn
 
 from workers.data.input_spec import InputSpec
 from workers.errors import first_line
+from workers.models.adapters import LoraSettings, attach_lora
 from workers.models.architectures import build_model
 
 
@@ -28,9 +29,21 @@ class ModelSettings:
     num_classes: int
     inputs: InputSpec = InputSpec()
     config: str | None = None  # hf:DIR models: the directory's config.json (the checkpoint needs no DIR)
+    adapter: LoraSettings | None = None  # hf:DIR models trained as a LoRA adapter on the frozen base
 
     def build(self, seed: int = 0, allow_user_factories: bool = False) -> nn.Module:
-        return build_model(self.arch, self.num_classes, self.inputs, seed, allow_user_factories, self.config)
+        """The model with weights from `seed` (its adapter's too), before any checkpoint is loaded."""
+        model = build_model(self.arch, self.num_classes, self.inputs, seed, allow_user_factories, self.config)
+        return model if self.adapter is None else self.build_adapter(model, seed)
+
+    def build_adapter(self, model: nn.Module, seed: int = 0) -> nn.Module:
+        """`model` with this settings' adapter attached, its weights from `seed` (the global RNG is left
+        untouched): after the base's starting weights are in."""
+        if self.adapter is None:
+            return model
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed + 1)  # not the base's own draws again
+            return attach_lora(model, self.adapter)
 
     @staticmethod
     def from_record(record: dict[str, Any]) -> ModelSettings:
@@ -41,6 +54,7 @@ class ModelSettings:
             int(record["num_classes"]),
             InputSpec.from_record(record),
             None if config is None else str(config),
+            LoraSettings.from_record(record.get("adapter")),
         )
 
 

@@ -55,7 +55,7 @@ def settings_of(job: TrainJob) -> ModelSettings:
     splits = cached_splits(job.data)
     inputs = job.inputs if job.inputs is not None else InputSpec.image(splits.in_channels, splits.image_size)
     config = read_directory(str(hf_directory(job.arch))).config if is_hf(job.arch) else None
-    return ModelSettings(job.arch, splits.num_classes, inputs, config)
+    return ModelSettings(job.arch, splits.num_classes, inputs, config, job.config.adapter)
 
 
 def initial_model(job: TrainJob, data_parallel: bool = False) -> torch.nn.Module:
@@ -63,9 +63,13 @@ def initial_model(job: TrainJob, data_parallel: bool = False) -> torch.nn.Module
     torchvision weights name or a state_dict file; the head stays fresh for another class count),
     an `hf:DIR` model its directory's, or `init_from`'s (BCWI's fine-tuning, `init: old`), which
     must be of the same architecture and shapes; `data_parallel`: its BatchNorm layers as
-    `data_parallel_batchnorm` makes them; with `freeze: backbone` only its classifier head trains."""
+    `data_parallel_batchnorm` makes them; with `freeze: backbone` only its classifier head trains.
+    With an adapter (`train.adapter`) the starting weights are the base's, and the adapter is added
+    on top of them (an `init_from` checkpoint holds its own adapter)."""
     settings = settings_of(job)
-    model = settings.build(job.config.seed, job.allow_user_factories)
+    adapter_later = settings.adapter is not None and job.init_from is None
+    base = replace(settings, adapter=None) if adapter_later else settings
+    model = base.build(job.config.seed, job.allow_user_factories)
     if job.init is not None:
         initialise(model, job.arch, job.init)
     elif is_hf(job.arch) and job.init_from is None:  # hf:DIR starts from the directory's own weights
@@ -76,6 +80,8 @@ def initial_model(job: TrainJob, data_parallel: bool = False) -> torch.nn.Module
         if start_settings != settings:
             raise CheckpointError(f"{job.init_from}: built as {start_settings}, cannot start {settings}")
         model.load_state_dict(start.state_dict())
+    if adapter_later:
+        model = settings.build_adapter(model, job.config.seed)
     if data_parallel:
         model = data_parallel_batchnorm(model, torch.device(job.config.device))
     if job.config.freeze == "backbone":  # after the conversion: its eval-mode hooks sit on the new layers

@@ -12,6 +12,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from workers.models.adapters import LoraSettings
+
 CompileMode = bool | Literal["default", "reduce-overhead", "max-autotune"]
 
 
@@ -40,6 +42,7 @@ class TrainConfig:
     prefetch: int = 2  # reference batches requested ahead of the step
     precision: Literal["fp32", "bf16"] = "fp32"  # bf16: the forward pass under autocast; loss, metrics fp32
     compile: CompileMode = False  # torch.compile's mode (True: "default")
+    adapter: LoraSettings | None = None  # hf:DIR models: a LoRA adapter on the frozen base
     threads: int = 1  # torch intra-op threads: one per CPU the task holds
     channels_last: bool = True  # NHWC tensors for CNN steps (docs/benchmarks.md)
     device: str = "cpu"
