@@ -123,9 +123,10 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
     "text-bag": [sgd(1.0, 0.0), sgd(2.0, 0.0), sgd(4.0, 0.0), adamw(3e-3)],
     "text-cnn": [sgd(0.02, 0.0), adamw(3e-4), adamw(1e-3), adamw(3e-3)],
     "text-transformer": [adamw(3e-4), adamw(1e-3), adamw(3e-3)],
-    # a pretrained encoder: BERT's fine-tuning rates (Devlin et al. 2019, A.3) and one above, at
-    # the hf: recipe's schedule (linear warm-up and decay, no decay on biases and norms, clip 1)
-    MINILM: [adamw(2e-5), adamw(5e-5), adamw(1e-4)],
+    # a pretrained encoder: BERT's fine-tuning rates (Devlin et al. 2019, A.3) and two above (a small
+    # model on a few thousand samples), at the hf: recipe's schedule (linear warm-up and decay, no
+    # decay on biases and norms, clip 1)
+    MINILM: [adamw(2e-5), adamw(5e-5), adamw(1e-4), adamw(2e-4)],
 }
 
 

@@ -118,3 +118,30 @@ def test_an_elodi_update_of_adapters_registers_them_with_their_base(ray_cluster,
     }
     assert moved == {"model.classifier.weight", "model.classifier.bias"}
     assert any(v.abs().sum() > 0 for n, v in adapter_parameters(model).items() if "lora_B" in n)  # it learned
+
+
+def test_bcwi_and_init_old_need_the_old_models_adapter(tmp_path, spec_document):
+    """BCWI interpolates the old weights with the new ones, and `init: old` starts from them: an old
+    version without the spec's adapter is refused in preflight, one with it is not."""
+    from orchestrator.planning.preflight import preflight
+    from pipelines.spec import SpecError, parse_spec
+
+    folder = tiny_bert(tmp_path / "bert", TEXTS)
+    found = read_directory(str(folder))
+    inputs = InputSpec(
+        "text", tokenizer=found.tokenizer, vocab_size=found.vocab_size, max_length=32, add_special_tokens=True
+    )
+    data = {"dataset": "tweet-sentiment", "train_limit": 200, "eval_limit": 100}
+    adapter = {"rank": 4, "alpha": 8, "targets": ["query", "value"], "dropout": 0.0}
+    for old_adapter, refused in ((None, True), (LORA, False)):
+        settings = ModelSettings(f"hf:{folder}", 3, inputs, found.config, old_adapter)
+        old = save_checkpoint(tmp_path / f"old-{refused}.pt", settings.build(), settings)
+        for fields in ({"method": {"name": "bcwi"}}, {"init": "old"}):
+            spec = parse_spec(
+                spec_document(arch=f"hf:{folder}", data=data, old=str(old), train={"adapter": adapter}, **fields)
+            )
+            if refused:
+                with pytest.raises(SpecError, match=r"so the adapter must be the old model's \(none\)"):
+                    preflight(spec)
+            else:
+                preflight(spec)

@@ -121,6 +121,7 @@ def preflight(spec: UpdateSpec) -> Plan:
 def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) -> Inspection:
     from orchestrator.tracking.version_refs import parse_version_ref
     from workers.data import DataError
+    from workers.models.adapters import LoraSettings
     from workers.models.architectures import ModelError, resolve_factory
     from workers.models.checkpoints import CheckpointError, classes_seen_of, load_model
     from workers.tasks.resolve import cached_splits, content_key
@@ -185,6 +186,12 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
             found.add(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
         if spec.init == "old" and old.arch != spec.arch:
             found.add(f"init: old starts from the old model's weights, so arch must be {old.arch!r}")
+        ours = None if spec.train.adapter is None else LoraSettings.from_record(spec.train.adapter.model_dump())
+        if (spec.method.name == "bcwi" or spec.init == "old") and getattr(old, "adapter", None) != ours:
+            found.add(
+                f"train.adapter: {'bcwi interpolates' if spec.method.name == 'bcwi' else 'init: old starts from'} the "
+                f"old model's weights, so the adapter must be the old model's ({_adapter_text(old)})"
+            )
         if (spec.method.name == "bcwi" or spec.init == "old") and not isinstance(old, Shape):
             inputs = old.inputs  # starting from the old weights keeps what they read: tokenizer, normalisation
     before = len(found.problems)
@@ -232,6 +239,11 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
         train_split=splits.train,
     )
     return Inspection([], plan, shape, summary)
+
+
+def _adapter_text(old: Any) -> str:
+    adapter = getattr(old, "adapter", None)
+    return "none" if adapter is None else adapter.summary
 
 
 def _shape_of(old: Any) -> Shape:
