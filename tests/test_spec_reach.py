@@ -32,6 +32,7 @@ NON_DEFAULT = {
         "precision": "bf16",
         "compile": "reduce-overhead",
         "freeze": "backbone",
+        "adapter": {"rank": 4},
     },
     "method": {
         "name": "kd",
@@ -70,6 +71,8 @@ NON_DEFAULT = {
     },
 }
 BESIDE = {("data", "num_classes"): {"path": "user/data"}, ("method", "name"): {"legacy_weight": None}}
+# fields of other sections a field needs beside it: an adapter is for an hf:DIR model, which reads text
+AROUND = {("train", "adapter"): {"arch": "hf:/models/bert", "data": {"dataset": "tweet-sentiment"}}}
 SAME_AS_DEFAULT = {("data", "dataset")}  # fashion-mnist is the source without it; tweet-sentiment needs a text arch
 
 
@@ -98,7 +101,8 @@ def test_every_spec_field_reaches_the_workers(section):
     assert set(NON_DEFAULT[section]) | {f for s, f in SAME_AS_DEFAULT if s == section} == set(model.model_fields)
     base = {**BASE, "method": {"name": "elodi", "m": 2, "legacy_weight": 0.5}, "old": "old.pt", "init": "start.pt"}
     for name, value in NON_DEFAULT[section].items():
-        plain = {**base, section: {**base.get(section, {}), **BESIDE.get((section, name), {})}}
+        around = {**base, **AROUND.get((section, name), {})}
+        plain = {**around, section: {**around.get(section, {}), **BESIDE.get((section, name), {})}}
         changed = {**plain, section: {**plain[section], name: value}}
         assert consumers(changed) != consumers(plain), f"{section}.{name} reaches no worker"
 

@@ -106,11 +106,13 @@ def test_the_pipeline_records_what_it_always_tagged(parent):
         version="v2-elodi" if parent else "v1",
         spec_hash=GROWN_TAGS["spec_hash"] if parent else FIRST_TAGS["spec_hash"],
         old=None if parent else "checkpoints/v0.pt",
+        train=SimpleNamespace(adapter=None),  # no adapter tag
     )
     plan = SimpleNamespace(
         eval_fingerprint="3f2a9c01",
         parent=SimpleNamespace(version=parent) if parent else None,
         old_as_written="fmnist@champion",
+        arch_key=None,  # not an hf:DIR model: no base_digest tag
         old_classes=(0, 1, 2, 3, 4) if parent else None,
         class_names=tuple(CLASSES),
     )
