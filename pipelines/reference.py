@@ -205,8 +205,9 @@ def architecture_defaults() -> str:
         "What `train:` holds where a spec leaves a field out (`pipelines/defaults.py`); the spec's own values win, "
         "and the resolved values are the spec's from then on: its hash, the MLflow params of its run and of each "
         "training. Chosen by `python -m benchmarks.baselines --part sweep` (each candidate trained once with the "
-        "architecture's epochs on the built-in data, tweets or Fashion-MNIST, scored on the validation split; the "
-        "lowest validation ER wins) and checked against the baseline a user would pick instead (docs/benchmarks.md, "
+        "architecture's epochs on the built-in data, tweets or Fashion-MNIST, and hf: also on Reuters R8 and 20 "
+        "Newsgroups, scored on the validation split; the lowest validation ER, mean over the sets, wins) and "
+        "checked against the baseline a user would pick instead (docs/benchmarks.md, "
         '"Baselines"). An ELODI student warms up at least 1 epoch whatever its architecture (`warmup_epochs: '
         "auto`, docs/methods.md).\n\n" + "\n".join(rows) + "\n"
     )
