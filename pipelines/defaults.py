@@ -71,7 +71,7 @@ RECIPES: dict[str, Recipe] = {
 # Face's Trainer): AdamW, batch 32, 3 epochs, linear warm-up over a tenth of the steps then linear
 # decay to 0, no weight decay on biases and LayerNorms, gradient norm clipped at 1. The rate, 2e-4,
 # was chosen by the sweep on the installed MiniLM over three text sets (2e-5 … 2e-4: the highest won
-# on each; on their 1,000–2,000-sample slices a run is 60–190 steps, and BERT-base's 2e-5 to 5e-5 barely
+# on each; on their 1,000–2,000-sample slices a run is about 95–190 steps, and BERT-base's 2e-5 to 5e-5 barely
 # moves a 6-layer model in that many; docs/benchmarks.md, "Baselines").
 HF = Recipe(
     "adamw", 2e-4, 0.01, 3, 32, warmup_epochs=0.3, schedule="linear", weight_decay_on="weights", max_grad_norm=1.0
