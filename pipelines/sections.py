@@ -305,7 +305,8 @@ class TrainSpec(_Strict):
 LENGTH_PERCENTILE = 95  # tokenizer.max_length auto for hf:DIR: this percentile of the token counts…
 LENGTH_SAMPLE = 20_000  # …of this many training texts, spread over the split…
 LENGTH_CAP = 256  # …at most this (and the model's positions)
-BUILT_IN_LENGTH = 128  # tokenizer.max_length auto for a tokenizer trained here
+BUILT_IN_LENGTH = 128  # tokenizer.max_length auto for a tokenizer trained here…
+LINEAR_LENGTH = 512  # …and for text-linear (a bag of 1–2-grams: long texts cost it little, and help)
 
 
 class TokenizerSpec(_Strict):
@@ -317,7 +318,8 @@ class TokenizerSpec(_Strict):
     vocab_size: int = Field(8000, ge=100, le=1_000_000, description="the vocabulary's size at most")
     max_length: Literal["auto"] | int = Field(
         "auto",
-        description="tokens kept per text (the rest cut); auto: 128 for a tokenizer trained here, and for an "
+        description=f"tokens kept per text (the rest cut); auto: {BUILT_IN_LENGTH} for a tokenizer trained here "
+        f"({LINEAR_LENGTH} for text-linear), and for an "
         f"hf:DIR model the {LENGTH_PERCENTILE}th percentile of the training texts' token counts (special tokens "
         f"included; {LENGTH_SAMPLE:,} texts spread over the split), rounded up to a multiple of 8, at most "
         f"{LENGTH_CAP} and the model's positions",

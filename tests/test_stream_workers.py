@@ -39,12 +39,13 @@ def test_a_student_on_two_data_parallel_workers_trains_on_a_stream(ray_cluster, 
 
 
 def test_packed_replicas_on_a_stream_train_as_each_would_alone(ray_cluster, tmp_path, tweet_shards):
-    """Two text-linear replicas packed on streamed shards: each reads the split in its own seeded
+    """Two text-linear replicas (with their idf) packed on streamed shards: each reads the split in its own seeded
     order (two streams in one process, each kept after its first epoch) and ends with the weights
     it reaches alone, up to float summation order."""
     from orchestrator.dataplane.table_streams import open_table_stream
     from workers.data.tokenizer import text_input
     from workers.models.checkpoints import load_model
+    from workers.models.text import with_idf
     from workers.tasks.bodies import train_job, train_pack
     from workers.tasks.records import DataRequest, TrainJob
     from workers.training.config import TrainConfig
@@ -52,7 +53,8 @@ def test_packed_replicas_on_a_stream_train_as_each_would_alone(ray_cluster, tmp_
     folder, _ = tweet_shards
     streamed = open_table_stream(str(folder / "*.parquet"), label_column="sentiment")
     data = DataRequest(source=str(folder / "*.parquet"), label_column="sentiment", streaming=True, streamed=streamed)
-    inputs = text_input(streamed.train.tokenizer_texts(3000), vocab_size=1500, max_length=32)
+    texts = streamed.train.tokenizer_texts(3000)
+    inputs = with_idf(text_input(texts, vocab_size=1500, max_length=32), texts)  # as a text-linear version's
     config = TrainConfig(epochs=2, batch_size=64, lr=0.5, augment=False)
 
     def replicas(prefix):

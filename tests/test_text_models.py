@@ -244,3 +244,86 @@ def test_text_linear_trained_with_its_defaults_gives_the_same_predictions_whatev
     differ = int((linear[0] != linear[1]).sum())
     assert differ <= 10  # 1 %; on all 27k training tweets 0.4 % (docs/benchmarks.md, baselines)
     assert int((bags[0] != bags[1]).sum()) > differ
+
+
+def test_inverse_document_frequency_by_hand():
+    """Rows [5, 6, 5, pad] and [6, pad, pad, pad], vocab 10, 7 buckets (features as above: 5, 6 and the
+    bigrams 15 = (5, 6), 11 = (6, 5)): n = 2; df 5 → 1, 6 → 2, 15 → 1, 11 → 1, so idf = ln(3/2) + 1 for
+    5, 15 and 11, ln(3/3) + 1 = 1 for 6; features no row holds (padding 0 too) get 0. Batches add up."""
+    from workers.models.text import inverse_document_frequency
+
+    rows = torch.tensor([[5, 6, 5, 0], [6, 0, 0, 0]])
+    idf = inverse_document_frequency([rows], vocab_size=10, buckets=7)
+    rare = math.log(3 / 2) + 1
+    expected = torch.zeros(17)
+    expected[[5, 15, 11]], expected[6] = rare, 1.0
+    assert torch.allclose(idf, expected)
+    assert torch.allclose(inverse_document_frequency([rows[:1], rows[1:]], 10, 7), expected)
+
+
+def test_text_linear_features_are_scikit_learns_tf_idf():
+    """On the same tokens (ids as words, bigram buckets wide enough for no collision), ngram_features
+    with the idf of the training rows equals TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)'s
+    rows, for the training rows and for a new row with unseen 1–2-grams (dropped, as sklearn drops them)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from workers.models.text import inverse_document_frequency
+
+    spec = text_input(TEXTS, "wordpiece", vocab_size=400, max_length=32)
+    ids, _ = encode_texts(spec, TEXTS)
+    buckets = 2**20
+    idf = inverse_document_frequency([ids], spec.vocab_size, buckets)
+
+    def words(row: torch.Tensor) -> str:
+        return " ".join(f"t{int(i)}" for i in row if i != 0)
+
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"\S+", lowercase=False)
+    vectorizer.fit([words(row) for row in ids])
+    new = torch.cat([ids[:2], torch.tensor([[ids[0, 0], ids[5, 1], spec.vocab_size - 1] + [0] * (ids.shape[1] - 3)])])
+    expected = vectorizer.transform([words(row) for row in new]).toarray()
+    features, x = ngram_features(new, spec.vocab_size, buckets, idf)
+    for row in range(len(new)):
+        ours: dict[int, float] = {}
+        for f, w in zip(features[row].tolist(), x[row].tolist(), strict=True):
+            ours[f] = ours.get(f, 0.0) + w
+        ours_sorted = sorted(round(w, 5) for w in ours.values() if w > 0)
+        theirs = sorted(round(float(w), 5) for w in expected[row] if w > 0)
+        assert ours_sorted == theirs, row
+
+
+def test_text_linear_reads_the_idf_its_input_carries_and_a_checkpoint_keeps_it(tmp_path):
+    """text_inputs gives text-linear (only) its idf over the training texts and 512 tokens; the model
+    weighs by it (other logits than without), and a saved version reloads with the same logits."""
+    from orchestrator.planning.model_inputs import text_inputs
+    from pipelines.spec import parse_spec
+    from workers.data.input_spec import unpack_weights
+    from workers.data.splits import load_splits
+    from workers.models.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
+    from workers.models.text import LINEAR_BUCKETS, inverse_document_frequency
+
+    train = load_splits("tweet-sentiment", train_limit=300).train
+    document = {"model": "m", "version": "v1", "arch": "text-linear", "data": {"dataset": "tweet-sentiment"}}
+    inputs = text_inputs(parse_spec(document), train)
+    assert inputs.max_length == 512 and inputs.term_weights is not None
+    ids, _ = encode_texts(inputs, train.texts)
+    assert torch.equal(
+        torch.from_numpy(unpack_weights(inputs.term_weights)),
+        inverse_document_frequency([ids], inputs.vocab_size, LINEAR_BUCKETS),
+    )
+    bag = text_inputs(parse_spec({**document, "arch": "text-bag"}), train)
+    assert bag.term_weights is None and bag.max_length == 128
+
+    settings = ModelSettings("text-linear", 3, inputs)
+    model = settings.build(0)
+    with torch.no_grad():
+        model.weights.weight.normal_()
+    plain = TextLinear(inputs.vocab_size, 3)
+    plain.load_state_dict(model.state_dict())
+    assert "idf" not in model.state_dict()  # part of the input, not of the weights
+    assert not torch.allclose(model(ids[:20]), plain(ids[:20]))
+    save_checkpoint(tmp_path / "v.pt", model, settings)
+    record = read_checkpoint(tmp_path / "v.pt")
+    again = ModelSettings.from_record(record["model"])
+    reloaded = again.build(1)
+    reloaded.load_state_dict(record["state_dict"])
+    assert torch.allclose(reloaded(ids[:20]), model(ids[:20]))

@@ -25,13 +25,13 @@ from orchestrator.execution.evaluation import evaluate
 from orchestrator.execution.pool import serving_pool
 from orchestrator.execution.stages import run_bcwi, train_replicas, train_student
 from orchestrator.execution.watch import StageWatch
+from orchestrator.planning.model_inputs import adapter_of
 from orchestrator.planning.plan import Plan, applied_params
 from orchestrator.tracking import promotion, registry, runs
 from orchestrator.tracking.ledger import LEDGER_FILE, write_ledger
 from orchestrator.tracking.version_record import VersionRecord
 from pipelines.spec import UpdateSpec
 from workers.metrics import EvaluationMetrics
-from workers.models.adapters import LoraSettings
 from workers.tasks.records import BcwiRecord, DataRequest, TrainRecord
 
 
@@ -168,10 +168,6 @@ def log_skipped(data: DataRequest) -> None:
         runs.log_text("".join(f"{name}\n" for name in skipped), "data/skipped_corrupt.txt")
 
 
-def _dumped(section: Any) -> dict[str, Any] | None:
-    return None if section is None else section.model_dump()
-
-
 def version_record(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> VersionRecord:
     """What the registry records of a version: lineage, method, eval split, ER and flips against its
     parent, class names. A first version has no `parent_version` and `old`; without an old model
@@ -184,7 +180,7 @@ def version_record(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> 
         fingerprint=plan.eval_fingerprint,
         spec_hash=spec.spec_hash,
         base_digest=plan.arch_key or "",
-        adapter=adapter.summary if (adapter := LoraSettings.from_record(_dumped(spec.train.adapter))) else "",
+        adapter=adapter.summary if (adapter := adapter_of(spec)) else "",
         error_rate=metrics["error_rate"],
         parent_version=plan.parent.version if plan.parent else None,
         old=plan.old_as_written if plan.parent else spec.old,  # a registry reference as written, else the path

@@ -8,15 +8,22 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.sections import BUILT_IN_LENGTH, LENGTH_CAP, LENGTH_PERCENTILE, LENGTH_SAMPLE
+from pipelines.sections import BUILT_IN_LENGTH, LENGTH_CAP, LENGTH_PERCENTILE, LENGTH_SAMPLE, LINEAR_LENGTH
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.input_spec import InputSpec
 from workers.data.split import Split
+from workers.models.adapters import LoraSettings
 from workers.models.starting_weights import InitError, check_available
 from workers.names import is_hf, is_torchvision_weights
 
 if TYPE_CHECKING:
     from workers.models.hf import HfDirectory
+
+
+def adapter_of(spec: UpdateSpec) -> LoraSettings | None:
+    """The spec's `train.adapter` as the workers build it (None: the whole model trains)."""
+    adapter = spec.train.adapter
+    return None if adapter is None else LoraSettings.from_record(adapter.model_dump())
 
 
 def check_init_available(spec: UpdateSpec) -> None:
@@ -34,16 +41,15 @@ def check_init_fits(spec: UpdateSpec, num_classes: int, inputs: InputSpec) -> No
     of another architecture fails before any Ray work, not in a worker), and unless `train.adapter`'s
     targets name layers of an hf:DIR model. `init: old` is checked against the old checkpoint by
     preflight."""
-    from workers.models.adapters import AdapterError, LoraSettings
+    from workers.models.adapters import AdapterError
     from workers.models.checkpoints import ModelSettings
     from workers.models.hf import hf_directory, read_directory
     from workers.models.starting_weights import initialise
 
     if spec.train.adapter is not None and is_hf(spec.arch):
         config = read_directory(str(hf_directory(spec.arch))).config
-        adapter = LoraSettings.from_record(spec.train.adapter.model_dump())
         try:
-            ModelSettings(spec.arch, num_classes, inputs, config, adapter).build()
+            ModelSettings(spec.arch, num_classes, inputs, config, adapter_of(spec)).build()
         except AdapterError as e:
             raise SpecError(str(e)) from None
     if spec.init is None or spec.init == "old":
@@ -96,9 +102,10 @@ TOKENIZER_SAMPLE = 200_000  # texts of a streamed train split a tokenizer trains
 
 
 def text_inputs(spec: UpdateSpec, train: Split) -> InputSpec:
-    """The version's tokenizer (`tokenizer` section), trained on its train split's texts; for
-    `hf:DIR` the directory's own, with its special tokens, cut at `tokenizer.max_length` (auto: a
-    percentile of the training texts' token counts, `hf_token_length`)."""
+    """The version's tokenizer (`tokenizer` section), trained on its train split's texts, and for
+    text-linear its 1–2-grams' idf over the same texts (`with_idf`); for `hf:DIR` the directory's
+    own, with its special tokens, cut at `tokenizer.max_length` (auto: a percentile of the training
+    texts' token counts, `hf_token_length`)."""
     from workers.data.tokenizer import text_input
     from workers.models.hf import hf_directory, read_directory
 
@@ -111,8 +118,16 @@ def text_inputs(spec: UpdateSpec, train: Split) -> InputSpec:
         return InputSpec(
             "text", tokenizer=found.tokenizer, vocab_size=found.vocab_size, max_length=length, add_special_tokens=True
         )
-    length = BUILT_IN_LENGTH if t.max_length == "auto" else t.max_length
-    return text_input(train.tokenizer_texts(TOKENIZER_SAMPLE), t.kind, t.vocab_size, length)
+    length = (
+        t.max_length if t.max_length != "auto" else LINEAR_LENGTH if spec.arch == "text-linear" else BUILT_IN_LENGTH
+    )
+    texts = train.tokenizer_texts(TOKENIZER_SAMPLE)
+    inputs = text_input(texts, t.kind, t.vocab_size, length)
+    if spec.arch == "text-linear":  # its features weighed by their idf over the same texts
+        from workers.models.text import with_idf
+
+        return with_idf(inputs, texts)
+    return inputs
 
 
 def hf_token_length(found: HfDirectory, train: Split) -> int:

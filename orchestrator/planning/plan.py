@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.planning.model_inputs import adapter_of
 from orchestrator.planning.resources import device, threads
 from orchestrator.tracking.version_refs import VersionRef
 from pipelines.defaults import recipe_for
@@ -20,7 +21,6 @@ from pipelines.spec import MethodSpec, UpdateSpec, WorkerResources
 from workers import storage
 from workers.data.input_spec import InputSpec
 from workers.data.split import Split
-from workers.models.adapters import LoraSettings
 from workers.names import REPLICA_METHODS
 from workers.tasks.records import DataRequest, TrainJob
 from workers.training.config import TrainConfig
@@ -96,7 +96,7 @@ def train_config(
     values["augment"] = values["augment"] and spec.data.kind == "image"  # crop and flip are for images
     if fp32:
         values["precision"] = "fp32"
-    values["adapter"] = LoraSettings.from_record(values["adapter"])
+    values["adapter"] = adapter_of(spec)
     return TrainConfig(**values, threads=threads(resources.cpus), device=device(resources.gpus))
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from orchestrator.planning.model_inputs import (
+    adapter_of,
     check_init_available,
     check_init_fits,
     directory_digest,
@@ -121,7 +122,6 @@ def preflight(spec: UpdateSpec) -> Plan:
 def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) -> Inspection:
     from orchestrator.tracking.version_refs import parse_version_ref
     from workers.data import DataError
-    from workers.models.adapters import LoraSettings
     from workers.models.architectures import ModelError, resolve_factory
     from workers.models.checkpoints import CheckpointError, classes_seen_of, load_model
     from workers.tasks.resolve import cached_splits, content_key
@@ -186,8 +186,7 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
             found.add(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.arch!r})")
         if spec.init == "old" and old.arch != spec.arch:
             found.add(f"init: old starts from the old model's weights, so arch must be {old.arch!r}")
-        ours = None if spec.train.adapter is None else LoraSettings.from_record(spec.train.adapter.model_dump())
-        if (spec.method.name == "bcwi" or spec.init == "old") and getattr(old, "adapter", None) != ours:
+        if (spec.method.name == "bcwi" or spec.init == "old") and getattr(old, "adapter", None) != adapter_of(spec):
             found.add(
                 f"train.adapter: {'bcwi interpolates' if spec.method.name == 'bcwi' else 'init: old starts from'} the "
                 f"old model's weights, so the adapter must be the old model's ({_adapter_text(old)})"

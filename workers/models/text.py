@@ -6,15 +6,17 @@ Every pooling is mask-aware, so padding columns never change the logits. Archite
 - `text-cnn`: Kim 2014: convolutions of widths 3/4/5 × 100 channels, max over time, dropout 0.5, linear.
 - `text-transformer`: a 2-layer pre-norm Transformer encoder (Vaswani et al. 2017) with learned
   positions, masked mean pooling, LayerNorm, linear.
-- `text-linear`: logistic regression over token 1–2-gram features, sublinear tf, L2-normalised (the
-  TF-IDF + logistic-regression baseline, Joachims 1998; Wang & Manning 2012), from zero weights.
+- `text-linear`: logistic regression over token 1–2-gram features, sublinear tf × idf, L2-normalised
+  (the TF-IDF + logistic-regression baseline, Joachims 1998; Wang & Manning 2012), from zero weights;
+  the idf is its train split's, carried in `InputSpec.term_weights` (`inverse_document_frequency`).
 
 A factory takes (num_classes, inputs: InputSpec); the caller seeds torch before calling it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +27,7 @@ from workers.data.input_spec import InputSpec
 TextModelFactory = Callable[[int, InputSpec], nn.Module]
 BIGRAM_BUCKETS = 2**16
 BIGRAM_PRIME = 1000003
+LINEAR_BUCKETS = 2**18  # text-linear's hashed bigram features
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -61,47 +64,92 @@ class TextBag(nn.Module):
         return self.head(total / count.clamp(min=1))
 
 
-def ngram_features(ids: torch.Tensor, vocab_size: int, buckets: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The 1–2-gram features of B×L token ids (0 = padding) with their weights, both B×(2L−1).
-
-    Features: each token id f, and each adjacent pair as vocab_size + (a·p + b) mod buckets. A feature
-    occurring c times in a row gets the sublinear tf 1 + ln c (split evenly over its c occurrences),
-    and each row is L2-normalised: x_f = (1 + ln c_f) / ‖(1 + ln c)‖₂, as scikit-learn's
-    TfidfVectorizer(sublinear_tf=True, use_idf=False) weighs its n-grams. Padding features weigh 0."""
+def ngram_ids(ids: torch.Tensor, vocab_size: int, buckets: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 1–2-gram feature ids of B×L token ids (0 = padding) and which are real, both B×(2L−1):
+    each token id, then each adjacent pair as vocab_size + (a·p + b) mod buckets."""
     ids = ids.long()
     mask = ids != 0
     pairs = vocab_size + (ids[:, :-1] * BIGRAM_PRIME + ids[:, 1:]) % buckets
-    features = torch.cat([ids, pairs], 1)
-    valid = torch.cat([mask, mask[:, :-1] & mask[:, 1:]], 1)
+    return torch.cat([ids, pairs], 1), torch.cat([mask, mask[:, :-1] & mask[:, 1:]], 1)
+
+
+def ngram_features(
+    ids: torch.Tensor, vocab_size: int, buckets: int, idf: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 1–2-gram features of B×L token ids (`ngram_ids`) with their weights, both B×(2L−1).
+
+    A feature f occurring c times in a row gets the sublinear tf 1 + ln c times its idf (1 without
+    `idf`), split evenly over its c occurrences, and each row is L2-normalised:
+    x_f = (1 + ln c_f)·idf_f / ‖(1 + ln c)·idf‖₂, as scikit-learn's TfidfVectorizer(sublinear_tf=True)
+    weighs its n-grams (`use_idf=False` without `idf`). Padding features weigh 0."""
+    features, valid = ngram_ids(ids, vocab_size, buckets)
     keyed = torch.where(valid, features, torch.full_like(features, -1))  # padding sorts first, counted apart
     ordered = keyed.sort(1).values
     count = torch.searchsorted(ordered, keyed, right=True) - torch.searchsorted(ordered, keyed)
     count = count.clamp(min=1).to(torch.float32)
     tf = (1 + count.log()) * valid
-    share = tf / count  # the c occurrences of one feature together carry 1 + ln c
-    norm = (tf * share).sum(1, keepdim=True).sqrt()  # Σ_f (1 + ln c_f)², summed over occurrences
-    return features * valid, share / norm.clamp(min=1e-12)
+    features = features * valid
+    if idf is not None:
+        tf = tf * idf[features]
+    share = tf / count  # the c occurrences of one feature together carry (1 + ln c)·idf
+    norm = (tf * share).sum(1, keepdim=True).sqrt()  # Σ_f ((1 + ln c_f)·idf_f)², summed over occurrences
+    return features, share / norm.clamp(min=1e-12)
+
+
+def inverse_document_frequency(batches: Iterable[torch.Tensor], vocab_size: int, buckets: int) -> torch.Tensor:
+    """idf_f = ln((1 + n) / (1 + df_f)) + 1 over the n rows of B×L token-id batches, df_f the rows
+    holding feature f (`ngram_ids`): scikit-learn's smoothed idf. A feature no row holds gets 0, so
+    an unseen n-gram neither scores nor dilutes the row's norm (scikit-learn drops it)."""
+    df = torch.zeros(vocab_size + buckets, dtype=torch.float64)
+    n = 0
+    for ids in batches:
+        features, valid = ngram_ids(ids, vocab_size, buckets)
+        rows = torch.arange(len(features)).unsqueeze(1).expand_as(features)
+        present = torch.unique(rows[valid] * (vocab_size + buckets) + features[valid]) % (vocab_size + buckets)
+        df += torch.bincount(present, minlength=vocab_size + buckets).to(torch.float64)
+        n += len(features)
+    idf = torch.log((1 + n) / (1 + df)) + 1
+    return torch.where(df > 0, idf, torch.zeros_like(idf)).to(torch.float32)
+
+
+def with_idf(inputs: InputSpec, texts: Sequence[str], batch_size: int = 1024) -> InputSpec:
+    """`inputs` carrying text-linear's idf over `texts` (its train split's, as its tokenizer's), the
+    texts encoded with `inputs`' own tokenizer and cut."""
+    from workers.data.input_spec import pack_weights
+    from workers.data.tokenizer import encode_texts
+
+    batches = (encode_texts(inputs, texts[i : i + batch_size])[0] for i in range(0, len(texts), batch_size))
+    idf = inverse_document_frequency(batches, inputs.vocab_size, LINEAR_BUCKETS)
+    return replace(inputs, term_weights=pack_weights(idf.numpy()))
 
 
 class TextLinear(nn.Module):
     """Logistic regression on `ngram_features`: logits = Σ_f x_f W[f] + b, W and b starting at zero.
 
     A convex objective with zero initial weights: trained to its optimum, seeds (batch order) change
-    next to no predictions (docs/methods.md, "A linear model for text"). IDF weighting is left out:
-    it would be a statistic fitted outside the training, and without it the model is within 0.5 pt of
-    the TF-IDF baseline's ER and NFR on tweets (docs/benchmarks.md, "Baselines")."""
+    next to no predictions (docs/methods.md, "A linear model for text"). `idf` (vocab_size + buckets
+    values, `inverse_document_frequency` of the train split) weighs the features as TF-IDF does; it is
+    part of the input (`InputSpec.term_weights`, beside the tokenizer), a buffer outside the state_dict.
+    Without it (checkpoints from before it) every feature weighs 1."""
 
     head_modules = ("weights", "bias")  # the whole model is its classifier: `freeze: backbone` trains all of it
 
-    def __init__(self, vocab_size: int, num_classes: int, buckets: int = 2**18) -> None:
+    idf: torch.Tensor | None
+
+    def __init__(
+        self, vocab_size: int, num_classes: int, buckets: int = LINEAR_BUCKETS, idf: torch.Tensor | None = None
+    ) -> None:
         super().__init__()
         self.vocab_size, self.buckets = vocab_size, buckets
         self.weights = nn.Embedding(vocab_size + buckets, num_classes)
         self.bias = nn.Parameter(torch.zeros(num_classes))
         nn.init.zeros_(self.weights.weight)
+        if idf is not None and idf.shape != (vocab_size + buckets,):
+            raise ValueError(f"idf needs one value per feature ({vocab_size + buckets}), got {tuple(idf.shape)}")
+        self.register_buffer("idf", idf, persistent=False)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        features, x = ngram_features(ids, self.vocab_size, self.buckets)
+        features, x = ngram_features(ids, self.vocab_size, self.buckets, self.idf)
         return (self.weights(features) * x.unsqueeze(-1).to(self.weights.weight.dtype)).sum(1) + self.bias
 
 
@@ -198,9 +246,12 @@ def text_transformer(num_classes: int, inputs: InputSpec) -> nn.Module:
 
 
 def text_linear(num_classes: int, inputs: InputSpec) -> nn.Module:
-    """Logistic regression over token 1–2-grams (2^18 hashed bigram buckets), sublinear tf, L2-normalised."""
+    """Logistic regression over token 1–2-grams (2^18 hashed bigram buckets), sublinear tf × the input's
+    idf (where it carries one), L2-normalised."""
     _check_text(inputs)
-    return TextLinear(inputs.vocab_size, num_classes)
+    weights = inputs.weights()
+    idf = None if weights is None else torch.from_numpy(weights)
+    return TextLinear(inputs.vocab_size, num_classes, idf=idf)
 
 
 TEXT_ARCHITECTURES: dict[str, TextModelFactory] = {

@@ -93,9 +93,9 @@ class PackedModels:
         """Model r with replica r's slice of the stacked parameters and buffers."""
         with torch.no_grad():
             for r, model in enumerate(self.plain):
-                model.load_state_dict(
-                    {**{n: p[r] for n, p in self.params.items()}, **{n: b[r] for n, b in self.buffers.items()}}
-                )
+                stacked = {**self.params, **self.buffers}
+                # a non-persistent buffer (text-linear's idf, from the input all replicas share) is no weight
+                model.load_state_dict({n: stacked[n][r] for n in model.state_dict()})
         return list(self.plain)
 
     def optimizer_states(self) -> list[dict[str, Any]]:
