@@ -26,7 +26,7 @@ import torch
 
 from benchmarks.fidelity import trainings
 from benchmarks.fidelity.execute import load_logits, run_plan, run_plan_local
-from benchmarks.fidelity.modes import MODES, Mode
+from benchmarks.fidelity.modes import MODES, Mode, set_name
 from benchmarks.fidelity.report import data_name, heading, scatter, section_body
 from benchmarks.fidelity.results import merge, results
 from benchmarks.report import write_section
@@ -187,7 +187,9 @@ def main(argv: list[str] | None = None) -> dict:
     if mode.text:  # the model a user would ship instead, on the same splits (issue 36)
         from benchmarks.baselines import baseline
 
-        record["baseline"] = baseline("text", mode.train_sizes[2], mode.eval_limit, old_limit=mode.train_sizes[1])
+        record["baseline"] = baseline(
+            "text", mode.train_sizes[2], mode.eval_limit, old_limit=mode.train_sizes[1], dataset=set_name(mode.dataset)
+        )
     record["invocations"] = invocations(work, {key: record[key] for key in ("date", "wall_s", "trained", "jobs")})
     record["results_path"] = str(work / "results.json")
     (work / "results.json").write_text(json.dumps(record, indent=1, default=_plain))

@@ -5,8 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from pipelines.defaults import recipe_for
+from pipelines.defaults import HF, Recipe, recipe_for
+from workers.models.hf import MINILM_DIR
 from workers.training.losses import LdiReduction, TopKBy
+
+# text sets by name: the built-in tweets, and the tables `make` installs (benchmarks/baselines_grid.py)
+TEXT_SETS = ("tweet-sentiment", "reuters-r8", "20newsgroups")
+
+
+def set_name(dataset: str) -> str:
+    """A text set as the baselines benchmark names it: `tweets` for the built-in tweets."""
+    return "tweets" if dataset == "tweet-sentiment" else dataset
 
 
 @dataclass(frozen=True)
@@ -48,10 +57,14 @@ class Mode:
     weight_decay: float = 5e-4  # text: 0 (a text-bag's mean of embeddings underfits with it)
     both_ends: bool = True  # the rows whose old side is an ELODI student too (Algorithm 1), and their old students
     fine_tuning: bool = False  # a second table: every new model starts from the plain old model's weights
+    # a fine-tuning recipe's optimiser, schedule, warm-up, decay grouping and clip for every model (hf:
+    # models; its clip replaces `elodi_clip` too); None: SGD, cosine, no warm-up, the clips above
+    recipe: Recipe | None = None
+    max_length: int | None = None  # text: tokens kept per sample (None: the spec's auto)
 
     @property
     def text(self) -> bool:
-        return self.dataset == "tweet-sentiment"
+        return self.dataset in TEXT_SETS
 
 
 # old = text-bag on half of the tweets' training split, new = a text-cnn on all of it, each version with
@@ -97,6 +110,26 @@ FINE_TUNING = Mode(
 )
 
 LINEAR = recipe_for("text-linear")  # the text-linear mode trains with its defaults (SGD, as the text modes)
+HF_MINILM = Mode(
+    "hf-minilm",
+    seeds=3,
+    arch=f"hf:{MINILM_DIR}",
+    train_sizes=(1000, 1000, 2000),
+    eval_limit=2000,
+    epochs=HF.epochs,
+    lr=HF.lr,
+    m=4,
+    curve=(),
+    curve_seeds=None,
+    k_small=100,  # K = all classes only (one ELODI student per version)
+    batch_size=HF.batch_size,
+    chain=False,
+    dataset="tweet-sentiment",
+    weight_decay=HF.weight_decay,
+    toward_old=("kd", "fd-kl", "fd-lm"),
+    recipe=HF,
+    max_length=128,
+)
 MODES = {
     "quick": Mode(
         "quick",
@@ -180,6 +213,38 @@ MODES = {
         m=2,
         curve=(),
         elodi_epochs=None,
+    ),
+    # a pretrained encoder (issue 51): MiniLM fine-tuned with the hf: recipe on half of a training slice,
+    # then on all of it; every method of TEXT, m 4. Cut for 2 CPU cores: 2,000 training and eval tweets
+    # (3 epochs of all 27,661 take an hour per model here). GPU: `--mode hf-minilm-gpu`
+    "hf-minilm": HF_MINILM,
+    # the same on Reuters R8 (8 topics): 1,000 stories cut at 128 tokens, all 1,455 eval stories
+    "hf-minilm-r8": replace(
+        HF_MINILM, name="hf-minilm-r8", dataset="reuters-r8", train_sizes=(500, 500, 1000), eval_limit=None
+    ),
+    # the full size on one GPU: all training tweets, the recipe's 3 epochs, bf16 (no Ray there)
+    "hf-minilm-gpu": replace(
+        HF_MINILM,
+        name="hf-minilm-gpu",
+        train_sizes=(13640, 13640, None),
+        eval_limit=None,
+        m=8,
+        curve=(4, 8),
+        device="cuda",
+        precision="bf16",
+        batch_size=HF.batch_size,
+    ),
+    # the hf: modes' code path on a CPU in a few minutes (tests/test_fidelity.py): R8, tiny slices
+    "hf-minilm-check": replace(
+        HF_MINILM,
+        name="hf-minilm-check",
+        seeds=1,
+        dataset="reuters-r8",
+        train_sizes=(300, 300, 600),  # R8's rarest topic is 0.7 % of its stories: 300 hold every topic
+        eval_limit=200,
+        epochs=1,
+        m=2,
+        max_length=32,
     ),
     # the text modes' code path on a CPU in a minute (tests/test_fidelity.py)
     "text-check": replace(

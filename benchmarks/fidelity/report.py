@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.baselines_grid import short_name
+from benchmarks.fidelity.modes import set_name
 from benchmarks.fidelity.trainings import VERSIONS
 from benchmarks.report import markdown_table
 
@@ -20,6 +22,8 @@ def heading(mode: Mapping[str, Any]) -> str:
         return f"## Fidelity, fine-tuning from the deployed weights: {data_name(mode)}"
     if mode.get("dataset", "fashion-mnist") != "fashion-mnist":
         where = " (GPU)" if mode["device"] == "cuda" else ""
+        if mode.get("recipe"):  # a pretrained encoder: one section per text set
+            return f"## Fidelity on text{where}: {data_name(mode)}, fine-tuned"
         return f"## Fidelity on text{where}: {mode['old_arch']} → {mode['arch']} on tweet sentiment"
     return GPU_SECTION if mode["device"] == "cuda" or mode["name"].startswith("gpu") else SECTION
 
@@ -32,14 +36,13 @@ def mode_flag(mode: Mapping[str, Any]) -> str:
 
 
 def data_name(mode: Mapping[str, Any]) -> str:
-    """'tweets, text-bag → text-cnn' or 'Fashion-MNIST, small-cnn'."""
-    if mode.get("dataset", "fashion-mnist") != "fashion-mnist":
-        return (
-            f"tweets, {mode['old_arch']} → {mode['arch']}"
-            if mode["old_arch"] != mode["arch"]
-            else f"tweets, {mode['arch']}"
-        )
-    return f"Fashion-MNIST, {mode['arch']}"
+    """'tweets, text-bag → text-cnn', 'reuters-r8, hf:all-MiniLM-L6-v2' or 'Fashion-MNIST, small-cnn'."""
+    dataset = mode.get("dataset", "fashion-mnist")
+    arch = short_name(mode["arch"])
+    if dataset != "fashion-mnist":
+        old = mode["old_arch"]
+        return f"{set_name(dataset)}, {old} → {arch}" if old and old != mode["arch"] else f"{set_name(dataset)}, {arch}"
+    return f"Fashion-MNIST, {arch}"
 
 
 def _elodi_setting(mode: Mapping[str, Any], old: str) -> str:
@@ -52,9 +55,36 @@ model from its own m replicas, the second adding {legacy}"""
 two "plain old →" rows distil only the new model, the second adding {legacy}"""
 
 
+def _fine_tuning_setting(record: Mapping[str, Any], seeds: str) -> str:
+    """The setting paragraph of a pretrained encoder's mode (one architecture, a fine-tuning recipe)."""
+    mode, recipe = record["mode"], record["mode"]["recipe"]
+    sizes = mode["train_sizes"]
+    new_size = "all of it" if sizes[2] is None else f"the first {sizes[2]:,}"
+    length = mode.get("max_length") or "auto"
+    return "\n".join(
+        [
+            f"Setting ({mode_flag(mode)} mode): {set_name(mode['dataset'])}. Old: `{short_name(mode['arch'])}` "
+            f"fine-tuned on the first {sizes[1]:,} samples of the training split; new: the same pretrained "
+            f"weights fine-tuned on {new_size} (each from the directory's weights, with only the head new). "
+            f"Every model: {recipe['optimizer']} lr {mode['lr']}, weight decay {mode['weight_decay']} on "
+            f"{recipe['weight_decay_on']}, {mode['epochs']} epochs, batch {mode['batch_size']}, warm-up "
+            f"{recipe['warmup_epochs']} epoch then {recipe['schedule']} decay, gradient norm clipped at "
+            f"{recipe['max_grad_norm']}, {length} tokens, {mode['precision']} (the hf: recipe, pipelines/defaults.py); "
+            f"eval: {record['n_eval']} held-out samples, val: {record['n_val']}. {seeds}; every method of a seed "
+            "shares that seed's old model and replicas. Replica 1 of each version is its plain model; the paragon "
+            f"is the mean logits of m = {mode['m']} replicas at both ends. ELODI (α = {mode['alpha']}, LDI with "
+            f"p = 2 over all classes): {_elodi_setting(mode, 'fine-tuned')}. BCWI: the old model fine-tuned "
+            "again on the new data, then θ = α·θ_old + (1−α)·θ_new with α picked on val (lowest val NFR with val "
+            "ER ≤ α = 0's + 0.3 pt). KD: α = 0.5, T = 4; FD: α = 0.9, focal 1 + 5·1[old correct], FD-KL T = 100.",
+        ]
+    )
+
+
 def _text_setting(record: Mapping[str, Any], seeds: str) -> str:
     """The setting paragraph of a text mode."""
     mode = record["mode"]
+    if mode.get("recipe"):
+        return _fine_tuning_setting(record, seeds)
     old_epochs, old_lr = mode["old_epochs"] or mode["epochs"], mode["old_lr"] or mode["lr"]
     new_size = "all of it" if mode["train_sizes"][2] is None else f"the first {mode['train_sizes'][2]}"
     old, arch, m = mode["old_arch"], mode["arch"], mode["m"]

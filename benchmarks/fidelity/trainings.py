@@ -31,6 +31,7 @@ from typing import Literal
 from benchmarks.fidelity.modes import Mode
 from workers.data.input_spec import InputSpec
 from workers.data.text import TextSet
+from workers.data.text_tables import NEWSGROUPS_CSV, REUTERS_R8_CSV
 from workers.tasks.records import DataRequest, TrainJob
 from workers.tasks.resolve import cached_splits
 from workers.training.config import TrainConfig
@@ -79,29 +80,41 @@ class Planner:
 
     def data(self, version: str) -> DataRequest:
         """The version's data: its first `train_sizes` training samples; eval and val are the same for all."""
-        size = self.mode.train_sizes[VERSIONS.index(version)]
-        return DataRequest(self.mode.dataset, train_limit=size, eval_limit=self.mode.eval_limit)
+        return request_of(self.mode.dataset, self.mode.train_sizes[VERSIONS.index(version)], self.mode.eval_limit)
 
     def arch(self, version: str) -> str:
         return self.mode.arch if version == "new" else self.mode.old_arch or self.mode.arch
 
     def inputs(self, version: str) -> InputSpec | None:
-        """Text: the version's tokenizer, trained on its training split (the spec's defaults); images: None."""
-        return _tokenizer_of(self.data(version)) if self.mode.text else None
+        """Text: what the pipeline gives the version's architecture to read (its tokenizer, trained on
+        its training split, or an hf: model's own; the spec's defaults but `max_length`); images: None."""
+        return _inputs_of(self.data(version), self.arch(version), self.mode.max_length) if self.mode.text else None
 
     def config(
         self, seed: int, epochs: int | None = None, clip: float | None = 5.0, version: str = "new"
     ) -> TrainConfig:
         old = version != "new"
+        recipe = self.mode.recipe
+        schedule = (
+            {}
+            if recipe is None
+            else {
+                "optimizer": recipe.optimizer,
+                "schedule": recipe.schedule,
+                "warmup_epochs": recipe.warmup_epochs,
+                "weight_decay_on": recipe.weight_decay_on,
+            }
+        )
         return TrainConfig(
             epochs=epochs or (self.mode.old_epochs if old and self.mode.old_epochs else self.mode.epochs),
             lr=self.mode.old_lr if old and self.mode.old_lr else self.mode.lr,
             seed=seed,
             device=self.mode.device,
-            max_grad_norm=clip,
+            max_grad_norm=clip if recipe is None else recipe.max_grad_norm,
             batch_size=self.mode.batch_size,
             precision=self.mode.precision,
             weight_decay=self.mode.weight_decay,
+            **schedule,  # type: ignore[arg-type]
         )
 
     def add(
@@ -139,13 +152,31 @@ class Planner:
         return name
 
 
-@lru_cache(maxsize=4)
-def _tokenizer_of(data: DataRequest) -> InputSpec:
-    from workers.data.tokenizer import text_input  # Hugging Face tokenizers: text modes only
+TABLES = {"reuters-r8": REUTERS_R8_CSV, "20newsgroups": NEWSGROUPS_CSV}  # text sets `make` installs as tables
+
+
+def request_of(dataset: str, train_limit: int | None, eval_limit: int | None) -> DataRequest:
+    """The data of a mode's `dataset` (a built-in name, or a text table of TABLES) cut to the slices."""
+    table = TABLES.get(dataset)
+    if table is None:
+        return DataRequest(dataset, train_limit=train_limit, eval_limit=eval_limit)
+    return DataRequest(str(table), train_limit=train_limit, eval_limit=eval_limit, id_column="id", kind="text")
+
+
+@lru_cache(maxsize=8)
+def _inputs_of(data: DataRequest, arch: str, max_length: int | None) -> InputSpec:
+    """The pipeline's own inputs of `arch` on this training split (`text_inputs`, which reads only
+    the spec's arch and tokenizer sections): a tokenizer trained on it (text-linear: with its idf),
+    or an hf: model's own, cut at `max_length` (None: auto)."""
+    from orchestrator.planning.model_inputs import text_inputs
+    from pipelines.spec import parse_spec
 
     train = cached_splits(data).train
     assert isinstance(train, TextSet)
-    return text_input(train.texts)
+    document = {"model": "fidelity", "version": "v", "arch": arch, "data": {"dataset": "tweet-sentiment"}}
+    if max_length is not None:
+        document["tokenizer"] = {"max_length": max_length}
+    return text_inputs(parse_spec(document), train)
 
 
 def seed_of(seed: int, version: str, index: int) -> int:
