@@ -24,16 +24,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from benchmarks.fidelity.inputs import inputs_of, request_of
 from benchmarks.fidelity.modes import Mode
 from workers.data.input_spec import InputSpec
-from workers.data.text import TextSet
-from workers.data.text_tables import NEWSGROUPS_CSV, REUTERS_R8_CSV
 from workers.tasks.records import DataRequest, TrainJob
-from workers.tasks.resolve import cached_splits
 from workers.training.config import TrainConfig
 from workers.training.objectives import Objective
 
@@ -88,7 +85,7 @@ class Planner:
     def inputs(self, version: str) -> InputSpec | None:
         """Text: what the pipeline gives the version's architecture to read (its tokenizer, trained on
         its training split, or an hf: model's own; the spec's defaults but `max_length`); images: None."""
-        return _inputs_of(self.data(version), self.arch(version), self.mode.max_length) if self.mode.text else None
+        return inputs_of(self.data(version), self.arch(version), self.mode.max_length) if self.mode.text else None
 
     def config(
         self, seed: int, epochs: int | None = None, clip: float | None = 5.0, version: str = "new"
@@ -150,33 +147,6 @@ class Planner:
         job = replace(job, checkpoint_uri=f"{stem}.pt", init_from=init_path)
         self.jobs[name] = Planned(name, kind, stem, job, refs, init_from, self.group)
         return name
-
-
-TABLES = {"reuters-r8": REUTERS_R8_CSV, "20newsgroups": NEWSGROUPS_CSV}  # text sets `make` installs as tables
-
-
-def request_of(dataset: str, train_limit: int | None, eval_limit: int | None) -> DataRequest:
-    """The data of a mode's `dataset` (a built-in name, or a text table of TABLES) cut to the slices."""
-    table = TABLES.get(dataset)
-    if table is None:
-        return DataRequest(dataset, train_limit=train_limit, eval_limit=eval_limit)
-    return DataRequest(str(table), train_limit=train_limit, eval_limit=eval_limit, id_column="id", kind="text")
-
-
-@lru_cache(maxsize=8)
-def _inputs_of(data: DataRequest, arch: str, max_length: int | None) -> InputSpec:
-    """The pipeline's own inputs of `arch` on this training split (`text_inputs`, which reads only
-    the spec's arch and tokenizer sections): a tokenizer trained on it (text-linear: with its idf),
-    or an hf: model's own, cut at `max_length` (None: auto)."""
-    from orchestrator.planning.model_inputs import text_inputs
-    from pipelines.spec import parse_spec
-
-    train = cached_splits(data).train
-    assert isinstance(train, TextSet)
-    document = {"model": "fidelity", "version": "v", "arch": arch, "data": {"dataset": "tweet-sentiment"}}
-    if max_length is not None:
-        document["tokenizer"] = {"max_length": max_length}
-    return text_inputs(parse_spec(document), train)
 
 
 def seed_of(seed: int, version: str, index: int) -> int:
