@@ -18,6 +18,7 @@ from workers.data.split import InferenceBatch, Split
 from workers.runtime import release_free_memory
 
 INFERENCE_BATCH_BYTES = 8 << 20  # float32 image input one inference batch may hold (copies scale with it)
+TEXT_FORWARD_TOKENS = 8192  # token ids (rows × longest) one length-grouped text forward reads
 
 
 class EncodedRows(NamedTuple):
@@ -101,7 +102,7 @@ def logit_chunks(
     try:
         for batch in _model_inputs(data, batch_size, [inputs for _, inputs in models.values()]):
             logits = {
-                name: model(placed(values, device)).float().cpu()
+                name: forward_by_length(model, values, device)
                 for (name, (model, _)), values in zip(models.items(), batch.inputs)
             }
             yield LogitChunk(logits, batch.ids, batch.labels)
@@ -110,6 +111,42 @@ def logit_chunks(
         for name, (model, _) in models.items():
             model.train(modes[name])
         release_free_memory()
+
+
+def length_groups(lengths: torch.Tensor, tokens: int | None = None) -> list[torch.Tensor]:
+    """Sample indices by ascending length, cut into groups of consecutive samples whose rows ×
+    longest length stay within `tokens` (None: TEXT_FORWARD_TOKENS; at least one sample a group): a group of short texts
+    holds many rows, one of long texts few, and none pays for the padding of the batch's longest."""
+    tokens = TEXT_FORWARD_TOKENS if tokens is None else tokens
+    order = torch.argsort(lengths, stable=True)
+    ordered = lengths[order].clamp(min=1).tolist()
+    groups, start = [], 0
+    for end in range(1, len(ordered) + 1):
+        if end == len(ordered) or (end - start + 1) * ordered[end] > tokens:
+            groups.append(order[start:end])
+            start = end
+    return groups
+
+
+def forward_by_length(
+    model: nn.Module, values: torch.Tensor, device: torch.device | str, tokens: int | None = None
+) -> torch.Tensor:
+    """The model's float logits (on the CPU) of one inference batch. N×L token ids (0 = padding)
+    are read in `length_groups`, each cut to its longest, and put back in order: the models mask
+    padding, so the logits are those of the whole batch at once, at the cost of the tokens each
+    sample holds (tweets: 33 on average where a batch of 1,024 pads to 119). Images: one forward."""
+    if values.dim() != 2:
+        return model(placed(values, device)).float().cpu()
+    positions = torch.arange(1, values.shape[1] + 1)
+    lengths = ((values != 0) * positions).amax(dim=1)  # the last token's position + 1
+    out: torch.Tensor | None = None
+    for group in length_groups(lengths, tokens):
+        longest = max(1, int(lengths[group].max()))
+        logits = model(placed(values[group, :longest], device)).float().cpu()
+        if out is None:
+            out = torch.empty(len(values), *logits.shape[1:])
+        out[group] = logits
+    return out if out is not None else model(placed(values, device)).float().cpu()
 
 
 def _model_inputs(
