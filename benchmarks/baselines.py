@@ -136,12 +136,14 @@ def baseline(
     eval_limit: int | None,
     old_limit: int | None = HALF["tweets"],
     dataset: str = "tweets",
+    val_fraction: float = 0.1,
 ) -> dict[str, Any]:
     """The baseline a user would pick, fitted on the training slice and scored on the eval slice:
     text, TF-IDF (word 1–2-grams, sublinear tf, min_df 2) + logistic regression (C 4), fitted again
     on the first `old_limit` training samples (the old models' slice: `train_limit` ranks them the
     same way; None: all) as its own old model, for NFR; images, logistic regression on the pixels / 255
-    (C 1, lbfgs). `dataset`: a text set of TEXT_SETS. Deterministic: one fit."""
+    (C 1, lbfgs). `dataset`: a text set of TEXT_SETS; `val_fraction`: the data's (it decides which
+    samples the training pool holds). Deterministic: one fit."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -153,7 +155,7 @@ def baseline(
     def splits_of(limit: int | None) -> Any:
         source = TEXT_SETS[dataset] if arch_kind == "text" else {}
         arch = "text-bag" if arch_kind == "text" else "mlp"
-        data = {**source, "train_limit": limit, "eval_limit": eval_limit}
+        data = {**source, "train_limit": limit, "eval_limit": eval_limit, "val_fraction": val_fraction}
         return cached_splits(data_request(parse_spec({"model": "b", "version": "b", "arch": arch, "data": data})))
 
     splits: Any = splits_of(train_limit)

@@ -188,7 +188,12 @@ def main(argv: list[str] | None = None) -> dict:
         from benchmarks.baselines import baseline
 
         record["baseline"] = baseline(
-            "text", mode.train_sizes[2], mode.eval_limit, old_limit=mode.train_sizes[1], dataset=set_name(mode.dataset)
+            "text",
+            mode.train_sizes[2],
+            mode.eval_limit,
+            old_limit=mode.train_sizes[1],
+            dataset=set_name(mode.dataset),
+            val_fraction=mode.val_fraction,
         )
     record["invocations"] = invocations(work, {key: record[key] for key in ("date", "wall_s", "trained", "jobs")})
     record["results_path"] = str(work / "results.json")

@@ -77,7 +77,8 @@ class Planner:
 
     def data(self, version: str) -> DataRequest:
         """The version's data: its first `train_sizes` training samples; eval and val are the same for all."""
-        return request_of(self.mode.dataset, self.mode.train_sizes[VERSIONS.index(version)], self.mode.eval_limit)
+        limit = self.mode.train_sizes[VERSIONS.index(version)]
+        return request_of(self.mode.dataset, limit, self.mode.eval_limit, self.mode.val_fraction)
 
     def arch(self, version: str) -> str:
         return self.mode.arch if version == "new" else self.mode.old_arch or self.mode.arch
