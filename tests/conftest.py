@@ -18,6 +18,9 @@ pytest_plugins = ["services"]
 # the machine's disk is: above 95 % each raylet prints a warning every 10 s into its driver's stderr,
 # and the tests that read a command's stderr line by line would fail on a full CI disk.
 os.environ.setdefault("RAY_local_fs_capacity_threshold", "1")
+# Ray Serve's HTTP proxy must report ready within 5 s, three times, or is killed and started again:
+# on 2 busy cores its start takes longer (tests/test_serve_live.py); driver/serve.py sets the same
+os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "120")
 
 
 @pytest.fixture(scope="session", autouse=True)

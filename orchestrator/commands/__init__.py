@@ -11,14 +11,16 @@ from orchestrator.commands import (
     check,
     compare,
     demo,
+    feedback,
     logs,
     promote,
     report,
     run,
+    serve,
     status,
     submit,
     tune,
     versions,
 )
 
-COMMANDS = (compare, check, run, tune, demo, versions, promote, report, submit, status, logs, cancel)
+COMMANDS = (compare, check, run, tune, demo, versions, promote, serve, feedback, report, submit, status, logs, cancel)

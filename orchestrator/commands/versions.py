@@ -13,6 +13,7 @@ from orchestrator.views.format import percent
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.tracking import registry, store
+    from orchestrator.tracking.live import live_summaries
     from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
     from orchestrator.views.tables import table
 
@@ -26,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
         names, matrix, shared = registry.chain_matrix(args.model)
         output["matrix"] = {"versions": names, "nfr_matrix": matrix, "shared_samples": shared}
         output["matrix"]["without_ledger"] = [r.version for r in records if r.version not in names]
+    output["live"] = live_summaries(args.model, SHOWN_CONFIDENCE)
     if args.json:
         print(json.dumps(output))
         return 0
@@ -64,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
             f"incomplete, their publication interrupted (ignored everywhere else; a rerun of their spec "
             f"discards them): {', '.join(incomplete)}"
         )
+    if output["live"]:
+        level = f"{100 * SHOWN_CONFIDENCE:g} %"
+        print(f"\nlive: the served champion and its shadowed candidate on real requests (≤ / ≥: {level} bounds)")
+        print(table(LIVE_HEADERS, [live_row(s) for s in output["live"]], left=3))
     if args.matrix:
         m = output["matrix"]
         if m["without_ledger"]:
@@ -83,6 +89,42 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     return 0
+
+
+LIVE_HEADERS = [
+    "champion",
+    "shadow",
+    "state",
+    "pairs",
+    "disagree",
+    "≥",
+    "≤",
+    "labelled",
+    "ER",
+    "ER shadow",
+    "NFR",
+    "NFR ≤",
+    "PFR",
+]
+
+
+def live_row(s: dict[str, Any]) -> list[str]:
+    """One serving session's figures as a table row."""
+    return [
+        f"v{s['champion']}",
+        f"v{s['candidate']}",
+        s["status"].lower(),
+        str(s["pairs"]),
+        percent(s["disagreement"]),
+        percent(s["disagreement_lower"]),
+        percent(s["disagreement_upper"]),
+        str(s["labelled"]),
+        percent(s["champion_error_rate"]),
+        percent(s["candidate_error_rate"]),
+        percent(s["nfr"]),
+        percent(s["nfr_upper"]),
+        percent(s["pfr"]),
+    ]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

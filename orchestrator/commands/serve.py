@@ -1,0 +1,82 @@
+"""`congruent serve MODEL [--shadow VERSION|ALIAS] ...`: the model's champion behind one HTTP
+endpoint on Ray Serve, a candidate shadowed on a fraction of the requests, their answers in the
+serving session's live ledger (README, "Serving")."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from orchestrator.commands.options import fail, fraction, ray_address
+
+
+def run(args: argparse.Namespace) -> int:
+    from orchestrator.driver.serve import Served, app_name, serve_model, stop_app, stop_serving
+    from orchestrator.serving.deployments import ServeSettings
+    from orchestrator.tracking.version_refs import RegistryError
+
+    if args.stop:
+        if not stop_app(args.model):
+            return fail("serve", f"{args.model} is not served on this cluster")
+        print(f"{args.model}: stopped")
+        return 0
+    if args.detach and not args.ray_address:
+        return fail("serve", "--detach leaves the application on a cluster: give --ray-address (or RAY_ADDRESS)")
+    settings = ServeSettings(
+        max_batch_size=args.max_batch_size,
+        batch_wait_s=args.batch_wait_ms / 1000,
+        shadow_fraction=args.fraction,
+        chunk_rows=args.chunk_rows,
+        flush_s=args.flush_s,
+        threads=max(1, int(args.cpus)),
+    )
+    try:
+        served: Served = serve_model(
+            args.model, args.shadow, settings, args.host, args.port, args.replicas, args.cpus, args.gpus
+        )
+    except RegistryError as e:
+        return fail("serve", str(e))
+    shadow = f", shadowing v{served.candidate} on {args.fraction:.0%} of samples" if served.candidate else ""
+    print(f"{args.model}: serving champion v{served.champion}{shadow} at {served.url} (app {app_name(args.model)})")
+    if served.live_run:
+        print(f"live ledger: MLflow run {served.live_run}; `congruent versions {args.model}` shows its figures")
+    print(f"try: curl -s {served.url}/predict -H 'content-type: application/json' -d '{{\"inputs\": [...]}}'")
+    if args.detach:
+        print(f"stop it with: congruent serve {args.model} --stop --ray-address {args.ray_address}")
+        return 0
+    print("Ctrl-C stops it (the shadows in flight finish and the ledger is written first)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        stop_serving(served)
+        print(f"{args.model}: stopped")
+        return 130
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        parents=[ray_address()],
+        help="serve a model's champion on Ray Serve, shadowing a candidate",
+        description="Serve MODEL@champion behind one HTTP endpoint (POST /predict, POST /feedback, GET /live, "
+        "GET /healthz); with --shadow, a candidate answers a fraction of the samples too, off the response "
+        "path, and the pairs go to the live ledger.",
+    )
+    parser.add_argument("model", help="the registered model's name; its alias `champion` is served")
+    parser.add_argument("--shadow", metavar="VERSION|ALIAS", help="the candidate to shadow: a version or alias")
+    parser.add_argument(
+        "--fraction", type=fraction(0.0, 1.0), default=1.0, help="share of samples also sent to the shadow (1)"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address the endpoint listens on (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="its port (8000)")
+    parser.add_argument("--replicas", type=int, default=1, help="replicas of each version (1)")
+    parser.add_argument("--cpus", type=float, default=1.0, help="CPUs of each version replica (1)")
+    parser.add_argument("--gpus", type=float, default=0.0, help="GPUs of each version replica (0)")
+    parser.add_argument("--max-batch-size", type=int, default=32, help="samples batched into one forward (32)")
+    parser.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a batch waits to fill (5 ms)")
+    parser.add_argument("--chunk-rows", type=int, default=512, help="live ledger rows per parquet chunk (512)")
+    parser.add_argument("--flush-s", type=float, default=5.0, help="seconds before pending ledger rows are written (5)")
+    parser.add_argument("--detach", action="store_true", help="leave it running on the cluster and return")
+    parser.add_argument("--stop", action="store_true", help="stop the model's application on the cluster")
+    parser.set_defaults(func=run)

@@ -1,0 +1,139 @@
+"""`congruent serve`: a registered model's champion on Ray Serve, a candidate shadowed beside it, and
+the serving session's live run (orchestrator/serving/, orchestrator/tracking/live.py).
+
+The versions are resolved here, before any Ray work: a model without a champion, a shadow that
+names no version of the same model, or the champion itself as its own shadow is refused in one
+line, and nothing is written to MLflow. The live run is created only then, and marked FAILED
+when the application does not start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from dataclasses import dataclass
+
+from orchestrator.execution.cluster import connect
+from orchestrator.serving.deployments import ServeSettings, application
+from orchestrator.tracking import registry, store
+from orchestrator.tracking.live import live_runs, start_live_run
+from orchestrator.tracking.version_refs import RegistryError
+
+PROXY_READY_S = "120"  # Serve's HTTP proxy's start on a loaded 2-core machine takes more than its 5 s
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running application: where it answers, which versions, and its live run."""
+
+    model: str
+    url: str
+    app_name: str
+    champion: str
+    candidate: str | None
+    live_run: str | None
+
+
+def app_name(model: str) -> str:
+    return f"congruent-{model}"
+
+
+def shadow_ref(model: str, shadow: str) -> str:
+    """The registry reference a `--shadow` names: an alias or version of `model` (`challenger`, `3`),
+    or a full reference (`MODEL@challenger`, `MODEL/3`)."""
+    if "@" in shadow or "/" in shadow:
+        return shadow
+    return f"{model}/{shadow}" if shadow.isdigit() else f"{model}@{shadow}"
+
+
+def resolve_versions(model: str, shadow: str | None) -> tuple[str, str | None]:
+    """(champion, candidate) versions; RegistryError (one line) when they cannot be served."""
+    champion = registry.resolve(f"{model}@champion").version
+    if shadow is None:
+        return champion, None
+    candidate = registry.resolve(shadow_ref(model, shadow))
+    if candidate.name != model:
+        raise RegistryError(f"--shadow {shadow}: a version of {candidate.name}, not of {model}")
+    if candidate.version == champion:
+        raise RegistryError(f"--shadow {shadow}: version {champion} is the champion itself")
+    return champion, candidate.version
+
+
+def serve_model(
+    model: str,
+    shadow: str | None,
+    settings: ServeSettings,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    replicas: int = 1,
+    cpus: float = 1.0,
+    gpus: float = 0.0,
+) -> Served:
+    """Start (or replace) the model's application on the cluster this process joins; return once it
+    answers. RegistryError before anything starts when the versions cannot be served."""
+    store.configure()
+    champion, candidate = resolve_versions(model, shadow)
+    run_id = candidate_run = None
+    if candidate is not None:
+        candidate_run = registry.run_of(registry.resolve(f"{model}/{candidate}"))
+        run_id = start_live_run(model, champion, candidate)
+    os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", PROXY_READY_S)
+    os.environ["MLFLOW_TRACKING_URI"] = store.tracking_uri()  # the replicas' store: this one, absolute
+    from ray import serve
+
+    name = app_name(model)
+    try:
+        connect(None)
+        serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+        app = application(model, champion, candidate, run_id, candidate_run, settings, replicas, cpus, gpus)
+        serve.run(app, name=name, route_prefix="/")
+    except BaseException:
+        if run_id is not None:
+            from mlflow import MlflowClient
+
+            MlflowClient().set_terminated(run_id, "FAILED")
+        raise
+    url = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
+    return Served(model, url, name, champion, candidate, run_id)
+
+
+def stop_serving(served: Served) -> None:
+    """Let the shadows in flight finish and the ledger write what it holds, then delete the
+    application and close the live run (FINISHED)."""
+    from ray import serve
+
+    try:
+        post(f"{served.url}/flush", {}, timeout=120)
+    finally:
+        serve.delete(served.app_name)
+        if served.live_run is not None:
+            from mlflow import MlflowClient
+
+            MlflowClient().set_terminated(served.live_run, "FINISHED")
+
+
+def stop_app(model: str) -> bool:
+    """Delete the model's application on the cluster this process joins (its ledger writes what it
+    holds as it shuts down) and close the model's running live runs; False when it is not served."""
+    from mlflow import MlflowClient
+    from ray import serve
+
+    store.configure()
+    connect(None)
+    if app_name(model) not in serve.status().applications:
+        return False
+    serve.delete(app_name(model))
+    for run in live_runs(model):
+        if run.info.status == "RUNNING":
+            MlflowClient().set_terminated(run.info.run_id, "FINISHED")
+    return True
+
+
+def post(url: str, body: object, timeout: float = 60) -> dict:
+    """JSON POST to the endpoint; its JSON answer (HTTPError for a 4xx/5xx)."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())

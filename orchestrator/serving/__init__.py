@@ -1,0 +1,8 @@
+"""Serving registered versions on Ray Serve (`congruent serve`): the champion answers, a candidate
+is shadowed off the response path, and their answers go to the live ledger
+(orchestrator/tracking/live.py).
+
+- requests.py: what a request and a feedback body hold, checked (pure);
+- predictor.py: a registered version's checkpoint answering raw texts or encoded images (torch);
+- deployments.py: the Ray Serve deployments (gateway, version, ledger) and the application.
+"""

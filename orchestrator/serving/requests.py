@@ -1,0 +1,109 @@
+"""What `POST /predict` and `POST /feedback` hold, checked into plain values (no Ray, no torch).
+
+    POST /predict   {"inputs": [x, ...], "ids": [id, ...]}   or   {"input": x, "id": id}
+    POST /feedback  {"labels": [{"id": id, "label": k}, ...]}   or   {"id": id, "label": k}
+
+x is a text (a text model) or an image's encoded bytes as base64 (PNG, JPEG, …: an image model). Ids
+are the caller's (strings); without them the gateway draws one per sample. A body that is not one
+of these raises RequestError, which the gateway answers with HTTP 400 and its one line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+MAX_ID_LENGTH = 200
+
+
+class RequestError(ValueError):
+    """A request body that cannot be served, in one line."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample of a request: its id, its input (a text, or an encoded image's bytes) and the
+    input's digest (sha256, first 32 hex digits), which the live ledger keeps instead of the input."""
+
+    id: str
+    payload: str | bytes
+    digest: str
+
+
+def digest(payload: str | bytes) -> str:
+    data = payload.encode() if isinstance(payload, str) else payload
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _id(value: Any, where: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise RequestError(f"{where}: an id is a string or an integer, not {type(value).__name__}")
+    text = str(value)
+    if not text or len(text) > MAX_ID_LENGTH:
+        raise RequestError(f"{where}: an id holds 1 to {MAX_ID_LENGTH} characters")
+    return text
+
+
+def _payload(value: Any, modality: str, where: str) -> str | bytes:
+    if not isinstance(value, str):
+        raise RequestError(f"{where}: expected a {'text' if modality == 'text' else 'base64 image'} string")
+    if modality == "text":
+        return value
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise RequestError(f"{where}: not base64 (an image is sent as its encoded bytes in base64)") from None
+
+
+def parse_predict(body: Any, modality: str, max_samples: int) -> list[Sample]:
+    """The samples of a /predict body (module docstring) for a model reading `modality`."""
+    if not isinstance(body, dict):
+        raise RequestError("the body is a JSON object with `inputs` (a list) or `input`")
+    if ("inputs" in body) == ("input" in body):
+        raise RequestError("give `inputs` (a list) or `input` (one sample), not both or neither")
+    single = "input" in body
+    inputs = [body["input"]] if single else body["inputs"]
+    ids = [body["id"]] if single and "id" in body else body.get("ids")
+    if not isinstance(inputs, list) or not inputs:
+        raise RequestError("`inputs` is a non-empty list")
+    if len(inputs) > max_samples:
+        raise RequestError(f"{len(inputs)} samples in one request; at most {max_samples}")
+    if ids is not None and (not isinstance(ids, list) or len(ids) != len(inputs)):
+        raise RequestError("`ids` is a list with one id per input")
+    samples = []
+    for i, value in enumerate(inputs):
+        payload = _payload(value, modality, f"input {i}")
+        sample_id = _id(ids[i], f"id {i}") if ids is not None else uuid.uuid4().hex
+        samples.append(Sample(sample_id, payload, digest(payload)))
+    return samples
+
+
+def parse_feedback(body: Any, num_classes: int) -> list[tuple[str, int]]:
+    """(id, label) pairs of a /feedback body; labels are class ids of the served model."""
+    if not isinstance(body, dict):
+        raise RequestError("the body is a JSON object with `labels` (a list) or `id` and `label`")
+    entries = body.get("labels", [body] if "id" in body else None)
+    if not isinstance(entries, list) or not entries:
+        raise RequestError("give `labels`, a non-empty list of {id, label}, or one `id` and `label`")
+    pairs = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or "id" not in entry or "label" not in entry:
+            raise RequestError(f"label {i}: an object with `id` and `label`")
+        label = entry["label"]
+        if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < num_classes:
+            raise RequestError(f"label {i}: a class id in 0..{num_classes - 1}, not {label!r}")
+        pairs.append((_id(entry["id"], f"label {i}"), label))
+    return pairs
+
+
+def shadowed(sample_id: str, fraction: float) -> bool:
+    """Whether a sample goes to the shadow too: a `fraction` of ids, decided by the id alone (the
+    same id always is, or never is, whichever replica answers it)."""
+    if fraction >= 1:
+        return True
+    draw = int.from_bytes(hashlib.sha256(sample_id.encode()).digest()[:8], "big") / 2**64
+    return draw < fraction

@@ -1,0 +1,87 @@
+"""`congruent serve` on the two-node cluster: v1 served as champion, v2 shadowed, real held-out
+Fashion-MNIST images sent as PNG with their ids, their labels sent as feedback; the live ledger's
+figures are those `congruent compare` gives of the two versions' predictions on the same samples."""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.request
+
+import numpy as np
+import pytest
+from mlflow import MlflowClient
+
+from conftest import run_update
+from orchestrator.cli import main
+from orchestrator.driver.compare import compare_predictions
+from orchestrator.driver.serve import post, serve_model, stop_serving
+from orchestrator.serving.deployments import ServeSettings
+from orchestrator.serving.predictor import Predictor
+from orchestrator.tracking import live, promotion, registry
+from orchestrator.tracking.version_refs import VersionRef
+from processes import free_port
+from test_serving import png
+
+SAMPLES = 300  # Fashion-MNIST test images neither version saw, from 5,000 on
+
+
+@pytest.mark.slow
+def test_the_live_nfr_of_a_shadowed_candidate_is_compare_of_the_two_versions(
+    ray_cluster, spec_document, tmp_path, fashion_mnist, capsys
+):
+    from ray import serve
+
+    model = f"live-{tmp_path.name}"[-60:]
+    data = {"train_limit": 1000, "eval_limit": 400}
+    run_update(spec_document(model=model, version="v1", data=data), tmp_path / "v1")
+    run_update(
+        spec_document(model=model, version="v2", arch="mlp", data={**data, "train_limit": 2000}), tmp_path / "v2"
+    )
+    promotion.set_champion(model, "1")
+    images = fashion_mnist.eval.images[5000 : 5000 + SAMPLES]
+    labels = fashion_mnist.eval.labels[5000 : 5000 + SAMPLES].numpy()
+    encoded = [png(image[0].numpy()) for image in images]
+    ids = [f"sample-{i}" for i in range(SAMPLES)]
+    settings = ServeSettings(max_batch_size=16, chunk_rows=100, flush_s=1.0)
+    served = serve_model(model, "2", settings, port=free_port(), cpus=0.5)
+    try:
+        with urllib.request.urlopen(f"{served.url}/healthz", timeout=30) as response:
+            health = json.loads(response.read())
+        assert (health["status"], health["version"], health["shadow"]) == ("ok", "1", "2")
+        answered = []
+        for start in range(0, SAMPLES, 50):
+            body = {
+                "inputs": [base64.b64encode(b).decode() for b in encoded[start : start + 50]],
+                "ids": ids[start : start + 50],
+            }
+            answer = post(f"{served.url}/predict", body)
+            assert answer["version"] == "1" and [p["id"] for p in answer["predictions"]] == ids[start : start + 50]
+            answered += [p["class"] for p in answer["predictions"]]
+        feedback = post(f"{served.url}/feedback", {"labels": [{"id": i, "label": int(k)} for i, k in zip(ids, labels)]})
+        assert feedback["accepted"] == SAMPLES
+    finally:
+        stop_serving(served)
+        serve.shutdown()
+    offline = [
+        [a.class_id for a in Predictor(registry.checkpoint_of(VersionRef(model, v))).answer(encoded)]
+        for v in ("1", "2")
+    ]
+    assert answered == offline[0]  # what the client got is the champion's answer
+    compared = compare_predictions(labels, [np.array(offline[0]), np.array(offline[1])])
+    assert compared["pairs"][0]["nfr"] > 0  # the test means something: v2 flips some of v1's right answers
+    counts = live.run_counts(served.live_run)
+    assert (counts.pairs, counts.labelled) == (SAMPLES, SAMPLES)
+    assert counts.negative_flips / counts.labelled == compared["pairs"][0]["nfr"]
+    assert counts.positive_flips / counts.labelled == compared["pairs"][0]["pfr"]
+    assert [counts.champion_errors / SAMPLES, counts.candidate_errors / SAMPLES] == compared["error_rate"]
+    assert counts.disagreements == int((np.array(offline[0]) != np.array(offline[1])).sum())
+    candidate_run = registry.run_of(VersionRef(model, "2"))
+    history = MlflowClient().get_metric_history(candidate_run, "live.nfr")
+    assert history and history[-1].value == pytest.approx(compared["pairs"][0]["nfr"])
+    assert MlflowClient().get_run(served.live_run).info.status == "FINISHED"
+    assert main(["versions", model, "--json"]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()  # Ray may print its workers' lines before
+    [summary] = json.loads(printed[-1])["live"]
+    assert (summary["champion"], summary["candidate"], summary["pairs"]) == ("1", "2", SAMPLES)
+    assert summary["nfr"] == compared["pairs"][0]["nfr"]

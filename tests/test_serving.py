@@ -1,0 +1,264 @@
+"""Serving (orchestrator/serving/, tracking/live.py) without Ray: what a request and a feedback body
+may hold, which samples are shadowed, the live figures counted by hand, the live ledger's chunks in
+an MLflow run, a registered version answering raw texts and encoded images, and the commands'
+refusals."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from orchestrator.cli import main
+from orchestrator.serving.predictor import Predictor
+from orchestrator.serving.requests import RequestError, digest, parse_feedback, parse_predict, shadowed
+from orchestrator.tracking import live, store
+from workers.data.augment import to_model_input
+from workers.data.input_spec import InputSpec
+from workers.data.tokenizer import encode_texts, text_input
+from workers.models.checkpoints import ModelSettings, save_checkpoint
+
+
+def png(image: np.ndarray) -> bytes:
+    """A 28×28 uint8 image as PNG bytes."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.fromarray(image).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_a_predict_body_gives_samples_with_their_ids_and_digests():
+    samples = parse_predict({"inputs": ["late again", "great crew"], "ids": ["a", 7]}, "text", 8)
+    assert [(s.id, s.payload) for s in samples] == [("a", "late again"), ("7", "great crew")]
+    assert samples[0].digest == digest("late again") and len(samples[0].digest) == 32
+    one = parse_predict({"input": "lost my bag"}, "text", 8)
+    assert len(one) == 1 and len(one[0].id) == 32  # drawn
+    image = png(np.zeros((28, 28), np.uint8))
+    [sample] = parse_predict({"input": base64.b64encode(image).decode(), "id": "x"}, "image", 8)
+    assert sample.payload == image and sample.digest == digest(image)
+
+
+@pytest.mark.parametrize(
+    ("body", "modality", "problem"),
+    [
+        ([], "text", "JSON object"),
+        ({"inputs": ["a"], "input": "b"}, "text", "not both"),
+        ({"inputs": []}, "text", "non-empty"),
+        ({"inputs": ["a"] * 9}, "text", "at most 8"),
+        ({"inputs": ["a", "b"], "ids": ["x"]}, "text", "one id per input"),
+        ({"inputs": [3]}, "text", "a text string"),
+        ({"inputs": ["a"], "ids": [True]}, "text", "string or an integer"),
+        ({"inputs": ["a"], "ids": [""]}, "text", "1 to 200"),
+        ({"inputs": ["not base64!"]}, "image", "not base64"),
+    ],
+)
+def test_a_bad_predict_body_is_refused_in_one_line(body, modality, problem):
+    with pytest.raises(RequestError, match=problem):
+        parse_predict(body, modality, 8)
+
+
+def test_feedback_bodies_and_their_refusals():
+    assert parse_feedback({"labels": [{"id": "a", "label": 2}, {"id": 5, "label": 0}]}, 3) == [("a", 2), ("5", 0)]
+    assert parse_feedback({"id": "a", "label": 1}, 3) == [("a", 1)]
+    for body, problem in [
+        ({"labels": []}, "non-empty"),
+        ({"labels": [{"id": "a"}]}, "`id` and `label`"),
+        ({"id": "a", "label": 3}, r"0\.\.2"),
+        ({"id": "a", "label": True}, "class id"),
+    ]:
+        with pytest.raises(RequestError, match=problem):
+            parse_feedback(body, 3)
+
+
+def test_the_shadowed_share_is_the_fraction_and_depends_on_the_id_alone():
+    ids = [f"request-{i}" for i in range(20000)]
+    picked = [shadowed(i, 0.3) for i in ids]
+    assert abs(np.mean(picked) - 0.3) < 0.015
+    assert picked == [shadowed(i, 0.3) for i in ids]
+    assert all(shadowed(i, 1.0) for i in ids[:100]) and not any(shadowed(i, 0.0) for i in ids[:100])
+
+
+def test_live_counts_by_hand():
+    """Pairs (champion, candidate, label): (0,0,0) both right; (1,2,1) a negative flip and a
+    disagreement; (2,2,−) unlabelled; (1,1,2) both wrong; (0,1,1) a positive flip and a disagreement."""
+    counts = live.live_counts(np.array([0, 1, 2, 1, 0]), np.array([0, 2, 2, 1, 1]), np.array([0, 1, -1, 2, 1]))
+    assert counts == live.LiveCounts(
+        pairs=5, disagreements=2, labelled=4, champion_errors=2, candidate_errors=2, negative_flips=1, positive_flips=1
+    )
+    figures = counts.figures(0.95)
+    assert figures["disagreement"] == 0.4 and figures["nfr"] == 0.25 and figures["pfr"] == 0.25
+    assert figures["disagreement_lower"] < 0.4 < figures["disagreement_upper"] and figures["nfr_upper"] > 0.25
+    empty = live.live_counts(np.array([], np.int64), np.array([], np.int64), np.array([], np.int64)).figures(0.95)
+    assert empty["nfr"] is None and empty["disagreement"] is None
+
+
+def test_the_latest_label_of_an_id_counts():
+    labels = live.latest_labels(
+        np.array(["a", "c", "b", "x"]),
+        np.array(["a", "b", "a", "x", "x"]),
+        np.array([1, 2, 0, 1, 2]),
+        np.array([1.0, 1.0, 2.0, 5.0, 5.0]),
+    )
+    assert labels.tolist() == [0, -1, 2, 2]  # a: relabelled later; c: none; x: two at once, the later given
+
+
+def test_the_live_ledger_is_chunks_of_a_run_of_its_own(tmp_path):
+    store.configure()
+    run_id = live.start_live_run(f"ledger-{tmp_path.name}", "1", "2")
+    rows = [
+        {"id": f"r{i}", "digest": "d", "time": 1.0, "champion_class": c, "champion_probability": 0.9,
+         "candidate_class": k, "candidate_probability": 0.8}
+        for i, (c, k) in enumerate([(0, 0), (1, 2), (2, 2)])
+    ]  # fmt: skip
+    live.write_chunk(run_id, "pairs", rows[:2])
+    live.write_chunk(run_id, "pairs", rows[2:])
+    live.write_chunk(run_id, "labels", [{"id": "r1", "label": 1, "time": 2.0}, {"id": "r0", "label": 0, "time": 2.0}])
+    assert live.run_counts(run_id) == live.live_counts(np.array([0, 1, 2]), np.array([0, 2, 2]), np.array([0, 1, -1]))
+    [summary] = live.live_summaries(f"ledger-{tmp_path.name}", 0.95)
+    assert (summary["champion"], summary["candidate"], summary["pairs"], summary["nfr"]) == ("1", "2", 3, 0.5)
+
+
+def test_an_image_version_answers_encoded_images_as_its_model_reads_the_pixels(tmp_path, fashion_mnist):
+    settings = ModelSettings("mlp-small", 10, InputSpec.image(1, 28, mean=(0.29,), std=(0.35,)))
+    model = settings.build(seed=3).eval()
+    path = save_checkpoint(tmp_path / "model.pt", model, settings, classes=[f"c{i}" for i in range(10)])
+    images = fashion_mnist.eval.images[:16]
+    predictor = Predictor(str(path))
+    answers = predictor.answer([png(image[0].numpy()) for image in images])
+    with torch.no_grad():
+        probabilities = torch.softmax(model(to_model_input(images, (0.29,), (0.35,))), 1)
+    assert [a.class_id for a in answers] == probabilities.argmax(1).tolist()
+    assert np.allclose([a.probability for a in answers], probabilities.max(1).values.numpy(), atol=1e-5)
+    assert predictor.class_names == [f"c{i}" for i in range(10)]
+    with pytest.raises(RequestError, match="cannot read image"):
+        predictor.answer([b"not an image"])
+
+
+def test_a_text_version_answers_raw_texts_through_its_own_tokenizer(tmp_path):
+    texts = ["the flight was late again", "great crew, lovely flight", "lost my bag", "thanks for the upgrade"] * 10
+    spec = text_input(texts, "wordpiece", vocab_size=200, max_length=16)
+    settings = ModelSettings("text-bag", 2, spec)
+    model = settings.build(seed=0).eval()
+    path = save_checkpoint(tmp_path / "model.pt", model, settings)
+    asked = ["late flight", "lovely crew, thanks", "bag"]
+    answers = Predictor(str(path)).answer(asked)
+    ids, _ = encode_texts(spec, asked)
+    with torch.no_grad():
+        expected = torch.softmax(model(ids), 1)
+    assert [a.class_id for a in answers] == expected.argmax(1).tolist()
+    assert np.allclose([a.probability for a in answers], expected.max(1).values.numpy(), atol=1e-5)
+
+
+def test_serving_a_model_without_a_champion_or_detached_without_a_cluster_is_refused(capsys, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert main(["serve", "no-such-model"]) == 2
+    assert "no registered model 'no-such-model'" in capsys.readouterr().err
+    assert main(["serve", "m", "--detach"]) == 2
+    assert "--detach leaves the application on a cluster" in capsys.readouterr().err
+    assert main(["serve", "m", "--fraction", "5"]) == 2
+
+
+def test_feedback_refuses_a_file_without_ids_and_labels(tmp_path, capsys):
+    bad = tmp_path / "labels.csv"
+    bad.write_text("request,label\na,1\n")
+    assert main(["feedback", "m", str(bad)]) == 2
+    assert "header names `id` and `label`" in capsys.readouterr().err
+    bad.write_text("id,label\na,one\n")
+    assert main(["feedback", "m", str(bad)]) == 2
+    assert "line 2: label 'one' is not a class id" in capsys.readouterr().err
+
+
+def test_the_shadow_runs_after_the_response_and_a_failing_one_is_only_counted():
+    """The gateway's `Shadow.send` returns at once however slow the candidate is; the pairs reach
+    the ledger once it answers; a candidate that raises is counted and nothing reaches the ledger."""
+    import asyncio
+    import time
+
+    from orchestrator.serving.requests import Sample
+    from orchestrator.serving.shadow import Shadow
+
+    samples = [Sample(f"r{i}", f"text {i}", digest(f"text {i}")) for i in range(4)]
+    champion = [(0, 0.9), (1, 0.8), (2, 0.7), (0, 0.6)]
+    ledger: list[dict] = []
+
+    async def slow(payloads):
+        await asyncio.sleep(0.5)
+        return [(1, 0.5)] * len(payloads)
+
+    async def failing(payloads):
+        raise RuntimeError("candidate down")
+
+    async def keep(rows):
+        ledger.extend(rows)
+
+    async def scenario():
+        shadow = Shadow(slow, keep, 1.0)
+        started = time.perf_counter()
+        shadow.send(samples, champion, answered=12.0)
+        assert time.perf_counter() - started < 0.1 and not ledger and len(shadow.tasks) == 1
+        await shadow.drain(timeout=5)
+        assert [(r["id"], r["champion_class"], r["candidate_class"], r["time"]) for r in ledger] == [
+            (f"r{i}", champion[i][0], 1, 12.0) for i in range(4)
+        ]
+        broken = Shadow(failing, keep, 1.0)
+        broken.send(samples, champion, answered=13.0)
+        await broken.drain(timeout=5)
+        assert broken.failures == 1 and len(ledger) == 4
+        none = Shadow(slow, keep, 0.0)
+        none.send(samples, champion, answered=14.0)
+        assert not none.tasks
+
+    asyncio.run(scenario())
+
+
+def test_rows_that_come_while_the_ledger_writes_a_chunk_are_kept_for_the_next(tmp_path, monkeypatch):
+    """The live ledger's writer (`LiveLedger`, run here as the plain class Serve wraps): pairs added
+    while a chunk is being written are not in it and not lost; a write that fails keeps its rows;
+    a new ledger of the same run reads the chunks back (a restarted replica)."""
+    import asyncio
+    import time
+
+    from orchestrator.serving import deployments
+
+    store.configure()
+    run_id = live.start_live_run(f"writer-{tmp_path.name}", "1", "2")
+    ledger_class = deployments.LiveLedger.func_or_class
+    settings = deployments.ServeSettings(chunk_rows=1000, flush_s=3600)
+    real_write = live.write_chunk
+
+    def slow_write(run, kind, rows):
+        time.sleep(0.3)
+        return real_write(run, kind, rows)
+
+    def row(i: int) -> dict:
+        return {"id": f"p{i}", "digest": "d", "time": 1.0, "champion_class": i % 2, "champion_probability": 0.9,
+                "candidate_class": 0, "candidate_probability": 0.9}  # fmt: skip
+
+    async def scenario():
+        ledger = ledger_class(run_id, run_id, settings)
+        await ledger.add_pairs([row(i) for i in range(10)])
+        monkeypatch.setattr(live, "write_chunk", slow_write)
+        writing = asyncio.ensure_future(ledger.flush())
+        await asyncio.sleep(0.1)
+        await ledger.add_pairs([row(i) for i in range(10, 15)])  # during the write
+        await writing
+        assert live.run_counts(run_id).pairs == 10 and len(ledger.pending["pairs"]) == 5
+        monkeypatch.setattr(live, "write_chunk", lambda *args: (_ for _ in ()).throw(OSError("store down")))
+        with pytest.raises(OSError):
+            await ledger.flush()
+        assert len(ledger.pending["pairs"]) == 5
+        monkeypatch.setattr(live, "write_chunk", real_write)
+        await ledger.flush()
+        assert live.run_counts(run_id).pairs == 15
+        reborn = ledger_class(run_id, run_id, settings)
+        await reborn.add_labels([("p1", 1), ("p3", 0)])
+        assert reborn.counts().labelled == 2
+        assert reborn.counts().pairs == 15 and reborn.counts().negative_flips == 1  # p1: 1 → 0, label 1
+        reborn.__del__()  # Serve's graceful shutdown writes the labels still pending
+        assert live.run_counts(run_id).labelled == 2 and not reborn.pending["labels"]
+
+    asyncio.run(scenario())
