@@ -222,3 +222,38 @@ def test_a_gate_that_cannot_read_the_champion_fails_closed(rivals, monkeypatch, 
     assert promotion.gate(rivals, "2", limits).reason == f"{rivals} has no champion yet"
     assert promotion.champion_of(f"{rivals}-absent") is None
     record("security", check="a gate that cannot read the champion fails closed", passed=True)
+
+
+def _live_session(model: str, champion: str, candidate: str, outcomes: list[tuple[int, int, int | None]]) -> str:
+    """A serving session's live run whose pairs are (champion class, candidate class, label or None)."""
+    from orchestrator.tracking import live
+
+    run_id = live.start_live_run(model, champion, candidate)
+    rows = [
+        {"id": f"q{i}", "digest": "d", "time": 1.0, "champion_class": c, "champion_probability": 0.9,
+         "candidate_class": k, "candidate_probability": 0.9}
+        for i, (c, k, _) in enumerate(outcomes)
+    ]  # fmt: skip
+    live.write_chunk(run_id, "pairs", rows)
+    labels = [{"id": f"q{i}", "label": y, "time": 2.0} for i, (_, _, y) in enumerate(outcomes) if y is not None]
+    if labels:
+        live.write_chunk(run_id, "labels", labels)
+    return run_id
+
+
+def test_promote_live_needs_labelled_live_pairs_beside_the_champion_within_the_limit(rivals, capsys):
+    """v2 passes the offline gate against v1; --live also asks the newest serving session that shadowed
+    v2 beside champion v1: none, then one without labels, then one with 1 flip in 20 labelled pairs
+    (5 %: refused at 4 %, passed at 6 %). A session beside another champion does not count."""
+    args = ["promote", rivals, "2", "--max-nfr", "0.04", "--live"]
+    assert main(args) == 1
+    assert "no serving session shadowed v2 beside champion v1" in capsys.readouterr().err
+    _live_session(rivals, "1", "2", [(0, 0, None)] * 5)
+    _live_session(rivals, "3", "2", [(0, 0, 0)] * 30)  # newer, but beside v3, which is not the champion
+    assert main(args) == 1
+    assert "no labelled live pairs yet (5 shadowed)" in capsys.readouterr().err
+    _live_session(rivals, "1", "2", [(0, 1, 0)] + [(0, 0, 0)] * 19 + [(1, 1, None)] * 10)
+    assert main(args) == 1
+    assert "live NFR 5.00 % > 4.00 %" in capsys.readouterr().err
+    assert main([*args[:4], "0.06", "--live"]) == 0
+    assert "live NFR 5.00 % on 20 labelled of 30 shadowed requests" in capsys.readouterr().out

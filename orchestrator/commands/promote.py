@@ -1,7 +1,8 @@
-"""`congruent promote MODEL VERSION --max-nfr F [--max-er-increase F] [--confidence C]`: move alias
-`champion` to a version only if its NFR against the current champion and its ER increase stay
+"""`congruent promote MODEL VERSION --max-nfr F [--max-er-increase F] [--confidence C] [--live]`: move
+alias `champion` to a version only if its NFR against the current champion and its ER increase stay
 within the limits (from the ledgers, no re-inference; with --confidence, their upper confidence
-bounds), as a compare-and-set that holds when promotions race; otherwise say why and exit 1."""
+bounds; with --live, its NFR on labelled live traffic too), as a compare-and-set that holds when
+promotions race; otherwise say why and exit 1."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.tracking import promotion, store
 
     store.configure()
-    limits = promotion.GateLimits(args.max_nfr, args.max_er_increase, args.confidence)
+    limits = promotion.GateLimits(args.max_nfr, args.max_er_increase, args.confidence, args.live)
     try:
         verdict = promotion.promote(args.model, args.version, limits)
     except (promotion.RegistryError, MlflowException) as e:
@@ -51,5 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="gate on the upper bounds at this confidence level (e.g. 0.95): Wilson for NFR, paired "
         "(Tango's score bound) for the ER increase; default: the point values",
+    )
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="also gate on live traffic: the newest `congruent serve --shadow VERSION` session beside the "
+        "champion must hold labelled pairs whose NFR is within --max-nfr (its upper bound with --confidence)",
     )
     parser.set_defaults(func=run)

@@ -26,6 +26,7 @@ from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import COMPARED, LedgerMismatch, known_mask, shared_samples
+from orchestrator.tracking.live import live_summaries
 from orchestrator.tracking.locks import registry_lock
 from orchestrator.tracking.registry import chain, ledger_of, resolve
 from orchestrator.tracking.version_refs import RegistryError, VersionRef
@@ -43,6 +44,7 @@ class GateLimits:
     max_nfr: float
     max_er_increase: float = 0.0
     confidence: float | None = None
+    live: bool = False  # also the live ledger: NFR on the labelled live pairs (`live_problems`)
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,30 @@ def gate(name: str, candidate: str, limits: GateLimits) -> Verdict:
         limit = _pct(limits.max_er_increase, signed=True)
         problems.append(f"ER increase {_pct(gated_increase, signed=True)} > {limit}")
     against = f"against champion v{champion} on {n:,} shared eval samples: NFR {shown_nfr}, ER {shown_increase}"
+    if limits.live:
+        live_problems, live_against = live_gate(name, candidate, champion, limits)
+        problems += live_problems
+        against += f"; {live_against}"
     reason = "; ".join(problems) + f" ({against})" if problems else against
     return Verdict(not problems, reason, champion)
+
+
+def live_gate(name: str, candidate: str, champion: str, limits: GateLimits) -> tuple[list[str], str]:
+    """The live evidence (tracking/live.py): the newest serving session that shadowed `candidate`
+    beside `champion`, its NFR on the labelled pairs (at `confidence`, its Wilson upper bound)
+    against `max_nfr`; its problems (none: passed) and what it measured."""
+    sessions = [s for s in live_summaries(name, limits.confidence or 0.95) if s["champion"] == champion]
+    session = next((s for s in sessions if s["candidate"] == candidate), None)
+    if session is None:
+        return [f"no serving session shadowed v{candidate} beside champion v{champion}"], "live: none"
+    if not session["labelled"]:
+        return [f"no labelled live pairs yet ({session['pairs']:,} shadowed)"], "live: no labels"
+    gated = session["nfr_upper"] if limits.confidence is not None else session["nfr"]
+    shown = _pct(session["nfr"])
+    if limits.confidence is not None:
+        shown += f" (upper {100 * limits.confidence:g} % bound {_pct(gated)})"
+    measured = f"live NFR {shown} on {session['labelled']:,} labelled of {session['pairs']:,} shadowed requests"
+    return ([f"live NFR {_pct(gated)} > {_pct(limits.max_nfr)}"] if gated > limits.max_nfr else []), measured
 
 
 def set_champion(name: str, version: str) -> None:
