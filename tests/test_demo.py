@@ -54,6 +54,9 @@ def test_demo_registers_three_versions_and_prints_the_comparison(demo):
     for v in versions[1:]:  # the table prints the registry's own figures
         assert f"{100 * float(v.tags['nfr']):.2f}%" in printed
     assert "v2-elodi" in printed and "mlflow ui --backend-store-uri" in printed
+    # it ends with the commands that serve v1 as the champion, shadowing the ELODI version
+    serve = f"congruent serve congruent-demo --shadow {versions[2].version}"
+    assert printed.rstrip().endswith(f"congruent promote congruent-demo 1 --max-nfr 0 && {serve}")
     assert "over 3 plain trainings of v2" in printed and "the demo's promise" in printed  # m = 2 replicas + v2-none
     assert str(out / "report.html") in printed
     labels = np.load(out / "v2-elodi" / "predictions" / "labels.npy")
