@@ -14,15 +14,18 @@ from workers.tasks.resolve import cached_splits
 TABLES = {"reuters-r8": REUTERS_R8_CSV, "20newsgroups": NEWSGROUPS_CSV}  # text sets `make` installs as tables
 
 
-def request_of(
-    dataset: str, train_limit: int | None, eval_limit: int | None, val_fraction: float = 0.1
-) -> DataRequest:
+def request_of(dataset: str, train_limit: int | None, eval_limit: int | None, val_fraction: float = 0.1) -> DataRequest:
     """The data of a mode's `dataset` (a built-in name, or a text table of TABLES) cut to the slices."""
     table = TABLES.get(dataset)
     if table is None:
         return DataRequest(dataset, train_limit=train_limit, eval_limit=eval_limit, val_fraction=val_fraction)
     return DataRequest(
-        str(table), train_limit=train_limit, eval_limit=eval_limit, val_fraction=val_fraction, id_column="id", kind="text"
+        str(table),
+        train_limit=train_limit,
+        eval_limit=eval_limit,
+        val_fraction=val_fraction,
+        id_column="id",
+        kind="text",
     )
 
 
