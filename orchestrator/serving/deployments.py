@@ -123,10 +123,14 @@ class LiveLedger:
     async def _flush_every(self) -> None:
         while True:
             await asyncio.sleep(self.settings.flush_s)
-            try:
-                await self.flush()
-            except Exception:  # the store is down: the rows stay pending, retried next time
-                logger.exception("live ledger: writing a chunk failed; kept, retried in %s s", self.settings.flush_s)
+            await self._flush_kept()
+
+    async def _flush_kept(self) -> None:
+        """`flush`, its failure logged: the store is down, the rows stay pending for the next write."""
+        try:
+            await self.flush()
+        except Exception:
+            logger.exception("live ledger: writing a chunk failed; kept, retried in %s s", self.settings.flush_s)
 
     async def add_pairs(self, rows: list[dict[str, Any]]) -> None:
         self._start_flusher()
@@ -134,7 +138,7 @@ class LiveLedger:
             self.classes[row["id"]] = (row["champion_class"], row["candidate_class"])
         self.pending["pairs"] += rows
         if len(self.pending["pairs"]) >= self.settings.chunk_rows:
-            await self.flush()
+            await self._flush_kept()
 
     async def add_labels(self, pairs: list[tuple[str, int]]) -> int:
         """Labels by request id; how many of them name a pair seen so far."""
@@ -144,7 +148,7 @@ class LiveLedger:
             self.labels[sample_id] = label
         self.pending["labels"] += [{"id": i, "label": k, "time": now} for i, k in pairs]
         if len(self.pending["labels"]) >= self.settings.chunk_rows:
-            await self.flush()
+            await self._flush_kept()
         return sum(i in self.classes for i, _ in pairs)
 
     def counts(self) -> Any:
