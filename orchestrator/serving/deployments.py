@@ -30,9 +30,9 @@ from ray.serve.handle import DeploymentHandle
 
 from orchestrator.serving.requests import RequestError, parse_feedback, parse_predict
 from orchestrator.serving.shadow import Shadow
+from orchestrator.tracking.version_record import SHOWN_CONFIDENCE  # the live figures' bounds, as `versions`'
 
 logger = logging.getLogger("ray.serve")
-SHOWN_CONFIDENCE = 0.95  # the live figures' bounds (as `versions` shows the offline ones)
 
 
 @dataclass(frozen=True)

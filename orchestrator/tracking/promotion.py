@@ -29,6 +29,7 @@ from orchestrator.tracking.ledger import COMPARED, LedgerMismatch, known_mask, s
 from orchestrator.tracking.live import live_summaries
 from orchestrator.tracking.locks import registry_lock
 from orchestrator.tracking.registry import chain, ledger_of, resolve
+from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
 from orchestrator.tracking.version_refs import RegistryError, VersionRef
 from workers.confidence import paired_increase_upper, wilson_upper
 from workers.metrics import negative_flips
@@ -122,7 +123,7 @@ def live_gate(name: str, candidate: str, champion: str, limits: GateLimits) -> t
     """The live evidence (tracking/live.py): the newest serving session that shadowed `candidate`
     beside `champion`, its NFR on the labelled pairs (at `confidence`, its Wilson upper bound)
     against `max_nfr`; its problems (none: passed) and what it measured."""
-    sessions = [s for s in live_summaries(name, limits.confidence or 0.95) if s["champion"] == champion]
+    sessions = [s for s in live_summaries(name, limits.confidence or SHOWN_CONFIDENCE) if s["champion"] == champion]
     session = next((s for s in sessions if s["candidate"] == candidate), None)
     if session is None:
         return [f"no serving session shadowed v{candidate} beside champion v{champion}"], "live: none"
