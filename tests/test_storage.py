@@ -3,6 +3,7 @@ discards, what it keeps, and the checks preflight makes before any work."""
 
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -115,6 +116,23 @@ def test_a_local_storage_check_writes_a_probe_and_leaves_nothing(tmp_path):
         storage.check_writable(str(tmp_path / "plain.txt" / "runs"))
     with pytest.raises(storage.StorageError, match=r"plain.txt: cannot write there \(File exists\)"):
         storage.check_writable(str(tmp_path / "plain.txt"))
+
+
+def test_a_local_storage_check_survives_another_driver_removing_the_new_folder_meanwhile(tmp_path, monkeypatch):
+    """Two drivers probing the same new folder: the other one's clean-up removes the folder between
+    this one's mkdir and its probe write (seen in CI as `cannot write there (No such file...)`)."""
+    write_bytes = Path.write_bytes
+    removed = []
+
+    def other_driver_cleans_up_first(self, data):
+        if not removed:
+            removed.append(self.parent)
+            self.parent.rmdir()
+        return write_bytes(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", other_driver_cleans_up_first)
+    storage.check_writable(str(tmp_path / "runs"))
+    assert removed == [tmp_path / "runs"] and list(tmp_path.iterdir()) == []
 
 
 def test_an_s3_storage_check_needs_credentials_a_server_and_the_bucket(s3_env, monkeypatch):

@@ -145,6 +145,9 @@ def fetch_checkpoint(uri: str) -> str:
     return local
 
 
+_PROBE_ATTEMPTS = 20
+
+
 def check_writable(uri: str, timeout_s: float = 5.0) -> None:
     """StorageError unless files can be written at `uri`, checked before any work: a local directory
     is created if missing and a probe file written there and removed (with the folders it created);
@@ -160,8 +163,16 @@ def check_writable(uri: str, timeout_s: float = 5.0) -> None:
         created.append(folder)
     probe = path / f".congruent-probe-{os.getpid()}"
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
+        for attempt in range(_PROBE_ATTEMPTS):
+            path.mkdir(parents=True, exist_ok=True)
+            try:
+                probe.write_bytes(b"")
+                break
+            except FileNotFoundError:
+                # another driver probing the same new folder removed it between our mkdir and
+                # write (it created it too, and cleans up after its own probe): make it again
+                if attempt == _PROBE_ATTEMPTS - 1:
+                    raise
         probe.unlink()
     except OSError as e:
         raise StorageError(f"{uri}: cannot write there ({e.strerror or e})") from None
