@@ -6,6 +6,7 @@ import io
 import numpy as np
 from PIL import Image
 
+from orchestrator.tracking import live
 from orchestrator.views.report import Flip, ReportData, png_thumbnail, render_html, top1_confidence
 
 
@@ -90,3 +91,16 @@ def test_page_holds_every_section_escaped_and_inline():
 def test_page_without_a_parent_says_there_is_nothing_to_explore():
     page = render_html(_data(parent=None, flips=[], per_class=[], n_flips=0, notes=["a note"]))
     assert "no flips to show" in page and "a note" in page
+
+
+def test_the_live_section_shows_each_serving_session_and_only_when_there_is_one():
+    from orchestrator.views.live import LIVE_HEADERS, live_row
+
+    counts = live.live_counts(np.array([0, 1, 2, 1]), np.array([0, 2, 2, 1]), np.array([0, 1, -1, 1]))
+    session = {"champion": "1", "candidate": "2", "status": "RUNNING", **counts.figures(0.95)}
+    page = render_html(_data(live=[live_row(session)], live_headers=LIVE_HEADERS))
+    assert "<h2>Live traffic</h2>" in page
+    # v1 shadowed by v2: 4 pairs, 1 disagreement; 3 labelled, v2 wrong on one v1 got right (NFR 1/3)
+    assert "<td>v1</td><td>v2</td><td>running</td><td>4</td><td>25.00%</td>" in page
+    assert "<td>3</td><td>0.00%</td><td>33.33%</td><td>33.33%</td>" in page
+    assert "Live traffic" not in render_html(_data())

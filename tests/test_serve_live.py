@@ -1,11 +1,15 @@
 """`congruent serve` on the two-node cluster: v1 served as champion, v2 shadowed, real held-out
 Fashion-MNIST images sent as PNG with their ids, their labels sent as feedback; the live ledger's
-figures are those `congruent compare` gives of the two versions' predictions on the same samples."""
+figures are those `congruent compare` gives of the two versions' predictions on the same samples.
+Then v2 is promoted while a client keeps sending, and the served champion is swapped with no failed
+request."""
 
 from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
 import urllib.request
 
 import numpy as np
@@ -15,8 +19,8 @@ from mlflow import MlflowClient
 from conftest import run_update
 from orchestrator.cli import main
 from orchestrator.driver.compare import compare_predictions
-from orchestrator.driver.serve import post, serve_model, stop_serving
-from orchestrator.serving.deployments import ServeSettings
+from orchestrator.driver.serve import champion_moved, post, serve_model, stop_serving, swap_champion
+from orchestrator.serving.deployments import Resources, ServeSettings
 from orchestrator.serving.predictor import Predictor
 from orchestrator.tracking import live, promotion, registry
 from orchestrator.tracking.version_refs import VersionRef
@@ -26,8 +30,17 @@ from test_serving import png
 SAMPLES = 300  # Fashion-MNIST test images neither version saw, from 5,000 on
 
 
+def traffic(url: str, body: dict, stop: threading.Event, outcomes: list) -> None:
+    """One request after another until `stop`: each answer's served version, or what failed."""
+    while not stop.is_set():
+        try:
+            outcomes.append(post(f"{url}/predict", body, timeout=60)["version"])
+        except (OSError, ValueError, KeyError) as e:  # HTTP errors, resets, a body without a version
+            outcomes.append(f"failed: {e!r}")
+
+
 @pytest.mark.slow
-def test_the_live_nfr_of_a_shadowed_candidate_is_compare_of_the_two_versions(
+def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swaps_without_errors(
     ray_cluster, spec_document, tmp_path, fashion_mnist, capsys
 ):
     from ray import serve
@@ -44,7 +57,7 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_of_the_two_versions(
     encoded = [png(image[0].numpy()) for image in images]
     ids = [f"sample-{i}" for i in range(SAMPLES)]
     settings = ServeSettings(max_batch_size=16, chunk_rows=100, flush_s=1.0)
-    served = serve_model(model, "2", settings, port=free_port(), cpus=0.5)
+    served = swapped = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=0.5))
     try:
         with urllib.request.urlopen(f"{served.url}/healthz", timeout=30) as response:
             health = json.loads(response.read())
@@ -60,9 +73,35 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_of_the_two_versions(
             answered += [p["class"] for p in answer["predictions"]]
         feedback = post(f"{served.url}/feedback", {"labels": [{"id": i, "label": int(k)} for i, k in zip(ids, labels)]})
         assert feedback["accepted"] == SAMPLES
+        post(f"{served.url}/flush", {})
+        counts = live.run_counts(served.live_run)  # before the swap's traffic adds unlabelled pairs
+
+        # v2 promoted while clients keep sending: the served champion is swapped, no request fails
+        promotion.set_champion(model, "2")
+        stop, outcomes = threading.Event(), []
+        sender = threading.Thread(
+            target=traffic, args=(served.url, {"inputs": [base64.b64encode(encoded[0]).decode()]}, stop, outcomes)
+        )
+        sender.start()
+        try:
+            while len(outcomes) < 5:
+                time.sleep(0.05)
+            assert champion_moved(served) == "2"
+            swapped = swap_champion(served, "2")
+            deadline = time.monotonic() + 120
+            while outcomes[-20:] != ["2"] * 20 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            stop.set()
+            sender.join(timeout=120)
+        with urllib.request.urlopen(f"{served.url}/healthz", timeout=30) as response:
+            health = json.loads(response.read())
     finally:
-        stop_serving(served)
+        stop_serving(swapped)
         serve.shutdown()
+    assert [o for o in outcomes if o not in ("1", "2")] == []  # not one request failed through the swap
+    assert outcomes[0] == "1" and outcomes[-20:] == ["2"] * 20
+    assert (health["version"], health["shadow"], swapped.live_run) == ("2", None, None)
     offline = [
         [a.class_id for a in Predictor(registry.checkpoint_of(VersionRef(model, v))).answer(encoded)]
         for v in ("1", "2")
@@ -70,12 +109,13 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_of_the_two_versions(
     assert answered == offline[0]  # what the client got is the champion's answer
     compared = compare_predictions(labels, [np.array(offline[0]), np.array(offline[1])])
     assert compared["pairs"][0]["nfr"] > 0  # the test means something: v2 flips some of v1's right answers
-    counts = live.run_counts(served.live_run)
     assert (counts.pairs, counts.labelled) == (SAMPLES, SAMPLES)
     assert counts.negative_flips / counts.labelled == compared["pairs"][0]["nfr"]
     assert counts.positive_flips / counts.labelled == compared["pairs"][0]["pfr"]
     assert [counts.champion_errors / SAMPLES, counts.candidate_errors / SAMPLES] == compared["error_rate"]
     assert counts.disagreements == int((np.array(offline[0]) != np.array(offline[1])).sum())
+    after = live.run_counts(served.live_run)  # the swap's shadowed traffic joined the session, unlabelled
+    assert after.labelled == SAMPLES and after.negative_flips == counts.negative_flips
     candidate_run = registry.run_of(VersionRef(model, "2"))
     history = MlflowClient().get_metric_history(candidate_run, "live.nfr")
     assert history and history[-1].value == pytest.approx(compared["pairs"][0]["nfr"])
@@ -83,5 +123,5 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_of_the_two_versions(
     assert main(["versions", model, "--json"]) == 0
     printed = capsys.readouterr().out.strip().splitlines()  # Ray may print its workers' lines before
     [summary] = json.loads(printed[-1])["live"]
-    assert (summary["champion"], summary["candidate"], summary["pairs"]) == ("1", "2", SAMPLES)
+    assert (summary["champion"], summary["candidate"], summary["labelled"]) == ("1", "2", SAMPLES)
     assert summary["nfr"] == compared["pairs"][0]["nfr"]

@@ -187,7 +187,7 @@ def test_the_shadow_runs_after_the_response_and_a_failing_one_is_only_counted():
 
     async def slow(payloads):
         await asyncio.sleep(0.5)
-        return [(1, 0.5)] * len(payloads)
+        return "2", [(1, 0.5)] * len(payloads)
 
     async def failing(payloads):
         raise RuntimeError("candidate down")
@@ -223,10 +223,11 @@ def test_rows_that_come_while_the_ledger_writes_a_chunk_are_kept_for_the_next(tm
     import time
 
     from orchestrator.serving import deployments
+    from orchestrator.serving import ledger as ledger_module
 
     store.configure()
     run_id = live.start_live_run(f"writer-{tmp_path.name}", "1", "2")
-    ledger_class = deployments.LiveLedger.func_or_class
+    ledger_class = ledger_module.LiveLedger.func_or_class
     settings = deployments.ServeSettings(chunk_rows=1000, flush_s=3600)
     real_write = live.write_chunk
 
@@ -260,5 +261,81 @@ def test_rows_that_come_while_the_ledger_writes_a_chunk_are_kept_for_the_next(tm
         assert reborn.counts().pairs == 15 and reborn.counts().negative_flips == 1  # p1: 1 → 0, label 1
         reborn.__del__()  # Serve's graceful shutdown writes the labels still pending
         assert live.run_counts(run_id).labelled == 2 and not reborn.pending["labels"]
+
+    asyncio.run(scenario())
+
+
+def test_serve_follows_the_champion_alias_and_keeps_serving_while_the_registry_is_out_of_reach(monkeypatch, capsys):
+    """The `congruent serve` loop's check: nothing moved, then MLflow down (said; v1 still served),
+    then the alias on v3: one swap, after which v3 is what is served and the shadow's session is over."""
+    from dataclasses import replace
+
+    from mlflow.exceptions import MlflowException
+
+    from orchestrator.commands.serve import follow_champion
+    from orchestrator.driver import serve as driver
+    from orchestrator.serving.deployments import Resources, ServeSettings
+
+    answers: list = [None, MlflowException("connection refused"), "3"]
+
+    def champion_moved(served):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    swaps = []
+
+    def swap_champion(served, version):
+        swaps.append((served.champion, version))
+        return replace(served, champion=version, candidate=None, live_run=None)
+
+    monkeypatch.setattr(driver, "champion_moved", champion_moved)
+    monkeypatch.setattr(driver, "swap_champion", swap_champion)
+    served = driver.Served("m", "http://127.0.0.1:1", "congruent-m", "1", "2", "run", ServeSettings(), Resources())
+    assert follow_champion(served) is served
+    assert follow_champion(served) is served
+    assert "the registry did not answer (MlflowException); serving v1" in capsys.readouterr().out
+    followed = follow_champion(served)
+    assert swaps == [("1", "3")] and (followed.champion, followed.candidate) == ("3", None)
+    assert "champion moved to v3: swapping v1 for it; the live session of v2 ended" in capsys.readouterr().out
+
+
+def test_pairs_the_ledger_did_not_take_are_sent_again_with_the_next_and_only_the_oldest_beyond_the_cap_go():
+    """A ledger that is restarting refuses two sends: their pairs go with the third, in order; with a
+    cap of 3 waiting rows the oldest are dropped and counted; `drain` sends what waits."""
+    import asyncio
+
+    from orchestrator.serving.requests import Sample
+    from orchestrator.serving.shadow import Shadow
+
+    taken: list[str] = []
+    down = [True, True, False, False, False]
+
+    async def candidate(payloads):
+        return "2", [(1, 0.5)] * len(payloads)
+
+    async def ledger(rows):
+        if down.pop(0):
+            raise ConnectionError("ledger replica restarting")
+        taken.extend(row["id"] for row in rows)
+
+    def samples(*ids):
+        return [Sample(i, f"text {i}", digest(f"text {i}")) for i in ids]
+
+    async def scenario():
+        shadow = Shadow(candidate, ledger, 1.0)
+        for ids in (["a"], ["b", "c"], ["d"]):
+            shadow.send(samples(*ids), [(0, 0.9)] * len(ids), answered=1.0)
+            await shadow.drain(timeout=5)  # (drain's own resend finds the ledger down too, for a and b, c)
+        assert taken == ["a", "b", "c", "d"] and shadow.unsent == [] and shadow.failures == 0
+        capped = Shadow(candidate, ledger, 1.0, max_unsent=3)
+        down[:] = [True, True, False]
+        capped.send(samples("e", "f"), [(0, 0.9)] * 2, answered=2.0)
+        capped.send(samples("g", "h"), [(0, 0.9)] * 2, answered=2.0)
+        await asyncio.wait(set(capped.tasks))
+        assert [row["id"] for row in capped.unsent] == ["f", "g", "h"] and capped.dropped == 1
+        await capped.drain(timeout=5)
+        assert taken[-3:] == ["f", "g", "h"] and capped.unsent == []
 
     asyncio.run(scenario())

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
 from orchestrator.commands.options import fail, fraction, ray_address
 
+if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when the CLI starts
+    from orchestrator.driver.serve import Served
+
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.serve import Served, app_name, serve_model, stop_app, stop_serving
-    from orchestrator.serving.deployments import ServeSettings
+    from orchestrator.driver.serve import app_name, serve_model, stop_app, stop_serving
+    from orchestrator.serving.deployments import Resources, ServeSettings
     from orchestrator.tracking.version_refs import RegistryError
 
     if args.stop:
@@ -32,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         served: Served = serve_model(
-            args.model, args.shadow, settings, args.host, args.port, args.replicas, args.cpus, args.gpus
+            args.model, args.shadow, settings, args.host, args.port, Resources(args.replicas, args.cpus, args.gpus)
         )
     except RegistryError as e:
         return fail("serve", str(e))
@@ -44,14 +48,41 @@ def run(args: argparse.Namespace) -> int:
     if args.detach:
         print(f"stop it with: congruent serve {args.model} --stop --ray-address {args.ray_address}")
         return 0
-    print("Ctrl-C stops it (the shadows in flight finish and the ledger is written first)")
+    print(
+        f"it follows {args.model}@champion (checked every {args.follow_s:g} s): `congruent promote` swaps the "
+        "served version without dropping requests. Ctrl-C stops it (the shadows in flight finish and the "
+        "ledger is written first)"
+    )
     try:
         while True:
-            time.sleep(3600)
+            time.sleep(args.follow_s)
+            served = follow_champion(served)
     except KeyboardInterrupt:
         stop_serving(served)
         print(f"{args.model}: stopped")
         return 130
+
+
+def follow_champion(served: Served) -> Served:
+    """Swap the served champion when the registry's alias moved (a promotion); the registry being out
+    of reach is said and tried again at the next check, while serving goes on."""
+    from mlflow.exceptions import MlflowException
+
+    from orchestrator.driver.serve import champion_moved, swap_champion
+    from orchestrator.tracking.version_refs import RegistryError
+
+    try:
+        moved = champion_moved(served)
+    except (MlflowException, OSError, RegistryError) as e:  # MLflow down, the alias removed: keep serving
+        print(f"{served.model}: the registry did not answer ({type(e).__name__}); serving v{served.champion}")
+        return served
+    if moved is None:
+        return served
+    ended = f"; the live session of v{served.candidate} ended" if served.candidate else ""
+    print(f"{served.model}: champion moved to v{moved}: swapping v{served.champion} for it{ended}")
+    served = swap_champion(served, moved)
+    print(f"{served.model}: serving champion v{moved} at {served.url}")
+    return served
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -77,6 +108,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a batch waits to fill (5 ms)")
     parser.add_argument("--chunk-rows", type=int, default=512, help="live ledger rows per parquet chunk (512)")
     parser.add_argument("--flush-s", type=float, default=5.0, help="seconds before pending ledger rows are written (5)")
+    parser.add_argument(
+        "--follow-s", type=float, default=5.0, help="seconds between checks of MODEL@champion for a promotion (5)"
+    )
     parser.add_argument("--detach", action="store_true", help="leave it running on the cluster and return")
     parser.add_argument("--stop", action="store_true", help="stop the model's application on the cluster")
     parser.set_defaults(func=run)

@@ -9,6 +9,7 @@ from typing import Any
 
 from orchestrator.commands.options import fail, json_option
 from orchestrator.views.format import percent
+from orchestrator.views.live import LIVE_HEADERS, live_row
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,42 +90,6 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     return 0
-
-
-LIVE_HEADERS = [
-    "champion",
-    "shadow",
-    "state",
-    "pairs",
-    "disagree",
-    "≥",
-    "≤",
-    "labelled",
-    "ER",
-    "ER shadow",
-    "NFR",
-    "NFR ≤",
-    "PFR",
-]
-
-
-def live_row(s: dict[str, Any]) -> list[str]:
-    """One serving session's figures as a table row."""
-    return [
-        f"v{s['champion']}",
-        f"v{s['candidate']}",
-        s["status"].lower(),
-        str(s["pairs"]),
-        percent(s["disagreement"]),
-        percent(s["disagreement_lower"]),
-        percent(s["disagreement_upper"]),
-        str(s["labelled"]),
-        percent(s["champion_error_rate"]),
-        percent(s["candidate_error_rate"]),
-        percent(s["nfr"]),
-        percent(s["nfr_upper"]),
-        percent(s["pfr"]),
-    ]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

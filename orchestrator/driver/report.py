@@ -17,6 +17,9 @@ import numpy as np
 from orchestrator.planning.plan import data_request
 from orchestrator.tracking import registry, runs
 from orchestrator.tracking.ledger import LedgerMismatch, shared_samples
+from orchestrator.tracking.live import live_summaries
+from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
+from orchestrator.views.live import LIVE_HEADERS, live_row
 from orchestrator.views.report import Flip, ReportData, png_thumbnail, render_html, top1_confidence
 from workers.data import ImageSet
 from workers.data.text import TextSet
@@ -88,6 +91,8 @@ def gather(model: str, version: str | None = None) -> ReportData:
     registered = {mv.run_id: v for v, mv in listed.items()}
     rows = [r.row() for r in records]
     data = ReportData(model, rows, names, matrix, runs.evaluated_points(model, registered), chosen.version)
+    data.live = [live_row(session) for session in live_summaries(model, SHOWN_CONFIDENCE)]
+    data.live_headers = LIVE_HEADERS
     parent = chosen.parent_version
     if parent is None:
         earlier = records[: records.index(chosen)]

@@ -12,20 +12,28 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from orchestrator.execution.cluster import connect
-from orchestrator.serving.deployments import ServeSettings, application
+from orchestrator.host import worker_env
+from orchestrator.serving.deployments import (
+    Resources,
+    ServeSettings,
+    application,
+    version_app_name,
+    version_application,
+)
 from orchestrator.tracking import registry, store
 from orchestrator.tracking.live import live_runs, start_live_run
 from orchestrator.tracking.version_refs import RegistryError
 
+ONE_CPU_REPLICA = Resources()
 PROXY_READY_S = "120"  # Serve's HTTP proxy's start on a loaded 2-core machine takes more than its 5 s
 
 
 @dataclass(frozen=True)
 class Served:
-    """A running application: where it answers, which versions, and its live run."""
+    """A running application: where it answers, which versions, its live run, how it was deployed."""
 
     model: str
     url: str
@@ -33,6 +41,8 @@ class Served:
     champion: str
     candidate: str | None
     live_run: str | None
+    settings: ServeSettings
+    resources: Resources
 
 
 def app_name(model: str) -> str:
@@ -66,9 +76,7 @@ def serve_model(
     settings: ServeSettings,
     host: str = "127.0.0.1",
     port: int = 8000,
-    replicas: int = 1,
-    cpus: float = 1.0,
-    gpus: float = 0.0,
+    resources: Resources = ONE_CPU_REPLICA,
 ) -> Served:
     """Start (or replace) the model's application on the cluster this process joins; return once it
     answers. RegistryError before anything starts when the versions cannot be served."""
@@ -79,15 +87,24 @@ def serve_model(
         candidate_run = registry.run_of(registry.resolve(f"{model}/{candidate}"))
         run_id = start_live_run(model, champion, candidate)
     os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", PROXY_READY_S)
-    os.environ["MLFLOW_TRACKING_URI"] = store.tracking_uri()  # the replicas' store: this one, absolute
     from ray import serve
 
     name = app_name(model)
     try:
         connect(None)
         serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
-        app = application(model, champion, candidate, run_id, candidate_run, settings, replicas, cpus, gpus)
-        serve.run(app, name=name, route_prefix="/")
+        serve.run(
+            version_application(model, champion, settings, resources, replica_env()),
+            name=version_app_name(model, champion),
+            route_prefix=None,
+        )
+        serve.run(
+            application(model, champion, candidate, run_id, candidate_run, settings, resources, replica_env()),
+            name=name,
+            route_prefix="/",
+        )
+        for old in version_apps(model, keep=champion):  # an application replaced: its old champion's
+            serve.delete(old)
     except BaseException:
         if run_id is not None:
             from mlflow import MlflowClient
@@ -95,7 +112,46 @@ def serve_model(
             MlflowClient().set_terminated(run_id, "FAILED")
         raise
     url = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
-    return Served(model, url, name, champion, candidate, run_id)
+    return Served(model, url, name, champion, candidate, run_id, settings, resources)
+
+
+def replica_env() -> dict[str, str]:
+    """What the replicas need in their environment: this driver's MLflow store (absolute: an embedded
+    one's path from here) and the storage credentials the pipelines' workers get too."""
+    return {**worker_env(), "MLFLOW_TRACKING_URI": store.tracking_uri()}
+
+
+def champion_moved(served: Served) -> str | None:
+    """The version the registry's `champion` alias names now, when it is no longer the served one."""
+    champion = registry.resolve(f"{served.model}@champion").version
+    return champion if champion != served.champion else None
+
+
+def swap_champion(served: Served, champion: str) -> Served:
+    """Serve `champion` in place of the served one without dropping a request: its own application
+    (`version_app_name`) is started beside the old champion's, and once it answers the gateway moves
+    to it (`POST /champion`, which follows the registry's alias); the requests in flight finish on the
+    old one, whose application is then deleted (Serve waits for what it still answers). The live
+    session compared the old champion with its candidate: the gateway stops shadowing, the ledger
+    writes what it holds, and the session's run ends (FINISHED)."""
+    from ray import serve
+
+    serve.run(
+        version_application(served.model, champion, served.settings, served.resources, replica_env()),
+        name=version_app_name(served.model, champion),
+        route_prefix=None,
+    )
+    moved = post(f"{served.url}/champion", {}, timeout=120)
+    if moved.get("version") != champion:
+        raise RegistryError(f"{served.model}@champion names v{moved.get('version')} now, not v{champion}")
+    if served.live_run is not None:
+        post(f"{served.url}/flush", {}, timeout=120)
+        from mlflow import MlflowClient
+
+        MlflowClient().set_terminated(served.live_run, "FINISHED")
+    for name in version_apps(served.model, keep=champion):  # the old champion's (Serve lets it finish)
+        serve.delete(name)
+    return replace(served, champion=champion, candidate=None, live_run=None)
 
 
 def stop_serving(served: Served) -> None:
@@ -107,6 +163,7 @@ def stop_serving(served: Served) -> None:
         post(f"{served.url}/flush", {}, timeout=120)
     finally:
         serve.delete(served.app_name)
+        serve.delete(version_app_name(served.model, served.champion))
         if served.live_run is not None:
             from mlflow import MlflowClient
 
@@ -114,7 +171,7 @@ def stop_serving(served: Served) -> None:
 
 
 def stop_app(model: str) -> bool:
-    """Delete the model's application on the cluster this process joins (its ledger writes what it
+    """Delete the model's applications on the cluster this process joins (the ledger writes what it
     holds as it shuts down) and close the model's running live runs; False when it is not served."""
     from mlflow import MlflowClient
     from ray import serve
@@ -123,11 +180,27 @@ def stop_app(model: str) -> bool:
     connect(None)
     if app_name(model) not in serve.status().applications:
         return False
-    serve.delete(app_name(model))
+    serve.delete(app_name(model))  # the gateway first: it sends no more requests to the versions
+    for name in version_apps(model):
+        serve.delete(name)
     for run in live_runs(model):
         if run.info.status == "RUNNING":
             MlflowClient().set_terminated(run.info.run_id, "FINISHED")
     return True
+
+
+def version_apps(model: str, keep: str | None = None) -> list[str]:
+    """The model's version applications running on the cluster (`version_app_name`), but `keep`'s."""
+    from ray import serve
+
+    prefix = version_app_name(model, "")
+    return [
+        name
+        for name in serve.status().applications
+        if name.startswith(prefix)
+        and name.removeprefix(prefix).isdigit()
+        and name != version_app_name(model, keep or "")
+    ]
 
 
 def post(url: str, body: object, timeout: float = 60) -> dict:

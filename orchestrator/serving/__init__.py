@@ -4,5 +4,7 @@ is shadowed off the response path, and their answers go to the live ledger
 
 - requests.py: what a request and a feedback body hold, checked (pure);
 - predictor.py: a registered version's checkpoint answering raw texts or encoded images (torch);
-- deployments.py: the Ray Serve deployments (gateway, version, ledger) and the application.
+- shadow.py: sending the picked samples to the candidate after the response (plain asyncio);
+- ledger.py: the live ledger's Ray Serve deployment (chunks in the session's run);
+- deployments.py: the gateway and version deployments, and the applications.
 """

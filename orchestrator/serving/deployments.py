@@ -1,17 +1,18 @@
-"""The Ray Serve application of `congruent serve`: one HTTP endpoint in front of a model's champion
+"""The Ray Serve applications of `congruent serve`: one HTTP endpoint in front of a model's champion
 and, with a shadow, its candidate.
 
-- `Gateway` (the ingress): `POST /predict` answers with the champion's classes; the samples the
-  shadow fraction picks go to the candidate as well, in a task of their own (shadow.py: the client
-  never waits for the shadow; a slow or failed shadow is counted, never fails a request).
-  `POST /feedback` takes labels; `GET /live` the live figures; `GET /healthz`.
+- `Gateway` (the ingress of the application `congruent-MODEL`): `POST /predict` answers with the
+  champion's classes; the samples the shadow fraction picks go to the candidate as well, in a task
+  of their own (shadow.py: the client never waits for the shadow; a slow or failed shadow is
+  counted, never fails a request). `POST /feedback` takes labels; `GET /live` the live figures;
+  `GET /healthz`; `POST /champion` moves to the version the registry's alias names (a swap).
 - `VersionModel`: one registered version, loaded from the registry with its own tokenizer / input
-  description; requests are batched across clients (`@serve.batch`).
-- `LiveLedger` (one replica): the pairs and labels, appended to the serving session's run in parquet
-  chunks (orchestrator/tracking/live.py) every `chunk_rows` rows or `flush_s` seconds, whichever
-  comes first, and on a graceful shutdown; on a restart it reads the chunks back, so a crash loses
-  at most what it had not yet written (< chunk_rows rows, ≤ flush_s seconds of them). Each flush
-  logs the live figures to the candidate's version run, as metrics over time (step: pairs seen).
+  description; requests are batched across clients (`@serve.batch`). The champion runs in an
+  application of its own (`version_app_name`), so that a swap starts the new champion beside the
+  old one and the gateway moves only once it answers (Ray Serve's own update of a deployment stops
+  an old replica before its successor is up: with one replica, requests fail meanwhile). The
+  candidate runs beside the gateway.
+- `LiveLedger` (ledger.py, one replica): the pairs and labels, in the session's run.
 
 FastAPI reads the route handlers' annotations at run time (a `Request` parameter), so this module
 does not postpone them (no `from __future__ import annotations`).
@@ -28,9 +29,9 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
+from orchestrator.serving.ledger import LiveLedger
 from orchestrator.serving.requests import RequestError, parse_feedback, parse_predict
 from orchestrator.serving.shadow import Shadow
-from orchestrator.tracking.version_record import SHOWN_CONFIDENCE  # the live figures' bounds, as `versions`'
 
 logger = logging.getLogger("ray.serve")
 
@@ -46,6 +47,15 @@ class ServeSettings:
     chunk_rows: int = 512
     flush_s: float = 5.0
     threads: int = 1  # torch threads of a version replica
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Each version deployment's replicas and what one of them holds."""
+
+    replicas: int = 1
+    cpus: float = 1.0
+    gpus: float = 0.0
 
 
 @serve.deployment(max_ongoing_requests=64)
@@ -77,8 +87,10 @@ class VersionModel:
 
     @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.005)
     async def answer(self, requests: list[list[str | bytes]]) -> list[Any]:
-        """Each request's answers as (class id, probability) pairs, all requests in one forward; a
-        request whose input cannot be read gets its RequestError (the others are answered)."""
+        """Each request's (version, answers), the answers as (class id, probability) pairs, all requests
+        in one forward; a request whose input cannot be read gets its RequestError (the others are
+        answered). The version travels with the answers: during a champion swap (driver/serve.py) a
+        deployment's replicas serve two versions for a moment, and the gateway says which answered."""
         flat = [payload for request in requests for payload in request]
         try:
             answers = await asyncio.to_thread(self.predictor.answer, flat)
@@ -86,131 +98,31 @@ class VersionModel:
             return [await asyncio.to_thread(self._alone, request) for request in requests]
         out, start = [], 0
         for request in requests:
-            out.append([(a.class_id, a.probability) for a in answers[start : start + len(request)]])
+            out.append((self.version, [(a.class_id, a.probability) for a in answers[start : start + len(request)]]))
             start += len(request)
         return out
 
     def _alone(self, request: list[str | bytes]) -> Any:
         try:
-            return [(a.class_id, a.probability) for a in self.predictor.answer(request)]
+            return (self.version, [(a.class_id, a.probability) for a in self.predictor.answer(request)])
         except RequestError as e:
             return e
 
 
-@serve.deployment(num_replicas=1, max_ongoing_requests=256, ray_actor_options={"num_cpus": 0})
-class LiveLedger:
-    """The serving session's pairs and labels (module docstring), held until written."""
+def version_app_name(model: str, version: str) -> str:
+    """The application that serves one version of a model as its champion (no HTTP route: the
+    gateway calls it): a swap starts the new one beside the old before the gateway moves."""
+    return f"congruent-{model}--v{version}"
 
-    def __init__(self, run_id: str, candidate_run: str, settings: ServeSettings) -> None:
-        from orchestrator.tracking import live, store
 
-        store.configure()
-        self.run_id, self.candidate_run, self.settings = run_id, candidate_run, settings
-        pairs, labels = live.read_chunks(run_id, "pairs"), live.read_chunks(run_id, "labels")
-        self.classes = {
-            str(i): (int(a), int(b)) for i, a, b in zip(pairs["id"], pairs["champion_class"], pairs["candidate_class"])
-        }
-        joined = live.latest_labels(labels["id"], labels["id"], labels["label"], labels["time"])
-        self.labels = {str(i): int(k) for i, k in zip(labels["id"], joined)}
-        self.pending: dict[str, list[dict[str, Any]]] = {"pairs": [], "labels": []}
-        self.flusher: asyncio.Task | None = None
-        self.lock = asyncio.Lock()
-
-    def _start_flusher(self) -> None:
-        if self.flusher is None:
-            self.flusher = asyncio.get_running_loop().create_task(self._flush_every())
-
-    async def _flush_every(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.flush_s)
-            await self._flush_kept()
-
-    async def _flush_kept(self) -> None:
-        """`flush`, its failure logged: the store is down, the rows stay pending for the next write."""
-        try:
-            await self.flush()
-        except Exception:
-            logger.exception("live ledger: writing a chunk failed; kept, retried in %s s", self.settings.flush_s)
-
-    async def add_pairs(self, rows: list[dict[str, Any]]) -> None:
-        self._start_flusher()
-        for row in rows:
-            self.classes[row["id"]] = (row["champion_class"], row["candidate_class"])
-        self.pending["pairs"] += rows
-        if len(self.pending["pairs"]) >= self.settings.chunk_rows:
-            await self._flush_kept()
-
-    async def add_labels(self, pairs: list[tuple[str, int]]) -> int:
-        """Labels by request id; how many of them name a pair seen so far."""
-        self._start_flusher()
-        now = time.time()
-        for sample_id, label in pairs:
-            self.labels[sample_id] = label
-        self.pending["labels"] += [{"id": i, "label": k, "time": now} for i, k in pairs]
-        if len(self.pending["labels"]) >= self.settings.chunk_rows:
-            await self._flush_kept()
-        return sum(i in self.classes for i, _ in pairs)
-
-    def counts(self) -> Any:
-        import numpy as np
-
-        from orchestrator.tracking.live import live_counts
-
-        ids = list(self.classes)
-        champion = np.array([self.classes[i][0] for i in ids], dtype=np.int64)
-        candidate = np.array([self.classes[i][1] for i in ids], dtype=np.int64)
-        labels = np.array([self.labels.get(i, -1) for i in ids], dtype=np.int64)
-        return live_counts(champion, candidate, labels)
-
-    def figures(self) -> dict[str, Any]:
-        return {**self.counts().figures(SHOWN_CONFIDENCE), "pending_rows": sum(map(len, self.pending.values()))}
-
-    async def flush(self) -> None:
-        """Write what is pending as one chunk of each kind, then log the figures to the candidate's run."""
-        from orchestrator.tracking.live import write_chunk
-
-        async with self.lock:
-            wrote = False
-            for kind in ("pairs", "labels"):
-                # the rows taken before the write: those that come while it runs wait for the next one
-                rows, self.pending[kind] = self.pending[kind], []
-                if not rows:
-                    continue
-                try:
-                    await asyncio.to_thread(write_chunk, self.run_id, kind, rows)
-                except BaseException:
-                    self.pending[kind] = rows + self.pending[kind]
-                    raise
-                wrote = True
-            if wrote:
-                await asyncio.to_thread(self._log_figures)
-
-    def _log_figures(self) -> None:
-        from mlflow import MlflowClient
-
-        figures = self.figures()
-        step = int(figures["pairs"])
-        client = MlflowClient()
-        for key in ("disagreement", "disagreement_upper", "nfr", "nfr_upper", "pfr", "labelled", "pairs"):
-            value = figures[key]
-            if value is not None:
-                for run in (self.candidate_run, self.run_id):
-                    client.log_metric(run, f"live.{key}", float(value), step=step)
-
-    def __del__(self) -> None:
-        """Serve's graceful shutdown (after the requests in flight): write what is still pending."""
-        pending = getattr(self, "pending", {})  # none when __init__ failed
-        for kind in ("pairs", "labels"):
-            rows, pending[kind] = pending.get(kind, []), []
-            if rows:
-                from orchestrator.tracking.live import write_chunk
-
-                write_chunk(self.run_id, kind, rows)
+def version_handle(model: str, version: str) -> DeploymentHandle:
+    return serve.get_deployment_handle("version", app_name=version_app_name(model, version))
 
 
 async def _json(request: Request) -> Any:
-    """The body as JSON; RequestError when it is not. (Defined before the gateway: `serve.ingress`
-    captures the class with the module's names as they are when it is decorated.)"""
+    """The body as JSON; RequestError when it is not. (This and the functions above are defined before
+    the gateway: `serve.ingress` captures the class with the module's names as they are when it is
+    decorated.)"""
     try:
         return await request.json()
     except ValueError:
@@ -228,13 +140,14 @@ class Gateway:
     def __init__(
         self,
         model: str,
-        champion: DeploymentHandle,
+        champion: str,
         candidate: DeploymentHandle | None,
         ledger: DeploymentHandle | None,
         settings: ServeSettings,
     ) -> None:
         self.model, self.settings = model, settings
-        self.champion, self.candidate, self.ledger = champion, candidate, ledger
+        self.champion = version_handle(model, champion)
+        self.candidate, self.ledger = candidate, ledger
         self.shadow: Shadow | None = None
         if candidate is not None and ledger is not None:
             self.shadow = Shadow(
@@ -242,8 +155,9 @@ class Gateway:
                 lambda rows: ledger.add_pairs.remote(rows),
                 settings.shadow_fraction,
             )
-        self.described: dict[str, Any] | None = None
+        self.described: dict[str, Any] | None = None  # the session's champion, as it started
         self.candidate_version: str | None = None
+        self.swapped = 0  # answers from another champion version than the session's (during a swap)
 
     async def _described(self) -> dict[str, Any]:
         if self.described is None:
@@ -259,10 +173,13 @@ class Gateway:
             "status": "ok",
             "model": self.model,
             "version": described["version"],
-            "shadow": self.candidate_version,
-            "shadow_fraction": self.settings.shadow_fraction if self.candidate is not None else None,
+            "shadow": self.candidate_version if self.shadow else None,
+            "shadow_fraction": self.settings.shadow_fraction if self.shadow else None,
             "shadow_failures": self.shadow.failures if self.shadow else 0,
             "shadows_in_flight": len(self.shadow.tasks) if self.shadow else 0,
+            "pairs_waiting_for_the_ledger": len(self.shadow.unsent) if self.shadow else 0,
+            "pairs_dropped": self.shadow.dropped if self.shadow else 0,
+            "answered_by_another_version": self.swapped,
         }
 
     @app.post("/predict")
@@ -270,11 +187,12 @@ class Gateway:
         described = await self._described()
         try:
             samples = parse_predict(await _json(request), described["modality"], self.settings.max_samples)
-            answers = await self.champion.answer.remote([s.payload for s in samples])
-            if isinstance(answers, RequestError):
-                raise answers
+            answered = await self.champion.answer.remote([s.payload for s in samples])
+            if isinstance(answered, RequestError):
+                raise answered
         except RequestError as e:
             return JSONResponse({"error": str(e), "model": self.model, "version": described["version"]}, 400)
+        version, answers = answered
         names = described["class_names"]
         predictions = [
             {
@@ -285,9 +203,11 @@ class Gateway:
             }
             for s, (k, p) in zip(samples, answers)
         ]
-        if self.shadow is not None:
+        if version != described["version"]:
+            self.swapped += 1  # a new champion answered: its pairs belong to no session of this gateway
+        elif self.shadow is not None:
             self.shadow.send(samples, answers, time.time())
-        return JSONResponse({"model": self.model, "version": described["version"], "predictions": predictions})
+        return JSONResponse({"model": self.model, "version": version, "predictions": predictions})
 
     @app.post("/feedback")
     async def feedback(self, request: Request) -> JSONResponse:
@@ -311,6 +231,27 @@ class Gateway:
             {"model": self.model, "champion": described["version"], "candidate": self.candidate_version, **figures}
         )
 
+    @app.post("/champion")
+    async def follow_champion(self) -> JSONResponse:
+        """Answer with the version the registry's `MODEL@champion` names from now on, once its own
+        application (`version_app_name`) answers: the requests in flight finish on the old one. The
+        registry is the authority, so a caller can only make the gateway catch up with a promotion.
+        The shadow's session compared the old champion with its candidate: it ends here."""
+        from orchestrator.tracking import registry
+
+        version = (await asyncio.to_thread(registry.resolve, f"{self.model}@champion")).version
+        described = await self._described()
+        if version != described["version"]:
+            handle = version_handle(self.model, version)
+            try:
+                answer = await handle.describe.remote()
+            except Exception as e:  # noqa: BLE001  # its application is not deployed (yet): said, nothing changes
+                return JSONResponse({"error": f"v{version} is not deployed: {type(e).__name__}"}, 409)
+            if self.shadow is not None:
+                await self.shadow.drain(timeout=60)
+            self.champion, self.described, self.shadow = handle, answer, None
+        return JSONResponse({"model": self.model, "version": version})
+
     @app.post("/flush")
     async def flush(self) -> dict[str, Any]:
         """Wait for the shadows in flight, then have the ledger write what it holds."""
@@ -321,6 +262,26 @@ class Gateway:
         return {"flushed": True}
 
 
+def _options(resources: Resources, env: dict[str, str]) -> dict[str, Any]:
+    return {
+        "num_replicas": resources.replicas,
+        "ray_actor_options": {"num_cpus": resources.cpus, "num_gpus": resources.gpus, "runtime_env": {"env_vars": env}},
+    }
+
+
+def _device(resources: Resources) -> str:
+    return "cuda" if resources.gpus > 0 else "cpu"
+
+
+def version_application(
+    model: str, version: str, settings: ServeSettings, resources: Resources, env: dict[str, str]
+) -> Any:
+    """One version as the champion (`version_app_name`): its replicas, `resources` each, with `env`
+    (the driver's MLflow store) in their environment."""
+    deployment = VersionModel.options(name="version", **_options(resources, env))  # type: ignore[attr-defined]  # @serve.deployment's
+    return deployment.bind(model, version, settings, _device(resources))
+
+
 def application(
     model: str,
     champion: str,
@@ -328,17 +289,17 @@ def application(
     run_id: str | None,
     candidate_run: str | None,
     settings: ServeSettings,
-    replicas: int = 1,
-    cpus: float = 1.0,
-    gpus: float = 0.0,
+    resources: Resources,
+    env: dict[str, str],
 ) -> Any:
-    """The bound application: the gateway, the champion and, with a candidate, its shadow and ledger."""
-    options = {"num_replicas": replicas, "ray_actor_options": {"num_cpus": cpus, "num_gpus": gpus}}
-    device = "cuda" if gpus > 0 else "cpu"
-    served = VersionModel.options(name="champion", **options).bind(model, champion, settings, device)  # type: ignore[attr-defined]  # @serve.deployment's
+    """The endpoint's application: the gateway (in front of the champion's own application) and, with
+    a candidate, the candidate on `resources` and the ledger; `env` in every replica's environment."""
     shadow = ledger = None
+    light = {"ray_actor_options": {"num_cpus": 0, "runtime_env": {"env_vars": env}}}
     if candidate is not None:
         assert run_id is not None and candidate_run is not None
-        shadow = VersionModel.options(name="candidate", **options).bind(model, candidate, settings, device)  # type: ignore[attr-defined]
-        ledger = LiveLedger.bind(run_id, candidate_run, settings)  # type: ignore[attr-defined]
-    return Gateway.bind(model, served, shadow, ledger, settings)  # type: ignore[attr-defined]
+        shadow = VersionModel.options(name="candidate", **_options(resources, env)).bind(  # type: ignore[attr-defined]
+            model, candidate, settings, _device(resources)
+        )
+        ledger = LiveLedger.options(**light).bind(run_id, candidate_run, settings)  # type: ignore[attr-defined]
+    return Gateway.options(**light).bind(model, champion, shadow, ledger, settings)  # type: ignore[attr-defined]

@@ -35,18 +35,27 @@ def pair_rows(
     ]
 
 
+MAX_UNSENT_ROWS = 100_000  # pairs kept for the ledger while it is unreachable (~20 MB); beyond, the oldest go
+
+
 class Shadow:
-    """The candidate beside the champion (module docstring); `failures` counts the failed sends."""
+    """The candidate beside the champion (module docstring); `failures` counts the shadows the
+    candidate did not answer. Pairs the ledger does not take (its replica restarting) are kept here
+    and sent again with the next ones (`unsent`, at most MAX_UNSENT_ROWS; `dropped` counts what went
+    beyond), so a ledger restart loses only what the ledger itself held unwritten."""
 
     def __init__(
         self,
         candidate: Callable[[list[str | bytes]], Awaitable[Any]],
         ledger: Callable[[list[dict[str, Any]]], Awaitable[Any]],
         fraction: float,
+        max_unsent: int = MAX_UNSENT_ROWS,
     ) -> None:
-        self.candidate, self.ledger, self.fraction = candidate, ledger, fraction
+        self.candidate, self.ledger, self.fraction, self.max_unsent = candidate, ledger, fraction, max_unsent
         self.tasks: set[asyncio.Task] = set()
         self.failures = 0
+        self.unsent: list[dict[str, Any]] = []
+        self.dropped = 0
 
     def send(self, samples: Sequence[Sample], champion: Answers, answered: float) -> None:
         """Start shadowing the picked samples; returns at once (in the running event loop)."""
@@ -61,15 +70,32 @@ class Shadow:
 
     async def _pair(self, samples: list[Sample], champion: Answers, answered: float) -> None:
         try:
-            candidate = await self.candidate([s.payload for s in samples])
-            if isinstance(candidate, RequestError):
-                raise candidate
-            await self.ledger(pair_rows(samples, champion, candidate, answered))
+            answer = await self.candidate([s.payload for s in samples])
+            if isinstance(answer, RequestError):
+                raise answer
         except Exception:  # a failed shadow never fails a request; it is counted
             self.failures += 1
             logger.exception("shadow of %d samples failed", len(samples))
+            return
+        _, candidate = answer  # (version, answers), as VersionModel.answer gives them
+        await self.deliver(pair_rows(samples, champion, candidate, answered))
+
+    async def deliver(self, rows: list[dict[str, Any]]) -> None:
+        """Send `rows` and whatever waits from earlier to the ledger; kept for the next send if it fails."""
+        batch, self.unsent = self.unsent + rows, []
+        if not batch:
+            return
+        try:
+            await self.ledger(batch)
+        except Exception:
+            self.unsent = batch + self.unsent
+            if len(self.unsent) > self.max_unsent:
+                self.dropped += len(self.unsent) - self.max_unsent
+                self.unsent = self.unsent[-self.max_unsent :]
+            logger.exception("the live ledger did not take %d pairs: kept, sent again with the next", len(batch))
 
     async def drain(self, timeout: float) -> None:
-        """Wait (at most `timeout` s) for the shadows in flight."""
+        """Wait (at most `timeout` s) for the shadows in flight, then send what waits for the ledger."""
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=timeout)
+        await self.deliver([])

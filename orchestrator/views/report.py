@@ -47,6 +47,8 @@ class ReportData:
     flips: list[Flip] = field(default_factory=list)
     per_class: list[tuple[str, float]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    live: list[list[str]] = field(default_factory=list)  # serving sessions with a shadow (views/live.py rows)
+    live_headers: list[str] = field(default_factory=list)
 
 
 def top1_confidence(topk_values: np.ndarray) -> np.ndarray:

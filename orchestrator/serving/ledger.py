@@ -1,0 +1,133 @@
+"""`LiveLedger`, the serving session's pairs and labels in one Ray Serve replica (deployments.py
+says how the application uses it): appended to the session's run in parquet chunks
+(orchestrator/tracking/live.py) every `chunk_rows` rows or `flush_s` seconds, whichever comes first,
+and on a graceful shutdown; on a restart it reads the chunks back, so a crash loses at most what it
+had not yet written (< chunk_rows rows, ≤ flush_s seconds of them). Each write logs the live figures
+to the candidate's version run, as metrics over time (step: pairs seen)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from ray import serve
+
+from orchestrator.tracking.version_record import SHOWN_CONFIDENCE  # the live figures' bounds, as `versions`'
+
+if TYPE_CHECKING:
+    from orchestrator.serving.deployments import ServeSettings
+
+logger = logging.getLogger("ray.serve")
+
+
+@serve.deployment(num_replicas=1, max_ongoing_requests=256, ray_actor_options={"num_cpus": 0})
+class LiveLedger:
+    """The serving session's pairs and labels (module docstring), held until written."""
+
+    def __init__(self, run_id: str, candidate_run: str, settings: ServeSettings) -> None:
+        from orchestrator.tracking import live, store
+
+        store.configure()
+        self.run_id, self.candidate_run, self.settings = run_id, candidate_run, settings
+        pairs, labels = live.read_chunks(run_id, "pairs"), live.read_chunks(run_id, "labels")
+        self.classes = {
+            str(i): (int(a), int(b)) for i, a, b in zip(pairs["id"], pairs["champion_class"], pairs["candidate_class"])
+        }
+        joined = live.latest_labels(labels["id"], labels["id"], labels["label"], labels["time"])
+        self.labels = {str(i): int(k) for i, k in zip(labels["id"], joined)}
+        self.pending: dict[str, list[dict[str, Any]]] = {"pairs": [], "labels": []}
+        self.flusher: asyncio.Task | None = None
+        self.lock = asyncio.Lock()
+
+    def _start_flusher(self) -> None:
+        if self.flusher is None:
+            self.flusher = asyncio.get_running_loop().create_task(self._flush_every())
+
+    async def _flush_every(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.flush_s)
+            await self._flush_kept()
+
+    async def _flush_kept(self) -> None:
+        """`flush`, its failure logged: the store is down, the rows stay pending for the next write."""
+        try:
+            await self.flush()
+        except Exception:
+            logger.exception("live ledger: writing a chunk failed; kept, retried in %s s", self.settings.flush_s)
+
+    async def add_pairs(self, rows: list[dict[str, Any]]) -> None:
+        self._start_flusher()
+        for row in rows:
+            self.classes[row["id"]] = (row["champion_class"], row["candidate_class"])
+        self.pending["pairs"] += rows
+        if len(self.pending["pairs"]) >= self.settings.chunk_rows:
+            await self._flush_kept()
+
+    async def add_labels(self, pairs: list[tuple[str, int]]) -> int:
+        """Labels by request id; how many of them name a pair seen so far."""
+        self._start_flusher()
+        now = time.time()
+        for sample_id, label in pairs:
+            self.labels[sample_id] = label
+        self.pending["labels"] += [{"id": i, "label": k, "time": now} for i, k in pairs]
+        if len(self.pending["labels"]) >= self.settings.chunk_rows:
+            await self._flush_kept()
+        return sum(i in self.classes for i, _ in pairs)
+
+    def counts(self) -> Any:
+        import numpy as np
+
+        from orchestrator.tracking.live import live_counts
+
+        ids = list(self.classes)
+        champion = np.array([self.classes[i][0] for i in ids], dtype=np.int64)
+        candidate = np.array([self.classes[i][1] for i in ids], dtype=np.int64)
+        labels = np.array([self.labels.get(i, -1) for i in ids], dtype=np.int64)
+        return live_counts(champion, candidate, labels)
+
+    def figures(self) -> dict[str, Any]:
+        return {**self.counts().figures(SHOWN_CONFIDENCE), "pending_rows": sum(map(len, self.pending.values()))}
+
+    async def flush(self) -> None:
+        """Write what is pending as one chunk of each kind, then log the figures to the candidate's run."""
+        from orchestrator.tracking.live import write_chunk
+
+        async with self.lock:
+            wrote = False
+            for kind in ("pairs", "labels"):
+                # the rows taken before the write: those that come while it runs wait for the next one
+                rows, self.pending[kind] = self.pending[kind], []
+                if not rows:
+                    continue
+                try:
+                    await asyncio.to_thread(write_chunk, self.run_id, kind, rows)
+                except BaseException:
+                    self.pending[kind] = rows + self.pending[kind]
+                    raise
+                wrote = True
+            if wrote:
+                await asyncio.to_thread(self._log_figures)
+
+    def _log_figures(self) -> None:
+        from mlflow import MlflowClient
+
+        figures = self.figures()
+        step = int(figures["pairs"])
+        client = MlflowClient()
+        for key in ("disagreement", "disagreement_upper", "nfr", "nfr_upper", "pfr", "labelled", "pairs"):
+            value = figures[key]
+            if value is not None:
+                for run in (self.candidate_run, self.run_id):
+                    client.log_metric(run, f"live.{key}", float(value), step=step)
+
+    def __del__(self) -> None:
+        """Serve's graceful shutdown (after the requests in flight): write what is still pending."""
+        pending = getattr(self, "pending", {})  # none when __init__ failed
+        for kind in ("pairs", "labels"):
+            rows, pending[kind] = pending.get(kind, []), []
+            if rows:
+                from orchestrator.tracking.live import write_chunk
+
+                write_chunk(self.run_id, kind, rows)

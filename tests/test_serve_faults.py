@@ -1,0 +1,187 @@
+"""`congruent serve` under faults, on the two-node cluster with an MLflow server: clients keep
+sending while (1) the MLflow server is down for 30 s: serving goes on, and the pairs of that time are
+kept and written once it is back; (2) a replica is killed (the champion's, the candidate's, the
+ledger's): what each costs in failed requests and lost pairs is counted and recorded for
+docs/reliability.md (benchmarks/reliability.py)."""
+
+from __future__ import annotations
+
+import base64
+import signal
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+
+from conftest import run_update
+from orchestrator.driver.serve import post, serve_model, stop_serving
+from orchestrator.serving.deployments import Resources, ServeSettings, version_app_name
+from orchestrator.tracking import live, promotion, store
+from processes import free_port
+from reliability_records import record
+from servers import start_mlflow_server
+from test_serving import png
+
+DOWN_S = 30
+
+
+class Traffic:
+    """Clients sending one image a request, each with a fresh id, until stopped: the answered ids and
+    the failures, each with when it happened."""
+
+    def __init__(self, url: str, image: bytes, clients: int = 2) -> None:
+        self.url, self.body = url, base64.b64encode(image).decode()
+        self.answered: list[tuple[float, str]] = []
+        self.failed: list[tuple[float, str]] = []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._send, args=(c,)) for c in range(clients)]
+
+    def _send(self, client: int) -> None:
+        n = 0
+        while not self.stop.is_set():
+            sample_id = f"c{client}-{n}"
+            n += 1
+            try:
+                post(f"{self.url}/predict", {"inputs": [self.body], "ids": [sample_id]}, timeout=60)
+                self.answered.append((time.monotonic(), sample_id))
+            except (OSError, ValueError) as e:  # HTTP errors, resets, time-outs: what the test counts
+                self.failed.append((time.monotonic(), repr(e)[:120]))
+            time.sleep(0.02)
+
+    def wait_for(self, answers: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.answered) < answers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(self.answered) >= answers, (len(self.answered), self.failed[-3:])
+
+    @contextmanager
+    def running(self):
+        for thread in self.threads:
+            thread.start()
+        try:
+            yield self
+        finally:
+            self.stop.set()
+            for thread in self.threads:
+                thread.join(timeout=120)
+
+
+@pytest.fixture
+def served_versions(ray_cluster, spec_document, tmp_path, fashion_mnist, monkeypatch):
+    """v1 (champion) and v2 of a model tracked on an MLflow server of this test: (model, server, image)."""
+    server_args = (tmp_path / "server", f"sqlite:///{tmp_path / 'backend.db'}", str(tmp_path / "art"), {})
+    server = start_mlflow_server(*server_args)
+    server.start_args = server_args  # (a restart is the same start on the same port)
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", server.uri)
+        store.configure()
+        model = f"faults-{tmp_path.name}"[-60:]
+        data = {"train_limit": 500, "eval_limit": 200}
+        run_update(spec_document(model=model, version="v1", data=data), tmp_path / "v1")
+        run_update(spec_document(model=model, version="v2", arch="mlp", data=data), tmp_path / "v2")
+        promotion.set_champion(model, "1")
+        yield model, server, png(fashion_mnist.eval.images[5000][0].numpy())
+    finally:
+        server.stop()
+
+
+def kill_replica(app: str, deployment: str) -> int:
+    """Kill one replica actor of `deployment` in `app` (no restart of that actor: Serve starts a new
+    one); the pid it had."""
+    import ray
+
+    prefix = f"SERVE_REPLICA::{app}#{deployment}#"
+    [named] = [a for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix)]
+    actor = ray.get_actor(named["name"], namespace=named["namespace"])
+    pid = ray.get(actor.__ray_call__.remote(lambda self: __import__("os").getpid()))
+    ray.kill(actor, no_restart=True)
+    return pid
+
+
+@pytest.mark.slow
+def test_serving_goes_on_while_mlflow_is_down_and_the_pairs_are_written_when_it_is_back(served_versions):
+    from ray import serve
+
+    model, server, image = served_versions
+    settings = ServeSettings(chunk_rows=20, flush_s=1.0)
+    served = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=0.5))
+    try:
+        with Traffic(served.url, image).running() as traffic:
+            traffic.wait_for(20)
+            server.stop_signal = signal.SIGKILL
+            killed_pid = server.proc.pid
+            server.stop()
+            down_from, answered_before = time.monotonic(), len(traffic.answered)
+            time.sleep(DOWN_S)
+            answered_while_down = len(traffic.answered) - answered_before
+            restarted = start_mlflow_server(*server.start_args, port=server.port)
+            up_at = time.monotonic()
+            traffic.wait_for(len(traffic.answered) + 20)
+        post(f"{served.url}/flush", {}, timeout=300)  # the client's retries carry what waited to be written
+    finally:
+        stop_serving(served)
+        serve.shutdown()
+    pairs = live.run_counts(served.live_run).pairs
+    answered = len(traffic.answered)
+    record(
+        "fault",
+        fault=f"serving with a shadow: the MLflow server SIGKILLed for {DOWN_S} s under load, then restarted",
+        killed_pid=killed_pid,
+        survived=not traffic.failed and pairs == answered,
+        requests_answered=answered,
+        answered_while_down=answered_while_down,
+        requests_failed=len(traffic.failed),
+        pairs_written=pairs,
+        pairs_lost=answered - pairs,
+        downtime_s=round(up_at - down_from, 1),
+    )
+    restarted.stop()
+    assert traffic.failed == []  # not one request failed: the endpoint never waits for MLflow
+    assert answered_while_down > 0  # it answered while the server was down
+    assert pairs == answered  # every pair of the session, those of the downtime too, reached the run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("deployment", ["version", "candidate", "LiveLedger"])
+def test_a_killed_replica_costs_what_is_counted(served_versions, deployment):
+    """A replica SIGKILLed under load (the champion's, with 1 replica; the shadow's; the ledger's):
+    Serve starts another; the failed requests and the pairs lost are counted. Requests fail only when
+    the champion's only replica is gone; a killed shadow costs the pairs in flight; a killed ledger
+    the rows it had not written (< chunk_rows, ≤ flush_s of them)."""
+    from ray import serve
+
+    model, _, image = served_versions
+    settings = ServeSettings(chunk_rows=20, flush_s=1.0)
+    served = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=0.5))
+    app = version_app_name(model, "1") if deployment == "version" else served.app_name
+    try:
+        with Traffic(served.url, image).running() as traffic:
+            traffic.wait_for(30)
+            killed_at = time.monotonic()
+            killed_pid = kill_replica(app, deployment)
+            traffic.wait_for(len(traffic.answered) + 30, timeout=300)
+        post(f"{served.url}/flush", {}, timeout=120)
+    finally:
+        stop_serving(served)
+        serve.shutdown()
+    answered, pairs = len(traffic.answered), live.run_counts(served.live_run).pairs
+    failed_after = [t - killed_at for t, _ in traffic.failed]
+    record(
+        "fault",
+        fault=f"serving with a shadow: the {'champion' if deployment == 'version' else deployment} replica "
+        "SIGKILLed under load",
+        killed_pid=killed_pid,
+        survived=True,
+        requests_answered=answered,
+        requests_failed=len(traffic.failed),
+        failing_for_s=round(max(failed_after), 1) if failed_after else 0,
+        pairs_written=pairs,
+        pairs_lost=answered - pairs,
+    )
+    if deployment != "version":
+        assert traffic.failed == []  # the shadow and the ledger are off the response path
+    if deployment == "LiveLedger":  # the gateway keeps the rows the ledger could not take, and resends
+        assert 0 <= answered - pairs <= settings.chunk_rows + 64  # what the ledger held unwritten
+    else:
+        assert 0 <= answered - pairs <= answered
