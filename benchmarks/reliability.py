@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.report import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = [
     "tests/test_faults.py",
@@ -44,16 +46,19 @@ TESTS = [
     "tests/test_jobs.py::test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written",
     "tests/test_jobs.py::test_no_credential_reaches_mlflow_storage_logs_or_output",
     "tests/test_load.py",
+    "tests/test_serve_faults.py",
 ]
+SERVING_TESTS = ["tests/test_serve_faults.py"]
+SERVING_SECTION = "## Serving under faults"
 TEMP_PATH = re.compile(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/\s:]+")  # each test's tmp_path, shown as $TMP
 
 
-def run_tests(records: Path) -> tuple[int, str]:
-    """pytest over TESTS with the records file set; (exit code, its summary line)."""
+def run_tests(records: Path, tests: list[str] = TESTS) -> tuple[int, str]:
+    """pytest over `tests` with the records file set; (exit code, its summary line)."""
     env = {**os.environ, "CONGRUENT_RELIABILITY_RECORDS": str(records), "PYTHONPATH": str(ROOT)}
     env["CONGRUENT_LOAD"] = "full"  # test_load.py: ten jobs, each fault
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -180,6 +185,26 @@ EXPOSURE = [
 ]
 
 
+def serving_section(rows: list[dict], summary: str) -> str:
+    """`congruent serve` under faults (tests/test_serve_faults.py): each fault, what it cost."""
+    lines = [
+        f"`python -m benchmarks.reliability --serving` ({datetime.date.today().isoformat()}, pytest {summary}): "
+        "`congruent serve` with v2 shadowed beside champion v1 on the two-node cluster (0.5 CPU a version "
+        "replica, one each), tracked on an MLflow server (sqlite); two clients send one image a request, "
+        "each with a fresh id, while the fault is injected. Pairs lost = requests answered − pairs in the "
+        "session's run after the graceful stop (the shadow's fraction is 1: every answer should have a pair).",
+        "",
+        "| fault injected | pid killed | requests answered | requests failed | failing for | pairs lost | what holds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['fault']} | {row.get('killed_pid') or '-'} | {row['requests_answered']} | "
+            f"{row['requests_failed']} | {row.get('failing_for_s', 0)} s | {row['pairs_lost']} | {row['holds']} |"
+        )
+    return "\n".join(lines)
+
+
 def report(records: list[dict], code: int, summary: str) -> str:
     faults = [r for r in records if r["kind"] == "fault"]
     bad = [r for r in records if r["kind"] == "bad_input"]
@@ -224,6 +249,9 @@ def report(records: list[dict], code: int, summary: str) -> str:
         "",
     ]
     lines += load_section([r for r in records if r["kind"] == "load"])
+    serving = [r for r in records if r["kind"] == "serve_fault"]
+    if serving:
+        lines += [SERVING_SECTION, "", serving_section(serving, summary), ""]
     if environment:
         lines += [
             f"An unreachable tracking server: `{environment[0]['stderr']}` "
@@ -268,14 +296,21 @@ def kept_sections(path: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/reliability.md")
+    parser.add_argument(
+        "--serving", action="store_true", help=f"only {', '.join(SERVING_TESTS)}: rewrite its section alone"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         records_path = Path(tmp, "records.jsonl")
-        code, summary = run_tests(records_path)
+        code, summary = run_tests(records_path, SERVING_TESTS if args.serving else TESTS)
         records = load_records(records_path)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report(records, code, summary) + kept_sections(out))
+    if args.serving:
+        serving = [r for r in records if r["kind"] == "serve_fault"]
+        write_section(out, SERVING_SECTION, serving_section(serving, summary))
+    else:
+        out.write_text(report(records, code, summary) + kept_sections(out))
     print(f"{out}: {summary}")
     sys.exit(code)
 
