@@ -221,6 +221,13 @@ competes with the champion's: the cost is an upper bound of what a shadow on its
 (`answered`), read back from the session's parquet chunks after the graceful stop: equal means no pair \
 was lost.
 
+Where a shadow's cost goes: per request the gateway makes one Ray call to the champion; with a \
+shadow, two more (the candidate's answer, the ledger's append), each through the same cores as the \
+champion's. The candidate's forward is batched across requests (`@serve.batch`), those calls are not: \
+coalescing the shadowed samples of many requests into one candidate call and one ledger append per few \
+milliseconds is the next step, and a candidate on a node of its own takes its forward off the \
+champion's cores.
+
 ![latency](serve-load-latency.png)
 """
 
@@ -263,7 +270,8 @@ def main() -> None:
         os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{work / 'mlflow.db'}"
         import ray
 
-        ray.init(num_cpus=os.cpu_count() or 2, logging_level=logging.ERROR)
+        # the replicas' logs stay in their files: this process is also the clients, printing them would cost it
+        ray.init(num_cpus=os.cpu_count() or 2, logging_level=logging.ERROR, log_to_driver=False)
         register_versions(work)
         images = png_images(256)
         rows = []
