@@ -119,6 +119,10 @@ def version_handle(model: str, version: str) -> DeploymentHandle:
     return serve.get_deployment_handle("version", app_name=version_app_name(model, version))
 
 
+async def _awaited(response: Any) -> Any:
+    return await response
+
+
 async def _json(request: Request) -> Any:
     """The body as JSON; RequestError when it is not. (This and the functions above are defined before
     the gateway: `serve.ingress` captures the class with the module's names as they are when it is
@@ -155,7 +159,7 @@ class Gateway:
                 lambda rows: ledger.add_pairs.remote(rows),
                 settings.shadow_fraction,
             )
-        self.described: dict[str, Any] | None = None  # the session's champion, as it started
+        self.described: dict[str, Any] | None = None  # the served champion's description
         self.candidate_version: str | None = None
         self.swapped = 0  # answers from another champion version than the session's (during a swap)
 
@@ -243,8 +247,8 @@ class Gateway:
         described = await self._described()
         if version != described["version"]:
             handle = version_handle(self.model, version)
-            try:
-                answer = await handle.describe.remote()
+            try:  # a handle to an application that is not there waits for it: bounded
+                answer = await asyncio.wait_for(_awaited(handle.describe.remote()), timeout=60)
             except Exception as e:  # noqa: BLE001  # its application is not deployed (yet): said, nothing changes
                 return JSONResponse({"error": f"v{version} is not deployed: {type(e).__name__}"}, 409)
             if self.shadow is not None:
