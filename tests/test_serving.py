@@ -267,7 +267,8 @@ def test_rows_that_come_while_the_ledger_writes_a_chunk_are_kept_for_the_next(tm
 
 def test_serve_follows_the_champion_alias_and_keeps_serving_while_the_registry_is_out_of_reach(monkeypatch, capsys):
     """The `congruent serve` loop's check: nothing moved, then MLflow down (said; v1 still served),
-    then the alias on v3: one swap, after which v3 is what is served and the shadow's session is over."""
+    then the alias on v3: one swap, after which v3 is what is served and the shadow's session is over;
+    then a swap to v4 that fails: said, v3 still served."""
     from dataclasses import replace
 
     from mlflow.exceptions import MlflowException
@@ -276,7 +277,7 @@ def test_serve_follows_the_champion_alias_and_keeps_serving_while_the_registry_i
     from orchestrator.driver import serve as driver
     from orchestrator.serving.deployments import Resources, ServeSettings
 
-    answers: list = [None, MlflowException("connection refused"), "3"]
+    answers: list = [None, MlflowException("connection refused"), "3", "4"]
 
     def champion_moved(served):
         answer = answers.pop(0)
@@ -288,6 +289,8 @@ def test_serve_follows_the_champion_alias_and_keeps_serving_while_the_registry_i
 
     def swap_champion(served, version):
         swaps.append((served.champion, version))
+        if version == "4":
+            raise RuntimeError("Deploying application congruent-m--v4 failed")
         return replace(served, champion=version, candidate=None, live_run=None)
 
     monkeypatch.setattr(driver, "champion_moved", champion_moved)
@@ -299,6 +302,8 @@ def test_serve_follows_the_champion_alias_and_keeps_serving_while_the_registry_i
     followed = follow_champion(served)
     assert swaps == [("1", "3")] and (followed.champion, followed.candidate) == ("3", None)
     assert "champion moved to v3: swapping v1 for it; the live session of v2 ended" in capsys.readouterr().out
+    assert follow_champion(followed) is followed  # a swap that failed: v3 still served, tried again later
+    assert "the swap failed (RuntimeError: Deploying application congruent-m--v4 failed)" in capsys.readouterr().out
 
 
 def test_pairs_the_ledger_did_not_take_are_sent_again_with_the_next_and_only_the_oldest_beyond_the_cap_go():

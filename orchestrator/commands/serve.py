@@ -80,9 +80,13 @@ def follow_champion(served: Served) -> Served:
         return served
     ended = f"; the live session of v{served.candidate} ended" if served.candidate else ""
     print(f"{served.model}: champion moved to v{moved}: swapping v{served.champion} for it{ended}")
-    served = swap_champion(served, moved)
+    try:
+        swapped = swap_champion(served, moved)
+    except (RegistryError, OSError, ValueError, RuntimeError) as e:  # a deploy or the gateway failed: retried
+        print(f"{served.model}: the swap failed ({type(e).__name__}: {e}); tried again at the next check")
+        return served
     print(f"{served.model}: serving champion v{moved} at {served.url}")
-    return served
+    return swapped
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
