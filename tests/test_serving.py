@@ -335,12 +335,44 @@ def test_pairs_the_ledger_did_not_take_are_sent_again_with_the_next_and_only_the
             await shadow.drain(timeout=5)  # (drain's own resend finds the ledger down too, for a and b, c)
         assert taken == ["a", "b", "c", "d"] and shadow.unsent == [] and shadow.failures == 0
         capped = Shadow(candidate, ledger, 1.0, max_unsent=3)
-        down[:] = [True, True, False]
+        down[:] = [True, False]  # the two sends are coalesced into one append: refused, then taken at drain
         capped.send(samples("e", "f"), [(0, 0.9)] * 2, answered=2.0)
         capped.send(samples("g", "h"), [(0, 0.9)] * 2, answered=2.0)
         await asyncio.wait(set(capped.tasks))
         assert [row["id"] for row in capped.unsent] == ["f", "g", "h"] and capped.dropped == 1
         await capped.drain(timeout=5)
         assert taken[-3:] == ["f", "g", "h"] and capped.unsent == []
+
+    asyncio.run(scenario())
+
+
+def test_the_shadowed_samples_of_requests_close_in_time_go_in_one_candidate_call_and_one_append():
+    """Five requests answered within the coalescing wait: one candidate call with their six samples,
+    one ledger append, each pair with its own request's time; a later request gets calls of its own."""
+    import asyncio
+
+    from orchestrator.serving.requests import Sample
+    from orchestrator.serving.shadow import Shadow
+
+    calls, appends = [], []
+
+    async def candidate(payloads):
+        calls.append(list(payloads))
+        return "2", [(1, 0.5)] * len(payloads)
+
+    async def ledger(rows):
+        appends.append([(row["id"], row["time"]) for row in rows])
+
+    async def scenario():
+        shadow = Shadow(candidate, ledger, 1.0, coalesce_s=0.05)
+        for n in range(5):
+            ids = [f"r{n}"] + (["extra"] if n == 4 else [])
+            shadow.send([Sample(i, f"text {i}", digest(f"text {i}")) for i in ids], [(0, 0.9)] * len(ids), float(n))
+        await shadow.drain(timeout=5)
+        assert calls == [["text r0", "text r1", "text r2", "text r3", "text r4", "text extra"]]
+        assert appends == [[("r0", 0.0), ("r1", 1.0), ("r2", 2.0), ("r3", 3.0), ("r4", 4.0), ("extra", 4.0)]]
+        shadow.send([Sample("late", "text late", digest("text late"))], [(0, 0.9)], 9.0)
+        await shadow.drain(timeout=5)
+        assert len(calls) == len(appends) == 2 and appends[-1] == [("late", 9.0)]
 
     asyncio.run(scenario())

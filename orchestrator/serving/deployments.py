@@ -180,7 +180,7 @@ class Gateway:
             "shadow": self.candidate_version if self.shadow else None,
             "shadow_fraction": self.settings.shadow_fraction if self.shadow else None,
             "shadow_failures": self.shadow.failures if self.shadow else 0,
-            "shadows_in_flight": len(self.shadow.tasks) if self.shadow else 0,
+            "samples_queued_for_the_shadow": len(self.shadow.queued) if self.shadow else 0,
             "pairs_waiting_for_the_ledger": len(self.shadow.unsent) if self.shadow else 0,
             "pairs_dropped": self.shadow.dropped if self.shadow else 0,
             "answered_by_another_version": self.swapped,

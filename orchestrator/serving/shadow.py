@@ -1,8 +1,11 @@
-"""Shadowing off the response path: the samples a fraction picks go to the candidate in a task of
-their own, started after the champion answered; their pairs go to the live ledger. The caller (the
-gateway) returns its response at once; a slow candidate delays only its task, a failing one is
-counted and logged, never raised. Plain asyncio: the candidate and the ledger are any awaitables
-(Ray Serve handles in the gateway, coroutines in tests)."""
+"""Shadowing off the response path: the samples a fraction picks are queued after the champion
+answered, and a task of their own sends them to the candidate and their pairs to the live ledger.
+The caller (the gateway) returns its response at once; a slow candidate delays only that task, a
+failing one is counted and logged, never raised. The samples of many requests are coalesced: one
+candidate call and one ledger append carry all that queued meanwhile (at least `coalesce_s`, at most
+`max_coalesced` samples), so a shadow adds two calls per few milliseconds, not two per request. Plain
+asyncio: the candidate and the ledger are any awaitables (Ray Serve handles in the gateway,
+coroutines in tests)."""
 
 from __future__ import annotations
 
@@ -18,20 +21,21 @@ Answers = list[tuple[int, float]]
 
 
 def pair_rows(
-    samples: Sequence[Sample], champion: Answers, candidate: Answers, answered: float
+    samples: Sequence[Sample], champion: Answers, candidate: Answers, answered: Sequence[float]
 ) -> list[dict[str, Any]]:
-    """The live ledger's rows (tracking/live.py PAIR_SCHEMA) of samples both versions answered."""
+    """The live ledger's rows (tracking/live.py PAIR_SCHEMA) of samples both versions answered, each
+    with the time the champion answered it."""
     return [
         {
             "id": s.id,
             "digest": s.digest,
-            "time": answered,
+            "time": t,
             "champion_class": k,
             "champion_probability": p,
             "candidate_class": k2,
             "candidate_probability": p2,
         }
-        for s, (k, p), (k2, p2) in zip(samples, champion, candidate, strict=True)
+        for s, (k, p), (k2, p2), t in zip(samples, champion, candidate, answered, strict=True)
     ]
 
 
@@ -39,10 +43,11 @@ MAX_UNSENT_ROWS = 100_000  # pairs kept for the ledger while it is unreachable (
 
 
 class Shadow:
-    """The candidate beside the champion (module docstring); `failures` counts the shadows the
-    candidate did not answer. Pairs the ledger does not take (its replica restarting) are kept here
-    and sent again with the next ones (`unsent`, at most MAX_UNSENT_ROWS; `dropped` counts what went
-    beyond), so a ledger restart loses only what the ledger itself held unwritten."""
+    """The candidate beside the champion (module docstring); `failures` counts the candidate calls
+    that failed. Pairs the ledger does not take (its replica restarting) are kept here and sent again
+    with the next ones (`unsent`), so a ledger restart loses only what the ledger itself held
+    unwritten. `queued` and `unsent` each hold at most `max_unsent` rows; `dropped` counts the oldest
+    that went beyond."""
 
     def __init__(
         self,
@@ -50,25 +55,40 @@ class Shadow:
         ledger: Callable[[list[dict[str, Any]]], Awaitable[Any]],
         fraction: float,
         max_unsent: int = MAX_UNSENT_ROWS,
+        coalesce_s: float = 0.005,
+        max_coalesced: int = 256,
     ) -> None:
         self.candidate, self.ledger, self.fraction, self.max_unsent = candidate, ledger, fraction, max_unsent
+        self.coalesce_s, self.max_coalesced = coalesce_s, max_coalesced
+        self.queued: list[tuple[Sample, tuple[int, float], float]] = []
+        self.sender: asyncio.Task | None = None
         self.tasks: set[asyncio.Task] = set()
         self.failures = 0
         self.unsent: list[dict[str, Any]] = []
         self.dropped = 0
 
     def send(self, samples: Sequence[Sample], champion: Answers, answered: float) -> None:
-        """Start shadowing the picked samples; returns at once (in the running event loop)."""
-        picked = [(s, a) for s, a in zip(samples, champion) if shadowed(s.id, self.fraction)]
+        """Queue the picked samples for the candidate; returns at once (in the running event loop)."""
+        picked = [(s, a, answered) for s, a in zip(samples, champion) if shadowed(s.id, self.fraction)]
         if not picked:
             return
-        task = asyncio.get_running_loop().create_task(
-            self._pair([s for s, _ in picked], [a for _, a in picked], answered)
-        )
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.queued += picked
+        if len(self.queued) > self.max_unsent:  # the candidate does not keep up: the oldest go, counted
+            self.dropped += len(self.queued) - self.max_unsent
+            self.queued = self.queued[-self.max_unsent :]
+        if self.sender is None or self.sender.done():
+            self.sender = asyncio.get_running_loop().create_task(self._send_queued())
+            self.tasks.add(self.sender)
+            self.sender.add_done_callback(self.tasks.discard)
 
-    async def _pair(self, samples: list[Sample], champion: Answers, answered: float) -> None:
+    async def _send_queued(self) -> None:
+        """Until the queue is empty: wait `coalesce_s` for more, then pair what queued (one call each)."""
+        while self.queued:
+            await asyncio.sleep(self.coalesce_s)
+            batch, self.queued = self.queued[: self.max_coalesced], self.queued[self.max_coalesced :]
+            await self._pair([s for s, _, _ in batch], [a for _, a, _ in batch], [t for _, _, t in batch])
+
+    async def _pair(self, samples: list[Sample], champion: Answers, answered: list[float]) -> None:
         try:
             answer = await self.candidate([s.payload for s in samples])
             if isinstance(answer, RequestError):
