@@ -221,12 +221,10 @@ competes with the champion's: the cost is an upper bound of what a shadow on its
 (`answered`), read back from the session's parquet chunks after the graceful stop: equal means no pair \
 was lost.
 
-Where a shadow's cost goes: per request the gateway makes one Ray call to the champion; with a \
-shadow, two more (the candidate's answer, the ledger's append), each through the same cores as the \
-champion's. The candidate's forward is batched across requests (`@serve.batch`), those calls are not: \
-coalescing the shadowed samples of many requests into one candidate call and one ledger append per few \
-milliseconds is the next step, and a candidate on a node of its own takes its forward off the \
-champion's cores.
+Where a shadow's cost goes: the gateway coalesces the shadowed samples of the requests that come \
+within 5 ms into one candidate call and one ledger append (orchestrator/serving/shadow.py); what \
+remains is the candidate's forward and the gateway's extra work, on the same cores as the champion's. \
+A candidate on a node of its own (`--ray-address` to a cluster) takes its forward off them.
 
 ![latency](serve-load-latency.png)
 """
