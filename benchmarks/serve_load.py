@@ -148,7 +148,7 @@ def register_versions(work: Path) -> None:
 def serve_round(images: list[str], shadow: bool, args: argparse.Namespace, tag: str) -> dict:
     """Serve v1 (with v2 shadowed when `shadow`), load it, stop it; its figures."""
     from orchestrator.driver.serve import serve_model, stop_serving
-    from orchestrator.serving.deployments import Resources, ServeSettings
+    from orchestrator.serving.settings import Resources, ServeSettings
     from orchestrator.tracking import live
 
     settings = ServeSettings(max_batch_size=args.max_batch_size, batch_wait_s=args.batch_wait_ms / 1000)

@@ -20,8 +20,8 @@ from conftest import run_update
 from orchestrator.cli import main
 from orchestrator.driver.compare import compare_predictions
 from orchestrator.driver.serve import champion_moved, post, serve_model, stop_serving, swap_champion
-from orchestrator.serving.deployments import Resources, ServeSettings
 from orchestrator.serving.predictor import Predictor
+from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.tracking import live, promotion, registry
 from orchestrator.tracking.version_refs import VersionRef
 from processes import free_port

@@ -222,13 +222,13 @@ def test_rows_that_come_while_the_ledger_writes_a_chunk_are_kept_for_the_next(tm
     import asyncio
     import time
 
-    from orchestrator.serving import deployments
     from orchestrator.serving import ledger as ledger_module
+    from orchestrator.serving.settings import ServeSettings
 
     store.configure()
     run_id = live.start_live_run(f"writer-{tmp_path.name}", "1", "2")
     ledger_class = ledger_module.LiveLedger.func_or_class
-    settings = deployments.ServeSettings(chunk_rows=1000, flush_s=3600)
+    settings = ServeSettings(chunk_rows=1000, flush_s=3600)
     real_write = live.write_chunk
 
     def slow_write(run, kind, rows):
@@ -275,7 +275,7 @@ def test_serve_follows_the_champion_alias_and_keeps_serving_while_the_registry_i
 
     from orchestrator.commands.serve import follow_champion
     from orchestrator.driver import serve as driver
-    from orchestrator.serving.deployments import Resources, ServeSettings
+    from orchestrator.serving.settings import Resources, ServeSettings
 
     answers: list = [None, MlflowException("connection refused"), "3", "4"]
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when t
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.serve import app_name, serve_model, stop_app, stop_serving
-    from orchestrator.serving.deployments import Resources, ServeSettings
+    from orchestrator.serving.settings import Resources, ServeSettings
     from orchestrator.tracking.version_refs import RegistryError
 
     if args.stop:

@@ -16,13 +16,8 @@ from dataclasses import dataclass, replace
 
 from orchestrator.execution.cluster import connect
 from orchestrator.host import worker_env
-from orchestrator.serving.deployments import (
-    Resources,
-    ServeSettings,
-    application,
-    version_app_name,
-    version_application,
-)
+from orchestrator.serving.deployments import application, version_app_name, version_application
+from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.tracking import registry, store
 from orchestrator.tracking.live import live_runs, start_live_run
 from orchestrator.tracking.version_refs import RegistryError

@@ -21,7 +21,6 @@ does not postpone them (no `from __future__ import annotations`).
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -31,31 +30,10 @@ from ray.serve.handle import DeploymentHandle
 
 from orchestrator.serving.ledger import LiveLedger
 from orchestrator.serving.requests import RequestError, parse_feedback, parse_predict
+from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.serving.shadow import Shadow
 
 logger = logging.getLogger("ray.serve")
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    """How the application serves: batching, the shadow's share, the ledger's chunks."""
-
-    max_batch_size: int = 32
-    batch_wait_s: float = 0.005
-    shadow_fraction: float = 1.0
-    max_samples: int = 256  # per request
-    chunk_rows: int = 512
-    flush_s: float = 5.0
-    threads: int = 1  # torch threads of a version replica
-
-
-@dataclass(frozen=True)
-class Resources:
-    """Each version deployment's replicas and what one of them holds."""
-
-    replicas: int = 1
-    cpus: float = 1.0
-    gpus: float = 0.0
 
 
 @serve.deployment(max_ongoing_requests=64)

@@ -10,14 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ray import serve
 
+from orchestrator.serving.settings import ServeSettings
 from orchestrator.tracking.version_record import SHOWN_CONFIDENCE  # the live figures' bounds, as `versions`'
-
-if TYPE_CHECKING:
-    from orchestrator.serving.deployments import ServeSettings
 
 logger = logging.getLogger("ray.serve")
 

@@ -1,0 +1,28 @@
+"""How `congruent serve` serves (batching, the shadow's share, the ledger's chunks) and what each
+version replica holds: plain values the deployments, the ledger and the driver share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """How the application serves: batching, the shadow's share, the ledger's chunks."""
+
+    max_batch_size: int = 32
+    batch_wait_s: float = 0.005
+    shadow_fraction: float = 1.0
+    max_samples: int = 256  # per request
+    chunk_rows: int = 512
+    flush_s: float = 5.0
+    threads: int = 1  # torch threads of a version replica
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Each version deployment's replicas and what one of them holds."""
+
+    replicas: int = 1
+    cpus: float = 1.0
+    gpus: float = 0.0
