@@ -79,7 +79,7 @@ def test_ctrl_c_discards_partial_checkpoints_and_keeps_finished_ones(where, tmp_
     train_job(done)
     interrupted_after_first_epoch(cut)
     assert finished(done) and not finished(cut) and not finished(never)
-    assert discard_unfinished([done, cut, never]) == [cut.checkpoint_uri]
+    assert discard_unfinished([done, cut, never], settle_s=0) == [cut.checkpoint_uri]
     assert finished(done) and storage.download(done.checkpoint_uri, tmp_path / "copy.pt")
     assert read_checkpoint(tmp_path / "copy.pt")["epoch"] == 1
     assert not storage.download(cut.checkpoint_uri, tmp_path / "gone.pt")
@@ -152,3 +152,23 @@ def test_an_s3_storage_check_needs_credentials_a_server_and_the_bucket(s3_env, m
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(storage.StorageError, match="s3://runs/prefix: no AWS credentials"):
         storage.check_writable("s3://runs/prefix")
+
+
+def test_an_s3_upload_committed_after_the_discard_is_discarded_too(tmp_path, s3_env, monkeypatch, request):
+    """The server commits a killed task's last PUT after the first deletion (as in CI once): the
+    checkpoint comes back, and the second look removes it."""
+    cut = job("replica-1", f"s3://runs/{request.node.name}/replicas/key/replica-1.pt", epochs=2)
+    interrupted_after_first_epoch(cut)
+    storage.download(cut.checkpoint_uri, tmp_path / "late.pt")
+    delete = storage.delete
+    late = []
+
+    def delete_then_the_late_put_lands(uri: str) -> bool:
+        removed = delete(uri)
+        if not late:
+            late.append(storage.upload(tmp_path / "late.pt", uri))
+        return removed
+
+    monkeypatch.setattr(storage, "delete", delete_then_the_late_put_lands)
+    assert discard_unfinished([cut], settle_s=0.1) == [cut.checkpoint_uri]
+    assert late and not storage.download(cut.checkpoint_uri, tmp_path / "gone.pt")

@@ -115,9 +115,25 @@ def finished(job: TrainJob) -> bool:
             return False
 
 
-def discard_unfinished(jobs: Sequence[TrainJob]) -> list[str]:
+S3_SETTLE_S = 3.0  # how long an S3 server may take to commit a PUT whose client is gone
+
+
+def discard_unfinished(jobs: Sequence[TrainJob], settle_s: float = S3_SETTLE_S) -> list[str]:
     """Delete the checkpoints of `jobs` that hold a training cut short (after Ctrl-C): a deliberate
     interrupt leaves no partial files, while finished ones stay for a rerun to reuse. (A driver
     that dies instead discards nothing: a rerun resumes its partial checkpoints.) Returns the URIs
-    removed."""
-    return [job.checkpoint_uri for job in jobs if not finished(job) and storage.delete(job.checkpoint_uri)]
+    removed.
+
+    On S3, a checkpoint upload whose body had reached the server before its task was killed is
+    committed by the server afterwards, after this deletion had run (seen once in CI: the object was
+    back once the cancel had finished). So S3 checkpoints are looked at again `settle_s` later, and
+    what came back goes too."""
+
+    def delete_unfinished() -> list[str]:
+        return [job.checkpoint_uri for job in jobs if not finished(job) and storage.delete(job.checkpoint_uri)]
+
+    removed = delete_unfinished()
+    if settle_s > 0 and any(storage.is_s3(job.checkpoint_uri) for job in jobs):
+        time.sleep(settle_s)
+        removed += [uri for uri in delete_unfinished() if uri not in removed]
+    return removed
