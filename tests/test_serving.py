@@ -106,6 +106,12 @@ def test_the_latest_label_of_an_id_counts():
     assert labels.tolist() == [0, -1, 2, 2]  # a: relabelled later; c: none; x: two at once, the later given
 
 
+def test_each_id_counts_once_by_its_latest_pair():
+    ids = np.array(["a", "b", "a", "c", "b", "a"])
+    times = np.array([1.0, 1.0, 3.0, 2.0, 1.0, 2.0])
+    assert live.latest_of_each_id(ids, times).tolist() == [2, 4, 3]  # a: the latest time; b: a tie, the later row
+
+
 def test_the_live_ledger_is_chunks_of_a_run_of_its_own(tmp_path):
     store.configure()
     run_id = live.start_live_run(f"ledger-{tmp_path.name}", "1", "2")
@@ -115,7 +121,8 @@ def test_the_live_ledger_is_chunks_of_a_run_of_its_own(tmp_path):
         for i, (c, k) in enumerate([(0, 0), (1, 2), (2, 2)])
     ]  # fmt: skip
     live.write_chunk(run_id, "pairs", rows[:2])
-    live.write_chunk(run_id, "pairs", rows[2:])
+    live.write_chunk(run_id, "pairs", rows[2:] + [{**rows[0], "time": 0.5, "candidate_class": 1}])  # r0 resent late
+    live.write_chunk(run_id, "pairs", [rows[1]])  # r1 written twice (its reply was lost): counted once
     live.write_chunk(run_id, "labels", [{"id": "r1", "label": 1, "time": 2.0}, {"id": "r0", "label": 0, "time": 2.0}])
     assert live.run_counts(run_id) == live.live_counts(np.array([0, 1, 2]), np.array([0, 2, 2]), np.array([0, 1, -1]))
     [summary] = live.live_summaries(f"ledger-{tmp_path.name}", 0.95)

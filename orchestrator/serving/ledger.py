@@ -30,9 +30,14 @@ class LiveLedger:
         store.configure()
         self.run_id, self.candidate_run, self.settings = run_id, candidate_run, settings
         pairs, labels = live.read_chunks(run_id, "pairs"), live.read_chunks(run_id, "labels")
-        self.classes = {
-            str(i): (int(a), int(b)) for i, a, b in zip(pairs["id"], pairs["champion_class"], pairs["candidate_class"])
-        }
+        # each id's latest pair (live.py): {id: (time, champion's class, candidate's class)}
+        self.classes: dict[str, tuple[float, int, int]] = {}
+        for index in live.latest_of_each_id(pairs["id"], pairs["time"]):
+            self.classes[str(pairs["id"][index])] = (
+                float(pairs["time"][index]),
+                int(pairs["champion_class"][index]),
+                int(pairs["candidate_class"][index]),
+            )
         joined = live.latest_labels(labels["id"], labels["id"], labels["label"], labels["time"])
         self.labels = {str(i): int(k) for i, k in zip(labels["id"], joined)}
         self.pending: dict[str, list[dict[str, Any]]] = {"pairs": [], "labels": []}
@@ -57,8 +62,9 @@ class LiveLedger:
 
     async def add_pairs(self, rows: list[dict[str, Any]]) -> None:
         self._start_flusher()
-        for row in rows:
-            self.classes[row["id"]] = (row["champion_class"], row["candidate_class"])
+        for row in rows:  # a row resent after a newer one of its id (a lost reply) does not replace it
+            if row["time"] >= self.classes.get(row["id"], (-float("inf"),))[0]:
+                self.classes[row["id"]] = (row["time"], row["champion_class"], row["candidate_class"])
         self.pending["pairs"] += rows
         if len(self.pending["pairs"]) >= self.settings.chunk_rows:
             await self._flush_kept()
@@ -80,8 +86,8 @@ class LiveLedger:
         from orchestrator.tracking.live import live_counts
 
         ids = list(self.classes)
-        champion = np.array([self.classes[i][0] for i in ids], dtype=np.int64)
-        candidate = np.array([self.classes[i][1] for i in ids], dtype=np.int64)
+        champion = np.array([self.classes[i][1] for i in ids], dtype=np.int64)
+        candidate = np.array([self.classes[i][2] for i in ids], dtype=np.int64)
         labels = np.array([self.labels.get(i, -1) for i in ids], dtype=np.int64)
         return live_counts(champion, candidate, labels)
 

@@ -8,7 +8,9 @@ LIVE_TAG, CHAMPION_TAG and CANDIDATE_TAG. Its artifacts hold parquet chunks, eac
   input, when it was answered, each version's class and probability;
 - `live/labels/*.parquet` (LABEL_SCHEMA): a request id and its label, as feedback gave them.
 
-Figures join the two by request id (the latest label of an id counts) and count globally:
+Figures join the two by request id and count globally, each id once: of several pairs of one id (a
+sample sent again, or rows the gateway resent after a lost reply) the latest counts, as the latest
+label of an id does:
 the disagreement rate of the two versions' classes over every pair, known at once and without
 labels; over the labelled pairs, each version's ER, the NFR (champion right, candidate wrong) and
 the PFR, each k of n with its Wilson bound (workers/confidence.py).
@@ -83,6 +85,18 @@ def read_chunks(run_id: str, kind: Kind) -> dict[str, np.ndarray]:
     return {name: table.column(name).to_numpy(zero_copy_only=False) for name in schema.names}
 
 
+def latest_of_each_id(ids: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The indices of the rows that count, one per id: the latest (by time, then by order given),
+    in the order of their ids' first rows."""
+    latest: dict[str, int] = {}
+    for index in np.lexsort((np.arange(len(times)), times)):  # later rows overwrite earlier ones
+        latest[str(ids[index])] = int(index)
+    first: dict[str, int] = {}
+    for index, sample_id in enumerate(ids):
+        first.setdefault(str(sample_id), index)
+    return np.array(sorted(latest.values(), key=lambda i: first[str(ids[i])]), dtype=np.int64)
+
+
 def latest_labels(pair_ids: np.ndarray, label_ids: np.ndarray, labels: np.ndarray, times: np.ndarray) -> np.ndarray:
     """The label of each pair (−1: none yet): of several labels of one id, the latest (by time, then
     by order given) counts."""
@@ -148,10 +162,12 @@ def live_counts(champion: np.ndarray, candidate: np.ndarray, labels: np.ndarray)
 
 
 def run_counts(run_id: str) -> LiveCounts:
-    """The counts of a serving session's live ledger (its chunks joined by request id)."""
+    """The counts of a serving session's live ledger: its chunks joined by request id, each id's
+    latest pair once."""
     pairs, labels = read_chunks(run_id, "pairs"), read_chunks(run_id, "labels")
-    joined = latest_labels(pairs["id"], labels["id"], labels["label"], labels["time"])
-    return live_counts(pairs["champion_class"], pairs["candidate_class"], joined)
+    kept = latest_of_each_id(pairs["id"], pairs["time"])
+    joined = latest_labels(pairs["id"][kept], labels["id"], labels["label"], labels["time"])
+    return live_counts(pairs["champion_class"][kept], pairs["candidate_class"][kept], joined)
 
 
 def start_live_run(model: str, champion: str, candidate: str) -> str:
