@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.report import markdown_table, write_section
+from orchestrator.serving.access import auth_headers
 
 SECTION = "## Serving: a shadow's cost (`congruent serve`, CPU)"
 MODEL = "serve-load"
@@ -64,7 +65,7 @@ def client(port: int, images: list[str], name: str, until: float, timed_from: fl
         body = json.dumps({"inputs": [images[n % len(images)]], "ids": [f"{name}-{n}"]})
         n += 1
         try:
-            connection.request("POST", "/predict", body, {"content-type": "application/json"})
+            connection.request("POST", "/predict", body, {"content-type": "application/json", **auth_headers()})
             response = connection.getresponse()
             response.read()
             ok = response.status == 200

@@ -2,7 +2,8 @@
 Fashion-MNIST images sent as PNG with their ids, their labels sent as feedback; the live ledger's
 figures are those `congruent compare` gives of the two versions' predictions on the same samples.
 Then v2 is promoted while a client keeps sending, and the served champion is swapped with no failed
-request."""
+request. The endpoint asks for its token; a gateway replica that restarts after the swap serves the
+new champion, whose predecessor's application is gone."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import base64
 import json
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -20,11 +22,13 @@ from conftest import run_update
 from orchestrator.cli import main
 from orchestrator.driver.compare import compare_predictions
 from orchestrator.driver.serve import champion_moved, post, serve_model, stop_serving, swap_champion
+from orchestrator.serving.access import TOKEN_ENV
 from orchestrator.serving.predictor import Predictor
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.tracking import live, promotion, registry
 from orchestrator.tracking.version_refs import VersionRef
 from processes import free_port
+from test_serve_faults import kill_replica
 from test_serving import png
 
 SAMPLES = 300  # Fashion-MNIST test images neither version saw, from 5,000 on
@@ -41,7 +45,7 @@ def traffic(url: str, body: dict, stop: threading.Event, outcomes: list) -> None
 
 @pytest.mark.slow
 def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swaps_without_errors(
-    ray_cluster, spec_document, tmp_path, fashion_mnist, capsys
+    ray_cluster, spec_document, tmp_path, fashion_mnist, capsys, monkeypatch
 ):
     from ray import serve
 
@@ -57,11 +61,18 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
     encoded = [png(image[0].numpy()) for image in images]
     ids = [f"sample-{i}" for i in range(SAMPLES)]
     settings = ServeSettings(max_batch_size=16, chunk_rows=100, flush_s=1.0)
+    monkeypatch.setenv(TOKEN_ENV, "live-test-token")  # `post` sends it, as `congruent feedback` does
     served = swapped = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=0.5))
     try:
         with urllib.request.urlopen(f"{served.url}/healthz", timeout=30) as response:
             health = json.loads(response.read())
         assert (health["status"], health["version"], health["shadow"]) == ("ok", "1", "2")
+        for headers in ({}, {"authorization": "Bearer another-token"}):
+            headers = {"content-type": "application/json", **headers}
+            request = urllib.request.Request(f"{served.url}/predict", b"{}", headers)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=30)
+            assert refused.value.code == 401  # before anything is read or answered
         answered = []
         for start in range(0, SAMPLES, 50):
             body = {
@@ -96,12 +107,24 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
             sender.join(timeout=120)
         with urllib.request.urlopen(f"{served.url}/healthz", timeout=30) as response:
             health = json.loads(response.read())
+        # the gateway's replica restarts: it was deployed with v1, whose application is deleted by now
+        kill_replica(served.app_name, "Gateway")
+        deadline, after_restart = time.monotonic() + 300, None
+        while after_restart is None and time.monotonic() < deadline:
+            try:
+                after_restart = post(f"{served.url}/predict", {"inputs": [base64.b64encode(encoded[0]).decode()]}, 30)
+            except (OSError, ValueError):  # refused or timed out while Serve starts another replica
+                time.sleep(1)
+        with urllib.request.urlopen(f"{served.url}/healthz", timeout=30) as response:
+            health_after_restart = json.loads(response.read())
     finally:
         stop_serving(swapped)
         serve.shutdown()
     assert [o for o in outcomes if o not in ("1", "2")] == []  # not one request failed through the swap
     assert outcomes[0] == "1" and outcomes[-20:] == ["2"] * 20
     assert (health["version"], health["shadow"], swapped.live_run) == ("2", None, None)
+    assert after_restart is not None and after_restart["version"] == "2"
+    assert (health_after_restart["version"], health_after_restart["shadow"]) == ("2", None)
     offline = [
         [a.class_id for a in Predictor(registry.checkpoint_of(VersionRef(model, v))).answer(encoded)]
         for v in ("1", "2")

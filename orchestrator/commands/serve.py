@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when t
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.serve import app_name, serve_model, stop_app, stop_serving
+    from orchestrator.serving.access import open_beyond_this_machine
     from orchestrator.serving.settings import Resources, ServeSettings
     from orchestrator.tracking.version_refs import RegistryError
 
@@ -24,6 +25,8 @@ def run(args: argparse.Namespace) -> int:
             return fail("serve", f"{args.model} is not served on this cluster")
         print(f"{args.model}: stopped")
         return 0
+    if (problem := open_beyond_this_machine(args.host)) is not None:
+        return fail("serve", problem)
     if args.detach and not args.ray_address:
         return fail("serve", "--detach leaves the application on a cluster: give --ray-address (or RAY_ADDRESS)")
     settings = ServeSettings(
@@ -103,7 +106,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--fraction", type=fraction(0.0, 1.0), default=1.0, help="share of samples also sent to the shadow (1)"
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address the endpoint listens on (127.0.0.1)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address the endpoint listens on (127.0.0.1); any other asks for CONGRUENT_SERVE_TOKEN, which "
+        "every route but /healthz then asks of its clients (Authorization: Bearer TOKEN)",
+    )
     parser.add_argument("--port", type=int, default=8000, help="its port (8000)")
     parser.add_argument("--replicas", type=int, default=1, help="replicas of each version (1)")
     parser.add_argument("--cpus", type=float, default=1.0, help="CPUs of each version replica (1)")

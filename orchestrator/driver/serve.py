@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from orchestrator.execution.cluster import connect
 from orchestrator.host import worker_env
+from orchestrator.serving.access import TOKEN_ENV, auth_headers, token_digest
 from orchestrator.serving.deployments import application, version_app_name, version_application
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.tracking import registry, store
@@ -94,7 +95,17 @@ def serve_model(
             route_prefix=None,
         )
         serve.run(
-            application(model, champion, candidate, run_id, candidate_run, settings, resources, replica_env()),
+            application(
+                model,
+                champion,
+                candidate,
+                run_id,
+                candidate_run,
+                settings,
+                resources,
+                replica_env(),
+                token_digest(os.environ.get(TOKEN_ENV)),
+            ),
             name=name,
             route_prefix="/",
         )
@@ -199,9 +210,13 @@ def version_apps(model: str, keep: str | None = None) -> list[str]:
 
 
 def post(url: str, body: object, timeout: float = 60) -> dict:
-    """JSON POST to the endpoint; its JSON answer (HTTPError for a 4xx/5xx)."""
+    """JSON POST to the endpoint, with this environment's token if any; its JSON answer (HTTPError for
+    a 4xx/5xx)."""
     request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}, method="POST"
+        url,
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json", **auth_headers()},
+        method="POST",
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read())

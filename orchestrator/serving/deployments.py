@@ -5,7 +5,9 @@ and, with a shadow, its candidate.
   champion's classes; the samples the shadow fraction picks go to the candidate as well, in a task
   of their own (shadow.py: the client never waits for the shadow; a slow or failed shadow is
   counted, never fails a request). `POST /feedback` takes labels; `GET /live` the live figures;
-  `GET /healthz`; `POST /champion` moves to the version the registry's alias names (a swap).
+  `GET /healthz`; `POST /champion` moves to the version the registry's alias names (a swap). A
+  replica that starts after a swap serves the registry's champion too. With a token (access.py),
+  every route but `/healthz` asks for it.
 - `VersionModel`: one registered version, loaded from the registry with its own tokenizer / input
   description; requests are batched across clients (`@serve.batch`). The champion runs in an
   application of its own (`version_app_name`), so that a swap starts the new champion beside the
@@ -28,6 +30,7 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
+from orchestrator.serving.access import TOKEN_ENV, authorised
 from orchestrator.serving.ledger import LiveLedger
 from orchestrator.serving.requests import RequestError, parse_feedback, parse_predict
 from orchestrator.serving.settings import Resources, ServeSettings
@@ -101,6 +104,41 @@ async def _awaited(response: Any) -> Any:
     return await response
 
 
+def _refused(request: Request, digest: str | None) -> JSONResponse | None:
+    """A 401 when the request does not carry the endpoint's token (access.py)."""
+    if authorised(request.headers.get("authorization"), digest):
+        return None
+    problem = f"this endpoint asks for `Authorization: Bearer TOKEN` (the {TOKEN_ENV} it was started with)"
+    return JSONResponse({"error": problem}, 401, headers={"www-authenticate": "Bearer"})
+
+
+class ChampionUnavailable(Exception):
+    """The registry or the application of the version it names did not answer (in one line)."""
+
+
+async def registry_champion(
+    model: str, served: str, timeout_s: float, handle_of: Any = None
+) -> tuple[str, Any, dict[str, Any]] | None:
+    """(version, handle, description) of the version `MODEL@champion` names, when it is not `served`
+    and its application (`version_app_name`) answers within `timeout_s`; None when it is `served`.
+    ChampionUnavailable when the registry or that application does not answer in time."""
+    from orchestrator.tracking import registry
+
+    try:
+        resolved = asyncio.to_thread(registry.resolve, f"{model}@champion")
+        version = (await asyncio.wait_for(resolved, timeout=timeout_s)).version
+    except Exception as e:  # noqa: BLE001  # MLflow down or slow, the alias removed
+        raise ChampionUnavailable(f"the registry did not answer: {type(e).__name__}") from None
+    if version == served:
+        return None
+    handle = (handle_of or version_handle)(model, version)
+    try:  # a handle to an application that is not there waits for it: bounded
+        answer = await asyncio.wait_for(_awaited(handle.describe.remote()), timeout=timeout_s)
+    except Exception as e:  # noqa: BLE001  # its application is not deployed (yet)
+        raise ChampionUnavailable(f"v{version} is not deployed: {type(e).__name__}") from None
+    return version, handle, answer
+
+
 async def _json(request: Request) -> Any:
     """The body as JSON; RequestError when it is not. (This and the functions above are defined before
     the gateway: `serve.ingress` captures the class with the module's names as they are when it is
@@ -126,9 +164,13 @@ class Gateway:
         candidate: DeploymentHandle | None,
         ledger: DeploymentHandle | None,
         settings: ServeSettings,
+        token_digest: str | None = None,
     ) -> None:
-        self.model, self.settings = model, settings
-        self.champion = version_handle(model, champion)
+        self.model, self.settings, self.token_digest = model, settings, token_digest
+        self.bound_champion = champion  # the version this application was deployed with
+        # its handle is taken at the first request (`_described`): after a swap that application is
+        # gone, and asking Serve for a handle to it raises, which would fail the replica's start
+        self.champion: DeploymentHandle | None = None
         self.candidate, self.ledger = candidate, ledger
         self.shadow: Shadow | None = None
         if candidate is not None and ledger is not None:
@@ -140,13 +182,32 @@ class Gateway:
         self.described: dict[str, Any] | None = None  # the served champion's description
         self.candidate_version: str | None = None
         self.swapped = 0  # answers from another champion version than the session's (during a swap)
+        self.starting = asyncio.Lock()
 
     async def _described(self) -> dict[str, Any]:
-        if self.described is None:
-            self.described = await self.champion.describe.remote()
-            if self.candidate is not None:
-                self.candidate_version = (await self.candidate.describe.remote())["version"]
+        async with self.starting:
+            if self.described is None:
+                await self._catch_up()
+            if self.described is None:
+                self.champion = version_handle(self.model, self.bound_champion)
+                self.described = await self.champion.describe.remote()
+                if self.shadow is not None and self.candidate is not None:
+                    self.candidate_version = (await self.candidate.describe.remote())["version"]
         return self.described
+
+    async def _catch_up(self) -> None:
+        """On a replica's start: a promotion may have been swapped in since the application was
+        deployed (its champion's application deleted since), so the version the registry names is
+        served when its application answers; its shadow's session had ended with the swap. With the
+        registry out of reach, or the new version not deployed yet, the deployed champion is."""
+        try:
+            moved = await registry_champion(self.model, self.bound_champion, timeout_s=10)
+        except ChampionUnavailable as e:
+            logger.warning("gateway start: %s; serving v%s", e, self.bound_champion)
+            return
+        if moved is not None:
+            _, self.champion, self.described = moved
+            self.shadow = None
 
     @app.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
@@ -166,9 +227,12 @@ class Gateway:
 
     @app.post("/predict")
     async def predict(self, request: Request) -> JSONResponse:
+        if (refused := _refused(request, self.token_digest)) is not None:
+            return refused
         described = await self._described()
         try:
             samples = parse_predict(await _json(request), described["modality"], self.settings.max_samples)
+            assert self.champion is not None  # `_described` took it
             answered = await self.champion.answer.remote([s.payload for s in samples])
             if isinstance(answered, RequestError):
                 raise answered
@@ -193,6 +257,8 @@ class Gateway:
 
     @app.post("/feedback")
     async def feedback(self, request: Request) -> JSONResponse:
+        if (refused := _refused(request, self.token_digest)) is not None:
+            return refused
         described = await self._described()
         if self.ledger is None:
             return JSONResponse({"error": "no shadow is served: labels are kept for a shadowed candidate"}, 409)
@@ -204,7 +270,9 @@ class Gateway:
         return JSONResponse({"accepted": len(pairs), "matched": matched})
 
     @app.get("/live")
-    async def live(self) -> JSONResponse:
+    async def live(self, request: Request) -> JSONResponse:
+        if (refused := _refused(request, self.token_digest)) is not None:
+            return refused
         if self.ledger is None:
             return JSONResponse({"error": "no shadow is served"}, 409)
         figures = await self.ledger.figures.remote()
@@ -214,29 +282,31 @@ class Gateway:
         )
 
     @app.post("/champion")
-    async def follow_champion(self) -> JSONResponse:
+    async def follow_champion(self, request: Request) -> JSONResponse:
         """Answer with the version the registry's `MODEL@champion` names from now on, once its own
         application (`version_app_name`) answers: the requests in flight finish on the old one. The
         registry is the authority, so a caller can only make the gateway catch up with a promotion.
         The shadow's session compared the old champion with its candidate: it ends here."""
-        from orchestrator.tracking import registry
-
-        version = (await asyncio.to_thread(registry.resolve, f"{self.model}@champion")).version
+        if (refused := _refused(request, self.token_digest)) is not None:
+            return refused
         described = await self._described()
-        if version != described["version"]:
-            handle = version_handle(self.model, version)
-            try:  # a handle to an application that is not there waits for it: bounded
-                answer = await asyncio.wait_for(_awaited(handle.describe.remote()), timeout=60)
-            except Exception as e:  # noqa: BLE001  # its application is not deployed (yet): said, nothing changes
-                return JSONResponse({"error": f"v{version} is not deployed: {type(e).__name__}"}, 409)
-            if self.shadow is not None:
-                await self.shadow.drain(timeout=60)
-            self.champion, self.described, self.shadow = handle, answer, None
+        try:
+            moved = await registry_champion(self.model, described["version"], timeout_s=60)
+        except ChampionUnavailable as e:
+            return JSONResponse({"error": str(e)}, 409)
+        if moved is None:
+            return JSONResponse({"model": self.model, "version": described["version"]})
+        version, handle, answer = moved
+        if self.shadow is not None:
+            await self.shadow.drain(timeout=60)
+        self.champion, self.described, self.shadow = handle, answer, None
         return JSONResponse({"model": self.model, "version": version})
 
     @app.post("/flush")
-    async def flush(self) -> dict[str, Any]:
+    async def flush(self, request: Request) -> Any:
         """Wait for the shadows in flight, then have the ledger write what it holds."""
+        if (refused := _refused(request, self.token_digest)) is not None:
+            return refused
         if self.shadow is not None:
             await self.shadow.drain(timeout=60)
         if self.ledger is not None:
@@ -273,9 +343,11 @@ def application(
     settings: ServeSettings,
     resources: Resources,
     env: dict[str, str],
+    token_digest: str | None = None,
 ) -> Any:
     """The endpoint's application: the gateway (in front of the champion's own application) and, with
-    a candidate, the candidate on `resources` and the ledger; `env` in every replica's environment."""
+    a candidate, the candidate on `resources` and the ledger; `env` in every replica's environment;
+    with `token_digest`, the gateway asks for the token (access.py)."""
     shadow = ledger = None
     light = {"ray_actor_options": {"num_cpus": 0, "runtime_env": {"env_vars": env}}}
     if candidate is not None:
@@ -284,4 +356,4 @@ def application(
             model, candidate, settings, _device(resources)
         )
         ledger = LiveLedger.options(**light).bind(run_id, candidate_run, settings)  # type: ignore[attr-defined]
-    return Gateway.options(**light).bind(model, champion, shadow, ledger, settings)  # type: ignore[attr-defined]
+    return Gateway.options(**light).bind(model, champion, shadow, ledger, settings, token_digest)  # type: ignore[attr-defined]
