@@ -83,6 +83,9 @@ def test_the_gateway_follows_the_registry_s_champion_once_its_application_answer
     _registry_names(monkeypatch, "3")  # promoted, its application not up (yet): said, bounded
     with pytest.raises(ChampionUnavailable, match="v3 is not deployed: TimeoutError"):
         catch_up("2")
+    _registry_names(monkeypatch, "4")  # promoted, its application unknown to Serve (a handle refused)
+    with pytest.raises(ChampionUnavailable, match="v4 is not deployed: KeyError"):
+        catch_up("2")
     _registry_names(monkeypatch, None)  # the registry out of reach: said, the served one stays
     with pytest.raises(ChampionUnavailable, match="the registry did not answer: ConnectionError"):
         catch_up("2")

@@ -131,8 +131,8 @@ async def registry_champion(
         raise ChampionUnavailable(f"the registry did not answer: {type(e).__name__}") from None
     if version == served:
         return None
-    handle = (handle_of or version_handle)(model, version)
-    try:  # a handle to an application that is not there waits for it: bounded
+    try:  # Serve refuses a handle to an application it does not know; one that is not up waits: bounded
+        handle = (handle_of or version_handle)(model, version)
         answer = await asyncio.wait_for(_awaited(handle.describe.remote()), timeout=timeout_s)
     except Exception as e:  # noqa: BLE001  # its application is not deployed (yet)
         raise ChampionUnavailable(f"v{version} is not deployed: {type(e).__name__}") from None
