@@ -5,6 +5,7 @@ serving session's live ledger (README, "Serving")."""
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when t
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.serve import app_name, serve_model, stop_app, stop_serving
-    from orchestrator.serving.access import open_beyond_this_machine
+    from orchestrator.serving.access import TOKEN_ENV, open_beyond_this_machine
     from orchestrator.serving.settings import Resources, ServeSettings
     from orchestrator.tracking.version_refs import RegistryError
 
@@ -47,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.model}: serving champion v{served.champion}{shadow} at {served.url} (app {app_name(args.model)})")
     if served.live_run:
         print(f"live ledger: MLflow run {served.live_run}; `congruent versions {args.model}` shows its figures")
-    print(f"try: curl -s {served.url}/predict -H 'content-type: application/json' -d '{{\"inputs\": [...]}}'")
+    token = f' -H "authorization: Bearer ${TOKEN_ENV}"' if os.environ.get(TOKEN_ENV) else ""
+    print(f"try: curl -s {served.url}/predict{token} -H 'content-type: application/json' -d '{{\"inputs\": [...]}}'")
     if args.detach:
         print(f"stop it with: congruent serve {args.model} --stop --ray-address {args.ray_address}")
         return 0
