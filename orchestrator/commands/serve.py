@@ -63,7 +63,11 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(args.follow_s)
             served = follow_champion(served)
     except KeyboardInterrupt:
-        stop_serving(served)
+        try:
+            stop_serving(served)
+        except OSError as e:  # the flush's call: the applications are deleted all the same
+            problem = f"stopped, but {served.url} did not answer the flush ({e}); the ledger writes as it shuts down"
+            return fail("serve", problem, 1)
         print(f"{args.model}: stopped")
         return 130
 

@@ -24,6 +24,7 @@ from orchestrator.tracking.live import live_runs, start_live_run
 from orchestrator.tracking.version_refs import RegistryError
 
 ONE_CPU_REPLICA = Resources()
+ALL_INTERFACES = ("0.0.0.0", "::")
 PROXY_READY_S = "120"  # Serve's HTTP proxy's start on a loaded 2-core machine takes more than its 5 s
 
 
@@ -117,8 +118,22 @@ def serve_model(
 
             MlflowClient().set_terminated(run_id, "FAILED")
         raise
-    url = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
-    return Served(model, url, name, champion, candidate, run_id, settings, resources)
+    return Served(model, endpoint_url(host, port), name, champion, candidate, run_id, settings, resources)
+
+
+def endpoint_url(host: str, port: int) -> str:
+    """Where this driver reaches the endpoint (its own `/champion` and `/flush` calls): Serve's proxy
+    runs on the head node (HeadOnly), which is another machine when the driver runs on another node
+    (the compose `serve` service). Listening on every interface, the proxy is reached at its node's
+    address; on a given address, at that one."""
+    if host not in ALL_INTERFACES:
+        return f"http://{host}:{port}"
+    import ray
+    from ray import serve
+
+    proxies = set(serve.status().proxies)
+    addresses = [node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"] and node["NodeID"] in proxies]
+    return f"http://{addresses[0] if addresses else '127.0.0.1'}:{port}"
 
 
 def replica_env() -> dict[str, str]:
