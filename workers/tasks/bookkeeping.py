@@ -124,10 +124,10 @@ def discard_unfinished(jobs: Sequence[TrainJob], settle_s: float = S3_SETTLE_S) 
     that dies instead discards nothing: a rerun resumes its partial checkpoints.) Returns the URIs
     removed.
 
-    On S3, a checkpoint upload whose body had reached the server before its task was killed is
-    committed by the server afterwards, after this deletion had run (seen once in CI: the object was
-    back once the cancel had finished). So S3 checkpoints are looked at again `settle_s` later, and
-    what came back goes too."""
+    On S3, a checkpoint was once found back after a cancel had finished (CI); the likeliest cause is
+    a server committing an upload whose body it had received before its task was killed, after this
+    deletion had run. So S3 checkpoints are looked at again `settle_s` later, and what came back goes
+    too. (`settle_s` is not measured: 3 s is a guess at a busy server's commit time.)"""
 
     def delete_unfinished() -> list[str]:
         return [job.checkpoint_uri for job in jobs if not finished(job) and storage.delete(job.checkpoint_uri)]
