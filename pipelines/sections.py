@@ -306,7 +306,7 @@ LENGTH_PERCENTILE = 95  # tokenizer.max_length auto for hf:DIR: this percentile 
 LENGTH_SAMPLE = 20_000  # …of this many training texts, spread over the split…
 LENGTH_CAP = 256  # …at most this (and the model's positions)
 BUILT_IN_LENGTH = 128  # tokenizer.max_length auto for a tokenizer trained here…
-LINEAR_LENGTH = 512  # …and for text-linear (a bag of 1–2-grams: long texts cost it little, and help)
+BAG_LENGTH = 512  # …and for text-linear and text-bag (bags of 1–2-grams: long texts cost them little, and help)
 
 
 class TokenizerSpec(_Strict):
@@ -319,7 +319,7 @@ class TokenizerSpec(_Strict):
     max_length: Literal["auto"] | int = Field(
         "auto",
         description=f"tokens kept per text (the rest cut); auto: {BUILT_IN_LENGTH} for a tokenizer trained here "
-        f"({LINEAR_LENGTH} for text-linear), and for an "
+        f"({BAG_LENGTH} for text-linear and text-bag), and for an "
         f"hf:DIR model the {LENGTH_PERCENTILE}th percentile of the training texts' token counts (special tokens "
         f"included; {LENGTH_SAMPLE:,} texts spread over the split), rounded up to a multiple of 8, at most "
         f"{LENGTH_CAP} and the model's positions",

@@ -95,8 +95,8 @@ def test_an_hf_model_reads_as_many_tokens_as_its_training_texts_need(tmp_path, s
     length = text_inputs(spec, train).max_length
     assert length == length_percentile(found.tokenizer, train.texts, 95, 128) and 16 <= length < 128
     assert text_inputs(parse_spec({**document, "tokenizer": {"max_length": 40}}), train).max_length == 40
-    built_in = parse_spec({**document, "arch": "text-bag"})
-    assert text_inputs(built_in, train).max_length == 128  # a tokenizer trained here: 128, as before
+    built_in = parse_spec({**document, "arch": "text-cnn"})
+    assert text_inputs(built_in, train).max_length == 128  # a tokenizer trained here: 128 (a bag's 512), as before
     assert built_in.train.schedule == "cosine" and built_in.train.weight_decay_on == "all"
 
 

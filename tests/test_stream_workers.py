@@ -54,7 +54,9 @@ def test_packed_replicas_on_a_stream_train_as_each_would_alone(ray_cluster, tmp_
     streamed = open_table_stream(str(folder / "*.parquet"), label_column="sentiment")
     data = DataRequest(source=str(folder / "*.parquet"), label_column="sentiment", streaming=True, streamed=streamed)
     texts = streamed.train.tokenizer_texts(3000)
-    inputs = with_idf(text_input(texts, vocab_size=1500, max_length=32), texts)  # as a text-linear version's
+    inputs = with_idf(
+        text_input(texts, vocab_size=1500, max_length=32), texts, "text-linear"
+    )  # as a text-linear version's
     config = TrainConfig(epochs=2, batch_size=64, lr=0.5, augment=False)
 
     def replicas(prefix):

@@ -9,7 +9,7 @@ import torch
 from pipelines.defaults import recipe_for
 from workers.data.input_spec import InputSpec
 from workers.data.tokenizer import encode_texts, text_input, train_tokenizer
-from workers.models.text import BIGRAM_PRIME, TEXT_ARCHITECTURES, TextLinear, ngram_features
+from workers.models.text import BIGRAM_PRIME, TEXT_ARCHITECTURES, TextBag, TextLinear, ngram_features
 
 SPORT = [
     "The striker scored a brilliant goal in the final minute.",
@@ -203,6 +203,37 @@ def test_ngram_features_weigh_sublinear_tf_normalised_by_hand():
     assert torch.allclose(weights, torch.tensor([[half, 1 / norm, half, 0, 1 / norm, 1 / norm, 0]]))
 
 
+def _bag_by_hand(weights: list[float], idf: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """A TextBag (vocab 10, 7 buckets, dim 3) on ids [5, 6, 5, pad]: its logits, and W·Σ_f x_f E[f] + b
+    computed by hand from the rows the features pick (words 5, 6, 5; bigram buckets 15 − 10 = 5 and
+    11 − 10 = 1, as in the hand-made features above) and the given weight of each."""
+    torch.manual_seed(0)
+    bag = TextBag(vocab_size=10, num_classes=2, dim=3, buckets=7, idf=idf)
+    rows = [bag.words.weight[5], bag.words.weight[6], bag.words.weight[5], bag.bigrams.weight[5], bag.bigrams.weight[1]]
+    pooled = sum(w * row for w, row in zip(weights, rows, strict=True))
+    with torch.no_grad():
+        return bag(torch.tensor([[5, 6, 5, 0]]))[0], bag.head(pooled)
+
+
+def test_text_bag_pools_its_embeddings_by_the_tf_idf_weights():
+    """With an idf, h = Σ_f x_f E[f] with x_f `ngram_features`' weights: idf 2 on word 6 and 1
+    elsewhere gives tf (1 + ln 2, 2, 1, 1) over (5, 6, (5,6), (6,5)), normalised, word 5's split
+    over its two occurrences."""
+    idf = torch.ones(17)
+    idf[6] = 2.0
+    norm = math.sqrt((1 + math.log(2)) ** 2 + 4 + 1 + 1)
+    half = (1 + math.log(2)) / 2 / norm
+    logits, expected = _bag_by_hand([half, 2 / norm, half, 1 / norm, 1 / norm], idf)
+    assert torch.allclose(logits, expected, atol=1e-6)
+
+
+def test_text_bag_without_an_idf_is_fasttexts_mean():
+    """A version registered before the bag carried an idf reloads as it was: the plain mean of the
+    3 token and 2 bigram embeddings."""
+    logits, expected = _bag_by_hand([1 / 5] * 5, None)
+    assert torch.allclose(logits, expected, atol=1e-6)
+
+
 def test_text_linear_is_logistic_regression_on_those_features():
     """logits = Σ_f x_f W[f] + b, with W[f] the row of feature f; zero weights at the start."""
     model = TextLinear(vocab_size=10, num_classes=2, buckets=7)
@@ -292,14 +323,15 @@ def test_text_linear_features_are_scikit_learns_tf_idf():
 
 
 def test_text_linear_reads_the_idf_its_input_carries_and_a_checkpoint_keeps_it(tmp_path):
-    """text_inputs gives text-linear (only) its idf over the training texts and 512 tokens; the model
-    weighs by it (other logits than without), and a saved version reloads with the same logits."""
+    """text_inputs gives the bags (text-linear, text-bag) their idf over the training texts and 512
+    tokens, and text-cnn neither; the model weighs by it (other logits than without), and a saved
+    version reloads with the same logits."""
     from orchestrator.planning.model_inputs import text_inputs
     from pipelines.spec import parse_spec
     from workers.data.input_spec import unpack_weights
     from workers.data.splits import load_splits
     from workers.models.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
-    from workers.models.text import LINEAR_BUCKETS, inverse_document_frequency
+    from workers.models.text import BIGRAM_BUCKETS, LINEAR_BUCKETS, inverse_document_frequency
 
     train = load_splits("tweet-sentiment", train_limit=300).train
     document = {"model": "m", "version": "v1", "arch": "text-linear", "data": {"dataset": "tweet-sentiment"}}
@@ -311,7 +343,13 @@ def test_text_linear_reads_the_idf_its_input_carries_and_a_checkpoint_keeps_it(t
         inverse_document_frequency([ids], inputs.vocab_size, LINEAR_BUCKETS),
     )
     bag = text_inputs(parse_spec({**document, "arch": "text-bag"}), train)
-    assert bag.term_weights is None and bag.max_length == 128
+    assert bag.max_length == 512 and bag.term_weights is not None
+    assert torch.equal(
+        torch.from_numpy(unpack_weights(bag.term_weights)),
+        inverse_document_frequency([ids], bag.vocab_size, BIGRAM_BUCKETS),
+    )
+    cnn = text_inputs(parse_spec({**document, "arch": "text-cnn"}), train)
+    assert cnn.term_weights is None and cnn.max_length == 128
 
     settings = ModelSettings("text-linear", 3, inputs)
     model = settings.build(0)

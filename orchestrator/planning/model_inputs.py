@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.sections import BUILT_IN_LENGTH, LENGTH_CAP, LENGTH_PERCENTILE, LENGTH_SAMPLE, LINEAR_LENGTH
+from pipelines.sections import BAG_LENGTH, BUILT_IN_LENGTH, LENGTH_CAP, LENGTH_PERCENTILE, LENGTH_SAMPLE
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.input_spec import InputSpec
 from workers.data.split import Split
@@ -102,10 +102,10 @@ TOKENIZER_SAMPLE = 200_000  # texts of a streamed train split a tokenizer trains
 
 
 def text_inputs(spec: UpdateSpec, train: Split) -> InputSpec:
-    """The version's tokenizer (`tokenizer` section), trained on its train split's texts, and for
-    text-linear its 1–2-grams' idf over the same texts (`with_idf`); for `hf:DIR` the directory's
-    own, with its special tokens, cut at `tokenizer.max_length` (auto: a percentile of the training
-    texts' token counts, `hf_token_length`)."""
+    """The version's tokenizer (`tokenizer` section), trained on its train split's texts, and for a
+    bag of n-grams (text-linear, text-bag) its 1–2-grams' idf over the same texts (`with_idf`); for
+    `hf:DIR` the directory's own, with its special tokens, cut at `tokenizer.max_length` (auto: a
+    percentile of the training texts' token counts, `hf_token_length`)."""
     from workers.data.tokenizer import text_input
     from workers.models.hf import hf_directory, read_directory
 
@@ -118,16 +118,13 @@ def text_inputs(spec: UpdateSpec, train: Split) -> InputSpec:
         return InputSpec(
             "text", tokenizer=found.tokenizer, vocab_size=found.vocab_size, max_length=length, add_special_tokens=True
         )
-    length = (
-        t.max_length if t.max_length != "auto" else LINEAR_LENGTH if spec.arch == "text-linear" else BUILT_IN_LENGTH
-    )
+    from workers.models.text import BAG_BUCKETS, with_idf
+
+    bag = spec.arch in BAG_BUCKETS
+    length = t.max_length if t.max_length != "auto" else BAG_LENGTH if bag else BUILT_IN_LENGTH
     texts = train.tokenizer_texts(TOKENIZER_SAMPLE)
     inputs = text_input(texts, t.kind, t.vocab_size, length)
-    if spec.arch == "text-linear":  # its features weighed by their idf over the same texts
-        from workers.models.text import with_idf
-
-        return with_idf(inputs, texts)
-    return inputs
+    return with_idf(inputs, texts, spec.arch) if bag else inputs  # a bag's n-grams weighed by their idf
 
 
 def hf_token_length(found: HfDirectory, train: Split) -> int:

@@ -2,7 +2,8 @@
 
 Every pooling is mask-aware, so padding columns never change the logits. Architectures:
 
-- `text-bag`: fastText (Joulin et al. 2017): the mean of token and hashed token-bigram embeddings, linear.
+- `text-bag`: fastText (Joulin et al. 2017): token and hashed token-bigram embeddings pooled by
+  text-linear's tf × idf weights, linear.
 - `text-cnn`: Kim 2014: convolutions of widths 3/4/5 × 100 channels, max over time, dropout 0.5, linear.
 - `text-transformer`: a 2-layer pre-norm Transformer encoder (Vaswani et al. 2017) with learned
   positions, masked mean pooling, LayerNorm, linear.
@@ -28,6 +29,7 @@ TextModelFactory = Callable[[int, InputSpec], nn.Module]
 BIGRAM_BUCKETS = 2**16
 BIGRAM_PRIME = 1000003
 LINEAR_BUCKETS = 2**18  # text-linear's hashed bigram features
+BAG_BUCKETS = {"text-linear": LINEAR_BUCKETS, "text-bag": BIGRAM_BUCKETS}  # the archs weighing n-grams by idf
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -37,15 +39,28 @@ def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class TextBag(nn.Module):
-    """fastText: h = mean(E[w_i] for tokens, B[(w_i·p + w_{i+1}) mod buckets] for adjacent pairs), logits = W h.
+    """fastText over weighted 1–2-grams: h = Σ_f x_f E[f], logits = W h, where f runs over the tokens
+    (E = `words`) and their hashed adjacent pairs (E = `bigrams`) and x_f are `ngram_features`'
+    sublinear tf × idf weights, L2-normalised per text (text-linear's features), so a rank-dim
+    factorisation W·E of text-linear's weights. Without an idf (a version registered before the bag
+    carried one) h is fastText's plain mean of the same embeddings (Joulin et al. 2017).
 
-    Initialised as fastText does (Joulin et al. 2017, its reference code): embeddings uniform in
-    ±1/dim, so a word or bigram seen rarely in training adds next to nothing to the mean (with
-    nn.Embedding's N(0, 1) each one added noise of the mean's own size: 2 pt ER on tweets)."""
+    Initialised as fastText does (its reference code): embeddings uniform in ±1/dim, so a word or
+    bigram seen rarely in training adds next to nothing (with nn.Embedding's N(0, 1) each one added
+    noise of the pooled vector's own size: 2 pt ER on tweets)."""
 
-    def __init__(self, vocab_size: int, num_classes: int, dim: int = 64, buckets: int = BIGRAM_BUCKETS) -> None:
+    idf: torch.Tensor | None
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        dim: int = 64,
+        buckets: int = BIGRAM_BUCKETS,
+        idf: torch.Tensor | None = None,
+    ) -> None:
         super().__init__()
-        self.buckets = buckets
+        self.vocab_size, self.buckets = vocab_size, buckets
         self.words = nn.Embedding(vocab_size, dim, padding_idx=0)
         self.bigrams = nn.Embedding(buckets, dim)
         self.head = nn.Linear(dim, num_classes)
@@ -53,15 +68,23 @@ class TextBag(nn.Module):
             for table in (self.words, self.bigrams):
                 table.weight.uniform_(-1 / dim, 1 / dim)
             self.words.weight[0] = 0  # padding
+        if idf is not None and idf.shape != (vocab_size + buckets,):
+            raise ValueError(f"idf needs one value per feature ({vocab_size + buckets}), got {tuple(idf.shape)}")
+        self.register_buffer("idf", idf, persistent=False)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         ids = ids.long()
-        mask = ids != 0
-        pair_mask = mask[:, :-1] & mask[:, 1:]
-        pairs = (ids[:, :-1] * BIGRAM_PRIME + ids[:, 1:]) % self.buckets
-        total = (self.words(ids) * mask.unsqueeze(-1)).sum(1) + (self.bigrams(pairs) * pair_mask.unsqueeze(-1)).sum(1)
-        count = mask.sum(1, keepdim=True) + pair_mask.sum(1, keepdim=True)
-        return self.head(total / count.clamp(min=1))
+        length = ids.shape[1]
+        features, valid = ngram_ids(ids, self.vocab_size, self.buckets)
+        if self.idf is None:  # the plain mean
+            weights = valid.to(torch.float32) / valid.sum(1, keepdim=True).clamp(min=1)
+        else:
+            features, weights = ngram_features(ids, self.vocab_size, self.buckets, self.idf)
+        pairs = (features[:, length:] - self.vocab_size).clamp(min=0)  # padding pairs weigh 0
+        pooled = torch.einsum("bl,bld->bd", weights[:, :length], self.words(features[:, :length])) + torch.einsum(
+            "bl,bld->bd", weights[:, length:], self.bigrams(pairs)
+        )
+        return self.head(pooled)
 
 
 def ngram_ids(ids: torch.Tensor, vocab_size: int, buckets: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -112,14 +135,14 @@ def inverse_document_frequency(batches: Iterable[torch.Tensor], vocab_size: int,
     return torch.where(df > 0, idf, torch.zeros_like(idf)).to(torch.float32)
 
 
-def with_idf(inputs: InputSpec, texts: Sequence[str], batch_size: int = 1024) -> InputSpec:
-    """`inputs` carrying text-linear's idf over `texts` (its train split's, as its tokenizer's), the
-    texts encoded with `inputs`' own tokenizer and cut."""
+def with_idf(inputs: InputSpec, texts: Sequence[str], arch: str, batch_size: int = 1024) -> InputSpec:
+    """`inputs` carrying the idf of a bag architecture's (`BAG_BUCKETS`) 1–2-grams over `texts` (its
+    train split's, as its tokenizer's), the texts encoded with `inputs`' own tokenizer and cut."""
     from workers.data.input_spec import pack_weights
     from workers.data.tokenizer import encode_texts
 
     batches = (encode_texts(inputs, texts[i : i + batch_size])[0] for i in range(0, len(texts), batch_size))
-    idf = inverse_document_frequency(batches, inputs.vocab_size, LINEAR_BUCKETS)
+    idf = inverse_document_frequency(batches, inputs.vocab_size, BAG_BUCKETS[arch])
     return replace(inputs, term_weights=pack_weights(idf.numpy()))
 
 
@@ -227,10 +250,16 @@ def _check_text(inputs: InputSpec) -> None:
         raise ValueError(f"a text model needs a text input, got {inputs.modality!r}")
 
 
+def _idf_of(inputs: InputSpec) -> torch.Tensor | None:
+    weights = inputs.weights()
+    return None if weights is None else torch.from_numpy(weights)
+
+
 def text_bag(num_classes: int, inputs: InputSpec) -> nn.Module:
-    """fastText-style bag of tokens and hashed bigrams, dim 64 (Joulin et al. 2017)."""
+    """fastText-style bag of tokens and hashed bigrams (2^16 buckets), dim 64 (Joulin et al. 2017),
+    weighted by sublinear tf × the input's idf (where it carries one)."""
     _check_text(inputs)
-    return TextBag(inputs.vocab_size, num_classes)
+    return TextBag(inputs.vocab_size, num_classes, idf=_idf_of(inputs))
 
 
 def text_cnn(num_classes: int, inputs: InputSpec) -> nn.Module:
@@ -249,9 +278,7 @@ def text_linear(num_classes: int, inputs: InputSpec) -> nn.Module:
     """Logistic regression over token 1–2-grams (2^18 hashed bigram buckets), sublinear tf × the input's
     idf (where it carries one), L2-normalised."""
     _check_text(inputs)
-    weights = inputs.weights()
-    idf = None if weights is None else torch.from_numpy(weights)
-    return TextLinear(inputs.vocab_size, num_classes, idf=idf)
+    return TextLinear(inputs.vocab_size, num_classes, idf=_idf_of(inputs))
 
 
 TEXT_ARCHITECTURES: dict[str, TextModelFactory] = {
