@@ -81,12 +81,14 @@ def test_the_spec_takes_an_adapter_for_hf_models_only(tmp_path, spec_document):
 def test_an_elodi_update_of_adapters_registers_them_with_their_base(ray_cluster, spec_document, tmp_path):
     """v1: a LoRA adapter on the directory's BERT; v2: ELODI (m 2) whose replicas and student are
     adapters. Versions carry `adapter` and `base_digest`; the student's checkpoint reloads without
-    the directory and only its adapter and head moved from the pretrained weights."""
+    the directory and only its adapter and head moved from the pretrained weights; the trained
+    replicas' bases are still equal, so as teachers they share one."""
     from mlflow import MlflowClient
 
     from orchestrator.planning.model_inputs import directory_digest
     from workers.models.hf import pretrained_state
     from workers.storage import fetch_checkpoint
+    from workers.teachers.frozen import FrozenModels
 
     folder = tiny_bert(tmp_path / "bert", TEXTS)
     pretrained = pretrained_state(str(folder))
@@ -104,6 +106,7 @@ def test_an_elodi_update_of_adapters_registers_them_with_their_base(ray_cluster,
     assert v1.registered_version == "1" and v2.registered_version == "2" and len(v2.replicas) == 2
     tags = MlflowClient().get_model_version("hf-lora", "2").tags
     assert tags["adapter"] == "lora r4 α8 query,value" and tags["base_digest"] == directory_digest(str(folder))
+    assert FrozenModels([load_model(fetch_checkpoint(r.checkpoint))[0] for r in v2.replicas]).shared is not None
     shutil.rmtree(folder)
     assert v2.checkpoint is not None
     model, settings = load_model(fetch_checkpoint(v2.checkpoint))
@@ -145,3 +148,39 @@ def test_bcwi_and_init_old_need_the_old_models_adapter(tmp_path, spec_document):
                     preflight(spec)
             else:
                 preflight(spec)
+
+
+def test_adapter_teachers_share_one_base_and_give_the_ensembles_mean(tmp_path):
+    """3 LoRA replicas of one frozen base (their own adapters and heads): FrozenModels holds one base,
+    3 adapters and 3 heads, and its one forward over the batch repeated 3 times gives the mean of the
+    3 models' logits; once one replica's base differs, it holds the 3 models and gives the same mean."""
+    from workers.teachers.frozen import FrozenModels
+
+    folder = tiny_bert(tmp_path / "bert", TEXTS)
+    models = [settings_of(folder).build(seed=s).eval() for s in range(3)]
+    base = {n: t for n, t in models[0].state_dict().items() if ".lora_" not in n and ".classifier." not in n}
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for model in models:
+            model.load_state_dict(base, strict=False)  # the directory's weights, as every replica starts
+            for p in adapter_parameters(model).values():
+                p.copy_(0.3 * torch.randn(p.shape, generator=generator))  # B ≠ 0: each adapter changes the function
+    ids = torch.randint(5, 20, (4, 9), generator=generator)
+    ids[0, 5:] = 0  # padding
+    with torch.no_grad():
+        expected = torch.stack([model(ids) for model in models]).mean(0)
+        assert not torch.allclose(models[0](ids), models[1](ids), atol=1e-3)
+
+    teachers = FrozenModels(models)
+    assert teachers.shared is not None and not teachers.models and not teachers.stacked
+    assert torch.allclose(teachers(ids), expected, atol=1e-5)
+    held = sum(t.numel() for t in teachers.shared.state_dict().values())
+    one = sum(t.numel() for t in models[0].state_dict().values())
+    assert held < 1.1 * one  # one base, not three
+
+    with torch.no_grad():
+        models[2].get_parameter("model.bert.embeddings.word_embeddings.weight").add_(0.01)
+        expected = torch.stack([model(ids) for model in models]).mean(0)
+    apart = FrozenModels(models)
+    assert apart.shared is None and len(apart.models) == 3
+    assert torch.allclose(apart(ids), expected, atol=1e-5)

@@ -21,6 +21,7 @@ from workers.data.split import BatchReader
 from workers.errors import first_line
 from workers.models.predict import placed
 from workers.runtime import autocast
+from workers.teachers.shared_base import SharedBaseTeachers, shares_one_base
 from workers.training.teacher_logits import Logits
 
 TEACHER_CACHE = True  # frozen teachers of unaugmented inputs answer each sample once (benchmarks: off)
@@ -135,7 +136,9 @@ class FrozenModels:
     `vmap(functional_call)` over them, so each kernel serves all m teachers. An architecture whose
     eval-mode forward vmap cannot batch (an operator without a batching rule) falls back, once and
     for good, to one forward per model; `stacked` says which path serves (`stack=False`: one forward
-    per model from the start, as benchmarks compare)."""
+    per model from the start, as benchmarks compare). m > 1 LoRA adapter models of one frozen base
+    (`shares_one_base`) are held as one base with m adapters and heads instead (`SharedBaseTeachers`:
+    one forward of the batch repeated m times); `shared` says so."""
 
     def __init__(
         self,
@@ -161,7 +164,10 @@ class FrozenModels:
             .requires_grad_(False)
             for m in models
         ]
-        self.stacked = stack and len(self.models) > 1 and _one_architecture(self.models)
+        self.shared = SharedBaseTeachers(self.models) if stack and shares_one_base(self.models) else None
+        if self.shared is not None:
+            self.models = []  # the m full copies go: the shared base, adapters and heads serve
+        self.stacked = stack and self.shared is None and len(self.models) > 1 and _one_architecture(self.models)
         if self.stacked:
             params, buffers = stack_module_state(self.models)
             # contiguous (not channels-last) stacks: vmap has no batching rule for channels-last strides
@@ -177,6 +183,9 @@ class FrozenModels:
     @torch.inference_mode()
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         inputs = placed(inputs, self.device)
+        if self.shared is not None:
+            with autocast(self.device, self.precision):
+                return self.shared(inputs)
         if self.stacked:
             try:
                 with autocast(self.device, self.precision):
