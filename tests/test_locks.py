@@ -71,6 +71,23 @@ class View:
                 raise MlflowException(f"{name} not found", error_code=RESOURCE_DOES_NOT_EXIST)
 
 
+class ReadsDuringRelease(View):
+    """A client whose first read of a lock overlaps its holder's release: it finds the name without
+    its tags, as the sqlite store returns a model whose delete commits between its reads."""
+
+    def __init__(self, registry: FakeRegistry) -> None:
+        super().__init__(registry)
+        self.torn = False
+
+    def get_registered_model(self, name: str) -> SimpleNamespace:
+        if self.torn:
+            return super().get_registered_model(name)
+        self.torn = True
+        with self.registry.guard:
+            self.registry.models.pop(name)
+        return SimpleNamespace(tags={})
+
+
 @pytest.fixture
 def short_leases(monkeypatch):
     monkeypatch.setattr(locks, "LEASE_S", 0.6)
@@ -142,6 +159,16 @@ def test_a_live_holder_keeps_its_lock_past_the_lease(short_leases):
             with locks.registry_lock("m", "promotion", client=taker):
                 pass
         lease.check()  # renewed all along: still the holder
+
+
+def test_a_lock_read_without_its_tags_while_released_is_taken_not_refused_as_a_model(short_leases):
+    """CI failed so (a registration refused: "is a registered model, not a lock"): one untagged read
+    of a lock that is being released must not be taken for a registered model of that name."""
+    registry = FakeRegistry()
+    registry.models[locks.lock_name("m", "registration")] = {"token": "other", locks.LOCK_TAG: "registration"}
+    with locks.registry_lock("m", "registration", client=ReadsDuringRelease(registry)) as lease:
+        lease.check()
+    assert registry.models == {}
 
 
 def test_on_mlflow_a_release_deletes_only_its_own_lock(tmp_path, monkeypatch):

@@ -48,6 +48,7 @@ LEASE_S = 30.0  # a lock not renewed for this long (by the taker's clock) was le
 RENEW_S = 5.0  # how often the holder renews its lease
 LOCK_WAIT_S = 60.0  # how long a taker waits for another's lock
 LOCK_TAG = "congruent.lock"  # on every lock; its value is the purpose
+UNTAGGED_S = 1.0  # a lock's name seen without LOCK_TAG this long is a model, not a lock mid-create or mid-delete
 
 
 def lock_name(model: str, purpose: str) -> str:
@@ -131,6 +132,7 @@ def _registry_lease(model: str, purpose: str, client: Any) -> Iterator[Lease]:
     tags = {"token": token, "holder": f"{socket.gethostname()}:{os.getpid()}", LOCK_TAG: purpose, "renewals": "0"}
     deadline, delay = time.monotonic() + LOCK_WAIT_S, 0.05
     seen: tuple[tuple[str, str], float] | None = None  # the lock's (token, renewals), and since when
+    untagged_since: float | None = None  # since when every read found the name without LOCK_TAG
     while True:
         try:
             client.create_registered_model(lock, tags=tags)
@@ -141,9 +143,17 @@ def _registry_lease(model: str, purpose: str, client: Any) -> Iterator[Lease]:
         state = _state(client, lock)
         if state is not None and state[0] == token:  # a retried POST whose first try had created it
             break
+        if state != ("", ""):
+            untagged_since = None
         if state is None:
             seen = None  # released meanwhile: take it on the next try
         elif state == ("", ""):
+            # a read that overlaps a lock's release or creation can find the name without its tags
+            # (on the sqlite store, 1 read in 4 during a create/delete churn): untagged only if it stays so
+            untagged_since = time.monotonic() if untagged_since is None else untagged_since
+            if time.monotonic() - untagged_since < UNTAGGED_S:
+                time.sleep(delay)
+                continue
             raise RegistryError(
                 f"{lock} is a registered model, not a lock of this Congruent (an earlier release's lock, or a "
                 f"model of that name): delete or rename it to run {purpose}s of {model}"
