@@ -1,6 +1,6 @@
 """Why ELODI lands where it does: variants of ELODI (both ends) scored on the val split only.
 
-    python -m benchmarks.fidelity.investigate [--quick] [--seeds 1] [--out docs/benchmarks.md]
+    python -m benchmarks.fidelity.investigate [--quick | --mode MODE] [--seeds 1] [--out docs/benchmarks.md]
 
 Each variant changes one setting of the default mode (α, the students' epochs, K, m, K chosen by the
 student's logits instead of the teacher ensemble's) and retrains only the two ELODI students of each
@@ -170,8 +170,13 @@ def findings(table: dict[str, dict]) -> str:
     )
 
 
-def markdown(command: str, table: dict[str, dict], seeds: int, wall_s: float, base_m: int, fd: dict[str, dict]) -> str:
-    base = next(iter(table.values()))
+def section_heading(mode: Mode) -> str:
+    """SECTION for the image modes (default, quick); a section of its own for any other mode."""
+    return SECTION if mode.name in ("default", "quick") else f"{SECTION} ({mode.name})"
+
+
+def markdown(command: str, table: dict[str, dict], seeds: int, wall_s: float, mode: Mode, fd: dict[str, dict]) -> str:
+    base, base_m = next(iter(table.values())), mode.m
     lines = [
         "| variant | ER_new % | NFR % | NFR / none | NFR / paragon | new ≠ its ensemble % | steps clipped % |",
         "|---|---|---|---|---|---|---|",
@@ -184,7 +189,7 @@ def markdown(command: str, table: dict[str, dict], seeds: int, wall_s: float, ba
         )
     return f"""Command: `{command}`, {time.strftime("%Y-%m-%d")}, {seeds} seed(s), wall time {wall_s / 60:.1f} min.
 Val split only (the benchmark's eval numbers are not used to choose anything). Each variant changes
-one setting of ELODI (both ends) in the default mode; replicas and plain models are the benchmark's.
+one setting of ELODI (both ends) in the `{mode.name}` mode; replicas and plain models are the benchmark's.
 For reference on the same split: no treatment ER_new {pct(base["none_er_new"])} %, NFR
 {pct(base["none_nfr"])} %; paragon ({base_m}×) ER_new {pct(base["paragon_er_new"])} %, NFR {pct(base["paragon_nfr"])} %
 (the m = 8 row is compared with the 8× paragon).
@@ -192,16 +197,21 @@ For reference on the same split: no treatment ER_new {pct(base["none_er_new"])} 
 {chr(10).join(lines)}
 
 {findings(table)}
-
+""" + (
+        f"""
 Focal Distillation toward the plain old model (the benchmark uses α = 0.9), same split and seeds:
 
 {fd_markdown(fd)}
 """
+        if fd
+        else ""
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description="ELODI variants on the val split")
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="the quick mode (as --mode quick)")
+    parser.add_argument("--mode", choices=sorted(MODES), help="the mode whose cache to vary (default: default)")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--no-fd", action="store_true", help="skip the FD α variants")
@@ -209,7 +219,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--work", default="benchmark-output/fidelity")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args(argv)
-    mode = MODES["quick" if args.quick else "default"]
+    mode = MODES[args.mode or ("quick" if args.quick else "default")]
     folder = (Path(args.work) / mode.name).resolve()
     data = cached_splits(trainings.Planner(mode, folder).data("new"))
     labels = data.val.labels.numpy()
@@ -234,11 +244,12 @@ def main(argv: list[str] | None = None) -> dict:
         fd = {} if args.no_fd else fd_scores(mode, folder, args.seeds, labels)
     finally:
         ray.shutdown()
-    flags = (" --quick" if args.quick else "") + f" --seeds {args.seeds}" + (" --no-fd" if args.no_fd else "")
+    flags = f" --mode {mode.name}" if mode.name not in ("default", "quick") else " --quick" if args.quick else ""
+    flags += f" --seeds {args.seeds}" + (" --no-fd" if args.no_fd else "")
     command = f"python -m benchmarks.fidelity.investigate{flags}"
     wall = time.perf_counter() - started
     (folder / "investigation.json").write_text(json.dumps({"command": command, "variants": table, "fd": fd}, indent=1))
-    write_section(Path(args.out), SECTION, markdown(command, table, args.seeds, wall, mode.m, fd))
+    write_section(Path(args.out), section_heading(mode), markdown(command, table, args.seeds, wall, mode, fd))
     return table
 
 
