@@ -6,7 +6,9 @@ Taking it: every registry store enforces unique registered-model names (a primar
 stores, and behind an MLflow server), so of several concurrent `create_registered_model(
 "<model>.<purpose>-lock")` calls exactly one succeeds. The lock carries the holder's random token
 and LOCK_TAG; a registered model without that tag is never treated as a lock (nor deleted), and
-specs refuse model names of the lock form (`is_lock_name`).
+specs refuse model names of the lock form (`is_lock_name`). A store may answer a read that overlaps
+a lock's release with the model but not its tags, so a name is taken for a model only when every
+read finds it untagged for UNTAGGED_S.
 
 A lease, not a TTL: while it holds the lock the holder renews it every RENEW_S (a counter tag it
 bumps). A taker breaks a lock only when its (token, renewals) stayed the same for LEASE_S of the
