@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HOST = "127.0.0.1"
-READY_TIMEOUT_S = 60.0  # postgres ~2 s, seaweedfs ~1 s, mlflow server ~20 s on 2 cores
+READY_TIMEOUT_S = 180.0  # postgres ~2 s, seaweedfs ~1 s, mlflow server ~20 s on 2 cores, over 60 s restarted under load
 STOP_TIMEOUT_S = 30.0
 
 

@@ -71,6 +71,18 @@ class View:
                 raise MlflowException(f"{name} not found", error_code=RESOURCE_DOES_NOT_EXIST)
 
 
+class SlowView(View):
+    """A client of a registry that takes `delay` seconds to answer each call."""
+
+    def __init__(self, registry: FakeRegistry, delay: float) -> None:
+        super().__init__(registry)
+        self.delay = delay
+
+    def _enter(self) -> None:
+        super()._enter()
+        time.sleep(self.delay)
+
+
 class ReadsDuringRelease(View):
     """A client whose first read of a lock overlaps its holder's release: it finds the name without
     its tags, as the sqlite store returns a model whose delete commits between its reads."""
@@ -169,6 +181,23 @@ def test_a_lock_read_without_its_tags_while_released_is_taken_not_refused_as_a_m
     with locks.registry_lock("m", "registration", client=ReadsDuringRelease(registry)) as lease:
         lease.check()
     assert registry.models == {}
+
+
+SLOW_CALL_S = 4.0  # what the lease must tolerate per registry call (CI saw 1 to 9 s: basic auth, 2 loaded cores)
+
+
+def test_a_holder_whose_registry_answers_slowly_keeps_its_lease(monkeypatch):
+    """Each registry call takes SLOW_CALL_S (time scaled by 1/10, the module's ratios kept): the
+    holder renews in time and every check passes for two leases (before: renewals RENEW_S after the
+    last one ended, dated from their read, and a 30 s lease fenced off a live holder in CI)."""
+    scale = 0.1
+    monkeypatch.setattr(locks, "LEASE_S", locks.LEASE_S * scale)
+    monkeypatch.setattr(locks, "RENEW_S", locks.RENEW_S * scale)
+    client = SlowView(FakeRegistry(), SLOW_CALL_S * scale)
+    with locks.registry_lock("m", "registration", client=client) as lease:
+        until = time.monotonic() + 2 * locks.LEASE_S
+        while time.monotonic() < until:
+            lease.check()
 
 
 def test_on_mlflow_a_release_deletes_only_its_own_lock(tmp_path, monkeypatch):

@@ -14,8 +14,9 @@ A lease, not a TTL: while it holds the lock the holder renews it every RENEW_S (
 bumps). A taker breaks a lock only when its (token, renewals) stayed the same for LEASE_S of the
 taker's own monotonic clock: no two machines' clocks are ever compared. Before the step the lock
 protects, the holder calls `Lease.check` (fencing): it fails unless the registry still shows its
-token and its last renewal started within LEASE_S / 2, so a holder that stalled (a paused process,
-an MLflow call that hung) stops before anyone could have broken its lock. Release and break
+token and the write of its last renewal started within LEASE_S / 2 (the registry took it later, so a
+breaker's LEASE_S of silence began after), so a holder that stalled (a paused process, an MLflow call
+that hung) stops before anyone could have broken its lock. Release and break
 delete only a lock whose token is the one read just before.
 
 What MLflow cannot give: it has no conditional write or delete, so "compare, then delete" and
@@ -46,9 +47,12 @@ from orchestrator.tracking import pg_locks
 from orchestrator.tracking.version_refs import LockLost, RegistryError
 from workers.names import LOCK_SUFFIX
 
-LEASE_S = 30.0  # a lock not renewed for this long (by the taker's clock) was left by a holder that stalled or died
-RENEW_S = 5.0  # how often the holder renews its lease
-LOCK_WAIT_S = 60.0  # how long a taker waits for another's lock
+# a lock not renewed for this long (by the taker's clock) was left by a holder that stalled or died; its
+# holder stops at half of it, so a registry that takes up to ~10 s a call (an MLflow server checking
+# basic-auth passwords on 2 loaded cores took 1 to 9 s) still renews in time (tests/test_locks.py)
+LEASE_S = 60.0
+RENEW_S = 5.0  # how often the holder starts a renewal (however long the last one took)
+LOCK_WAIT_S = 120.0  # how long a taker waits for another's lock (over a lease: it may break a dead holder's)
 LOCK_TAG = "congruent.lock"  # on every lock; its value is the purpose
 UNTAGGED_S = 1.0  # a lock's name seen without LOCK_TAG this long is a model, not a lock mid-create or mid-delete
 
@@ -72,24 +76,26 @@ class Lease:
 
     def __init__(self, client: Any, lock: str, token: str) -> None:
         self.client, self.lock, self.token = client, lock, token
-        self.renewed_at = time.monotonic()  # when the last renewal that went through started
+        self.renewed_at = time.monotonic()  # when the write of the last renewal that went through started
         self.renewals, self.lost = 0, threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew_until_stopped, daemon=True, name=f"lease {lock}")
         self._thread.start()
 
     def _renew_until_stopped(self) -> None:
-        while not self._stop.wait(RENEW_S):
+        started = time.monotonic()
+        while not self._stop.wait(max(0.0, started + RENEW_S - time.monotonic())):
             started = time.monotonic()
             try:
                 if self._token_now() != self.token:
                     self.lost.set()
                     return
                 self.renewals += 1
+                writing = time.monotonic()  # the registry takes the new count after this: a breaker saw it change
                 self.client.set_registered_model_tag(self.lock, "renewals", str(self.renewals))
             except MlflowException:
                 continue  # the registry is unreachable: the lease runs down and `check` fails
-            self.renewed_at = started
+            self.renewed_at = writing
 
     def _token_now(self) -> str | None:
         try:
