@@ -2,7 +2,7 @@
 
     python -m benchmarks.fidelity.investigate [--quick | --mode MODE] [--seeds 1] [--out docs/benchmarks.md]
 
-Each variant changes one setting of the default mode (α, the students' epochs, K, m, K chosen by the
+Each variant changes one setting of the mode (default: `default`; α, the students' epochs, K, m, K chosen by the
 student's logits instead of the teacher ensemble's) and retrains only the two ELODI students of each
 seed; the replicas and plain models come from the benchmark's cache (same settings digest). Numbers
 are on the val split, never the eval split, so nothing here tunes the benchmark to its test set. Per
@@ -210,8 +210,9 @@ Focal Distillation toward the plain old model (the benchmark uses α = 0.9), sam
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description="ELODI variants on the val split")
-    parser.add_argument("--quick", action="store_true", help="the quick mode (as --mode quick)")
-    parser.add_argument("--mode", choices=sorted(MODES), help="the mode whose cache to vary (default: default)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--quick", action="store_true", help="the quick mode (as --mode quick)")
+    which.add_argument("--mode", choices=sorted(MODES), help="the mode whose cache to vary (default: default)")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--no-fd", action="store_true", help="skip the FD α variants")
