@@ -299,8 +299,9 @@ def body(results: dict[str, Any]) -> str:
             "",
             *budget_lines(),
             "",
-            "How the defaults were chosen (`--part sweep`): each candidate trained once (seed 0) at the "
-            "architecture's epochs on each of its sets, ER on the validation split; the default is the candidate "
+            "How the defaults were chosen (`--part sweep`): each candidate trained once (seed 0) on each of the "
+            "architecture's sets at its epochs (the architecture's, where the candidate names none), ER on the "
+            "validation split; the default is the candidate "
             "with the lowest mean validation ER over the sets. Candidates per architecture: "
             + "; ".join(f"`{short_name(a)}` {len(c)}" for a, c in CANDIDATES.items())
             + ". resnet32 takes resnet20's recipe, resnet34 and resnet50 take resnet18's (one family each; "

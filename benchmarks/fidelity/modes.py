@@ -218,8 +218,9 @@ MODES = {
     ),
     # a pretrained encoder (issue 51): MiniLM fine-tuned with the hf: recipe on half of a training slice,
     # then on all of it; every method of TEXT, m 4. Cut for 2 CPU cores: 500 → 1,000 training tweets,
-    # 2,000 eval tweets (3 epochs of all 27,661 take an hour per model here; at 1,000 → 2,000 a seed's
-    # 16 models take ~50 min on the 2 cores). GPU: `--mode hf-minilm-gpu`
+    # 2,000 eval tweets (the recipe's 6 epochs of all 27,661 take two hours per model here; at 1,000 →
+    # 2,000 a seed's 16 models take ~100 min on the 2 cores; at 3 epochs, before the baselines sweep
+    # chose 6, ~50). GPU: `--mode hf-minilm-gpu`
     "hf-minilm": HF_MINILM,
     # the same on Reuters R8 (8 topics): 1,000 stories cut at 128 tokens, all 1,455 eval stories
     "hf-minilm-r8": replace(
@@ -230,7 +231,7 @@ MODES = {
         eval_limit=None,
         val_fraction=0.1,  # 600 val stories
     ),
-    # the full size on one GPU: all training tweets, the recipe's 3 epochs, bf16 (no Ray there)
+    # the full size on one GPU: all training tweets, the recipe's epochs, bf16 (no Ray there)
     "hf-minilm-gpu": replace(
         HF_MINILM,
         name="hf-minilm-gpu",
