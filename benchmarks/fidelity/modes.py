@@ -219,8 +219,8 @@ MODES = {
     # a pretrained encoder (issue 51): MiniLM fine-tuned with the hf: recipe on half of a training slice,
     # then on all of it; every method of TEXT, m 4. Cut for 2 CPU cores: 500 → 1,000 training tweets,
     # 2,000 eval tweets (the recipe's 6 epochs of all 27,661 take two hours per model here, at 22
-    # samples/s; at 1,000 → 2,000 a seed's 16 models took ~50 min on the 2 cores at the 3 epochs the
-    # recipe had before the baselines sweep chose 6: not yet timed at 6). GPU: `--mode hf-minilm-gpu`
+    # samples/s; at 500 → 1,000 the 3 seeds' 48 models took 138.5 min on the 2 cores at the recipe's
+    # 6 epochs, 2026-11-30). GPU: `--mode hf-minilm-gpu`
     "hf-minilm": HF_MINILM,
     # the same on Reuters R8 (8 topics): 1,000 stories cut at 128 tokens, all 1,455 eval stories
     "hf-minilm-r8": replace(
