@@ -70,6 +70,15 @@ class DataSpec(_Strict):
         "keeps its split when rows or shards are added; ledgers, flips and the NFR between versions are "
         "matched by it",
     )
+    unlabelled: str | None = Field(
+        None,
+        min_length=1,
+        description="text, method elodi: a local .csv, .tsv, .jsonl or .parquet table of texts without labels "
+        "(read by `text_column` and `encoding`) that the student also distils on: LDI toward its teachers on "
+        "every text, CE on the labelled ones only; the replicas train on the labelled split. A text already in "
+        "the train, val or eval split is left out, and so is every copy after the first (the run's MLflow "
+        "metrics data.unlabelled and data.unlabelled_dropped count them). Data held in memory only, not streamed",
+    )
     subset: Literal["all", "half-classes", "half-samples"] = Field(
         "all",
         description="train on all data, or on the first half of the classes / about half the samples "
@@ -139,6 +148,13 @@ class DataSpec(_Strict):
             raise ValueError("image_size: the data is text")
         if self.num_classes is not None and self.path is None:
             raise ValueError("num_classes declares the class count of a `path` dataset; Fashion-MNIST has 10")
+        if self.unlabelled is not None:
+            if self.kind != "text":
+                raise ValueError("unlabelled: texts without labels go with text data; the data is images")
+            if is_s3(self.unlabelled) or is_glob(self.unlabelled) or not is_table(self.unlabelled):
+                raise ValueError(f"unlabelled: {self.unlabelled} is not a local .csv, .tsv, .jsonl or .parquet file")
+            if self.streaming is True or is_glob(path):
+                raise ValueError("unlabelled: unlabelled texts go with data held in memory; this source streams")
         return self
 
     @property

@@ -163,6 +163,9 @@ class UpdateSpec(_Strict):
         if self.old is None and (self.method.name in NEEDS_OLD or self.method.legacy_weight is not None):
             needs = "legacy_weight" if self.method.name not in NEEDS_OLD else f"method {self.method.name!r}"
             problems.append(f"old: {needs} needs an old model (a registry reference NAME@ALIAS or a checkpoint path)")
+        if self.data.unlabelled is not None and self.method.name != "elodi":
+            name = self.method.name
+            problems.append(f"data.unlabelled: only an elodi student distils on unlabelled texts; method is {name}")
         if self.method.legacy_weight is not None and self.method.name != "elodi":
             problems.append("method.legacy_weight: only elodi has a legacy term")
         problems += self._init_problems()
@@ -224,7 +227,8 @@ class UpdateSpec(_Strict):
                 return value
             return str((base / value).resolve())
 
-        data = self.data.model_copy(update={"path": absolute(self.data.path)})
+        paths = {"path": absolute(self.data.path), "unlabelled": absolute(self.data.unlabelled)}
+        data = self.data.model_copy(update=paths)
         init = absolute(self.init) if self.init is not None and is_weights_file(self.init) else self.init
         arch = HF_PREFIX + str(absolute(self.arch.removeprefix(HF_PREFIX))) if is_hf(self.arch) else self.arch
         return self.model_copy(

@@ -32,7 +32,7 @@ from orchestrator.tracking.ledger import LEDGER_FILE, write_ledger
 from orchestrator.tracking.version_record import VersionRecord
 from pipelines.spec import UpdateSpec
 from workers.metrics import EvaluationMetrics
-from workers.tasks.records import BcwiRecord, DataRequest, TrainRecord
+from workers.tasks.records import BcwiRecord, TrainRecord
 
 
 @dataclass
@@ -95,7 +95,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
     with runs.pipeline_run(spec, say=watch.say) as run_id:
         runs.set_tags({"fingerprint": plan.eval_fingerprint})
         runs.log_params(applied_params(spec))
-        log_skipped(plan.data)
+        log_data_counts(plan)
         replicas: list[TrainRecord] = []
         if plan.needs_replicas:
             watch.say(next(titles))
@@ -157,9 +157,13 @@ def _bcwi_line(bcwi: BcwiRecord) -> str:
     )
 
 
-def log_skipped(data: DataRequest) -> None:
-    """With data.skip_corrupt, how many files preflight left out (metric data.skipped_corrupt) and
-    which (artifact data/skipped_corrupt.txt)."""
+def log_data_counts(plan: Plan) -> None:
+    """With data.unlabelled, the texts kept and left out (metrics data.unlabelled, data.unlabelled_dropped);
+    with data.skip_corrupt, how many files preflight left out (metric data.skipped_corrupt) and which
+    (artifact data/skipped_corrupt.txt)."""
+    if plan.unlabelled is not None:
+        runs.log_metrics("data.", {"unlabelled": plan.unlabelled[0], "unlabelled_dropped": plan.unlabelled[1]})
+    data = plan.data
     if not data.skip_corrupt or data.streamed is None:
         return
     skipped = data.streamed.skipped

@@ -46,7 +46,14 @@ def train_loop(config: dict[str, Any]) -> None:
     from orchestrator.execution.pool import TeacherPool
     from workers.progress import ProgressReporter
     from workers.tasks.bookkeeping import Bookkeeping
-    from workers.tasks.resolve import cached_splits, initial_model, local_teachers, settings_of, val_reference
+    from workers.tasks.resolve import (
+        cached_splits,
+        initial_model,
+        local_teachers,
+        settings_of,
+        training_split,
+        val_reference,
+    )
     from workers.training.trainer import train
 
     job: TrainJob = config["job"]
@@ -95,7 +102,7 @@ def train_loop(config: dict[str, Any]) -> None:
 
     result = train(
         model,
-        splits.train,
+        training_split(job),
         job.config,
         job.objective,
         references,

@@ -135,9 +135,11 @@ class Plan:
     # What execution needs of the data, read once by preflight so no stage goes back to the splits:
     class_names: tuple[str, ...] = ()  # the training split's classes, in class-id order
     eval_labels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), compare=False, repr=False)
-    # the training split itself, held by the driver (the teacher pool puts it in the object store); a
-    # Plan sent to a Ray worker (Tune's trials) travels without it: workers read splits by `data`
+    # the training split itself (an elodi student's: followed by data.unlabelled's texts), held by the driver (the
+    # teacher pool puts it in the object store); a Plan sent to a Ray worker (Tune's trials) travels without it:
+    # workers read splits by `data`
     train_split: Split | None = field(default=None, compare=False, repr=False)
+    unlabelled: tuple[int, int] | None = None  # data.unlabelled: (texts the student distils on, rows left out)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "train_split": None}

@@ -235,7 +235,8 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
         arch_key=directory_digest(spec.arch.removeprefix(HF_PREFIX)) if is_hf(spec.arch) else None,
         class_names=tuple(splits.train.classes),
         eval_labels=splits.eval.labels.numpy(),
-        train_split=splits.train,
+        train_split=splits.distillation_split() if spec.method.name == "elodi" else splits.train,
+        unlabelled=None if splits.unlabelled is None else (len(splits.unlabelled), splits.unlabelled_dropped),
     )
     return Inspection([], plan, shape, summary)
 
@@ -262,6 +263,8 @@ def _summary(spec: UpdateSpec, splits: Any, written: str | None, skipped: int = 
     data = f"{sizes} {splits.modality} samples, {splits.num_classes} classes"
     if skipped:
         data += f" ({skipped:,} corrupt file{'s' if skipped > 1 else ''} left out)"
+    if splits.unlabelled is not None:
+        data += f", and {len(splits.unlabelled):,} unlabelled texts ({splits.unlabelled_dropped:,} left out)"
     return f"{spec.model} {spec.version}: {method}, {spec.arch}; {data}; {old}"
 
 

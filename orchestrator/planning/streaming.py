@@ -156,6 +156,12 @@ def in_process_teachers_on_a_stream(spec: UpdateSpec, request: DataRequest) -> U
 
 def stream_problems(spec: UpdateSpec, request: DataRequest) -> list[str]:
     """What a streamed source does not support yet, one line each."""
+    problems = []
     if request.skip_corrupt and (request.streamed is None or request.streamed.train.modality != "image"):
-        return ["data.skip_corrupt: only a streamed ImageFolder tree leaves files out (data.streaming: true)"]
-    return []
+        problems.append("data.skip_corrupt: only a streamed ImageFolder tree leaves files out (data.streaming: true)")
+    if request.unlabelled is not None and request.streamed is not None:
+        problems.append(
+            "data.unlabelled: unlabelled texts go with data held in memory, and this source streams "
+            "(set data.streaming: false, or leave unlabelled out)"
+        )
+    return problems

@@ -13,7 +13,8 @@ from workers.data.selection import SUBSETS, Selection, split_selection
 from workers.data.sources import DataError, ImageSet, load_images
 from workers.data.split import Split
 from workers.data.text import TextSet, text_fingerprint
-from workers.data.text_tables import load_tweet_sentiment, read_text_table
+from workers.data.text_tables import load_tweet_sentiment, read_text_table, read_texts
+from workers.data.unlabelled import unlabelled_texts
 from workers.names import TEXT_FORMATS
 
 Samples = ImageSet | TextSet
@@ -33,6 +34,15 @@ class DataSplits:
     fingerprint: str
     source: str
     subset: str
+    unlabelled: TextSet | None = None  # `data.unlabelled`'s texts kept (workers/data/unlabelled.py)
+    unlabelled_dropped: int = 0  # its rows left out: copies, or texts of the labelled splits
+
+    def distillation_split(self) -> Split:
+        """What an ELODI student trains on: `train`, followed by the unlabelled texts when there are any."""
+        if self.unlabelled is None:
+            return self.train
+        assert isinstance(self.train, TextSet), "unlabelled texts go with held text"
+        return self.train.followed_by(self.unlabelled)
 
     @property
     def num_classes(self) -> int:
@@ -83,6 +93,7 @@ def load_splits(
     encoding: str = "utf-8",
     image_size: int | None = None,
     id_column: str | None = None,
+    unlabelled: str | os.PathLike | None = None,
 ) -> DataSplits:
     """Load a dataset and split it by its samples' ids (workers/data/keys.py), as a stream does.
 
@@ -97,6 +108,8 @@ def load_splits(
       `label_column`, `encoding`, and `id_column` when the table names its samples): without an id
       column a text's id is that of its stripped content, so every copy of a duplicated text lands
       on the same side of each split.
+    - `unlabelled`: a text table of texts without labels, read by `text_column` and `encoding`
+      (workers/data/unlabelled.py: those in no split, each once).
     Each split keeps the source's order.
     """
     if subset not in SUBSETS:
@@ -119,7 +132,13 @@ def load_splits(
     if len(train) == 0 or len(val) == 0 or len(test) == 0:
         raise DataError(f"{source}: too few samples for train/val/eval splits ({len(pool)} in all)")
     _check_coverage(train, torch.unique(torch.cat([pool.labels, test.labels])), source, subset, train_limit)
-    return DataSplits(train, val, test, fingerprint(test), str(source), subset)
+    if unlabelled is None:
+        return DataSplits(train, val, test, fingerprint(test), str(source), subset)
+    if not isinstance(train, TextSet) or not isinstance(val, TextSet) or not isinstance(test, TextSet):
+        raise DataError(f"{unlabelled}: unlabelled texts go with text data; {source} holds images")
+    texts = read_texts(unlabelled, text_column, encoding)
+    extra = unlabelled_texts(texts, (train, val, test), train.classes)
+    return DataSplits(train, val, test, fingerprint(test), str(source), subset, extra.texts, extra.dropped)
 
 
 def load_samples(

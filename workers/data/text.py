@@ -20,12 +20,14 @@ from workers.data.input_spec import InputSpec
 from workers.data.keys import key_ids, text_keys
 from workers.data.sources import DataError
 
+UNLABELLED = -1  # the label of a text without one (`data.unlabelled`: only an ELODI student's LDI term reads it)
+
 
 @dataclass(frozen=True)
 class TextSet(HeldSplit):
-    """Texts, labels as int64 N, the class names (empty: the classes are 0 … max label), and each
-    sample's id (int64 N, workers/data/keys.py; default: the ids of the stripped texts, so copies of
-    a text share one): a held split (workers/data/split.py)."""
+    """Texts, labels as int64 N (a class id, or UNLABELLED), the class names (empty: the classes are
+    0 … max label), and each sample's id (int64 N, workers/data/keys.py; default: the ids of the
+    stripped texts, so copies of a text share one): a held split (workers/data/split.py)."""
 
     texts: tuple[str, ...]
     labels: torch.Tensor
@@ -40,7 +42,7 @@ class TextSet(HeldSplit):
             raise DataError(f"labels must be int64 N, got {self.labels.dtype} {tuple(self.labels.shape)}")
         if len(self.labels) != len(self.texts):
             raise DataError(f"{len(self.labels)} labels for {len(self.texts)} texts")
-        if len(self.labels) and int(self.labels.min()) < 0:
+        if len(self.labels) and int(self.labels.min()) < UNLABELLED:
             raise DataError(f"negative class id {int(self.labels.min())}")
         if self.classes and len(self.labels) and int(self.labels.max()) >= len(self.classes):
             raise DataError(f"label {int(self.labels.max())} is not below the {len(self.classes)} classes")
@@ -65,6 +67,11 @@ class TextSet(HeldSplit):
         positions = torch.arange(len(self.texts))[index]
         texts = tuple(self.texts[i] for i in positions.tolist())
         return TextSet(texts, self.labels[positions], self.classes, self.ids[positions])
+
+    def followed_by(self, other: TextSet) -> TextSet:
+        """This split's samples, then `other`'s (same classes)."""
+        labels, ids = torch.cat([self.labels, other.labels]), torch.cat([self.ids, other.ids])
+        return TextSet(self.texts + other.texts, labels, self.classes, ids)
 
     def encoded(self, inputs: InputSpec | None = None) -> EncodedSplit:
         """Token ids of `inputs`' tokenizer, computed once per (texts, tokenizer) in this process."""

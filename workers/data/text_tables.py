@@ -47,6 +47,35 @@ def read_text_table(
     `encoding` applies to CSV, TSV and JSONL (Parquet is always UTF-8).
     """
     path = Path(path)
+    problems: list[str] = []  # a missing column is reported beside what the other column shows
+    rows = _table_rows(path, text_column, label_column, encoding, problems)
+    suffix = path.suffix.lower()
+    data = _text_set(path, rows, text_column, label_column, suffix in (".csv", ".tsv"), num_classes, problems)
+    if id_column is None:
+        return data
+    keys = id_keys(path, tables.id_values(path, suffix, encoding, id_column), id_column)
+    return TextSet(data.texts, data.labels, data.classes, torch.from_numpy(key_ids(keys)))
+
+
+def read_texts(path: str | os.PathLike, text_column: str = "text", encoding: str = "utf-8") -> tuple[str, ...]:
+    """The texts of a table's `text_column`, without labels (`data.unlabelled`): the formats and
+    refusals of `read_text_table`, one DataError naming the first bad row."""
+    path, problems = Path(path), list[str]()
+    rows = _table_rows(path, text_column, text_column, encoding, problems)  # the text column read as both
+    if not problems and not rows:
+        problems.append(f"{path}: no rows")
+    for where, text, _ in rows if not problems else ():
+        if not isinstance(text, str) or not text.strip():
+            shown = "empty text" if isinstance(text, str) else f"{_json_type(text)}, not a string,"
+            problems.append(f"{path}: {where}: {shown} in column {text_column!r}")
+            break
+    if problems:
+        raise DataError(*dict.fromkeys(problems))
+    return tuple(str(text) for _, text, _ in rows)
+
+
+def _table_rows(path: Path, text_column: str, label_column: str, encoding: str, problems: list[str]) -> list[_Row]:
+    """A table file's rows, read by the reader of its format; an unreadable file raised here."""
     suffix = path.suffix.lower()
     if suffix not in TEXT_FORMATS:
         raise DataError(f"{path}: a text table must be {', '.join(TEXT_FORMATS[:-1])} or {TEXT_FORMATS[-1]}")
@@ -58,23 +87,15 @@ def read_text_table(
         raise DataError(f"{path}: cannot read ({first_line(e)})") from None
     if size == 0:
         raise DataError(f"{path}: empty file")
-    problems: list[str] = []  # a missing column is reported beside what the other column shows
     if suffix == ".parquet":
-        rows = _parquet_rows(path, text_column, label_column, problems)
-    else:
-        raw = _read(path)
-        content = _decode(path, raw, encoding)
-        if not content.strip():
-            raise DataError(f"{path}: empty file")
-        if suffix == ".jsonl":
-            rows = _jsonl_rows(path, raw, content, encoding, text_column, label_column, problems)
-        else:
-            rows = _delimited_rows(path, raw, suffix, encoding, text_column, label_column, problems)
-    data = _text_set(path, rows, text_column, label_column, suffix in (".csv", ".tsv"), num_classes, problems)
-    if id_column is None:
-        return data
-    keys = id_keys(path, tables.id_values(path, suffix, encoding, id_column), id_column)
-    return TextSet(data.texts, data.labels, data.classes, torch.from_numpy(key_ids(keys)))
+        return _parquet_rows(path, text_column, label_column, problems)
+    raw = _read(path)
+    content = _decode(path, raw, encoding)
+    if not content.strip():
+        raise DataError(f"{path}: empty file")
+    if suffix == ".jsonl":
+        return _jsonl_rows(path, raw, content, encoding, text_column, label_column, problems)
+    return _delimited_rows(path, raw, suffix, encoding, text_column, label_column, problems)
 
 
 def id_keys(path: object, values: list[object], id_column: str) -> list[str]:

@@ -26,7 +26,14 @@ from workers.runtime import use_threads
 from workers.storage import fetch_checkpoint
 from workers.tasks.bookkeeping import Bookkeeping
 from workers.tasks.records import BcwiRecord, DataRequest, TrainJob, TrainRecord
-from workers.tasks.resolve import cached_splits, initial_model, local_teachers, settings_of, val_reference
+from workers.tasks.resolve import (
+    cached_splits,
+    initial_model,
+    local_teachers,
+    settings_of,
+    training_split,
+    val_reference,
+)
 from workers.training.bcwi import select_bcwi
 from workers.training.epochs import EpochStats, Member, TrainResult, run_epochs
 from workers.training.packed import PackedModels
@@ -52,7 +59,7 @@ def train_job(
     try:
         result = train(
             model,
-            splits.train,
+            training_split(job),
             job.config,
             job.objective,
             references,

@@ -13,6 +13,7 @@ import torch
 from workers.data import DataSplits, load_splits
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
+from workers.data.split import Split
 from workers.data.splits import Samples, fingerprint
 from workers.models.checkpoints import CheckpointError, ModelSettings, classes_seen_of, load_model
 from workers.models.hf import hf_directory, pretrained_state, read_directory
@@ -45,8 +46,17 @@ def content_key(request: DataRequest) -> str:
         return hashlib.sha256(f"streamed {splits.fingerprint}".encode()).hexdigest()[:16]
     train, val = splits.train, splits.val
     assert isinstance(train, Samples) and isinstance(val, Samples), "a request that streams returned above"
-    parts = (fingerprint(train), fingerprint(val), splits.fingerprint)
+    parts: tuple[str, ...] = (fingerprint(train), fingerprint(val), splits.fingerprint)
+    if splits.unlabelled is not None:  # what an ELODI student distils on besides
+        parts += (fingerprint(splits.unlabelled),)
     return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
+
+
+def training_split(job: TrainJob) -> Split:
+    """What the job trains on: the training split, and for an ELODI student the unlabelled texts after it
+    (`DataSplits.distillation_split`; the teacher pool's actors hold the same, plan.train_split)."""
+    splits = cached_splits(job.data)
+    return splits.distillation_split() if job.objective.method == "elodi" else splits.train
 
 
 def settings_of(job: TrainJob) -> ModelSettings:
@@ -113,7 +123,7 @@ def local_teachers(job: TrainJob) -> LocalTeachers | None:
     samples; so a setting of `resources` never changes what a teacher sees."""
     if not job.teachers:
         return None
-    train = cached_splits(job.data).train
+    train = training_split(job)
     device = torch.device(job.config.device)
     images_on_device: list[torch.Tensor] = []
     groups = {}

@@ -60,8 +60,8 @@ class TrainResult:
 
 def class_ids(data: Split) -> list[int]:
     """The class ids present in a training split: a model trained on it has `classes_seen` these
-    (data growth: NFR against it is counted on these classes only)."""
-    return sorted(int(c) for c in torch.unique(data.labels))
+    (data growth: NFR against it is counted on these classes only); unlabelled texts add none."""
+    return sorted(int(c) for c in torch.unique(data.labels) if c >= 0)
 
 
 def scoped_nfr(reference: torch.Tensor | None, logits: torch.Tensor, labels: torch.Tensor) -> float | None:

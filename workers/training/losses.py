@@ -20,8 +20,11 @@ LdiReduction = Literal["sum", "mean"]
 
 
 def cross_entropy(student: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """CE = −(1/B) Σ_i log softmax(s_i)[ℓ_i]."""
-    return F.cross_entropy(student, labels)
+    """CE = −(1/|L|) Σ_{i ∈ L} log softmax(s_i)[ℓ_i], L the labelled samples (ℓ_i ≥ 0: an unlabelled
+    text, ℓ_i = −1, has no CE term); 0 for a batch with none."""
+    per_sample = F.cross_entropy(student, labels.clamp(min=0), reduction="none")
+    labelled = (labels >= 0).to(per_sample.dtype)
+    return (per_sample * labelled).sum() / labelled.sum().clamp(min=1.0)
 
 
 def kl_per_sample(student: torch.Tensor, teacher: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -146,8 +149,9 @@ def logit_difference_inhibition(
     mask = topk_class_mask(student, teacher, k, by)
     gap = ((student - teacher).abs() - margin).clamp(min=0).pow(p)
     terms = gap * mask
-    if labels is not None:
-        terms = terms.scatter(1, labels[:, None], 0.0)
+    if labels is not None:  # (an unlabelled sample, ℓ_i = −1, keeps every term)
+        true_class = F.one_hot(labels.clamp(min=0), terms.shape[1]).bool() & (labels >= 0)[:, None]
+        terms = terms.masked_fill(true_class, 0.0)
     return _reduce_ldi(terms, mask, reduction)
 
 
