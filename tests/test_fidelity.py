@@ -165,6 +165,28 @@ def test_variant_mode_changes_one_setting():
     assert variant_mode(mode, {"alpha": 1.0}).alpha == 1.0
     assert variant_mode(mode, {"elodi_epochs": "2x"}).elodi_epochs == 2 * mode.epochs
     assert variant_mode(mode, {"k": 3}) == mode  # K is passed to the planner, not the mode
+    assert variant_mode(MODES["hf-minilm"], {"alpha": 1.0, "elodi_epochs": "4x"}).elodi_epochs == 24
+
+
+def test_elodi_students_distil_on_the_texts_after_their_slice_without_labels(tmp_path):
+    """elodi_inputs 2: the ELODI students' data names a CSV of the first 2n training texts (n: their
+    version's slice), of which the loader keeps those outside the slice, unlabelled; replicas keep n."""
+    from dataclasses import replace
+
+    from benchmarks.fidelity import trainings
+    from workers.data.text import UNLABELLED
+    from workers.tasks.resolve import cached_splits, training_split
+
+    plan = trainings.Planner(replace(MODES["text-check"], elodi_inputs=2), tmp_path)
+    student = plan.jobs[trainings.elodi(plan, 0, "old", 2, 3)].job
+    replica = plan.jobs[trainings.plain(plan, 0, "old")].job
+    assert replica.data.unlabelled is None and student.data.unlabelled == str(tmp_path / "unlabelled-first-1200.csv")
+    labelled = cached_splits(replica.data).train
+    split = training_split(student)
+    assert len(labelled) == 600 and 1150 <= len(split) <= 1200  # copies of one text count once
+    assert split.texts[:600] == labelled.texts and set(split.labels[600:].tolist()) == {UNLABELLED}
+    without = trainings.Planner(MODES["text-check"], tmp_path)  # the replicas' cache is the plain mode's
+    assert without.jobs[trainings.plain(without, 0, "old")].job.checkpoint_uri == replica.checkpoint_uri
 
 
 def test_findings_from_the_means():

@@ -3,7 +3,8 @@
     python -m benchmarks.fidelity.investigate [--quick | --mode MODE] [--seeds 1] [--out docs/benchmarks.md]
 
 Each variant changes one setting of the mode (default: `default`; α, the students' epochs, K, m, K chosen by the
-student's logits instead of the teacher ensemble's) and retrains only the two ELODI students of each
+student's logits instead of the teacher ensemble's, text: unlabelled texts the students also distil on, the
+training texts after their slice) and retrains only the two ELODI students of each
 seed; the replicas and plain models come from the benchmark's cache (same settings digest). Numbers
 are on the val split, never the eval split, so nothing here tunes the benchmark to its test set. Per
 variant: ER_new, NFR w.r.t. the old ELODI model, NFR as a multiple of no treatment's and of the
@@ -45,6 +46,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "K = 3 by the student's top-K": {"k": 3, "topk_by": "student"},
     "m = 8": {"m": 8},
     "gradient clip 25 (not 5)": {"elodi_clip": 25.0},
+    "α = 1, students 4× epochs": {"alpha": 1.0, "elodi_epochs": "4x"},
+    "students distil on 4× the texts (3× unlabelled)": {"elodi_inputs": 4},
+    "α = 1, students distil on 4× the texts (3× unlabelled)": {"alpha": 1.0, "elodi_inputs": 4},
 }
 
 
@@ -98,9 +102,10 @@ def fd_markdown(table: dict[str, dict]) -> str:
 
 
 def variant_mode(mode: Mode, change: dict[str, Any]) -> Mode:
+    """The mode with one variant's settings; `elodi_epochs` "Nx" is N times the mode's `epochs`."""
     settings = {k: v for k, v in change.items() if k not in ("k", "elodi_epochs")}
-    if change.get("elodi_epochs") == "2x":
-        settings["elodi_epochs"] = 2 * mode.epochs
+    if "elodi_epochs" in change:
+        settings["elodi_epochs"] = int(change["elodi_epochs"].removesuffix("x")) * mode.epochs
     return dataclasses.replace(mode, **settings)
 
 

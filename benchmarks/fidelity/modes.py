@@ -38,6 +38,9 @@ class Mode:
     bcwi_tolerance: float = 0.003  # BCWI: ER(α) ≤ ER(α = 0) + this, on val
     elodi_epochs: int | None = None  # ELODI students' epochs (None: `epochs`, like every other model)
     elodi_clip: float | None = 5.0  # ELODI students' gradient-norm clip (TrainConfig.max_grad_norm)
+    # ELODI students also distil on unlabelled texts (`data.unlabelled`): the training texts ranked after their
+    # version's slice, up to this multiple of it (1: none; 4: a 1,000-tweet slice and the next 3,000 or so)
+    elodi_inputs: int = 1
     fd_alpha: float | None = None  # KD / FD weight α (None: the method's default, 0.5 / 0.9)
     topk_by: TopKBy = "teacher"  # LDI's K(x): the teacher ensemble's top-K (ELODI Eq. 5), the student's, or union
     device: str = "cpu"

@@ -30,7 +30,9 @@ from typing import Literal
 from benchmarks.fidelity.inputs import inputs_of, request_of
 from benchmarks.fidelity.modes import Mode
 from workers.data.input_spec import InputSpec
+from workers.data.text import TextSet
 from workers.tasks.records import DataRequest, TrainJob
+from workers.tasks.resolve import cached_splits
 from workers.training.config import TrainConfig
 from workers.training.objectives import Objective
 
@@ -80,6 +82,30 @@ class Planner:
         limit = self.mode.train_sizes[VERSIONS.index(version)]
         return request_of(self.mode.dataset, limit, self.mode.eval_limit, self.mode.val_fraction)
 
+    def student_data(self, version: str) -> DataRequest:
+        """An ELODI student's data: the version's, and with `elodi_inputs` > 1 the unlabelled texts of
+        `unlabelled_file` (its own slice's texts there are left out by the loader)."""
+        data = self.data(version)
+        if self.mode.elodi_inputs == 1:
+            return data
+        assert data.train_limit is not None, "unlabelled texts are the training texts after a limited slice"
+        return replace(data, unlabelled=str(self.unlabelled_file(self.mode.elodi_inputs * data.train_limit)))
+
+    def unlabelled_file(self, count: int) -> Path:
+        """A CSV of the texts of the first `count` training samples (by rank, as `train_limit` takes them)."""
+        path = self.folder / f"unlabelled-first-{count}.csv"
+        if not path.exists():
+            import csv
+
+            train = cached_splits(request_of(self.mode.dataset, count, self.mode.eval_limit, self.mode.val_fraction))
+            assert isinstance(train.train, TextSet), "unlabelled inputs are texts"
+            self.folder.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(".partial")
+            with partial.open("w", newline="", encoding="utf-8") as f:
+                csv.writer(f).writerows([("text",), *((text,) for text in train.train.texts)])
+            partial.replace(path)
+        return path
+
     def arch(self, version: str) -> str:
         return self.mode.arch if version == "new" else self.mode.old_arch or self.mode.arch
 
@@ -127,6 +153,7 @@ class Planner:
         epochs: int | None = None,
         clip: float | None = 5.0,
         like: str | None = None,
+        data: DataRequest | None = None,
     ) -> str:
         """Add job `name`, trained on `version`'s data; architecture, tokenizer and settings are
         those of version `like` (default: `version`; BCWI fine-tunes the old architecture on new data)."""
@@ -140,7 +167,7 @@ class Planner:
         config = self.config(seed, epochs, clip, like)
         # a model that starts from another's weights reads its inputs as that one does (text: its tokenizer)
         inputs = self.jobs[init_from].job.inputs if init_from else self.inputs(like)
-        job = TrainJob(name, self.data(version), self.arch(like), config, "", objective, inputs=inputs)
+        job = TrainJob(name, data or self.data(version), self.arch(like), config, "", objective, inputs=inputs)
         # BCWI's pick depends on its val tolerance too: a changed tolerance is a new result, not the cached one
         picked_by = (self.mode.bcwi_tolerance,) if kind == "bcwi" else ()
         stem = str(self.folder / f"{name.replace('/', '_')}-{digest(kind, job, upstream, *picked_by)}")
@@ -214,6 +241,7 @@ def elodi(plan: Planner, seed: int, version: str, m: int, k: int, legacy: bool =
         init_from=start_of(plan, seed, version),
         epochs=plan.mode.elodi_epochs,
         clip=plan.mode.elodi_clip,
+        data=plan.student_data(version),
     )
 
 
