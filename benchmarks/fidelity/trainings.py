@@ -170,7 +170,9 @@ class Planner:
         job = TrainJob(name, data or self.data(version), self.arch(like), config, "", objective, inputs=inputs)
         # BCWI's pick depends on its val tolerance too: a changed tolerance is a new result, not the cached one
         picked_by = (self.mode.bcwi_tolerance,) if kind == "bcwi" else ()
-        stem = str(self.folder / f"{name.replace('/', '_')}-{digest(kind, job, upstream, *picked_by)}")
+        # (the unlabelled texts are out of the job's repr, so the digests of models without them stay as they were)
+        unlabelled = (("unlabelled", job.data.unlabelled),) if job.data.unlabelled is not None else ()
+        stem = str(self.folder / f"{name.replace('/', '_')}-{digest(kind, job, upstream, *picked_by, *unlabelled)}")
         init_path = f"{self.jobs[init_from].stem}.pt" if init_from else None
         job = replace(job, checkpoint_uri=f"{stem}.pt", init_from=init_path)
         self.jobs[name] = Planned(name, kind, stem, job, refs, init_from, self.group)

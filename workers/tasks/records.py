@@ -30,7 +30,9 @@ class DataRequest:
     encoding: str = "utf-8"
     id_column: str | None = None  # a text table's column naming each sample (None: its content)
     image_size: int | None = None  # images resized and centre-cropped to image_size² (None: as stored)
-    unlabelled: str | None = None  # a table of texts without labels that an ELODI student also distils on
+    # a table of texts without labels that an ELODI student also distils on; out of the repr, which names the
+    # fidelity benchmark's cached models (benchmarks/fidelity/trainings.py `digest` adds it where it is set)
+    unlabelled: str | None = field(default=None, repr=False)
     streaming: bool | str = False  # as the spec says: true, false or "auto" (preflight decides)
     streamed: StreamedSplits | None = None  # the streamed splits preflight opened (then no process loads the data)
     skip_corrupt: bool = False  # a streamed ImageFolder: files that are not readable images left out, counted
