@@ -3,7 +3,9 @@ gives them to its architecture."""
 
 from __future__ import annotations
 
+import csv
 from functools import lru_cache
+from pathlib import Path
 
 from workers.data.input_spec import InputSpec
 from workers.data.text import TextSet
@@ -43,3 +45,18 @@ def inputs_of(data: DataRequest, arch: str, max_length: int | None) -> InputSpec
     if max_length is not None:
         document["tokenizer"] = {"max_length": max_length}
     return text_inputs(parse_spec(document), train)
+
+
+def first_texts(data: DataRequest, folder: Path) -> Path:
+    """A CSV (column `text`) of the texts of `data`'s training split, written once into `folder`:
+    what `data.unlabelled` reads (the first `train_limit` training samples by rank, labels dropped)."""
+    path = folder / f"unlabelled-first-{data.train_limit}.csv"
+    if not path.exists():
+        train = cached_splits(data).train
+        assert isinstance(train, TextSet), "unlabelled inputs are texts"
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        with partial.open("w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows([("text",), *((text,) for text in train.texts)])
+        partial.replace(path)
+    return path

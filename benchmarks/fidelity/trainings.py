@@ -27,12 +27,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from benchmarks.fidelity.inputs import inputs_of, request_of
+from benchmarks.fidelity.inputs import first_texts, inputs_of, request_of
 from benchmarks.fidelity.modes import Mode
 from workers.data.input_spec import InputSpec
-from workers.data.text import TextSet
 from workers.tasks.records import DataRequest, TrainJob
-from workers.tasks.resolve import cached_splits
 from workers.training.config import TrainConfig
 from workers.training.objectives import Objective
 
@@ -83,28 +81,14 @@ class Planner:
         return request_of(self.mode.dataset, limit, self.mode.eval_limit, self.mode.val_fraction)
 
     def student_data(self, version: str) -> DataRequest:
-        """An ELODI student's data: the version's, and with `elodi_inputs` > 1 the unlabelled texts of
-        `unlabelled_file` (its own slice's texts there are left out by the loader)."""
+        """An ELODI student's data: the version's, and with `elodi_inputs` > 1 the texts of the first
+        elodi_inputs × its slice's training samples, unlabelled (the loader leaves its own slice's out)."""
         data = self.data(version)
         if self.mode.elodi_inputs == 1:
             return data
         assert data.train_limit is not None, "unlabelled texts are the training texts after a limited slice"
-        return replace(data, unlabelled=str(self.unlabelled_file(self.mode.elodi_inputs * data.train_limit)))
-
-    def unlabelled_file(self, count: int) -> Path:
-        """A CSV of the texts of the first `count` training samples (by rank, as `train_limit` takes them)."""
-        path = self.folder / f"unlabelled-first-{count}.csv"
-        if not path.exists():
-            import csv
-
-            train = cached_splits(request_of(self.mode.dataset, count, self.mode.eval_limit, self.mode.val_fraction))
-            assert isinstance(train.train, TextSet), "unlabelled inputs are texts"
-            self.folder.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial")
-            with partial.open("w", newline="", encoding="utf-8") as f:
-                csv.writer(f).writerows([("text",), *((text,) for text in train.train.texts)])
-            partial.replace(path)
-        return path
+        texts = first_texts(replace(data, train_limit=self.mode.elodi_inputs * data.train_limit), self.folder)
+        return replace(data, unlabelled=str(texts))
 
     def arch(self, version: str) -> str:
         return self.mode.arch if version == "new" else self.mode.old_arch or self.mode.arch
