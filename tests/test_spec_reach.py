@@ -68,11 +68,15 @@ NON_DEFAULT = {
         "streaming": True,
         "skip_corrupt": True,
         "modality": "image",
+        "unlabelled": "more.csv",
     },
 }
 BESIDE = {("data", "num_classes"): {"path": "user/data"}, ("method", "name"): {"legacy_weight": None}}
 # fields of other sections a field needs beside it: an adapter is for an hf:DIR model, which reads text
-AROUND = {("train", "adapter"): {"arch": "hf:/models/bert", "data": {"dataset": "tweet-sentiment"}}}
+AROUND = {
+    ("train", "adapter"): {"arch": "hf:/models/bert", "data": {"dataset": "tweet-sentiment"}},
+    ("data", "unlabelled"): {"arch": "text-bag", "data": {"dataset": "tweet-sentiment"}},  # texts for a text model
+}
 SAME_AS_DEFAULT = {("data", "dataset")}  # fashion-mnist is the source without it; tweet-sentiment needs a text arch
 
 
