@@ -117,8 +117,9 @@ def test_textset_checks_take_and_fingerprint():
     assert data.take(slice(1, 3)).texts == ("b", " a ")
     with pytest.raises(DataError, match="3 labels for 4 texts"):
         TextSet(data.texts, torch.tensor([0, 1, 2]))
-    with pytest.raises(DataError, match="negative class id"):
-        TextSet(("a",), torch.tensor([-1]))
+    with pytest.raises(DataError, match="negative class id -2"):
+        TextSet(("a",), torch.tensor([-2]))
+    assert TextSet(("a",), torch.tensor([-1])).labels.tolist() == [-1]  # UNLABELLED: data.unlabelled's texts
     # boundaries count: ("ab", "c") and ("a", "bc") differ; so do the labels
     assert text_fingerprint(TextSet(("ab", "c"), torch.tensor([0, 1]))) != text_fingerprint(
         TextSet(("a", "bc"), torch.tensor([0, 1]))
