@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import os
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -252,6 +253,8 @@ def main(argv: list[str] | None = None) -> dict:
         ray.shutdown()
     flags = f" --mode {mode.name}" if mode.name not in ("default", "quick") else " --quick" if args.quick else ""
     flags += f" --seeds {args.seeds}" + (" --no-fd" if args.no_fd else "")
+    if args.variants != list(VARIANTS):
+        flags += " --variants " + " ".join(shlex.quote(name) for name in args.variants)
     command = f"python -m benchmarks.fidelity.investigate{flags}"
     wall = time.perf_counter() - started
     (folder / "investigation.json").write_text(json.dumps({"command": command, "variants": table, "fd": fd}, indent=1))
