@@ -108,7 +108,7 @@ def test_the_student_trains_on_the_labelled_split_then_the_unlabelled_texts(tmp_
     splits = load_splits("tweet-sentiment", train_limit=600, eval_limit=400, unlabelled=path)
     assert splits.unlabelled is not None and len(splits.unlabelled) == len({t.strip() for t in fresh})
     assert splits.unlabelled_dropped == len(rows) - len(splits.unlabelled)
-    student = splits.distillation_split()
+    student = splits.distillation_split
     assert len(student) == len(plain.train) + len(splits.unlabelled)
     assert student.labels[: len(plain.train)].tolist() == plain.train.labels.tolist()
     assert set(student.labels[len(plain.train) :].tolist()) == {UNLABELLED}

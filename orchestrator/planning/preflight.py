@@ -235,7 +235,7 @@ def _inspect(spec: UpdateSpec, settle_inputs: bool, upcoming: dict[str, Shape]) 
         arch_key=directory_digest(spec.arch.removeprefix(HF_PREFIX)) if is_hf(spec.arch) else None,
         class_names=tuple(splits.train.classes),
         eval_labels=splits.eval.labels.numpy(),
-        train_split=splits.distillation_split() if spec.method.name == "elodi" else splits.train,
+        train_split=splits.distillation_split if spec.method.name == "elodi" else splits.train,
         unlabelled=None if splits.unlabelled is None else (len(splits.unlabelled), splits.unlabelled_dropped),
     )
     return Inspection([], plan, shape, summary)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -37,8 +38,10 @@ class DataSplits:
     unlabelled: TextSet | None = None  # `data.unlabelled`'s texts kept (workers/data/unlabelled.py)
     unlabelled_dropped: int = 0  # its rows left out: copies, or texts of the labelled splits
 
+    @cached_property
     def distillation_split(self) -> Split:
-        """What an ELODI student trains on: `train`, followed by the unlabelled texts when there are any."""
+        """What an ELODI student trains on: `train`, followed by the unlabelled texts when there are any
+        (joined once: the student and its in-process teachers read the same split)."""
         if self.unlabelled is None:
             return self.train
         assert isinstance(self.train, TextSet), "unlabelled texts go with held text"

@@ -56,7 +56,7 @@ def training_split(job: TrainJob) -> Split:
     """What the job trains on: the training split, and for an ELODI student the unlabelled texts after it
     (`DataSplits.distillation_split`; the teacher pool's actors hold the same, plan.train_split)."""
     splits = cached_splits(job.data)
-    return splits.distillation_split() if job.objective.method == "elodi" else splits.train
+    return splits.distillation_split if job.objective.method == "elodi" else splits.train
 
 
 def settings_of(job: TrainJob) -> ModelSettings:
