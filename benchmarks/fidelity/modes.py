@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from pipelines.defaults import HF, Recipe, recipe_for
+from pipelines.defaults import HF, HF_ADAPTER, Recipe, recipe_for
+from workers.models.adapters import LoraSettings
 from workers.models.hf import MINILM_DIR
 from workers.training.losses import LdiReduction, TopKBy
 
@@ -65,6 +66,9 @@ class Mode:
     recipe: Recipe | None = None
     max_length: int | None = None  # text: tokens kept per sample (None: the spec's auto)
     val_fraction: float = 0.1  # the data's val share of the training pool (the spec's data.val_fraction)
+    adapter: LoraSettings | None = None  # hf: modes: every model a LoRA adapter on the frozen base (train.adapter)
+    # adapter modes: the rate of a "none, full fine-tuning" row (plain old and new without an adapter; None: no row)
+    full_lr: float | None = None
 
     @property
     def text(self) -> bool:
@@ -234,6 +238,19 @@ MODES = {
         eval_limit=None,
         val_fraction=0.1,  # 600 val stories
     ),
+    # the same with every model a LoRA adapter (the default: r8 α16 on query and value) at the adapter
+    # recipe's rate, beside a row of the plain models fully fine-tuned: what adapters cost in ER and NFR.
+    # ELODI's replicas are adapters on one frozen base; BCWI interpolates the adapter and head
+    "hf-minilm-lora": replace(
+        HF_MINILM,
+        name="hf-minilm-lora",
+        lr=HF_ADAPTER.lr,
+        recipe=HF_ADAPTER,
+        adapter=LoraSettings(),
+        full_lr=HF.lr,
+        toward_old=(),
+        both_ends=False,
+    ),
     # the full size on one GPU: all training tweets, the recipe's epochs, bf16 (no Ray there)
     "hf-minilm-gpu": replace(
         HF_MINILM,
@@ -257,6 +274,24 @@ MODES = {
         epochs=1,
         m=2,
         max_length=32,
+    ),
+    # the adapter mode's code path on a CPU in a few minutes (tests/test_fidelity.py)
+    "hf-minilm-lora-check": replace(
+        HF_MINILM,
+        name="hf-minilm-lora-check",
+        seeds=1,
+        dataset="reuters-r8",
+        train_sizes=(300, 300, 600),
+        eval_limit=200,
+        epochs=1,
+        m=2,
+        max_length=32,
+        lr=HF_ADAPTER.lr,
+        recipe=HF_ADAPTER,
+        adapter=LoraSettings(),
+        full_lr=HF.lr,
+        toward_old=(),
+        both_ends=False,
     ),
     # the text modes' code path on a CPU in a minute (tests/test_fidelity.py)
     "text-check": replace(

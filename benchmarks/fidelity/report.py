@@ -22,6 +22,8 @@ def heading(mode: Mapping[str, Any]) -> str:
         return f"## Fidelity, fine-tuning from the deployed weights: {data_name(mode)}"
     if mode.get("dataset", "fashion-mnist") != "fashion-mnist":
         where = " (GPU)" if mode["device"] == "cuda" else ""
+        if mode.get("adapter"):  # LoRA adapters: a section of their own beside the fully fine-tuned one
+            return f"## Fidelity on text{where}: {data_name(mode)}, LoRA adapters against full fine-tuning"
         if mode.get("recipe"):  # a pretrained encoder: one section per text set
             return f"## Fidelity on text{where}: {data_name(mode)}, fine-tuned"
         return f"## Fidelity on text{where}: {mode['old_arch']} → {mode['arch']} on tweet sentiment"
@@ -75,8 +77,28 @@ def _fine_tuning_setting(record: Mapping[str, Any], seeds: str) -> str:
             f"is the mean logits of m = {mode['m']} replicas at both ends. ELODI (α = {mode['alpha']}, LDI with "
             f"p = 2 over all classes): {_elodi_setting(mode, 'fine-tuned')}. BCWI: the old model fine-tuned "
             "again on the new data, then θ = α·θ_old + (1−α)·θ_new with α picked on val (lowest val NFR with val "
-            "ER ≤ α = 0's + 0.3 pt). KD: α = 0.5, T = 4; FD: α = 0.9, focal 1 + 5·1[old correct], FD-KL T = 100.",
+            "ER ≤ α = 0's + 0.3 pt). KD: α = 0.5, T = 4; FD: α = 0.9, focal 1 + 5·1[old correct], FD-KL T = 100."
+            + _adapter_setting(mode),
         ]
+    )
+
+
+def _adapter_setting(mode: Mapping[str, Any]) -> str:
+    """What an adapter mode changes: every model is a LoRA adapter; the full fine-tuning row; '' otherwise."""
+    lora = mode.get("adapter")
+    if not lora:
+        return ""
+    full = (
+        f' The row "none, full fine-tuning" is the plain old and new models with every weight fine-tuned '
+        f"(lr {mode['full_lr']}, the rest of the recipe the same, the seeds of the plain models)."
+        if mode.get("full_lr")
+        else ""
+    )
+    return (
+        f" Every model but that row is a LoRA adapter (rank {lora['rank']}, alpha {lora['alpha']}, on "
+        f"{', '.join(lora['targets'])}, dropout {lora['dropout']}) and the head on the frozen pretrained weights, at "
+        "the adapter recipe's rate: ELODI's m replicas are m adapters on one base (as teachers they share its "
+        f"weights in memory), and BCWI fine-tunes the old adapter and interpolates adapter and head.{full}"
     )
 
 

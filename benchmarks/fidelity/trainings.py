@@ -14,6 +14,7 @@ Versions (data growth on one architecture, so BCWI applies): v1 is trained on th
   θ = α·θ_old + (1−α)·θ_new with α picked on the validation split.
 - fine-tuning modes: `s{s}/new-from-old/…`, the new replicas and students again, each started from
   the plain old model's weights (`init: old` with the plain model deployed); `Layout.from_old`.
+- adapter modes (every model a LoRA adapter): `s{s}/{v}/full-fine-tuning`, the plain model without it.
 
 A job's output path holds a digest of everything that determines it (data, architecture, train
 config, objective, references' paths, start weights), so a rerun reuses finished models and a
@@ -99,23 +100,17 @@ class Planner:
         return inputs_of(self.data(version), self.arch(version), self.mode.max_length) if self.mode.text else None
 
     def config(
-        self, seed: int, epochs: int | None = None, clip: float | None = 5.0, version: str = "new"
+        self, seed: int, epochs: int | None = None, clip: float | None = 5.0, version: str = "new", full: bool = False
     ) -> TrainConfig:
+        """`full`: an adapter mode's model without its adapter, at `full_lr` (the fully fine-tuned row)."""
         old = version != "new"
         recipe = self.mode.recipe
-        schedule = (
-            {}
-            if recipe is None
-            else {
-                "optimizer": recipe.optimizer,
-                "schedule": recipe.schedule,
-                "warmup_epochs": recipe.warmup_epochs,
-                "weight_decay_on": recipe.weight_decay_on,
-            }
-        )
+        names = ("optimizer", "schedule", "warmup_epochs", "weight_decay_on")
+        schedule = {} if recipe is None else {name: getattr(recipe, name) for name in names}
         return TrainConfig(
             epochs=epochs or (self.mode.old_epochs if old and self.mode.old_epochs else self.mode.epochs),
-            lr=self.mode.old_lr if old and self.mode.old_lr else self.mode.lr,
+            lr=(self.mode.full_lr if full else self.mode.old_lr if old else None) or self.mode.lr,
+            adapter=None if full else self.mode.adapter,
             seed=seed,
             device=self.mode.device,
             max_grad_norm=clip if recipe is None else recipe.max_grad_norm,
@@ -138,6 +133,7 @@ class Planner:
         clip: float | None = 5.0,
         like: str | None = None,
         data: DataRequest | None = None,
+        full: bool = False,
     ) -> str:
         """Add job `name`, trained on `version`'s data; architecture, tokenizer and settings are
         those of version `like` (default: `version`; BCWI fine-tunes the old architecture on new data)."""
@@ -148,7 +144,7 @@ class Planner:
         upstream = [self.jobs[n].stem for _, group in refs for n in group] + (
             [self.jobs[init_from].stem] if init_from else []
         )
-        config = self.config(seed, epochs, clip, like)
+        config = self.config(seed, epochs, clip, like, full)
         # a model that starts from another's weights reads its inputs as that one does (text: its tokenizer)
         inputs = self.jobs[init_from].job.inputs if init_from else self.inputs(like)
         job = TrainJob(name, data or self.data(version), self.arch(like), config, "", objective, inputs=inputs)
@@ -198,6 +194,11 @@ def replicas(plan: Planner, seed: int, version: str, count: int) -> tuple[str, .
 def plain(plan: Planner, seed: int, version: str) -> str:
     """The version's plain (no-treatment) model: its replica 1."""
     return replicas(plan, seed, version, 1)[0]
+
+
+def fully_tuned(plan: Planner, seed: int, version: str) -> str:
+    """An adapter mode's plain model of `version` without the adapter: every weight fine-tuned at `full_lr`."""
+    return plan.add(f"s{seed}/{version}/full-fine-tuning", version, seed_of(seed, version, 1), full=True)
 
 
 def elodi(plan: Planner, seed: int, version: str, m: int, k: int, legacy: bool = False) -> str:
@@ -273,6 +274,9 @@ def table_rows(plan: Planner, seed: int, num_classes: int) -> list[Row]:
     """The main table's rows for one seed, adding the jobs they need."""
     mode, old = plan.mode, (plain(plan, seed, "old"),)
     rows = [Row("none", old, (plain(plan, seed, "new"),))]
+    if mode.full_lr is not None:  # an adapter mode: the plain models fully fine-tuned, for comparison
+        full = (fully_tuned(plan, seed, "old"),), (fully_tuned(plan, seed, "new"),)
+        rows.append(Row("none, full fine-tuning", *full))
     rows += [Row(method, old, (toward_old(plan, seed, method),)) for method in mode.toward_old]
     rows.append(
         Row(f"paragon ({mode.m}×, both ends)", replicas(plan, seed, "old", mode.m), replicas(plan, seed, "new", mode.m))
