@@ -8,8 +8,11 @@ Each mode runs in a fresh process (peak resident memory, `ru_maxrss`, is per pro
 a 3-class head, the pretrained weights loaded, AdamW at the hf: recipe's settings (weight decay on
 weights only, clip 1), `steps` training steps on real tweets cut at `tokens` tokens (2 warm-up steps
 not timed). LoRA: the default adapter (rank 8, alpha 16, query and value). Results:
-docs/adapter-cost-results.json and a section of docs/benchmarks.md. Error rates and flips of adapters
-against full fine-tuning come from the fidelity and baselines benchmarks, not from here.
+docs/adapter-cost-results.json and a section of docs/benchmarks.md. The table's error rates and flips
+come from the fidelity benchmark's adapter mode (`python -m benchmarks.fidelity --mode hf-minilm-lora`),
+whose results.json `--flips` names: its "none" row (LoRA adapters) and "none, full fine-tuning" row
+(the same plain models without the adapter), mean ± std over its seeds. `--report-only` rewrites the
+section from the results files, measuring nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from benchmarks.report import markdown_table, write_section
 
 HEADING = "## LoRA adapters against full fine-tuning: cost (MiniLM, CPU)"
 RESULTS = Path("docs/adapter-cost-results.json")
+FLIPS = Path("docs/fidelity-hf-minilm-lora-results.json")  # a copy of the adapter mode's results.json
 MODES = ("full", "lora")
+FLIP_ROWS = {"full": "none, full fine-tuning", "lora": "none"}  # each mode's plain update in the fidelity table
 
 
 def run_mode(mode: str, steps: int, batch: int, tokens: int, threads: int) -> dict[str, Any]:
@@ -95,7 +100,27 @@ def run_mode(mode: str, steps: int, batch: int, tokens: int, threads: int) -> di
     }
 
 
-def report(results: dict[str, Any]) -> str:
+def flip_cells(flips: dict[str, Any] | None, mode: str) -> list[str]:
+    """ER_old, ER_new and NFR (mean ± std %) of `mode`'s plain update in the fidelity record; [] without one."""
+    if flips is None:
+        return []
+    row = next(entry for entry in flips["eval"]["table"] if entry["method"] == FLIP_ROWS[mode])
+    return [f"{100 * row[key][0]:.2f} ± {100 * row[key][1]:.2f}" for key in ("er_old", "er_new", "nfr")]
+
+
+def flips_sentence(flips: dict[str, Any]) -> str:
+    """Where the error and flip columns come from."""
+    mode, sizes = flips["mode"], flips["mode"]["train_sizes"]
+    seeds = len(flips["eval"]["table"][0]["per_seed"])
+    return (
+        f" ER and NFR: `{flips['command']}` ({flips['date']}, {seeds} seeds; {FLIPS} is its results.json), the plain "
+        f"update old ({sizes[1]:,} tweets) → new ({sizes[2]:,}) on {flips['n_eval']:,} eval tweets, {mode['epochs']} "
+        f"epochs at {mode['max_length']} tokens: full fine-tuning at lr {mode['full_lr']}, LoRA at {mode['lr']} "
+        "(the adapter recipe). Its section below has the adapters' ELODI, paragon and BCWI rows."
+    )
+
+
+def report(results: dict[str, Any], flips: dict[str, Any] | None = None) -> str:
     by = {r["mode"]: r for r in results["modes"]}
     full, lora = by["full"], by["lora"]
     rows = [
@@ -107,9 +132,11 @@ def report(results: dict[str, Any]) -> str:
             f"{r['optimizer_state_mib']:.2f}",
             f"{r['own_weights_mib']:.2f}",
             f"{r['checkpoint_mib']:.1f}",
+            *flip_cells(flips, mode),
         ]
-        for name, r in (("full fine-tuning", full), ("LoRA r8 α16 query,value", lora))
+        for name, r, mode in (("full fine-tuning", full, "full"), ("LoRA r8 α16 query,value", lora, "lora"))
     ]
+    flip_headers = ["ER_old %", "ER_new %", "NFR old → new %"] if flips else []
     a = results["args"]
     return "\n".join(
         [
@@ -119,7 +146,8 @@ def report(results: dict[str, Any]) -> str:
             f"tokens, batch {a['batch']}, AdamW, each mode in its own process. LoRA trains at "
             f"{lora['samples_per_s'] / full['samples_per_s']:.2f}× full fine-tuning's samples/s here (the frozen "
             "base still runs forward and backward to the adapters; only the weight gradients and their AdamW "
-            "update are saved), and a version's own weights are the adapter and the head.",
+            "update are saved), and a version's own weights are the adapter and the head."
+            + (flips_sentence(flips) if flips else ""),
             "",
             markdown_table(
                 [
@@ -130,6 +158,7 @@ def report(results: dict[str, Any]) -> str:
                     "AdamW state MiB",
                     "the version's own weights MiB",
                     "checkpoint MiB (base + adapter)",
+                    *flip_headers,
                 ],
                 rows,
             ),
@@ -143,10 +172,17 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--flips", type=Path, default=FLIPS, help="the adapter fidelity mode's results.json")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the section from the results files")
     parser.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)  # one mode, in the child
     args = parser.parse_args()
     if args.mode:
         print(json.dumps(run_mode(args.mode, args.steps, args.batch, args.tokens, args.threads)))
+        return
+    flips = json.loads(args.flips.read_text()) if args.flips.exists() else None
+    if args.report_only:
+        write_section(Path("docs/benchmarks.md"), HEADING, report(json.loads(RESULTS.read_text()), flips))
+        print(f"wrote docs/benchmarks.md: {HEADING}")
         return
     import torch
 
@@ -158,14 +194,14 @@ def main() -> None:
         modes.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(f"{mode}: {modes[-1]}", flush=True)
     results = {
-        "args": vars(args) | {"mode": None},
+        "args": {key: getattr(args, key) for key in ("steps", "batch", "tokens", "threads")} | {"mode": None},
         "date": date.today().isoformat(),
         "machine": f"{platform.machine()}, {args.threads} thread(s)",
         "torch": torch.__version__,
         "modes": modes,
     }
     RESULTS.write_text(json.dumps(results, indent=1) + "\n")
-    write_section(Path("docs/benchmarks.md"), HEADING, report(results))
+    write_section(Path("docs/benchmarks.md"), HEADING, report(results, flips))
     print(f"wrote {RESULTS} and docs/benchmarks.md: {HEADING}")
 
 

@@ -296,53 +296,6 @@ def test_the_text_plan_gives_each_version_its_architecture_and_tokenizer(tmp_pat
     assert jobs["s0/new/elodi-k3-m4"].references == (("teacher", tuple(f"s0/new/replica-{i}" for i in range(1, 5))),)
 
 
-def test_the_adapter_plan_trains_adapters_but_the_full_fine_tuning_row(tmp_path):
-    """hf-minilm-lora: every model (replicas, ELODI students, BCWI's fine-tune) is a LoRA adapter at the
-    adapter rate; the "none, full fine-tuning" row's two models have no adapter, the full rate, and
-    the plain models' seeds and data."""
-    mode = MODES["hf-minilm-lora"]
-    layout = trainings.layout(mode, 1, tmp_path, num_classes=3)
-    jobs = layout.plan.jobs
-    full = {name for name in jobs if name.endswith("/full-fine-tuning")}
-    assert full == {"s0/old/full-fine-tuning", "s0/new/full-fine-tuning"}
-    for name in full:
-        job, plain = jobs[name].job, jobs[name.replace("full-fine-tuning", "replica-1")].job
-        assert job.config.adapter is None and job.config.lr == mode.full_lr == 2e-4
-        assert (job.config.seed, job.data, job.inputs) == (plain.config.seed, plain.data, plain.inputs)
-        assert jobs[name].stem != jobs[name.replace("full-fine-tuning", "replica-1")].stem
-    lora = [jobs[name].job for name in jobs if name not in full and jobs[name].kind == "train"]
-    # 4 old and 4 new replicas, 2 ELODI students, BCWI's fine-tune
-    assert len(lora) == 11 and all(j.config.adapter == mode.adapter and j.config.lr == 5e-4 for j in lora)
-    methods = [row.method for row in layout.rows[0]]
-    assert methods[:2] == ["none", "none, full fine-tuning"] and "bcwi" in methods
-    assert not any("both ends" in m and "elodi" in m for m in methods)  # the old side is the plain adapter
-
-
-@pytest.mark.slow
-def test_the_adapter_check_mode_end_to_end(tmp_path):
-    """hf-minilm-lora-check (R8, a few hundred stories, 1 epoch) in its own process: every row trains,
-    LoRA teachers serve the ELODI students, BCWI interpolates adapters, and the section says what was
-    an adapter."""
-    out = tmp_path / "docs" / "benchmarks.md"
-    command = [sys.executable, "-m", "benchmarks.fidelity", "--mode", "hf-minilm-lora-check", "--local"]
-    done = subprocess.run(
-        [*command, "--out", str(out), "--work", str(tmp_path / "work")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((tmp_path / "work" / "hf-minilm-lora-check" / "results.json").read_text())
-    methods = [entry["method"] for entry in record["eval"]["table"]]
-    assert methods[:2] == ["none", "none, full fine-tuning"] and "bcwi" in methods and len(methods) == 6
-    assert all(report["n"] == 200 for entry in record["eval"]["table"] for report in entry["per_seed"])
-    text = out.read_text()
-    assert "## Fidelity on text: reuters-r8, hf:all-MiniLM-L6-v2, LoRA adapters against full fine-tuning" in text
-    assert "LoRA adapter (rank 8, alpha 16, on query, value" in text and "lr 0.0002, the rest" in text
-
-
 @pytest.mark.slow
 def test_the_text_check_mode_end_to_end(tmp_path):
     """The text modes' code path (text-check: a few hundred tweets) in this process: every row, the

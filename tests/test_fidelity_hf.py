@@ -69,3 +69,86 @@ def test_the_hf_check_mode_end_to_end(tmp_path):
     baseline = record["baseline"]
     assert (baseline["dataset"], baseline["train_samples"], baseline["old_train_samples"]) == ("reuters-r8", 600, 300)
     assert f"NFR **{100 * baseline['eval_nfr']:.2f} %**" in text
+
+
+def test_the_adapter_plan_trains_adapters_but_the_full_fine_tuning_row(tmp_path):
+    """hf-minilm-lora: every model (replicas, ELODI students, BCWI's fine-tune) is a LoRA adapter at the
+    adapter rate; the "none, full fine-tuning" row's two models have no adapter, the full rate, and
+    the plain models' seeds and data."""
+    mode = MODES["hf-minilm-lora"]
+    layout = trainings.layout(mode, 1, tmp_path, num_classes=3)
+    jobs = layout.plan.jobs
+    full = {name for name in jobs if name.endswith("/full-fine-tuning")}
+    assert full == {"s0/old/full-fine-tuning", "s0/new/full-fine-tuning"}
+    for name in full:
+        job, plain = jobs[name].job, jobs[name.replace("full-fine-tuning", "replica-1")].job
+        assert job.config.adapter is None and job.config.lr == mode.full_lr == 2e-4
+        assert (job.config.seed, job.data, job.inputs) == (plain.config.seed, plain.data, plain.inputs)
+        assert jobs[name].stem != jobs[name.replace("full-fine-tuning", "replica-1")].stem
+    lora = [jobs[name].job for name in jobs if name not in full and jobs[name].kind == "train"]
+    # 4 old and 4 new replicas, 2 ELODI students, BCWI's fine-tune
+    assert len(lora) == 11 and all(j.config.adapter == mode.adapter and j.config.lr == 5e-4 for j in lora)
+    methods = [row.method for row in layout.rows[0]]
+    assert methods[:2] == ["none", "none, full fine-tuning"] and "bcwi" in methods
+    assert not any("both ends" in m and "elodi" in m for m in methods)  # the old side is the plain adapter
+
+
+@pytest.mark.slow
+def test_the_adapter_check_mode_end_to_end(tmp_path):
+    """hf-minilm-lora-check (200 → 400 tweets, 1 epoch) in its own process: every row trains,
+    LoRA teachers serve the ELODI students, BCWI interpolates adapters, and the section says what was
+    an adapter."""
+    out = tmp_path / "docs" / "benchmarks.md"
+    command = [sys.executable, "-m", "benchmarks.fidelity", "--mode", "hf-minilm-lora-check", "--local"]
+    done = subprocess.run(
+        [*command, "--out", str(out), "--work", str(tmp_path / "work")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((tmp_path / "work" / "hf-minilm-lora-check" / "results.json").read_text())
+    methods = [entry["method"] for entry in record["eval"]["table"]]
+    assert methods[:2] == ["none", "none, full fine-tuning"] and "bcwi" in methods and len(methods) == 6
+    assert all(report["n"] == 200 for entry in record["eval"]["table"] for report in entry["per_seed"])
+    text = out.read_text()
+    assert "## Fidelity on text: tweets, hf:all-MiniLM-L6-v2, LoRA adapters against full fine-tuning" in text
+    assert "LoRA adapter (rank 8, alpha 16, on query, value" in text and "lr 0.0002, the rest" in text
+
+
+def test_the_adapter_cost_table_puts_each_mode_beside_its_plain_update_flips():
+    """adapter_cost's report: full fine-tuning's row takes the fidelity record's "none, full fine-tuning"
+    numbers, LoRA's its "none" row (the adapters), each mean ± std in %."""
+    from benchmarks.adapter_cost import report
+
+    cost = {"samples_per_s": 20.0, "peak_rss_mib": 2000.0, "parameters": 100, "trainable": 100}
+    cost |= {"optimizer_state_mib": 1.0, "own_weights_mib": 1.0, "checkpoint_mib": 1.0}
+    results = {
+        "args": {"steps": 30, "batch": 32, "tokens": 64, "threads": 1},
+        "date": "2026-12-01",
+        "machine": "x86_64, 1 thread(s)",
+        "torch": "2",
+        "modes": [cost | {"mode": "full"}, cost | {"mode": "lora", "samples_per_s": 25.0, "trainable": 1}],
+    }
+    row = lambda method, er: {  # noqa: E731
+        "method": method,
+        "er_old": [er + 0.03, 0.0],
+        "er_new": [er, 0.001],
+        "nfr": [er / 4, 0.002],
+        "per_seed": [{}] * 3,
+    }
+    flips = {
+        "command": "python -m benchmarks.fidelity --mode hf-minilm-lora",
+        "date": "2026-12-01",
+        "n_eval": 2000,
+        "mode": {"train_sizes": [500, 500, 1000], "epochs": 6, "max_length": 128, "full_lr": 2e-4, "lr": 5e-4},
+        "eval": {"table": [row("none", 0.3), row("none, full fine-tuning", 0.28)]},
+    }
+    text = report(results, flips)
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert lines["full fine-tuning"].endswith("| 31.00 ± 0.00 | 28.00 ± 0.10 | 7.00 ± 0.20 |")
+    assert lines["LoRA r8 α16 query,value"].endswith("| 33.00 ± 0.00 | 30.00 ± 0.10 | 7.50 ± 0.20 |")
+    assert "NFR old → new %" in lines["mode"] and "3 seeds" in text
+    assert "NFR" not in report(results)  # no record: the cost columns alone
