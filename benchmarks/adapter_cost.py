@@ -9,10 +9,9 @@ a 3-class head, the pretrained weights loaded, AdamW at the hf: recipe's setting
 weights only, clip 1), `steps` training steps on real tweets cut at `tokens` tokens (2 warm-up steps
 not timed). LoRA: the default adapter (rank 8, alpha 16, query and value). Results:
 docs/adapter-cost-results.json and a section of docs/benchmarks.md. The table's error rates and flips
-come from the fidelity benchmark's adapter mode (`python -m benchmarks.fidelity --mode hf-minilm-lora`),
-whose results.json `--flips` names: its "none" row (LoRA adapters) and "none, full fine-tuning" row
-(the same plain models without the adapter), mean ± std over its seeds. `--report-only` rewrites the
-section from the results files, measuring nothing.
+of each way (full fine-tuning; LoRA at each rate) come from `python -m benchmarks.adapter_flips`
+(docs/adapter-flips-results.json): the plain update old → new, mean ± std over its seeds.
+`--report-only` rewrites the section from the two results files, measuring nothing.
 """
 
 from __future__ import annotations
@@ -32,9 +31,8 @@ from benchmarks.report import markdown_table, write_section
 
 HEADING = "## LoRA adapters against full fine-tuning: cost (MiniLM, CPU)"
 RESULTS = Path("docs/adapter-cost-results.json")
-FLIPS = Path("docs/fidelity-hf-minilm-lora-results.json")  # a copy of the adapter mode's results.json
+FLIPS = Path("docs/adapter-flips-results.json")  # benchmarks/adapter_flips.py
 MODES = ("full", "lora")
-FLIP_ROWS = {"full": "none, full fine-tuning", "lora": "none"}  # each mode's plain update in the fidelity table
 
 
 def run_mode(mode: str, steps: int, batch: int, tokens: int, threads: int) -> dict[str, Any]:
@@ -100,42 +98,49 @@ def run_mode(mode: str, steps: int, batch: int, tokens: int, threads: int) -> di
     }
 
 
-def flip_cells(flips: dict[str, Any] | None, mode: str) -> list[str]:
-    """ER_old, ER_new and NFR (mean ± std %) of `mode`'s plain update in the fidelity record; [] without one."""
+def cost_cells(r: dict[str, Any]) -> list[str]:
+    """One mode's cost: samples/s, peak RSS, the weights that learn, AdamW state, own weights, checkpoint."""
+    return [
+        f"{r['samples_per_s']:.1f}",
+        f"{r['peak_rss_mib']:,.0f}",
+        f"{r['trainable']:,} ({100 * r['trainable'] / r['parameters']:.2f} %)",
+        f"{r['optimizer_state_mib']:.2f}",
+        f"{r['own_weights_mib']:.2f}",
+        f"{r['checkpoint_mib']:.1f}",
+    ]
+
+
+def flip_cells(flips: dict[str, Any] | None, way: str) -> list[str]:
+    """ER_old, ER_new and NFR (mean ± std %) of `way`'s plain update in the flips record; [] without one."""
     if flips is None:
         return []
-    row = next(entry for entry in flips["eval"]["table"] if entry["method"] == FLIP_ROWS[mode])
-    return [f"{100 * row[key][0]:.2f} ± {100 * row[key][1]:.2f}" for key in ("er_old", "er_new", "nfr")]
+    scores = flips["ways"][way]
+    return [f"{100 * scores[key][0]:.2f} ± {100 * scores[key][1]:.2f}" for key in ("er_old", "er_new", "nfr")]
 
 
 def flips_sentence(flips: dict[str, Any]) -> str:
     """Where the error and flip columns come from."""
     mode, sizes = flips["mode"], flips["mode"]["train_sizes"]
-    seeds = len(flips["eval"]["table"][0]["per_seed"])
     return (
-        f" ER and NFR: `{flips['command']}` ({flips['date']}, {seeds} seeds; {FLIPS} is its results.json), the plain "
-        f"update old ({sizes[1]:,} tweets) → new ({sizes[2]:,}) on {flips['n_eval']:,} eval tweets, {mode['epochs']} "
-        f"epochs at {mode['max_length']} tokens: full fine-tuning at lr {mode['full_lr']}, LoRA at {mode['lr']} "
-        "(the adapter recipe). Its section below has the adapters' ELODI, paragon and BCWI rows."
+        f" ER and NFR: `{flips['command']}` ({flips['date']}, {flips['seeds']} seeds, {FLIPS}), the plain update "
+        f"old ({sizes[1]:,} tweets) → new ({sizes[2]:,}) scored on {flips['n_eval']:,} eval tweets, {mode['epochs']} "
+        f"epochs at {mode['max_length']} tokens, the rest of the hf: recipe; full fine-tuning at lr {mode['full_lr']}."
     )
+
+
+def ways(flips: dict[str, Any] | None) -> list[tuple[str, str, str]]:
+    """(row name, cost mode, flips way) of each row: full fine-tuning, then LoRA at each rate of the record."""
+    lora = "LoRA r8 α16 query,value"
+    if flips is None:
+        return [("full fine-tuning", "full", ""), (lora, "lora", "")]
+    rates = [(f"{lora}, lr {rate:g}", "lora", f"LoRA lr {rate:g}") for rate in flips["rates"]]
+    return [("full fine-tuning", "full", "full fine-tuning"), *rates]
 
 
 def report(results: dict[str, Any], flips: dict[str, Any] | None = None) -> str:
     by = {r["mode"]: r for r in results["modes"]}
     full, lora = by["full"], by["lora"]
-    rows = [
-        [
-            name,
-            f"{r['samples_per_s']:.1f}",
-            f"{r['peak_rss_mib']:,.0f}",
-            f"{r['trainable']:,} ({100 * r['trainable'] / r['parameters']:.2f} %)",
-            f"{r['optimizer_state_mib']:.2f}",
-            f"{r['own_weights_mib']:.2f}",
-            f"{r['checkpoint_mib']:.1f}",
-            *flip_cells(flips, mode),
-        ]
-        for name, r, mode in (("full fine-tuning", full, "full"), ("LoRA r8 α16 query,value", lora, "lora"))
-    ]
+    rows = [[name, *cost_cells(by[mode]), *flip_cells(flips, way)] for name, mode, way in ways(flips)]
     flip_headers = ["ER_old %", "ER_new %", "NFR old → new %"] if flips else []
     a = results["args"]
     return "\n".join(

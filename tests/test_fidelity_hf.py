@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks.fidelity import trainings
@@ -118,9 +119,9 @@ def test_the_adapter_check_mode_end_to_end(tmp_path):
     assert "LoRA adapter (rank 8, alpha 16, on query, value" in text and "lr 0.0002, the rest" in text
 
 
-def test_the_adapter_cost_table_puts_each_mode_beside_its_plain_update_flips():
-    """adapter_cost's report: full fine-tuning's row takes the fidelity record's "none, full fine-tuning"
-    numbers, LoRA's its "none" row (the adapters), each mean ± std in %."""
+def test_the_adapter_cost_table_puts_each_way_beside_its_plain_update_flips():
+    """adapter_cost's report: full fine-tuning's row takes its cost and adapter_flips' "full fine-tuning"
+    scores; each LoRA rate's row the LoRA cost and that rate's scores, each mean ± std in %."""
     from benchmarks.adapter_cost import report
 
     cost = {"samples_per_s": 20.0, "peak_rss_mib": 2000.0, "parameters": 100, "trainable": 100}
@@ -132,23 +133,49 @@ def test_the_adapter_cost_table_puts_each_mode_beside_its_plain_update_flips():
         "torch": "2",
         "modes": [cost | {"mode": "full"}, cost | {"mode": "lora", "samples_per_s": 25.0, "trainable": 1}],
     }
-    row = lambda method, er: {  # noqa: E731
-        "method": method,
-        "er_old": [er + 0.03, 0.0],
-        "er_new": [er, 0.001],
-        "nfr": [er / 4, 0.002],
-        "per_seed": [{}] * 3,
-    }
+    scores = lambda er: {"er_old": [er + 0.03, 0.0], "er_new": [er, 0.001], "nfr": [er / 4, 0.002]}  # noqa: E731
     flips = {
-        "command": "python -m benchmarks.fidelity --mode hf-minilm-lora",
+        "command": "python -m benchmarks.adapter_flips --seeds 3 --rates 0.0005 0.002",
         "date": "2026-12-01",
+        "seeds": 3,
         "n_eval": 2000,
-        "mode": {"train_sizes": [500, 500, 1000], "epochs": 6, "max_length": 128, "full_lr": 2e-4, "lr": 5e-4},
-        "eval": {"table": [row("none", 0.3), row("none, full fine-tuning", 0.28)]},
+        "rates": [5e-4, 2e-3],
+        "mode": {"train_sizes": [500, 500, 1000], "epochs": 6, "max_length": 128, "full_lr": 2e-4},
+        "ways": {"full fine-tuning": scores(0.28), "LoRA lr 0.0005": scores(0.3), "LoRA lr 0.002": scores(0.32)},
     }
     text = report(results, flips)
     lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert lines["full fine-tuning"].startswith("| full fine-tuning | 20.0 |")
     assert lines["full fine-tuning"].endswith("| 31.00 ± 0.00 | 28.00 ± 0.10 | 7.00 ± 0.20 |")
-    assert lines["LoRA r8 α16 query,value"].endswith("| 33.00 ± 0.00 | 30.00 ± 0.10 | 7.50 ± 0.20 |")
+    assert lines["LoRA r8 α16 query,value, lr 0.0005"].startswith("| LoRA r8 α16 query,value, lr 0.0005 | 25.0 |")
+    assert lines["LoRA r8 α16 query,value, lr 0.0005"].endswith("| 33.00 ± 0.00 | 30.00 ± 0.10 | 7.50 ± 0.20 |")
+    assert lines["LoRA r8 α16 query,value, lr 0.002"].endswith("| 35.00 ± 0.00 | 32.00 ± 0.10 | 8.00 ± 0.20 |")
     assert "NFR old → new %" in lines["mode"] and "3 seeds" in text
     assert "NFR" not in report(results)  # no record: the cost columns alone
+
+
+def test_adapter_flips_scores_a_seed_by_hand():
+    """ER_old, ER_new and NFR on eval, ER_new on val, from one-hot logits."""
+    from benchmarks.adapter_flips import scores
+
+    onehot = lambda ids: np.eye(3, dtype=np.float32)[ids]  # noqa: E731
+    labels = {"eval": np.array([0, 1, 2, 0]), "val": np.array([1, 1])}
+    old = {"eval": onehot([0, 1, 0, 1]), "val": onehot([1, 1])}  # right on 0, 1
+    new = {"eval": onehot([0, 2, 2, 0]), "val": onehot([0, 1])}  # right on 0, 2, 3: sample 1 flips
+    assert scores(old, new, labels) == {"er_old": 0.5, "er_new": 0.25, "nfr": 0.25, "val_er_new": 0.5}
+
+
+def test_adapter_flips_plans_each_lora_rate_apart_and_reuses_the_modes_plain_models(tmp_path):
+    """The adapter rate's ways are the mode's own plain models; another rate gets models of its own,
+    with the same seed and data and that rate."""
+    from benchmarks.adapter_flips import lora_plain
+
+    mode = MODES["hf-minilm-lora"]
+    plan = trainings.Planner(mode, tmp_path)
+    assert lora_plain(plan, mode.lr, 0, "new") == "s0/new/replica-1"
+    other = plan.jobs[lora_plain(plan, 2e-3, 0, "new")]
+    own = plan.jobs["s0/new/replica-1"]
+    assert other.name == "s0/new/replica-1-lr0.002" and other.stem != own.stem
+    assert (other.job.config.lr, own.job.config.lr) == (2e-3, 5e-4)
+    assert other.job.config.seed == own.job.config.seed and other.job.data == own.job.data
+    assert other.job.config.adapter == own.job.config.adapter is not None
