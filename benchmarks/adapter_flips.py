@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     mode = MODES["hf-minilm-lora"]
     plan = trainings.Planner(mode, (Path(args.work) / mode.name).resolve())
-    pairs: dict[str, list[tuple[str, str]]] = {FULL: []} | {way_name(rate): [] for rate in args.rates}
+    pairs: dict[str, list[tuple[str, str]]] = {way: [] for way in (FULL, *map(way_name, args.rates))}
     for seed in range(args.seeds):  # a seed's every way before the next seed's
         pairs[FULL].append((trainings.fully_tuned(plan, seed, "old"), trainings.fully_tuned(plan, seed, "new")))
         for rate in args.rates:
@@ -101,11 +101,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         ray.shutdown()
     logits = {split: load_logits(plan, split) for split in ("eval", "val")}
+    of = lambda name: {split: logits[split][name] for split in logits}  # noqa: E731
     ways = {}
     for way, seeds in pairs.items():
-        per_seed = [
-            scores(*({split: logits[split][name] for split in logits} for name in pair), labels) for pair in seeds
-        ]
+        per_seed = [scores(of(old), of(new), labels) for old, new in seeds]
         ways[way] = summary(per_seed) | {"train_s": [records[n].get("seconds") for pair in seeds for n in pair]}
     rates = " ".join(f"{rate:g}" for rate in args.rates)
     results = {

@@ -117,7 +117,7 @@ class Planner:
             batch_size=self.mode.batch_size,
             precision=self.mode.precision,
             weight_decay=self.mode.weight_decay,
-            **schedule,  # type: ignore[arg-type]
+            **schedule,
         )
 
     def add(
