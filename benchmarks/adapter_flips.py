@@ -7,7 +7,8 @@ The models are the fidelity benchmark's `hf-minilm-lora` mode's plain ones, from
 cache (benchmark-output/fidelity/hf-minilm-lora): per seed, the old model fine-tuned on the first 500
 training tweets and the new one on the first 1,000, scored on the same 2,000 eval tweets; fully
 fine-tuned (the hf: recipe, lr `full_lr`) and as a LoRA adapter (rank 8, alpha 16, query and value)
-at each of `rates` (the first, 5e-4, is the adapter recipe's). Every other setting is the recipe's
+at each of `rates` (5e-4, the LoRA paper's RoBERTa-base rate, and 2e-3, the adapter recipe's since this
+benchmark chose it on val ER). Every other setting is the recipe's
 (6 epochs, batch 32, warm-up and linear decay, clip 1, 128 tokens). Per way: ER_old, ER_new, NFR old →
 new on eval and ER_new on val, mean ± std over seeds. Results: docs/adapter-flips-results.json, which
 `python -m benchmarks.adapter_cost --report-only` puts beside the cost of each way in one table.

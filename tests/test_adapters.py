@@ -66,7 +66,7 @@ def test_the_spec_takes_an_adapter_for_hf_models_only(tmp_path, spec_document):
     data = {"dataset": "tweet-sentiment", "train_limit": 200, "eval_limit": 100}
     adapter = {"rank": 4, "targets": ["query"]}
     spec = parse_spec(spec_document(arch=f"hf:{folder}", data=data, train={"adapter": adapter}))
-    assert spec.train.lr == 5e-4 and spec.train.adapter is not None and spec.train.adapter.alpha == 16
+    assert spec.train.lr == 2e-3 and spec.train.adapter is not None and spec.train.adapter.alpha == 16
     assert parse_spec(spec_document(arch=f"hf:{folder}", data=data, train={})).train.lr == 2e-4  # full FT
     with pytest.raises(SpecError, match="train.adapter: LoRA adapters are for hf:DIR models; arch is text-bag"):
         parse_spec(spec_document(arch="text-bag", data=data, train={"adapter": adapter}))

@@ -88,7 +88,7 @@ def test_the_adapter_plan_trains_adapters_but_the_full_fine_tuning_row(tmp_path)
         assert jobs[name].stem != jobs[name.replace("full-fine-tuning", "replica-1")].stem
     lora = [jobs[name].job for name in jobs if name not in full and jobs[name].kind == "train"]
     # 4 old and 4 new replicas, 2 ELODI students, BCWI's fine-tune
-    assert len(lora) == 11 and all(j.config.adapter == mode.adapter and j.config.lr == 5e-4 for j in lora)
+    assert len(lora) == 11 and all(j.config.adapter == mode.adapter and j.config.lr == 2e-3 for j in lora)
     methods = [row.method for row in layout.rows[0]]
     assert methods[:2] == ["none", "none, full fine-tuning"] and "bcwi" in methods
     assert not any("both ends" in m and "elodi" in m for m in methods)  # the old side is the plain adapter
@@ -173,9 +173,9 @@ def test_adapter_flips_plans_each_lora_rate_apart_and_reuses_the_modes_plain_mod
     mode = MODES["hf-minilm-lora"]
     plan = trainings.Planner(mode, tmp_path)
     assert lora_plain(plan, mode.lr, 0, "new") == "s0/new/replica-1"
-    other = plan.jobs[lora_plain(plan, 2e-3, 0, "new")]
+    other = plan.jobs[lora_plain(plan, 5e-4, 0, "new")]
     own = plan.jobs["s0/new/replica-1"]
-    assert other.name == "s0/new/replica-1-lr0.002" and other.stem != own.stem
-    assert (other.job.config.lr, own.job.config.lr) == (2e-3, 5e-4)
+    assert other.name == "s0/new/replica-1-lr0.0005" and other.stem != own.stem
+    assert (other.job.config.lr, own.job.config.lr) == (5e-4, 2e-3)
     assert other.job.config.seed == own.job.config.seed and other.job.data == own.job.data
     assert other.job.config.adapter == own.job.config.adapter is not None
