@@ -241,7 +241,7 @@ NOT_SWEPT = {
     "hf:DIR": "swept on the installed all-MiniLM-L6-v2 over the three text sets (BERT's schedule, Devlin et al. 2019, "
     "appendix A.3; rates 2e-5 to 2e-4, 3 and 6 epochs)",
     "hf:DIR with adapter": "hf:DIR's recipe at lr 2e-3: two rates tried on the tweets with MiniLM, 3 seeds (the LoRA "
-    "paper's 5e-4 left it predicting one class; benchmarks/adapter_flips.py)",
+    "paper's 5e-4 left one class never predicted; benchmarks/adapter_flips.py)",
     "module:function": "not measured: your own architecture; the CIFAR ResNets' recipe (He et al. 2016)",
 }
 
