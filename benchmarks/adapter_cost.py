@@ -29,7 +29,7 @@ from typing import Any
 
 from benchmarks.report import markdown_table, write_section
 
-HEADING = "## LoRA adapters against full fine-tuning: cost (MiniLM, CPU)"
+HEADING = "## LoRA adapters against full fine-tuning: cost, errors and flips (MiniLM, CPU)"
 RESULTS = Path("docs/adapter-cost-results.json")
 FLIPS = Path("docs/adapter-flips-results.json")  # benchmarks/adapter_flips.py
 MODES = ("full", "lora")
@@ -128,6 +128,23 @@ def flips_sentence(flips: dict[str, Any]) -> str:
     )
 
 
+def against_full(flips: dict[str, Any]) -> str:
+    """Each LoRA rate's ER_new and NFR against full fine-tuning's, in points (from the means)."""
+    full = flips["ways"]["full fine-tuning"]
+    parts = []
+    for rate in flips["rates"]:
+        way = flips["ways"][f"LoRA lr {rate:g}"]
+        parts.append(
+            f"at lr {rate:g} ER_new {100 * (way['er_new'][0] - full['er_new'][0]):+.2f} pt and NFR "
+            f"{100 * (way['nfr'][0] - full['nfr'][0]):+.2f} pt (val ER_new {100 * way['val_er_new'][0]:.2f} %)"
+        )
+    return (
+        f" Against full fine-tuning (val ER_new {100 * full['val_er_new'][0]:.2f} %), LoRA has "
+        + "; ".join(parts)
+        + "."
+    )
+
+
 def ways(flips: dict[str, Any] | None) -> list[tuple[str, str, str]]:
     """(row name, cost mode, flips way) of each row: full fine-tuning, then LoRA at each rate of the record."""
     lora = "LoRA r8 α16 query,value"
@@ -152,7 +169,7 @@ def report(results: dict[str, Any], flips: dict[str, Any] | None = None) -> str:
             f"{lora['samples_per_s'] / full['samples_per_s']:.2f}× full fine-tuning's samples/s here (the frozen "
             "base still runs forward and backward to the adapters; only the weight gradients and their AdamW "
             "update are saved), and a version's own weights are the adapter and the head."
-            + (flips_sentence(flips) if flips else ""),
+            + (flips_sentence(flips) + against_full(flips) if flips else ""),
             "",
             markdown_table(
                 [

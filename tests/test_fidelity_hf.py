@@ -133,7 +133,12 @@ def test_the_adapter_cost_table_puts_each_way_beside_its_plain_update_flips():
         "torch": "2",
         "modes": [cost | {"mode": "full"}, cost | {"mode": "lora", "samples_per_s": 25.0, "trainable": 1}],
     }
-    scores = lambda er: {"er_old": [er + 0.03, 0.0], "er_new": [er, 0.001], "nfr": [er / 4, 0.002]}  # noqa: E731
+    scores = lambda er: {  # noqa: E731
+        "er_old": [er + 0.03, 0.0],
+        "er_new": [er, 0.001],
+        "nfr": [er / 4, 0.002],
+        "val_er_new": [er - 0.01, 0.0],
+    }
     flips = {
         "command": "python -m benchmarks.adapter_flips --seeds 3 --rates 0.0005 0.002",
         "date": "2026-12-01",
@@ -151,6 +156,8 @@ def test_the_adapter_cost_table_puts_each_way_beside_its_plain_update_flips():
     assert lines["LoRA r8 α16 query,value, lr 0.0005"].endswith("| 33.00 ± 0.00 | 30.00 ± 0.10 | 7.50 ± 0.20 |")
     assert lines["LoRA r8 α16 query,value, lr 0.002"].endswith("| 35.00 ± 0.00 | 32.00 ± 0.10 | 8.00 ± 0.20 |")
     assert "NFR old → new %" in lines["mode"] and "3 seeds" in text
+    assert "at lr 0.0005 ER_new +2.00 pt and NFR +0.50 pt (val ER_new 29.00 %)" in text
+    assert "at lr 0.002 ER_new +4.00 pt and NFR +1.00 pt" in text and "(val ER_new 27.00 %)" in text
     assert "NFR" not in report(results)  # no record: the cost columns alone
 
 

@@ -240,7 +240,8 @@ MODES = {
     ),
     # the same with every model a LoRA adapter (the default: r8 α16 on query and value) at the adapter
     # recipe's rate, beside a row of the plain models fully fine-tuned: what adapters cost in ER and NFR.
-    # ELODI's replicas are adapters on one frozen base; BCWI interpolates the adapter and head
+    # ELODI's replicas are adapters on one frozen base; BCWI interpolates the adapter and head. Not yet run
+    # whole (42 models: about 3 h on 2 CPU cores); benchmarks/adapter_flips.py trains its plain models
     "hf-minilm-lora": replace(
         HF_MINILM,
         name="hf-minilm-lora",
