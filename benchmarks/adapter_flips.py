@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 import os
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 import ray
 
 from benchmarks.fidelity import trainings
-from benchmarks.fidelity.execute import load_logits, run_plan
+from benchmarks.fidelity.execute import load_logits, run_plan, start_local_ray
 from benchmarks.fidelity.investigate import prefixed
 from benchmarks.fidelity.modes import MODES
 from benchmarks.fidelity.results import mean_std
@@ -88,15 +87,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     data = cached_splits(plan.data("new"))
     labels = {split: getattr(data, split).labels.numpy() for split in ("eval", "val")}
     started = time.perf_counter()
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_worker_niceness", "0")
-    ray.init(
-        address="local",
-        num_cpus=args.cpus,
-        include_dashboard=False,
-        logging_level=logging.ERROR,
-        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())}},
-    )
+    start_local_ray(args.cpus)
     try:
         records = run_plan(plan, prefixed("adapter flips"))  # two at a time on two cores
     finally:

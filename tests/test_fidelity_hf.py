@@ -46,12 +46,11 @@ def test_the_hf_plan_fine_tunes_the_pretrained_encoder_with_its_recipe_on_a_text
     assert {"s0/new/kd", "s0/new/fd-kl", "s0/new/fd-lm"} <= set(jobs) and "s0/new/dynamic-fd" not in jobs
 
 
-@pytest.mark.slow
-def test_the_hf_check_mode_end_to_end(tmp_path):
-    """The hf: modes' code path (hf-minilm-check: MiniLM on 300 → 600 Reuters stories) in a process of
-    its own: every row, the section named after the set, and the TF-IDF line on the same splits."""
+def run_check_mode(mode: str, tmp_path: Path) -> tuple[Path, dict]:
+    """`python -m benchmarks.fidelity --mode MODE --local` in a process of its own (nothing it sets stays
+    in the test session): the section's file and the results record."""
     out = tmp_path / "docs" / "benchmarks.md"
-    command = [sys.executable, "-m", "benchmarks.fidelity", "--mode", "hf-minilm-check", "--local"]
+    command = [sys.executable, "-m", "benchmarks.fidelity", "--mode", mode, "--local"]
     done = subprocess.run(
         [*command, "--out", str(out), "--work", str(tmp_path / "work")],
         cwd=ROOT,
@@ -61,7 +60,14 @@ def test_the_hf_check_mode_end_to_end(tmp_path):
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((tmp_path / "work" / "hf-minilm-check" / "results.json").read_text())
+    return out, json.loads((tmp_path / "work" / mode / "results.json").read_text())
+
+
+@pytest.mark.slow
+def test_the_hf_check_mode_end_to_end(tmp_path):
+    """The hf: modes' code path (hf-minilm-check: MiniLM on 300 → 600 Reuters stories) in a process of
+    its own: every row, the section named after the set, and the TF-IDF line on the same splits."""
+    out, record = run_check_mode("hf-minilm-check", tmp_path)
     methods = [entry["method"] for entry in record["eval"]["table"]]
     assert methods[0] == "none" and "bcwi" in methods and any(m.startswith("paragon") for m in methods)
     assert all(report["n"] == 200 for entry in record["eval"]["table"] for report in entry["per_seed"])
@@ -99,18 +105,7 @@ def test_the_adapter_check_mode_end_to_end(tmp_path):
     """hf-minilm-lora-check (200 → 400 tweets, 1 epoch) in its own process: every row trains,
     LoRA teachers serve the ELODI students, BCWI interpolates adapters, and the section says what was
     an adapter."""
-    out = tmp_path / "docs" / "benchmarks.md"
-    command = [sys.executable, "-m", "benchmarks.fidelity", "--mode", "hf-minilm-lora-check", "--local"]
-    done = subprocess.run(
-        [*command, "--out", str(out), "--work", str(tmp_path / "work")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((tmp_path / "work" / "hf-minilm-lora-check" / "results.json").read_text())
+    out, record = run_check_mode("hf-minilm-lora-check", tmp_path)
     methods = [entry["method"] for entry in record["eval"]["table"]]
     assert methods[:2] == ["none", "none, full fine-tuning"] and "bcwi" in methods and len(methods) == 6
     assert all(report["n"] == 200 for entry in record["eval"]["table"] for report in entry["per_seed"])

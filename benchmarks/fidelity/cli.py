@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 import os
 import platform
 import sys
@@ -25,7 +24,7 @@ import numpy as np
 import torch
 
 from benchmarks.fidelity import trainings
-from benchmarks.fidelity.execute import load_logits, run_plan, run_plan_local
+from benchmarks.fidelity.execute import load_logits, run_plan, run_plan_local, start_local_ray
 from benchmarks.fidelity.modes import MODES, Mode, set_name
 from benchmarks.fidelity.report import data_name, heading, scatter, section_body
 from benchmarks.fidelity.results import merge, results
@@ -125,15 +124,7 @@ def run_jobs(layout: trainings.Layout, mode: Mode, args: argparse.Namespace) -> 
         return run_plan_local(layout.plan, say, 0.0 if args.evaluate_only else args.deadline_s)
     import ray
 
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default 15 starves the trainings on a shared machine
-    ray.init(
-        address="local",
-        num_cpus=args.cpus,
-        include_dashboard=False,
-        logging_level=logging.ERROR,
-        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())}},
-    )
+    start_local_ray(args.cpus)
     try:
         return run_plan(layout.plan, say)
     finally:

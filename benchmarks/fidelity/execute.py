@@ -87,6 +87,25 @@ def run_one(planned: Planned, paths: dict[str, tuple[str, ...]], bcwi_tolerance:
     return {**record, "cached": False}
 
 
+def start_local_ray(cpus: int) -> None:
+    """A local Ray of `cpus` CPUs for run_plan, its workers at normal priority (Ray's default niceness 15
+    starves the trainings on a shared machine) and importing this checkout."""
+    import logging
+    import os
+
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    ray.init(
+        address="local",
+        num_cpus=cpus,
+        include_dashboard=False,
+        logging_level=logging.ERROR,
+        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())}},
+    )
+
+
 def run_plan(plan: Planner, say: Callable[[str], None] = print) -> dict[str, dict]:
     """Submit every planned job in order as a one-CPU Ray task (Ray must be initialised); print each
     as it finishes; return name → record."""

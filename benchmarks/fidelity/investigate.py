@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 import os
 import shlex
 import time
@@ -30,7 +29,7 @@ import numpy as np
 import ray
 
 from benchmarks.fidelity import trainings
-from benchmarks.fidelity.execute import load_logits, run_plan
+from benchmarks.fidelity.execute import load_logits, run_plan, start_local_ray
 from benchmarks.fidelity.modes import MODES, Mode
 from benchmarks.fidelity.results import ensemble, mean_std
 from benchmarks.report import write_section
@@ -231,15 +230,7 @@ def main(argv: list[str] | None = None) -> dict:
     data = cached_splits(trainings.Planner(mode, folder).data("new"))
     labels = data.val.labels.numpy()
     started, table = time.perf_counter(), {}
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default 15 starves the trainings on a shared machine
-    ray.init(
-        address="local",
-        num_cpus=args.cpus,
-        include_dashboard=False,
-        logging_level=logging.ERROR,
-        runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())}},
-    )
+    start_local_ray(args.cpus)
     try:
         for name in args.variants:
             change = VARIANTS[name]

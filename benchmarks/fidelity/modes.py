@@ -139,6 +139,20 @@ HF_MINILM = Mode(
     max_length=128,
     val_fraction=0.02,  # 615 val tweets: each epoch's validation of 2,993 cost more than 500 tweets' training
 )
+# the same with every model a LoRA adapter (the default: r8 α16 on query and value) at the adapter
+# recipe's rate, beside a row of the plain models fully fine-tuned: what adapters cost in ER and NFR.
+# ELODI's replicas are adapters on one frozen base; BCWI interpolates the adapter and head. Not yet run
+# whole (42 models: about 3 h on 2 CPU cores); benchmarks/adapter_flips.py trains its plain models
+HF_MINILM_LORA = replace(
+    HF_MINILM,
+    name="hf-minilm-lora",
+    lr=HF_ADAPTER.lr,
+    recipe=HF_ADAPTER,
+    adapter=LoraSettings(),
+    full_lr=HF.lr,
+    toward_old=(),
+    both_ends=False,
+)
 MODES = {
     "quick": Mode(
         "quick",
@@ -238,20 +252,7 @@ MODES = {
         eval_limit=None,
         val_fraction=0.1,  # 600 val stories
     ),
-    # the same with every model a LoRA adapter (the default: r8 α16 on query and value) at the adapter
-    # recipe's rate, beside a row of the plain models fully fine-tuned: what adapters cost in ER and NFR.
-    # ELODI's replicas are adapters on one frozen base; BCWI interpolates the adapter and head. Not yet run
-    # whole (42 models: about 3 h on 2 CPU cores); benchmarks/adapter_flips.py trains its plain models
-    "hf-minilm-lora": replace(
-        HF_MINILM,
-        name="hf-minilm-lora",
-        lr=HF_ADAPTER.lr,
-        recipe=HF_ADAPTER,
-        adapter=LoraSettings(),
-        full_lr=HF.lr,
-        toward_old=(),
-        both_ends=False,
-    ),
+    "hf-minilm-lora": HF_MINILM_LORA,
     # the full size on one GPU: all training tweets, the recipe's epochs, bf16 (no Ray there)
     "hf-minilm-gpu": replace(
         HF_MINILM,
@@ -276,9 +277,9 @@ MODES = {
         m=2,
         max_length=32,
     ),
-    # the adapter mode's code path on a CPU in a few minutes (tests/test_fidelity.py)
+    # the adapter mode's code path on a CPU in a few minutes (tests/test_fidelity_hf.py)
     "hf-minilm-lora-check": replace(
-        HF_MINILM,
+        HF_MINILM_LORA,
         name="hf-minilm-lora-check",
         seeds=1,
         train_sizes=(200, 200, 400),
@@ -286,12 +287,6 @@ MODES = {
         epochs=1,
         m=2,
         max_length=24,
-        lr=HF_ADAPTER.lr,
-        recipe=HF_ADAPTER,
-        adapter=LoraSettings(),
-        full_lr=HF.lr,
-        toward_old=(),
-        both_ends=False,
     ),
     # the text modes' code path on a CPU in a minute (tests/test_fidelity.py)
     "text-check": replace(
