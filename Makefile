@@ -27,7 +27,7 @@ demo-text: install system-data
 	$(BIN)/congruent demo --text
 
 test: install system-data system-services lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # Style (ruff), formatting (ruff format), types (mypy) and the layering of docs/architecture.md
 # (import-linter); their settings are in pyproject.toml, the same hooks in .pre-commit-config.yaml.

@@ -45,11 +45,13 @@ def way_name(rate: float) -> str:
 
 
 def scores(old: dict[str, np.ndarray], new: dict[str, np.ndarray], labels: dict[str, np.ndarray]) -> dict[str, float]:
-    """One seed's plain update: ER_old, ER_new and NFR old → new on eval; ER_new on val."""
+    """One seed's plain update: ER_old, ER_new and NFR old → new on eval; ER_old and ER_new on val (the
+    split a rate is chosen on)."""
     return {
         "er_old": error_rate(old["eval"], labels["eval"]),
         "er_new": error_rate(new["eval"], labels["eval"]),
         "nfr": negative_flip_rate(old["eval"], new["eval"], labels["eval"]),
+        "val_er_old": error_rate(old["val"], labels["val"]),
         "val_er_new": error_rate(new["val"], labels["val"]),
     }
 

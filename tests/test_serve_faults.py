@@ -108,7 +108,7 @@ def kill_replica(app: str, deployment: str) -> int:
     prefix = f"SERVE_REPLICA::{app}#{deployment}#"
     [named] = [a for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix)]
     actor = ray.get_actor(named["name"], namespace=named["namespace"])
-    pid = ray.get(actor.__ray_call__.remote(lambda self: __import__("os").getpid()))
+    pid = ray.get(actor.__ray_call__.remote(lambda self: __import__("os").getpid()), timeout=60)
     ray.kill(actor, no_restart=True)
     return pid
 

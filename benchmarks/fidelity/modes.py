@@ -265,19 +265,8 @@ MODES = {
         precision="bf16",
         batch_size=HF.batch_size,
     ),
-    # the hf: modes' code path on a CPU in a few minutes (tests/test_fidelity.py): R8, tiny slices
-    "hf-minilm-check": replace(
-        HF_MINILM,
-        name="hf-minilm-check",
-        seeds=1,
-        dataset="reuters-r8",
-        train_sizes=(300, 300, 600),  # R8's rarest topic is 0.7 % of its stories: 300 hold every topic
-        eval_limit=200,
-        epochs=1,
-        m=2,
-        max_length=32,
-    ),
-    # the adapter mode's code path on a CPU in a few minutes (tests/test_fidelity_hf.py)
+    # the hf: modes' code path, the adapter mode's with its full fine-tuning row, on a CPU in a few
+    # minutes (tests/test_fidelity_hf.py)
     "hf-minilm-lora-check": replace(
         HF_MINILM_LORA,
         name="hf-minilm-lora-check",
