@@ -27,12 +27,15 @@ DRIVER = textwrap.dedent(
     from pathlib import Path
     import mlflow, numpy as np
     from mlflow import MlflowClient
-    from orchestrator.tracking import registry, store
+    from orchestrator.tracking import locks, registry, store
     from orchestrator.tracking.ledger import write_ledger
     from orchestrator.tracking.version_record import VersionRecord
     from workers.models.checkpoints import ModelSettings, save_checkpoint
 
     model, step, number, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+    # the rerun breaks the killed driver's registration lock after a lease without renewal: a short
+    # one here (tests/test_locks.py covers the lease itself), or each rerun waits its 60 s
+    locks.LEASE_S, locks.RENEW_S = 4.0, 0.25
 
     def interrupt():
         os.kill(os.getpid(), number)
