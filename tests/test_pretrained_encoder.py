@@ -53,7 +53,14 @@ def test_minilm_fine_tuned_through_congruent_run_registers_and_reloads_without_i
         "version": "v1",
         "arch": f"hf:{folder}",
         "storage": str(tmp_path / "storage"),
-        "data": {"path": str(REUTERS_R8_CSV), "id_column": "id", "train_limit": 300, "eval_limit": 300},
+        # val: 2 % of the pool (~110 stories, validated after each epoch), not 10 % (~560, which cost more than training)
+        "data": {
+            "path": str(REUTERS_R8_CSV),
+            "id_column": "id",
+            "train_limit": 300,
+            "eval_limit": 300,
+            "val_fraction": 0.02,
+        },
         "train": {"epochs": 3, "batch_size": 16, "lr": 1e-4},
         "tokenizer": {"max_length": 64},
         "resources": {"student": {"cpus": 1}},  # a node of the test cluster has one CPU

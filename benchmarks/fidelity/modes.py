@@ -276,6 +276,7 @@ MODES = {
         epochs=1,
         m=2,
         max_length=24,
+        val_fraction=0.005,  # 154 val tweets: BCWI scores its 11 α on val, 615 tweets took it 2 min
     ),
     # the text modes' code path on a CPU in a minute (tests/test_fidelity.py)
     "text-check": replace(
