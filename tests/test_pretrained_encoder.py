@@ -53,7 +53,7 @@ def test_minilm_fine_tuned_through_congruent_run_registers_and_reloads_without_i
         "version": "v1",
         "arch": f"hf:{folder}",
         "storage": str(tmp_path / "storage"),
-        # val: 2 % of the pool (~110 stories, validated after each epoch), not 10 % (~560, which cost more than training)
+        # val: 2 % of the pool (~110 stories, validated after each epoch), not 10 % (~560: more than training cost)
         "data": {
             "path": str(REUTERS_R8_CSV),
             "id_column": "id",
