@@ -190,6 +190,24 @@ def test_a_streamed_splits_teacher_logits_are_computed_once_per_sample_id(monkey
     assert computed == [0] * 9 and cache.used == 99 and len(cache.recent) < 16
 
 
+def test_a_kept_samples_logits_are_its_first_ones_beside_new_samples():
+    """`SampleLogitCache.get` on a batch that mixes kept and new samples computes it and answers the
+    kept ones with their first logits, the new ones with this computation's; `compute` here answers
+    each call a little differently, as a CPU whose summation order follows the batch's shape."""
+    from workers.teachers.frozen import SampleLogitCache
+
+    cache, calls = SampleLogitCache(samples=8), [0]
+
+    def compute(ids: torch.Tensor) -> torch.Tensor:
+        calls[0] += 1
+        return ids.float()[:, None] + torch.tensor([0.0, 1e-3 * calls[0]])
+
+    first = cache.get(torch.arange(0, 4), lambda: compute(torch.arange(0, 4)))
+    mixed = cache.get(torch.arange(2, 8), lambda: compute(torch.arange(2, 8)))
+    assert torch.equal(mixed[:2], first[2:]) and torch.equal(mixed[2:, 1], torch.arange(4, 8) + torch.tensor(2e-3))
+    assert calls == [2] and torch.equal(cache.get(torch.arange(3, 6), lambda: compute(torch.arange(0))), mixed[1:4])
+
+
 def test_in_process_teachers_of_a_stream_run_once_per_sample_without_augmentation():
     """FrozenModels on streamed batches: unaugmented batches are answered from the id cache after
     their first pass (the model runs no more), augmented ones always run."""

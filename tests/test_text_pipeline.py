@@ -148,19 +148,56 @@ def test_teachers_of_unaugmented_inputs_compute_each_sample_once(ray_cluster, tm
     actor = (
         ray.remote(PooledTeacher).options(num_cpus=0.25).remote({"teacher": [train_job(plan.student_job()).checkpoint]})
     )
-    pool = TeacherPool([actor], ("teacher",), ray.put(train), {"teacher": 2}, samples=len(train))
-    empty = torch.empty(0)
-    first, second = Batch(torch.arange(0, 64, dtype=torch.int32)), Batch(torch.arange(32, 96, dtype=torch.int32))
-    a = pool.request(empty, first)()["teacher"]
-    again = pool.request(empty, first)()["teacher"]
-    assert torch.equal(again.values, a.values) and torch.equal(again.indices, a.indices)
-    assert pool.deliveries()["from_cache"] == 1 and ray.get(actor.info.remote())["batches_served"] == 1
-    b = pool.request(empty, second)()["teacher"]  # half new samples: asked, then every one of them kept
-    assert torch.equal(b.values[:32], a.values[32:]) and ray.get(actor.info.remote())["batches_served"] == 2
-    reverse = pool.request(empty, Batch(torch.arange(95, -1, -1, dtype=torch.int32)))()["teacher"]
-    assert torch.equal(reverse.indices[-64:].flip(0), a.indices) and reverse.indices.dtype == torch.int32
-    assert pool.deliveries()["from_cache"] == 2 and ray.get(actor.info.remote())["batches_served"] == 2
-    ray.kill(actor)
+    try:  # a failed assertion leaves no actor to hold the shared cluster's CPUs
+        pool = TeacherPool([actor], ("teacher",), ray.put(train), {"teacher": 2}, samples=len(train))
+        empty = torch.empty(0)
+        first, second = Batch(torch.arange(0, 64, dtype=torch.int32)), Batch(torch.arange(32, 96, dtype=torch.int32))
+        a = pool.request(empty, first)()["teacher"]
+        again = pool.request(empty, first)()["teacher"]
+        assert torch.equal(again.values, a.values) and torch.equal(again.indices, a.indices)
+        assert pool.deliveries()["from_cache"] == 1 and ray.get(actor.info.remote())["batches_served"] == 1
+        b = pool.request(empty, second)()["teacher"]  # half new samples: asked, then every one of them kept
+        assert torch.equal(b.values[:32], a.values[32:]) and ray.get(actor.info.remote())["batches_served"] == 2
+        reverse = pool.request(empty, Batch(torch.arange(95, -1, -1, dtype=torch.int32)))()["teacher"]
+        assert torch.equal(reverse.indices[-64:].flip(0), a.indices) and reverse.indices.dtype == torch.int32
+        assert pool.deliveries()["from_cache"] == 2 and ray.get(actor.info.remote())["batches_served"] == 2
+    finally:
+        ray.kill(actor)
+
+
+def test_a_kept_sample_keeps_its_first_logits_in_a_batch_with_new_samples(ray_cluster):
+    """A batch that mixes kept and new samples is asked of an actor, and its kept samples are answered
+    with their first logits, not the actor's new ones: an actor here answers each call a little
+    differently, as a CPU does whose summation order follows the batch a sample is computed in."""
+    import numpy as np
+    import ray
+    import torch
+
+    from orchestrator.execution.pool import TeacherPool
+    from workers.data import Batch
+
+    @ray.remote(num_cpus=0.1)
+    class BatchDependentTeacher:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def logits_by_index(self, batch, topk, names, splits):
+            self.calls += 1
+            rows = batch.indices.numpy().astype(np.float32)[:, None] + np.array([0, 1e-3 * self.calls], np.float32)
+            return {name: rows for name in names}
+
+    actor = BatchDependentTeacher.remote()
+    try:
+        pool = TeacherPool([actor], ("teacher",), ray.put(np.zeros(8)), samples=8)
+        first = pool.request(torch.empty(0), Batch(torch.arange(0, 4, dtype=torch.int32)))()["teacher"]
+        mixed = pool.request(torch.empty(0), Batch(torch.arange(2, 8, dtype=torch.int32)))()["teacher"]
+        assert torch.equal(mixed[:2], first[2:]) and torch.equal(mixed[2:, 1], torch.arange(4, 8) + torch.tensor(2e-3))
+        assert torch.equal(
+            pool.request(torch.empty(0), Batch(torch.arange(6, 8, dtype=torch.int32)))()["teacher"], mixed[4:]
+        )
+        assert pool.deliveries()["from_cache"] == 1
+    finally:
+        ray.kill(actor)
 
 
 @pytest.mark.slow

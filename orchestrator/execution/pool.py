@@ -83,7 +83,8 @@ class TeacherPool:
     Teacher logits computed once: for an unaugmented batch (text; images without augmentation) the
     answers are kept in the student's process, by sample (`SampleLogitCache`: positions in the split
     in memory, ids on a stream; `samples`, the split's length, sizes it), and a batch whose samples
-    are all kept is answered from there without asking an actor (`from_cache`)."""
+    are all kept is answered from there without asking an actor (`from_cache`); in a batch that mixes
+    kept and new samples the kept ones keep their first values."""
 
     def __init__(
         self,
@@ -155,6 +156,10 @@ class TeacherPool:
                 assert self.samples is not None
                 for name, logits in answer.items():
                     self.caches.setdefault(name, SampleLogitCache(self.samples)).store(batch.indices, _packed(logits))
+                # a sample's first answer is its answer in every batch: one asked again beside new samples
+                # reads its kept row, not the actor's recomputation, which on some CPUs differs in the last
+                # bits with the batch it is computed in (the summation order follows the batch's shape)
+                answer = self._kept(batch) or answer
             return answer
 
         return collect

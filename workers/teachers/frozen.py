@@ -107,14 +107,16 @@ class SampleLogitCache:
                 self._merge()
 
     def get(self, indices: torch.Tensor, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
-        """The kept logits of `indices`, or `compute()`'s, then kept."""
+        """The kept logits of `indices`; `compute()`'s for a batch with new samples, kept, then read
+        back: every sample's logits are its first ones, however it is batched later."""
         found = self.lookup(indices)
         if found is not None:
             return found
         logits = compute()
         self.computed += 1
         self.store(indices, logits)
-        return logits
+        kept = self.lookup(indices)  # a sample kept before keeps its first values beside new ones
+        return logits if kept is None else kept
 
     def _merge(self) -> None:
         ids = np.concatenate([self.ids, np.fromiter(self.recent.keys(), np.int64, len(self.recent))])
