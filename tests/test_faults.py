@@ -287,23 +287,25 @@ def test_pool_resends_the_batches_of_an_actor_that_died_for_good(ray_cluster, tm
     doomed = ray.get(actors[0].info.remote())["pid"]
     ray.get(actors[1].info.remote())
     os.kill(doomed, signal.SIGKILL)
-    pool = TeacherPool(actors, ("teacher",), ray.put(images.numpy()))
-    batches = list(epoch_batches(len(images), 4, seed=0, epoch=0))  # indices and augmentation draws
-    pending = [pool.request(batch_inputs(images, batch), batch) for batch in batches]
-    answers = [collect()["teacher"] for collect in pending]
-    reference = FrozenModels([load_model(p)[0] for p in paths])
-    assert all(
-        torch.allclose(answer, reference(batch_inputs(images, batch)), atol=1e-5)
-        for answer, batch in zip(answers, batches)
-    )
-    deliveries = pool.deliveries()
-    record(
-        "fault",
-        fault="teacher actor SIGKILL, no restarts left",
-        killed_pid=doomed,
-        survived=deliveries["distinct"] == 6,
-        **{f"batches_{k}": v for k, v in deliveries.items()},
-    )
-    assert deliveries["requested"] == deliveries["delivered"] == deliveries["distinct"] == 6
-    assert deliveries["duplicates"] == 0 and deliveries["resubmitted"] >= 3
-    ray.kill(actors[1])
+    try:  # a failed assertion leaves no actor to hold the shared cluster's CPUs
+        pool = TeacherPool(actors, ("teacher",), ray.put(images.numpy()))
+        batches = list(epoch_batches(len(images), 4, seed=0, epoch=0))  # indices and augmentation draws
+        pending = [pool.request(batch_inputs(images, batch), batch) for batch in batches]
+        answers = [collect()["teacher"] for collect in pending]
+        reference = FrozenModels([load_model(p)[0] for p in paths])
+        assert all(
+            torch.allclose(answer, reference(batch_inputs(images, batch)), atol=1e-5)
+            for answer, batch in zip(answers, batches)
+        )
+        deliveries = pool.deliveries()
+        record(
+            "fault",
+            fault="teacher actor SIGKILL, no restarts left",
+            killed_pid=doomed,
+            survived=deliveries["distinct"] == 6,
+            **{f"batches_{k}": v for k, v in deliveries.items()},
+        )
+        assert deliveries["requested"] == deliveries["delivered"] == deliveries["distinct"] == 6
+        assert deliveries["duplicates"] == 0 and deliveries["resubmitted"] >= 3
+    finally:
+        ray.kill(actors[1])
