@@ -172,3 +172,20 @@ def test_adapter_flips_plans_each_lora_rate_apart_and_reuses_the_modes_plain_mod
     assert (other.job.config.lr, own.job.config.lr) == (5e-4, 2e-3)
     assert other.job.config.seed == own.job.config.seed and other.job.data == own.job.data
     assert other.job.config.adapter == own.job.config.adapter is not None
+
+
+def test_the_hf_setting_says_what_elodi_students_read_beyond_their_labelled_slice():
+    """hf-minilm: ELODI at α 1 on 4× the slice's texts, said in the section's setting; the LoRA and R8 modes'
+    students read their labelled slice only (α 0.8), and their settings say nothing of unlabelled texts."""
+    import dataclasses
+
+    from benchmarks.fidelity.report import _fine_tuning_setting
+
+    def setting(name: str) -> str:
+        return _fine_tuning_setting({"mode": dataclasses.asdict(MODES[name]), "n_eval": 2000, "n_val": 615}, "3 seeds")
+
+    text = setting("hf-minilm")
+    assert "ELODI (α = 1.0, LDI with p = 2 over all classes; each ELODI student reads 4× its version's slice" in text
+    assert "the next 3× of the training split's texts with their labels dropped (`data.unlabelled`" in text
+    for other in map(setting, ("hf-minilm-lora", "hf-minilm-r8")):
+        assert "ELODI (α = 0.8, LDI with p = 2 over all classes)" in other and "unlabelled" not in other

@@ -75,11 +75,24 @@ def _fine_tuning_setting(record: Mapping[str, Any], seeds: str) -> str:
             f"eval: {record['n_eval']} held-out samples, val: {record['n_val']}. {seeds}; every method of a seed "
             "shares that seed's old model and replicas. Replica 1 of each version is its plain model; the paragon "
             f"is the mean logits of m = {mode['m']} replicas at both ends. ELODI (α = {mode['alpha']}, LDI with "
-            f"p = 2 over all classes): {_elodi_setting(mode, 'fine-tuned')}. BCWI: the old model fine-tuned "
+            f"p = 2 over all classes{_unlabelled_setting(mode)}): {_elodi_setting(mode, 'fine-tuned')}. "
+            "BCWI: the old model fine-tuned "
             "again on the new data, then θ = α·θ_old + (1−α)·θ_new with α picked on val (lowest val NFR with val "
             "ER ≤ α = 0's + 0.3 pt). KD: α = 0.5, T = 4; FD: α = 0.9, focal 1 + 5·1[old correct], FD-KL T = 100."
             + _adapter_setting(mode),
         ]
+    )
+
+
+def _unlabelled_setting(mode: Mapping[str, Any]) -> str:
+    """What an ELODI student reads beyond its labelled slice (`elodi_inputs` > 1, `data.unlabelled`); '' if nothing."""
+    times = mode.get("elodi_inputs", 1)
+    if times == 1:
+        return ""
+    return (
+        f"; each ELODI student reads {times}× its version's slice: the slice, then the next {times - 1}× of the "
+        "training split's texts with their labels dropped (`data.unlabelled`; the label term, weight 1 − α, "
+        "counts the slice's rows only)"
     )
 
 
