@@ -175,7 +175,7 @@ def test_adapter_flips_plans_each_lora_rate_apart_and_reuses_the_modes_plain_mod
 
 
 def test_the_hf_setting_says_what_elodi_students_read_beyond_their_labelled_slice():
-    """hf-minilm: ELODI at α 1 on 4× the slice's texts, said in the section's setting; the LoRA and R8 modes'
+    """hf-minilm: ELODI at α 1 on 4× the slice's texts, said in the section's setting; the LoRA, R8 and GPU modes'
     students read their labelled slice only (α 0.8), and their settings say nothing of unlabelled texts."""
     import dataclasses
 
@@ -187,5 +187,5 @@ def test_the_hf_setting_says_what_elodi_students_read_beyond_their_labelled_slic
     text = setting("hf-minilm")
     assert "ELODI (α = 1.0, LDI with p = 2 over all classes; each ELODI student reads 4× its version's slice" in text
     assert "the next 3× of the training split's texts with their labels dropped (`data.unlabelled`" in text
-    for other in map(setting, ("hf-minilm-lora", "hf-minilm-r8")):
+    for other in map(setting, ("hf-minilm-lora", "hf-minilm-r8", "hf-minilm-gpu")):
         assert "ELODI (α = 0.8, LDI with p = 2 over all classes)" in other and "unlabelled" not in other
