@@ -72,3 +72,26 @@ def test_bad_input_is_one_line_per_problem_exit_2_nothing_registered(case, corpu
     assert found, captured.err
     assert "Traceback" not in captured.err + captured.out
     assert store_contents() == before  # no run started, no version registered
+
+
+def test_check_and_run_find_the_same_problems_in_the_same_words(corpus_store, tmp_path, capsys):
+    """Every case of the corpus that `congruent run` refuses (but for its `--out`, which `check` has
+    not) is refused by `congruent check` of the same spec with the same lines: one list of checks."""
+    _, assets = corpus_store
+    compared, differ = 0, []
+    for case in CASES:
+        folder = tmp_path / case.name
+        folder.mkdir()
+        argv = case.make(folder, assets)
+        if argv[0] != "run" or "--out" in argv:
+            continue
+        found = {}
+        for command in ("run", "check"):
+            code = main([command, argv[1]])
+            err = capsys.readouterr().err.strip().splitlines()
+            found[command] = (code, [line.removeprefix(f"congruent {command}: error: ") for line in err])
+        compared += 1
+        if found["run"] != found["check"]:
+            differ.append(f"{case.name}: run {found['run']} / check {found['check']}")
+    assert compared >= 30, compared
+    assert not differ, "\n".join(differ)

@@ -148,3 +148,14 @@ def test_no_import_circle_in_the_project():
     """No module of orchestrator/, workers/, pipelines/ or benchmarks/ reaches itself through its
     imports (docs/architecture.md: each package imports only the ones below it)."""
     assert import_circles(("orchestrator", "workers", "pipelines", "benchmarks")) == []
+
+
+def test_no_planning_function_is_longer_than_60_lines():
+    """Planning reads as small steps (preflight's checks, one module each): a function of
+    orchestrator/planning/ that grows past 60 lines is split, not extended."""
+    long = []
+    for path in sorted((ROOT / "orchestrator" / "planning").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}")
+    assert not long, long

@@ -321,7 +321,7 @@ def test_preflight_of_a_streamed_tree_with_image_size_starts_no_ray(tmp_path):
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     probe = (
         "import ray\nfrom pipelines.spec import load_spec\nfrom orchestrator.planning.preflight import preflight\n"
-        "plan = preflight(load_spec('spec.yaml'))\nprint(plan.spec.data.streaming, plan.inputs.mean is not None, "
+        "plan = preflight(load_spec('spec.yaml'))\nprint(plan.spec.data.streaming, plan.start.inputs.mean is not None, "
         "'ray started' if ray.is_initialized() else 'ray not started')"
     )
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}

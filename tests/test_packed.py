@@ -204,4 +204,4 @@ def test_a_packed_checkpoint_holds_every_field_of_a_solo_one_and_serves_as_old(t
             }
         )
     )
-    assert plan.old_classes is None and plan.spec.old == str(tmp_path / "packed-1.pt")
+    assert plan.old.classes is None and plan.spec.old == str(tmp_path / "packed-1.pt")

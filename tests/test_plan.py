@@ -218,10 +218,13 @@ def test_the_plan_carries_what_execution_needs_of_the_data_and_travels_to_worker
 
     plan = preflight(spec(data={"path": str(digits_folder)}))
     splits = cached_splits(plan.data)
-    assert plan.class_names == splits.train.classes and len(plan.class_names) == plan.num_classes
-    assert plan.eval_labels.tolist() == splits.eval.labels.tolist()
-    assert plan.train_split is splits.train
+    assert plan.splits.class_names == splits.train.classes and len(plan.splits.class_names) == plan.splits.num_classes
+    assert plan.splits.eval_labels.tolist() == splits.eval.labels.tolist()
+    assert plan.splits.train_split is splits.train
     sent = pickle.loads(pickle.dumps(plan))
-    assert sent.train_split is None and plan.train_split is splits.train
-    assert sent.class_names == plan.class_names and sent.eval_labels.tolist() == plan.eval_labels.tolist()
-    assert sent.spec == plan.spec and sent.content_key == plan.content_key
+    assert sent.splits.train_split is None and plan.splits.train_split is splits.train
+    assert (
+        sent.splits.class_names == plan.splits.class_names
+        and sent.splits.eval_labels.tolist() == plan.splits.eval_labels.tolist()
+    )
+    assert sent.spec == plan.spec and sent.splits.content_key == plan.splits.content_key

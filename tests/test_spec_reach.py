@@ -85,12 +85,10 @@ def consumers(document: dict) -> tuple:
     replicas' jobs (checkpoint paths aside: they hash the whole spec), BCWI's sweep."""
     import dataclasses
 
-    from orchestrator.planning.plan import Plan, data_request
+    from orchestrator.planning.plan import Plan, PlannedSplits, data_request
 
     parsed = parse_spec(document)
-    plan = Plan(
-        spec=parsed, parent=None, data=data_request(parsed), content_key="c", eval_fingerprint="f", num_classes=10
-    )
+    plan = Plan(spec=parsed, data=data_request(parsed), splits=PlannedSplits("c", "f", 10))
     jobs = [plan.student_job(), *plan.replica_jobs()]
     return plan.data, [dataclasses.replace(job, checkpoint_uri="") for job in jobs], plan.bcwi_sweep
 
@@ -139,11 +137,11 @@ def test_the_spec_precision_and_compile_mode_reach_the_training(tmp_path, monkey
 def test_student_epochs_lengthen_the_student_only():
     """`train.student_epochs`: the deployed model trains that long (its warm-up a tenth of it, at
     most 1 epoch); the replicas keep `epochs` and their checkpoints (keyed without it)."""
-    from orchestrator.planning.plan import Plan, data_request
+    from orchestrator.planning.plan import Plan, PlannedSplits, data_request
 
     def plan_of(train: dict) -> Plan:
         parsed = parse_spec({**BASE, "method": {"name": "elodi", "m": 2}, "train": train})
-        return Plan(parsed, None, data_request(parsed), "c", "f", 10)
+        return Plan(parsed, data_request(parsed), PlannedSplits("c", "f", 10))
 
     plain, longer = plan_of({"epochs": 5}), plan_of({"epochs": 5, "student_epochs": 15})
     assert plain.student_job().config.epochs == 5 and longer.student_job().config.epochs == 15
@@ -155,12 +153,12 @@ def test_student_epochs_lengthen_the_student_only():
 def test_replicas_started_from_other_weights_are_other_replicas():
     """The replicas' checkpoint key holds what `init` starts from (a file's content digest, not its
     path): another old model, or other weights under the same file name, train new replicas."""
-    from orchestrator.planning.plan import Plan, data_request
+    from orchestrator.planning.plan import ModelStart, Plan, PlannedSplits, data_request
 
     spec = parse_spec({**BASE, "method": {"name": "elodi", "m": 1}, "old": "old.pt", "init": "old"})
 
     def replica_uri(init_key):
-        plan = Plan(spec, None, data_request(spec), "c", "f", 10, init_key=init_key)
+        plan = Plan(spec, data_request(spec), PlannedSplits("c", "f", 10), start=ModelStart(init_key=init_key))
         return plan.replica_jobs()[0].checkpoint_uri
 
     assert replica_uri("digest-a") == replica_uri("digest-a") != replica_uri("digest-b")
@@ -169,7 +167,7 @@ def test_replicas_started_from_other_weights_are_other_replicas():
 def test_text_replicas_are_keyed_by_the_trained_tokenizer_not_its_settings():
     """Two tokenizers trained with the same `tokenizer:` settings but on other texts read the
     tweets otherwise: replicas trained through one are not the other's."""
-    from orchestrator.planning.plan import Plan, data_request
+    from orchestrator.planning.plan import ModelStart, Plan, PlannedSplits, data_request
     from workers.data.tokenizer import text_input
 
     spec = parse_spec(
@@ -178,7 +176,8 @@ def test_text_replicas_are_keyed_by_the_trained_tokenizer_not_its_settings():
 
     def replica_uri(texts):
         inputs = text_input(texts, vocab_size=200, max_length=16)
-        return Plan(spec, None, data_request(spec), "c", "f", 3, inputs=inputs).replica_jobs()[0].checkpoint_uri
+        plan = Plan(spec, data_request(spec), PlannedSplits("c", "f", 3), start=ModelStart(inputs=inputs))
+        return plan.replica_jobs()[0].checkpoint_uri
 
     one, other = ["good flight", "bad crew", "lost bags"] * 10, ["late again", "thanks so much", "never again"] * 10
     assert replica_uri(one) == replica_uri(one) != replica_uri(other)

@@ -25,7 +25,7 @@ def test_the_spec_tokenizer_is_trained_on_the_train_split_and_travels_with_every
         "tokenizer": {"kind": "bpe", "vocab_size": 500, "max_length": 24},
     }
     plan = preflight(parse_spec(spec))
-    inputs = plan.inputs
+    inputs = plan.start.inputs
     assert inputs is not None and inputs.modality == "text" and inputs.max_length == 24 and inputs.vocab_size <= 500
     assert json.loads(inputs.tokenizer)["model"]["type"] == "BPE"
     assert {job.inputs for job in [plan.student_job(), *plan.replica_jobs()]} == {inputs}

@@ -149,9 +149,7 @@ def test_a_large_table_that_streams_refuses_unlabelled_texts(tmp_path):
     from workers.tasks.records import DataRequest
 
     request = DataRequest("big.csv", unlabelled="u.csv", streamed=object())  # type: ignore[arg-type]
-    assert any(
-        "data.unlabelled: unlabelled texts go with data held in memory" in p for p in stream_problems(None, request)
-    )
+    assert any("data.unlabelled: unlabelled texts go with data held in memory" in p for p in stream_problems(request))
 
 
 @pytest.mark.slow

@@ -109,12 +109,13 @@ def test_the_pipeline_records_what_it_always_tagged(parent):
         train=SimpleNamespace(adapter=None),  # no adapter tag
     )
     plan = SimpleNamespace(
-        eval_fingerprint="3f2a9c01",
-        parent=SimpleNamespace(version=parent) if parent else None,
-        old_as_written="fmnist@champion",
-        arch_key=None,  # not an hf:DIR model: no base_digest tag
-        old_classes=(0, 1, 2, 3, 4) if parent else None,
-        class_names=tuple(CLASSES),
+        splits=SimpleNamespace(eval_fingerprint="3f2a9c01", class_names=tuple(CLASSES)),
+        old=SimpleNamespace(
+            parent=SimpleNamespace(version=parent) if parent else None,
+            written="fmnist@champion",
+            classes=(0, 1, 2, 3, 4) if parent else None,
+        ),
+        start=SimpleNamespace(arch_key=None),  # not an hf:DIR model: no base_digest tag
     )
     vs_old = {"n": 1000, "er_old": 0.15, "er_new": 0.1042, "nfr": 0.0149, "pfr": 0.063, "rel_nfr": 0.8123449}
     metrics = {"error_rate": 0.1042, "vs_old": vs_old} if parent else {"error_rate": 0.1523}

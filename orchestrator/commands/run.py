@@ -72,11 +72,10 @@ def json_result(result: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from orchestrator.driver.check import checked_plan
     from orchestrator.driver.pipeline import run_pipeline
-    from orchestrator.execution.cluster import check_cluster, connect
+    from orchestrator.execution.cluster import connect
     from orchestrator.execution.watch import StageWatch
-    from orchestrator.planning.plan import cluster_demand
-    from orchestrator.planning.preflight import preflight
     from orchestrator.tracking.store import TrackingUnavailable, check_store
     from orchestrator.views.progress import make_display
     from pipelines.spec import SpecError, load_spec
@@ -88,24 +87,16 @@ def run(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec)
     except SpecError as e:
         return fail_all("run", e.problems)
-    problems: list[str] = []
-    checked = spec  # the spec as preflight settled it (a streamed source's teachers in the student's task)
-    try:
-        plan = preflight(spec)  # data, old model, registry, storage: every problem at once
-        checked = plan.spec
-    except SpecError as e:
-        problems += [f"{args.spec}: {line}" for line in e.problems]
+    # data, old model, registry, storage, what the cluster can hold (this machine's cores for an
+    # embedded Ray, not started yet): every problem at once, as `congruent check` finds them
+    plan, found = checked_plan(spec, args.ray_address)
+    problems = [f"{args.spec}: {line}" for line in found]
     run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
     try:
         check_output(run_dir, "--out" if args.out else None)
     except SpecError as e:
         problems += e.problems
-    demand = cluster_demand(checked)
-    try:  # what the cluster can hold: this machine's cores for an embedded Ray, not started yet
-        check_cluster(checked, args.ray_address, demand.replicas, demand.student, demand.pool_actors)
-    except SpecError as e:
-        problems += [f"{args.spec}: {line}" for line in e.problems]
-    if problems:
+    if problems or plan is None:
         return fail_all("run", problems)
     try:
         check_store()  # an unreachable MLflow fails in bounded time

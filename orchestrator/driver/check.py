@@ -1,15 +1,36 @@
-"""`congruent check`: each spec checked as `congruent run` checks it before Ray starts — preflight's
-checks (planning/preflight.py: `check_spec`), then whether the cluster can hold its stages — and a
-later spec checked against what an earlier one registers."""
+"""A spec checked as `congruent run` and `congruent check` both check it before Ray starts: preflight's
+checks (planning/preflight.py), then whether the cluster can hold the stages of the spec as preflight
+settled it — one function for both commands, so they find the same problems in the same words — and,
+for `congruent check`, a later spec checked against what an earlier one registers."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from orchestrator.execution.cluster import check_cluster
-from orchestrator.planning.plan import cluster_demand
-from orchestrator.planning.preflight import Shape, check_spec
-from pipelines.spec import SpecError
+from orchestrator.planning.facts.kinds import Found, Shape
+from orchestrator.planning.plan import Plan, cluster_demand
+from orchestrator.planning.preflight import find, plan_of, shape_of, summary
+from pipelines.spec import SpecError, UpdateSpec
+
+
+def spec_problems(found: Found, ray_address: str | None) -> list[str]:
+    """Preflight's problems, then what the cluster can hold of the settled spec's stages (this
+    machine's cores for an embedded Ray; a cluster at `ray_address` or RAY_ADDRESS is joined and asked)."""
+    spec = found.settled
+    demand = cluster_demand(spec)
+    try:
+        check_cluster(spec, ray_address, demand.replicas, demand.student, demand.pool_actors)
+    except SpecError as e:
+        return [*found.problems, *e.problems]
+    return list(found.problems)
+
+
+def checked_plan(spec: UpdateSpec, ray_address: str | None) -> tuple[Plan | None, list[str]]:
+    """`congruent run`'s checks: the Plan of a spec with no problem, else its problems."""
+    found = find(spec)
+    problems = spec_problems(found, ray_address)
+    return (None if problems else plan_of(found)), problems
 
 
 @dataclass(frozen=True)
@@ -23,11 +44,9 @@ class Checked:
 
 
 def check_specs(paths: list[str], ray_address: str | None = None) -> list[Checked]:
-    """Check each spec as `congruent run` does before Ray starts — `check_spec`, then what the
-    cluster can hold (this machine's cores for an embedded Ray; a cluster at `ray_address` or
-    RAY_ADDRESS is joined and asked) — in order, a later spec's `old: MODEL@challenger` (or
-    `@champion`, when the earlier spec has a promotion gate) checked against the earlier spec
-    that registers it. Starts no Ray and trains nothing."""
+    """Check each spec as `congruent run` does before Ray starts, in order, a later spec's
+    `old: MODEL@challenger` (or `@champion`, when the earlier spec has a promotion gate) checked
+    against the earlier spec that registers it. Starts no Ray and trains nothing."""
     from pipelines.spec import load_spec
 
     upcoming: dict[str, Shape] = {}
@@ -38,16 +57,12 @@ def check_specs(paths: list[str], ray_address: str | None = None) -> list[Checke
         except SpecError as e:
             results.append(Checked(path, e.problems))  # load_spec's lines name the file
             continue
-        inspection = check_spec(spec, upcoming)
-        problems = list(inspection.problems)
-        demand = cluster_demand(spec)
-        try:
-            check_cluster(spec, ray_address, demand.replicas, demand.student, demand.pool_actors)
-        except SpecError as e:
-            problems += e.problems
-        if inspection.shape is not None:  # what the aliases will name once this spec has run
-            upcoming[f"{spec.model}@challenger"] = inspection.shape
+        found = find(spec, settle_inputs=False, upcoming=upcoming)
+        problems = spec_problems(found, ray_address)
+        if (shape := shape_of(found)) is not None:  # what the aliases will name once this spec has run
+            upcoming[f"{spec.model}@challenger"] = shape
             if spec.promote is not None:  # its gate may move champion; without one the champion stays
-                upcoming[f"{spec.model}@champion"] = inspection.shape
-        results.append(Checked(path, [f"{path}: {line}" for line in problems], inspection.summary))
+                upcoming[f"{spec.model}@champion"] = shape
+        lines = [f"{path}: {line}" for line in problems]
+        results.append(Checked(path, lines, "" if problems else summary(found)))
     return results

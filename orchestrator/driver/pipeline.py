@@ -93,7 +93,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
     titles = iter(stage_titles(plan))
     seconds: dict[str, float] = {}
     with runs.pipeline_run(spec, say=watch.say) as run_id:
-        runs.set_tags({"fingerprint": plan.eval_fingerprint})
+        runs.set_tags({"fingerprint": plan.splits.eval_fingerprint})
         runs.log_params(applied_params(spec))
         log_data_counts(plan)
         replicas: list[TrainRecord] = []
@@ -130,7 +130,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
             method=plan.method,
             arch=spec.arch,
             spec_hash=spec.spec_hash,
-            fingerprint=plan.eval_fingerprint,
+            fingerprint=plan.splits.eval_fingerprint,
             n_eval=evaluation.n_eval,
             checkpoint=checkpoint,
             old=spec.old,
@@ -161,8 +161,10 @@ def log_data_counts(plan: Plan) -> None:
     """With data.unlabelled, the texts kept and left out (metrics data.unlabelled, data.unlabelled_dropped);
     with data.skip_corrupt, how many files preflight left out (metric data.skipped_corrupt) and which
     (artifact data/skipped_corrupt.txt)."""
-    if plan.unlabelled is not None:
-        runs.log_metrics("data.", {"unlabelled": plan.unlabelled[0], "unlabelled_dropped": plan.unlabelled[1]})
+    if plan.splits.unlabelled is not None:
+        runs.log_metrics(
+            "data.", {"unlabelled": plan.splits.unlabelled[0], "unlabelled_dropped": plan.splits.unlabelled[1]}
+        )
     data = plan.data
     if not data.skip_corrupt or data.streamed is None:
         return
@@ -181,19 +183,19 @@ def version_record(spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics) -> 
         method=spec.method.name,
         arch=spec.arch,
         label=spec.version,
-        fingerprint=plan.eval_fingerprint,
+        fingerprint=plan.splits.eval_fingerprint,
         spec_hash=spec.spec_hash,
-        base_digest=plan.arch_key or "",
+        base_digest=plan.start.arch_key or "",
         adapter=adapter.summary if (adapter := adapter_of(spec)) else "",
         error_rate=metrics["error_rate"],
-        parent_version=plan.parent.version if plan.parent else None,
-        old=plan.old_as_written if plan.parent else spec.old,  # a registry reference as written, else the path
+        parent_version=plan.old.parent.version if plan.old.parent else None,
+        old=plan.old.written if plan.old.parent else spec.old,  # a registry reference as written, else the path
         nfr=vs_old.get("nfr"),
         pfr=vs_old.get("pfr"),
         rel_nfr=vs_old.get("rel_nfr"),
         n_compared=vs_old.get("n") or None,  # the samples NFR and PFR count: their bounds' n
-        nfr_classes=plan.old_classes,
-        class_names=plan.class_names,
+        nfr_classes=plan.old.classes,
+        class_names=plan.splits.class_names,
     )
 
 

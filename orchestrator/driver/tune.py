@@ -84,12 +84,12 @@ def run_trial(
     job = dataclasses.replace(job, checkpoint_uri=storage.join(trials_uri, f"{tune.get_context().get_trial_id()}.pt"))
     pool = None
     if actors:
-        topk = pool_topk(job.objective, plan.num_classes)
+        topk = pool_topk(job.objective, plan.splits.num_classes)
         pool = TeacherPool(actors, job.objective.references, train_split[0], topk, samples=samples)
     record = train_job(
         job, pool, on_epoch=lambda s: tune.report({"epoch": s.epoch, "val_error_rate": s.val_error_rate})
     )
-    labels = plan.eval_labels
+    labels = plan.splits.eval_labels
     new = eval_predictions({"new": record.checkpoint}, plan.data, job.config.device, spec.allow_user_factories)["new"]
     tune.report(
         {
@@ -172,7 +172,7 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
     started = time.perf_counter()
     replicas = train_replicas(plan, watch)
     replicas_seconds = time.perf_counter() - started
-    labels = plan.eval_labels
+    labels = plan.splits.eval_labels
     # class ids of the old model, each replica and their paragon φ_ens = (1/m) Σ_i φ^(i) (mean logits)
     checkpoints = {"old": spec.old, **{r.name: r.checkpoint for r in replicas}}
     ids = eval_split_predictions(plan, checkpoints, [r.checkpoint for r in replicas])
@@ -341,7 +341,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
     started = time.perf_counter()
     registered = None
     with runs.pipeline_run(spec, f"{spec.version}-tune", watch.say):
-        runs.set_tags({"fingerprint": plan.eval_fingerprint})
+        runs.set_tags({"fingerprint": plan.splits.eval_fingerprint})
         runs.log_params(applied_params(spec))
         record = search(plan, run_dir, watch)
         record.seconds = time.perf_counter() - started
@@ -371,7 +371,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
                 method=best.method.name,
                 arch=best.arch,
                 spec_hash=best.spec_hash,
-                fingerprint=plan.eval_fingerprint,
+                fingerprint=plan.splits.eval_fingerprint,
                 n_eval=evaluation.n_eval,
                 checkpoint=picked["checkpoint"],
                 old=best.old,

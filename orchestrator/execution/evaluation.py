@@ -124,14 +124,14 @@ def evaluate(
     evaluated so far."""
     checkpoints = {name: uri for name, uri in (("new", checkpoint), ("old", plan.spec.old)) if uri is not None}
     assert checkpoint is not None or ensemble, "an evaluation needs a model or an ensemble"
-    n = len(plan.eval_labels)  # the scan's count: a stream that gives another fails below
+    n = len(plan.splits.eval_labels)  # the scan's count: a stream that gives another fails below
     folder = run_dir / "predictions"
     folder.mkdir(parents=True, exist_ok=True)
     files: dict[str, np.ndarray] = {
         "ids": np.lib.format.open_memmap(folder / "ids.npy", "w+", np.int64, (n,)),
         "labels": np.lib.format.open_memmap(folder / "labels.npy", "w+", np.int64, (n,)),
     }
-    tally = EvaluationTally(all_classes=plan.old_classes is not None)
+    tally = EvaluationTally(all_classes=plan.old.classes is not None)
     done, started = 0, time.perf_counter()
     display = (watch or StageWatch()).display
     display.add(EVALUATION)
@@ -149,7 +149,7 @@ def evaluate(
                 files[name] = np.lib.format.open_memmap(path, "w+", np.float32, (n, logits[name].shape[1]))
             files[name][window] = logits[name]
         # flips against the old model count on the classes it knows (data growth with new classes)
-        known = np.ones(len(chunk), bool) if plan.old_classes is None else np.isin(chunk.labels, plan.old_classes)
+        known = np.ones(len(chunk), bool) if plan.old.classes is None else np.isin(chunk.labels, plan.old.classes)
         tally.add(logits, chunk.labels, known)
         done = window.stop
         rate = done / max(time.perf_counter() - started, 1e-9)

@@ -304,7 +304,7 @@ def serving_pool(
     if not groups or plan.teachers_in_process:
         yield None
         return
-    train = plan.train_split
+    train = plan.splits.train_split
     assert train is not None, "serving_pool runs in the driver, which holds the plan's training split"
     held = train.shareable()  # uint8 images as one array (shared memory on a node), or the texts
     train_split = None if held is None else ray.put(held)

@@ -114,7 +114,7 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
     res = plan.spec.resources.student
     if res.workers > 1:
         actors = pool.actors if job.objective.references and pool is not None else None
-        topk = pool_topk(job.objective, plan.num_classes) if actors else None
+        topk = pool_topk(job.objective, plan.splits.num_classes) if actors else None
         ref = _fit_remotely(job).remote(
             job,
             res,
@@ -137,7 +137,7 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
     options: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": job.name}
     client = None
     if job.objective.references and pool is not None:
-        client = pool.client(job.objective.references, pool_topk(job.objective, plan.num_classes))
+        client = pool.client(job.objective.references, pool_topk(job.objective, plan.splits.num_classes))
         options["scheduling_strategy"] = pool.student_strategy()
     ref = stage_task(on_node).options(**options).remote(_train, job, watch.queue, client)
     try:

@@ -117,32 +117,54 @@ def cluster_demand(spec: UpdateSpec) -> Demand:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """A checked spec and what follows from it. `spec` has absolute paths and `old` as a checkpoint
-    URI (a registry reference resolved to a local copy); `parent` is that registry version."""
+class PlannedSplits:
+    """What execution needs of the splits, read once by preflight so no stage goes back to them."""
 
-    spec: UpdateSpec
-    parent: VersionRef | None
-    data: DataRequest
     content_key: str  # the train, val and eval splits' content (workers.tasks.resolve.content_key): names checkpoints
     eval_fingerprint: str  # the regression-eval split's (DataSplits.fingerprint): versions compare on it
     num_classes: int
-    old_as_written: str | None = None  # `old:` as the spec said it (a path, NAME@ALIAS, NAME/VERSION)
-    old_classes: tuple[int, ...] | None = None  # the old model's classes, when it knows fewer than the data has
-    inputs: InputSpec | None = None  # text: the tokenizer; images: their normalisation (None: the fixed map)
-    init_key: str | None = None  # what `init` starts from: a weights name, or the sha256 of the file it reads
-    arch_key: str | None = None  # `arch: hf:DIR`: the sha256 of the directory's files (its weights and tokenizer)
-    # What execution needs of the data, read once by preflight so no stage goes back to the splits:
     class_names: tuple[str, ...] = ()  # the training split's classes, in class-id order
     eval_labels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), compare=False, repr=False)
     # the training split itself (an elodi student's: followed by data.unlabelled's texts), held by the driver (the
     # teacher pool puts it in the object store); a Plan sent to a Ray worker (Tune's trials) travels without it:
-    # workers read splits by `data`
+    # workers read splits by the plan's `data`
     train_split: Split | None = field(default=None, compare=False, repr=False)
     unlabelled: tuple[int, int] | None = None  # data.unlabelled: (texts the student distils on, rows left out)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "train_split": None}
+
+
+@dataclass(frozen=True)
+class PlannedOld:
+    """The old version: the registry version `old` resolved to (None: a checkpoint path, or no old),
+    `old` as the spec wrote it, and the old model's classes when it knows fewer than the data has."""
+
+    parent: VersionRef | None = None
+    written: str | None = None  # a path, NAME@ALIAS, NAME/VERSION
+    classes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ModelStart:
+    """What the version's models read and start from, and what names those in checkpoint keys."""
+
+    inputs: InputSpec | None = None  # text: the tokenizer; images: their normalisation (None: the fixed map)
+    init_key: str | None = None  # what `init` starts from: a weights name, or the sha256 of the file it reads
+    arch_key: str | None = None  # `arch: hf:DIR`: the sha256 of the directory's files (its weights and tokenizer)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked spec and what follows from it (preflight.py builds it from what its checks found).
+    `spec` has absolute paths and `old` as a checkpoint URI (a registry reference resolved to a local
+    copy); `data` is the spec's data section as the workers' record, its streaming settled."""
+
+    spec: UpdateSpec
+    data: DataRequest
+    splits: PlannedSplits
+    old: PlannedOld = field(default_factory=PlannedOld)
+    start: ModelStart = field(default_factory=ModelStart)
 
     @property
     def method(self) -> str:
@@ -185,11 +207,11 @@ class Plan:
             "data": spec.data.model_dump(mode="json"),
             "arch": spec.arch,
             "train": spec.train.model_dump(mode="json", exclude={"student_epochs"}),  # the replicas' settings
-            "content": self.content_key,
-            **({"init": self.init_key} if self.init_key is not None else {}),
-            **({"arch_content": self.arch_key} if self.arch_key is not None else {}),
+            "content": self.splits.content_key,
+            **({"init": self.start.init_key} if self.start.init_key is not None else {}),
+            **({"arch_content": self.start.arch_key} if self.start.arch_key is not None else {}),
             # what the models read: the images' normalisation, or the trained tokenizer itself (its JSON)
-            **({"inputs": asdict(self.inputs)} if self.inputs is not None else {}),
+            **({"inputs": asdict(self.start.inputs)} if self.start.inputs is not None else {}),
         }
         key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
         base = storage.join(spec.storage, spec.model, "replicas", key)
@@ -203,7 +225,7 @@ class Plan:
                 checkpoint_uri=storage.join(base, f"replica-{i}.pt"),
                 allow_user_factories=spec.allow_user_factories,
                 nfr_reference=spec.old,
-                inputs=self.inputs,
+                inputs=self.start.inputs,
                 init=None if spec.init == "old" else spec.init,
                 init_from=spec.old if spec.init == "old" else None,
             )
@@ -237,7 +259,11 @@ class Plan:
             arch=spec.arch,
             config=train_config(spec, spec.train.seed, spec.resources.student, student=True),
             checkpoint_uri=storage.join(
-                spec.storage, spec.model, spec.version, f"{spec.spec_hash}-{self.content_key[:8]}", checkpoint_name
+                spec.storage,
+                spec.model,
+                spec.version,
+                f"{spec.spec_hash}-{self.splits.content_key[:8]}",
+                checkpoint_name,
             ),
             objective=objective_of(spec.method),
             init_from=spec.old if spec.method.name == "bcwi" or spec.init == "old" else None,
@@ -245,7 +271,7 @@ class Plan:
             allow_user_factories=spec.allow_user_factories,
             nfr_reference=spec.old,
             teachers=tuple((name, tuple(uris)) for name, uris in (teachers or {}).items()),
-            inputs=self.inputs,
+            inputs=self.start.inputs,
         )
 
     @property

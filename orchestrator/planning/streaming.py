@@ -145,16 +145,7 @@ def open_streamed(request: DataRequest) -> StreamedSplits:
     )
 
 
-def in_process_teachers_on_a_stream(spec: UpdateSpec, request: DataRequest) -> UpdateSpec:
-    """On a streamed source, the teachers run in the student's task (`resources.teacher_actors: 0`)
-    unless the spec set teacher_actors itself: then the pool's actors take the streamed batches
-    (docs/benchmarks.md, "Teachers on a stream", measures both)."""
-    if request.streamed is None or "teacher_actors" in spec.resources.model_fields_set:
-        return spec
-    return spec.model_copy(update={"resources": spec.resources.model_copy(update={"teacher_actors": 0})})
-
-
-def stream_problems(spec: UpdateSpec, request: DataRequest) -> list[str]:
+def stream_problems(request: DataRequest) -> list[str]:
     """What a streamed source does not support yet, one line each."""
     problems = []
     if request.skip_corrupt and (request.streamed is None or request.streamed.train.modality != "image"):

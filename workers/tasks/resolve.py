@@ -54,7 +54,7 @@ def content_key(request: DataRequest) -> str:
 
 def training_split(job: TrainJob) -> Split:
     """What the job trains on: the training split, and for an ELODI student the unlabelled texts after it
-    (`DataSplits.distillation_split`; the teacher pool's actors hold the same, plan.train_split)."""
+    (`DataSplits.distillation_split`; the teacher pool's actors hold the same, plan.splits.train_split)."""
     splits = cached_splits(job.data)
     return splits.distillation_split if job.objective.method == "elodi" else splits.train
 

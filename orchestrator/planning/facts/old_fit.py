@@ -1,0 +1,49 @@
+"""The old model against the data (class count, what it reads, the images' shape) and against the
+method (bcwi interpolates weights and `init: old` starts from them: same architecture and adapter)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.planning.facts.kinds import Data, Found, OldFit, OldModel, OldVersion, Problems, Shape
+from orchestrator.planning.model_inputs import adapter_of
+
+if TYPE_CHECKING:
+    from workers.data.splits import DataSplits
+
+
+def check(found: Found) -> OldFit | Problems | None:
+    old, version, data = found.get(OldModel), found.get(OldVersion), found.get(Data)
+    if old is None or version is None:
+        return None
+    spec = found.settled
+    problems = [] if data is None else data_problems(version.written, old.shape, data.splits)
+    reuses = "bcwi interpolates" if spec.method.name == "bcwi" else "init: old starts from"
+    if spec.method.name == "bcwi" and old.shape.arch != spec.arch:
+        problems.append(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.shape.arch!r})")
+    if spec.init == "old" and old.shape.arch != spec.arch:
+        problems.append(f"init: old starts from the old model's weights, so arch must be {old.shape.arch!r}")
+    if (spec.method.name == "bcwi" or spec.init == "old") and old.adapter != adapter_of(spec):
+        adapter = "none" if old.adapter is None else old.adapter.summary
+        problems.append(
+            f"train.adapter: {reuses} the old model's weights, so the adapter must be the old model's ({adapter})"
+        )
+    if problems:
+        return Problems(tuple(problems))
+    knows_all = data is None or old.classes is None or set(old.classes) >= set(range(data.splits.num_classes))
+    return OldFit(None if knows_all else old.classes)
+
+
+def data_problems(written: str, old: Shape, splits: DataSplits) -> list[str]:
+    """The old model against the data: its class count, what it reads, the images' shape."""
+    problems = []
+    if old.num_classes != splits.num_classes:
+        problems.append(f"old: {written} has {old.num_classes} classes, the data has {splits.num_classes}")
+    if old.modality != splits.modality:
+        problems.append(f"old: {written} reads {old.modality}, the data is {splits.modality}")
+    elif splits.modality == "image" and (old.channels, old.size) != (splits.in_channels, splits.image_size):
+        problems.append(
+            f"old: {written} takes {old.channels}×{old.size}² images, the data has "
+            f"{splits.in_channels}×{splits.image_size}²"
+        )
+    return problems
