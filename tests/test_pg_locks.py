@@ -45,7 +45,7 @@ def test_contending_holders_never_overlap_even_when_each_stalls(mlflow_stack):
     guard = threading.Lock()
 
     def hold(i: int) -> None:
-        with pg_locks.advisory_lock(mlflow_stack.postgres_dsn, "overlap.registration-lock", "overlap", 60):
+        with locks.hold(pg_locks.AdvisoryLocks(mlflow_stack.postgres_dsn), "overlap.registration-lock", "overlap", 60):
             with guard:
                 inside[0] += 1
                 most[0] = max(most[0], inside[0])
@@ -66,10 +66,12 @@ def test_contending_holders_never_overlap_even_when_each_stalls(mlflow_stack):
 
 
 def test_a_taker_waits_for_a_stalled_holder_and_gives_up_in_one_line(mlflow_stack):
-    with pg_locks.advisory_lock(mlflow_stack.postgres_dsn, "stalled.promotion-lock", "stalled", 5) as held:
+    with locks.hold(pg_locks.AdvisoryLocks(mlflow_stack.postgres_dsn), "stalled.promotion-lock", "stalled", 5) as held:
         started = time.monotonic()
         with pytest.raises(RegistryError) as refused:
-            with pg_locks.advisory_lock(mlflow_stack.postgres_dsn, "stalled.promotion-lock", "m: another promotion", 1):
+            with locks.hold(
+                pg_locks.AdvisoryLocks(mlflow_stack.postgres_dsn), "stalled.promotion-lock", "m: another promotion", 1
+            ):
                 pass
         assert time.monotonic() - started >= 1
         assert str(refused.value).startswith("m: another promotion has held stalled.promotion-lock")
@@ -78,8 +80,8 @@ def test_a_taker_waits_for_a_stalled_holder_and_gives_up_in_one_line(mlflow_stac
 
 HOLDER = """
 import sys, time
-from orchestrator.tracking import pg_locks
-with pg_locks.advisory_lock(sys.argv[1], "killed.registration-lock", "killed", 30):
+from orchestrator.tracking import locks, pg_locks
+with locks.hold(pg_locks.AdvisoryLocks(sys.argv[1]), "killed.registration-lock", "killed", 30):
     print("held", flush=True)
     time.sleep(600)
 """
@@ -92,12 +94,14 @@ def test_a_killed_holder_frees_its_lock_at_once(mlflow_stack):
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RegistryError):
-            with pg_locks.advisory_lock(mlflow_stack.postgres_dsn, "killed.registration-lock", "killed", 1):
+            with locks.hold(pg_locks.AdvisoryLocks(mlflow_stack.postgres_dsn), "killed.registration-lock", "killed", 1):
                 pass
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(timeout=30)
         started = time.monotonic()
-        with pg_locks.advisory_lock(mlflow_stack.postgres_dsn, "killed.registration-lock", "killed", 30) as held:
+        with locks.hold(
+            pg_locks.AdvisoryLocks(mlflow_stack.postgres_dsn), "killed.registration-lock", "killed", 30
+        ) as held:
             held.check()
         waited = time.monotonic() - started
     finally:
@@ -112,13 +116,13 @@ def test_a_killed_holder_frees_its_lock_at_once(mlflow_stack):
 
 def test_a_holder_whose_session_ended_fails_its_check_and_another_takes_the_lock(mlflow_stack):
     dsn = mlflow_stack.postgres_dsn
-    with pg_locks.advisory_lock(dsn, "ended.registration-lock", "ended", 5) as held:
+    with locks.hold(pg_locks.AdvisoryLocks(dsn), "ended.registration-lock", "ended", 5) as held:
         pid = held.connection.info.backend_pid
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         with pytest.raises(locks.LockLost, match="session ended"):
             held.check()
-        with pg_locks.advisory_lock(dsn, "ended.registration-lock", "ended", 5) as successor:
+        with locks.hold(pg_locks.AdvisoryLocks(dsn), "ended.registration-lock", "ended", 5) as successor:
             successor.check()
     record("security", check="advisory lock: a holder whose session ended is fenced off (LockLost)", passed=True)
 
@@ -132,11 +136,50 @@ def test_registry_locks_use_the_database_when_one_is_named(mlflow_stack, tmp_pat
         assert isinstance(held, pg_locks.AdvisoryLease)
         held.check()
         with pytest.raises(RegistryError, match="advised: another registration has held"):
-            with pg_locks.advisory_lock(
-                mlflow_stack.postgres_dsn,
+            with locks.hold(
+                pg_locks.AdvisoryLocks(mlflow_stack.postgres_dsn),
                 locks.lock_name("advised", "registration"),
                 "advised: another registration",
                 0.5,
             ):
                 pass
     assert MlflowClient(tracking_uri=uri, registry_uri=uri).search_registered_models() == []
+
+
+OTHER_BACKEND = """
+from orchestrator.tracking import locks
+from orchestrator.tracking.version_refs import RegistryError
+try:
+    with locks.registry_lock("guarded", "promotion"):
+        print("held")
+except RegistryError as e:
+    print(e)
+"""
+
+
+def test_a_process_that_would_lock_a_model_with_the_other_backend_is_refused(mlflow_stack, tmp_path, monkeypatch):
+    """A model first registered under advisory locks records so; a second process whose settings
+    would take an MLflow lease instead (no CONGRUENT_LOCK_DSN) is refused in one line naming both,
+    and leaves no lease behind. The other way round, the same."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv(pg_locks.LOCK_DSN_ENV, mlflow_stack.postgres_dsn)
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    with locks.registry_lock("guarded", "registration") as held:
+        locks.claim_backend(client, "guarded", held.backend)  # as a first registration does
+    assert client.get_registered_model("guarded").tags[locks.LOCK_BACKEND_TAG] == "postgresql"
+    env = {k: v for k, v in os.environ.items() if k != pg_locks.LOCK_DSN_ENV}
+    done = subprocess.run([sys.executable, "-c", OTHER_BACKEND], env=env, capture_output=True, text=True, timeout=120)
+    line = done.stdout.strip()
+    assert line.startswith("guarded: its registry locks are PostgreSQL advisory locks"), done.stdout + done.stderr
+    assert "this process would take an MLflow registry lease" in line
+    assert [m.name for m in client.search_registered_models()] == ["guarded"]  # its lease released
+    with locks.registry_lock("guarded", "promotion") as held:  # the same settings as the first: taken
+        held.check()
+    monkeypatch.delenv(pg_locks.LOCK_DSN_ENV)  # and a model guarded by leases refuses advisory locks
+    client.set_registered_model_tag("guarded", locks.LOCK_BACKEND_TAG, "mlflow")
+    monkeypatch.setenv(pg_locks.LOCK_DSN_ENV, mlflow_stack.postgres_dsn)
+    with pytest.raises(RegistryError, match="its registry locks are MLflow registry leases .* a PostgreSQL advisory"):
+        with locks.registry_lock("guarded", "promotion"):
+            pass
+    record("security", check="a process with the other lock backend than its model's is refused", passed=True)

@@ -26,6 +26,14 @@ LEASE_S / 2); two holders at once would need the protected call itself to hang i
 LEASE_S / 2 after a check that passed (tests/test_locks.py). So where the registry's store is
 PostgreSQL and the driver may reach it (CONGRUENT_LOCK_DSN, or a postgresql tracking URI), the lock
 is a PostgreSQL advisory lock instead, which the database guarantees (pg_locks.py).
+
+One interface: a `LockBackend` (an MLflow registry lease here, a PostgreSQL advisory lock in
+pg_locks.py) makes one attempt at a time; `hold` is the one wait loop around both, and
+`lock_backend` chooses between them, in one place, by the scheme of the lock URI
+(CONGRUENT_LOCK_DSN, else the tracking URI: postgresql → advisory locks, else leases). A model
+records the backend that guards it (the registered-model tag LOCK_BACKEND_TAG, written on its first
+registration); a process that would lock it with the other one refuses, in one line naming both —
+two processes with different settings would otherwise both hold "the" lock.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mlflow import MlflowClient
@@ -55,6 +64,7 @@ RENEW_S = 5.0  # how often the holder starts a renewal (however long the last on
 LOCK_WAIT_S = 120.0  # how long a taker waits for another's lock (over a lease: it may break a dead holder's)
 LOCK_TAG = "congruent.lock"  # on every lock; its value is the purpose
 UNTAGGED_S = 1.0  # a lock's name seen without LOCK_TAG this long is a model, not a lock mid-create or mid-delete
+LOCK_BACKEND_TAG = "congruent.lock_backend"  # on a registered model: the LockBackend.name of its locks
 
 
 def lock_name(model: str, purpose: str) -> str:
@@ -67,12 +77,67 @@ def is_lock_name(name: str) -> bool:
 
 
 class HeldLock(Protocol):
+    backend: str  # the LockBackend.name of the lock
+
     def check(self) -> None:
         """Fencing: LockLost unless this holder still holds the lock."""
+
+    def release(self) -> None:
+        """Free the lock (if this holder still holds it)."""
+
+
+class Taker(Protocol):
+    """One process's tries at one lock."""
+
+    def attempt(self) -> HeldLock | None:
+        """One try: the held lock, or None while another holds it; RegistryError when it can never be taken."""
+
+    def abandon(self) -> None:
+        """Stop trying: free what the tries hold (a connection)."""
+
+
+class LockBackend(Protocol):
+    name: str  # what a model's LOCK_BACKEND_TAG records
+    description: str  # a lock of it, in words: "an MLflow registry lease"
+
+    def taker(self, lock: str, deadline: float) -> Taker:
+        """This process's tries at `lock` (`deadline`: time.monotonic() after which it gives up)."""
+
+
+def lock_backend(client: Any = None) -> LockBackend:
+    """The backend of this process's locks, by the scheme of its lock URI: PostgreSQL advisory locks
+    where pg_locks.lock_dsn names a database, else leases in the MLflow registry (`client`, given by
+    tests, names a registry and so the leases)."""
+    dsn = pg_locks.lock_dsn() if client is None else None
+    if dsn is not None:
+        return pg_locks.AdvisoryLocks(dsn)
+    return RegistryLeases(client or MlflowClient())
+
+
+@contextmanager
+def hold(backend: LockBackend, lock: str, what: str, wait_s: float | None = None) -> Iterator[HeldLock]:
+    """Hold `lock` of `backend` for the block, trying again with a doubling pause (at most 1 s);
+    RegistryError after `wait_s` (default LOCK_WAIT_S) of another holder — `what`, e.g. "fmnist:
+    another registration", begins that line."""
+    wait_s = LOCK_WAIT_S if wait_s is None else wait_s
+    deadline, delay = time.monotonic() + wait_s, 0.05
+    taker = backend.taker(lock, deadline)
+    while (held := taker.attempt()) is None:
+        if time.monotonic() > deadline:
+            taker.abandon()
+            raise RegistryError(f"{what} has held {lock} ({backend.description}) for over {wait_s:g} s; try again")
+        time.sleep(delay)
+        delay = min(2 * delay, 1.0)
+    try:
+        yield held
+    finally:
+        held.release()
 
 
 class Lease:
     """A held lock: renewed by a thread of its own until released; `check` before the protected step."""
+
+    backend = "mlflow"
 
     def __init__(self, client: Any, lock: str, token: str) -> None:
         self.client, self.lock, self.token = client, lock, token
@@ -122,65 +187,118 @@ class Lease:
 
 @contextmanager
 def registry_lock(model: str, purpose: str, client: Any = None) -> Iterator[HeldLock]:
-    """Hold `<model>.<purpose>-lock` for the block: a PostgreSQL advisory lock where pg_locks.lock_dsn
-    names a database, else a lease in the registry (module docstring); RegistryError after
-    LOCK_WAIT_S of another holder, or if a registered model that is not a lock has the name."""
-    dsn = pg_locks.lock_dsn() if client is None else None
-    if dsn is not None:
-        with pg_locks.advisory_lock(dsn, lock_name(model, purpose), f"{model}: another {purpose}", LOCK_WAIT_S) as held:
-            yield held
+    """Hold `<model>.<purpose>-lock` for the block, with this process's backend (`lock_backend`);
+    RegistryError after LOCK_WAIT_S of another holder, if a registered model that is not a lock has
+    the name, or if `model` records that another backend guards it (`refuse_other_backend`)."""
+    backend = lock_backend(client)
+    with hold(backend, lock_name(model, purpose), f"{model}: another {purpose}") as held:
+        refuse_other_backend(client or MlflowClient(), model, backend)
+        yield held
+
+
+def refuse_other_backend(client: Any, model: str, backend: LockBackend) -> None:
+    """RegistryError, one line naming both, when `model` is registered with another lock backend
+    than `backend` (LOCK_BACKEND_TAG); a model not registered yet records one when it is."""
+    try:
+        recorded = client.get_registered_model(model).tags.get(LOCK_BACKEND_TAG)
+    except MlflowException:
+        return  # not registered yet: its first registration records the backend (`claim_backend`)
+    if recorded is not None and recorded != backend.name:
+        theirs = BACKEND_WORDS.get(recorded, (recorded, recorded))[1]
+        raise RegistryError(
+            f"{model}: its registry locks are {theirs} ({LOCK_BACKEND_TAG}={recorded}), but this process would "
+            f"take {backend.description}; run it with the lock settings (CONGRUENT_LOCK_DSN, MLFLOW_TRACKING_URI) "
+            f"of the processes that register {model}"
+        )
+
+
+def claim_backend(client: Any, model: str, backend: str) -> None:
+    """Before `model`'s first registration: create it with LOCK_BACKEND_TAG = `backend` (one creator
+    wins, the registry's names being unique), or tag a model registered before backends were recorded;
+    RegistryError when another backend claimed it meanwhile."""
+    try:
+        client.create_registered_model(model, tags={LOCK_BACKEND_TAG: backend})
         return
-    with _registry_lease(model, purpose, client or MlflowClient()) as lease:
-        yield lease
+    except MlflowException as e:
+        if e.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+    recorded = client.get_registered_model(model).tags.get(LOCK_BACKEND_TAG)
+    if recorded is None:
+        client.set_registered_model_tag(model, LOCK_BACKEND_TAG, backend)
+    elif recorded != backend:
+        theirs, mine = BACKEND_WORDS.get(recorded, (recorded, recorded))[1], BACKEND_WORDS[backend][0]
+        raise RegistryError(
+            f"{model}: its registry locks are {theirs} ({LOCK_BACKEND_TAG}={recorded}), but this process took "
+            f"{mine}; nothing was registered"
+        )
 
 
-@contextmanager
-def _registry_lease(model: str, purpose: str, client: Any) -> Iterator[Lease]:
-    lock, token = lock_name(model, purpose), uuid.uuid4().hex
-    tags = {"token": token, "holder": f"{socket.gethostname()}:{os.getpid()}", LOCK_TAG: purpose, "renewals": "0"}
-    deadline, delay = time.monotonic() + LOCK_WAIT_S, 0.05
-    seen: tuple[tuple[str, str], float] | None = None  # the lock's (token, renewals), and since when
-    untagged_since: float | None = None  # since when every read found the name without LOCK_TAG
-    while True:
+@dataclass(frozen=True)
+class RegistryLeases:
+    """Locks as leases in the MLflow registry itself (module docstring)."""
+
+    client: Any
+    name = "mlflow"
+    description = "an MLflow registry lease"  # BACKEND_WORDS[name][0]
+
+    def taker(self, lock: str, deadline: float) -> LeaseTaker:
+        return LeaseTaker(self.client, lock)
+
+
+# each backend's lock in words, one and many (pg_locks.AdvisoryLocks.name is "postgresql")
+BACKEND_WORDS = {
+    RegistryLeases.name: (RegistryLeases.description, "MLflow registry leases"),
+    "postgresql": ("a PostgreSQL advisory lock", "PostgreSQL advisory locks"),
+}
+
+
+class LeaseTaker:
+    """One process's tries at a lease: create the lock's registered model, or watch its holder's
+    renewals and break it once they stopped for LEASE_S (module docstring)."""
+
+    def __init__(self, client: Any, lock: str) -> None:
+        self.client, self.lock, self.token = client, lock, uuid.uuid4().hex
+        purpose = lock.rsplit(".", 1)[-1].removesuffix("-lock")
+        holder = f"{socket.gethostname()}:{os.getpid()}"
+        self.tags = {"token": self.token, "holder": holder, LOCK_TAG: purpose, "renewals": "0"}
+        self.seen: tuple[tuple[str, str], float] | None = None  # the lock's (token, renewals), and since when
+        self.untagged_since: float | None = None  # since when every read found the name without LOCK_TAG
+
+    def attempt(self) -> Lease | None:
+        client, lock = self.client, self.lock
         try:
-            client.create_registered_model(lock, tags=tags)
-            break
+            client.create_registered_model(lock, tags=self.tags)
+            return Lease(client, lock, self.token)
         except MlflowException as e:
             if e.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
         state = _state(client, lock)
-        if state is not None and state[0] == token:  # a retried POST whose first try had created it
-            break
+        if state is not None and state[0] == self.token:  # a retried POST whose first try had created it
+            return Lease(client, lock, self.token)
         if state != ("", ""):
-            untagged_since = None
+            self.untagged_since = None
         if state is None:
-            seen = None  # released meanwhile: take it on the next try
+            self.seen = None  # released meanwhile: take it on the next try
         elif state == ("", ""):
             # a read that overlaps a lock's release or creation can find the name without its tags
             # (on the sqlite store, 1 read in 4 during a create/delete churn): untagged only if it stays so
-            untagged_since = time.monotonic() if untagged_since is None else untagged_since
-            if time.monotonic() - untagged_since < UNTAGGED_S:
-                time.sleep(delay)
-                continue
-            raise RegistryError(
-                f"{lock} is a registered model, not a lock of this Congruent (an earlier release's lock, or a "
-                f"model of that name): delete or rename it to run {purpose}s of {model}"
-            )
-        elif seen is None or seen[0] != state:
-            seen = (state, time.monotonic())
-        elif time.monotonic() - seen[1] > LEASE_S:  # not renewed for a lease: its holder stalled or died
+            self.untagged_since = self.untagged_since or time.monotonic()
+            if time.monotonic() - self.untagged_since >= UNTAGGED_S:
+                model, purpose = lock.rsplit(".", 1)
+                raise RegistryError(
+                    f"{lock} is a registered model, not a lock of this Congruent (an earlier release's lock, or a "
+                    f"model of that name): delete or rename it to run {purpose.removesuffix('-lock')}s of {model}"
+                )
+        elif self.seen is None or self.seen[0] != state:
+            self.seen = (state, time.monotonic())
+        elif time.monotonic() - self.seen[1] > LEASE_S:  # not renewed for a lease: its holder stalled or died
             if _state(client, lock) == state:
                 _delete(client, lock)
-            seen = None
-        if time.monotonic() > deadline:
-            raise RegistryError(f"{model}: another {purpose} has held {lock} for over {LOCK_WAIT_S:g} s; try again")
-        time.sleep(delay)
-        delay = min(2 * delay, 1.0)
-    lease = Lease(client, lock, token)
-    try:
-        yield lease
-    finally:
-        lease.release()
+            self.seen = None
+        return None
+
+    def abandon(self) -> None:
+        pass  # a lease taker holds nothing between tries
 
 
 def _state(client: Any, lock: str) -> tuple[str, str] | None:

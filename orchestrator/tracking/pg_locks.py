@@ -22,8 +22,7 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.tracking.version_refs import LockLost, RegistryError
@@ -56,6 +55,8 @@ def lock_dsn(tracking_uri: str | None = None) -> str | None:
 
 class AdvisoryLease:
     """A held advisory lock: its session is the lease."""
+
+    backend = "postgresql"
 
     def __init__(self, connection: Any, lock: str, key: int) -> None:
         self.connection, self.lock, self.key = connection, lock, key
@@ -98,30 +99,37 @@ def _connect(dsn: str, deadline: float) -> Any:
             delay = min(2 * delay, 4.0)
 
 
-@contextmanager
-def advisory_lock(dsn: str, lock: str, what: str, wait_s: float) -> Iterator[AdvisoryLease]:
-    """Hold the advisory lock of `lock` for the block; RegistryError after `wait_s` of another holder
-    (`what`, e.g. "fmnist: another registration", begins that line) or of an unreachable database."""
-    import psycopg
+@dataclass(frozen=True)
+class AdvisoryLocks:
+    """Locks as session-level advisory locks of the PostgreSQL database `dsn` names (a LockBackend
+    of locks.py, whose `hold` waits for them)."""
 
-    deadline, delay = time.monotonic() + wait_s, 0.05
-    key = lock_key(lock)
-    connection = _connect(dsn, deadline)
-    while True:
+    dsn: str
+    name = AdvisoryLease.backend
+    description = "a PostgreSQL advisory lock"
+
+    def taker(self, lock: str, deadline: float) -> AdvisoryTaker:
+        return AdvisoryTaker(self.dsn, lock, deadline)
+
+
+class AdvisoryTaker:
+    """One process's tries at an advisory lock, on one session (reconnected, until `deadline`, when
+    the database restarts)."""
+
+    def __init__(self, dsn: str, lock: str, deadline: float) -> None:
+        self.dsn, self.lock, self.deadline, self.key = dsn, lock, deadline, lock_key(lock)
+        self.connection = _connect(dsn, deadline)
+
+    def attempt(self) -> AdvisoryLease | None:
+        import psycopg
+
         try:
-            taken = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+            taken = self.connection.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()[0]
         except psycopg.Error:  # the connection broke (a database restart): reconnect until the deadline
-            connection.close()
-            connection, taken = _connect(dsn, deadline), False
-        if taken:
-            break
-        if time.monotonic() > deadline:
-            connection.close()
-            raise RegistryError(f"{what} has held {lock} (a PostgreSQL advisory lock) for over {wait_s:g} s; try again")
-        time.sleep(delay)
-        delay = min(2 * delay, 1.0)
-    lease = AdvisoryLease(connection, lock, key)
-    try:
-        yield lease
-    finally:
-        lease.release()
+            self.connection.close()
+            self.connection = _connect(self.dsn, self.deadline)
+            return None
+        return AdvisoryLease(self.connection, self.lock, self.key) if taken else None
+
+    def abandon(self) -> None:
+        self.connection.close()

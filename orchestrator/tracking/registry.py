@@ -34,7 +34,7 @@ from orchestrator.tracking.ledger import (
     read_ledger,
     shared_samples,
 )
-from orchestrator.tracking.locks import registry_lock
+from orchestrator.tracking.locks import claim_backend, registry_lock
 from orchestrator.tracking.version_record import VersionRecord
 from orchestrator.tracking.version_refs import RegistryError, VersionRef, parse_version_ref
 from orchestrator.views import plots
@@ -345,6 +345,7 @@ def _publish(
         if once and (existing := versions_of_spec(model, record.spec_hash, record.fingerprint)):
             return existing[0], False
         lease.check()  # fencing: this run still holds the lock (locks.py)
+        claim_backend(client, model, lease.backend)  # a new model records which locks guard it
         with contextlib.redirect_stderr(io.StringIO()):
             tags = {**record.to_tags(), **checksums, PUBLISHING: "1"}
             registered = mlflow.register_model(model_uri, model, tags=tags)
