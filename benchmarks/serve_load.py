@@ -108,7 +108,7 @@ def png_images(count: int) -> list[str]:
     from PIL import Image
 
     from workers.data import load_splits
-    from workers.data.sources import ImageSet
+    from workers.data.images import ImageSet
 
     held = load_splits("fashion-mnist").eval
     assert isinstance(held, ImageSet)

@@ -27,9 +27,9 @@ from benchmarks.report import markdown_table, write_section
 from benchmarks.streaming import machine, rewrote_only, streaming_data, streaming_parser
 from orchestrator.dataplane.image_streams import open_image_stream
 from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
+from workers.data.formats.image_folder import load_image_folder
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, key_ids, split_codes, text_keys
-from workers.data.sources import load_image_folder
 from workers.data.text_tables import load_tweet_sentiment
 from workers.data.tokenizer import text_input
 from workers.metrics import error_rate

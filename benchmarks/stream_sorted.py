@@ -37,9 +37,9 @@ from benchmarks.streaming import machine, rewrote_only, streaming_parser, write_
 from orchestrator.dataplane import table_streams
 from orchestrator.dataplane.image_streams import ImageSplit, open_image_stream
 from orchestrator.dataplane.table_streams import open_table_stream
+from workers.data.formats.image_folder import load_image_folder
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, key_ids, split_codes
-from workers.data.sources import load_image_folder
 from workers.data.text_tables import load_tweet_sentiment
 from workers.data.tokenizer import text_input
 from workers.metrics import error_rate

@@ -40,16 +40,16 @@ import torch
 from benchmarks.report import write_section
 from benchmarks.stream_teachers_report import ACTOR_CPUS, ACTORS, HEADING, IN_TASK, PLAIN, RESULTS, K, report
 from benchmarks.streaming import machine, rates, rewrote_only, streaming_data, streaming_parser
-from orchestrator.dataplane.image_readers import decode_images
 from orchestrator.dataplane.image_streams import DECODE_BATCH, ImageSplit, open_image_stream
+from orchestrator.dataplane.image_tasks import decode_images
 from orchestrator.dataplane.ray_reading import files_dataset, tensor
 from orchestrator.dataplane.table_streams import SHUFFLE_BUFFER, TableSplit, open_table_stream
 from orchestrator.execution.pool import PooledTeacher, TeacherPool
 from workers.data import Batch
 from workers.data.augment import sample_draws
+from workers.data.formats.image_folder import load_image_folder
 from workers.data.input_spec import InputSpec
 from workers.data.keys import TRAIN, key_hashes, key_ids, sample_ids, split_codes, text_keys
-from workers.data.sources import load_image_folder
 from workers.data.streamed import StreamedInputs
 from workers.data.text_tables import load_tweet_sentiment
 from workers.data.tokenizer import text_input

@@ -35,12 +35,12 @@ import ray
 import torch
 
 from benchmarks.report import markdown_table, write_section
-from orchestrator.dataplane.image_readers import decode_image
 from orchestrator.dataplane.image_streams import open_image_stream
 from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
+from workers.data.formats.image_folder import decode_image, load_image_folder
 from workers.data.input_spec import InputSpec
 from workers.data.keys import TRAIN, key_ids, split_codes, text_keys
-from workers.data.sources import load_image_folder, load_images
+from workers.data.sources import load_images
 from workers.data.streamed import StreamedInputs, StreamedSplits
 from workers.data.text_tables import load_tweet_sentiment
 from workers.data.tokenizer import text_input

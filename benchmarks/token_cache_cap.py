@@ -39,7 +39,7 @@ MiB = float(1 << 20)
 
 
 def rows_batch(start: int, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """n rows as the reading tasks make them (table_readers.text_rows)."""
+    """n rows as the reading tasks make them (table_tasks.text_rows)."""
     lengths = rng.integers(8, 121, n).astype(np.int64)
     values = rng.integers(1, 30_000, (n, MAX_LENGTH), dtype=np.int32)
     values[np.arange(MAX_LENGTH)[None, :] >= lengths[:, None]] = 0

@@ -30,7 +30,7 @@ class PoisonedOnRank1(nn.Module):
 def nan_on_one_rank(rank: int, world: int, folder: str) -> None:
     """Train 3 epochs of 2 steps with the NaN on rank 1's second step (an epoch's last step, where
     the loop checks); write how this process ended to folder/rank-R.json."""
-    from workers.data.sources import ImageSet
+    from workers.data.images import ImageSet
     from workers.training.config import TrainConfig
     from workers.training.epochs import NonFiniteLossError
     from workers.training.trainer import train

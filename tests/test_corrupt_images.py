@@ -9,7 +9,7 @@ import mlflow
 import pytest
 from PIL import Image
 
-from workers.data.sources import DataError
+from workers.errors import DataError
 
 
 def _png(value: int = 40) -> bytes:
@@ -25,7 +25,7 @@ def _jpeg() -> bytes:
 
 
 def test_an_image_problem_is_found_from_the_bytes():
-    from orchestrator.dataplane.image_streams import image_problem
+    from workers.data.formats.image_folder import image_problem
 
     png, jpeg = _png(), _jpeg()
     assert image_problem(png) is None and image_problem(jpeg) is None

@@ -9,8 +9,9 @@ import torch
 from PIL import Image
 
 from workers.data import DataError, augment_batch, fingerprint, load_images, load_splits, to_model_input
+from workers.data.formats.idx import read_idx
 from workers.data.keys import LIMIT_SEED, rank
-from workers.data.sources import FASHION_MNIST_CLASSES, read_idx
+from workers.data.sources import FASHION_MNIST_CLASSES
 
 
 def test_fashion_mnist_from_the_debian_package(fashion_mnist):

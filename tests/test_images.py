@@ -18,8 +18,9 @@ from workers.data.augment import (
     to_model_input,
 )
 from workers.data.batches import Batch
+from workers.data.formats.image_folder import load_image_folder
+from workers.data.images import ImageSet, fit_to_size
 from workers.data.input_spec import InputSpec
-from workers.data.sources import ImageSet, fit_to_size, load_image_folder
 from workers.models.checkpoints import ModelSettings, load_model, save_checkpoint
 
 

@@ -150,7 +150,7 @@ def test_the_image_reading_tasks_load_no_torch(tmp_path):
     """A reading process decodes without torch (about 300 MB of it per process), unless it resizes."""
     from PIL import Image
 
-    from orchestrator.dataplane.image_readers import decode_images
+    from orchestrator.dataplane.image_tasks import decode_images
 
     for i, name in enumerate(("cat", "dog")):
         (tmp_path / name).mkdir()
@@ -159,7 +159,7 @@ def test_the_image_reading_tasks_load_no_torch(tmp_path):
     decoded = decode_images(rows, str(tmp_path), ("cat", "dog"), 3, 8, True)
     assert list(decoded["key"]) == ["dog/a.png", "cat/a.png"] and decoded["label"].tolist() == [1, 0]
     assert decoded["image"].shape == (2, 3, 8, 8) and decoded["image"][0, 0, 0, 0] == 100
-    probe = "import sys, orchestrator.dataplane.image_readers; print('torch' in sys.modules)"
+    probe = "import sys, orchestrator.dataplane.image_tasks; print('torch' in sys.modules)"
     done = fresh_python(probe)
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
 
@@ -359,7 +359,7 @@ def test_the_capped_benchmarks_json_keeps_its_values_and_a_sample_per_line():
 TABLE_PROBE = """
 import sys
 import pyarrow as pa, pyarrow.parquet as pq
-from orchestrator.dataplane.table_readers import Shards, TableReading, shard_rows
+from orchestrator.dataplane.table_tasks import Shards, TableReading, shard_rows
 from workers.data.tokenizer import text_input
 
 texts = [f"the {w} stopped at light {i}" for i, w in enumerate(["car", "bus", "bike"] * 20)]

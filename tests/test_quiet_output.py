@@ -14,7 +14,8 @@ import pytest
 import yaml
 from PIL import Image
 
-from workers.data.sources import load_images, pixels
+from workers.data.sources import load_images
+from workers.pixels import pixels
 
 ROOT = Path(__file__).resolve().parent.parent
 PALETTE = [0, 0, 0, 250, 20, 20, 20, 250, 20, 20, 20, 250, 250, 250, 250]  # black, red, green, blue, white

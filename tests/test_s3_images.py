@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from servers import data_settings, s3_client, s3_environment, start_seaweedfs
-from workers.data.sources import DataError
+from workers.errors import DataError
 
 BUCKET = "photos"
 

@@ -9,12 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from orchestrator.dataplane.table_readers import TableReading, shard_rows
 from orchestrator.dataplane.table_streams import open_table_stream
+from orchestrator.dataplane.table_tasks import TableReading, shard_rows
+from workers.data.dataset_splits import load_splits
 from workers.data.keys import EVAL, LIMIT_SEED, key_ids, rank, split_codes, text_keys
-from workers.data.sources import DataError
-from workers.data.splits import load_splits
 from workers.data.text_tables import load_tweet_sentiment
+from workers.errors import DataError
 
 
 @pytest.fixture(scope="module")

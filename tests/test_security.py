@@ -17,7 +17,7 @@ from orchestrator.tracking.ledger import read_ledger
 from pipelines.spec import SpecError, UpdateSpec, parse_spec
 from reliability_records import record
 from workers.data import DataError
-from workers.data.sources import load_npz
+from workers.data.formats.npz import load_npz
 from workers.models.architectures import ModelError
 from workers.models.checkpoints import CheckpointError, ModelSettings, load_model, save_checkpoint
 from workers.tasks.records import TrainRecord

@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 
 from workers.data.augment import sample_draws
+from workers.data.formats.image_folder import load_image_folder
 from workers.data.keys import (
     EVAL,
     TRAIN,
@@ -22,7 +23,7 @@ from workers.data.keys import (
     splitmix64,
     text_keys,
 )
-from workers.data.sources import DataError, load_image_folder
+from workers.errors import DataError
 
 
 def test_key_hash_and_splitmix64_match_hand_values():

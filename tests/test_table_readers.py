@@ -4,10 +4,10 @@ open_table_stream's scan run, driven here without Ray) give the same texts and l
 
 import pytest
 
-from orchestrator.dataplane.table_readers import scan_rows, shard_batches
 from orchestrator.dataplane.table_streams import table_shards
-from workers.data.sources import DataError
+from orchestrator.dataplane.table_tasks import scan_rows, shard_batches
 from workers.data.text_tables import read_text_table
+from workers.errors import DataError
 
 # a quoted delimiter, a quoted line break, doubled quotes, digits that type inference would change
 ROWS = [("good, film", "007"), ('a "b"\nc', "1.0"), ("007", "pos"), (" fine ", "neg"), ("great", "pos")]

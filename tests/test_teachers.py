@@ -88,7 +88,7 @@ def test_select_bcwi_interpolates_at_the_alpha_the_val_sweep_picks(fashion_mnist
 
 
 def test_pareto_front_and_pick_rule():
-    from workers.selection import pareto_front, pick_trial
+    from workers.trial_choice import pareto_front, pick_trial
 
     rows = [
         {"error_rate": 0.10, "nfr": 0.030},  # 0: lowest ER

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from workers.data.sources import DataError
 from workers.data.text import TextSet, text_fingerprint
 from workers.data.text_tables import load_tweet_sentiment, read_text_table, tweet_sentiment_csv
+from workers.errors import DataError
 
 ROWS = [("good film", "pos"), ("bad film", "neg"), ("fine, I guess", "neu"), ("great", "pos")]
 

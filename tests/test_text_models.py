@@ -328,8 +328,8 @@ def test_text_linear_reads_the_idf_its_input_carries_and_a_checkpoint_keeps_it(t
     version reloads with the same logits."""
     from orchestrator.planning.model_inputs import text_inputs
     from pipelines.spec import parse_spec
+    from workers.data.dataset_splits import load_splits
     from workers.data.input_spec import unpack_weights
-    from workers.data.splits import load_splits
     from workers.models.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
     from workers.models.text import BIGRAM_BUCKETS, LINEAR_BUCKETS, inverse_document_frequency
 

@@ -8,9 +8,9 @@ from mlflow import MlflowClient
 from orchestrator.cli import main
 from workers.models.architectures import build_model
 from workers.models.checkpoints import ModelSettings, save_checkpoint
-from workers.selection import pick_trial
 from workers.training.config import TrainConfig
 from workers.training.trainer import train
+from workers.trial_choice import pick_trial
 
 
 def test_the_pick_and_its_front_are_chosen_on_the_validation_split_never_the_eval_split():

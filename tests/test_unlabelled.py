@@ -92,7 +92,7 @@ def _unlabelled_file(tmp_path, rows):
 def test_the_student_trains_on_the_labelled_split_then_the_unlabelled_texts(tmp_path):
     """On real tweets: eval and train texts in the file are left out, the rest follow the train split
     with label −1 in the student's split (and its content key changes); the replicas' split is unchanged."""
-    from workers.data.splits import load_splits
+    from workers.data.dataset_splits import load_splits
     from workers.data.text_tables import load_tweet_sentiment
     from workers.tasks.records import DataRequest, TrainJob
     from workers.tasks.resolve import content_key, training_split
@@ -121,7 +121,7 @@ def test_the_student_trains_on_the_labelled_split_then_the_unlabelled_texts(tmp_
 
 
 def test_unlabelled_texts_with_images_is_one_line(tmp_path):
-    from workers.data.splits import load_splits
+    from workers.data.dataset_splits import load_splits
 
     path = _unlabelled_file(tmp_path, ["a"])
     with pytest.raises(DataError, match="unlabelled texts go with text data; fashion-mnist holds images"):
@@ -160,7 +160,7 @@ def test_an_elodi_update_distils_on_unlabelled_texts_through_the_pool(ray_cluste
     from mlflow import MlflowClient
 
     from conftest import run_update
-    from workers.data.splits import load_splits
+    from workers.data.dataset_splits import load_splits
     from workers.data.text_tables import load_tweet_sentiment
 
     plain = load_splits("tweet-sentiment", train_limit=600, eval_limit=400)
@@ -201,7 +201,7 @@ def test_in_process_teachers_serve_the_unlabelled_texts_too(tmp_path):
     from dataclasses import replace
 
     from benchmarks.fidelity.inputs import inputs_of
-    from workers.data.splits import load_splits
+    from workers.data.dataset_splits import load_splits
     from workers.data.text_tables import load_tweet_sentiment
     from workers.tasks.bodies import train_job
     from workers.tasks.records import DataRequest, TrainJob

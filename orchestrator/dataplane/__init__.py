@@ -3,8 +3,9 @@ tree, local or on S3) is listed, read, decoded, tokenized and kept, as Ray Data 
 reading tasks run on the cluster's CPU workers and whose batches the training processes consume.
 
     objects.py         an S3 source's objects: listed (size, ETag), opened through pyarrow
-    table_readers.py   what a reading task does with a table's rows (keys, splits, token ids)
-    image_readers.py   what a reading task does with image files (decode, fit, pixels)
+    table_tasks.py     what a reading task does with a table's shards (read by the format's reader
+                       in workers/data/formats/; keys, splits, token ids)
+    image_tasks.py     what a reading task does with image files (read, decoded by the format's reader)
     ray_reading.py     files read by zero-CPU Ray Data tasks in a seeded order; the streams' context
     shuffle.py         the consumer's seeded shuffle buffer
     table_streams.py   `TableSplit`: a text table's splits as seeded epochs of batches

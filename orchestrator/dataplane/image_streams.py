@@ -1,14 +1,13 @@
 """A streamed ImageFolder tree (one sub-directory per class; PNG, JPEG, WebP, …): split from its file
 list alone (a sample's key is its path relative to the root, workers/data/keys.py), read and decoded
 by Ray Data's CPU workers in batches, each image resized and centre-cropped to `image_size` exactly as
-the in-memory loader does (`workers.data.sources.pixels`, `fit_to_size`), so both paths give the same
+the in-memory loader does (`workers.pixels.pixels`, `workers.data.images.fit_to_size`), so both paths give the same
 uint8 pixels. The order and its determinism are orchestrator/dataplane/table_streams.py's.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,17 +15,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from orchestrator.dataplane.image_readers import SAMPLED, decode_images, file_bytes
+from orchestrator.dataplane.image_tasks import decode_images, file_bytes
 from orchestrator.dataplane.objects import list_objects
 from orchestrator.dataplane.ray_reading import data_error, files_dataset, tensor
 from orchestrator.dataplane.table_streams import SHUFFLE_BUFFER, split_fingerprint
 from workers.data.batches import Batch
+from workers.data.formats.image_folder import SAMPLED, image_problem, is_colour, square_side
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, TRAIN, VAL, key_ids, split_codes
 from workers.data.selection import split_selection
-from workers.data.sources import DataError, pixels
 from workers.data.streamed import StreamedSplit, StreamedSplits
-from workers.errors import first_line
+from workers.errors import DataError
 from workers.names import is_s3
 
 IMAGE_FORMATS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
@@ -96,26 +95,6 @@ class ImageSplit(StreamedSplit):
 
     def chunks(self, batch_size: int, inputs: InputSpec | None = None) -> Iterator[Batch]:
         return self._batches(None, batch_size)
-
-
-def image_problem(data: bytes) -> str | None:
-    """Why the bytes of an image file cannot be a readable image, without decoding its pixels: PIL
-    cannot identify them, their structure fails PIL's `verify` (a PNG's chunk checksums, a file cut
-    short), or a JPEG's last scan (SOS marker) has no end-of-image marker after it (cut short; bytes
-    after the marker do not matter). None when none of these: a file may still fail to decode."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            kind = img.format
-            img.verify()
-    except UnidentifiedImageError:
-        return "not a format PIL can identify"
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
-        return first_line(e)
-    if kind == "JPEG" and data.rfind(b"\xff\xd9") < data.rfind(b"\xff\xda"):
-        return "a JPEG cut short: no end-of-image marker after its last scan"
-    return None
 
 
 def read_checked(paths: list[str]) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
@@ -223,21 +202,9 @@ def open_image_stream(
 
 
 def _is_colour(path: str) -> bool:
-    from PIL import Image
-
-    try:
-        with Image.open(io.BytesIO(file_bytes(path))) as img:
-            return pixels(img).ndim == 3
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:  # unidentified: OSError
-        raise DataError(f"{path}: cannot read image ({first_line(e)})") from None
+    return is_colour(file_bytes(path), path)
 
 
 def _size_of(path: str) -> int:
     """The side of a square image (a tree without image_size must hold S×S images of one S)."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(file_bytes(path))) as img:
-        width, height = img.size
-    if width != height:
-        raise DataError(f"{path}: {width}×{height} is not square; set data.image_size to resize and crop")
-    return int(width)
+    return square_side(file_bytes(path), path)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from orchestrator.dataplane.objects import reader_env
-from workers.data.sources import DataError
+from workers.errors import DataError
 from workers.names import is_s3
 
 READERS = 2  # map_batches tasks reading at once, per stream

@@ -43,7 +43,7 @@ import torch
 from orchestrator.dataplane.objects import Listed, list_objects
 from orchestrator.dataplane.ray_reading import files_dataset, tensor
 from orchestrator.dataplane.shuffle import shuffled_batches
-from orchestrator.dataplane.table_readers import (
+from orchestrator.dataplane.table_tasks import (
     INTERLEAVED,
     Shards,
     TableReading,
@@ -57,14 +57,13 @@ from orchestrator.dataplane.table_readers import (
     shard_rows,
 )
 from orchestrator.dataplane.token_cache import TokenCache
-from workers.data import tables
 from workers.data.batches import Batch
+from workers.data.formats import delimited, jsonl, parquet
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, SPLIT_RULE, TOKENIZER_SEED, TRAIN, VAL, rank, split_codes
 from workers.data.selection import ALL, Selection, split_selection
-from workers.data.sources import DataError
 from workers.data.streamed import StreamedSplit, StreamedSplits, tokens_digest
-from workers.errors import first_line
+from workers.errors import DataError, first_line
 from workers.names import TEXT_FORMATS, is_glob, is_s3
 
 SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order (at least)
@@ -109,31 +108,31 @@ def table_shards(
 
 
 def _columns(file: str, suffix: str, encoding: str, size: int) -> list[str]:
-    """A shard's column names (workers/data/tables.py: from its schema, header or first records);
+    """A shard's column names, by its format's reader (from its schema, header or first records);
     DataError if it is empty."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
     if size == 0:
         raise DataError(f"{file}: empty shard")
-    if suffix == ".parquet":
-        names, rows = tables.parquet_columns(opened(file))
+    if suffix in parquet.SUFFIXES:
+        names, rows = parquet.columns(opened(file))
         if rows == 0:
             raise DataError(f"{file}: empty shard (no rows)")
         return names
-    if suffix == ".jsonl":
+    if suffix in jsonl.SUFFIXES:
         try:
-            return tables.json_columns(opened(file), encoding)
+            return jsonl.columns(opened(file), encoding)
         except pa.ArrowInvalid as e:
             if "Empty JSON" in str(e):
                 raise DataError(f"{file}: empty shard (no rows)") from None
             raise DataError(f"{file}: cannot read ({first_line(e)})") from None
     try:
-        header, rows = tables.csv_header(lambda: opened(file), suffix, encoding)
+        header, rows = delimited.header(lambda: opened(file), suffix, encoding)
     except (pa.ArrowException, UnicodeDecodeError) as e:
         raise DataError(f"{file}: cannot read ({first_line(e)})") from None
     if not rows:
         raise DataError(f"{file}: empty shard (a header and no rows)")
-    return tables.stripped(header)
+    return delimited.stripped(header)
 
 
 def split_fingerprint(

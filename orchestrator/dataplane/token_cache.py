@@ -36,7 +36,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 
 CACHE_BLOCK = 2048  # rows in one block of the file
 WINDOW_ROWS = 1 << 16  # positions of a later epoch's permutation gathered at once
-COLUMNS = ("id", "values", "length", "label", "text")  # the reading tasks' columns (table_readers.text_rows)
+COLUMNS = ("id", "values", "length", "label", "text")  # the reading tasks' columns (table_tasks.text_rows)
 SCHEMA = pa.schema(
     [
         ("id", pa.int64()),

@@ -40,8 +40,8 @@ from orchestrator.views import plots
 from pipelines.spec import TuneSpec, UpdateSpec
 from workers import storage
 from workers.metrics import UpdateReport, error_rate, negative_flip_rate, update_report
-from workers.selection import Scored, pareto_front, pick_trial
 from workers.tasks.records import TrainRecord
+from workers.trial_choice import Scored, pareto_front, pick_trial
 
 
 def search_space(tune_spec: TuneSpec) -> dict[str, Any]:
@@ -270,7 +270,7 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
 
 
 def choose(trials: list[TrialResult], val_reference: float, tolerance: float) -> tuple[list[int], int | None]:
-    """The ER–NFR Pareto front and the pick (workers/selection.py), both on the validation split:
+    """The ER–NFR Pareto front and the pick (workers/trial_choice.py), both on the validation split:
     `val_reference` is the no-treatment val ER. The eval split is never looked at here."""
     on_val = [Scored(error_rate=t["val_error_rate"], nfr=t["val_nfr"]) for t in trials]
     return pareto_front(on_val), pick_trial(on_val, val_reference, tolerance)

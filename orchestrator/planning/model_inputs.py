@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from pipelines.sections import BAG_LENGTH, BUILT_IN_LENGTH, LENGTH_CAP, LENGTH_PERCENTILE, LENGTH_SAMPLE
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.input_spec import InputSpec
-from workers.data.split import Split
+from workers.data.split_port import Split
 from workers.models.adapters import LoraSettings
 from workers.models.starting_weights import InitError, check_available
 from workers.names import is_hf, is_torchvision_weights

@@ -20,7 +20,7 @@ from pipelines.defaults import recipe_for
 from pipelines.spec import MethodSpec, UpdateSpec, WorkerResources
 from workers import storage
 from workers.data.input_spec import InputSpec
-from workers.data.split import Split
+from workers.data.split_port import Split
 from workers.names import REPLICA_METHODS
 from workers.tasks.records import DataRequest, TrainJob
 from workers.training.config import TrainConfig

@@ -18,8 +18,8 @@ from typing import Any
 
 from orchestrator.host import available_memory
 from pipelines.spec import SpecError, UpdateSpec
-from workers.data.sources import DataError
 from workers.data.streamed import StreamedSplits
+from workers.errors import DataError
 from workers.names import REPLICA_METHODS, is_glob, is_s3, is_table
 from workers.tasks.records import DataRequest
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from orchestrator.dataplane.image_readers import decode_image
 from orchestrator.serving.requests import RequestError
 from workers.data.augment import to_model_input
+from workers.data.formats.image_folder import decode_image
 from workers.data.tokenizer import encode_texts
 from workers.errors import DataError
 from workers.models.checkpoints import load_model, read_checkpoint

@@ -17,14 +17,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from workers.data.augment import AugmentDraws, apply_augmentation, augment_batch, to_model_input
     from workers.data.batches import Batch, batch_inputs, epoch_batches
-    from workers.data.sources import DataError, ImageSet, load_images
-    from workers.data.splits import SUBSETS, DataSplits, fingerprint, load_splits
+    from workers.data.dataset_splits import SUBSETS, DataSplits, fingerprint, load_splits
+    from workers.data.images import ImageSet
+    from workers.data.sources import load_images
+    from workers.errors import DataError
 
 _HOMES = {
     "workers.data.augment": ("AugmentDraws", "apply_augmentation", "augment_batch", "to_model_input"),
     "workers.data.batches": ("Batch", "batch_inputs", "epoch_batches"),
-    "workers.data.sources": ("DataError", "ImageSet", "load_images"),
-    "workers.data.splits": ("SUBSETS", "DataSplits", "fingerprint", "load_splits"),
+    "workers.data.images": ("ImageSet",),
+    "workers.data.sources": ("load_images",),
+    "workers.errors": ("DataError",),
+    "workers.data.dataset_splits": ("SUBSETS", "DataSplits", "fingerprint", "load_splits"),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 

@@ -11,7 +11,7 @@ never ask which modality they hold:
   (tokenizer, split) and cached; a batch is cut to its longest sample (the models mask padding).
 
 A held split (`ImageSet`, `TextSet`) makes its `EncodedSplit` with `encoded(inputs)` (the split
-port, workers/data/split.py). A source larger than memory is a `StreamedSplit` instead
+port, workers/data/split_port.py). A source larger than memory is a `StreamedSplit` instead
 (workers/data/streamed.py): its batches carry their samples, and `StreamedInputs` answers `batch` for
 them; see docs/architecture.md.
 """

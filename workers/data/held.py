@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from workers.data.batches import Batch, epoch_batches
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.split import NO_DRAWS, Draws, InferenceBatch, Split
+from workers.data.split_port import NO_DRAWS, Draws, InferenceBatch, Split
 
 
 class HeldSplit(Split):

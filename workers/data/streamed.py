@@ -31,7 +31,7 @@ from workers.data.augment import apply_augmentation, sample_draws, to_model_inpu
 from workers.data.batches import Batch
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.split import NO_DRAWS, Draws, InferenceBatch, Split
+from workers.data.split_port import NO_DRAWS, Draws, InferenceBatch, Split
 
 
 class StreamedSplit(Split):

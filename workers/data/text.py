@@ -1,5 +1,5 @@
 """Text held in memory: a :class:`TextSet` is the texts as a tuple of str, int64 labels and the class
-names — a held split of the split port (workers/data/split.py). Token ids are not computed here: each
+names — a held split of the split port (workers/data/split_port.py). Token ids are not computed here: each
 text model trains its own tokenizer (workers/data/tokenizer.py) and `TextSet.encoded` tokenizes a
 split once per tokenizer. Reading tables into a TextSet is workers/data/text_tables.py's.
 """
@@ -18,7 +18,7 @@ from workers.data.encoded import EncodedSplit, encoded_texts
 from workers.data.held import HeldSplit
 from workers.data.input_spec import InputSpec
 from workers.data.keys import key_ids, text_keys
-from workers.data.sources import DataError
+from workers.errors import DataError
 
 UNLABELLED = -1  # the label of a text without one (`data.unlabelled`: only an ELODI student's LDI term reads it)
 
@@ -27,7 +27,7 @@ UNLABELLED = -1  # the label of a text without one (`data.unlabelled`: only an E
 class TextSet(HeldSplit):
     """Texts, labels as int64 N (a class id, or UNLABELLED), the class names (empty: the classes are
     0 … max label), and each sample's id (int64 N, workers/data/keys.py; default: the ids of the
-    stripped texts, so copies of a text share one): a held split (workers/data/split.py)."""
+    stripped texts, so copies of a text share one): a held split (workers/data/split_port.py)."""
 
     texts: tuple[str, ...]
     labels: torch.Tensor

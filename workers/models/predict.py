@@ -14,7 +14,7 @@ from torch import nn
 
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.split import InferenceBatch, Split
+from workers.data.split_port import InferenceBatch, Split
 from workers.runtime import release_free_memory
 
 INFERENCE_BATCH_BYTES = 8 << 20  # float32 image input one inference batch may hold (copies scale with it)

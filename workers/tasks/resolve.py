@@ -11,10 +11,10 @@ from functools import lru_cache
 import torch
 
 from workers.data import DataSplits, load_splits
+from workers.data.dataset_splits import Samples, fingerprint
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
-from workers.data.split import Split
-from workers.data.splits import Samples, fingerprint
+from workers.data.split_port import Split
 from workers.models.checkpoints import CheckpointError, ModelSettings, classes_seen_of, load_model
 from workers.models.hf import hf_directory, pretrained_state, read_directory
 from workers.models.predict import predict_logits

@@ -17,7 +17,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from workers.data import Batch
 from workers.data.encoded import EncodedSplit
-from workers.data.split import BatchReader
+from workers.data.split_port import BatchReader
 from workers.errors import first_line
 from workers.models.predict import placed
 from workers.runtime import autocast

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from workers.data.input_spec import InputSpec
-from workers.data.split import Split
+from workers.data.split_port import Split
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models.predict import predict_logits
 

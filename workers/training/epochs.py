@@ -17,7 +17,7 @@ from torch import nn
 
 from workers.data import Batch
 from workers.data.input_spec import InputSpec
-from workers.data.split import Draws, Split
+from workers.data.split_port import Draws, Split
 from workers.metrics import error_rate, negative_flip_rate
 from workers.models.checkpoints import ModelSettings, read_checkpoint, save_checkpoint
 from workers.models.predict import predict_logits

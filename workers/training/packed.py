@@ -31,7 +31,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from workers.data import Batch
 from workers.data.input_spec import InputSpec
-from workers.data.split import Split
+from workers.data.split_port import Split
 from workers.training.config import TrainConfig, compiled, make_optimizer, undecayed_names
 
 

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from workers.data import Batch
-from workers.data.split import BatchReader, Split
+from workers.data.split_port import BatchReader, Split
 from workers.models.checkpoints import ModelSettings
 from workers.runtime import autocast, use_threads
 from workers.training.config import TrainConfig, compiled, make_optimizer, undecayed_names
@@ -129,7 +129,7 @@ def train(
     val_reference: torch.Tensor | None = None,
     shard: tuple[int, int] = (0, 1),
 ) -> TrainResult:
-    """Train `model` in place on `data` (any split, held or streamed: workers/data/split.py) and
+    """Train `model` in place on `data` (any split, held or streamed: workers/data/split_port.py) and
     return it with per-epoch statistics.
 
     `references` serves the logits named in `objective.references` ("teacher", "old").

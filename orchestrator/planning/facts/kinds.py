@@ -13,8 +13,8 @@ from pipelines.spec import UpdateSpec
 
 if TYPE_CHECKING:
     from orchestrator.tracking.version_refs import VersionRef
+    from workers.data.dataset_splits import DataSplits
     from workers.data.input_spec import InputSpec
-    from workers.data.splits import DataSplits
     from workers.models.checkpoints import ModelSettings
     from workers.tasks.records import DataRequest
 

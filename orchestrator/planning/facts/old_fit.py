@@ -9,7 +9,7 @@ from orchestrator.planning.facts.kinds import Data, Found, OldFit, OldModel, Old
 from orchestrator.planning.model_inputs import adapter_of
 
 if TYPE_CHECKING:
-    from workers.data.splits import DataSplits
+    from workers.data.dataset_splits import DataSplits
 
 
 def check(found: Found) -> OldFit | Problems | None:

@@ -1,8 +1,9 @@
-"""What Ray Data's reading tasks run on a text table's shards: read a shard's record batches, keep
-the rows of one split, tokenize them. Imports numpy, pyarrow, tokenizers and the torch-free modules
-of workers/ only (keys, tokenizer, input_spec, tables, errors): a reading task of a streamed text source
-loads no torch (about 300 MB per reading process; tests/test_layout.py checks it), as
-image_readers.py does for images. table_streams.py and image_streams.py build the streams from these.
+"""What Ray Data's reading tasks run on a text table's shards: read a shard's record batches with its
+format's reader (workers/data/formats/: the one the in-memory loader uses too), keep the rows of one
+split, tokenize them. Imports numpy, pyarrow, tokenizers and the torch-free modules of workers/ only
+(keys, tokenizer, input_spec, formats, errors): a reading task of a streamed text source loads no
+torch (about 300 MB per reading process; tests/test_layout.py checks it), as image_tasks.py does for
+images. table_streams.py and image_streams.py build the streams from these.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from typing import Any
 import numpy as np
 
 from orchestrator.dataplane.objects import open_input
-from workers.data import tables
+from workers.data.formats import delimited, jsonl, parquet
+from workers.data.formats.rows import values
 from workers.data.input_spec import InputSpec
 from workers.data.keys import key_ids, split_codes, text_keys
 from workers.data.selection import ALL, Selection
 from workers.errors import DataError
 from workers.names import is_s3
 
-READ_BATCH = 1024  # rows a read task splits, tokenizes or decodes at a time
 INTERLEAVED = 16  # shards one reading task of an epoch reads at once, their batches mixed
 
 
@@ -181,16 +182,16 @@ def text_rows(table: Any, reading: TableReading, inputs: InputSpec) -> dict[str,
 
 
 def shard_batches(shards: Shards, file: str) -> Iterator[Any]:
-    """One shard's text and label columns as pyarrow record batches, read in turn by
-    workers/data/tables.py's readers (bounded memory: a Parquet or CSV shard streams; a JSONL shard
-    is read whole, one shard at a time)."""
+    """One shard's text and label columns as pyarrow record batches, read in turn by its format's
+    reader (bounded memory: a Parquet or CSV shard streams; a JSONL shard is read whole, one shard at
+    a time)."""
     columns = shards.columns
-    if shards.suffix == ".parquet":
-        yield from tables.parquet_batches(opened(file), columns)
-    elif shards.suffix == ".jsonl":
-        yield from tables.json_table(opened(file), shards.encoding).select(columns).to_batches(READ_BATCH * 8)
+    if shards.suffix in parquet.SUFFIXES:
+        yield from parquet.batches(opened(file), columns)
+    elif shards.suffix in jsonl.SUFFIXES:
+        yield from jsonl.batches(opened(file), shards.encoding, columns)
     else:
-        yield from tables.csv_batches(lambda: opened(file), shards.suffix, shards.encoding, columns)
+        yield from delimited.batches(lambda: opened(file), shards.suffix, shards.encoding, columns)
 
 
 def scan_rows(table: Any, shards: Shards, file: str) -> tuple[list[str], list[str], bool]:
@@ -198,8 +199,8 @@ def scan_rows(table: Any, shards: Shards, file: str) -> tuple[list[str], list[st
     a text that is missing or blank, or a missing label, is a DataError naming the file."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
-    texts = tables.values(table, shards.text_column)
-    raw = tables.values(table, shards.label_column)
+    texts = values(table, shards.text_column)
+    raw = values(table, shards.label_column)
     for text, label in zip(texts, raw):
         if not isinstance(text, str) or not text.strip():
             raise DataError(f"{file}: a row whose {shards.text_column!r} is empty or not a string")

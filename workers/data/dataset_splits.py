@@ -9,13 +9,15 @@ from functools import cached_property
 
 import torch
 
+from workers.data.images import ImageSet
 from workers.data.keys import EVAL, TRAIN, VAL, split_codes
 from workers.data.selection import SUBSETS, Selection, split_selection
-from workers.data.sources import DataError, ImageSet, load_images
-from workers.data.split import Split
+from workers.data.sources import load_images
+from workers.data.split_port import Split
 from workers.data.text import TextSet, text_fingerprint
 from workers.data.text_tables import load_tweet_sentiment, read_text_table, read_texts
 from workers.data.unlabelled import unlabelled_texts
+from workers.errors import DataError
 from workers.names import TEXT_FORMATS
 
 Samples = ImageSet | TextSet
