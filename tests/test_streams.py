@@ -379,3 +379,16 @@ def test_label_sorted_shards_give_batches_of_every_class_in_the_first_and_later_
             for window in labels[: len(labels) - len(labels) % 256].split(256)
         )
         assert worst < 0.15, f"epoch {epoch}: a class's share of 256 samples is {worst:.2f} off the split's"
+
+
+def test_a_stream_tells_the_user_nothing_of_ray_datas_progress_bars(ray_cluster, capfd):
+    """Ray Data warns once per process that its progress bars are off ("Progress bars disabled. To
+    enable, set …"): Congruent turned them off, so the line would only tell a user how to undo it."""
+    from ray.util import debug
+
+    from orchestrator.dataplane.ray_reading import files_dataset
+
+    debug._logged.discard("ray_data_progress_manager_disabled")  # as in a fresh process, whatever ran before
+    rows = list(files_dataset(["a", "b", "c"], 0, lambda batch: batch, 1).iter_rows())
+    assert sorted(row["file"] for row in rows) == ["a", "b", "c"]
+    assert "Progress bars disabled" not in capfd.readouterr().err

@@ -35,6 +35,9 @@ def ordered_context() -> None:
     context.enable_progress_bars = False
     context.print_on_execution_start = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # no line per executed dataset
+    # nor, once per process, "Progress bars disabled. To enable, set …" (a warning of Ray Data's own
+    # that tells a user of Congruent how to turn on what Congruent turned off on purpose)
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
 
 
 def files_dataset(files: Sequence[str], seed: int | None, read: Callable[..., Any], batch: int, **kwargs: Any) -> Any:
