@@ -21,6 +21,10 @@ are not traced). Counted:
   streaming decision, model inputs, or (from the orchestrator) the splits' resolution in
   `workers.tasks.resolve` — the run going back to decide again, or back to the data, instead of
   reading what the Plan carries. (The Plan's own methods and plan.py's pure helpers are not one.)
+- a **return to a room already left**: the walk as a reader follows it from `run(args)`, each
+  function read once, at its first call (`rooms_revisited`): arriving, by a call or by going back to
+  a caller, in a module the reader was in before and had left — what one long function calling into
+  many modules costs its reader.
 """
 
 from __future__ import annotations
@@ -93,12 +97,19 @@ def module_of(code):
 
 steps = []
 preflight_done = [False]
+moves = []  # ["call" | "return", frame id, the function's key, its module, its caller's module], between modules
+crossing = set()  # ids of the frames entered from another module, whose return is a move too
 
 def profile(frame, event, arg):
-    if event != "call":
+    if event not in ("call", "return"):
         return
     callee = module_of(frame.f_code)
     if not callee:
+        return
+    if event == "return":
+        if id(frame) in crossing:
+            crossing.discard(id(frame))
+            moves.append(["return", id(frame), "", callee, ""])
         return
     caller_frame = frame.f_back
     while caller_frame is not None and not module_of(caller_frame.f_code):
@@ -108,6 +119,10 @@ def profile(frame, event, arg):
     caller = module_of(caller_frame.f_code)
     if caller != callee:
         steps.append((caller, callee, frame.f_code.co_qualname, preflight_done[0]))
+        code = frame.f_code
+        key = f"{code.co_filename}:{code.co_firstlineno}:{code.co_qualname}"
+        crossing.add(id(frame))
+        moves.append(["call", id(frame), key, callee, caller])
 
 import orchestrator
 preflight_module = next(
@@ -168,7 +183,7 @@ upstream = {}  # module → the modules it imports, directly or through others
 for b in {b for _, b in pairs if b in graph.modules}:
     upstream[b] = graph.find_upstream_modules(b)
 upward = {(a, b) for a, b in pairs if b in upstream and a in upstream[b]}  # b imports a: a call against imports
-json.dump({"steps": steps, "upward": sorted(upward)}, open(out, "w"))
+json.dump({"steps": steps, "upward": sorted(upward), "moves": moves}, open(out, "w"))
 """
 
 
@@ -196,7 +211,7 @@ def measure(tree: Path) -> dict:
             stdout=subprocess.DEVNULL,
         )
         raw = json.loads(out.read_text())
-    return summarise(raw["steps"], {tuple(p) for p in raw["upward"]})
+    return {**summarise(raw["steps"], {tuple(p) for p in raw["upward"]}), **rooms_revisited(raw.get("moves", []))}
 
 
 DECIDING = ("preflight", "stream_plan", "streaming", "model_inputs")
@@ -227,6 +242,45 @@ def summarise(steps: list, upward: set[tuple[str, str]]) -> dict:
     }
 
 
+def rooms_revisited(moves: list, root: str = "orchestrator.commands.run") -> dict:
+    """The walk as a reader follows it from `run(args)`: each function read once, at its first call
+    (a later call of it is not followed; the functions it calls are, where they are new), so the
+    reader is in the module of the innermost function being read, and goes back to its caller's
+    when it is done. A **return to a room already left**: arriving — by a call or by going back —
+    in a module the reader was in before and had left. `moves` are the calls between modules and
+    their returns, in order (the tracer's)."""
+    read: set[str] = set()
+    stack: list[tuple[int, str | None]] = []  # (frame id, its module if it was read at this call, else None)
+    room, visited, revisits = root, {root}, Counter()
+
+    def arrive(module: str) -> None:
+        nonlocal room
+        if module != room:
+            if module in visited:
+                revisits[module] += 1
+            visited.add(module)
+            room = module
+
+    for event, frame, key, module, _ in moves:
+        if event == "call":
+            new = key not in read
+            read.add(key)
+            stack.append((frame, module if new else None))
+            if new:
+                arrive(module)
+        else:
+            while stack and stack[-1][0] != frame:  # frames whose return the tracer did not see (an exception)
+                stack.pop()
+            if stack:
+                stack.pop()
+            arrive(next((m for _, m in reversed(stack) if m is not None), root))
+    return {
+        "rooms": len(visited),
+        "returns_to_a_room_left": sum(revisits.values()),
+        "returns_by_room": dict(revisits.most_common()),
+    }
+
+
 RESULTS = Path("docs/walk-results.json")
 DOC = Path("docs/architecture.md")
 
@@ -240,19 +294,23 @@ def report(before: dict, after: dict, baseline: str) -> str:
             ("modules passed through", "modules"),
             ("climbs back up (calls against the imports)", "climbs"),
             ("returns for a decision after the plan", "returns_for_a_decision"),
+            ("returns to a room already left, reading from `run(args)`", "returns_to_a_room_left"),
         )
     ]
     climbs_before = before["climbs"] + before["returns_for_a_decision"]
     climbs_after = after["climbs"] + after["returns_for_a_decision"]
     left = "; ".join(f"{call} ×{n}" for call, n in {**after["climbs_by_pair"], **after["returns_by_call"]}.items())
     was = "; ".join(f"{call} ×{n}" for call, n in {**before["climbs_by_pair"], **before["returns_by_call"]}.items())
+    rooms = ", ".join(f"{room} ×{n}" for room, n in list(after["returns_by_room"].items())[:6])
+    rooms_before = ", ".join(f"{room} ×{n}" for room, n in list(before["returns_by_room"].items())[:6])
     return (
         f"Command: `python -m benchmarks.walk --baseline <worktree of {baseline}> --write` ({date.today()}, "
         "2 CPU cores; raw figures in docs/walk-results.json). The module docstring of benchmarks/walk.py "
         "says what is traced and how each figure is counted.\n\n"
         + markdown_table(["v2 (ELODI m 2, pool of 2) through `congruent run`", baseline, "this layout"], rows)
         + f"\n\nClimbs and returns together: {climbs_before} before, {climbs_after} now.\n\n"
-        f"- Before: {was or 'none'}.\n- Now: {left or 'none'}.\n"
+        f"- Before: {was or 'none'}.\n- Now: {left or 'none'}.\n\n"
+        f"The rooms a reader comes back to most: before {rooms_before}; now {rooms}.\n"
     )
 
 

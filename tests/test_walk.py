@@ -32,3 +32,25 @@ def test_asking_the_plan_or_its_pure_helpers_is_no_return_for_a_decision():
     assert not is_decision("workers.tasks.bodies", "workers.tasks.resolve", "cached_splits")
     assert is_decision("orchestrator.driver.tune", "orchestrator.planning.model_inputs", "text_inputs")
     assert is_decision("orchestrator.driver.demo", "orchestrator.driver.preflight", "preflight")  # an older layout
+
+
+def test_a_reader_returns_to_a_room_left_on_coming_back_to_it_not_on_a_function_read_before():
+    """run → preflight → store, back to preflight (a return to a room left), → registry, back to
+    preflight (another); a second call of store's function is not followed; run gets the plan back
+    (its room left too: a third)."""
+    from benchmarks.walk import rooms_revisited
+
+    moves = [
+        ["call", 1, "preflight", "planning.preflight", "commands.run"],
+        ["call", 2, "configure", "tracking.store", "planning.preflight"],
+        ["return", 2, "", "tracking.store", ""],
+        ["call", 3, "resolve", "tracking.registry", "planning.preflight"],
+        ["call", 4, "configure", "tracking.store", "tracking.registry"],  # read before: not followed
+        ["return", 4, "", "tracking.store", ""],
+        ["return", 3, "", "tracking.registry", ""],
+        ["return", 1, "", "planning.preflight", ""],
+    ]
+    walk = rooms_revisited(moves, root="commands.run")
+    assert walk["rooms"] == 4
+    assert walk["returns_to_a_room_left"] == 3
+    assert walk["returns_by_room"] == {"planning.preflight": 2, "commands.run": 1}
