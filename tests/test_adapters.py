@@ -77,7 +77,6 @@ def test_the_spec_takes_an_adapter_for_hf_models_only(tmp_path, spec_document):
         preflight(wrong)
 
 
-@pytest.mark.slow
 def test_an_elodi_update_of_adapters_registers_them_with_their_base(ray_cluster, spec_document, tmp_path):
     """v1: a LoRA adapter on the directory's BERT; v2: ELODI (m 2) whose replicas and student are
     adapters. Versions carry `adapter` and `base_digest`; the student's checkpoint reloads without

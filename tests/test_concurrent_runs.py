@@ -63,7 +63,6 @@ def test_drivers_opening_a_new_embedded_store_together_both_track(tmp_path, atte
     assert sorted(run.info.run_name for run in runs_in(tmp_path, "together")) == ["a", "b"]
 
 
-@pytest.mark.slow
 def test_two_congruent_runs_started_together_in_a_new_directory_both_register(tmp_path):
     specs = []
     for version in ("v1", "v2"):

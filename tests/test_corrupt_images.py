@@ -82,7 +82,6 @@ def test_skip_corrupt_is_refused_where_nothing_would_be_left_out(tmp_path):
     assert checked.problems == [] and "(1 corrupt file left out)" in checked.summary
 
 
-@pytest.mark.slow
 def test_an_update_on_a_streamed_image_tree_logs_what_it_left_out(ray_cluster, fashion_mnist, tmp_path):
     """A streamed ImageFolder with two corrupt files and skip_corrupt, v1 on the 2-node cluster:
     registered, the count an MLflow metric, the list an artifact."""

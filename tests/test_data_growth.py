@@ -17,8 +17,6 @@ from orchestrator.tracking.ledger import shared_samples
 from orchestrator.tracking.registry import VersionRef, ledger_of
 from pipelines.spec import SpecError
 
-pytestmark = pytest.mark.slow
-
 TRAIN = {"epochs": 1, "batch_size": 64}
 RESOURCES = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0}
 

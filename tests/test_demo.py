@@ -43,7 +43,7 @@ def demo(tmp_path_factory):
     return out, done.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_demo_registers_three_versions_and_prints_the_comparison(demo):
     out, printed = demo
     client = _client(out)
@@ -63,7 +63,7 @@ def test_demo_registers_three_versions_and_prints_the_comparison(demo):
     assert labels.shape == (500,)
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_report_is_self_contained_logged_and_renders_in_chromium(demo, tmp_path):
     out, _ = demo
     report = tmp_path / "report.html"
@@ -121,7 +121,7 @@ def test_the_demo_verdict_by_hand():
     assert [ok for _, ok in worse.checks()] == [False, False, False]  # 0.9×, z = 1, +0.6 pt
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_the_text_demo_registers_its_versions_and_reports_flipped_tweets(tmp_path):
     """`congruent demo --text` at toy scale: v1 (text-bag, half the tweets), v2-none and v2-elodi
     registered under congruent-demo-text, the verdict against 0.8× no treatment printed, and the

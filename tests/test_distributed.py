@@ -83,7 +83,6 @@ def train_workers(dashboard: str) -> list:
     )
 
 
-@pytest.mark.slow
 def test_a_replica_on_two_workers_uses_both_nodes_survives_a_killed_worker_and_registers(
     ray_cluster, spec_document, tmp_path
 ):
@@ -133,7 +132,6 @@ def test_a_replica_on_two_workers_uses_both_nodes_survives_a_killed_worker_and_r
     assert rerun.replicas[0].epochs_run == 0  # the finished model is reused: nothing trains
 
 
-@pytest.mark.slow
 def test_an_elodi_student_on_two_workers_gets_one_teacher_batch_per_worker_step(ray_cluster, spec_document, tmp_path):
     resources = {**SPEC_RESOURCES, "student": {"cpus": 0.75, "workers": 2}, "teacher": {"cpus": 0.25}}
     result = run_update(
@@ -152,7 +150,6 @@ def test_an_elodi_student_on_two_workers_gets_one_teacher_batch_per_worker_step(
     assert result.registered_version is not None
 
 
-@pytest.mark.slow
 def test_one_and_two_workers_learn_the_same_model(ray_cluster, spec_document, tmp_path):
     """Same seed and batches: one worker with batch 128, or two with 64 each and DDP averaging —
     the same SGD up to BatchNorm seeing 64 samples, not 128. Tolerance: 2 points of val ER."""
@@ -175,7 +172,6 @@ def test_one_and_two_workers_learn_the_same_model(ray_cluster, spec_document, tm
     print(json.dumps({"one_worker_val_er": one.val_error_rate, "two_workers_val_er": two.val_error_rate}))
 
 
-@pytest.mark.slow
 def test_a_busy_cluster_makes_a_reservation_wait_and_a_lost_node_ends_the_wait(ray_cluster, monkeypatch):
     """The teacher pool's reservation waits in Ray's queue while other work holds the CPUs (ten
     pipelines on one cluster: none may fail for lack of resources), and fails in one line only once

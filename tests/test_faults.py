@@ -108,7 +108,6 @@ def old_checkpoint(tmp_path_factory, fashion_mnist):
     return str(save_checkpoint(tmp_path_factory.mktemp("old") / "old.pt", model, settings))
 
 
-@pytest.mark.slow
 def test_killed_replica_worker_resumes_from_its_last_checkpoint(ray_cluster, fault_spec, tmp_path):
     document = fault_spec(
         model="faults-replica", train={"epochs": 4, "lr": 0.05, "seed": 0}, method={"name": "ensemble", "m": 2}
@@ -144,7 +143,6 @@ def test_killed_replica_worker_resumes_from_its_last_checkpoint(ray_cluster, fau
     assert 0 < result.metrics["error_rate"] < 0.9
 
 
-@pytest.mark.slow
 def test_killed_teacher_actor_restarts_and_the_student_is_the_fault_free_one(
     ray_cluster, old_checkpoint, fault_spec, tmp_path
 ):
@@ -197,7 +195,6 @@ def rerun_closed_the_killed_run(model: str, pid: int | None) -> bool:
     return [r.info.status for r in runs] == ["KILLED"]
 
 
-@pytest.mark.slow
 def test_killed_driver_rerun_reuses_finished_stages_and_registers_once(ray_cluster, fault_spec, tmp_path, monkeypatch):
     document = fault_spec(
         model="faults-driver", method={"name": "elodi", "m": 2, "k": 3}, data={"train_limit": 2000, "eval_limit": 500}
@@ -270,7 +267,6 @@ def test_killed_driver_rerun_reuses_finished_stages_and_registers_once(ray_clust
     assert not [r for r in runs if r.info.status == "RUNNING"]
 
 
-@pytest.mark.slow
 def test_pool_resends_the_batches_of_an_actor_that_died_for_good(ray_cluster, tmp_path):
     """Past Ray's own restarts (here: none allowed), the pool sends a dead actor's batches to the
     next actor: every batch is answered once, with the right logits."""

@@ -42,6 +42,7 @@ def quick_run(tmp_path_factory):
     return out, record, finished.stdout
 
 
+@pytest.mark.bench
 def test_quick_writes_section_table_and_plot(quick_run):
     out, record, stdout = quick_run
     text = out.read_text()
@@ -67,6 +68,7 @@ def test_quick_writes_section_table_and_plot(quick_run):
     assert "1/20" in stdout and "20/20" in stdout  # progress lines
 
 
+@pytest.mark.bench
 def test_the_gpu_mode_runs_without_ray_mlflow_or_pydantic(tmp_path):
     """`--gpu` runs every job in one process (a bare GPU machine has no Ray, MLflow or pydantic);
     its code path, on the CPU at toy scale (mode gpu-check): replicas packed, gap closed reported."""
@@ -95,6 +97,7 @@ def test_the_gpu_mode_runs_without_ray_mlflow_or_pydantic(tmp_path):
     assert "## Fidelity at GPU scale" in text and "gap closed %" in text
 
 
+@pytest.mark.bench
 def test_quick_values_are_consistent(quick_run, fashion_mnist):
     _, record, _ = quick_run
     for split in ("eval", "val"):
@@ -296,7 +299,7 @@ def test_the_text_plan_gives_each_version_its_architecture_and_tokenizer(tmp_pat
     assert jobs["s0/new/elodi-k3-m4"].references == (("teacher", tuple(f"s0/new/replica-{i}" for i in range(1, 5))),)
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_the_text_check_mode_end_to_end(tmp_path):
     """The text modes' code path (text-check: a few hundred tweets) in this process: every row, the
     text section, each model's logits read through its own tokenizer."""
@@ -354,7 +357,7 @@ def test_text_models_started_from_the_old_weights_read_the_old_tokenizer(tmp_pat
     assert (tuned.data, tuned.config.lr, tuned.config.epochs) == (scratch.data, mode.lr, mode.epochs)
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_the_fine_tuning_check_mode_end_to_end(tmp_path):
     """The fine-tuning section: both tables from real trainings, the paired table, the scatter."""
     out = tmp_path / "docs" / "benchmarks.md"

@@ -85,7 +85,7 @@ def test_the_adapter_plan_trains_adapters_but_the_full_fine_tuning_row(tmp_path)
     assert not any("both ends" in m and "elodi" in m for m in methods)  # the old side is the plain adapter
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_the_adapter_check_mode_end_to_end(tmp_path):
     """The hf: modes' code path, the pretrained MiniLM's (hf-minilm-lora-check: 200 → 400 tweets,
     1 epoch) in its own process: every row trains, full fine-tuning's too; LoRA teachers serve the

@@ -134,7 +134,6 @@ def test_a_tokenizer_that_pads_with_another_id_is_refused(tmp_path):
         read_directory(str(tmp_path / "absent"))
 
 
-@pytest.mark.slow
 def test_an_hf_text_update_from_v1_to_v2_with_elodi_registers_both(ray_cluster, spec_document, tmp_path):
     """v1: the directory's BERT fine-tuned on tweets; v2: ELODI (m 2) against v1. Both registered;
     the registered checkpoints carry the directory's config and tokenizer and load without it."""

@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from mlflow import MlflowClient
 
 
@@ -53,7 +52,6 @@ def assert_one_line(err: str) -> None:
     assert "Traceback" not in err
 
 
-@pytest.mark.slow
 def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_file, tmp_path):
     spec = spec_file(
         model="interrupted",
@@ -94,7 +92,6 @@ def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_fil
     assert not running
 
 
-@pytest.mark.slow
 def test_ctrl_c_during_a_tune_search_deletes_its_trials_and_marks_the_run_killed(ray_cluster, spec_file, tmp_path):
     old = tmp_path / "old.pt"
     from workers.models.checkpoints import ModelSettings, save_checkpoint

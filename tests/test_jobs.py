@@ -8,7 +8,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 from mlflow import MlflowClient
 
@@ -40,7 +39,6 @@ def _submit(document: dict, folder: Path, dashboard: str, capsys, wait: bool = T
     return code, found.group(1) if found else "", out
 
 
-@pytest.mark.slow
 def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch):
     s3 = _use_stack(monkeypatch, mlflow_stack.env, "jobs", mlflow_stack)
     common = {"model": "submitted", "data": DATA, "train": TRAIN, "storage": "s3://jobs/runs"}
@@ -74,7 +72,6 @@ def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_sta
     assert "evaluating on the regression-eval split" in capsys.readouterr().out
 
 
-@pytest.mark.slow
 def test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written(
     ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch
 ):
@@ -124,7 +121,6 @@ def test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written(
     assert "had already ended: STOPPED; nothing to cancel" in capsys.readouterr().err
 
 
-@pytest.mark.slow
 def test_no_credential_reaches_mlflow_storage_logs_or_output(ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch):
     """A pipeline submitted with this environment's S3 keys and MLflow password: none appears in any
     MLflow param, tag, description or artifact, in storage, in the job's logs, info (its runtime_env)

@@ -16,6 +16,8 @@ from orchestrator.cli import main
 from reliability_records import record
 from services import pointed_at
 
+pytestmark = pytest.mark.bench  # the load harness: jobs on a cluster and services of its own, with a fault
+
 FULL = os.environ.get("CONGRUENT_LOAD") == "full"
 MODELS = ["load-a", "load-b", "load-c"] if FULL else ["load-a"]
 
@@ -26,7 +28,6 @@ def stack(tmp_path_factory):
         yield started
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("fault", FAULTS if FULL else ["raylet"])
 def test_concurrent_submissions_register_every_spec_exactly_once(stack, fault, monkeypatch, capsys):
     for key, value in stack.env.items():

@@ -8,7 +8,6 @@ import time
 
 import mlflow
 import numpy as np
-import pytest
 import yaml
 from mlflow import MlflowClient
 
@@ -48,7 +47,6 @@ def log_ledger(folder) -> None:
     mlflow.log_artifact(str(ledger), "ledger")
 
 
-@pytest.mark.slow
 def test_metrics_and_registration_survive_a_server_restart(tmp_path, monkeypatch):
     backend, artifacts = f"sqlite:///{tmp_path / 'backend.db'}", str(tmp_path / "artifacts")
     server = start_mlflow_server(tmp_path / "server", backend, artifacts, {})

@@ -136,7 +136,6 @@ def test_bf16_training_and_bf16_teachers_on_the_cpu(fashion_mnist):
     assert error_rate(predict_logits(model, val), val.labels) == result.history[0].val_error_rate
 
 
-@pytest.mark.slow
 def test_compiled_training_learns_like_eager(fashion_mnist):
     """torch.compile of the training step (inductor on the CPU here): same batches, same error up to
     kernel-level float differences."""
@@ -149,7 +148,7 @@ def test_compiled_training_learns_like_eager(fashion_mnist):
     assert "_orig_mod" not in "".join(compiled.state_dict())  # checkpoints hold the plain model's keys
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_the_gpu_benchmark_runs_every_measure_on_the_cpu(tmp_path):
     """benchmarks/gpu_throughput.py is prepared here and run on a bare GPU machine: its --quick mode
     runs every measure (hand loop, trainer, ELODI student with stacked and one-at-a-time teachers,

@@ -42,7 +42,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@pytest.mark.slow
 def test_elodi_pipeline_end_to_end_on_two_nodes(ray_cluster, old_checkpoints, spec_file, tmp_path, capsys):
     spec = spec_file(
         "elodi",
@@ -83,7 +82,6 @@ def test_elodi_pipeline_end_to_end_on_two_nodes(ray_cluster, old_checkpoints, sp
     assert np.load(preds["new"]).shape == (1000, 10)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "method,arch,old",
     [
@@ -119,7 +117,6 @@ def test_baselines_through_the_same_pipeline(ray_cluster, old_checkpoints, spec_
         assert result.teacher_pool.batches_served == result.student.steps
 
 
-@pytest.mark.slow
 def test_a_user_architecture_runs_through_bcwi(ray_cluster, fashion_mnist, spec_document, tmp_path):
     """A user model factory (allow_user_factories) reaches every stage that rebuilds the model:
     the old model's check, the fine-tuning, BCWI's sweep on a worker, the evaluation and the
@@ -137,7 +134,6 @@ def test_a_user_architecture_runs_through_bcwi(ray_cluster, fashion_mnist, spec_
     assert 0 < result.metrics["error_rate"] < 0.9
 
 
-@pytest.mark.slow
 def test_in_process_teachers_and_packed_replicas(ray_cluster, spec_document, tmp_path):
     """teacher_actors 0: the student task runs its teachers itself (no pool, no Ray hop); pack 2:
     both replicas in one task, as one batched model, each with its own checkpoint. `precision:

@@ -35,7 +35,6 @@ def colour_photos(folder, fashion_mnist) -> None:
             )
 
 
-@pytest.mark.slow
 def test_resnet18_from_a_state_dict_on_rgb_photos_then_fine_tuned_from_old(
     ray_cluster, fashion_mnist, spec_document, tmp_path
 ):

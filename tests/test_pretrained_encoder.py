@@ -28,7 +28,6 @@ def test_make_installed_the_encoder_with_its_licence_and_the_text_sets():
     assert REUTERS_R8_CSV.read_text().startswith("id,label,text\n")
 
 
-@pytest.mark.slow
 def test_minilm_fine_tuned_through_congruent_run_registers_and_reloads_without_its_directory(ray_cluster, tmp_path):
     """300 R8 stories, 3 epochs at the recipe's schedule (lr raised for so few steps), 64 tokens:
     eval ER under half the majority class's error; the registered checkpoint, fetched after the

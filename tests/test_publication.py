@@ -100,7 +100,6 @@ def sqlite_store(tmp_path, monkeypatch):
     return uri
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("step", STEPS)
 def test_a_driver_killed_while_publishing_leaves_nothing_visible_and_its_rerun_cleans_up(
     tmp_path, sqlite_store, step, capsys
@@ -131,7 +130,6 @@ def test_a_driver_killed_while_publishing_leaves_nothing_visible_and_its_rerun_c
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("step", STEPS)
 def test_ctrl_c_while_publishing_waits_for_the_version_to_complete(tmp_path, sqlite_store, step):
     model = f"interrupted-{step}"

@@ -60,7 +60,6 @@ def test_palette_transparency_is_composited_over_black_without_a_warning(tmp_pat
     assert pool.images.shape == (6, 3, 12, 12)
 
 
-@pytest.mark.slow
 def test_a_run_on_palette_pngs_prints_only_our_own_lines(tmp_path):
     spec = {
         "model": "palette",
@@ -108,7 +107,6 @@ ray.shutdown()
 """
 
 
-@pytest.mark.slow
 def test_a_tune_search_prints_none_of_tunes_own_lines(tmp_path):
     probe = TUNE_PROBE.replace("STORAGE", repr(str(tmp_path / "tune")))
     env = {**_env(tmp_path), "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -121,19 +119,12 @@ def test_a_tune_search_prints_none_of_tunes_own_lines(tmp_path):
 
 
 @pytest.fixture
-def s3_env(tmp_path, monkeypatch):
-    """A SeaweedFS S3 on 127.0.0.1 with a bucket `runs`, this process's environment pointed at it."""
-    import secrets
+def s3_env(mlflow_stack, monkeypatch):
+    """The shared S3 with a bucket `quiet-runs`, this process's environment pointed at it."""
+    from servers import s3_environment
 
-    from servers import data_settings, s3_environment, start_seaweedfs
-
-    access_key, secret_key = "test" + secrets.token_hex(8), secrets.token_urlsafe(32)
-    server = start_seaweedfs(tmp_path / "seaweedfs", access_key, secret_key, buckets=("runs",))
-    try:
-        with s3_environment(monkeypatch, data_settings(server.endpoint, access_key, secret_key)):
-            yield
-    finally:
-        server.stop()
+    with s3_environment(monkeypatch, mlflow_stack.data_bucket("quiet-runs")):
+        yield
 
 
 def test_a_rerun_removes_the_s3_leftovers_of_its_killed_predecessor_and_says_so(s3_env, spec_document, tmp_path):
@@ -147,14 +138,14 @@ def test_a_rerun_removes_the_s3_leftovers_of_its_killed_predecessor_and_says_so(
     from pipelines.spec import parse_spec
     from workers import storage
 
-    spec = parse_spec(spec_document(model="leftovers", storage="s3://runs/ckpt"))
+    spec = parse_spec(spec_document(model="leftovers", storage="s3://quiet-runs/ckpt"))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait(timeout=60)  # a driver that was killed: its pid is gone
     client = MlflowClient()
     experiment = experiment_id(spec.model)
-    folder, other = "s3://runs/ckpt/leftovers/v2/tmp/tune-abc", "s3://runs/ckpt/leftovers/v2/tmp/tune-kept"
+    folder, other = "s3://quiet-runs/ckpt/leftovers/v2/tmp/tune-abc", "s3://quiet-runs/ckpt/leftovers/v2/tmp/tune-kept"
     # a tag anyone with MLflow write access can set: trees outside the run's own root stay
-    foreign = ["s3://runs/other-project", "s3://runs/ckpt/leftovers/v2/tmp-not", str(tmp_path / "mine")]
+    foreign = ["s3://quiet-runs/other-project", "s3://quiet-runs/ckpt/leftovers/v2/tmp-not", str(tmp_path / "mine")]
     predecessor = client.create_run(experiment, tags={"spec_hash": spec.spec_hash, "mlflow.runName": "v2-tune"})
     run_id = predecessor.info.run_id
     tags = {"driver.host": socket.gethostname(), "driver.pid": str(dead.pid)}

@@ -78,7 +78,6 @@ def test_job_commands_without_the_token_stop_in_one_line(token_cluster, tmp_path
     assert "no jobs submitted" in capsys.readouterr().out
 
 
-@pytest.mark.slow
 def test_a_pipeline_submitted_with_the_token_runs_and_registers(
     token_cluster, spec_document, tmp_path, monkeypatch, capsys
 ):

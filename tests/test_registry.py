@@ -35,7 +35,6 @@ def versions_json(capsys, model, matrix=False):
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.slow
 def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tmp_path, capsys):
     code, out, err = run_spec(
         "v1",
@@ -90,7 +89,6 @@ def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tm
     assert [v["version"] for v in versions_json(capsys, "tracked")["versions"]] == ["1"]
 
 
-@pytest.mark.slow
 def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, run_spec, tmp_path, capsys, monkeypatch):
     for key, value in mlflow_stack.env.items():
         monkeypatch.setenv(key, value)
@@ -149,7 +147,6 @@ def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, run_sp
     assert str(MlflowClient().get_model_version_by_alias(model, "champion").version) == "3"
 
 
-@pytest.mark.slow
 def test_checkpoints_in_s3_storage_on_the_cluster(ray_cluster, mlflow_stack, spec_file, tmp_path):
     """Replicas, teacher actors and the student read and write their checkpoints in S3; the
     workers get the endpoint and credentials from the driver's environment, not from the spec."""
@@ -189,7 +186,6 @@ def test_checkpoints_in_s3_storage_on_the_cluster(ray_cluster, mlflow_stack, spe
     assert mlflow_stack.access_key not in logged
 
 
-@pytest.mark.slow
 def test_data_growth_with_new_classes_counts_flips_on_the_classes_the_old_version_knows(
     ray_cluster, run_spec, tmp_path, capsys
 ):

@@ -2,22 +2,18 @@
 each version's description, by hand, then written by a real registration and read back from the
 MLflow UI's model page as headless chromium renders it."""
 
-import contextlib
 import shutil
 import subprocess
 
 import mlflow
 import numpy as np
-import pytest
 from mlflow import MlflowClient
-from mlflow.tracking._model_registry import utils as registry_utils
-from mlflow.tracking._tracking_service import utils as tracking_utils
 
 from orchestrator.tracking import promotion, registry
 from orchestrator.tracking.descriptions import model_description, version_description, version_sentence
 from orchestrator.tracking.ledger import write_ledger
 from orchestrator.tracking.version_record import VersionRecord
-from servers import start_mlflow_server
+from services import pointed_at
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 
 
@@ -116,18 +112,11 @@ def _register(tmp_path, model, label, method, parent, class_ids, labels, params)
         return registry.register(model, str(checkpoint), record)
 
 
-@pytest.mark.slow
-def test_registration_writes_the_chain_the_mlflow_ui_shows(tmp_path, monkeypatch):
-    server = start_mlflow_server(tmp_path / "server", f"sqlite:///{tmp_path / 'ui.db'}", str(tmp_path / "art"), {})
-    # mlflow.set_*_uri also write MLFLOW_*_URI into os.environ: monkeypatch restores those variables
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", server.uri)
-    monkeypatch.setenv("MLFLOW_REGISTRY_URI", server.uri)
-    old_tracking, old_registry = tracking_utils._tracking_uri, registry_utils._registry_uri
-    try:
-        mlflow.set_tracking_uri(server.uri)
-        mlflow.set_registry_uri(server.uri)
-        mlflow.set_experiment("described")
-        model = "described"
+def test_registration_writes_the_chain_the_mlflow_ui_shows(tmp_path, monkeypatch, mlflow_stack):
+    """On the shared MLflow server, a model of this test's own."""
+    with pointed_at(mlflow_stack.tracking_uri, monkeypatch):
+        model = f"described-{tmp_path.name}"[-60:]
+        mlflow.set_experiment(model)
         labels = np.arange(200) % 10
         v1 = labels.copy()
         v1[:40] = (labels[:40] + 1) % 10  # 20 % errors
@@ -152,15 +141,12 @@ def test_registration_writes_the_chain_the_mlflow_ui_shows(tmp_path, monkeypatch
         assert chromium, "Debian's chromium is installed by `make test` (Makefile: system-services)"
         flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000", "--dump-dom"]
         page = subprocess.run(
-            [chromium, *flags, f"{server.uri}/#/models/{model}"], capture_output=True, text=True, timeout=120
+            [chromium, *flags, f"{mlflow_stack.tracking_uri}/#/models/{model}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
         ).stdout
         text = " ".join(page.split())
         assert "The chain so far: 3 versions; champion: version 1 (v1)." in text, text[-3000:]
         assert "<table" in page and "v2-elodi" in text and "ELODI" in text  # the Markdown table, rendered
         assert "1 ★ champion" in text and "14.00 %" in text
-    finally:
-        with contextlib.suppress(Exception):
-            mlflow.end_run()
-        mlflow.set_tracking_uri(old_tracking)
-        mlflow.set_registry_uri(old_registry)
-        server.stop()

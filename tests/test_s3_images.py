@@ -5,46 +5,39 @@ fails the reading with its key (issue 33)."""
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
 import torch
 from PIL import Image
 
-from servers import data_settings, s3_client, s3_environment, start_seaweedfs
+from servers import s3_environment
 from workers.errors import DataError
 
 BUCKET = "photos"
 
 
 @pytest.fixture(scope="module")
-def s3_tree(tmp_path_factory, fashion_mnist):
-    """300 Fashion-MNIST PNGs as an ImageFolder tree, locally and under s3://photos/fm/ (plus a
-    stray file at the prefix's top, which belongs to no class); s3://photos/broken/ holds two
-    classes of 41 images, one cut short where preflight's decoded sample does not look (the 5th of
-    41). Yields the local root and the S3 environment."""
-    access_key, secret_key = "test" + secrets.token_hex(8), secrets.token_urlsafe(32)
-    server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"), access_key, secret_key, buckets=(BUCKET,))
-    try:
-        root = tmp_path_factory.mktemp("tree")
-        images, labels = fashion_mnist.train.images[:300], fashion_mnist.train.labels[:300]
-        for i, (image, label) in enumerate(zip(images, labels)):
-            folder = root / fashion_mnist.train.classes[int(label)].replace("/", "-")
-            folder.mkdir(exist_ok=True)
-            Image.fromarray(image[0].numpy()).save(folder / f"{i:05d}.png")
-        client = s3_client(server.endpoint, access_key, secret_key)
-        for path in sorted(root.rglob("*.png")):
-            client.upload_file(str(path), BUCKET, f"fm/{path.relative_to(root)}")
-        whole = next(iter(sorted(root.rglob("*.png")))).read_bytes()
-        client.put_object(Bucket=BUCKET, Key="fm/cover.png", Body=whole)  # in no class folder: not a sample
-        for i in range(40):
-            body, name = (whole[: len(whole) // 2], "004-cut") if i == 4 else (whole, f"{i:03d}")
-            client.put_object(Bucket=BUCKET, Key=f"broken/a/{name}.png", Body=body)
-        client.put_object(Bucket=BUCKET, Key="broken/b/good.png", Body=whole)
-        env = data_settings(server.endpoint, access_key, secret_key)
-        yield root, env
-    finally:
-        server.stop()
+def s3_tree(tmp_path_factory, fashion_mnist, mlflow_stack):
+    """300 Fashion-MNIST PNGs as an ImageFolder tree, locally and under s3://photos/fm/ of the shared
+    S3 (plus a stray file at the prefix's top, which belongs to no class); s3://photos/broken/ holds
+    two classes of 41 images, one cut short where preflight's decoded sample does not look (the 5th
+    of 41). Yields the local root and the S3 environment."""
+    env = mlflow_stack.data_bucket(BUCKET)
+    root = tmp_path_factory.mktemp("tree")
+    images, labels = fashion_mnist.train.images[:300], fashion_mnist.train.labels[:300]
+    for i, (image, label) in enumerate(zip(images, labels)):
+        folder = root / fashion_mnist.train.classes[int(label)].replace("/", "-")
+        folder.mkdir(exist_ok=True)
+        Image.fromarray(image[0].numpy()).save(folder / f"{i:05d}.png")
+    client = mlflow_stack.s3_client()
+    for path in sorted(root.rglob("*.png")):
+        client.upload_file(str(path), BUCKET, f"fm/{path.relative_to(root)}")
+    whole = next(iter(sorted(root.rglob("*.png")))).read_bytes()
+    client.put_object(Bucket=BUCKET, Key="fm/cover.png", Body=whole)  # in no class folder: not a sample
+    for i in range(40):
+        body, name = (whole[: len(whole) // 2], "004-cut") if i == 4 else (whole, f"{i:03d}")
+        client.put_object(Bucket=BUCKET, Key=f"broken/a/{name}.png", Body=body)
+    client.put_object(Bucket=BUCKET, Key="broken/b/good.png", Body=whole)
+    yield root, env
 
 
 @pytest.fixture
@@ -100,7 +93,6 @@ def test_a_spec_on_an_s3_image_tree_checks_without_reading_it_whole(s3_env, tmp_
     assert any("is text, not image" in p for p in checked.problems), checked.problems
 
 
-@pytest.mark.slow
 def test_an_update_on_an_s3_image_tree_registers_with_its_nfr(ray_cluster, s3_tree, tmp_path):
     """`congruent run --ray-address` on the tree in S3: v1, then v2 with ELODI m 2 whose teachers
     are a pool of 2 actors taking the student's streamed, augmented batches; the cluster's workers

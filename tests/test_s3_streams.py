@@ -5,12 +5,10 @@ one line (issue 33)."""
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
 import torch
 
-from servers import data_settings, s3_client, s3_environment, start_seaweedfs
+from servers import s3_environment
 from workers import storage
 from workers.errors import DataError
 
@@ -18,20 +16,15 @@ BUCKET = "datasets"
 
 
 @pytest.fixture(scope="module")
-def s3_shards(tmp_path_factory, tweet_shards):
-    """A SeaweedFS S3 holding the tweet shards under s3://datasets/tweets/, and its environment."""
-    access_key, secret_key = "test" + secrets.token_hex(8), secrets.token_urlsafe(32)
-    server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"), access_key, secret_key, buckets=(BUCKET,))
-    try:
-        folder, _ = tweet_shards
-        client = s3_client(server.endpoint, access_key, secret_key)
-        for part in sorted(folder.glob("*.parquet")):
-            client.upload_file(str(part), BUCKET, f"tweets/{part.name}")
-        client.put_object(Bucket=BUCKET, Key="tweets/README.txt", Body=b"not a shard")
-        env = data_settings(server.endpoint, access_key, secret_key)
-        yield folder, env
-    finally:
-        server.stop()
+def s3_shards(tweet_shards, mlflow_stack):
+    """The tweet shards under s3://datasets/tweets/ of the shared S3, and its environment."""
+    env = mlflow_stack.data_bucket(BUCKET)
+    folder, _ = tweet_shards
+    client = mlflow_stack.s3_client()
+    for part in sorted(folder.glob("*.parquet")):
+        client.upload_file(str(part), BUCKET, f"tweets/{part.name}")
+    client.put_object(Bucket=BUCKET, Key="tweets/README.txt", Body=b"not a shard")
+    return folder, env
 
 
 @pytest.fixture
@@ -117,7 +110,6 @@ def test_a_spec_on_s3_shards_checks_without_reading_them_whole(s3_env, tmp_path)
     assert any("an s3:// source, is only read as a stream" in line for line in checked.problems), checked.problems
 
 
-@pytest.mark.slow
 def test_an_update_on_s3_shards_registers_with_its_nfr_chain(ray_cluster, s3_shards, tmp_path):
     """`congruent run --ray-address` on shards in S3 (v1, then v2 with ELODI m 2 against it): the
     stage tasks, on a cluster whose workers were started without the S3 environment, read the

@@ -113,7 +113,6 @@ def kill_replica(app: str, deployment: str) -> int:
     return pid
 
 
-@pytest.mark.slow
 def test_serving_goes_on_while_mlflow_is_down_and_the_pairs_are_written_when_it_is_back(served_versions):
     from ray import serve
 
@@ -156,7 +155,6 @@ def test_serving_goes_on_while_mlflow_is_down_and_the_pairs_are_written_when_it_
     assert pairs == answered  # every pair of the session, those of the downtime too, reached the run
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("deployment", ["version", "candidate", "LiveLedger"])
 def test_a_killed_replica_costs_what_is_counted(served_versions, deployment):
     """A replica killed under load (the champion's only one, the shadow's, the ledger's): Serve starts

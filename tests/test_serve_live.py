@@ -43,7 +43,6 @@ def traffic(url: str, body: dict, stop: threading.Event, outcomes: list) -> None
             outcomes.append(f"failed: {e!r}")
 
 
-@pytest.mark.slow
 def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swaps_without_errors(
     ray_cluster, spec_document, tmp_path, fashion_mnist, capsys, monkeypatch
 ):

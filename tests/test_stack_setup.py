@@ -92,7 +92,6 @@ def test_the_native_topology_refuses_a_placeholder_secret(tmp_path):
     assert not (tmp_path / "s3").exists()  # nothing was started
 
 
-@pytest.mark.slow
 def test_a_pipeline_runs_as_the_non_admin_user_pipeline_user_makes(
     ray_cluster, spec_file, tmp_path, monkeypatch, capsys
 ):

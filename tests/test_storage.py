@@ -1,13 +1,11 @@
 """Run storage (workers/storage.py) on a local directory and on a real S3 (SeaweedFS): what Ctrl-C
 discards, what it keeps, and the checks preflight makes before any work."""
 
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from servers import CHECKSUM_ENV, start_seaweedfs
 from workers import storage
 from workers.models.checkpoints import read_checkpoint
 from workers.tasks.bodies import train_job
@@ -25,23 +23,9 @@ class S3:
 
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    """A SeaweedFS S3 on 127.0.0.1 with a bucket `runs` and credentials of this module."""
-    access_key, secret_key = "test" + secrets.token_hex(8), secrets.token_urlsafe(32)
-    server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"), access_key, secret_key, buckets=("runs",))
-    try:
-        yield S3(
-            server.endpoint,
-            {
-                "AWS_ENDPOINT_URL_S3": server.endpoint,
-                "AWS_ACCESS_KEY_ID": access_key,
-                "AWS_SECRET_ACCESS_KEY": secret_key,
-                "AWS_DEFAULT_REGION": "us-east-1",
-                **CHECKSUM_ENV,
-            },
-        )
-    finally:
-        server.stop()
+def s3(mlflow_stack):
+    """The shared S3 (SeaweedFS on 127.0.0.1) with a bucket `runs`, and its environment."""
+    return S3(mlflow_stack.s3_endpoint, mlflow_stack.data_bucket("runs"))
 
 
 @pytest.fixture

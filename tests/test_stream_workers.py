@@ -3,13 +3,11 @@ streamed split, on real tweets in parquet shards."""
 
 from dataclasses import replace
 
-import pytest
 import torch
 
 from test_streams import _stream_spec
 
 
-@pytest.mark.slow
 def test_a_student_on_two_data_parallel_workers_trains_on_a_stream(ray_cluster, tmp_path, tweet_shards):
     """`student.workers: 2` on streamed shards (a folder named as a table by its columns): each worker
     reads the epoch's seeded stream and trains its share of every batch — the steps one worker

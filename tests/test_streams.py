@@ -288,7 +288,6 @@ def test_a_stream_takes_limits_and_a_glob_or_folder_is_only_streamed(tmp_path, t
     assert preflight(parse_spec(pooled)).spec.resources.teacher_actors == 2
 
 
-@pytest.mark.slow
 def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_path, tweet_shards):
     """v1 and v2 (text-linear; v2 with ELODI m 2 and the legacy term, its teachers in a pool of two
     actors that take the student's streamed batches: the old model reads their texts

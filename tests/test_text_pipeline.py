@@ -39,7 +39,6 @@ def test_an_image_architecture_on_text_is_one_line():
         parse_spec({"model": "tw", "version": "v1", "arch": "resnet8", "data": TWEETS})
 
 
-@pytest.mark.slow
 def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_path):
     """v1: text-bag on half the tweets; v2: text-cnn with ELODI (teachers served by a pool actor
     holding the texts), v2-fd: FD-LM with the old model in the student's process, reading the
@@ -200,7 +199,6 @@ def test_a_kept_sample_keeps_its_first_logits_in_a_batch_with_new_samples(ray_cl
         ray.kill(actor)
 
 
-@pytest.mark.slow
 def test_tune_searches_alpha_and_k_on_text(ray_cluster, spec_file, tmp_path):
     """`congruent tune` on a text version: the replicas trained once, every trial served by the pool
     that holds the tweets, the pick the lowest NFR within the ER tolerance, registered with its classes."""

@@ -23,7 +23,6 @@ def small(fashion_mnist):
     return fashion_mnist.train.take(slice(0, 5000)), fashion_mnist.eval.take(slice(0, 2000))
 
 
-@pytest.mark.slow
 def test_short_training_reaches_a_sane_error(small):
     train_set, eval_set = small
     model = build_model("small-cnn", 10, seed=0)
@@ -122,7 +121,6 @@ def test_checkpoint_each_epoch_and_resume(small, tmp_path, warmup_epochs, stop_a
         assert torch.allclose(v, resumed.state_dict()[k], atol=1e-6), k
 
 
-@pytest.mark.slow
 def test_fd_lm_lowers_negative_flips_on_the_same_seed(fashion_mnist):
     """v1 = 784-128 MLP, v2 = 784-512-512 MLP, both on real data; FD-LM (α = 0.9, β = 5) toward v1
     against no treatment, same seed and batches. Measured here: NFR 1.4–1.5 % → 0.8–0.9 %."""

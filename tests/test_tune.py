@@ -2,7 +2,6 @@
 
 import json
 
-import pytest
 from mlflow import MlflowClient
 
 from orchestrator.cli import main
@@ -27,7 +26,6 @@ def test_the_pick_and_its_front_are_chosen_on_the_validation_split_never_the_eva
     assert front == [0, 2]  # b is dominated by a on the validation split
 
 
-@pytest.mark.slow
 def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashion_mnist, spec_file, tmp_path, capsys):
     settings = ModelSettings("mlp-small", 10)
     old = build_model("mlp-small", 10, seed=3)
@@ -70,7 +68,6 @@ def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashio
     assert version.tags["method"] == "elodi" and version.tags["nfr"] == f"{trials[pick]['nfr']:.6f}"
 
 
-@pytest.mark.slow
 def test_asha_stops_weak_trials_and_the_search_picks_among_the_finished(
     ray_cluster, fashion_mnist, spec_file, tmp_path, capsys
 ):

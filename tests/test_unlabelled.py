@@ -152,7 +152,6 @@ def test_a_large_table_that_streams_refuses_unlabelled_texts(tmp_path):
     assert any("data.unlabelled: unlabelled texts go with data held in memory" in p for p in stream_problems(request))
 
 
-@pytest.mark.slow
 def test_an_elodi_update_distils_on_unlabelled_texts_through_the_pool(ray_cluster, tmp_path):
     """Replicas train on the 600 labelled tweets; the student's epoch covers them and the unlabelled
     texts, its teacher pool's actor serving every batch (indices past the labelled split included);
