@@ -9,12 +9,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 
 from orchestrator.cli import main
-from orchestrator.tracking import registry, store
+from orchestrator.tracking import locks, registry, store
 from orchestrator.tracking.version_refs import RegistryError
 from reliability_records import record
 
@@ -25,17 +26,12 @@ DRIVER = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    import mlflow, numpy as np
+    import mlflow
     from mlflow import MlflowClient
-    from orchestrator.tracking import locks, registry, store
-    from orchestrator.tracking.ledger import write_ledger
-    from orchestrator.tracking.version_record import VersionRecord
-    from workers.models.checkpoints import ModelSettings, save_checkpoint
+    from orchestrator.tracking import registry
+    from test_publication import publish
 
     model, step, number, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
-    # the rerun breaks the killed driver's registration lock after a lease without renewal: a short
-    # one here (tests/test_locks.py covers the lease itself), or each rerun waits its 60 s
-    locks.LEASE_S, locks.RENEW_S = 4.0, 0.25
 
     def interrupt():
         os.kill(os.getpid(), number)
@@ -63,25 +59,44 @@ DRIVER = textwrap.dedent(
     elif step == "complete":
         before(MlflowClient, "delete_model_version_tag")
 
+    print("registered", publish(model, folder), flush=True)
+    """
+)
+
+
+def publish(model: str, folder) -> tuple[str, bool]:
+    """What the driver publishes: v1 of `model`, its ledger and the checkpoint the test wrote in
+    `folder` (`checkpoint`: so that the driver's process needs no torch), registered once."""
+    import mlflow
+    import numpy as np
+
+    from orchestrator.tracking.ledger import write_ledger
+    from orchestrator.tracking.version_record import VersionRecord
+
     store.configure()
     mlflow.set_experiment(model)
-    settings = ModelSettings("mlp-small", 10)
     labels = np.arange(100) % 10
     with mlflow.start_run(run_name="v1"):
-        checkpoint = save_checkpoint(folder / "model.pt", settings.build(seed=1), settings)
         logits = np.eye(10, dtype=np.float32)[labels]
         ledger = write_ledger(folder / "predictions.parquet", logits, labels, np.arange(100), "fp")
         mlflow.log_artifact(str(ledger), "ledger")
         spec = VersionRecord(method="none", arch="mlp-small", label="v1", fingerprint="fp", spec_hash="s1")
-        print("registered", registry.register_once(model, str(checkpoint), spec), flush=True)
-    """
-)
+        return registry.register_once(model, str(folder / "model.pt"), spec)
+
+
+def checkpoint(folder) -> None:
+    from workers.models.checkpoints import ModelSettings, save_checkpoint
+
+    settings = ModelSettings("mlp-small", 10)
+    save_checkpoint(folder / "model.pt", settings.build(seed=1), settings)
 
 
 def _publish_interrupted(tmp_path, model: str, step: str, number: int) -> subprocess.CompletedProcess:
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    checkpoint(tmp_path)
+    tests = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), tests])}
     return subprocess.run(
         [sys.executable, str(script), model, step, str(number), str(tmp_path)],
         env=env,
@@ -102,7 +117,7 @@ def sqlite_store(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("step", STEPS)
 def test_a_driver_killed_while_publishing_leaves_nothing_visible_and_its_rerun_cleans_up(
-    tmp_path, sqlite_store, step, capsys
+    tmp_path, sqlite_store, step, capsys, monkeypatch
 ):
     model = f"killed-{step}"
     done = _publish_interrupted(tmp_path, model, step, signal.SIGKILL)
@@ -120,8 +135,11 @@ def test_a_driver_killed_while_publishing_leaves_nothing_visible_and_its_rerun_c
         and shown.rstrip().endswith(f": {left.version}")
     )
     MlflowClient().set_terminated(left.run_id, "KILLED")  # what the rerun's pipeline_run does to a dead driver's run
-    rerun = _publish_interrupted(tmp_path, model, "none", signal.SIGKILL)
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    # the rerun, here: it breaks the killed driver's registration lock after a short lease without renewal
+    # (tests/test_locks.py covers the lease itself), or it would wait its 60 s
+    monkeypatch.setattr(locks, "LEASE_S", 4.0)
+    monkeypatch.setattr(locks, "RENEW_S", 0.25)
+    assert publish(model, tmp_path)[1]
     (complete,) = registry.versions(model)
     assert str(complete.version) != str(left.version)
     assert registry.versions(model, incomplete=True) == []  # discarded by the rerun
