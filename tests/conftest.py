@@ -145,6 +145,26 @@ def cli_runs(documents: dict[str, dict], folder: Path, ray_address: str, env: di
     return results
 
 
+def cli_runs_here(documents: dict[str, dict], folder: Path, ray_address: str, capsys) -> dict[str, dict]:
+    """`cli_runs` in this process (`congruent run ... --json` through `orchestrator.cli.main`, on the
+    Ray this process joined): for a test of the command whose point is not a fresh interpreter or a
+    driver environment of its own; the caller sets the environment (monkeypatch)."""
+    import json
+
+    from orchestrator.cli import main
+
+    results = {}
+    for version, document in documents.items():
+        spec = folder / f"{version}.yaml"
+        spec.write_text(yaml.safe_dump(document))
+        capsys.readouterr()
+        code = main(["run", str(spec), "--ray-address", ray_address, "--out", str(folder / version), "--json"])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err[-3000:]
+        results[version] = json.loads(captured.out.strip().splitlines()[-1])
+    return results
+
+
 @pytest.fixture(scope="session")
 def tweet_shards(tmp_path_factory):
     """3,000 real tweets (every 12th of the corpus: all three classes) in three parquet shards."""

@@ -5,13 +5,12 @@ the topics from a few hundred stories, and its registered version reloads withou
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import pytest
 import torch
 
-from conftest import cli_runs
+from conftest import cli_runs_here
 from workers.data.text_tables import REUTERS_R8_CSV
 from workers.models.hf import MINILM_DIR
 
@@ -28,7 +27,9 @@ def test_make_installed_the_encoder_with_its_licence_and_the_text_sets():
     assert REUTERS_R8_CSV.read_text().startswith("id,label,text\n")
 
 
-def test_minilm_fine_tuned_through_congruent_run_registers_and_reloads_without_its_directory(ray_cluster, tmp_path):
+def test_minilm_fine_tuned_through_congruent_run_registers_and_reloads_without_its_directory(
+    ray_cluster, tmp_path, monkeypatch, capsys
+):
     """300 R8 stories, 3 epochs at the recipe's schedule (lr raised for so few steps), 64 tokens:
     eval ER under half the majority class's error; the registered checkpoint, fetched after the
     directory is gone, gives the run's own eval ER on the same split."""
@@ -46,7 +47,8 @@ def test_minilm_fine_tuned_through_congruent_run_registers_and_reloads_without_i
     folder = tmp_path / "minilm"
     shutil.copytree(MINILM_DIR, folder)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    environment = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri}
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
     document = {
         "model": "r8-minilm",
         "version": "v1",
@@ -64,7 +66,7 @@ def test_minilm_fine_tuned_through_congruent_run_registers_and_reloads_without_i
         "tokenizer": {"max_length": 64},
         "resources": {"student": {"cpus": 1}},  # a node of the test cluster has one CPU
     }
-    result = cli_runs({"v1": document}, tmp_path, ray_cluster.address, environment)["v1"]
+    result = cli_runs_here({"v1": document}, tmp_path, ray_cluster.address, capsys)["v1"]
     assert result["registered_version"] == "1"
     spec = parse_spec(document)
     splits = cached_splits(data_request(spec))
