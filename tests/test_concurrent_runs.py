@@ -58,7 +58,11 @@ def test_drivers_opening_a_new_embedded_store_together_both_track(tmp_path, atte
         )
         for name in ("a", "b")
     ]
-    outputs = [driver.communicate(timeout=180) for driver in drivers]
+    try:  # a driver that hangs is killed, not left to the tests after this one
+        outputs = [driver.communicate(timeout=180) for driver in drivers]
+    finally:
+        for driver in drivers:
+            driver.kill()
     assert [driver.returncode for driver in drivers] == [0, 0], [err[-3000:] for _, err in outputs]
     assert sorted(run.info.run_name for run in runs_in(tmp_path, "together")) == ["a", "b"]
 
@@ -91,7 +95,11 @@ def test_two_congruent_runs_started_together_in_a_new_directory_both_register(tm
         )
         for spec in specs
     ]
-    outputs = [driver.communicate(timeout=600) for driver in drivers]
+    try:  # a driver that hangs is killed (its embedded Ray with it), not left to the tests after this one
+        outputs = [driver.communicate(timeout=600) for driver in drivers]
+    finally:
+        for driver in drivers:
+            driver.kill()
     assert [driver.returncode for driver in drivers] == [0, 0], [err[-3000:] for _, err in outputs]
     registered = sorted(json.loads(out)["registered_version"] for out, _ in outputs)
     assert registered == ["1", "2"]

@@ -228,8 +228,11 @@ def test_killed_driver_rerun_reuses_finished_stages_and_registers_once(ray_clust
         return driver.pid if 1 <= epoch < spec.train.epochs and driver.poll() is None else None
 
     killer = Killer(driver_mid_distillation)
-    killer.run()  # in this thread: the driver is another process
-    driver.wait(timeout=60)
+    try:
+        killer.run()  # in this thread: the driver is another process
+        driver.wait(timeout=60)
+    finally:  # a driver the killer missed does not go on beside the tests after this one
+        driver.kill()
     assert killer.killed == driver.pid and driver.returncode == -signal.SIGKILL, driver.stdout.read()[-2000:]
 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", env["AWS_SECRET_ACCESS_KEY"])
@@ -280,10 +283,10 @@ def test_pool_resends_the_batches_of_an_actor_that_died_for_good(ray_cluster, tm
     images = torch.randint(0, 256, (24, 1, 28, 28), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     actor_class = ray.remote(PooledTeacher)
     actors = [actor_class.options(num_cpus=0.25, max_restarts=0).remote({"teacher": paths}) for _ in range(2)]
-    doomed = ray.get(actors[0].info.remote())["pid"]
-    ray.get(actors[1].info.remote())
-    os.kill(doomed, signal.SIGKILL)
     try:  # a failed assertion leaves no actor to hold the shared cluster's CPUs
+        doomed = ray.get(actors[0].info.remote())["pid"]
+        ray.get(actors[1].info.remote())
+        os.kill(doomed, signal.SIGKILL)
         pool = TeacherPool(actors, ("teacher",), ray.put(images.numpy()))
         batches = list(epoch_batches(len(images), 4, seed=0, epoch=0))  # indices and augmentation draws
         pending = [pool.request(batch_inputs(images, batch), batch) for batch in batches]
@@ -304,4 +307,5 @@ def test_pool_resends_the_batches_of_an_actor_that_died_for_good(ray_cluster, tm
         assert deliveries["requested"] == deliveries["delivered"] == deliveries["distinct"] == 6
         assert deliveries["duplicates"] == 0 and deliveries["resubmitted"] >= 3
     finally:
-        ray.kill(actors[1])
+        for actor in actors:
+            ray.kill(actor)
