@@ -251,7 +251,7 @@ def rooms_revisited(moves: list, root: str = "orchestrator.commands.run") -> dic
     their returns, in order (the tracer's)."""
     read: set[str] = set()
     stack: list[tuple[int, str | None]] = []  # (frame id, its module if it was read at this call, else None)
-    room, visited, revisits = root, {root}, Counter()
+    room, visited, revisits = root, {root}, Counter[str]()
 
     def arrive(module: str) -> None:
         nonlocal room
