@@ -264,7 +264,12 @@ def test_the_driver_writes_each_streamed_chunk_into_the_prediction_files_and_sho
             yield EvalChunk({name: logits[name][window] for name in names}, ids[window], labels[window])
 
     monkeypatch.setattr(evaluation, "stream_eval_chunks", stream)
-    plan = SimpleNamespace(spec=SimpleNamespace(old="old.pt"), old_classes=None, data=None, eval_labels=labels)
+    plan = SimpleNamespace(
+        spec=SimpleNamespace(old="old.pt"),
+        old=SimpleNamespace(classes=None),
+        data=None,
+        splits=SimpleNamespace(eval_labels=labels),
+    )
     display = RecordingDisplay()
     result = evaluation.evaluate(plan, "new.pt", ["r0.pt", "r1.pt"], tmp_path / "run", StageWatch(display))
     assert asked == [({"new": "new.pt", "old": "old.pt"}, ["r0.pt", "r1.pt"])]

@@ -18,6 +18,7 @@ from mlflow import MlflowClient
 from orchestrator.tracking import locks, pg_locks
 from orchestrator.tracking.version_refs import RegistryError
 from reliability_records import record
+from services import pointed_at
 
 
 def test_lock_keys_are_signed_64_bit_and_differ_by_name():
@@ -162,24 +163,24 @@ def test_a_process_that_would_lock_a_model_with_the_other_backend_is_refused(mlf
     would take an MLflow lease instead (no CONGRUENT_LOCK_DSN) is refused in one line naming both,
     and leaves no lease behind. The other way round, the same."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv(pg_locks.LOCK_DSN_ENV, mlflow_stack.postgres_dsn)
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-    with locks.registry_lock("guarded", "registration") as held:
-        locks.claim_backend(client, "guarded", held.backend)  # as a first registration does
-    assert client.get_registered_model("guarded").tags[locks.LOCK_BACKEND_TAG] == "postgresql"
-    env = {k: v for k, v in os.environ.items() if k != pg_locks.LOCK_DSN_ENV}
-    done = subprocess.run([sys.executable, "-c", OTHER_BACKEND], env=env, capture_output=True, text=True, timeout=120)
-    line = done.stdout.strip()
-    assert line.startswith("guarded: its registry locks are PostgreSQL advisory locks"), done.stdout + done.stderr
-    assert "this process would take an MLflow registry lease" in line
-    assert [m.name for m in client.search_registered_models()] == ["guarded"]  # its lease released
-    with locks.registry_lock("guarded", "promotion") as held:  # the same settings as the first: taken
-        held.check()
-    monkeypatch.delenv(pg_locks.LOCK_DSN_ENV)  # and a model guarded by leases refuses advisory locks
-    client.set_registered_model_tag("guarded", locks.LOCK_BACKEND_TAG, "mlflow")
-    monkeypatch.setenv(pg_locks.LOCK_DSN_ENV, mlflow_stack.postgres_dsn)
-    with pytest.raises(RegistryError, match="its registry locks are MLflow registry leases .* a PostgreSQL advisory"):
-        with locks.registry_lock("guarded", "promotion"):
-            pass
+    with pointed_at(uri, monkeypatch):  # this process and the second one: one registry
+        monkeypatch.setenv(pg_locks.LOCK_DSN_ENV, mlflow_stack.postgres_dsn)
+        with locks.registry_lock("guarded", "registration") as held:
+            locks.claim_backend(client, "guarded", held.backend)  # as a first registration does
+        assert client.get_registered_model("guarded").tags[locks.LOCK_BACKEND_TAG] == "postgresql"
+        env = {k: v for k, v in os.environ.items() if k != pg_locks.LOCK_DSN_ENV}
+        done = subprocess.run(
+            [sys.executable, "-c", OTHER_BACKEND], env=env, capture_output=True, text=True, timeout=120
+        )
+        line = done.stdout.strip()
+        assert line.startswith("guarded: its registry locks are PostgreSQL advisory locks"), done.stdout + done.stderr
+        assert "this process would take an MLflow registry lease" in line
+        assert [m.name for m in client.search_registered_models()] == ["guarded"]  # its lease released
+        with locks.registry_lock("guarded", "promotion") as held:  # the same settings as the first: taken
+            held.check()
+        client.set_registered_model_tag("guarded", locks.LOCK_BACKEND_TAG, "mlflow")  # now guarded by leases:
+        with pytest.raises(RegistryError, match="its registry locks are MLflow registry leases .* PostgreSQL advisory"):
+            with locks.registry_lock("guarded", "promotion"):  # this process's advisory lock is refused
+                pass
     record("security", check="a process with the other lock backend than its model's is refused", passed=True)

@@ -31,7 +31,7 @@ def test_the_spec_tokenizer_is_trained_on_the_train_split_and_travels_with_every
     assert {job.inputs for job in [plan.student_job(), *plan.replica_jobs()]} == {inputs}
     assert all(not job.config.augment for job in plan.replica_jobs())  # crop and flip are for images
     half = preflight(parse_spec({**spec, "data": {**TWEETS, "subset": "half-samples", "train_limit": 1500}}))
-    assert half.inputs.tokenizer != inputs.tokenizer
+    assert half.start.inputs.tokenizer != inputs.tokenizer
 
 
 def test_an_image_architecture_on_text_is_one_line():
