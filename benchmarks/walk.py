@@ -17,9 +17,10 @@ are not traced). Counted:
   caller's module, directly or through others (grimp's graph of the same checkout, imports inside
   functions included). In a project whose imports point one way only a callback climbs; a circle
   of imports makes every call between its modules one;
-- a **return for a decision**: after preflight has returned its Plan, a step into preflight, the
-  streaming decision, model inputs, or (from the orchestrator) the splits' resolution in
-  `workers.tasks.resolve` — the run going back to decide again, or back to the data, instead of
+- a **return for a decision**: after preflight has returned its Plan (`preflight`, or `plan_of`), a
+  step into preflight, the streaming decision, model inputs, one of preflight's checks
+  (planning/facts/), or (from the orchestrator) the splits' resolution in `workers.tasks.resolve` —
+  the run going back to decide again, or back to the data, instead of
   reading what the Plan carries. (The Plan's own methods and plan.py's pure helpers are not one.)
 - a **return to a room already left**: the walk as a reader follows it from `run(args)`, each
   function read once, at its first call (`rooms_revisited`): arriving, by a call or by going back to
@@ -131,17 +132,25 @@ preflight_module = next(
 )
 import importlib
 pre = importlib.import_module(preflight_module)
-original = pre.preflight
 
-def traced_preflight(*args, **kwargs):
-    plan = original(*args, **kwargs)
-    preflight_done[0] = True
-    return plan
 
-pre.preflight = traced_preflight
-for name, module in list(sys.modules.items()):  # modules that imported preflight by name
-    if name.split(".")[0] == "orchestrator" and getattr(module, "preflight", None) is original:
-        module.preflight = traced_preflight
+def planned_by(original):
+    def traced(*args, **kwargs):  # what returns the Plan: after it, a step back to planning is a return
+        plan = original(*args, **kwargs)
+        preflight_done[0] = True
+        return plan
+    return traced
+
+
+for function in ("preflight", "plan_of"):  # plan_of: the layout with preflight's checks as facts
+    original = getattr(pre, function, None)
+    if original is None:
+        continue
+    traced = planned_by(original)
+    setattr(pre, function, traced)
+    for name, module in list(sys.modules.items()):  # modules that imported it by name
+        if name.split(".")[0] == "orchestrator" and getattr(module, function, None) is original:
+            setattr(module, function, traced)
 
 tracing = [False]
 
@@ -221,6 +230,7 @@ def is_decision(caller: str, callee: str, function: str) -> bool:
     """A step back to planning's deciding modules or, from the orchestrator, to the splits'
     resolution in workers.tasks.resolve (module docstring)."""
     planning = callee.split(".")[0] == "orchestrator" and callee.rsplit(".", 1)[-1] in DECIDING
+    planning = planning or callee.startswith("orchestrator.planning.facts.")  # one of preflight's checks
     return planning or (callee == "workers.tasks.resolve" and caller.split(".")[0] == "orchestrator")
 
 

@@ -25,8 +25,7 @@ from orchestrator.execution.evaluation import evaluate
 from orchestrator.execution.pool import serving_pool
 from orchestrator.execution.stages import run_bcwi, train_replicas, train_student
 from orchestrator.execution.watch import StageWatch
-from orchestrator.planning.model_inputs import adapter_of
-from orchestrator.planning.plan import Plan, applied_params
+from orchestrator.planning.plan import Plan, adapter_of, applied_params
 from orchestrator.tracking import promotion, registry, runs
 from orchestrator.tracking.ledger import LEDGER_FILE, write_ledger
 from orchestrator.tracking.version_record import VersionRecord

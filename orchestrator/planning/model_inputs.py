@@ -8,22 +8,16 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.planning.plan import adapter_of
 from pipelines.sections import BAG_LENGTH, BUILT_IN_LENGTH, LENGTH_CAP, LENGTH_PERCENTILE, LENGTH_SAMPLE
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.input_spec import InputSpec
 from workers.data.split_port import Split
-from workers.models.adapters import LoraSettings
 from workers.models.starting_weights import InitError, check_available
 from workers.names import is_hf, is_torchvision_weights
 
 if TYPE_CHECKING:
     from workers.models.hf import HfDirectory
-
-
-def adapter_of(spec: UpdateSpec) -> LoraSettings | None:
-    """The spec's `train.adapter` as the workers build it (None: the whole model trains)."""
-    adapter = spec.train.adapter
-    return None if adapter is None else LoraSettings.from_record(adapter.model_dump())
 
 
 def check_init_available(spec: UpdateSpec) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.planning.model_inputs import adapter_of
 from orchestrator.planning.resources import device, threads
 from orchestrator.tracking.version_refs import VersionRef
 from pipelines.defaults import recipe_for
@@ -21,6 +20,7 @@ from pipelines.spec import MethodSpec, UpdateSpec, WorkerResources
 from workers import storage
 from workers.data.input_spec import InputSpec
 from workers.data.split_port import Split
+from workers.models.adapters import LoraSettings
 from workers.names import REPLICA_METHODS
 from workers.tasks.records import DataRequest, TrainJob
 from workers.training.config import TrainConfig
@@ -32,6 +32,12 @@ def data_request(spec: UpdateSpec) -> DataRequest:
     return DataRequest(
         source=spec.data.source, kind=spec.data.kind, **spec.data.model_dump(exclude={"dataset", "path"})
     )
+
+
+def adapter_of(spec: UpdateSpec) -> LoraSettings | None:
+    """The spec's `train.adapter` as the workers build it (None: the whole model trains)."""
+    adapter = spec.train.adapter
+    return None if adapter is None else LoraSettings.from_record(adapter.model_dump())
 
 
 # MethodSpec fields that are not the objective's: `name` (the objective's method, below), `m` (the

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.planning.facts.kinds import Data, Found, OldFit, OldModel, OldVersion, Problems, Shape
-from orchestrator.planning.model_inputs import adapter_of
+from orchestrator.planning.plan import adapter_of
 
 if TYPE_CHECKING:
     from workers.data.dataset_splits import DataSplits
