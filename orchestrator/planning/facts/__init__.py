@@ -5,8 +5,9 @@ to one typed fact or the problems it found, one line each, named by the field th
     old_version.py    `old`: a path, a registry version (resolved to a local copy), or one an earlier
                       spec of the same `congruent check` registers
     architecture.py   `arch` resolves (a user factory is imported here, not in a worker)
-    data.py           the data: streaming settled, a streamed source opened, the splits read
-    streaming.py      what a streamed source does not support yet
+    source.py         the data source: streaming settled, a streamed source opened
+    data.py           the splits, read (held data) or taken from the opened stream
+    stream_support.py what the spec asks of a streamed source that it does not do yet
     old_model.py      the old checkpoint loaded (its architecture, classes, what it reads)
     old_fit.py        the old model against the data and the method (class count, inputs, bcwi, init: old)
     init_file.py      `init`'s weights can be read here
