@@ -14,7 +14,7 @@ STREAMED = {"table": "orchestrator.dataplane.table_tasks", "images": "orchestrat
 SCAN = {"table": "orchestrator.dataplane.table_streams", "images": "orchestrator.dataplane.image_streams"}
 FORMATS = {"delimited": "table", "jsonl": "table", "parquet": "table", "image_folder": "images"}
 WHOLE = ("idx", "npz")  # tensor files: read whole, never streamed (preflight refuses streaming: true on them)
-READERS = ("pyarrow.csv", "pyarrow.json", "pyarrow.parquet", "PIL")  # what only a format module may import
+FORMAT_LIBRARIES = ("pyarrow.csv", "pyarrow.json", "pyarrow.parquet", "PIL")  # what only a format module may import
 
 
 @pytest.fixture(scope="module")
@@ -22,12 +22,23 @@ def graph():
     return grimp.build_graph("workers", "orchestrator", "pipelines")
 
 
+TABLES = "workers.data.formats.tables"  # the table readers by suffix
+
+
+def reads_with(graph, importer: str, module: str) -> bool:
+    """`importer` imports the reader `module` itself, or through the table readers by suffix."""
+    direct = graph.direct_import_exists
+    return direct(importer=importer, imported=module) or (
+        direct(importer=importer, imported=TABLES) and direct(importer=TABLES, imported=module)
+    )
+
+
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_a_streamed_format_is_one_module_both_paths_import(graph, name):
     module, kind = f"workers.data.formats.{name}", FORMATS[name]
-    assert graph.direct_import_exists(importer=IN_MEMORY[kind], imported=module)
-    assert graph.direct_import_exists(importer=STREAMED[kind], imported=module)  # Ray Data's reading tasks
-    assert graph.direct_import_exists(importer=SCAN[kind], imported=module)  # the stream's scan in preflight
+    assert reads_with(graph, IN_MEMORY[kind], module)
+    assert reads_with(graph, STREAMED[kind], module)  # Ray Data's reading tasks
+    assert reads_with(graph, SCAN[kind], module)  # the stream's scan in preflight
 
 
 @pytest.mark.parametrize("name", WHOLE)
@@ -47,5 +58,13 @@ def test_no_module_of_either_path_reads_a_format_itself():
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
                 if isinstance(node, ast.ImportFrom) and node.module:
                     names = [node.module]
-                offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.startswith(READERS)]
+                offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.startswith(FORMAT_LIBRARIES)]
     assert not offenders, offenders
+
+
+def test_every_table_suffix_a_spec_may_name_has_its_reader():
+    from workers.data.formats.tables import READERS
+    from workers.names import TEXT_FORMATS
+
+    assert sorted(READERS) == sorted(TEXT_FORMATS)
+    assert all(callable(reader.batches) and callable(reader.column) for reader in READERS.values())

@@ -176,8 +176,10 @@ def open_image_stream(
     if num_classes is not None and num_classes != len(classes):
         raise DataError(f"{root}: {len(classes)} class folders, but data.num_classes = {num_classes}")
     sample = [files[i] for i in np.linspace(0, len(files) - 1, min(SAMPLED, len(files))).astype(int)]
-    channels = 3 if any(_is_colour(os.path.join(base, f)) for f in sample) else 1
-    size, resize = image_size or _size_of(os.path.join(base, sample[0])), image_size is not None
+    paths = [os.path.join(base, f) for f in sample]
+    channels = 3 if any(is_colour(file_bytes(path), path) for path in paths) else 1
+    # without image_size, a tree of S×S images of one S
+    size, resize = image_size or square_side(file_bytes(paths[0]), paths[0]), image_size is not None
     ids = key_ids(files)
     codes = split_codes(ids, val_fraction, eval_fraction)
     all_labels = np.array(labels, dtype=np.int64)
@@ -199,12 +201,3 @@ def open_image_stream(
     )
     skipped = tuple(sorted(os.path.relpath(p, base) for p in problems))
     return StreamedSplits(splits[0], splits[1], splits[2], fingerprint, root, skipped)
-
-
-def _is_colour(path: str) -> bool:
-    return is_colour(file_bytes(path), path)
-
-
-def _size_of(path: str) -> int:
-    """The side of a square image (a tree without image_size must hold S×S images of one S)."""
-    return square_side(file_bytes(path), path)

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from orchestrator.dataplane.objects import open_input
-from workers.data.formats import delimited, jsonl, parquet
 from workers.data.formats.rows import values
+from workers.data.formats.tables import table_format
 from workers.data.input_spec import InputSpec
 from workers.data.keys import key_ids, split_codes, text_keys
 from workers.data.selection import ALL, Selection
@@ -185,13 +185,8 @@ def shard_batches(shards: Shards, file: str) -> Iterator[Any]:
     """One shard's text and label columns as pyarrow record batches, read in turn by its format's
     reader (bounded memory: a Parquet or CSV shard streams; a JSONL shard is read whole, one shard at
     a time)."""
-    columns = shards.columns
-    if shards.suffix in parquet.SUFFIXES:
-        yield from parquet.batches(opened(file), columns)
-    elif shards.suffix in jsonl.SUFFIXES:
-        yield from jsonl.batches(opened(file), shards.encoding, columns)
-    else:
-        yield from delimited.batches(lambda: opened(file), shards.suffix, shards.encoding, columns)
+    reader = table_format(shards.suffix)
+    yield from reader.batches(lambda: opened(file), shards.suffix, shards.encoding, shards.columns)
 
 
 def scan_rows(table: Any, shards: Shards, file: str) -> tuple[list[str], list[str], bool]:

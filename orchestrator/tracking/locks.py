@@ -204,11 +204,11 @@ def refuse_other_backend(client: Any, model: str, backend: LockBackend) -> None:
     except MlflowException:
         return  # not registered yet: its first registration records the backend (`claim_backend`)
     if recorded is not None and recorded != backend.name:
-        theirs = BACKEND_WORDS.get(recorded, (recorded, recorded))[1]
-        raise RegistryError(
-            f"{model}: its registry locks are {theirs} ({LOCK_BACKEND_TAG}={recorded}), but this process would "
-            f"take {backend.description}; run it with the lock settings (CONGRUENT_LOCK_DSN, MLFLOW_TRACKING_URI) "
-            f"of the processes that register {model}"
+        raise _guarded_otherwise(
+            model,
+            recorded,
+            f"would take {backend.description}; run it with the lock settings (CONGRUENT_LOCK_DSN, "
+            f"MLFLOW_TRACKING_URI) of the processes that register {model}",
         )
 
 
@@ -226,11 +226,16 @@ def claim_backend(client: Any, model: str, backend: str) -> None:
     if recorded is None:
         client.set_registered_model_tag(model, LOCK_BACKEND_TAG, backend)
     elif recorded != backend:
-        theirs, mine = BACKEND_WORDS.get(recorded, (recorded, recorded))[1], BACKEND_WORDS[backend][0]
-        raise RegistryError(
-            f"{model}: its registry locks are {theirs} ({LOCK_BACKEND_TAG}={recorded}), but this process took "
-            f"{mine}; nothing was registered"
-        )
+        raise _guarded_otherwise(model, recorded, f"took {BACKEND_WORDS[backend][0]}; nothing was registered")
+
+
+def _guarded_otherwise(model: str, recorded: str, what_this_process_does: str) -> RegistryError:
+    """The one line of a model whose recorded lock backend is not this process's."""
+    theirs = BACKEND_WORDS.get(recorded, (recorded, recorded))[1]
+    return RegistryError(
+        f"{model}: its registry locks are {theirs} ({LOCK_BACKEND_TAG}={recorded}), but this process "
+        + what_this_process_does
+    )
 
 
 @dataclass(frozen=True)
@@ -239,16 +244,16 @@ class RegistryLeases:
 
     client: Any
     name = "mlflow"
-    description = "an MLflow registry lease"  # BACKEND_WORDS[name][0]
+    description = "an MLflow registry lease"
 
     def taker(self, lock: str, deadline: float) -> LeaseTaker:
         return LeaseTaker(self.client, lock)
 
 
-# each backend's lock in words, one and many (pg_locks.AdvisoryLocks.name is "postgresql")
+# each backend's lock in words, one and many
 BACKEND_WORDS = {
     RegistryLeases.name: (RegistryLeases.description, "MLflow registry leases"),
-    "postgresql": ("a PostgreSQL advisory lock", "PostgreSQL advisory locks"),
+    pg_locks.AdvisoryLocks.name: (pg_locks.AdvisoryLocks.description, "PostgreSQL advisory locks"),
 }
 
 

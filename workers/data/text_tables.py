@@ -14,6 +14,7 @@ import torch
 
 from workers.data.formats import delimited, jsonl, parquet
 from workers.data.formats.rows import MISSING, Row, json_type
+from workers.data.formats.tables import table_format
 from workers.data.keys import key_ids
 from workers.data.text import TextSet
 from workers.errors import DataError, first_line
@@ -105,12 +106,7 @@ def id_values(path: Path, suffix: str, encoding: str, column: str) -> list[objec
     import pyarrow as pa  # type: ignore[import-untyped]
 
     try:
-        if suffix in parquet.SUFFIXES:
-            found, names = parquet.column(path, column)
-        elif suffix in jsonl.SUFFIXES:
-            found, names = jsonl.column(path, encoding, column)
-        else:
-            found, names = delimited.column(path, suffix, encoding, column)
+        found, names = table_format(suffix).column(path, suffix, encoding, column)
     except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
         raise DataError(f"{path}: cannot read ({first_line(e)})") from None
     if found is None:

@@ -17,7 +17,7 @@ def check(found: Found) -> ModelInputs | Problems | None:
     if data is None or found.get(InitFile) is None:
         return None
     if not (found.settle_inputs or fits_checked(found)):
-        return ModelInputs(None, settled=False)
+        return None  # `congruent check`: no later check needs them, so no tokenizer is trained
     train = data.splits.train
     try:
         return ModelInputs(text_inputs(spec, train) if train.modality == "text" else image_inputs(spec, train))

@@ -123,10 +123,9 @@ class InitFile:
 @dataclass(frozen=True)
 class ModelInputs:
     """What the version's new models read: a tokenizer, the images' normalisation (None: the fixed
-    map of images to [−1, 1]); `settled` False: not settled, no check needed it (`congruent check`)."""
+    map of images to [−1, 1])."""
 
     inputs: InputSpec | None
-    settled: bool = True
 
 
 @dataclass(frozen=True)

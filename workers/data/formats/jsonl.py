@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -42,12 +42,12 @@ def columns(source: Any, encoding: str = "utf-8") -> list[str]:
     return list(pajson.open_json(source).schema.names)
 
 
-def batches(source: Any, encoding: str, columns: list[str]) -> Iterator[Any]:
+def batches(open_source: Callable[[], Any], suffix: str, encoding: str, columns: list[str]) -> Iterator[Any]:
     """A shard's `columns` as record batches (the shard is read whole: one shard at a time)."""
-    yield from table(source, encoding).select(columns).to_batches(BATCH_ROWS)
+    yield from table(open_source(), encoding).select(columns).to_batches(BATCH_ROWS)
 
 
-def column(path: Any, encoding: str, name: str) -> tuple[list[Any] | None, list[str]]:
+def column(path: Any, suffix: str, encoding: str, name: str) -> tuple[list[Any] | None, list[str]]:
     """Every value of key `name` of a local file, in line order (None: no such key), and its keys."""
     read = table(path, encoding)
     names = list(read.schema.names)

@@ -5,7 +5,7 @@ record batch at a time). The columns as stored (always UTF-8). Imports pyarrow o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -29,12 +29,13 @@ def table(source: Any, names: list[str]) -> Any:
     return pq.read_table(source, columns=names)
 
 
-def batches(source: Any, names: list[str]) -> Iterator[Any]:
-    """The columns `names` as record batches of BATCH_ROWS rows, read in turn (bounded memory)."""
-    yield from pq.ParquetFile(source).iter_batches(batch_size=BATCH_ROWS, columns=names)
+def batches(open_source: Callable[[], Any], suffix: str, encoding: str, names: list[str]) -> Iterator[Any]:
+    """The columns `names` as record batches of BATCH_ROWS rows, read in turn (bounded memory; Parquet
+    is always UTF-8)."""
+    yield from pq.ParquetFile(open_source()).iter_batches(batch_size=BATCH_ROWS, columns=names)
 
 
-def column(path: Any, name: str) -> tuple[list[Any] | None, list[str]]:
+def column(path: Any, suffix: str, encoding: str, name: str) -> tuple[list[Any] | None, list[str]]:
     """Every value of column `name` of a local file, in row order (None: no such column), and its columns."""
     names, _ = columns(path)
     return (values(table(path, [name]), name) if name in names else None), names
