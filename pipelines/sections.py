@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from workers.names import METHODS, is_glob, is_s3, is_table
+from workers.names import AUTO_CANDIDATES, METHODS, is_glob, is_s3, is_table
 
 
 class _Strict(BaseModel):
@@ -168,7 +168,10 @@ class MethodSpec(_Strict):
     name: Literal[METHODS] = Field(  # type: ignore[valid-type]
         "none",
         description="the treatment; none (the default): one plain model, what a first version is; kd, fd-*, "
-        "dynamic-fd and bcwi need `old`; elodi and ensemble train `m` replicas",
+        "dynamic-fd and bcwi need `old`; elodi and ensemble train `m` replicas; auto (needs `old`): trains "
+        "no treatment and the `candidates` that fit `budget`, and ships the one with the lowest NFR on the val "
+        "split among those whose val ER is at most no treatment's + `max_er_increase` (the eval split is "
+        "never used to choose)",
     )
     m: int = Field(
         8,
@@ -200,6 +203,36 @@ class MethodSpec(_Strict):
         tuple(i / 10 for i in range(11)), min_length=1, description="BCWI: interpolation weights tried on the val split"
     )
     bcwi_er_tolerance: float = Field(0.005, ge=0, description="BCWI: allowed val ER above α = 0")
+    candidates: tuple[str, ...] = Field(
+        AUTO_CANDIDATES[1:],
+        min_length=1,
+        description="auto: the treatments it may train beside no treatment (always trained: the ER it is held "
+        f"to), cheapest first: {', '.join(AUTO_CANDIDATES[1:])}. bcwi only where `arch` is the old model's; "
+        "elodi-legacy is elodi with the legacy term (λ `legacy_weight`, else 0.8); the two elodi share `m` replicas",
+    )
+    budget: int | None = Field(
+        None,
+        ge=2,
+        description="auto: the most trainings it runs (each a full training of `arch`, a replica one each); "
+        "candidates are taken cheapest first while they fit: no treatment, kd, fd-lm and bcwi 1 each, "
+        "elodi-legacy m + 1 (its replicas), elodi 1 more. null: every candidate",
+    )
+    max_er_increase: float = Field(
+        0.003,
+        ge=0,
+        le=1,
+        description="auto: a candidate is eligible when its val ER is at most no treatment's val ER + this "
+        "(a fraction: 0.003 is 0.3 points); no treatment itself always is",
+    )
+
+    @field_validator("candidates")
+    @classmethod
+    def _known_candidates(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [v for v in values if v not in AUTO_CANDIDATES[1:]]
+        if unknown:
+            known = ", ".join(AUTO_CANDIDATES[1:])
+            raise ValueError(f"unknown auto candidates {', '.join(unknown)}; the known: {known}")
+        return tuple(dict.fromkeys(values))  # each once, in the order written
 
     @field_validator("bcwi_alphas")
     @classmethod

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from pipelines.auto import AUTO_ONLY_FIELDS, auto_choice
 from pipelines.defaults import recipe_for
 from pipelines.operations import (
     PromoteSpec,
@@ -166,8 +167,9 @@ class UpdateSpec(_Strict):
         if self.data.unlabelled is not None and self.method.name != "elodi":
             name = self.method.name
             problems.append(f"data.unlabelled: only an elodi student distils on unlabelled texts; method is {name}")
-        if self.method.legacy_weight is not None and self.method.name != "elodi":
-            problems.append("method.legacy_weight: only elodi has a legacy term")
+        if self.method.legacy_weight is not None and self.method.name not in ("elodi", "auto"):
+            problems.append("method.legacy_weight: only elodi (and auto's elodi-legacy) has a legacy term")
+        problems += self._auto_problems()
         problems += self._init_problems()
         if self.train.adapter is not None and not is_hf(self.arch):
             problems.append(f"train.adapter: LoRA adapters are for hf:DIR models; arch is {self.arch}")
@@ -195,6 +197,26 @@ class UpdateSpec(_Strict):
             if self.resources.student.workers > 1:
                 problems.append("resources.student.workers: each Tune trial trains in one task; set 1")
         return problems
+
+    def _auto_problems(self) -> list[str]:
+        """The auto-only fields with another method, and an auto budget that leaves no treatment to try."""
+        method = self.method
+        defaults = {name: MethodSpec.model_fields[name].default for name in AUTO_ONLY_FIELDS}
+        if method.name != "auto":
+            return [
+                f"method.{name}: only method auto has {name}"
+                for name, default in defaults.items()
+                if getattr(method, name) != default
+            ]
+        choice = auto_choice(method)
+        if len(choice.candidates) == 1:
+            costs = {name: method.m + 1 if name.startswith("elodi") else 1 for name in method.candidates}
+            cheapest = min(costs, key=costs.__getitem__)
+            return [
+                f"method.budget: {method.budget} trainings leave auto no candidate beside no treatment "
+                f"(it takes 1, the cheapest candidate, {cheapest}, {costs[cheapest]} more)"
+            ]
+        return []
 
     def _init_problems(self) -> list[str]:
         init, problems = self.init, []
@@ -244,7 +266,10 @@ class UpdateSpec(_Strict):
     @property
     def spec_hash(self) -> str:
         """sha256 of the canonical JSON of the spec; 12 hex digits."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        document = self.model_dump(mode="json")
+        if self.method.name != "auto":  # the auto-only fields (their defaults): hashes of earlier releases hold
+            document["method"] = {k: v for k, v in document["method"].items() if k not in AUTO_ONLY_FIELDS}
+        canonical = json.dumps(document, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 

@@ -187,6 +187,14 @@ CASES = [
         _run_text("tabs", "model: corpus\ndata:\n\ttrain_limit: 3\n"),
     ),
     BadInput("yaml-not-a-mapping", "must be a YAML mapping", _run_text("list", "- model\n- version\n")),
+    BadInput(
+        "auto-budget-too-small",
+        "method.budget: 4 trainings leave auto no candidate beside no treatment",
+        _run_spec(
+            "auto-budget",
+            _with(method={"name": "auto", "candidates": ["elodi-legacy", "elodi"], "m": 4, "budget": 4}, old="x.pt"),
+        ),
+    ),
     BadInput("yaml-empty-file", "must be a YAML mapping", _run_text("empty", "")),
     BadInput("spec-not-utf8", "cannot read", _run_text("binary", b"model: \xff\xfe\x00corpus\n")),
     BadInput("spec-missing-file", "cannot read", lambda folder, assets: ["run", str(folder / "nowhere.yaml")]),

@@ -196,7 +196,7 @@ def test_resources_beyond_this_machine_are_refused_before_ray_starts_or_mlflow_i
 
 def test_a_version_is_tagged_without_empty_lineage_or_flip_tags(digits_folder):
     """v1 has no parent and no flips: its registry tags leave them out instead of holding ""."""
-    from orchestrator.driver.pipeline import version_record
+    from orchestrator.driver.publish import version_record
 
     plan = preflight(spec(data={"path": str(digits_folder)}))
     tags = version_record(plan.spec, plan, {"error_rate": 0.25}).to_tags()

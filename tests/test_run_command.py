@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fresh_python import fresh_python
 from orchestrator.commands.run import json_result
-from orchestrator.driver.pipeline import PipelineResult
+from orchestrator.driver.publish import PipelineResult
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -60,7 +60,10 @@ resources: {replica: {cpus: 1, gpus: 0}, teacher_actors: 2}
         (with_(method__name="fd-lm"), "old: method 'fd-lm' needs an old model"),
         (with_(method__name="bcwi"), "old: method 'bcwi' needs an old model"),
         (with_(method__name="elodi", method__legacy_weight=0.5), "old: legacy_weight needs an old model"),
-        (with_(method__name="kd", method__legacy_weight=0.5, old="x.pt"), "only elodi has a legacy term"),
+        (
+            with_(method__name="kd", method__legacy_weight=0.5, old="x.pt"),
+            "only elodi (and auto's elodi-legacy) has a legacy term",
+        ),
         (with_(data__subset="most"), "data.subset"),
         (with_(data__dataset="fashion-mnist", data__path="/tmp"), "either dataset or path"),
         (with_(resources__teacher_actors=-1), "resources.teacher_actors"),
@@ -174,7 +177,7 @@ def test_every_cross_field_problem_is_a_line_of_its_own():
         parse_spec(with_(method__name="kd", method__legacy_weight=0.5, tokenizer={"vocab_size": 500}))
     assert caught.value.problems == [
         "old: method 'kd' needs an old model (a registry reference NAME@ALIAS or a checkpoint path)",
-        "method.legacy_weight: only elodi has a legacy term",
+        "method.legacy_weight: only elodi (and auto's elodi-legacy) has a legacy term",
         "tokenizer: only text data has a tokenizer; the data is images",
     ]
 

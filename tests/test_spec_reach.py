@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.planning.preflight import preflight
+from pipelines.auto import AUTO_ONLY_FIELDS
 from pipelines.spec import parse_spec
 from test_plan import BASE, spec
 
@@ -78,6 +79,8 @@ AROUND = {
     ("data", "unlabelled"): {"arch": "text-bag", "data": {"dataset": "tweet-sentiment"}},  # texts for a text model
 }
 SAME_AS_DEFAULT = {("data", "dataset")}  # fashion-mnist is the source without it; tweet-sentiment needs a text arch
+# method auto's own fields (only auto may set them): they reach its candidates and its choice, tested below
+SAME_AS_DEFAULT |= {("method", name) for name in AUTO_ONLY_FIELDS}
 
 
 def consumers(document: dict) -> tuple:
@@ -181,6 +184,22 @@ def test_text_replicas_are_keyed_by_the_trained_tokenizer_not_its_settings():
 
     one, other = ["good flight", "bad crew", "lost bags"] * 10, ["late again", "thanks so much", "never again"] * 10
     assert replica_uri(one) == replica_uri(one) != replica_uri(other)
+
+
+def test_auto_fields_reach_its_candidates_and_its_choice():
+    """`candidates` and `budget` change what Plan.auto trains; `max_er_increase` what it ships."""
+    from pipelines.auto import auto_choice
+    from workers.trial_choice import CandidateScore, choose_candidate
+
+    def trained(**method):
+        parsed = parse_spec({**BASE, "old": "old.pt", "method": {"name": "auto", "m": 2, **method}})
+        return [c.name for c in auto_choice(parsed.method).candidates]
+
+    every = trained()
+    assert trained(candidates=["kd"]) == ["none", "kd"] != every
+    assert trained(budget=4) == ["none", "kd", "fd-lm", "bcwi"] != every
+    scores = [CandidateScore("none", 0.10, 0.02, 1, "a"), CandidateScore("kd", 0.104, 0.01, 1, "b")]
+    assert choose_candidate(scores, 0.003).name == "none" and choose_candidate(scores, 0.005).name == "kd"
 
 
 def record_reads(monkeypatch, *classes) -> dict:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestrator.driver.pipeline import version_record
+from orchestrator.driver.publish import version_record
 from orchestrator.tracking.version_record import VersionRecord, upper_bounds
 
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]

@@ -17,8 +17,10 @@ IMAGE_ARCHITECTURES = (
 TEXT_ARCHITECTURES = ("text-linear", "text-bag", "text-cnn", "text-transformer")
 ARCHITECTURES = IMAGE_ARCHITECTURES + TEXT_ARCHITECTURES
 OBJECTIVES = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi")  # what a model is trained to minimise
-METHODS = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi")  # an update pipeline's treatments
-NEEDS_OLD = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "bcwi")  # methods that read the old model
+METHODS = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi", "auto")  # an update's treatments
+NEEDS_OLD = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "bcwi", "auto")  # methods that read the old model
+# what `method: auto` may train, cheapest first (pipelines/auto.py): no treatment is always one of them
+AUTO_CANDIDATES = ("none", "kd", "fd-lm", "bcwi", "elodi-legacy", "elodi")
 REPLICA_METHODS = ("elodi", "ensemble")  # methods that train m replicas of the new architecture
 # how a registry lock's name ends (orchestrator/tracking/locks.py): no model may be named so
 LOCK_SUFFIX = r"\.[A-Za-z0-9_]+-lock$"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypedDict
 
 
@@ -37,3 +38,31 @@ def pick_trial(rows: Sequence[Scored], reference_error_rate: float, tolerance: f
     if not eligible:
         return None
     return min(eligible, key=lambda i: (rows[i]["nfr"], rows[i]["error_rate"], i))
+
+
+@dataclass
+class CandidateScore:
+    """One candidate of `method: auto`: its scores against the old model on the val split (chosen
+    on), on the regression-eval split (shown only, filled after the choice), its cost and checkpoint."""
+
+    name: str
+    val_error_rate: float
+    val_nfr: float
+    seconds: float
+    checkpoint: str
+    eligible: bool = False
+    error_rate: float | None = None
+    nfr: float | None = None
+
+
+def choose_candidate(candidates: list[CandidateScore], max_er_increase: float) -> CandidateScore:
+    """The lowest val NFR among the candidates whose val ER ≤ no treatment's val ER + `max_er_increase`
+    (no treatment, the candidate named "none", always qualifies; ties: lower val ER, then order); each
+    candidate's `eligible` set. Only val figures are read."""
+    reference = next(c for c in candidates if c.name == "none").val_error_rate
+    rows = [Scored(error_rate=c.val_error_rate, nfr=c.val_nfr) for c in candidates]
+    for c in candidates:
+        c.eligible = c.name == "none" or c.val_error_rate <= reference + max_er_increase
+    pick = pick_trial(rows, reference, max_er_increase)
+    assert pick is not None  # no treatment itself qualifies
+    return candidates[pick]

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         [
             r.version,
             r.label,
-            r.method,
+            r.method_shown,
             r.arch,
             r.parent_version or "—",
             percent(r.error_rate),

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.driver.pipeline import PipelineResult, run_pipeline
+from orchestrator.driver.pipeline import run_pipeline
+from orchestrator.driver.publish import PipelineResult
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.preflight import preflight
 from pipelines.spec import parse_spec

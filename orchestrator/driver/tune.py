@@ -335,7 +335,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
     """The search inside one MLflow run (a child run per replica and per trial), tune.json and the
     scatter `er_nfr.png` in `run_dir`; with `register_best`, the pick evaluated and registered as a
     new version. Returns the record and, when registered, the pick's PipelineResult."""
-    from orchestrator.driver.pipeline import PipelineResult, publish
+    from orchestrator.driver.publish import PipelineResult, publish
 
     spec = plan.spec
     started = time.perf_counter()

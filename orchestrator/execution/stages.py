@@ -136,9 +136,10 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
         return record
     options: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": job.name}
     client = None
+    if pool is not None:  # the student's resources are reserved with the pool (auto: also a plain candidate's)
+        options["scheduling_strategy"] = pool.student_strategy()
     if job.objective.references and pool is not None:
         client = pool.client(job.objective.references, pool_topk(job.objective, plan.splits.num_classes))
-        options["scheduling_strategy"] = pool.student_strategy()
     ref = stage_task(on_node).options(**options).remote(_train, job, watch.queue, client)
     try:
         record = ray.get(next(watch.wait({ref: job.name})))

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from orchestrator.planning.resources import device, threads
 from orchestrator.tracking.version_refs import VersionRef
+from pipelines.auto import AUTO_ONLY_FIELDS, AutoCandidate, AutoChoice, auto_choice
 from pipelines.defaults import recipe_for
 from pipelines.spec import MethodSpec, UpdateSpec, WorkerResources
 from workers import storage
@@ -41,13 +42,14 @@ def adapter_of(spec: UpdateSpec) -> LoraSettings | None:
 
 
 # MethodSpec fields that are not the objective's: `name` (the objective's method, below), `m` (the
-# replica count, Plan.replica_jobs) and BCWI's α sweep (Plan.bcwi_sweep)
-NOT_OBJECTIVE_FIELDS = {"name", "m", "bcwi_alphas", "bcwi_er_tolerance"}
+# replica count, Plan.replica_jobs), BCWI's α sweep (Plan.bcwi_sweep) and auto's (Plan.auto)
+NOT_OBJECTIVE_FIELDS = {"name", "m", "bcwi_alphas", "bcwi_er_tolerance", *AUTO_ONLY_FIELDS}
 
 
 def objective_of(method: MethodSpec) -> Objective:
     """The training objective of the deployed model (plain CE for bcwi's fine-tuning and the
     ensemble): every other field of the spec's `method` section passed by name."""
+    assert method.name != "auto", "auto trains its candidates' objectives (Plan.candidate)"
     name = "none" if method.name in ("ensemble", "bcwi") else method.name
     return Objective(name, **method.model_dump(exclude=NOT_OBJECTIVE_FIELDS))
 
@@ -116,7 +118,10 @@ class Demand:
 
 
 def cluster_demand(spec: UpdateSpec) -> Demand:
-    """The stages a spec's method runs, from the spec alone (so `congruent check` needs no plan)."""
+    """The stages a spec's method runs, from the spec alone (so `congruent check` needs no plan); auto
+    asks for the replicas' resources when its budget allows an elodi candidate."""
+    if spec.method.name == "auto":  # its students distil from the old model (kd, fd-lm) from one pool
+        return Demand(auto_choice(spec.method).replicas, True, spec.resources.teacher_actors)
     replicas = spec.method.name in REPLICA_METHODS
     serves = replicas or "old" in objective_of(spec.method).references
     return Demand(replicas, spec.method.name != "ensemble", spec.resources.teacher_actors if serves else 0)
@@ -149,6 +154,7 @@ class PlannedOld:
     parent: VersionRef | None = None
     written: str | None = None  # a path, NAME@ALIAS, NAME/VERSION
     classes: tuple[int, ...] | None = None
+    inputs: InputSpec | None = None  # method auto: what the old model reads (its bcwi candidate's inputs)
 
 
 @dataclass(frozen=True)
@@ -171,10 +177,18 @@ class Plan:
     splits: PlannedSplits
     old: PlannedOld = field(default_factory=PlannedOld)
     start: ModelStart = field(default_factory=ModelStart)
+    auto: AutoChoice | None = None  # method auto: the candidates it trains
 
     @property
     def method(self) -> str:
         return self.spec.method.name
+
+    def candidate(self, candidate: AutoCandidate) -> Plan:
+        """The plan of one of auto's candidates: the spec with the candidate's method section (its
+        checkpoints are those of a spec naming that method), bcwi reading what the old model reads."""
+        start = replace(self.start, inputs=self.old.inputs) if candidate.name == "bcwi" else self.start
+        spec = self.spec.model_copy(update={"method": candidate.method})
+        return replace(self, spec=spec, start=start, auto=None)
 
     @property
     def objective(self) -> Objective:

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from orchestrator.planning.facts import (
     architecture,
+    auto_candidates,
     data,
     init_file,
     init_fit,
@@ -28,6 +29,7 @@ from orchestrator.planning.facts import (
     stream_support,
 )
 from orchestrator.planning.facts.kinds import (
+    AutoCandidates,
     Check,
     Data,
     Found,
@@ -55,6 +57,7 @@ CHECKS: tuple[Check, ...] = (
     stream_support.check,
     old_model.check,
     old_fit.check,
+    auto_candidates.check,
     init_file.check,
     inputs.check,
     init_fit.check,
@@ -99,6 +102,7 @@ def plan_of(found: Found) -> Plan:
     spec, request, splits = found.settled, _needed(found, Source).request, _needed(found, Data).splits
     old, fit = found.get(OldVersion), found.get(OldFit)
     old_model, init = found.get(OldModel), _needed(found, InitFile)
+    auto = found.get(AutoCandidates)
     unlabelled = splits.unlabelled
     return Plan(
         spec,
@@ -112,12 +116,17 @@ def plan_of(found: Found) -> Plan:
             splits.distillation_split if spec.method.name == "elodi" else splits.train,
             None if unlabelled is None else (len(unlabelled), splits.unlabelled_dropped),
         ),
-        PlannedOld() if old is None else PlannedOld(old.parent, old.written, None if fit is None else fit.classes),
+        PlannedOld()
+        if old is None
+        else PlannedOld(
+            old.parent, old.written, None if fit is None else fit.classes, None if auto is None else auto.bcwi_inputs
+        ),
         ModelStart(
             _needed(found, ModelInputs).inputs,
             old_model.digest if spec.init == "old" and old_model is not None else init.key,
             directory_digest(spec.arch.removeprefix(HF_PREFIX)) if is_hf(spec.arch) else None,
         ),
+        None if auto is None else auto.choice,
     )
 
 
@@ -142,4 +151,9 @@ def summary(found: Found) -> str:
     if splits.unlabelled is not None:
         data_line += f", and {len(splits.unlabelled):,} unlabelled texts ({splits.unlabelled_dropped:,} left out)"
     old_line = f"old {old.written}" if old is not None else "no old version (a first version)"
-    return f"{spec.model} {spec.version}: {method}, {spec.arch}; {data_line}; {old_line}"
+    line = f"{spec.model} {spec.version}: {method}, {spec.arch}; {data_line}; {old_line}"
+    auto = found.get(AutoCandidates)
+    if auto is not None:
+        limit = f"val ER ≤ no treatment's + {100 * spec.method.max_er_increase:g} pt"
+        line += "\n" + "\n".join(auto.choice.lines()) + f"\nauto ships the lowest val NFR among those with {limit}"
+    return line

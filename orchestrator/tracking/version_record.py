@@ -49,6 +49,8 @@ class VersionRecord:
     n_compared: int | None = None
     nfr_classes: tuple[int, ...] | None = None
     class_names: tuple[str, ...] = ()
+    chosen: str = ""  # method auto: the candidate it shipped
+    candidates: tuple[dict[str, Any], ...] = ()  # method auto: every candidate's val and eval ER / NFR, seconds
     aliases: tuple[str, ...] = ()  # not a tag: the registered model's aliases pointing here
     created: str = ""  # not a tag: when MLflow registered it (local ISO time, in seconds)
 
@@ -75,6 +77,11 @@ class VersionRecord:
             "nfr_classes": None if self.nfr_classes is None else ",".join(map(str, self.nfr_classes)),
         }
         tags.update({k: v for k, v in optional.items() if v is not None})
+        if self.chosen:
+            tags["auto_choice"] = self.chosen
+        candidates = json.dumps([{k: _rounded(v) for k, v in c.items()} for c in self.candidates])
+        if self.candidates and len(candidates) <= MAX_TAG:
+            tags["auto_candidates"] = candidates
         names = json.dumps(list(self.class_names))
         if self.class_names and len(names) <= MAX_TAG:
             tags["classes"] = names
@@ -103,6 +110,8 @@ class VersionRecord:
             n_compared=int(tags["n_compared"]) if tags.get("n_compared") else None,
             nfr_classes=_classes(tags.get("nfr_classes")),
             class_names=_names(tags.get("classes")),
+            chosen=tags.get("auto_choice", ""),
+            candidates=_candidates(tags.get("auto_candidates")),
             aliases=aliases,
             created=created,
         )
@@ -112,6 +121,11 @@ class VersionRecord:
         """The record of an MLflow ModelVersion (its tags, number and registration time)."""
         created = datetime.datetime.fromtimestamp(mv.creation_timestamp / 1000).isoformat(timespec="seconds")
         return cls.from_tags(mv.tags or {}, str(mv.version), aliases, created)
+
+    @property
+    def method_shown(self) -> str:
+        """The method as tables show it: `auto → kd` for auto's choice."""
+        return f"{self.method} → {self.chosen}" if self.chosen else self.method
 
     @property
     def nfr_upper(self) -> float | None:
@@ -136,6 +150,7 @@ class VersionRecord:
             "nfr_upper": self.nfr_upper,
             "er_increase_upper": self.er_increase_upper,
             "fingerprint": self.fingerprint,
+            **({"auto": {"chosen": self.chosen, "candidates": list(self.candidates)}} if self.chosen else {}),
             "aliases": list(self.aliases),
             "created": self.created,
         }
@@ -178,3 +193,15 @@ def _names(text: str | None) -> tuple[str, ...]:
     except ValueError:
         return ()
     return tuple(map(str, names)) if isinstance(names, list) else ()
+
+
+def _rounded(value: Any) -> Any:
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def _candidates(text: str | None) -> tuple[dict[str, Any], ...]:
+    try:
+        rows = json.loads(text) if text else []
+    except ValueError:
+        return ()
+    return tuple(r for r in rows if isinstance(r, dict)) if isinstance(rows, list) else ()

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def percent(fraction: float | None, none: str = "—", digits: int = 2) -> str:
     """A fraction as a percentage, `0.1234 → "12.34%"`; `none` where there is no value (a version
     without a parent: "—"; an undefined Rel-NFR: "undefined")."""
     return none if fraction is None else f"{100 * fraction:.{digits}f}%"
+
+
+def bcwi_line(bcwi: Any) -> str:
+    """BCWI's pick as the progress line says it: α and its val ER and NFR (a BcwiRecord)."""
+    picked = next(row for row in bcwi.sweep if row["alpha"] == bcwi.alpha)
+    return (
+        f"BCWI: α = {bcwi.alpha} picked on the validation split (val ER {100 * picked['error_rate']:.2f}%, "
+        f"val NFR {100 * picked['nfr']:.2f}%)"
+    )

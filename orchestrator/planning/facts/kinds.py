@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pipelines.auto import AutoChoice
 from pipelines.spec import UpdateSpec
 
 if TYPE_CHECKING:
@@ -131,6 +132,15 @@ class ModelInputs:
 @dataclass(frozen=True)
 class InitFit:
     """`init`'s weights and `train.adapter`'s targets fit the version's model (or nothing to fit)."""
+
+
+@dataclass(frozen=True)
+class AutoCandidates:
+    """`method: auto`: what it trains and leaves out; `bcwi_inputs`: what bcwi's model reads (the
+    old model's inputs: it starts from, and interpolates with, the old weights)."""
+
+    choice: AutoChoice
+    bcwi_inputs: InputSpec | None = None
 
 
 @dataclass(frozen=True)

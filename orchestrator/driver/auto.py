@@ -1,0 +1,207 @@
+"""`method: auto`: no treatment and the candidates that fit the budget (plan.auto), each trained as a
+spec naming its method would train it, scored on the val split; the lowest val NFR among those whose
+val ER is at most no treatment's + `max_er_increase` is shipped. One pipeline run:
+
+    replicas    m Ray tasks, once, when an elodi candidate is trained (both elodi share them)
+    pool        Ray actors serving the old model (and the replicas), shared by every student
+    candidates  one Ray task each, in turn (bcwi: its fine-tuning, then α on val)
+    choice      on val only (workers/trial_choice.py, `choose_candidate`)
+    shown       every candidate on the regression-eval split, after the choice: never chosen on
+    evaluate    the choice, as `run` evaluates a model; then publish (pipeline.py)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrator.driver.publish import PipelineResult, log_data_counts, publish
+from orchestrator.execution.evaluation import eval_split_predictions, evaluate
+from orchestrator.execution.pool import serving_pool
+from orchestrator.execution.stages import run_bcwi, train_replicas, train_student
+from orchestrator.execution.watch import StageWatch
+from orchestrator.planning.plan import Plan, applied_params
+from orchestrator.tracking import runs
+from orchestrator.views import plots
+from orchestrator.views.format import bcwi_line, percent
+from workers.metrics import update_report
+from workers.tasks.records import BcwiRecord, TrainRecord
+from workers.trial_choice import CandidateScore, choose_candidate
+
+
+@dataclasses.dataclass
+class AutoRecord:
+    """What auto trained, how each scored, what it chose (auto.json; the version's tags)."""
+
+    chosen: str
+    max_er_increase: float
+    candidates: list[CandidateScore]
+    skipped: list[tuple[str, str]]
+
+
+@dataclasses.dataclass
+class Trained:
+    """The candidates' trainings: the replicas (shared by the elodi candidates), each candidate's
+    training record, bcwi's sweep, and their scores on val."""
+
+    replicas: list[TrainRecord]
+    records: dict[str, TrainRecord]
+    bcwi: BcwiRecord | None
+    scores: list[CandidateScore]
+
+
+def auto_titles(plan: Plan) -> list[str]:
+    """The numbered stages auto runs, as the progress lines name them."""
+    assert plan.auto is not None
+    titles = []
+    if plan.auto.replicas:
+        titles.append(f"training {plan.spec.method.m} replicas of {plan.spec.arch} in parallel (for elodi)")
+    titles += [f"training candidate {c.name}" for c in plan.auto.candidates]
+    titles.append("choosing on the validation split, then evaluating on the regression-eval split")
+    return [f"stage {i}/{len(titles)}: {title}" for i, title in enumerate(titles, 1)]
+
+
+def train_candidates(plan: Plan, watch: StageWatch) -> Trained:
+    """The replicas once (an elodi candidate), one teacher pool for every student, each candidate's
+    training in turn, bcwi's α on val; each candidate's val ER and NFR against the old model."""
+    assert plan.auto is not None and plan.spec.old is not None  # auto needs old (the spec's validator)
+    titles = iter(auto_titles(plan))
+    plans = {c.name: plan.candidate(c) for c in plan.auto.candidates}
+    replicas: list[TrainRecord] = []
+    replica_seconds = 0.0
+    elodi = [name for name in plans if name.startswith("elodi")]
+    if elodi:
+        watch.say(next(titles))
+        started = time.perf_counter()
+        replicas = train_replicas(plans[elodi[0]], watch)
+        replica_seconds = time.perf_counter() - started
+    groups = {"old": [plan.spec.old], **({"teacher": [r.checkpoint for r in replicas]} if replicas else {})}
+    data_parallel = plan.spec.resources.student.workers > 1
+    records: dict[str, TrainRecord] = {}
+    bcwi, scores = None, []
+    with serving_pool(plan, groups, with_student=not data_parallel, spread=data_parallel) as pool:
+        for name, candidate in plans.items():
+            watch.say(next(titles))
+            own = candidate.teacher_groups([r.checkpoint for r in replicas] if name.startswith("elodi") else [])
+            in_process = own if pool is None and candidate.objective.references else None
+            job = dataclasses.replace(candidate.student_job(teachers=in_process), name=f"candidate-{name}")
+            records[name] = train_student(candidate, watch, pool, job)
+    for name, record in records.items():
+        seconds = record.seconds + (replica_seconds if elodi and name == elodi[0] else 0.0)  # it paid for them
+        if name == "bcwi":  # after the pool is gone: its task is not one the pool reserved
+            started = time.perf_counter()
+            bcwi = run_bcwi(plans[name], record)
+            watch.say(bcwi_line(bcwi))
+            picked = next(row for row in bcwi.sweep if row["alpha"] == bcwi.alpha)
+            seconds += time.perf_counter() - started
+            scores.append(CandidateScore(name, picked["error_rate"], picked["nfr"], seconds, bcwi.checkpoint))
+            continue
+        assert record.val_error_rate is not None and record.history  # the stages train with the val split
+        val_nfr = record.history[-1]["val_nfr"]
+        scores.append(CandidateScore(name, record.val_error_rate, val_nfr, seconds, record.checkpoint))
+    return Trained(replicas, records, bcwi, scores)
+
+
+def score_on_eval(plan: Plan, scores: list[CandidateScore]) -> None:
+    """Every candidate's ER and NFR on the regression-eval split, in one pass (shown beside the val
+    figures, after the choice; flips counted on the old model's classes)."""
+    assert plan.spec.old is not None
+    ids = eval_split_predictions(plan, {"old": plan.spec.old, **{c.name: c.checkpoint for c in scores}})
+    labels = plan.splits.eval_labels
+    known = np.ones(len(labels), bool) if plan.old.classes is None else np.isin(labels, plan.old.classes)
+    for c in scores:
+        c.error_rate = float(np.mean(ids[c.name] != labels))
+        c.nfr = update_report(ids["old"][known], ids[c.name][known], labels[known])["nfr"]
+
+
+def candidates_table(record: AutoRecord) -> str:
+    """The candidates as lines: val ER / NFR (chosen on), eval ER / NFR (shown), seconds."""
+    from orchestrator.views.tables import table
+
+    rows = [
+        [
+            ("→ " if c.name == record.chosen else "  ") + c.name,
+            percent(c.val_error_rate),
+            percent(c.val_nfr),
+            "yes" if c.eligible else "no",
+            percent(c.error_rate),
+            percent(c.nfr),
+            f"{c.seconds:.0f}",
+        ]
+        for c in record.candidates
+    ]
+    headers = ["candidate", "val ER", "val NFR", "eligible", "eval ER", "eval NFR", "seconds"]
+    return table(headers, rows, left=1)
+
+
+def scatter(record: AutoRecord, title: str) -> Any:
+    """Every candidate's val ER against val NFR, the choice circled."""
+    points = [plots.Point(c.val_error_rate, c.val_nfr, "candidates (val)", c.name) for c in record.candidates]
+    chosen = next(p for p in points if p.label == record.chosen)
+    return plots.er_nfr_scatter(points, title, highlight=chosen)
+
+
+def log_auto(record: AutoRecord, trained: Trained, run_dir: Path) -> None:
+    """The candidates' trainings (nested runs, the chosen one's is logged by publish), their val and
+    eval figures as metrics auto.NAME.*, the choice as tag auto.choice, auto.json and auto_val.png."""
+    for name, training in trained.records.items():
+        if name != record.chosen:
+            runs.log_training(f"candidate-{name}", training, {"method": name})
+    for c in record.candidates:
+        values = {k: getattr(c, k) for k in ("val_error_rate", "val_nfr", "error_rate", "nfr", "seconds")}
+        runs.log_metrics(f"auto.{c.name}.", values)
+    runs.set_tags({"auto.choice": record.chosen})
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "auto.json").write_text(json.dumps(dataclasses.asdict(record), indent=2))
+    runs.log_file(run_dir / "auto.json")
+    title = f"auto: candidates on the val split (chosen: {record.chosen})"
+    runs.log_file(plots.save(scatter(record, title), run_dir / "auto_val.png"))
+
+
+def run_auto(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult:
+    """`method: auto` inside one MLflow run; returns its PipelineResult (the chosen candidate's
+    evaluation, registered with auto's record). Ray must be initialised."""
+    assert plan.auto is not None
+    spec = plan.spec
+    with runs.pipeline_run(spec, say=watch.say) as run_id:
+        runs.set_tags({"fingerprint": plan.splits.eval_fingerprint})
+        runs.log_params(applied_params(spec))
+        log_data_counts(plan)
+        trained = train_candidates(plan, watch)
+        chosen = choose_candidate(trained.scores, spec.method.max_er_increase)
+        watch.say(f"auto: {chosen.name} chosen on the validation split (val NFR {percent(chosen.val_nfr)})")
+        score_on_eval(plan, trained.scores)
+        record = AutoRecord(chosen.name, spec.method.max_er_increase, trained.scores, list(plan.auto.skipped))
+        watch.say(candidates_table(record))
+        chosen_plan = plan.candidate(next(c for c in plan.auto.candidates if c.name == chosen.name))
+        ensemble = [r.checkpoint for r in trained.replicas]
+        evaluation = evaluate(chosen_plan, chosen.checkpoint, ensemble, run_dir, watch)
+        log_auto(record, trained, run_dir)
+        result = PipelineResult(
+            model=spec.model,
+            version=spec.version,
+            method=plan.method,
+            arch=spec.arch,
+            spec_hash=spec.spec_hash,
+            fingerprint=plan.splits.eval_fingerprint,
+            n_eval=evaluation.n_eval,
+            checkpoint=chosen.checkpoint,
+            old=spec.old,
+            metrics=evaluation.metrics,
+            predictions=evaluation.predictions,
+            labels=evaluation.labels,
+            ids=evaluation.ids,
+            replicas=trained.replicas,
+            student=trained.records[chosen.name],
+            bcwi=trained.bcwi if chosen.name == "bcwi" else None,
+            seconds={f"auto.{c.name}": c.seconds for c in trained.scores},
+            run_id=run_id,
+            auto=dataclasses.asdict(record),
+        )
+        publish(chosen_plan, result, run_dir, watch, spec=spec)
+    return result

@@ -1,0 +1,169 @@
+"""What an update pipeline returns and how it is published: `PipelineResult`, the registry's
+`version_record`, and `publish` (MLflow's nested runs, the evaluation, the ledger, the registry
+version, the promotion gate) — shared by `run` (pipeline.py), method auto (auto.py) and `tune`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrator.execution.watch import StageWatch
+from orchestrator.planning.plan import Plan, adapter_of
+from orchestrator.tracking import promotion, registry, runs
+from orchestrator.tracking.ledger import LEDGER_FILE, write_ledger
+from orchestrator.tracking.version_record import VersionRecord
+from pipelines.spec import UpdateSpec
+from workers.metrics import EvaluationMetrics
+from workers.tasks.records import BcwiRecord, TrainRecord
+
+
+@dataclass
+class PoolRecord:
+    """What the teacher pool did: its actors (pids after any restart) and the batches they served."""
+
+    actors: int
+    pids: list[int]
+    batches_served: int  # since each actor's last (re)start
+    student_steps: int
+
+
+@dataclass
+class PipelineResult:
+    model: str
+    version: str
+    method: str
+    arch: str
+    spec_hash: str
+    fingerprint: str
+    n_eval: int
+    checkpoint: str | None  # None for the ensemble paragon (nothing single to deploy)
+    old: str | None
+    metrics: EvaluationMetrics
+    predictions: dict[str, str]
+    labels: str
+    ids: str = ""  # the eval samples' ids (.npy), in the order of the predictions and labels
+    replicas: list[TrainRecord] = field(default_factory=list)
+    student: TrainRecord | None = None
+    teacher_pool: PoolRecord | None = None
+    bcwi: BcwiRecord | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    run_id: str | None = None
+    registered_version: str | None = None
+    promotion: dict[str, Any] | None = None
+    auto: dict[str, Any] | None = None  # method auto: its AutoRecord (driver/auto.py)
+
+
+def auto_summary(auto: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each of auto's candidates as the registry keeps it: name, val and eval ER and NFR, seconds."""
+    keys = ("name", "val_error_rate", "val_nfr", "eligible", "error_rate", "nfr", "seconds")
+    return [{k: c[k] for k in keys} for c in auto["candidates"]]
+
+
+def log_data_counts(plan: Plan) -> None:
+    """With data.unlabelled, the texts kept and left out (metrics data.unlabelled, data.unlabelled_dropped);
+    with data.skip_corrupt, how many files preflight left out (metric data.skipped_corrupt) and which
+    (artifact data/skipped_corrupt.txt)."""
+    if plan.splits.unlabelled is not None:
+        runs.log_metrics(
+            "data.", {"unlabelled": plan.splits.unlabelled[0], "unlabelled_dropped": plan.splits.unlabelled[1]}
+        )
+    data = plan.data
+    if not data.skip_corrupt or data.streamed is None:
+        return
+    skipped = data.streamed.skipped
+    runs.log_metrics("data.", {"skipped_corrupt": len(skipped)})
+    if skipped:
+        runs.log_text("".join(f"{name}\n" for name in skipped), "data/skipped_corrupt.txt")
+
+
+def version_record(
+    spec: UpdateSpec, plan: Plan, metrics: EvaluationMetrics, auto: dict[str, Any] | None = None
+) -> VersionRecord:
+    """What the registry records of a version: lineage, method, eval split, ER and flips against its
+    parent, class names; with method auto, the candidate chosen and every candidate's figures. A
+    first version has no `parent_version` and `old`; without an old model there are no `nfr` /
+    `pfr` / `rel_nfr` (and no `rel_nfr` where it is undefined)."""
+    vs_old = metrics.get("vs_old", {})
+    return VersionRecord(
+        chosen=auto["chosen"] if auto else "",
+        candidates=tuple(auto_summary(auto)) if auto else (),
+        method=spec.method.name,
+        arch=spec.arch,
+        label=spec.version,
+        fingerprint=plan.splits.eval_fingerprint,
+        spec_hash=spec.spec_hash,
+        base_digest=plan.start.arch_key or "",
+        adapter=adapter.summary if (adapter := adapter_of(spec)) else "",
+        error_rate=metrics["error_rate"],
+        parent_version=plan.old.parent.version if plan.old.parent else None,
+        old=plan.old.written if plan.old.parent else spec.old,  # a registry reference as written, else the path
+        nfr=vs_old.get("nfr"),
+        pfr=vs_old.get("pfr"),
+        rel_nfr=vs_old.get("rel_nfr"),
+        n_compared=vs_old.get("n") or None,  # the samples NFR and PFR count: their bounds' n
+        nfr_classes=plan.old.classes,
+        class_names=plan.splits.class_names,
+    )
+
+
+def publish(
+    plan: Plan, result: PipelineResult, run_dir: Path, watch: StageWatch, spec: UpdateSpec | None = None
+) -> None:
+    """MLflow: nested runs per trained model, the pool's and BCWI's figures, the evaluation with
+    the ledger; then the registry version (once per spec) and the promotion gate of `spec.promote`;
+    last, result.json in `run_dir` and the run. `spec`: the one registered (a Tune trial's)."""
+    spec = spec or plan.spec
+    for record in result.replicas:
+        runs.log_training(record.name, record)
+    if result.student is not None:
+        name = "distillation" if plan.objective.references else "training"
+        runs.log_training(name, result.student, {"method": spec.method.name})
+    if result.teacher_pool is not None:
+        batches = (result.student.teacher_batches or {}) if result.student else {}
+        runs.log_metrics(
+            "teacher_pool.",
+            {
+                **{k: v for k, v in asdict(result.teacher_pool).items() if k != "pids"},
+                **{f"batches_{k}": v for k, v in batches.items()},
+            },
+        )
+    if result.bcwi is not None:
+        runs.log_bcwi(result.bcwi.alpha, result.bcwi.sweep)
+    runs.log_metrics("seconds.", result.seconds)
+    runs.log_evaluation(result.metrics, run_dir / "predictions")
+    (run_dir / "ledger").mkdir(exist_ok=True)
+    trained = result.bcwi or result.student
+    ledger = write_ledger(
+        run_dir / "ledger" / LEDGER_FILE,
+        np.load(result.predictions["new"], mmap_mode="r"),  # read by the ledger in blocks
+        np.load(result.labels),
+        np.load(result.ids),
+        result.fingerprint,
+        trained.classes_seen if trained else None,
+    )
+    runs.log_file(ledger, "ledger")
+    if result.checkpoint is not None:
+        version, new = registry.register_once(
+            spec.model,
+            result.checkpoint,
+            version_record(spec, plan, result.metrics, result.auto),
+            spec.allow_user_factories,
+        )
+        watch.say(
+            f"registered {spec.model} version {version} (alias challenger)"
+            if new
+            else f"{spec.model} version {version} already holds spec {spec.spec_hash}: not registered again"
+        )
+        result.registered_version = version
+    if spec.promote is not None and result.registered_version is not None:
+        gate = spec.promote
+        limits = promotion.GateLimits(gate.max_nfr, gate.max_er_increase, gate.confidence)
+        verdict = promotion.promote(spec.model, result.registered_version, limits)
+        result.promotion = {"passed": verdict.passed, "reason": verdict.reason}
+        runs.set_tags({"promotion": ("champion: " if verdict.passed else "rejected: ") + verdict.reason})
+    (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
+    runs.log_file(run_dir / "result.json")

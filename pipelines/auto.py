@@ -1,0 +1,86 @@
+"""What `method: auto` trains: no treatment (the ER every candidate is held to) and the treatments
+of `method.candidates` that apply and fit `method.budget`, cheapest first. Each candidate is the
+spec's own method section with its name set, so a candidate trains exactly as a spec naming that
+method would. No torch import: `congruent check` prints this list before anything runs.
+
+Costs, in trainings of the new architecture: none, kd, fd-lm, bcwi 1 each (bcwi's is a fine-tuning
+from the old weights, then its α sweep on val); elodi-legacy m + 1 (the replicas, then its student);
+elodi 1 more when elodi-legacy ran (the replicas are shared), else m + 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipelines.sections import MethodSpec
+
+AUTO_ONLY_FIELDS = ("candidates", "budget", "max_er_increase")  # MethodSpec fields only method auto reads
+AUTO_LEGACY_WEIGHT = 0.8  # elodi-legacy's λ when the spec sets no legacy_weight (the demos' Eq. 9 weight)
+
+
+@dataclass(frozen=True)
+class AutoCandidate:
+    """One candidate of `method: auto`: its name, the method section it trains with and what it adds
+    to the trainings run."""
+
+    name: str  # none, kd, fd-lm, bcwi, elodi-legacy, elodi
+    method: MethodSpec
+    trainings: int
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """What auto will train (no treatment first) and what it leaves out, with why."""
+
+    candidates: tuple[AutoCandidate, ...]
+    skipped: tuple[tuple[str, str], ...]  # (candidate, why)
+
+    @property
+    def trainings(self) -> int:
+        return sum(c.trainings for c in self.candidates)
+
+    @property
+    def replicas(self) -> bool:
+        """Whether an elodi candidate trains the m replicas."""
+        return any(c.name.startswith("elodi") for c in self.candidates)
+
+    def lines(self) -> list[str]:
+        """What `congruent check` prints: each candidate, its cost, and what is left out and why."""
+        trained = ", ".join(f"{c.name} ({c.trainings})" for c in self.candidates)
+        lines = [f"auto trains {trained}: {self.trainings} trainings"]
+        lines += [f"auto leaves out {name}: {why}" for name, why in self.skipped]
+        return lines
+
+
+def candidate_method(method: MethodSpec, name: str) -> MethodSpec:
+    """The method section candidate `name` trains with: the spec's own, its name set (elodi-legacy:
+    elodi with λ = legacy_weight, else AUTO_LEGACY_WEIGHT; every other candidate without the legacy
+    term). The auto-only fields keep their defaults, so two specs that differ only there share the
+    candidates' checkpoints."""
+    legacy = (method.legacy_weight or AUTO_LEGACY_WEIGHT) if name == "elodi-legacy" else None
+    update = {"name": "elodi" if name.startswith("elodi") else name, "legacy_weight": legacy}
+    kept = {k: v for k, v in method.model_dump().items() if k not in AUTO_ONLY_FIELDS}
+    return MethodSpec(**{**kept, **update})
+
+
+def auto_choice(method: MethodSpec, bcwi_fits: str | None = None) -> AutoChoice:
+    """The candidates of an auto method section, cheapest first, while they fit its budget.
+    `bcwi_fits`: None when bcwi can interpolate the old weights (same architecture and adapter),
+    else why not."""
+    budget = method.budget
+    chosen = [AutoCandidate("none", candidate_method(method, "none"), 1)]
+    skipped: list[tuple[str, str]] = []
+    used, replicas = 1, False
+    for name in method.candidates:
+        if name == "bcwi" and bcwi_fits is not None:
+            skipped.append((name, bcwi_fits))
+            continue
+        cost = 1 if not name.startswith("elodi") or replicas else method.m + 1
+        if budget is not None and used + cost > budget:
+            needs = f"{cost} training{'s' if cost > 1 else ''}"
+            skipped.append((name, f"needs {needs}, budget {budget} leaves {budget - used}"))
+            continue
+        chosen.append(AutoCandidate(name, candidate_method(method, name), cost))
+        used += cost
+        replicas = replicas or name.startswith("elodi")
+    return AutoChoice(tuple(chosen), tuple(skipped))

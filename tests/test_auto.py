@@ -1,0 +1,145 @@
+"""`method: auto`: what it trains (pipelines/auto.py), how it chooses (on val only), and one real run on
+a Fashion-MNIST slice whose choice is what the rule says, shown in the registry, `versions --json` and
+the report."""
+
+import json
+
+import pytest
+from mlflow import MlflowClient
+
+from orchestrator.cli import main
+from pipelines.auto import auto_choice
+from pipelines.spec import SpecError, parse_spec
+from tests.conftest import run_update
+from workers.models.architectures import build_model
+from workers.models.checkpoints import ModelSettings, save_checkpoint
+from workers.training.config import TrainConfig
+from workers.training.trainer import train
+from workers.trial_choice import CandidateScore, choose_candidate
+
+AUTO = {"model": "m", "version": "v2", "arch": "mlp", "old": "old.pt"}
+
+
+def score(name, val_er, val_nfr, er, nfr):
+    return CandidateScore(name, val_er, val_nfr, 1.0, f"{name}.pt", error_rate=er, nfr=nfr)
+
+
+def test_auto_chooses_on_the_validation_split_never_the_eval_split():
+    """kd is best on val among the eligible; bcwi is best on eval, and elodi has the lowest val NFR but
+    a val ER beyond no treatment's + 0.3 pt: choosing on eval (or ignoring ER) would pick another."""
+    candidates = [
+        score("none", 0.100, 0.030, 0.100, 0.030),
+        score("kd", 0.102, 0.020, 0.104, 0.025),
+        score("bcwi", 0.101, 0.025, 0.099, 0.010),
+        score("elodi", 0.104, 0.010, 0.100, 0.012),
+    ]
+    assert choose_candidate(candidates, 0.003).name == "kd"
+    assert [c.eligible for c in candidates] == [True, True, True, False]
+    assert choose_candidate(candidates, 0.005).name == "elodi"  # within a looser limit
+    # no treatment is chosen when every treatment flips more on val
+    worse = [score("none", 0.10, 0.01, 0.1, 0.05), score("kd", 0.09, 0.02, 0.09, 0.0)]
+    assert choose_candidate(worse, 0.003).name == "none"
+
+
+def test_auto_takes_candidates_cheapest_first_while_they_fit_the_budget():
+    method = parse_spec({**AUTO, "method": {"name": "auto", "m": 4}}).method
+    every = auto_choice(method)
+    assert [(c.name, c.trainings) for c in every.candidates] == [
+        ("none", 1),
+        ("kd", 1),
+        ("fd-lm", 1),
+        ("bcwi", 1),
+        ("elodi-legacy", 5),
+        ("elodi", 1),
+    ]
+    assert every.replicas and every.trainings == 10
+    legacy = next(c for c in every.candidates if c.name == "elodi-legacy")
+    assert legacy.method.name == "elodi" and legacy.method.legacy_weight == 0.8
+    assert next(c for c in every.candidates if c.name == "elodi").method.legacy_weight is None
+    small = auto_choice(method.model_copy(update={"budget": 5}), bcwi_fits="other arch")
+    assert [c.name for c in small.candidates] == ["none", "kd", "fd-lm"]
+    assert dict(small.skipped) == {
+        "bcwi": "other arch",
+        "elodi-legacy": "needs 5 trainings, budget 5 leaves 2",
+        "elodi": "needs 5 trainings, budget 5 leaves 2",
+    }
+    assert not small.replicas
+
+
+def test_a_candidate_trains_as_a_spec_naming_its_method_would():
+    """The same spec hash, so the candidate's checkpoints are those of that spec."""
+    from orchestrator.planning.plan import Plan, PlannedSplits
+    from workers.tasks.records import DataRequest
+
+    spec = parse_spec({**AUTO, "method": {"name": "auto", "m": 2, "k": 3}})
+    plan = Plan(spec, DataRequest(), PlannedSplits("key", "fp", 10), auto=auto_choice(spec.method))
+    kd = plan.candidate(plan.auto.candidates[1])
+    assert kd.spec.spec_hash == parse_spec({**AUTO, "method": {"name": "kd", "m": 2, "k": 3}}).spec_hash
+    assert kd.auto is None and kd.method == "kd"
+
+
+@pytest.mark.parametrize(
+    ("method", "line"),
+    [
+        (
+            {"name": "auto", "candidates": ["elodi"], "m": 4, "budget": 3},
+            "method.budget: 3 trainings leave auto no candidate beside no treatment "
+            "(it takes 1, the cheapest candidate, elodi, 5 more)",
+        ),
+        ({"name": "kd", "budget": 4}, "method.budget: only method auto has budget"),
+        ({"name": "elodi", "max_er_increase": 0.01}, "method.max_er_increase: only method auto has max_er_increase"),
+        ({"name": "auto", "candidates": ["kd", "distil"]}, "unknown auto candidates distil"),
+    ],
+)
+def test_bad_auto_sections_get_one_line(method, line):
+    with pytest.raises(SpecError) as raised:
+        parse_spec({**AUTO, "method": method})
+    assert any(line in problem for problem in raised.value.problems), raised.value.problems
+
+
+def test_auto_needs_an_old_model():
+    with pytest.raises(SpecError, match="old: method 'auto' needs an old model"):
+        parse_spec({**{k: v for k, v in AUTO.items() if k != "old"}, "method": {"name": "auto"}})
+
+
+def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
+    ray_cluster, fashion_mnist, spec_document, tmp_path, capsys
+):
+    """v1 an mlp-small on 1,000 images; v2 auto on 2,000 (same arch: bcwi applies; m 2 replicas shared
+    by both elodi). The version registered is the val rule's pick, its tags and `versions --json` say
+    so, every candidate has val and eval figures, the check lists what auto trains."""
+    old = build_model("mlp-small", 10, seed=3)
+    train(old, fashion_mnist.train.take(slice(0, 1000)), TrainConfig(epochs=1, lr=0.05, seed=3))
+    save_checkpoint(tmp_path / "old.pt", old, ModelSettings("mlp-small", 10))
+    document = spec_document(
+        model="auto-m", old=str(tmp_path / "old.pt"), method={"name": "auto", "m": 2, "k": 3, "alpha": 0.8}
+    )
+    (tmp_path / "auto.yaml").write_text(json.dumps(document))
+    assert main(["check", str(tmp_path / "auto.yaml")]) == 0
+    checked = capsys.readouterr().out
+    assert "auto trains none (1), kd (1), fd-lm (1), bcwi (1), elodi-legacy (3), elodi (1): 8 trainings" in checked
+
+    result = run_update(document, tmp_path / "run")
+    auto = result.auto
+    names = [c["name"] for c in auto["candidates"]]
+    assert names == ["none", "kd", "fd-lm", "bcwi", "elodi-legacy", "elodi"]
+    assert len(result.replicas) == 2  # once, for both elodi candidates
+    scores = [CandidateScore(**c) for c in auto["candidates"]]
+    assert auto["chosen"] == choose_candidate(scores, 0.003).name
+    chosen = next(c for c in auto["candidates"] if c["name"] == auto["chosen"])
+    assert result.checkpoint == chosen["checkpoint"]
+    assert result.metrics["vs_old"]["nfr"] == pytest.approx(chosen["nfr"])  # the eval figures are the chosen's
+    assert all(c["error_rate"] is not None and c["seconds"] > 0 for c in auto["candidates"])
+
+    tags = MlflowClient().get_model_version("auto-m", result.registered_version).tags
+    assert tags["method"] == "auto" and tags["auto_choice"] == auto["chosen"]
+    assert main(["versions", "auto-m", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["versions"][-1]
+    assert row["auto"]["chosen"] == auto["chosen"]
+    assert [c["name"] for c in row["auto"]["candidates"]] == names
+    assert (tmp_path / "run" / "auto_val.png").stat().st_size > 10_000
+    assert main(["versions", "auto-m"]) == 0
+    assert f"auto → {auto['chosen']}" in capsys.readouterr().out
+    assert main(["report", "auto-m", "--out", str(tmp_path / "report.html")]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "Method auto: the candidates" in page and f"{auto['chosen']} (chosen)" in page
