@@ -143,3 +143,28 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     assert main(["report", "auto-m", "--out", str(tmp_path / "report.html")]) == 0
     page = (tmp_path / "report.html").read_text()
     assert "Method auto: the candidates" in page and f"{auto['chosen']} (chosen)" in page
+
+
+def test_auto_with_teachers_in_process_trains_its_candidates_side_by_side(
+    ray_cluster, fashion_mnist, spec_document, tmp_path
+):
+    """teacher_actors 0: no pool to share, so the candidates' tasks are submitted together and run
+    at once where the CPUs allow (each computes its teachers itself); the choice is still the rule's."""
+    old = build_model("mlp-small", 10, seed=4)
+    train(old, fashion_mnist.train.take(slice(0, 500)), TrainConfig(epochs=1, lr=0.05, seed=4))
+    save_checkpoint(tmp_path / "old.pt", old, ModelSettings("mlp-small", 10))
+    resources = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0}
+    document = spec_document(
+        model="auto-side",
+        arch="mlp",
+        old=str(tmp_path / "old.pt"),
+        resources=resources,
+        method={"name": "auto", "candidates": ["kd", "fd-lm", "bcwi"]},
+    )
+    result = run_update(document, tmp_path / "run")
+    auto = result.auto
+    assert [c["name"] for c in auto["candidates"]] == ["none", "kd", "fd-lm"]  # bcwi: mlp is not the old's arch
+    assert auto["skipped"][0][0] == "bcwi" and "not the old model's" in auto["skipped"][0][1]
+    scores = [CandidateScore(**c) for c in auto["candidates"]]
+    assert auto["chosen"] == choose_candidate(scores, 0.003).name
+    assert not result.replicas

@@ -23,7 +23,7 @@ import numpy as np
 from orchestrator.driver.publish import PipelineResult, log_data_counts, publish
 from orchestrator.execution.evaluation import eval_split_predictions, evaluate
 from orchestrator.execution.pool import serving_pool
-from orchestrator.execution.stages import run_bcwi, train_replicas, train_student
+from orchestrator.execution.stages import run_bcwi, train_replicas, train_student, train_students
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, applied_params
 from orchestrator.tracking import runs
@@ -61,7 +61,9 @@ def auto_titles(plan: Plan) -> list[str]:
     titles = []
     if plan.auto.replicas:
         titles.append(f"training {plan.spec.method.m} replicas of {plan.spec.arch} in parallel (for elodi)")
-    titles += [f"training candidate {c.name}" for c in plan.auto.candidates]
+    names = ", ".join(c.name for c in plan.auto.candidates)
+    how = "in turn, from the teacher pool" if plan.pool_actors else "side by side, each with its teachers in process"
+    titles.append(f"training the candidates {names} ({how})")
     titles.append("choosing on the validation split, then evaluating on the regression-eval split")
     return [f"stage {i}/{len(titles)}: {title}" for i, title in enumerate(titles, 1)]
 
@@ -85,17 +87,24 @@ def train_candidates(plan: Plan, watch: StageWatch) -> Trained:
     records: dict[str, TrainRecord] = {}
     bcwi, scores = None, []
     with serving_pool(plan, groups, with_student=not data_parallel, spread=data_parallel) as pool:
+        watch.say(next(titles))
+        jobs = {}
         for name, candidate in plans.items():
-            watch.say(next(titles))
             own = candidate.teacher_groups([r.checkpoint for r in replicas] if name.startswith("elodi") else [])
             in_process = own if pool is None and candidate.objective.references else None
-            job = dataclasses.replace(candidate.student_job(teachers=in_process), name=f"candidate-{name}")
-            records[name] = train_student(candidate, watch, pool, job)
+            jobs[name] = dataclasses.replace(candidate.student_job(teachers=in_process), name=f"candidate-{name}")
+        if pool is None and not data_parallel:  # no pool to share: as many at once as the CPUs hold
+            records = dict(zip(jobs, train_students(plan, watch, None, list(jobs.values()))))
+        for name, job in jobs.items():
+            if name not in records:  # one at a time: the pool reserves one student
+                records[name] = train_student(plans[name], watch, pool, job)
+    reference = records["none"].val_error_rate
     for name, record in records.items():
         seconds = record.seconds + (replica_seconds if elodi and name == elodi[0] else 0.0)  # it paid for them
         if name == "bcwi":  # after the pool is gone: its task is not one the pool reserved
             started = time.perf_counter()
-            bcwi = run_bcwi(plans[name], record)
+            limit = plan.spec.method.max_er_increase
+            bcwi = run_bcwi(bcwi_held_to(plans[name], reference, limit, record), record)
             watch.say(bcwi_line(bcwi))
             picked = next(row for row in bcwi.sweep if row["alpha"] == bcwi.alpha)
             seconds += time.perf_counter() - started
@@ -105,6 +114,16 @@ def train_candidates(plan: Plan, watch: StageWatch) -> Trained:
         val_nfr = record.history[-1]["val_nfr"]
         scores.append(CandidateScore(name, record.val_error_rate, val_nfr, seconds, record.checkpoint))
     return Trained(replicas, records, bcwi, scores)
+
+
+def bcwi_held_to(plan: Plan, none_val_error_rate: float | None, max_er_increase: float, tuned: TrainRecord) -> Plan:
+    """bcwi's plan with its α held to auto's limit: the largest val ER it may pick is no treatment's
+    val ER + max_er_increase (its own rule measures from α = 0, the fine-tuned model's val ER), so
+    that the α it picks is one auto can ship."""
+    assert none_val_error_rate is not None and tuned.val_error_rate is not None
+    allowed = none_val_error_rate + max_er_increase - tuned.val_error_rate
+    method = plan.spec.method.model_copy(update={"bcwi_er_tolerance": max(0.0, allowed)})
+    return dataclasses.replace(plan, spec=plan.spec.model_copy(update={"method": method}))
 
 
 def score_on_eval(plan: Plan, scores: list[CandidateScore]) -> None:

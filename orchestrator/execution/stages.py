@@ -134,20 +134,33 @@ def train_student(plan: Plan, watch: StageWatch, pool: PoolHandle | None, job: T
             job.name, f"{_summary(record)}, {record.seconds:.0f} s ({record.steps} steps, {res.workers} workers)"
         )
         return record
-    options: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": job.name}
-    client = None
-    if pool is not None:  # the student's resources are reserved with the pool (auto: also a plain candidate's)
-        options["scheduling_strategy"] = pool.student_strategy()
-    if job.objective.references and pool is not None:
-        client = pool.client(job.objective.references, pool_topk(job.objective, plan.splits.num_classes))
-    ref = stage_task(on_node).options(**options).remote(_train, job, watch.queue, client)
+    return train_students(plan, watch, pool, [job])[0]
+
+
+def train_students(plan: Plan, watch: StageWatch, pool: PoolHandle | None, jobs: list[TrainJob]) -> list[TrainRecord]:
+    """Single-task trainings (`resources.student` each) submitted at once, their records in the
+    order of `jobs`: in the pool's placement group when there is a pool (which reserves one student:
+    they then run in turn), else side by side as the cluster's CPUs allow (teachers in process)."""
+    res = plan.spec.resources.student
+    refs = {}
+    for job in jobs:
+        options: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": res.gpus, "max_retries": 2, "name": job.name}
+        client = None
+        if pool is not None:  # the student's resources are reserved with the pool (auto: also a plain candidate's)
+            options["scheduling_strategy"] = pool.student_strategy()
+        if job.objective.references and pool is not None:
+            client = pool.client(job.objective.references, pool_topk(job.objective, plan.splits.num_classes))
+        refs[stage_task(on_node).options(**options).remote(_train, job, watch.queue, client)] = job.name
+    records: dict[str, TrainRecord] = {}
     try:
-        record = ray.get(next(watch.wait({ref: job.name})))
-    except KeyboardInterrupt:  # cancelled by the watch: its partial checkpoint goes
-        discard_unfinished([job])
+        for ref in watch.wait(refs):
+            record = ray.get(ref)
+            records[refs[ref]] = record
+            watch.display.finish(refs[ref], f"{_summary(record)}, {record.seconds:.0f} s ({record.steps} steps)")
+    except KeyboardInterrupt:  # cancelled by the watch: their partial checkpoints go
+        discard_unfinished([job for job in jobs if job.name not in records])
         raise
-    watch.display.finish(job.name, f"{_summary(record)}, {record.seconds:.0f} s ({record.steps} steps)")
-    return record
+    return [records[job.name] for job in jobs]
 
 
 def run_bcwi(plan: Plan, tuned: TrainRecord) -> BcwiRecord:
