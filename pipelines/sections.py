@@ -73,9 +73,10 @@ class DataSpec(_Strict):
     unlabelled: str | None = Field(
         None,
         min_length=1,
-        description="text, method elodi: a local .csv, .tsv, .jsonl or .parquet table of texts without labels "
-        "(read by `text_column` and `encoding`) that the student also distils on: LDI toward its teachers on "
-        "every text, CE on the labelled ones only; the replicas train on the labelled split. A text already in "
+        description="text, a distilling method (kd, fd-kl, fd-lm, elodi, auto's candidates): a local .csv, .tsv, "
+        ".jsonl or .parquet table of texts without labels (read by `text_column` and `encoding`) that the student "
+        "also distils on: its distillation term (KD, FD with weight α, LDI) on every text, CE on the labelled ones "
+        "only; plain trainings (replicas, no treatment, bcwi's) train on the labelled split. A text already in "
         "the train, val or eval split is left out, and so is every copy after the first (the run's MLflow "
         "metrics data.unlabelled and data.unlabelled_dropped count them). Data held in memory only, not streamed",
     )

@@ -47,6 +47,7 @@ from workers.names import (
     NEEDS_OLD,
     REPLICA_METHODS,
     TEXT_ARCHITECTURES,
+    UNLABELLED_OBJECTIVES,
     WEIGHTS_FILE_SUFFIXES,
     check_architecture,
     is_hf,
@@ -164,9 +165,12 @@ class UpdateSpec(_Strict):
         if self.old is None and (self.method.name in NEEDS_OLD or self.method.legacy_weight is not None):
             needs = "legacy_weight" if self.method.name not in NEEDS_OLD else f"method {self.method.name!r}"
             problems.append(f"old: {needs} needs an old model (a registry reference NAME@ALIAS or a checkpoint path)")
-        if self.data.unlabelled is not None and self.method.name != "elodi":
+        if self.data.unlabelled is not None and self.method.name not in (*UNLABELLED_OBJECTIVES, "auto"):
             name = self.method.name
-            problems.append(f"data.unlabelled: only an elodi student distils on unlabelled texts; method is {name}")
+            problems.append(
+                f"data.unlabelled: only a distilling student (kd, fd-kl, fd-lm, elodi, auto's) reads unlabelled "
+                f"texts; method is {name}"
+            )
         if self.method.legacy_weight is not None and self.method.name not in ("elodi", "auto"):
             problems.append("method.legacy_weight: only elodi (and auto's elodi-legacy) has a legacy term")
         problems += self._auto_problems()

@@ -139,7 +139,9 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     assert [c["name"] for c in row["auto"]["candidates"]] == names
     assert (tmp_path / "run" / "auto_val.png").stat().st_size > 10_000
     assert main(["versions", "auto-m"]) == 0
-    assert f"auto → {auto['chosen']}" in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert f"auto → {auto['chosen']}" in listed and f"→ {auto['chosen']} " in listed
+    assert "val NFR (val ER; eval NFR, seconds) per candidate: none" in listed
     assert main(["report", "auto-m", "--out", str(tmp_path / "report.html")]) == 0
     page = (tmp_path / "report.html").read_text()
     assert "Method auto: the candidates" in page and f"{auto['chosen']} (chosen)" in page

@@ -1,4 +1,4 @@
-"""`congruent demo` and `congruent report` end to end: three pipelines on Ray, registered in a
+"""`congruent demo` and `congruent report` end to end: v1 and v2 (method auto) on Ray, registered in a
 local MLflow store, and the HTML report rendered by a real headless browser (Debian's chromium)."""
 
 import os
@@ -44,22 +44,24 @@ def demo(tmp_path_factory):
 
 
 @pytest.mark.bench
-def test_demo_registers_three_versions_and_prints_the_comparison(demo):
+def test_demo_registers_v1_and_auto_v2_and_prints_the_comparison(demo):
     out, printed = demo
     client = _client(out)
     versions = sorted(client.search_model_versions("name='congruent-demo'"), key=lambda v: int(v.version))
-    assert [v.tags["label"] for v in versions] == ["v1", "v2-none", "v2-elodi"]
-    assert [v.tags["method"] for v in versions] == ["none", "none", "elodi"]
-    assert versions[1].tags["parent_version"] == versions[2].tags["parent_version"] == "1"
-    for v in versions[1:]:  # the table prints the registry's own figures
-        assert f"{100 * float(v.tags['nfr']):.2f}%" in printed
-    assert "v2-elodi" in printed and "mlflow ui --backend-store-uri" in printed
-    # it ends with the commands that serve v1 as the champion, shadowing the ELODI version
-    serve = f"congruent serve congruent-demo --shadow {versions[2].version}"
+    assert [v.tags["label"] for v in versions] == ["v1", "v2"]
+    assert [v.tags["method"] for v in versions] == ["none", "auto"]
+    assert versions[1].tags["parent_version"] == "1"
+    chosen = versions[1].tags["auto_choice"]
+    assert f"{100 * float(versions[1].tags['nfr']):.2f}%" in printed  # the table prints the registry's own figures
+    for name in ("none", "kd", "fd-lm", "elodi-legacy", "elodi"):  # m = 2: every candidate fits
+        assert f" {name} " in printed
+    assert f"auto shipped {chosen}" in printed and "the demo's promise" in printed
+    assert "mlflow ui --backend-store-uri" in printed
+    # it ends with the commands that serve v1 as the champion, shadowing v2
+    serve = f"congruent serve congruent-demo --shadow {versions[1].version}"
     assert printed.rstrip().endswith(f"congruent promote congruent-demo 1 --max-nfr 0 && {serve}")
-    assert "over 3 plain trainings of v2" in printed and "the demo's promise" in printed  # m = 2 replicas + v2-none
     assert str(out / "report.html") in printed
-    labels = np.load(out / "v2-elodi" / "predictions" / "labels.npy")
+    labels = np.load(out / "v2" / "predictions" / "labels.npy")
     assert labels.shape == (500,)
 
 
@@ -77,14 +79,21 @@ def test_report_is_self_contained_logged_and_renders_in_chromium(demo, tmp_path)
     )
     assert done.returncode == 0, done.stderr[-3000:]
     page = report.read_text()
-    for section in ("Version chain", "Pairwise NFR", "Error rate against NFR", "Flip explorer: v3 against v1"):
+    sections = (
+        "Version chain",
+        "Pairwise NFR",
+        "Error rate against NFR",
+        "Method auto",
+        "Flip explorer: v2 against v1",
+    )
+    for section in sections:
         assert section in page
     assert "http://" not in page and "https://" not in page and "<link" not in page  # nothing fetched
     images = page.count("<img ")
     assert images >= 4  # heatmap, scatter, per-class bars, thumbnails
 
     client = _client(out)
-    run_id = client.get_model_version("congruent-demo", "3").run_id
+    run_id = client.get_model_version("congruent-demo", "2").run_id
     assert [a.path for a in client.list_artifacts(run_id, "report")] == ["report/report.html"]
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -109,23 +118,38 @@ def test_report_is_self_contained_logged_and_renders_in_chromium(demo, tmp_path)
 
 
 def test_the_demo_verdict_by_hand():
+    """The shipped model against auto's no-treatment candidate: NFR ≤ 0.8× and ER ≤ +0.3 pt."""
     from orchestrator.driver.demo import Verdict
 
-    v = Verdict(
-        none_nfrs=[0.020, 0.018, 0.022], none_ers=[0.10, 0.10, 0.10], elodi_nfr=0.015, elodi_er=0.102, paragon_nfr=0.017
-    )
-    assert v.none_nfr == pytest.approx((0.020, 0.002))
-    assert v.ratio == pytest.approx(0.75) and v.z == pytest.approx(2.5) and v.er_increase == pytest.approx(0.002)
-    assert [ok for _, ok in v.checks()] == [True, True, True]
-    worse = Verdict([0.020, 0.018, 0.022], [0.10] * 3, elodi_nfr=0.018, elodi_er=0.106, paragon_nfr=None)
-    assert [ok for _, ok in worse.checks()] == [False, False, False]  # 0.9×, z = 1, +0.6 pt
+    kept = Verdict("kd", none_nfr=0.020, none_er=0.100, nfr=0.015, er=0.102)
+    assert kept.ratio == pytest.approx(0.75) and kept.er_increase == pytest.approx(0.002)
+    assert [ok for _, ok in kept.checks()] == [True, True] and "0.8×" in kept.checks()[0][0]
+    assert [ok for _, ok in Verdict("kd", 0.020, 0.100, 0.017, 0.104).checks()] == [False, False]  # 0.85×, +0.4 pt
+    assert [ok for _, ok in Verdict("none", 0.020, 0.100, 0.020, 0.100).checks()] == [False, True]  # nothing helped
+
+
+def test_the_verdict_reads_the_eval_figures_of_auto_s_record():
+    from orchestrator.driver.demo import verdict
+
+    class Result:
+        auto = {
+            "chosen": "kd",
+            "candidates": [
+                {"name": "none", "nfr": 0.03, "error_rate": 0.14, "val_nfr": 0.0, "val_error_rate": 0.0},
+                {"name": "kd", "nfr": 0.012, "error_rate": 0.139, "val_nfr": 0.0, "val_error_rate": 0.0},
+            ],
+        }
+
+    v = verdict(Result())  # type: ignore[arg-type]
+    assert (v.chosen, v.none_nfr, v.nfr, v.none_er, v.er) == ("kd", 0.03, 0.012, 0.14, 0.139)
+    assert v.ratio == pytest.approx(0.4)
 
 
 @pytest.mark.bench
 def test_the_text_demo_registers_its_versions_and_reports_flipped_tweets(tmp_path):
-    """`congruent demo --text` at toy scale: v1 (text-bag, half the tweets), v2-none and v2-elodi
-    registered under congruent-demo-text, the verdict against 0.8× no treatment printed, and the
-    report listing flipped tweets as text."""
+    """`congruent demo --text` at toy scale: v1 (text-bag, half the tweets) and v2 (auto) registered
+    under congruent-demo-text, the verdict against 0.8× no treatment printed, and the report listing
+    flipped tweets as text."""
     out = tmp_path / "demo-text"
     env = {k: v for k, v in _env(out).items() if k != "MLFLOW_TRACKING_URI"}
     # 3 epochs: fastText's small initial embeddings leave a 1-epoch toy model on the majority class (no flips)
@@ -141,9 +165,9 @@ def test_the_text_demo_registers_its_versions_and_reports_flipped_tweets(tmp_pat
     assert done.returncode == 0, done.stderr[-3000:]
     client = _client(out)
     versions = sorted(client.search_model_versions("name='congruent-demo-text'"), key=lambda v: int(v.version))
-    assert [v.tags["label"] for v in versions] == ["v1", "v2-none", "v2-elodi"]
-    assert [v.tags["arch"] for v in versions] == ["text-bag"] * 3
-    assert "NFR ≤ 0.8× no treatment's" in done.stdout and "more than 2 std" not in done.stdout
+    assert [v.tags["label"] for v in versions] == ["v1", "v2"]
+    assert [v.tags["arch"] for v in versions] == ["text-bag"] * 2
+    assert "NFR ≤ 0.8× no treatment's" in done.stdout and "ER ≤ no treatment's + 0.3 pt" in done.stdout
     from markupsafe import escape  # as the report's Jinja escapes
 
     from workers.tasks.records import DataRequest
@@ -153,18 +177,3 @@ def test_the_text_demo_registers_its_versions_and_reports_flipped_tweets(tmp_pat
     tweets = cached_splits(DataRequest("tweet-sentiment", train_limit=1500, eval_limit=600)).eval.texts
     shown = [text for text in tweets if f"<tr><td>{escape(text)}</td>" in report]
     assert shown and "eval image" not in report  # flipped tweets as text, no thumbnails
-
-
-def test_the_text_demo_verdict_asks_08_and_no_spread():
-    """The text demo's targets: NFR ≤ 0.8× no treatment's and ER ≤ +0.3 pt (no z-score check)."""
-    from orchestrator.driver.demo import Verdict
-
-    nfrs = [0.090, 0.094, 0.092]
-    kept = Verdict(
-        nfrs, [0.29] * 3, elodi_nfr=0.070, elodi_er=0.280, paragon_nfr=0.064, max_ratio=0.8, below_spread=False
-    )
-    assert [ok for _, ok in kept.checks()] == [True, True] and "0.8×" in kept.checks()[0][0]
-    missed = Verdict(
-        nfrs, [0.29] * 3, elodi_nfr=0.078, elodi_er=0.280, paragon_nfr=None, max_ratio=0.8, below_spread=False
-    )
-    assert [ok for _, ok in missed.checks()] == [False, True]  # 0.85×

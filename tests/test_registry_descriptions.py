@@ -150,3 +150,18 @@ def test_registration_writes_the_chain_the_mlflow_ui_shows(tmp_path, monkeypatch
         assert "The chain so far: 3 versions; champion: version 1 (v1)." in text, text[-3000:]
         assert "<table" in page and "v2-elodi" in text and "ELODI" in text  # the Markdown table, rendered
         assert "1 ★ champion" in text and "14.00 %" in text
+
+
+def test_an_auto_version_says_what_it_chose_beside_its_own_no_treatment():
+    import dataclasses
+
+    auto = dataclasses.replace(
+        _row("2", "v2", "auto", 0.1371, "1", 0.0105, 0.03),
+        chosen="kd",
+        candidates=({"name": "none", "nfr": 0.029}, {"name": "kd", "nfr": 0.0105}),
+    )
+    sentence = version_sentence(auto, [CHAIN[0], auto], "auto")
+    assert sentence == (
+        "v2: auto (chose KD on the validation split) from v1; NFR 1.05 % against v1, no treatment 2.90 %; ER 13.71 %"
+    )
+    assert VersionRecord.from_tags(auto.to_tags(), "2").candidates == auto.candidates  # through the registry's tags

@@ -115,8 +115,9 @@ def test_the_student_trains_on_the_labelled_split_then_the_unlabelled_texts(tmp_
     assert splits.train.texts == plain.train.texts and splits.fingerprint == plain.fingerprint
     request = DataRequest("tweet-sentiment", train_limit=600, eval_limit=400, unlabelled=str(path))
     assert content_key(request) != content_key(DataRequest("tweet-sentiment", train_limit=600, eval_limit=400))
-    job = TrainJob("s", request, "text-bag", TrainConfig(), "s.pt", Objective("elodi"))
-    assert len(training_split(job)) == len(student)
+    for distils in ("elodi", "kd", "fd-kl", "fd-lm"):  # every distillation term reads an unlabelled text
+        job = TrainJob("s", request, "text-bag", TrainConfig(), "s.pt", Objective(distils))
+        assert len(training_split(job)) == len(student)
     assert len(training_split(TrainJob("r", request, "text-bag", TrainConfig(), "r.pt"))) == len(plain.train)
 
 
@@ -131,7 +132,8 @@ def test_unlabelled_texts_with_images_is_one_line(tmp_path):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"method": {"name": "kd"}, "old": "x.pt"}, "data.unlabelled: only an elodi student distils on unlabelled"),
+        ({"method": {"name": "dynamic-fd"}, "old": "x.pt"}, "data.unlabelled: only a distilling student .kd, fd-kl"),
+        ({"method": {"name": "none"}}, "data.unlabelled: only a distilling student"),
         ({"data": {"dataset": "fashion-mnist", "unlabelled": "u.csv"}}, "unlabelled: texts without labels go with"),
         ({"data": {**TWEETS, "unlabelled": "u.txt"}}, "unlabelled: u.txt is not a local .csv, .tsv, .jsonl or"),
         ({"data": {"path": "shards/*.parquet", "unlabelled": "u.csv"}}, "go with data held in memory; this source"),
@@ -228,3 +230,39 @@ def test_in_process_teachers_serve_the_unlabelled_texts_too(tmp_path):
     record = train_job(student)
     assert teacher.steps == math.ceil(len(plain.train) / 64)
     assert record.steps == math.ceil((len(plain.train) + len(fresh)) / 64) and record.classes_seen == [0, 1, 2]
+
+
+def test_a_kd_student_distils_from_the_old_model_on_the_unlabelled_texts_too(tmp_path):
+    """KD (and FD) read `data.unlabelled` as ELODI does: one epoch of a KD student covers the labelled
+    tweets and the unlabelled texts, its old model computing logits on both (no label needed)."""
+    from dataclasses import replace
+
+    from benchmarks.fidelity.inputs import inputs_of
+    from workers.data.dataset_splits import load_splits
+    from workers.data.text_tables import load_tweet_sentiment
+    from workers.tasks.bodies import train_job
+    from workers.tasks.records import DataRequest, TrainJob
+    from workers.training.config import TrainConfig
+    from workers.training.objectives import Objective
+
+    plain = load_splits("tweet-sentiment", train_limit=600, eval_limit=400)
+    labelled = {t.strip() for t in plain.train.texts + plain.val.texts + plain.eval.texts}
+    fresh = list(dict.fromkeys(t for t in load_tweet_sentiment().texts[:4000] if t.strip() not in labelled))[:250]
+    data = DataRequest("tweet-sentiment", train_limit=600, eval_limit=400)
+    inputs = inputs_of(data, "text-bag", 32)
+    config = TrainConfig(epochs=1, batch_size=64, lr=0.5, weight_decay=0.0)
+    old = train_job(TrainJob("old", data, "text-bag", config, str(tmp_path / "old.pt"), inputs=inputs))
+    with_texts = replace(data, unlabelled=str(_unlabelled_file(tmp_path, fresh)))
+    for method in ("kd", "fd-lm"):
+        student = TrainJob(
+            method,
+            with_texts,
+            "text-bag",
+            replace(config, seed=1),
+            str(tmp_path / f"{method}.pt"),
+            Objective(method),
+            teachers=(("old", (old.checkpoint,)),),
+            inputs=inputs,
+        )
+        record = train_job(student)
+        assert record.steps == math.ceil((len(plain.train) + len(fresh)) / 64) and record.classes_seen == [0, 1, 2]

@@ -62,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
             left=4,
         )
     )
+    for r in records:
+        if r.chosen:
+            print(f"v{r.version} {auto_line(r.chosen, r.candidates)}")
     if incomplete:
         print(
             f"incomplete, their publication interrupted (ignored everywhere else; a rerun of their spec "
@@ -90,6 +93,17 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     return 0
+
+
+def auto_line(chosen: str, candidates: tuple[dict[str, Any], ...]) -> str:
+    """A version of method auto in one line: each candidate's val NFR and val ER (what it chose on),
+    eval NFR, seconds; the chosen one marked."""
+    parts = [
+        f"{'→ ' if c.get('name') == chosen else ''}{c.get('name')} {percent(c.get('val_nfr'))} "
+        f"({percent(c.get('val_error_rate'))}; eval {percent(c.get('nfr'))}, {c.get('seconds', 0):.0f} s)"
+        for c in candidates
+    ]
+    return "auto, val NFR (val ER; eval NFR, seconds) per candidate: " + ", ".join(parts)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -44,7 +44,7 @@ from orchestrator.planning.facts.kinds import (
 from orchestrator.planning.model_inputs import directory_digest
 from orchestrator.planning.plan import ModelStart, Plan, PlannedOld, PlannedSplits
 from pipelines.spec import SpecError, UpdateSpec
-from workers.names import HF_PREFIX, is_hf
+from workers.names import HF_PREFIX, UNLABELLED_OBJECTIVES, is_hf
 
 Fact = TypeVar("Fact")
 
@@ -113,7 +113,8 @@ def plan_of(found: Found) -> Plan:
             splits.num_classes,
             tuple(splits.train.classes),
             splits.eval.labels.numpy(),
-            splits.distillation_split if spec.method.name == "elodi" else splits.train,
+            # what the students distil on, held by the teacher pool (auto: its distilling candidates')
+            splits.distillation_split if spec.method.name in (*UNLABELLED_OBJECTIVES, "auto") else splits.train,
             None if unlabelled is None else (len(unlabelled), splits.unlabelled_dropped),
         ),
         PlannedOld()

@@ -19,6 +19,8 @@ METHOD_NAMES = {
     "ensemble": "ensemble",
     "elodi": "ELODI",
     "bcwi": "BCWI",
+    "auto": "auto",
+    "elodi-legacy": "ELODI with the legacy term",
 }
 
 
@@ -75,8 +77,13 @@ def version_sentence(row: VersionRecord, rows: Sequence[VersionRecord], method: 
     if row.n_compared:  # the old model re-run on this version's eval split: how many samples the flips count
         flips += f" on {row.n_compared:,} eval samples"
     plain = no_treatment(rows, row)
+    trained_beside = next((c.get("nfr") for c in row.candidates if c.get("name") == "none"), None)
+    if trained_beside is not None:  # method auto: its own no-treatment candidate, same data and seed
+        plain = [trained_beside, *plain]
     if plain:
         flips += f", no treatment {_spread(plain)}"
+    if row.chosen:
+        method = f"{method} (chose {METHOD_NAMES.get(row.chosen, row.chosen)} on the validation split)"
     return f"{_label(row)}: {method} from {against}; {flips}; ER {_pct(row.error_rate)}"
 
 

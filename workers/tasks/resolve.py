@@ -19,7 +19,7 @@ from workers.models.checkpoints import CheckpointError, ModelSettings, classes_s
 from workers.models.hf import hf_directory, pretrained_state, read_directory
 from workers.models.predict import predict_logits
 from workers.models.starting_weights import freeze_backbone, initialise, load_weights
-from workers.names import is_hf
+from workers.names import UNLABELLED_OBJECTIVES, is_hf
 from workers.storage import fetch_checkpoint
 from workers.tasks.records import STREAM_FIELDS, DataRequest, TrainJob
 from workers.teachers.frozen import FrozenModels, LocalTeachers
@@ -53,10 +53,11 @@ def content_key(request: DataRequest) -> str:
 
 
 def training_split(job: TrainJob) -> Split:
-    """What the job trains on: the training split, and for an ELODI student the unlabelled texts after it
-    (`DataSplits.distillation_split`; the teacher pool's actors hold the same, plan.splits.train_split)."""
+    """What the job trains on: the training split, and for a distilling student (KD, FD, ELODI) the
+    unlabelled texts after it (`DataSplits.distillation_split`; the teacher pool's actors hold the same,
+    plan.splits.train_split)."""
     splits = cached_splits(job.data)
-    return splits.distillation_split if job.objective.method == "elodi" else splits.train
+    return splits.distillation_split if job.objective.method in UNLABELLED_OBJECTIVES else splits.train
 
 
 def settings_of(job: TrainJob) -> ModelSettings:
