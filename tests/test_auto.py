@@ -170,3 +170,19 @@ def test_auto_with_teachers_in_process_trains_its_candidates_side_by_side(
     scores = [CandidateScore(**c) for c in auto["candidates"]]
     assert auto["chosen"] == choose_candidate(scores, 0.003).name
     assert not result.replicas
+
+
+def test_bcwi_in_auto_is_held_to_auto_s_limit_and_never_ships_the_old_model_itself():
+    from orchestrator.driver.auto import bcwi_held_to
+    from orchestrator.planning.plan import Plan, PlannedSplits
+    from workers.tasks.records import DataRequest, TrainRecord
+
+    spec = parse_spec({**AUTO, "arch": "mlp-small", "method": {"name": "auto", "m": 2}})
+    plan = Plan(spec, DataRequest(), PlannedSplits("key", "fp", 10), auto=auto_choice(spec.method))
+    bcwi = plan.candidate(next(c for c in plan.auto.candidates if c.name == "bcwi"))
+    tuned = TrainRecord("bcwi", 0, "t.pt", [], 1, 1, 0, 1, 0.098, 1, "h", 1.0)
+    held = bcwi_held_to(bcwi, 0.100, 0.003, tuned).spec.method
+    assert held.bcwi_er_tolerance == pytest.approx(0.005)  # 0.100 + 0.003 − 0.098: measured from no treatment's
+    assert max(held.bcwi_alphas) == 0.9 and 1.0 not in held.bcwi_alphas
+    worse = TrainRecord("bcwi", 0, "t.pt", [], 1, 1, 0, 1, 0.110, 1, "h", 1.0)
+    assert bcwi_held_to(bcwi, 0.100, 0.003, worse).spec.method.bcwi_er_tolerance == 0.0

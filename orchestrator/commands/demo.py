@@ -147,7 +147,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--train-limit",
         type=int,
         default=None,
-        help="training samples (default: 8,000 of the 54,000 images, or of the 27,280 tweets: the demos' setting)",
+        help="training samples (default: 8,000 of the 54,000 images, the demo's setting; all 27,280 tweets)",
     )
     parser.add_argument("--eval-limit", type=int, default=None, help="regression-eval samples (default: all)")
     parser.set_defaults(func=run)

@@ -119,10 +119,12 @@ def train_candidates(plan: Plan, watch: StageWatch) -> Trained:
 def bcwi_held_to(plan: Plan, none_val_error_rate: float | None, max_er_increase: float, tuned: TrainRecord) -> Plan:
     """bcwi's plan with its α held to auto's limit: the largest val ER it may pick is no treatment's
     val ER + max_er_increase (its own rule measures from α = 0, the fine-tuned model's val ER), so
-    that the α it picks is one auto can ship."""
+    that the α it picks is one auto can ship; and α < 1: α = 1 is the old model itself, which flips
+    nothing and is no update."""
     assert none_val_error_rate is not None and tuned.val_error_rate is not None
     allowed = none_val_error_rate + max_er_increase - tuned.val_error_rate
-    method = plan.spec.method.model_copy(update={"bcwi_er_tolerance": max(0.0, allowed)})
+    alphas = tuple(a for a in plan.spec.method.bcwi_alphas if a < 1) or (0.0,)
+    method = plan.spec.method.model_copy(update={"bcwi_er_tolerance": max(0.0, allowed), "bcwi_alphas": alphas})
     return dataclasses.replace(plan, spec=plan.spec.model_copy(update={"method": method}))
 
 
