@@ -266,3 +266,29 @@ def test_a_kd_student_distils_from_the_old_model_on_the_unlabelled_texts_too(tmp
         )
         record = train_job(student)
         assert record.steps == math.ceil((len(plain.train) + len(fresh)) / 64) and record.classes_seen == [0, 1, 2]
+
+
+def test_an_unlabelled_table_with_a_label_column_is_one_line_and_exit_2_from_check(tmp_path, capsys):
+    """Labelled rows among the unlabelled would be distilled on without their labels: `congruent
+    check` refuses the table in one line naming the file and the column."""
+    import yaml
+
+    from orchestrator.cli import main
+
+    path = tmp_path / "more.csv"
+    path.write_text("text,label\nlovely flight,positive\nlost my bag,negative\n")
+    spec = {
+        "model": "tw",
+        "version": "v2",
+        "arch": "text-bag",
+        "old": str(tmp_path / "missing.pt"),
+        "data": {**TWEETS, "unlabelled": str(path)},
+        "method": {"name": "kd"},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["check", str(tmp_path / "spec.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: has a label column 'label'; unlabelled texts come without labels" in err
+    path.write_text("text\nlovely flight\nlost my bag\n")  # without it: that line is gone
+    main(["check", str(tmp_path / "spec.yaml")])
+    assert "has a label column" not in capsys.readouterr().err

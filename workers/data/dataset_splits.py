@@ -141,7 +141,7 @@ def load_splits(
         return DataSplits(train, val, test, fingerprint(test), str(source), subset)
     if not isinstance(train, TextSet) or not isinstance(val, TextSet) or not isinstance(test, TextSet):
         raise DataError(f"{unlabelled}: unlabelled texts go with text data; {source} holds images")
-    texts = read_texts(unlabelled, text_column, encoding)
+    texts = read_texts(unlabelled, text_column, encoding, label_column)
     extra = unlabelled_texts(texts, (train, val, test), train.classes)
     return DataSplits(train, val, test, fingerprint(test), str(source), subset, extra.texts, extra.dropped)
 

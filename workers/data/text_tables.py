@@ -55,10 +55,20 @@ def read_text_table(
     return TextSet(data.texts, data.labels, data.classes, torch.from_numpy(key_ids(keys)))
 
 
-def read_texts(path: str | os.PathLike, text_column: str = "text", encoding: str = "utf-8") -> tuple[str, ...]:
+def read_texts(
+    path: str | os.PathLike, text_column: str = "text", encoding: str = "utf-8", label_column: str | None = None
+) -> tuple[str, ...]:
     """The texts of a table's `text_column`, without labels (`data.unlabelled`): the formats and
-    refusals of `read_text_table`, one DataError naming the first bad row."""
+    refusals of `read_text_table`, one DataError naming the first bad row; a table that has
+    `label_column` too is refused (labelled rows belong in the labelled data, not among the unlabelled)."""
     path, problems = Path(path), list[str]()
+    if label_column is not None and label_column != text_column:
+        labelled: list[str] = []
+        if _table_rows(path, text_column, label_column, encoding, labelled) and not labelled:
+            raise DataError(
+                f"{path}: has a label column {label_column!r}; unlabelled texts come without labels (labelled rows "
+                "belong in data.path)"
+            )
     rows = _table_rows(path, text_column, text_column, encoding, problems)  # the text column read as both
     if not problems and not rows:
         problems.append(f"{path}: no rows")
