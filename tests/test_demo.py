@@ -177,3 +177,22 @@ def test_the_text_demo_registers_its_versions_and_reports_flipped_tweets(tmp_pat
     tweets = cached_splits(DataRequest("tweet-sentiment", train_limit=1500, eval_limit=600)).eval.texts
     shown = [text for text in tweets if f"<tr><td>{escape(text)}</td>" in report]
     assert shown and "eval image" not in report  # flipped tweets as text, no thumbnails
+
+
+def test_the_demo_specs_are_the_settings_docs_benchmarks_records():
+    """The image demo: v1 mlp-small on 8,000 images of its half, v2 mlp auto at α 0.3 on 8,000 of all;
+    the text demo: v1 on half the tweets, v2 auto over kd, fd-lm, bcwi held to no treatment's val ER."""
+    from pathlib import Path
+
+    from orchestrator.driver.demo import DemoSettings, demo_specs, v1_half
+    from pipelines.spec import parse_spec
+
+    v1, v2 = (parse_spec(d) for d in demo_specs(DemoSettings(Path("/tmp/demo"))))
+    assert (v1.arch, v1.data.subset, v1.data.train_limit) == ("mlp-small", "half-samples", 8000)
+    assert (v2.arch, v2.data.subset, v2.data.train_limit) == ("mlp", "all", 8000)
+    assert v2.method.name == "auto" and v2.method.alpha == 0.3 and v2.method.max_er_increase == 0.003
+    t1, t2 = (parse_spec(d) for d in demo_specs(DemoSettings(Path("/tmp/demo"), text=True, train_limit=None)))
+    assert (t1.data.subset, t1.data.train_limit, t2.data.train_limit) == ("half-samples", None, None)
+    assert t2.method.candidates == ("kd", "fd-lm", "bcwi") and t2.method.max_er_increase == 0.0
+    assert t1.arch == t2.arch == "text-bag"  # bcwi applies
+    assert v1_half({"train_limit": 1500}) == {"train_limit": 750}
