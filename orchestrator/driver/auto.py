@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.driver.publish import PipelineResult, log_data_counts, publish
+from orchestrator.driver.publish import PipelineResult, log_data_counts, pipeline_result, publish
 from orchestrator.execution.evaluation import eval_split_predictions, evaluate
 from orchestrator.execution.pool import serving_pool
 from orchestrator.execution.stages import run_bcwi, train_replicas, train_student, train_students
@@ -203,25 +203,15 @@ def run_auto(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult:
         ensemble = [r.checkpoint for r in trained.replicas]
         evaluation = evaluate(chosen_plan, chosen.checkpoint, ensemble, run_dir, watch)
         log_auto(record, trained, run_dir)
-        result = PipelineResult(
-            model=spec.model,
-            version=spec.version,
-            method=plan.method,
-            arch=spec.arch,
-            spec_hash=spec.spec_hash,
-            fingerprint=plan.splits.eval_fingerprint,
-            n_eval=evaluation.n_eval,
-            checkpoint=chosen.checkpoint,
-            old=spec.old,
-            metrics=evaluation.metrics,
-            predictions=evaluation.predictions,
-            labels=evaluation.labels,
-            ids=evaluation.ids,
+        result = pipeline_result(
+            plan,
+            evaluation,
+            chosen.checkpoint,
+            run_id,
             replicas=trained.replicas,
             student=trained.records[chosen.name],
             bcwi=trained.bcwi if chosen.name == "bcwi" else None,
             seconds={f"auto.{c.name}": c.seconds for c in trained.scores},
-            run_id=run_id,
             auto=dataclasses.asdict(record),
         )
         publish(chosen_plan, result, run_dir, watch, spec=spec)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from orchestrator.driver.auto import run_auto
-from orchestrator.driver.publish import PipelineResult, PoolRecord, log_data_counts, publish
+from orchestrator.driver.publish import PipelineResult, PoolRecord, log_data_counts, pipeline_result, publish
 from orchestrator.execution.evaluation import evaluate
 from orchestrator.execution.pool import serving_pool
 from orchestrator.execution.stages import run_bcwi, train_replicas, train_student
@@ -84,26 +84,16 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
             checkpoint = bcwi.checkpoint
         watch.say(next(titles))
         evaluation = evaluate(plan, checkpoint, [r.checkpoint for r in replicas], run_dir, watch)
-        result = PipelineResult(
-            model=spec.model,
-            version=spec.version,
-            method=plan.method,
-            arch=spec.arch,
-            spec_hash=spec.spec_hash,
-            fingerprint=plan.splits.eval_fingerprint,
-            n_eval=evaluation.n_eval,
-            checkpoint=checkpoint,
-            old=spec.old,
-            metrics=evaluation.metrics,
-            predictions=evaluation.predictions,
-            labels=evaluation.labels,
-            ids=evaluation.ids,
+        result = pipeline_result(
+            plan,
+            evaluation,
+            checkpoint,
+            run_id,
             replicas=replicas,
             student=student,
             teacher_pool=pool_record,
             bcwi=bcwi,
             seconds=seconds,
-            run_id=run_id,
         )
         publish(plan, result, run_dir, watch)
     return result

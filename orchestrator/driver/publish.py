@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.execution.evaluation import Evaluation
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, adapter_of
 from orchestrator.tracking import promotion, registry, runs
@@ -55,6 +56,38 @@ class PipelineResult:
     registered_version: str | None = None
     promotion: dict[str, Any] | None = None
     auto: dict[str, Any] | None = None  # method auto: its AutoRecord (driver/auto.py)
+
+
+def pipeline_result(
+    plan: Plan,
+    evaluation: Evaluation,
+    checkpoint: str | None,
+    run_id: str | None,
+    spec: UpdateSpec | None = None,
+    **stages: Any,
+) -> PipelineResult:
+    """The result of `plan`'s run: its spec's names (`spec`'s where given: a tune trial's), its
+    evaluation of `checkpoint`, and what the stages recorded (`stages`: replicas, student,
+    teacher_pool, bcwi, seconds, auto)."""
+    method = plan.method if spec is None else spec.method.name
+    spec = spec or plan.spec
+    return PipelineResult(
+        model=spec.model,
+        version=spec.version,
+        method=method,
+        arch=spec.arch,
+        spec_hash=spec.spec_hash,
+        fingerprint=plan.splits.eval_fingerprint,
+        n_eval=evaluation.n_eval,
+        checkpoint=checkpoint,
+        old=spec.old,
+        metrics=evaluation.metrics,
+        predictions=evaluation.predictions,
+        labels=evaluation.labels,
+        ids=evaluation.ids,
+        run_id=run_id,
+        **stages,
+    )
 
 
 def auto_summary(auto: dict[str, Any]) -> list[dict[str, Any]]:

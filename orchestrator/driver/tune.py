@@ -335,7 +335,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
     """The search inside one MLflow run (a child run per replica and per trial), tune.json and the
     scatter `er_nfr.png` in `run_dir`; with `register_best`, the pick evaluated and registered as a
     new version. Returns the record and, when registered, the pick's PipelineResult."""
-    from orchestrator.driver.publish import PipelineResult, publish
+    from orchestrator.driver.publish import pipeline_result, publish
 
     spec = plan.spec
     started = time.perf_counter()
@@ -365,20 +365,6 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
         if picked is not None and register_best:
             best = trial_spec(spec, picked["config"])
             evaluation = evaluate(plan, picked["checkpoint"], [r.checkpoint for r in record.replicas], run_dir / "best")
-            registered = PipelineResult(
-                model=best.model,
-                version=best.version,
-                method=best.method.name,
-                arch=best.arch,
-                spec_hash=best.spec_hash,
-                fingerprint=plan.splits.eval_fingerprint,
-                n_eval=evaluation.n_eval,
-                checkpoint=picked["checkpoint"],
-                old=best.old,
-                metrics=evaluation.metrics,
-                predictions=evaluation.predictions,
-                labels=evaluation.labels,
-                ids=evaluation.ids,
-            )
+            registered = pipeline_result(plan, evaluation, picked["checkpoint"], None, spec=best)
             publish(plan, registered, run_dir / "best", watch, spec=best)
     return record, registered
