@@ -144,7 +144,6 @@ def baseline(
     same way; None: all) as its own old model, for NFR; images, logistic regression on the pixels / 255
     (C 1, lbfgs). `dataset`: a text set of TEXT_SETS; `val_fraction`: the data's (it decides which
     samples the training pool holds). Deterministic: one fit."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
     from orchestrator.planning.plan import data_request
@@ -162,15 +161,9 @@ def baseline(
     started = time.perf_counter()
     flips: dict[str, Any] = {}
     if arch_kind == "text":
-
-        def tfidf(texts: list[str], labels: Any) -> Any:
-            vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
-            fitted = LogisticRegression(C=4.0, max_iter=3000).fit(vectorizer.fit_transform(texts), labels.numpy())
-            return lambda split: fitted.predict(vectorizer.transform(split.texts))
-
-        predict = tfidf(splits.train.texts, splits.train.labels)
+        predict = tfidf_predictor(splits.train.texts, splits.train.labels)
         old_train = splits_of(old_limit).train
-        old_predict = tfidf(old_train.texts, old_train.labels)
+        old_predict = tfidf_predictor(old_train.texts, old_train.labels)
         old_eval, new_eval = old_predict(splits.eval), predict(splits.eval)
         flips = {
             "old_limit": old_limit,
@@ -202,6 +195,17 @@ def baseline(
         **flips,
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def tfidf_predictor(texts: list[str], labels: Any) -> Any:
+    """The text baseline fitted on (texts, labels): TF-IDF (word 1–2-grams, sublinear tf, min_df 2) +
+    logistic regression (C 4); returns split → predicted class ids (an array)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
+    fitted = LogisticRegression(C=4.0, max_iter=3000).fit(vectorizer.fit_transform(texts), labels.numpy())
+    return lambda split: fitted.predict(vectorizer.transform(split.texts))
 
 
 def load() -> dict[str, Any]:

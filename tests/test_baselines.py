@@ -1,5 +1,7 @@
 """The baselines benchmark's tables (benchmarks/baselines_report.py) on hand-made results."""
 
+import pytest
+
 from benchmarks.baselines import digits
 from benchmarks.baselines_grid import MINILM, Unit, data_of, key_of, old_limit
 from benchmarks.baselines_report import flip_rows, sweep_rows
@@ -93,3 +95,46 @@ def test_the_sweep_table_means_a_candidate_over_its_sets():
     assert sweep_rows(results)[0][2:4] == ["tweets 30.00; reuters-r8 10.00", "—"]  # not yet on every set
     results["units"].append(swept("20newsgroups", 0.20))
     assert sweep_rows(results)[0][3] == "20.00"
+
+
+def _heldout_unit(arch: str, seed: int, chosen: str, shipped: tuple[float, float]) -> dict:
+    none = {"name": "none", "error_rate": 0.050, "nfr": 0.010}
+    other = {"name": chosen, "error_rate": shipped[0], "nfr": shipped[1]}
+    return {"arch": arch, "seed": seed, "chosen": chosen, "candidates": [none, other], "v1_error_rate": 0.06}
+
+
+def test_the_heldout_target_is_nfr_at_most_0_7x_no_treatments_at_at_most_half_a_point_of_er():
+    from benchmarks.heldout import verdict
+
+    assert verdict(_heldout_unit("text-bag", 0, "kd", (0.054, 0.007))) == pytest.approx((0.7, 0.004, True))
+    assert not verdict(_heldout_unit("text-bag", 0, "kd", (0.056, 0.005)))[2]  # +0.6 pt of ER
+    assert not verdict(_heldout_unit("text-bag", 0, "kd", (0.040, 0.0075)))[2]  # 0.75×
+    ratio, increase, met = verdict(_heldout_unit("text-bag", 0, "none", (0.050, 0.010)))
+    assert (ratio, met) == (1.0, False)  # shipping no treatment meets no flip target
+
+
+def test_the_heldout_report_has_a_row_per_run_and_the_baseline_per_training_size():
+    from benchmarks.heldout import report
+
+    def unit(arch: str, seed: int, chosen: str, shipped: tuple[float, float], limit: int | None) -> dict:
+        return {**_heldout_unit(arch, seed, chosen, shipped), "n_eval": 1346, "seconds": 60, "train_limit": limit}
+
+    units = {
+        "text-bag/0/None": unit("text-bag", 0, "kd", (0.05, 0.005), None),
+        "text-linear/1/None": unit("text-linear", 1, "bcwi", (0.06, 0.005), None),
+        "text-bag/0/1000": unit("text-bag", 0, "elodi", (0.05, 0.006), 1000),
+    }
+    base = {"old_error_rate": 0.09, "error_rate": 0.08, "nfr": 0.012, "train_samples": 4596, "old_train_samples": 2298}
+    small = {**base, "train_limit": 1000, "train_samples": 1000, "old_train_samples": 500, "nfr": 0.03}
+    baselines = {"None": {**base, "train_limit": None}, "1000": small}
+    text = report({"units": units, "date": "2026-12-03", "baselines": baselines})
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [(r[0], r[1], r[5]) for r in rows] == [
+        ("| `text-bag`", "2,298 → 4,596", "kd"),
+        ("| `text-linear`", "2,298 → 4,596", "bcwi"),
+        ("| TF-IDF + LR (C 4)", "2,298 → 4,596", ""),
+        ("| `text-bag`", "500 → 1,000", "elodi"),
+        ("| TF-IDF + LR (C 4)", "500 → 1,000", ""),
+    ]
+    assert "0.50×" in rows[0][7] and "+1.00 pt" in rows[1][8] and "**missed**" in rows[1][9]
+    assert "**1.20 %**" in rows[2][4] and "**3.00 %**" in rows[4][4] and "met in 2 of 3 runs" in text
