@@ -105,7 +105,8 @@ def fit(name: str, limit: int | None, seed: int, c: float | None) -> tuple[Any, 
     if c is None:
         train(model, splits.train, train_config(spec, seed, WorkerResources()), settings=settings)
     else:
-        solve_lbfgs(model, encode_texts(inputs, splits.train.texts)[0], splits.train.labels, c)
+        texts = splits.train.texts  # type: ignore[attr-defined]  # a held text split (`TextSet`)
+        solve_lbfgs(model, encode_texts(inputs, texts)[0], splits.train.labels, c)
     seconds = time.perf_counter() - started
     return predict_logits(model, splits.eval, inputs=inputs).argmax(1), splits, seconds
 
