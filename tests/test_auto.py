@@ -3,6 +3,7 @@ a Fashion-MNIST slice whose choice is what the rule says, shown in the registry,
 the report."""
 
 import json
+import re
 
 import pytest
 from mlflow import MlflowClient
@@ -118,6 +119,8 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     assert main(["check", str(tmp_path / "auto.yaml")]) == 0
     checked = capsys.readouterr().out
     assert "auto trains none (1), kd (1), fd-lm (1), bcwi (1), elodi-legacy (3), elodi (1): 8 trainings" in checked
+    grain = re.search(r"the val split's ([\d,]+) samples: one flip or error there is ([\d.]+) pt", checked)
+    assert grain and float(grain[2]) == pytest.approx(100 / int(grain[1].replace(",", "")), rel=0.05)
 
     result = run_update(document, tmp_path / "run")
     auto = result.auto
