@@ -157,7 +157,8 @@ def summary(found: Found) -> str:
     if auto is not None:
         limit = f"val ER ≤ no treatment's + {100 * spec.method.max_er_increase:g} pt"
         # how much evidence one sample is: on a small val split a candidate wins or loses by a flip or two
-        grain = f"the val split's {len(splits.val):,} samples: one flip or error there is {100 / max(1, len(splits.val)):.2g} pt"
+        n_val = len(splits.val)
+        grain = f"the val split's {n_val:,} samples: one flip or error there is {100 / max(1, n_val):.2g} pt"
         line += (
             "\n"
             + "\n".join(auto.choice.lines())
