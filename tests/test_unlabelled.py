@@ -196,9 +196,11 @@ def test_an_elodi_update_distils_on_unlabelled_texts_through_the_pool(ray_cluste
     assert json.loads(json.dumps(result.student.classes_seen)) == [0, 1, 2]
 
 
-def test_in_process_teachers_serve_the_unlabelled_texts_too(tmp_path):
-    """An ELODI student whose teachers run in its own process (no pool) reads its batches, unlabelled
-    indices included, through them: one epoch covers the labelled tweets and the unlabelled texts."""
+def _one_text_bag_and_unlabelled_texts(tmp_path):
+    """A text-bag trained one epoch on 600 tweets (a teacher or an old model), the 250 tweets beyond
+    the splits as an unlabelled table, and what a student of it needs: (the trained model's record,
+    the labelled split, the unlabelled texts, the data request reading them, the training config, the
+    tokenizer)."""
     from dataclasses import replace
 
     from benchmarks.fidelity.inputs import inputs_of
@@ -207,7 +209,6 @@ def test_in_process_teachers_serve_the_unlabelled_texts_too(tmp_path):
     from workers.tasks.bodies import train_job
     from workers.tasks.records import DataRequest, TrainJob
     from workers.training.config import TrainConfig
-    from workers.training.objectives import Objective
 
     plain = load_splits("tweet-sentiment", train_limit=600, eval_limit=400)
     labelled = {t.strip() for t in plain.train.texts + plain.val.texts + plain.eval.texts}
@@ -215,57 +216,55 @@ def test_in_process_teachers_serve_the_unlabelled_texts_too(tmp_path):
     data = DataRequest("tweet-sentiment", train_limit=600, eval_limit=400)
     inputs = inputs_of(data, "text-bag", 32)
     config = TrainConfig(epochs=1, batch_size=64, lr=0.5, weight_decay=0.0)
-    teacher = train_job(TrainJob("t", data, "text-bag", config, str(tmp_path / "t.pt"), inputs=inputs))
+    trained = train_job(TrainJob("t", data, "text-bag", config, str(tmp_path / "t.pt"), inputs=inputs))
     with_texts = replace(data, unlabelled=str(_unlabelled_file(tmp_path, fresh)))
+    return trained, plain.train, fresh, with_texts, replace(config, seed=1), inputs
+
+
+def test_in_process_teachers_serve_the_unlabelled_texts_too(tmp_path):
+    """An ELODI student whose teachers run in its own process (no pool) reads its batches, unlabelled
+    indices included, through them: one epoch covers the labelled tweets and the unlabelled texts."""
+    from workers.tasks.bodies import train_job
+    from workers.tasks.records import TrainJob
+    from workers.training.objectives import Objective
+
+    teacher, train, fresh, with_texts, config, inputs = _one_text_bag_and_unlabelled_texts(tmp_path)
     student = TrainJob(
         "s",
         with_texts,
         "text-bag",
-        replace(config, seed=1),
+        config,
         str(tmp_path / "s.pt"),
         Objective("elodi", k=3),
         teachers=(("teacher", (teacher.checkpoint,)),),
         inputs=inputs,
     )
     record = train_job(student)
-    assert teacher.steps == math.ceil(len(plain.train) / 64)
-    assert record.steps == math.ceil((len(plain.train) + len(fresh)) / 64) and record.classes_seen == [0, 1, 2]
+    assert teacher.steps == math.ceil(len(train) / 64)
+    assert record.steps == math.ceil((len(train) + len(fresh)) / 64) and record.classes_seen == [0, 1, 2]
 
 
 def test_a_kd_student_distils_from_the_old_model_on_the_unlabelled_texts_too(tmp_path):
     """KD (and FD) read `data.unlabelled` as ELODI does: one epoch of a KD student covers the labelled
     tweets and the unlabelled texts, its old model computing logits on both (no label needed)."""
-    from dataclasses import replace
-
-    from benchmarks.fidelity.inputs import inputs_of
-    from workers.data.dataset_splits import load_splits
-    from workers.data.text_tables import load_tweet_sentiment
     from workers.tasks.bodies import train_job
-    from workers.tasks.records import DataRequest, TrainJob
-    from workers.training.config import TrainConfig
+    from workers.tasks.records import TrainJob
     from workers.training.objectives import Objective
 
-    plain = load_splits("tweet-sentiment", train_limit=600, eval_limit=400)
-    labelled = {t.strip() for t in plain.train.texts + plain.val.texts + plain.eval.texts}
-    fresh = list(dict.fromkeys(t for t in load_tweet_sentiment().texts[:4000] if t.strip() not in labelled))[:250]
-    data = DataRequest("tweet-sentiment", train_limit=600, eval_limit=400)
-    inputs = inputs_of(data, "text-bag", 32)
-    config = TrainConfig(epochs=1, batch_size=64, lr=0.5, weight_decay=0.0)
-    old = train_job(TrainJob("old", data, "text-bag", config, str(tmp_path / "old.pt"), inputs=inputs))
-    with_texts = replace(data, unlabelled=str(_unlabelled_file(tmp_path, fresh)))
+    old, train, fresh, with_texts, config, inputs = _one_text_bag_and_unlabelled_texts(tmp_path)
     for method in ("kd", "fd-lm"):
         student = TrainJob(
             method,
             with_texts,
             "text-bag",
-            replace(config, seed=1),
+            config,
             str(tmp_path / f"{method}.pt"),
             Objective(method),
             teachers=(("old", (old.checkpoint,)),),
             inputs=inputs,
         )
         record = train_job(student)
-        assert record.steps == math.ceil((len(plain.train) + len(fresh)) / 64) and record.classes_seen == [0, 1, 2]
+        assert record.steps == math.ceil((len(train) + len(fresh)) / 64) and record.classes_seen == [0, 1, 2]
 
 
 def test_an_unlabelled_table_with_a_label_column_is_one_line_and_exit_2_from_check(tmp_path, capsys):
