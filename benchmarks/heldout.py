@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from benchmarks.baselines_grid import MINILM, short_name
 from benchmarks.report import markdown_table, write_section
 
 SECTION = "## Method auto on a held-out text set: the 2016 election tweets"
@@ -54,9 +55,11 @@ def training_count(train_limit: int | None) -> int:
     return len(cached_splits(data_request(spec)).train)
 
 
-def unit_specs(arch: str, seed: int, train_limit: int | None, out: Path) -> list[dict[str, Any]]:
-    """v1 (half the training split, defaults) and v2 (all of it, `method: auto`); v2's `old` is
-    filled in once v1 is registered."""
+def unit_specs(
+    arch: str, seed: int, train_limit: int | None, out: Path, budget: int | None = None
+) -> list[dict[str, Any]]:
+    """v1 (half the training split, defaults) and v2 (all of it, `method: auto`, with `budget` where
+    given); v2's `old` is filled in once v1 is registered."""
     half = training_count(train_limit) // 2
     common = {
         "model": "heldout",
@@ -67,11 +70,11 @@ def unit_specs(arch: str, seed: int, train_limit: int | None, out: Path) -> list
     }
     return [
         {**common, "version": "v1", "data": data_section(half), "method": {"name": "none"}},
-        {**common, "version": "v2", "data": data_section(train_limit), "method": {"name": "auto"}},
+        {**common, "version": "v2", "data": data_section(train_limit), "method": {"name": "auto", "budget": budget}},
     ]
 
 
-def run_unit(arch: str, seed: int, train_limit: int | None, out: Path) -> dict[str, Any]:
+def run_unit(arch: str, seed: int, train_limit: int | None, out: Path, budget: int | None = None) -> dict[str, Any]:
     """v1 then v2 in this process (Ray and the MLflow store are this process's): v2's auto record."""
     from orchestrator.driver.pipeline import run_pipeline
     from orchestrator.execution.cluster import connect
@@ -88,7 +91,7 @@ def run_unit(arch: str, seed: int, train_limit: int | None, out: Path) -> dict[s
     watch = StageWatch(make_display(True))
     started = time.perf_counter()
     results: list[Any] = []
-    for document in unit_specs(arch, seed, train_limit, out):
+    for document in unit_specs(arch, seed, train_limit, out, budget):
         if results:
             document["old"] = f"heldout/{results[0].registered_version}"
         plan = preflight(parse_spec(document))
@@ -99,6 +102,7 @@ def run_unit(arch: str, seed: int, train_limit: int | None, out: Path) -> dict[s
         "arch": arch,
         "seed": seed,
         "train_limit": train_limit,
+        "budget": budget,
         "seconds": round(time.perf_counter() - started, 1),
         "v1_error_rate": results[0].metrics["error_rate"],
         "n_eval": results[-1].n_eval,
@@ -170,7 +174,7 @@ def report_rows(units: list[dict[str, Any]], base: dict[str, Any]) -> list[list[
         )
         rows.append(
             [
-                f"`{unit['arch']}`",
+                f"`{short_name(unit['arch'])}`" + (f", budget {unit['budget']}" if unit.get("budget") else ""),
                 size,
                 str(unit["seed"]),
                 percent(unit["v1_error_rate"]),
@@ -250,16 +254,20 @@ def load() -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--archs", nargs="+", default=["text-bag", "text-linear"])
+    parser.add_argument(
+        "--archs", nargs="+", default=["text-bag", "text-linear"], help=f"text architectures; minilm: {MINILM}"
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--train-limit", type=int, default=None)
+    parser.add_argument("--budget", type=int, default=None, help="auto's budget (trainings; default: every candidate)")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--report", default=None, help="write the section into this markdown file")
     parser.add_argument("--unit", nargs=3, metavar=("ARCH", "SEED", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.archs = [MINILM if a == "minilm" else a for a in args.archs]
     if args.unit:  # one unit, in its own process
         arch, seed, out = args.unit
-        print(json.dumps(run_unit(arch, int(seed), args.train_limit, Path(out))))
+        print(json.dumps(run_unit(arch, int(seed), args.train_limit, Path(out), args.budget)))
         return
     results = load()
     results["date"] = time.strftime("%Y-%m-%d")
@@ -269,6 +277,7 @@ def main() -> None:
 
     def one(arch: str, seed: int) -> dict[str, Any]:
         limit = [] if args.train_limit is None else ["--train-limit", str(args.train_limit)]
+        limit += [] if args.budget is None else ["--budget", str(args.budget)]
         argv = [
             sys.executable,
             "-m",
