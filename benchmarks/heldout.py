@@ -286,7 +286,7 @@ def main() -> None:
             "--unit",
             arch,
             str(seed),
-            str(work / f"{arch}-{seed}"),
+            str(work / f"{short_name(arch).replace(':', '-')}-{seed}"),
         ]
         env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
         done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
