@@ -125,6 +125,11 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     result = run_update(document, tmp_path / "run")
     auto = result.auto
     names = [c["name"] for c in auto["candidates"]]
+    # bcwi is compared on its cross-fitted val figures (α picked on one half, counted on the other)
+    bcwi = next(c for c in auto["candidates"] if c["name"] == "bcwi")
+    held = auto["bcwi"]["held_out"]
+    assert (bcwi["val_error_rate"], bcwi["val_nfr"]) == (held["error_rate"], held["nfr"])
+    assert any(row["alpha"] == auto["bcwi"]["alpha"] for row in auto["bcwi"]["sweep"])  # shipped: α on all of val
     assert names == ["none", "kd", "fd-lm", "bcwi", "elodi-legacy", "elodi"]
     assert len(result.replicas) == 2  # once, for both elodi candidates
     scores = [CandidateScore(**c) for c in auto["candidates"]]
@@ -144,7 +149,8 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     assert main(["versions", "auto-m"]) == 0
     listed = capsys.readouterr().out
     assert f"auto → {auto['chosen']}" in listed and f"→ {auto['chosen']} " in listed
-    assert "val NFR (val ER; eval NFR, seconds) per candidate: none" in listed
+    arrow = "→ " if auto["chosen"] == "none" else ""
+    assert f"val NFR (val ER; eval NFR, seconds) per candidate: {arrow}none" in listed
     assert main(["report", "auto-m", "--out", str(tmp_path / "report.html")]) == 0
     page = (tmp_path / "report.html").read_text()
     assert "Method auto: the candidates" in page and f"{auto['chosen']} (chosen)" in page

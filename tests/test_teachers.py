@@ -8,7 +8,14 @@ from workers.data.input_spec import InputSpec
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 from workers.teachers.actor import TeacherActor
 from workers.teachers.frozen import FrozenModels
-from workers.training.bcwi import interpolate_state_dicts, sweep_bcwi
+from workers.training.bcwi import (
+    cross_fitted,
+    interpolate_state_dicts,
+    pick_alpha,
+    sweep_bcwi,
+    sweep_table,
+    val_halves,
+)
 
 
 @pytest.fixture()
@@ -40,18 +47,43 @@ def test_teacher_actor_serves_group_means_and_top_k(checkpoints):
     assert actor.info()["batches_served"] == 3
 
 
-def test_bcwi_sweep_picks_lowest_nfr_within_the_error_budget():
-    old, new = {"w": torch.tensor([1.0])}, {"w": torch.tensor([0.0])}
-
+def test_bcwi_pick_is_the_lowest_nfr_within_the_error_budget():
     # pretend: ER rises with α (the old model is worse), NFR falls with α
-    def evaluate(state):
-        a = state["w"].item()
-        return 0.10 + 0.02 * a, 0.03 * (1 - a)
+    table = [{"alpha": a, "error_rate": 0.10 + 0.02 * a, "nfr": 0.03 * (1 - a)} for a in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)]
+    assert pick_alpha(table, er_tolerance=0.009) == 0.4  # ER(0.4) = 0.108 ≤ 0.109 < ER(0.6) = 0.112
+    assert pick_alpha(table, er_tolerance=0.0) == 0.0
 
-    alpha, table = sweep_bcwi(old, new, evaluate, alphas=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], er_tolerance=0.009)
-    assert alpha == 0.4  # ER(0.4) = 0.108 ≤ 0.109 < ER(0.6) = 0.112
-    assert [row["alpha"] for row in table] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
-    assert interpolate_state_dicts(old, new, alpha)["w"].item() == pytest.approx(0.4)
+
+def test_bcwi_sweep_predicts_at_each_interpolation_and_counts_on_the_rows_asked():
+    old, new = {"w": torch.tensor([1.0])}, {"w": torch.tensor([0.0])}
+    seen = []
+
+    def predict(state):  # one sample, class 1 once θ ≥ 0.5
+        seen.append(round(state["w"].item(), 6))
+        return torch.tensor([[0.5, state["w"].item()]])
+
+    ids = sweep_bcwi(old, new, predict, alphas=[1.0, 0.25, 0.75])
+    assert seen == [0.0, 0.25, 0.75, 1.0] and list(ids) == [0.0, 0.25, 0.75, 1.0]
+    assert [int(v[0]) for v in ids.values()] == [0, 0, 1, 1]
+    labels, old_ids = np.array([1, 1, 0, 0]), np.array([1, 0, 0, 0])
+    table = sweep_table({0.0: np.array([0, 1, 0, 1])}, old_ids, labels, rows=np.array([True, True, True, False]))
+    assert table == [{"alpha": 0.0, "error_rate": 1 / 3, "nfr": 1 / 3}]  # 2 of 3 rows: 1 error, a flip
+
+
+def test_bcwi_cross_fitted_scores_each_half_at_the_alpha_the_other_half_picks():
+    """Hand-computed: 4 samples, halves A = {0, 1}, B = {2, 3}; old right on all; labels 0.
+    α = 0 errs on 0 and 2; α = 0.5 errs on 3 only. On A, α = 0.5 flips 0 (α = 0: 1), so A picks
+    0.5, scored on B: 1 error, 1 flip. On B, each α flips 1: tie, the smaller α = 0, scored on A:
+    1 error, 1 flip. ER = NFR = 2/4, where α = 0.5 picked on all four scores itself 1/4."""
+    labels = np.zeros(4, np.int64)
+    old_ids = np.zeros(4, np.int64)
+    ids = {0.0: np.array([1, 0, 1, 0]), 0.5: np.array([0, 0, 0, 1])}
+    first = np.array([True, True, False, False])
+    assert pick_alpha(sweep_table(ids, old_ids, labels), er_tolerance=0.0) == 0.5
+    assert sweep_table(ids, old_ids, labels)[1] == {"alpha": 0.5, "error_rate": 0.25, "nfr": 0.25}
+    assert cross_fitted(ids, old_ids, labels, 0.0, first) == {"error_rate": 0.5, "nfr": 0.5}
+    halves = val_halves(11)
+    assert halves.sum() == 5 and np.array_equal(halves, val_halves(11))  # fixed, half the samples
 
 
 def test_select_bcwi_interpolates_at_the_alpha_the_val_sweep_picks(fashion_mnist):
@@ -85,6 +117,8 @@ def test_select_bcwi_interpolates_at_the_alpha_the_val_sweep_picks(fashion_mnist
     picked = next(row for row in choice.sweep if row["alpha"] == choice.alpha)
     assert error_rate(logits, val.labels) == picked["error_rate"]
     assert negative_flip_rate(predict_logits(old, val), logits, val.labels) == picked["nfr"]
+    assert choice.held_out["error_rate"] >= min(row["error_rate"] for row in choice.sweep)
+    assert 0 <= choice.held_out["nfr"] <= max(row["nfr"] for row in choice.sweep)
 
 
 def test_pareto_front_and_pick_rule():

@@ -69,6 +69,7 @@ def _bcwi(planned: Planned, paths: dict[str, tuple[str, ...]], tolerance: float)
         "name": planned.name,
         "alpha": choice.alpha,
         "sweep": choice.sweep,
+        "held_out": choice.held_out,
         "epochs_run": 0,
         "seconds": time.perf_counter() - started,
         **_save_logits(tuned, planned, device),

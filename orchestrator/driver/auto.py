@@ -4,7 +4,7 @@ val ER is at most no treatment's + `max_er_increase` is shipped. One pipeline ru
 
     replicas    m Ray tasks, once, when an elodi candidate is trained (both elodi share them)
     pool        Ray actors serving the old model (and the replicas), shared by every student
-    candidates  one Ray task each, in turn (bcwi: its fine-tuning, then α on val)
+    candidates  one Ray task each, in turn (bcwi: its fine-tuning, then α on val, scored cross-fitted)
     choice      on val only (workers/trial_choice.py, `choose_candidate`)
     shown       every candidate on the regression-eval split, after the choice: never chosen on
     evaluate    the choice, as `run` evaluates a model; then publish (pipeline.py)
@@ -42,6 +42,7 @@ class AutoRecord:
     max_er_increase: float
     candidates: list[CandidateScore]
     skipped: list[tuple[str, str]]
+    bcwi: dict[str, Any] | None = None  # its α, val sweep and cross-fitted val figures (its val_* above)
 
 
 @dataclasses.dataclass
@@ -106,9 +107,13 @@ def train_candidates(plan: Plan, watch: StageWatch) -> Trained:
             limit = plan.spec.method.max_er_increase
             bcwi = run_bcwi(bcwi_held_to(plans[name], reference, limit, record), record)
             watch.say(bcwi_line(bcwi))
-            picked = next(row for row in bcwi.sweep if row["alpha"] == bcwi.alpha)
+            # scored on its cross-fitted val figures: α picked on one half of val, counted on the
+            # other (the whole split's figures at the α picked on it flatter it; the other
+            # candidates were not picked on val, docs/benchmarks.md "Reading the held-out auto runs")
+            assert bcwi.held_out is not None
             seconds += time.perf_counter() - started
-            scores.append(CandidateScore(name, picked["error_rate"], picked["nfr"], seconds, bcwi.checkpoint))
+            held = bcwi.held_out
+            scores.append(CandidateScore(name, held["error_rate"], held["nfr"], seconds, bcwi.checkpoint))
             continue
         assert record.val_error_rate is not None and record.history  # the stages train with the val split
         val_nfr = record.history[-1]["val_nfr"]
@@ -197,7 +202,8 @@ def run_auto(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult:
         chosen = choose_candidate(trained.scores, spec.method.max_er_increase)
         watch.say(f"auto: {chosen.name} chosen on the validation split (val NFR {percent(chosen.val_nfr)})")
         score_on_eval(plan, trained.scores)
-        record = AutoRecord(chosen.name, spec.method.max_er_increase, trained.scores, list(plan.auto.skipped))
+        bcwi = None if trained.bcwi is None else {k: getattr(trained.bcwi, k) for k in ("alpha", "sweep", "held_out")}
+        record = AutoRecord(chosen.name, spec.method.max_er_increase, trained.scores, list(plan.auto.skipped), bcwi)
         watch.say(candidates_table(record))
         chosen_plan = plan.candidate(next(c for c in plan.auto.candidates if c.name == chosen.name))
         ensemble = [r.checkpoint for r in trained.replicas]

@@ -165,7 +165,7 @@ def publish(
             },
         )
     if result.bcwi is not None:
-        runs.log_bcwi(result.bcwi.alpha, result.bcwi.sweep)
+        runs.log_bcwi(result.bcwi.alpha, result.bcwi.sweep, result.bcwi.held_out)
     runs.log_metrics("seconds.", result.seconds)
     runs.log_evaluation(result.metrics, run_dir / "predictions")
     (run_dir / "ledger").mkdir(exist_ok=True)

@@ -239,9 +239,12 @@ def log_file(path: Path, folder: str | None = None) -> None:
     mlflow.log_artifact(str(path), folder)
 
 
-def log_bcwi(alpha: float, sweep: list[dict[str, float]]) -> None:
-    """BCWI's pick as a tag and its val sweep as metrics, one step per α tried."""
+def log_bcwi(alpha: float, sweep: list[dict[str, float]], held_out: dict[str, float] | None = None) -> None:
+    """BCWI's pick as a tag, its val sweep as metrics, one step per α tried, and the pick's
+    cross-fitted val figures as bcwi.held_out_val_error_rate / _nfr."""
     mlflow.set_tag("bcwi.alpha", str(alpha))
+    if held_out is not None:
+        mlflow.log_metrics({f"bcwi.held_out_val_{k}": v for k, v in held_out.items()})
     for step, row in enumerate(sweep):
         mlflow.log_metrics(
             {"bcwi.alpha": row["alpha"], "bcwi.val_error_rate": row["error_rate"], "bcwi.val_nfr": row["nfr"]},

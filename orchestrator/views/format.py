@@ -12,9 +12,17 @@ def percent(fraction: float | None, none: str = "—", digits: int = 2) -> str:
 
 
 def bcwi_line(bcwi: Any) -> str:
-    """BCWI's pick as the progress line says it: α and its val ER and NFR (a BcwiRecord)."""
+    """BCWI's pick as the progress line says it: α, its val ER and NFR, and (a BcwiRecord with
+    them) the cross-fitted val figures auto compares it on."""
     picked = next(row for row in bcwi.sweep if row["alpha"] == bcwi.alpha)
-    return (
+    line = (
         f"BCWI: α = {bcwi.alpha} picked on the validation split (val ER {100 * picked['error_rate']:.2f}%, "
         f"val NFR {100 * picked['nfr']:.2f}%)"
+    )
+    held = getattr(bcwi, "held_out", None)
+    if held is None:
+        return line
+    return (
+        f"{line}; picked on one half, scored on the other: val ER {100 * held['error_rate']:.2f}%, "
+        f"val NFR {100 * held['nfr']:.2f}%"
     )

@@ -212,7 +212,7 @@ def bcwi_job(
             bcwi_alpha=choice.alpha,
             **({} if seen is None else {"classes_seen": seen}),
         )
-        return BcwiRecord(choice.alpha, choice.sweep, storage.upload(local, out_uri), seen)
+        return BcwiRecord(choice.alpha, choice.sweep, storage.upload(local, out_uri), seen, choice.held_out)
 
 
 def check_packable(jobs: Sequence[TrainJob]) -> None:

@@ -95,9 +95,11 @@ class TrainRecord:
 
 @dataclass(frozen=True)
 class BcwiRecord:
-    """BCWI's pick: α, the val sweep ({alpha, error_rate, nfr} per α) and the interpolated checkpoint."""
+    """BCWI's pick: α, the val sweep ({alpha, error_rate, nfr} per α), the interpolated checkpoint,
+    and the pick's cross-fitted val {error_rate, nfr} (workers/training/bcwi.py `cross_fitted`)."""
 
     alpha: float
     sweep: list[dict[str, float]]
     checkpoint: str
     classes_seen: list[int] | None = None
+    held_out: dict[str, float] | None = None

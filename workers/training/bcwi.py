@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
 from workers.data.input_spec import InputSpec
 from workers.data.split_port import Split
-from workers.metrics import error_rate, negative_flip_rate
+from workers.metrics import class_ids, error_rate, negative_flip_rate
 from workers.models.predict import predict_logits
 
 
@@ -40,20 +41,61 @@ def interpolate_state_dicts(
 def sweep_bcwi(
     old_state: dict[str, torch.Tensor],
     new_state: dict[str, torch.Tensor],
-    evaluate: Callable[[dict[str, torch.Tensor]], tuple[float, float]],
+    predict: Callable[[dict[str, torch.Tensor]], torch.Tensor],
     alphas: Sequence[float],
-    er_tolerance: float,
-) -> tuple[float, list[dict[str, float]]]:
-    """Pick BCWI's α after training: `evaluate(state) -> (ER, NFR)` on a validation split for each
-    α; the pick is the lowest NFR among the α whose ER ≤ ER(α = 0, the fine-tuned model) + tolerance.
-    Returns (α, table of {alpha, error_rate, nfr})."""
-    table = []
-    for alpha in sorted(set(alphas) | {0.0}):
-        er, nfr = evaluate(interpolate_state_dicts(old_state, new_state, alpha))
-        table.append({"alpha": alpha, "error_rate": er, "nfr": nfr})
+) -> dict[float, np.ndarray]:
+    """Each α's class ids on a validation split, `predict(θ_α)` (α = 0, the fine-tuned model, always
+    included), in increasing α."""
+    alphas = sorted(set(alphas) | {0.0})
+    return {alpha: class_ids(predict(interpolate_state_dicts(old_state, new_state, alpha))) for alpha in alphas}
+
+
+def sweep_table(
+    ids: dict[float, np.ndarray], old_ids: np.ndarray, labels: np.ndarray, rows: np.ndarray | None = None
+) -> list[dict[str, float]]:
+    """{alpha, error_rate, nfr} of each α over the samples `rows` selects (a boolean mask; all without)."""
+    keep = np.ones(len(labels), bool) if rows is None else rows
+    return [
+        {
+            "alpha": alpha,
+            "error_rate": error_rate(predicted[keep], labels[keep]),
+            "nfr": negative_flip_rate(old_ids[keep], predicted[keep], labels[keep]),
+        }
+        for alpha, predicted in ids.items()
+    ]
+
+
+def pick_alpha(table: Sequence[dict[str, float]], er_tolerance: float) -> float:
+    """BCWI's rule: the lowest NFR among the α whose ER ≤ ER(α = 0, the fine-tuned model) + tolerance
+    (ties: the smaller α). `table` from `sweep_table`, α = 0 first."""
     limit = table[0]["error_rate"] + er_tolerance
-    best = min((row for row in table if row["error_rate"] <= limit), key=lambda row: (row["nfr"], row["alpha"]))
-    return best["alpha"], table
+    eligible = [row for row in table if row["error_rate"] <= limit]
+    return min(eligible, key=lambda row: (row["nfr"], row["alpha"]))["alpha"]
+
+
+def val_halves(n: int, seed: int = 0) -> np.ndarray:
+    """A fixed split of n validation samples into two halves (True: the first), by a seeded
+    permutation, so that a split sorted by class is halved across classes."""
+    first = np.zeros(n, bool)
+    first[np.random.default_rng(seed).permutation(n)[: n // 2]] = True
+    return first
+
+
+def cross_fitted(
+    ids: dict[float, np.ndarray], old_ids: np.ndarray, labels: np.ndarray, er_tolerance: float, first: np.ndarray
+) -> dict[str, float]:
+    """BCWI's val ER and NFR as an estimate of the α it picks, not of the α that fits val best: α
+    picked on one half (`pick_alpha`), its errors and flips counted on the other half, and the
+    same with the halves swapped; ER = (errors_B(α_A) + errors_A(α_B)) / N, NFR alike (flips over
+    all N). The α picked on the whole split scores itself on the samples it was picked on, which
+    flatters it where val is small; this does not (cross-fitting, as in k-fold cross-validation)."""
+    errors = flips = 0
+    for pick_rows, score_rows in ((first, ~first), (~first, first)):
+        predicted = ids[pick_alpha(sweep_table(ids, old_ids, labels, pick_rows), er_tolerance)][score_rows]
+        wrong = predicted != labels[score_rows]
+        errors += int(wrong.sum())
+        flips += int((wrong & (old_ids[score_rows] == labels[score_rows])).sum())
+    return {"error_rate": errors / len(labels), "nfr": flips / len(labels)}
 
 
 @dataclass(frozen=True)
@@ -61,6 +103,7 @@ class BcwiChoice:
     alpha: float
     sweep: list[dict[str, float]]
     state_dict: dict[str, torch.Tensor]  # θ at the picked α
+    held_out: dict[str, float]  # {error_rate, nfr}: the pick's cross-fitted val figures (`cross_fitted`)
 
 
 def select_bcwi(
@@ -74,19 +117,28 @@ def select_bcwi(
 ) -> BcwiChoice:
     """BCWI's α on the validation split: the lowest val NFR (against `old`) among the α whose val ER
     ≤ ER(α = 0) + `er_tolerance` (see `sweep_bcwi`); `tuned` (fine-tuned from `old`) is left as it
-    was. Both read `inputs` (one architecture, so one tokenizer for text). Used by the pipeline and
-    the fidelity benchmark alike."""
+    was. Both read `inputs` (one architecture, so one tokenizer for text). `held_out`: the pick's
+    cross-fitted val ER and NFR, what auto compares it on. Used by the pipeline and the fidelity
+    benchmark alike."""
     old_state = {k: v.detach().clone() for k, v in old.state_dict().items()}
     tuned_state = {k: v.detach().clone() for k, v in tuned.state_dict().items()}
     encoded = val.for_inference(inputs)
-    old_val = predict_logits(old.to(device), encoded, device=device, inputs=inputs)
+    old_ids = class_ids(predict_logits(old.to(device), encoded, device=device, inputs=inputs))
     probe = tuned.to(device)
 
-    def evaluate(state: dict[str, torch.Tensor]) -> tuple[float, float]:
+    def predict(state: dict[str, torch.Tensor]) -> torch.Tensor:
         probe.load_state_dict(state)
-        logits = predict_logits(probe, encoded, device=device, inputs=inputs)
-        return error_rate(logits, val.labels), negative_flip_rate(old_val, logits, val.labels)
+        return predict_logits(probe, encoded, device=device, inputs=inputs)
 
-    alpha, sweep = sweep_bcwi(old_state, tuned_state, evaluate, alphas, er_tolerance)
+    ids = sweep_bcwi(old_state, tuned_state, predict, alphas)
+    labels = class_ids(val.labels)
+    sweep = sweep_table(ids, old_ids, labels)
+    alpha = pick_alpha(sweep, er_tolerance)
+    picked = next(row for row in sweep if row["alpha"] == alpha)
+    held_out = (
+        cross_fitted(ids, old_ids, labels, er_tolerance, val_halves(len(labels)))
+        if len(labels) >= 2  # two halves to cross
+        else {"error_rate": picked["error_rate"], "nfr": picked["nfr"]}
+    )
     tuned.load_state_dict(tuned_state)
-    return BcwiChoice(alpha, sweep, interpolate_state_dicts(old_state, tuned_state, alpha))
+    return BcwiChoice(alpha, sweep, interpolate_state_dicts(old_state, tuned_state, alpha), held_out)
