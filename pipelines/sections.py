@@ -203,7 +203,12 @@ class MethodSpec(_Strict):
     bcwi_alphas: tuple[float, ...] = Field(
         tuple(i / 10 for i in range(11)), min_length=1, description="BCWI: interpolation weights tried on the val split"
     )
-    bcwi_er_tolerance: float = Field(0.005, ge=0, description="BCWI: allowed val ER above α = 0")
+    bcwi_er_tolerance: float = Field(
+        0.005,
+        ge=0,
+        description="BCWI: allowed val ER above α = 0, on cross-fitted figures too (α picked on one half "
+        "of val, its errors counted on the other, and swapped)",
+    )
     candidates: tuple[str, ...] = Field(
         AUTO_CANDIDATES[1:],
         min_length=1,
@@ -220,10 +225,11 @@ class MethodSpec(_Strict):
     )
     max_er_increase: float = Field(
         0.003,
-        ge=0,
+        ge=-1,
         le=1,
         description="auto: a candidate is eligible when its val ER is at most no treatment's val ER + this "
-        "(a fraction: 0.003 is 0.3 points); no treatment itself always is",
+        "(a fraction: 0.003 is 0.3 points; negative: it must beat no treatment's val ER by that much); "
+        "no treatment itself always is",
     )
 
     @field_validator("candidates")

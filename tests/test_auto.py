@@ -40,6 +40,11 @@ def test_auto_chooses_on_the_validation_split_never_the_eval_split():
     # no treatment is chosen when every treatment flips more on val
     worse = [score("none", 0.10, 0.01, 0.1, 0.05), score("kd", 0.09, 0.02, 0.09, 0.0)]
     assert choose_candidate(worse, 0.003).name == "none"
+    # a negative limit asks for a gain: bcwi (−0.1 pt) is out at −0.2 pt, no treatment still in
+    assert choose_candidate(candidates, -0.002).name == "none"
+    assert [c.eligible for c in candidates] == [True, False, False, False]
+    better = [score("none", 0.100, 0.030, 0.1, 0.03), score("bcwi", 0.097, 0.020, 0.1, 0.02)]
+    assert choose_candidate(better, -0.002).name == "bcwi"
 
 
 def test_auto_takes_candidates_cheapest_first_while_they_fit_the_budget():

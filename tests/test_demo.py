@@ -193,6 +193,6 @@ def test_the_demo_specs_are_the_settings_docs_benchmarks_records():
     assert v2.method.name == "auto" and v2.method.alpha == 0.3 and v2.method.max_er_increase == 0.003
     t1, t2 = (parse_spec(d) for d in demo_specs(DemoSettings(Path("/tmp/demo"), text=True, train_limit=None)))
     assert (t1.data.subset, t1.data.train_limit, t2.data.train_limit) == ("half-samples", None, None)
-    assert t2.method.candidates == ("kd", "fd-lm", "bcwi") and t2.method.max_er_increase == 0.0
+    assert t2.method.candidates == ("kd", "fd-lm", "bcwi") and t2.method.max_er_increase == -0.002
     assert t1.arch == t2.arch == "text-bag"  # bcwi applies
     assert v1_half({"train_limit": 1500}) == {"train_limit": 750}

@@ -60,9 +60,7 @@ def choose_candidate(candidates: list[CandidateScore], max_er_increase: float) -
     (no treatment, the candidate named "none", always qualifies; ties: lower val ER, then order); each
     candidate's `eligible` set. Only val figures are read."""
     reference = next(c for c in candidates if c.name == "none").val_error_rate
-    rows = [Scored(error_rate=c.val_error_rate, nfr=c.val_nfr) for c in candidates]
     for c in candidates:
         c.eligible = c.name == "none" or c.val_error_rate <= reference + max_er_increase
-    pick = pick_trial(rows, reference, max_er_increase)
-    assert pick is not None  # no treatment itself qualifies
-    return candidates[pick]
+    eligible = [i for i, c in enumerate(candidates) if c.eligible]  # no treatment, whatever the limit
+    return candidates[min(eligible, key=lambda i: (candidates[i].val_nfr, candidates[i].val_error_rate, i))]

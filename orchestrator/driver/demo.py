@@ -86,10 +86,11 @@ def auto_method(settings: DemoSettings) -> dict[str, Any]:
     """v2's method section: auto with every candidate, α DEMO_ALPHA, m replicas, λ."""
     alpha = DEMO_ALPHA["text" if settings.text else "image"]
     method = {"name": "auto", "m": settings.m, "alpha": alpha, "legacy_weight": settings.legacy_weight}
-    # the text demo's candidates are held to no treatment's val ER itself: on the tweets the val split
-    # flattered bcwi's interpolations (val ER within 0.3 pt of no treatment's, eval ER +0.7 to +0.8 pt on
-    # seeds 0 and 1), so the 0.3 pt of the promise is kept as the margin for that
-    text = {"candidates": TEXT_CANDIDATES, "max_er_increase": 0.0}
+    # the text demo's candidates must beat no treatment's val ER by 0.2 pt: on the tweets every
+    # interpolation toward v1 that flips less costs ER, and bcwi's eval ER lands 0.3 pt or so further
+    # above its val ER than no treatment's does (docs/benchmarks.md, the text demo's runs), so a
+    # candidate at no treatment's val ER missed the promise's +0.3 pt on eval in 2 of 4 runs
+    text = {"candidates": TEXT_CANDIDATES, "max_er_increase": -0.002}
     return {**method, **text} if settings.text else method
 
 
