@@ -27,6 +27,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     spec.MethodSpec,
     spec.TrainSpec,
     spec.AdapterSpec,
+    spec.DistillInputsSpec,
     spec.ResourcesSpec,
     spec.WorkerResources,
     spec.StudentResources,

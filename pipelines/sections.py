@@ -266,6 +266,17 @@ class AdapterSpec(_Strict):
     dropout: float = Field(0.1, ge=0, lt=1, description="dropout on the update's input")
 
 
+class DistillInputsSpec(_Strict):
+    """A perturbed copy of each training batch for the distillation term (workers/training/perturb.py):
+    the student distils on the batch and on the copy (α·½·[D(s) + D(s′)]), the teachers' logits those of
+    the batch itself; CE reads the batch only. Costs a second student forward and backward per step."""
+
+    perturb: Literal["token-dropout"] = Field(
+        "token-dropout", description="token-dropout (text): each token but the first is dropped (masked as padding)"
+    )
+    rate: float = Field(0.1, gt=0, lt=1, description="the chance that a token is dropped")
+
+
 class TrainSpec(_Strict):
     """SGD with Nesterov momentum, per-epoch checkpoints; replicas use seeds seed + 1 … seed + m."""
 
@@ -341,6 +352,12 @@ class TrainSpec(_Strict):
         False,
         description="torch.compile the training step's model (true: mode default); pays on GPUs, "
         "see docs/benchmarks.md",
+    )
+    distill_inputs: DistillInputsSpec | None = Field(
+        None,
+        description="text: the distillation term also reads a perturbed copy of each batch (token dropout), "
+        "so a set without `data.unlabelled` still distils on more than it trains on; a distilling method only "
+        "(kd, fd-*, dynamic-fd, elodi, auto's distilling candidates). null: off",
     )
 
     @field_validator("crop")

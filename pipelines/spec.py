@@ -38,9 +38,18 @@ from pipelines.operations import (
     TuneSpec,
     WorkerResources,
 )
-from pipelines.sections import AdapterSpec, DataSpec, MethodSpec, TokenizerSpec, TrainSpec, _Strict
+from pipelines.sections import (
+    AdapterSpec,
+    DataSpec,
+    DistillInputsSpec,
+    MethodSpec,
+    TokenizerSpec,
+    TrainSpec,
+    _Strict,
+)
 from workers.errors import Problems, first_line
 from workers.names import (
+    DISTILLING_METHODS,
     HF_PREFIX,
     IMAGE_ARCHITECTURES,
     LOCK_SUFFIX,
@@ -58,6 +67,7 @@ from workers.names import (
 
 __all__ = [  # the sections live in pipelines/sections.py and operations.py; callers import them from here
     "AdapterSpec",
+    "DistillInputsSpec",
     "DataSpec",
     "MethodSpec",
     "PromoteSpec",
@@ -171,6 +181,17 @@ class UpdateSpec(_Strict):
                 f"data.unlabelled: only a distilling student (kd, fd-kl, fd-lm, elodi, auto's) reads unlabelled "
                 f"texts; method is {name}"
             )
+        if self.train.distill_inputs is not None:
+            if self.data.kind != "text":
+                problems.append(
+                    f"train.distill_inputs: {self.train.distill_inputs.perturb} perturbs text; the data is images "
+                    "(their crop and flip, train.augment, already perturb what a student distils on)"
+                )
+            if self.method.name not in DISTILLING_METHODS:
+                problems.append(
+                    f"train.distill_inputs: perturbs the distillation term, and method {self.method.name} has none "
+                    f"({', '.join(DISTILLING_METHODS)} have)"
+                )
         if self.method.legacy_weight is not None and self.method.name not in ("elodi", "auto"):
             problems.append("method.legacy_weight: only elodi (and auto's elodi-legacy) has a legacy term")
         problems += self._auto_problems()

@@ -195,6 +195,11 @@ CASES = [
             _with(method={"name": "auto", "candidates": ["elodi-legacy", "elodi"], "m": 4, "budget": 4}, old="x.pt"),
         ),
     ),
+    BadInput(
+        "distill-inputs-on-images",
+        "train.distill_inputs: token-dropout perturbs text; the data is images",
+        _run_spec("perturb-images", _with(method={"name": "kd"}, old="x.pt", train__distill_inputs={"rate": 0.1})),
+    ),
     BadInput("yaml-empty-file", "must be a YAML mapping", _run_text("empty", "")),
     BadInput("spec-not-utf8", "cannot read", _run_text("binary", b"model: \xff\xfe\x00corpus\n")),
     BadInput("spec-missing-file", "cannot read", lambda folder, assets: ["run", str(folder / "nowhere.yaml")]),

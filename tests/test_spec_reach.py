@@ -34,6 +34,7 @@ NON_DEFAULT = {
         "compile": "reduce-overhead",
         "freeze": "backbone",
         "adapter": {"rank": 4},
+        "distill_inputs": {"rate": 0.3},
     },
     "method": {
         "name": "kd",
@@ -77,6 +78,7 @@ BESIDE = {("data", "num_classes"): {"path": "user/data"}, ("method", "name"): {"
 AROUND = {
     ("train", "adapter"): {"arch": "hf:/models/bert", "data": {"dataset": "tweet-sentiment"}},
     ("data", "unlabelled"): {"arch": "text-bag", "data": {"dataset": "tweet-sentiment"}},  # texts for a text model
+    ("train", "distill_inputs"): {"arch": "text-bag", "data": {"dataset": "tweet-sentiment"}},  # token dropout: text
 }
 SAME_AS_DEFAULT = {("data", "dataset")}  # fashion-mnist is the source without it; tweet-sentiment needs a text arch
 # method auto's own fields (only auto may set them): they reach its candidates and its choice, tested below

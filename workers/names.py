@@ -24,6 +24,8 @@ AUTO_CANDIDATES = ("none", "kd", "fd-lm", "bcwi", "elodi-legacy", "elodi")
 # objectives that distil on `data.unlabelled` too (their distillation term needs no label; CE skips those rows;
 # FD weighs such a row α, its old model's correctness unknown): dynamic FD's weight reads the label, so not it
 UNLABELLED_OBJECTIVES = ("kd", "fd-kl", "fd-lm", "elodi")
+# methods whose student has a distillation term (auto: its kd, fd-lm and elodi candidates)
+DISTILLING_METHODS = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi", "auto")
 REPLICA_METHODS = ("elodi", "ensemble")  # methods that train m replicas of the new architecture
 # how a registry lock's name ends (orchestrator/tracking/locks.py): no model may be named so
 LOCK_SUFFIX = r"\.[A-Za-z0-9_]+-lock$"

@@ -26,6 +26,7 @@ from workers.names import REPLICA_METHODS
 from workers.tasks.records import DataRequest, TrainJob
 from workers.training.config import TrainConfig
 from workers.training.objectives import Objective
+from workers.training.perturb import DistillInputs
 
 
 def data_request(spec: UpdateSpec) -> DataRequest:
@@ -105,6 +106,8 @@ def train_config(
     if fp32:
         values["precision"] = "fp32"
     values["adapter"] = adapter_of(spec)
+    perturb = values["distill_inputs"]
+    values["distill_inputs"] = None if perturb is None else DistillInputs(**perturb)
     return TrainConfig(**values, threads=threads(resources.cpus), device=device(resources.gpus))
 
 

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from workers.models.adapters import LoraSettings
+from workers.training.perturb import DistillInputs
 
 CompileMode = bool | Literal["default", "reduce-overhead", "max-autotune"]
 
@@ -43,6 +44,7 @@ class TrainConfig:
     precision: Literal["fp32", "bf16"] = "fp32"  # bf16: the forward pass under autocast; loss, metrics fp32
     compile: CompileMode = False  # torch.compile's mode (True: "default")
     adapter: LoraSettings | None = None  # hf:DIR models: a LoRA adapter on the frozen base
+    distill_inputs: DistillInputs | None = None  # a perturbed copy of each batch for the distillation term
     threads: int = 1  # torch intra-op threads: one per CPU the task holds
     channels_last: bool = True  # NHWC tensors for CNN steps (docs/benchmarks.md)
     device: str = "cpu"

@@ -189,11 +189,10 @@ def ldi_topk(
     return _reduce_ldi(terms, torch.ones_like(terms, dtype=torch.bool), reduction)
 
 
-def elodi(
+def elodi_distillation(
     student: torch.Tensor,
     labels: torch.Tensor,
     ensemble: torch.Tensor | TopKLogits,
-    alpha: float = 0.8,
     k: int = 10,
     p: float = 2.0,
     margin: float = 0.0,
@@ -203,10 +202,10 @@ def elodi(
     reduction: LdiReduction = "sum",
     exclude_label: bool = False,
 ) -> torch.Tensor:
-    """ELODI: (1−α)·CE + α·LDI(s; ens). With a legacy old model (ELODI Eq. 9):
-    (1−α)·CE + α·[λ·LDI(s; ens) + (1−λ)·LDI(s; old)], λ = `legacy_weight`.
-    `ensemble` may come as :class:`TopKLogits` (selection by the teacher only); `reduction` and
-    `exclude_label` shape every LDI term (see :func:`logit_difference_inhibition`)."""
+    """ELODI's distillation term: LDI(s; ens), or with a legacy old model (ELODI Eq. 9)
+    λ·LDI(s; ens) + (1−λ)·LDI(s; old), λ = `legacy_weight`. `ensemble` may come as
+    :class:`TopKLogits` (selection by the teacher only); `reduction` and `exclude_label` shape every
+    LDI term (see :func:`logit_difference_inhibition`)."""
     true_class = labels if exclude_label else None
     if isinstance(ensemble, TopKLogits):
         if by != "teacher":
@@ -221,4 +220,26 @@ def elodi(
             raise ValueError(f"legacy_weight must lie in [0, 1], got {legacy_weight}")
         legacy = logit_difference_inhibition(student, old, k, p, margin, by, reduction, true_class)
         distill = legacy_weight * distill + (1.0 - legacy_weight) * legacy
+    return distill
+
+
+def elodi(
+    student: torch.Tensor,
+    labels: torch.Tensor,
+    ensemble: torch.Tensor | TopKLogits,
+    alpha: float = 0.8,
+    k: int = 10,
+    p: float = 2.0,
+    margin: float = 0.0,
+    by: TopKBy = "teacher",
+    old: torch.Tensor | None = None,
+    legacy_weight: float | None = None,
+    reduction: LdiReduction = "sum",
+    exclude_label: bool = False,
+) -> torch.Tensor:
+    """ELODI: (1−α)·CE + α·D, D = `elodi_distillation` (LDI toward the ensemble, and the old model
+    with `legacy_weight`)."""
+    distill = elodi_distillation(
+        student, labels, ensemble, k, p, margin, by, old, legacy_weight, reduction, exclude_label
+    )
     return (1.0 - alpha) * cross_entropy(student, labels) + alpha * distill

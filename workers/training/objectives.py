@@ -69,12 +69,36 @@ class Objective:
         return ("old",)
 
     def __call__(self, student: torch.Tensor, labels: torch.Tensor, refs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """(1−α)·CE(s) + α·D(s; refs); plain CE for `none`."""
+        ce = losses.cross_entropy(student, labels)
+        if self.method == "none":
+            return ce
+        distill = self.distillation(student, labels, refs)
+        return (1.0 - self.weight) * ce + self.weight * distill
+
+    def with_perturbed(
+        self, student: torch.Tensor, perturbed: torch.Tensor, labels: torch.Tensor, refs: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """(1−α)·CE(s) + α·½·[D(s; refs) + D(s′; refs)]: the distillation term on the batch and on a
+        perturbed copy of it (`train.distill_inputs`), s′ the student's logits of the copy, the
+        references' logits those of the batch itself (a teacher's view of the clean input, as in
+        consistency training: its logits stay cached where they are)."""
+        if self.method == "none":
+            raise ValueError("method 'none' has no distillation term to perturb")
+        ce = losses.cross_entropy(student, labels)
+        distill = 0.5 * (self.distillation(student, labels, refs) + self.distillation(perturbed, labels, refs))
+        return (1.0 - self.weight) * ce + self.weight * distill
+
+    def distillation(
+        self, student: torch.Tensor, labels: torch.Tensor, refs: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """D(student; refs): toward the old model (KD, FD-KL, FD-LM, dynamic FD) or ELODI's LDI
+        toward the ensemble (and the old model with the legacy term); ValueError for `none`."""
         if self.method == "elodi":
-            return losses.elodi(
+            return losses.elodi_distillation(
                 student,
                 labels,
                 refs["teacher"],
-                self.weight,
                 self.k,
                 self.p,
                 self.margin,
@@ -84,15 +108,7 @@ class Objective:
                 reduction=self.ldi_reduction,
                 exclude_label=self.exclude_label,
             )
-        ce = losses.cross_entropy(student, labels)
-        if self.method == "none":
-            return ce
-        distill = self.distillation(student, labels, refs["old"])
-        return (1.0 - self.weight) * ce + self.weight * distill
-
-    def distillation(self, student: torch.Tensor, labels: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
-        """D(student; old) of the methods that distil toward the old model (KD, FD-KL, FD-LM,
-        dynamic FD); ValueError for any other name."""
+        old = refs["old"]
         if self.method == "kd":
             return losses.knowledge_distillation(student, old, self.temperature or 4.0)
         if self.method == "fd-kl":
@@ -103,4 +119,4 @@ class Objective:
             return losses.dynamic_fd(
                 student, old, labels, self.focal_alpha, self.focal_beta, self.distance, self.temperature or 100.0
             )
-        raise ValueError(f"objective {self.method!r} has no distillation term toward the old model")
+        raise ValueError(f"objective {self.method!r} has no distillation term")

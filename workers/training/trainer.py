@@ -90,15 +90,22 @@ class OneModel:
         config = self.config
         views = ((group[0], self._view(group[0])) for group in groups)
         no_clip = torch.zeros(1, dtype=torch.long, device=self.device)
+        # the distillation term's perturbed copy (train.distill_inputs): only where there is one
+        perturb = config.distill_inputs if self.objective.references else None
         for batch, inputs, pending in _with_references(views, self.references, config.prefetch):
             if batch.labels is not None:  # a streamed batch carries its labels
                 labels = batch.labels.to(self.device)
             else:
                 labels = self.targets[batch.indices.to(self.device, torch.long)]
             with autocast(self.device, config.precision):
-                student = self.forward(inputs)
+                # the batch and its copy in one forward pass (one per step, as DDP wants)
+                both = self.forward(inputs if perturb is None else torch.cat([inputs, perturb(inputs)]))
+            student, perturbed = both[: len(inputs)].float(), both[len(inputs) :].float()
             refs = {name: logits.to(self.device) for name, logits in pending().items()}
-            loss = self.objective(student.float(), labels, refs)
+            if perturb is None:
+                loss = self.objective(student, labels, refs)
+            else:
+                loss = self.objective.with_perturbed(student, perturbed, labels, refs)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             clipped = no_clip
