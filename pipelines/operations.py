@@ -1,5 +1,5 @@
 """The spec's sections on how a version runs and ships: Ray resources per stage, the promotion gate,
-and the Ray Tune search (pipelines/spec.py composes them; pipelines/sections.py holds the others)."""
+and the Ray Tune search (pipelines/spec.py composes them; pipelines/sections.py and data_section.py hold the others)."""
 
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from pipelines.auto import AUTO_ONLY_FIELDS, auto_choice
+from pipelines.data_section import DataSpec
 from pipelines.defaults import recipe_for
 from pipelines.operations import (
     PromoteSpec,
@@ -40,7 +41,6 @@ from pipelines.operations import (
 )
 from pipelines.sections import (
     AdapterSpec,
-    DataSpec,
     DistillInputsSpec,
     MethodSpec,
     TokenizerSpec,
@@ -65,7 +65,7 @@ from workers.names import (
     modality_of,
 )
 
-__all__ = [  # the sections live in pipelines/sections.py and operations.py; callers import them from here
+__all__ = [  # the sections live in pipelines/sections.py, data_section.py, operations.py; import them from here
     "AdapterSpec",
     "DistillInputsSpec",
     "DataSpec",

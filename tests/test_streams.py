@@ -332,7 +332,8 @@ def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_pa
 def test_the_spec_reference_states_the_streaming_bounds_the_code_uses():
     from orchestrator.planning.model_inputs import TOKENIZER_SAMPLE
     from orchestrator.planning.streaming import STREAMING_BUDGET_BYTES
-    from pipelines.sections import DataSpec, TokenizerSpec
+    from pipelines.data_section import DataSpec
+    from pipelines.sections import TokenizerSpec
 
     assert f"first {TOKENIZER_SAMPLE:,} texts" in (TokenizerSpec.__doc__ or "")
     described = str(DataSpec.model_fields["streaming"].description)

@@ -23,7 +23,7 @@ from workers.errors import DataError
 from workers.names import REPLICA_METHODS, is_glob, is_s3, is_table
 from workers.tasks.records import DataRequest
 
-STREAMING_BUDGET_BYTES = 2 << 30  # pipelines/sections.py DataSpec.streaming states this figure
+STREAMING_BUDGET_BYTES = 2 << 30  # pipelines/data_section.py DataSpec.streaming states this figure
 TEXT_MEMORY_FACTOR = 4  # a table in memory: texts as Python strings plus their token ids, ≈ 4× its bytes
 GiB = float(1 << 30)
 
