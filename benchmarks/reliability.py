@@ -262,9 +262,9 @@ def report(records: list[dict], code: int, summary: str) -> str:
     lines += [
         "## Bad inputs",
         "",
-        "The corpus is tests/bad_inputs.py, bad_data_inputs.py and bad_text.py; each case runs the real command "
-        "line (`congruent run`, `compare`, `promote`, `versions`) in a sqlite MLflow store that must be unchanged "
-        "afterwards.",
+        "The corpus is tests/bad_inputs.py, bad_model_inputs.py, bad_data_inputs.py and bad_text.py; each case "
+        "runs the real command line (`congruent run`, `compare`, `promote`, `versions`) in a sqlite MLflow store "
+        "that must be unchanged afterwards.",
         "",
         *bad_inputs_table(bad),
         "",

@@ -1,7 +1,7 @@
-"""The bad-input corpus, continued (tests/bad_inputs.py holds the cases' helpers and the spec's,
-the old version's and init's cases): malformed data, places a run cannot write to, prediction files
-and registry references, each a real `congruent` command line that must fail with one line naming
-the problem and exit code 2."""
+"""The bad-input corpus, continued (tests/bad_inputs.py holds the cases' helpers and the spec's
+cases, tests/bad_model_inputs.py the old version's and init's): malformed data, places a run cannot
+write to, prediction files and registry references, each a real `congruent` command line that must
+fail with one line naming the problem and exit code 2."""
 
 from __future__ import annotations
 

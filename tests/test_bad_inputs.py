@@ -8,12 +8,13 @@ from mlflow import MlflowClient
 from bad_data_inputs import DATA_CASES
 from bad_inputs import CASES as IMAGE_CASES
 from bad_inputs import make_assets
+from bad_model_inputs import MODEL_CASES
 from bad_text import TEXT_CASES
 from orchestrator.cli import main
 from orchestrator.tracking import store
 from reliability_records import record
 
-CASES = IMAGE_CASES + DATA_CASES + TEXT_CASES
+CASES = IMAGE_CASES + MODEL_CASES + DATA_CASES + TEXT_CASES
 
 
 @pytest.fixture(scope="module")
