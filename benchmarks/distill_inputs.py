@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import markdown_table, write_section
+from benchmarks.report import markdown_table, run_unit_process, show_section
 
 SECTION = "## Distilling on perturbed copies (token dropout): the val split"
 RESULTS = Path("docs/distill-inputs-results.json")
@@ -155,17 +154,13 @@ def main() -> None:
     results = load()
     results["date"] = time.strftime("%Y-%m-%d")
     work = Path(tempfile.mkdtemp(prefix="distill-inputs-"))
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
     for name in args.sets:
         for seed in args.seeds:
             if f"{name}/{seed}" in results["units"]:
                 continue
             argv = [sys.executable, "-m", "benchmarks.distill_inputs", "--rate", str(args.rate)]
             argv += ["--unit", name, str(seed), str(work / f"{name}-{seed}")]
-            done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-            if done.returncode != 0:
-                raise SystemExit(f"{name} seed {seed}: exit {done.returncode}: {done.stderr[-3000:]}")
-            unit = json.loads(done.stdout.strip().splitlines()[-1])
+            unit = run_unit_process(argv, f"{name} seed {seed}")
             results["units"][f"{name}/{seed}"] = unit
             RESULTS.write_text(json.dumps(results, indent=2))
             off, on = unit["variants"]["off"]["candidates"], unit["variants"]["on"]["candidates"]
@@ -174,10 +169,7 @@ def main() -> None:
                 f"fd-lm {percent(off['fd-lm']['val_nfr'])} → {percent(on['fd-lm']['val_nfr'])}",
                 flush=True,
             )
-    text = report(results)
-    print(text)
-    if args.report:
-        write_section(Path(args.report), SECTION, text)
+    show_section(report(results), args.report, SECTION)
 
 
 if __name__ == "__main__":

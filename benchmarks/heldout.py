@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.baselines_grid import MINILM, short_name
-from benchmarks.report import markdown_table, write_section
+from benchmarks.report import markdown_table, run_unit_process, show_section
 
 SECTION = "## Method auto on a held-out text set: the 2016 election tweets"
 RESULTS = Path("docs/heldout-results.json")
@@ -288,11 +287,7 @@ def main() -> None:
             str(seed),
             str(work / f"{short_name(arch).replace(':', '-')}-{seed}"),
         ]
-        env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-        if done.returncode != 0:
-            raise SystemExit(f"{arch} seed {seed}: exit {done.returncode}: {done.stderr[-3000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return run_unit_process(argv, f"{arch} seed {seed}")
 
     with ThreadPoolExecutor(args.jobs) as pool:
         for unit in pool.map(lambda job: one(*job), todo):
@@ -301,10 +296,7 @@ def main() -> None:
             ratio, increase, met = verdict(unit)
             print(f"{unit['arch']} seed {unit['seed']}: {unit['chosen']} {ratio:.2f}× {100 * increase:+.2f} pt {met}")
     RESULTS.write_text(json.dumps(results, indent=2))
-    text = report(results)
-    print(text)
-    if args.report:
-        write_section(Path(args.report), SECTION, text)
+    show_section(report(results), args.report, SECTION)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import markdown_table, write_section
+from benchmarks.report import markdown_table, show_section
 
 SECTION = "## text-linear against its own optimum and TF-IDF + LR: NFR half → all"
 RESULTS = Path("docs/linear-optimum-results.json")
@@ -221,10 +221,7 @@ def main() -> None:
     for name in args.sets:
         results["sets"][name] = measure(name)
         RESULTS.write_text(json.dumps(results, indent=2))
-    text = report(results)
-    print(text)
-    if args.report:
-        write_section(Path(args.report), SECTION, text)
+    show_section(report(results), args.report, SECTION)
 
 
 if __name__ == "__main__":

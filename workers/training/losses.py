@@ -10,7 +10,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -228,18 +228,9 @@ def elodi(
     labels: torch.Tensor,
     ensemble: torch.Tensor | TopKLogits,
     alpha: float = 0.8,
-    k: int = 10,
-    p: float = 2.0,
-    margin: float = 0.0,
-    by: TopKBy = "teacher",
-    old: torch.Tensor | None = None,
-    legacy_weight: float | None = None,
-    reduction: LdiReduction = "sum",
-    exclude_label: bool = False,
+    **distillation: Any,
 ) -> torch.Tensor:
-    """ELODI: (1−α)·CE + α·D, D = `elodi_distillation` (LDI toward the ensemble, and the old model
-    with `legacy_weight`)."""
-    distill = elodi_distillation(
-        student, labels, ensemble, k, p, margin, by, old, legacy_weight, reduction, exclude_label
-    )
+    """ELODI: (1−α)·CE + α·D, D = `elodi_distillation(student, labels, ensemble, **distillation)`
+    (LDI toward the ensemble, and the old model with `legacy_weight`)."""
+    distill = elodi_distillation(student, labels, ensemble, **distillation)
     return (1.0 - alpha) * cross_entropy(student, labels) + alpha * distill
