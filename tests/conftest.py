@@ -25,13 +25,26 @@ os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "120")
 
 def pytest_collection_modifyitems(items):
     """Mark each test by the session resources its fixtures start: `cluster` (the two-node Ray
-    cluster), `services` (PostgreSQL, SeaweedFS, MLflow), so `-m` can select by what a test needs."""
+    cluster), `services` (PostgreSQL, SeaweedFS, MLflow), so `-m` can select by what a test needs.
+
+    `make test` runs the suite in two pytest-xdist processes (`--dist loadgroup`), each with its own
+    session cluster and services. The tests of a module that uses either, or any module-scoped
+    fixture (servers, a trained v1, a data tree in S3), form one group that runs in one process, so
+    that state is built once; the other tests go wherever a process is free."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if "ray_cluster" in names:
             item.add_marker(pytest.mark.cluster)
         if "mlflow_stack" in names:
             item.add_marker(pytest.mark.services)
+        if names & {"ray_cluster", "mlflow_stack"} or _uses_module_scoped_fixtures(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _uses_module_scoped_fixtures(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    return any(definition.scope == "module" for chain in definitions for definition in chain)
 
 
 @pytest.fixture(scope="session", autouse=True)

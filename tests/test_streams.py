@@ -325,7 +325,7 @@ def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_pa
     from ray.util.state import list_tasks
 
     named = [("name", "=", "MapBatches(shard_rows)")]
-    readers = list_tasks(filters=named, limit=10_000, raise_on_missing_output=False)
+    readers = list_tasks(ray_cluster.dashboard, filters=named, limit=10_000, raise_on_missing_output=False)
     assert len({task.node_id for task in readers}) == 2, "the replicas' readers run beside them, on both nodes"
 
 
