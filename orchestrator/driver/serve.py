@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, replace
 
@@ -162,7 +164,7 @@ def swap_champion(served: Served, champion: str) -> Served:
         name=version_app_name(served.model, champion),
         route_prefix=None,
     )
-    moved = post(f"{served.url}/champion", {}, timeout=120)
+    moved = _move_gateway(served.url)
     if moved.get("version") != champion:
         raise RegistryError(f"{served.model}@champion names v{moved.get('version')} now, not v{champion}")
     if served.live_run is not None:
@@ -222,6 +224,23 @@ def version_apps(model: str, keep: str | None = None) -> list[str]:
         and name.removeprefix(prefix).isdigit()
         and name != version_app_name(model, keep or "")
     ]
+
+
+def _move_gateway(url: str, wait_s: float = 120.0) -> dict:
+    """`POST /champion` until the gateway answers: its 409 (the registry or the new champion's
+    application did not answer it yet, seen once in ~40 ms on a busy 2-core machine) is asked again
+    each second for up to `wait_s`; after that, RegistryError with the gateway's own reason."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return post(f"{url}/champion", {}, timeout=120)
+        except urllib.error.HTTPError as e:
+            if e.code != 409:
+                raise
+            reason = json.loads(e.read() or b"{}").get("error", "")
+        if time.monotonic() > deadline:
+            raise RegistryError(f"the gateway at {url} did not move to the new champion: {reason}")
+        time.sleep(1.0)
 
 
 def post(url: str, body: object, timeout: float = 60) -> dict:
