@@ -1,6 +1,7 @@
 """The driver's side of a swap (orchestrator/driver/serve.py `_move_gateway`): a gateway that answers
 `POST /champion` with 409 (the registry or the new application did not answer it yet) is asked
-again until it moves, and one that never moves ends the swap with its own reason."""
+again until it moves, and one that never moves ends the swap with its own reason. The replicas are
+given this driver's registry, whatever registry the Ray nodes' environment names."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from orchestrator.driver.serve import _move_gateway
+from orchestrator.driver.serve import _move_gateway, replica_env
 from orchestrator.tracking.version_refs import RegistryError
 
 
@@ -62,3 +63,13 @@ def test_a_gateway_that_never_moves_ends_the_swap_with_its_reason():
         assert 2 <= len(calls) <= 4
     finally:
         server.shutdown()
+
+
+def test_the_replicas_registry_is_the_driver_s_store_not_one_the_nodes_inherited(monkeypatch, tmp_path):
+    # a Ray node started from a shell where an earlier `mlflow.set_registry_uri` left another store
+    # passes MLFLOW_REGISTRY_URI to every replica; the gateway then found no champion (CI, stop 80)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", f"sqlite:///{tmp_path / 'another.db'}")
+    env = replica_env()
+    assert (env["MLFLOW_TRACKING_URI"], env["MLFLOW_REGISTRY_URI"]) == (uri, uri)

@@ -140,8 +140,12 @@ def endpoint_url(host: str, port: int) -> str:
 
 def replica_env() -> dict[str, str]:
     """What the replicas need in their environment: this driver's MLflow store (absolute: an embedded
-    one's path from here) and the storage credentials the pipelines' workers get too."""
-    return {**worker_env(), "MLFLOW_TRACKING_URI": store.tracking_uri()}
+    one's path from here) for runs and the registry alike, as `store.configure` sets both here, and the
+    storage credentials the pipelines' workers get too. The registry's URI is given as well: a Ray node
+    started from a shell where `MLFLOW_REGISTRY_URI` named another store hands that to every replica,
+    whose registry would then know no version of this model."""
+    uri = store.tracking_uri()
+    return {**worker_env(), "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri}
 
 
 def champion_moved(served: Served) -> str | None:

@@ -128,7 +128,7 @@ async def registry_champion(
         resolved = asyncio.to_thread(registry.resolve, f"{model}@champion")
         version = (await asyncio.wait_for(resolved, timeout=timeout_s)).version
     except Exception as e:  # noqa: BLE001  # MLflow down or slow, the alias removed
-        raise ChampionUnavailable(f"the registry did not answer: {type(e).__name__}") from None
+        raise ChampionUnavailable(f"the registry did not answer: {type(e).__name__}: {e}") from None
     if version == served:
         return None
     try:  # Serve refuses a handle to an application it does not know; one that is not up waits: bounded
