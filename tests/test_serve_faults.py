@@ -174,11 +174,13 @@ def test_a_killed_replica_costs_what_is_counted(served_versions):
     pairs_before = 0
     try:
         for deployment in KILLS:
-            app = version_app_name(model, "1") if deployment == "version" else served.app_name
+            app = {"version": version_app_name(model, "1"), "candidate": version_app_name(model, "2")}.get(
+                deployment, served.app_name
+            )
             with Traffic(served.url, image).running() as traffic:
                 traffic.wait_for(30)
                 killed_at = time.monotonic()
-                killed_pid = kill_replica(app, deployment)
+                killed_pid = kill_replica(app, "LiveLedger" if deployment == "LiveLedger" else "version")
                 traffic.wait_for(len(traffic.answered) + 30, timeout=300)
             post(f"{served.url}/flush", {}, timeout=120)
             pairs_now = live.run_counts(served.live_run).pairs

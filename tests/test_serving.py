@@ -275,7 +275,8 @@ def test_rows_that_come_while_the_ledger_writes_a_chunk_are_kept_for_the_next(tm
 def test_serve_follows_the_champion_alias_and_keeps_serving_while_the_registry_is_out_of_reach(monkeypatch, capsys):
     """The `congruent serve` loop's check: nothing moved, then MLflow down (said; v1 still served),
     then the alias on v3: one swap, after which v3 is what is served and the shadow's session is over;
-    then a swap to v4 that fails: said, v3 still served."""
+    then a swap to v4 that fails: said, v3 still served, tried again; then v5, whose replicas find no
+    room: rolled back, said once, not tried again until the alias moves."""
     from dataclasses import replace
 
     from mlflow.exceptions import MlflowException
@@ -284,7 +285,7 @@ def test_serve_follows_the_champion_alias_and_keeps_serving_while_the_registry_i
     from orchestrator.driver import serve as driver
     from orchestrator.serving.settings import Resources, ServeSettings
 
-    answers: list = [None, MlflowException("connection refused"), "3", "4"]
+    answers: list = [None, MlflowException("connection refused"), "3", "4", "5", "5"]
 
     def champion_moved(served):
         answer = answers.pop(0)
@@ -294,10 +295,12 @@ def test_serve_follows_the_champion_alias_and_keeps_serving_while_the_registry_i
 
     swaps = []
 
-    def swap_champion(served, version):
+    def swap_champion(served, version, place_s=120):
         swaps.append((served.champion, version))
         if version == "4":
             raise RuntimeError("Deploying application congruent-m--v4 failed")
+        if version == "5":
+            raise driver.NotPlaced("v5 (1 replica(s) of 1 CPU, 0 GPU) not running within 120 s")
         return replace(served, champion=version, candidate=None, live_run=None)
 
     monkeypatch.setattr(driver, "champion_moved", champion_moved)
@@ -311,6 +314,11 @@ def test_serve_follows_the_champion_alias_and_keeps_serving_while_the_registry_i
     assert "champion moved to v3: swapping v1 for it; the live session of v2 ended" in capsys.readouterr().out
     assert follow_champion(followed) is followed  # a swap that failed: v3 still served, tried again later
     assert "the swap failed (RuntimeError: Deploying application congruent-m--v4 failed)" in capsys.readouterr().out
+    unplaced: set[str] = set()
+    assert follow_champion(followed, 120, unplaced) is followed and unplaced == {"5"}
+    assert "m: rolled back, serving v3 until the alias moves again: v5 (1 replica" in capsys.readouterr().out
+    assert follow_champion(followed, 120, unplaced) is followed  # v5 again: not tried, nothing said
+    assert swaps == [("1", "3"), ("3", "4"), ("3", "5")] and capsys.readouterr().out == ""
 
 
 def test_pairs_the_ledger_did_not_take_are_sent_again_with_the_next_and_only_the_oldest_beyond_the_cap_go():

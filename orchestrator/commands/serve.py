@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when t
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.serve import app_name, serve_model, stop_app, stop_serving
+    from orchestrator.driver.serve import NotPlaced, app_name, serve_model, stop_app, stop_serving
     from orchestrator.serving.access import TOKEN_ENV, open_beyond_this_machine
     from orchestrator.serving.settings import Resources, ServeSettings
     from orchestrator.tracking.version_refs import RegistryError
@@ -39,10 +39,11 @@ def run(args: argparse.Namespace) -> int:
         threads=max(1, int(args.cpus)),
     )
     try:
+        resources = Resources(args.replicas, args.cpus, args.gpus)
         served: Served = serve_model(
-            args.model, args.shadow, settings, args.host, args.port, Resources(args.replicas, args.cpus, args.gpus)
+            args.model, args.shadow, settings, args.host, args.port, resources, args.swap_timeout
         )
-    except RegistryError as e:
+    except (RegistryError, NotPlaced) as e:
         return fail("serve", str(e))
     shadow = f", shadowing v{served.candidate} on {args.fraction:.0%} of samples" if served.candidate else ""
     print(f"{args.model}: serving champion v{served.champion}{shadow} at {served.url} (app {app_name(args.model)})")
@@ -58,10 +59,11 @@ def run(args: argparse.Namespace) -> int:
         "served version without dropping requests. Ctrl-C stops it (the shadows in flight finish and the "
         "ledger is written first)"
     )
+    unplaced: set[str] = set()
     try:
         while True:
             time.sleep(args.follow_s)
-            served = follow_champion(served)
+            served = follow_champion(served, args.swap_timeout, unplaced)
     except KeyboardInterrupt:
         try:
             stop_serving(served)
@@ -72,25 +74,35 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
-def follow_champion(served: Served) -> Served:
+def follow_champion(served: Served, place_s: float = 120.0, unplaced: set[str] | None = None) -> Served:
     """Swap the served champion when the registry's alias moved (a promotion); the registry being out
-    of reach is said and tried again at the next check, while serving goes on."""
+    of reach, or a swap that failed, is said and tried again at the next check, while serving goes on.
+    A version whose replicas could not be placed within `place_s` is rolled back (its application
+    deleted, the old champion and its shadow served on), said once, and added to `unplaced`: not tried
+    again until the alias names another version (or serve restarts)."""
     from mlflow.exceptions import MlflowException
 
-    from orchestrator.driver.serve import champion_moved, swap_champion
+    from orchestrator.driver.serve import NotPlaced, champion_moved, swap_champion
     from orchestrator.tracking.version_refs import RegistryError
+
+    unplaced = set() if unplaced is None else unplaced
 
     try:
         moved = champion_moved(served)
     except (MlflowException, OSError, RegistryError) as e:  # MLflow down, the alias removed: keep serving
         print(f"{served.model}: the registry did not answer ({type(e).__name__}); serving v{served.champion}")
         return served
-    if moved is None:
+    if moved is None or moved in unplaced:
         return served
     ended = f"; the live session of v{served.candidate} ended" if served.candidate else ""
     print(f"{served.model}: champion moved to v{moved}: swapping v{served.champion} for it{ended}")
     try:
-        swapped = swap_champion(served, moved)
+        swapped = swap_champion(served, moved, place_s)
+    except NotPlaced as e:
+        unplaced.add(moved)
+        shadow = f" shadowing v{served.candidate}" if served.candidate else ""
+        print(f"{served.model}: rolled back, serving v{served.champion}{shadow} until the alias moves again: {e}")
+        return served
     except (RegistryError, OSError, ValueError, RuntimeError) as e:  # a deploy or the gateway failed: retried
         print(f"{served.model}: the swap failed ({type(e).__name__}: {e}); tried again at the next check")
         return served
@@ -128,6 +140,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--flush-s", type=float, default=5.0, help="seconds before pending ledger rows are written (5)")
     parser.add_argument(
         "--follow-s", type=float, default=5.0, help="seconds between checks of MODEL@champion for a promotion (5)"
+    )
+    parser.add_argument(
+        "--swap-timeout",
+        type=float,
+        default=120.0,
+        help="seconds a version's replicas may take to be placed and answer, at the start or a swap; a swap "
+        "that takes longer is rolled back (120)",
     )
     parser.add_argument("--detach", action="store_true", help="leave it running on the cluster and return")
     parser.add_argument("--stop", action="store_true", help="stop the model's application on the cluster")

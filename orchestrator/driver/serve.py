@@ -27,6 +27,7 @@ from orchestrator.tracking.version_refs import RegistryError
 
 ONE_CPU_REPLICA = Resources()
 ALL_INTERFACES = ("0.0.0.0", "::")
+PLACE_S = 120.0  # how long a version's replicas may take to be placed and answer (`--swap-timeout`)
 PROXY_READY_S = "120"  # Serve's HTTP proxy's start on a loaded 2-core machine takes more than its 5 s
 
 
@@ -76,9 +77,11 @@ def serve_model(
     host: str = "127.0.0.1",
     port: int = 8000,
     resources: Resources = ONE_CPU_REPLICA,
+    place_s: float = PLACE_S,
 ) -> Served:
     """Start (or replace) the model's application on the cluster this process joins; return once it
-    answers. RegistryError before anything starts when the versions cannot be served."""
+    answers. RegistryError before anything starts when the versions cannot be served; NotPlaced when
+    a version's replicas cannot be placed within `place_s`."""
     store.configure()
     champion, candidate = resolve_versions(model, shadow)
     run_id = candidate_run = None
@@ -92,11 +95,8 @@ def serve_model(
     try:
         connect(None)
         serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
-        serve.run(
-            version_application(model, champion, settings, resources, replica_env()),
-            name=version_app_name(model, champion),
-            route_prefix=None,
-        )
+        for version in (champion, candidate) if candidate else (champion,):
+            start_version(model, version, settings, resources, place_s)
         serve.run(
             application(
                 model,
@@ -105,14 +105,13 @@ def serve_model(
                 run_id,
                 candidate_run,
                 settings,
-                resources,
                 replica_env(),
                 token_digest(os.environ.get(TOKEN_ENV)),
             ),
             name=name,
             route_prefix="/",
         )
-        for old in version_apps(model, keep=champion):  # an application replaced: its old champion's
+        for old in version_apps(model, keep=(champion, candidate)):  # an application replaced: its versions'
             serve.delete(old)
     except BaseException:
         if run_id is not None:
@@ -154,21 +153,26 @@ def champion_moved(served: Served) -> str | None:
     return champion if champion != served.champion else None
 
 
-def swap_champion(served: Served, champion: str) -> Served:
-    """Serve `champion` in place of the served one without dropping a request: its own application
-    (`version_app_name`) is started beside the old champion's, and once it answers the gateway moves
-    to it (`POST /champion`, which follows the registry's alias); the requests in flight finish on the
+def swap_champion(served: Served, champion: str, place_s: float = PLACE_S) -> Served:
+    """Serve `champion` in place of the served one without dropping a request. The shadowed candidate
+    already runs in its own application (`version_app_name`): nothing starts, the gateway moves to its
+    replicas, so a cluster with no resources to spare swaps too. Another version's application is
+    started beside the old champion's first; when its replicas are not placed (or do not answer)
+    within `place_s`, it is deleted again and NotPlaced says so: the gateway never moved, the old
+    champion and its shadow are served as before. Once the new champion answers the gateway moves to
+    it (`POST /champion`, which follows the registry's alias); the requests in flight finish on the
     old one, whose application is then deleted (Serve waits for what it still answers). The live
     session compared the old champion with its candidate: the gateway stops shadowing, the ledger
     writes what it holds, and the session's run ends (FINISHED)."""
     from ray import serve
 
-    serve.run(
-        version_application(served.model, champion, served.settings, served.resources, replica_env()),
-        name=version_app_name(served.model, champion),
-        route_prefix=None,
-    )
-    moved = _move_gateway(served.url)
+    started = start_version(served.model, champion, served.settings, served.resources, place_s)
+    try:
+        moved = _move_gateway(served.url)
+    except BaseException:
+        if started:  # the gateway did not move: the application started for it goes again
+            serve.delete(version_app_name(served.model, champion))
+        raise
     if moved.get("version") != champion:
         raise RegistryError(f"{served.model}@champion names v{moved.get('version')} now, not v{champion}")
     if served.live_run is not None:
@@ -176,21 +180,58 @@ def swap_champion(served: Served, champion: str) -> Served:
         from mlflow import MlflowClient
 
         MlflowClient().set_terminated(served.live_run, "FINISHED")
-    for name in version_apps(served.model, keep=champion):  # the old champion's (Serve lets it finish)
+    for name in version_apps(served.model, keep=(champion,)):  # the old champion's (Serve lets it finish)
         serve.delete(name)
     return replace(served, champion=champion, candidate=None, live_run=None)
 
 
+class NotPlaced(RuntimeError):
+    """A version's replicas were not placed, or did not answer, in time; its application is deleted."""
+
+
+def start_version(model: str, version: str, settings: ServeSettings, resources: Resources, place_s: float) -> bool:
+    """Run the version's own application (`version_app_name`) and wait until it answers; False when it
+    runs already (the shadowed candidate at a swap). NotPlaced (one line), with the application
+    deleted, when it is not running within `place_s` or its deployment failed."""
+    from ray import serve
+
+    name = version_app_name(model, version)
+    if _app_status(name) == "RUNNING":
+        return False
+    target = version_application(model, version, settings, resources, replica_env())
+    serve.run_many([serve.RunTarget(target, name=name, route_prefix=None)], wait_for_applications_running=False)
+    deadline = time.monotonic() + place_s
+    while (status := _app_status(name)) != "RUNNING":
+        if status == "DEPLOY_FAILED" or time.monotonic() > deadline:
+            message = (serve.status().applications[name].message or "").strip().splitlines()
+            serve.delete(name)
+            asked = f"{resources.replicas} replica(s) of {resources.cpus:g} CPU, {resources.gpus:g} GPU"
+            why = "its deployment failed" if status == "DEPLOY_FAILED" else f"not running within {place_s:g} s"
+            detail = f": {message[0][:200]}" if message else ""
+            raise NotPlaced(f"v{version} ({asked}) {why}{detail}; its application is deleted")
+        time.sleep(0.5)
+    return True
+
+
+def _app_status(name: str) -> str | None:
+    from ray import serve
+
+    app = serve.status().applications.get(name)
+    return None if app is None else str(getattr(app.status, "value", app.status))
+
+
 def stop_serving(served: Served) -> None:
     """Let the shadows in flight finish and the ledger write what it holds, then delete the
-    application and close the live run (FINISHED)."""
+    application and its versions' (the champion's, the candidate's) and close the live run
+    (FINISHED)."""
     from ray import serve
 
     try:
         post(f"{served.url}/flush", {}, timeout=120)
     finally:
         serve.delete(served.app_name)
-        serve.delete(version_app_name(served.model, served.champion))
+        for name in version_apps(served.model):
+            serve.delete(name)
         if served.live_run is not None:
             from mlflow import MlflowClient
 
@@ -216,17 +257,17 @@ def stop_app(model: str) -> bool:
     return True
 
 
-def version_apps(model: str, keep: str | None = None) -> list[str]:
-    """The model's version applications running on the cluster (`version_app_name`), but `keep`'s."""
+def version_apps(model: str, keep: tuple[str | None, ...] = ()) -> list[str]:
+    """The model's version applications running on the cluster (`version_app_name`), but those of the
+    versions in `keep`."""
     from ray import serve
 
     prefix = version_app_name(model, "")
+    kept = {version_app_name(model, v) for v in keep if v is not None}
     return [
         name
         for name in serve.status().applications
-        if name.startswith(prefix)
-        and name.removeprefix(prefix).isdigit()
-        and name != version_app_name(model, keep or "")
+        if name.startswith(prefix) and name.removeprefix(prefix).isdigit() and name not in kept
     ]
 
 

@@ -9,11 +9,12 @@ and, with a shadow, its candidate.
   replica that starts after a swap serves the registry's champion too. With a token (access.py),
   every route but `/healthz` asks for it.
 - `VersionModel`: one registered version, loaded from the registry with its own tokenizer / input
-  description; requests are batched across clients (`@serve.batch`). The champion runs in an
-  application of its own (`version_app_name`), so that a swap starts the new champion beside the
-  old one and the gateway moves only once it answers (Ray Serve's own update of a deployment stops
-  an old replica before its successor is up: with one replica, requests fail meanwhile). The
-  candidate runs beside the gateway.
+  description; requests are batched across clients (`@serve.batch`). Each served version, the
+  champion and the shadowed candidate alike, runs in an application of its own (`version_app_name`):
+  a swap to another version starts it beside the old champion and the gateway moves only once it
+  answers (Ray Serve's own update of a deployment stops an old replica before its successor is up:
+  with one replica, requests fail meanwhile); a swap to the shadowed candidate starts nothing, the
+  gateway moves to the replicas that shadowed, so a cluster with no CPU to spare swaps too.
 - `LiveLedger` (ledger.py, one replica): the pairs and labels, in the session's run.
 
 FastAPI reads the route handlers' annotations at run time (a `Request` parameter), so this module
@@ -161,7 +162,7 @@ class Gateway:
         self,
         model: str,
         champion: str,
-        candidate: DeploymentHandle | None,
+        candidate: str | None,
         ledger: DeploymentHandle | None,
         settings: ServeSettings,
         token_digest: str | None = None,
@@ -171,16 +172,9 @@ class Gateway:
         # its handle is taken at the first request (`_described`): after a swap that application is
         # gone, and asking Serve for a handle to it raises, which would fail the replica's start
         self.champion: DeploymentHandle | None = None
-        self.candidate, self.ledger = candidate, ledger
-        self.shadow: Shadow | None = None
-        if candidate is not None and ledger is not None:
-            self.shadow = Shadow(
-                lambda payloads: candidate.answer.remote(payloads),
-                lambda rows: ledger.add_pairs.remote(rows),
-                settings.shadow_fraction,
-            )
+        self.candidate_version, self.ledger = candidate, ledger  # the shadowed version, in its own application
+        self.shadow: Shadow | None = None  # started with the champion's handle (`_described`)
         self.described: dict[str, Any] | None = None  # the served champion's description
-        self.candidate_version: str | None = None
         self.swapped = 0  # answers from another champion version than the session's (during a swap)
         self.starting = asyncio.Lock()
 
@@ -191,9 +185,19 @@ class Gateway:
             if self.described is None:
                 self.champion = version_handle(self.model, self.bound_champion)
                 self.described = await self.champion.describe.remote()
-                if self.shadow is not None and self.candidate is not None:
-                    self.candidate_version = (await self.candidate.describe.remote())["version"]
+                self.shadow = self._shadow()
         return self.described
+
+    def _shadow(self) -> Shadow | None:
+        """The candidate's shadow, when one is served: its answers go with the champion's to the ledger."""
+        if self.candidate_version is None or self.ledger is None:
+            return None
+        candidate, ledger = version_handle(self.model, self.candidate_version), self.ledger
+        return Shadow(
+            lambda payloads: candidate.answer.remote(payloads),
+            lambda rows: ledger.add_pairs.remote(rows),
+            self.settings.shadow_fraction,
+        )
 
     async def _catch_up(self) -> None:
         """On a replica's start: a promotion may have been swapped in since the application was
@@ -205,9 +209,8 @@ class Gateway:
         except ChampionUnavailable as e:
             logger.warning("gateway start: %s; serving v%s", e, self.bound_champion)
             return
-        if moved is not None:
+        if moved is not None:  # the shadow's session ended with the swap (`shadow` stays None)
             _, self.champion, self.described = moved
-            self.shadow = None
 
     @app.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
@@ -341,19 +344,15 @@ def application(
     run_id: str | None,
     candidate_run: str | None,
     settings: ServeSettings,
-    resources: Resources,
     env: dict[str, str],
     token_digest: str | None = None,
 ) -> Any:
     """The endpoint's application: the gateway (in front of the champion's own application) and, with
-    a candidate, the candidate on `resources` and the ledger; `env` in every replica's environment;
-    with `token_digest`, the gateway asks for the token (access.py)."""
-    shadow = ledger = None
+    a candidate (in its own application too), the ledger; `env` in every replica's environment; with
+    `token_digest`, the gateway asks for the token (access.py)."""
+    ledger = None
     light = {"ray_actor_options": {"num_cpus": 0, "runtime_env": {"env_vars": env}}}
     if candidate is not None:
         assert run_id is not None and candidate_run is not None
-        shadow = VersionModel.options(name="candidate", **_options(resources, env)).bind(  # type: ignore[attr-defined]
-            model, candidate, settings, _device(resources)
-        )
         ledger = LiveLedger.options(**light).bind(run_id, candidate_run, settings)  # type: ignore[attr-defined]
-    return Gateway.options(**light).bind(model, champion, shadow, ledger, settings, token_digest)  # type: ignore[attr-defined]
+    return Gateway.options(**light).bind(model, champion, candidate, ledger, settings, token_digest)  # type: ignore[attr-defined]

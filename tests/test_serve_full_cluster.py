@@ -1,0 +1,81 @@
+"""A swap on a cluster with no CPU to spare (the session cluster: two nodes of one CPU each): v1 served
+as champion and v2 shadowed, one CPU each. A promotion of v3, whose replica has nowhere to go, is
+rolled back after the swap's time limit (its application deleted, v1 and the shadow served on); the
+promotion of v2, the shadowed candidate, swaps at once onto the replica that shadowed. Clients keep
+sending throughout and not one request fails."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from conftest import run_update
+from orchestrator.driver.serve import NotPlaced, serve_model, stop_serving, swap_champion
+from orchestrator.serving.deployments import version_app_name
+from orchestrator.serving.settings import Resources, ServeSettings
+from orchestrator.tracking import promotion
+from processes import free_port
+from test_serve_live import traffic
+from test_serving import png
+
+
+def healthz(url: str) -> dict:
+    with urllib.request.urlopen(f"{url}/healthz", timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_a_promotion_swaps_with_no_spare_cpu_and_one_that_cannot_be_placed_is_rolled_back(
+    ray_cluster, spec_document, tmp_path, fashion_mnist
+):
+    import ray
+    from ray import serve
+
+    model = f"full-{tmp_path.name}"[-60:]
+    data = {"train_limit": 1000, "eval_limit": 300}
+    for version, arch in (("v1", "mlp-small"), ("v2", "mlp"), ("v3", "mlp-small")):
+        run_update(spec_document(model=model, version=version, arch=arch, data=data), tmp_path / version)
+    promotion.set_champion(model, "1")
+    body = {"inputs": [base64.b64encode(png(fashion_mnist.eval.images[5000][0].numpy())).decode()]}
+    settings = ServeSettings(max_batch_size=8, chunk_rows=50, flush_s=1.0)
+    served = swapped = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=1))
+    stop, outcomes = threading.Event(), []
+    sender = threading.Thread(target=traffic, args=(served.url, body, stop, outcomes))
+    try:
+        assert ray.available_resources().get("CPU", 0) < 1  # v1 and its shadow hold both CPUs
+        sender.start()
+        while len(outcomes) < 5:
+            time.sleep(0.05)
+        promotion.set_champion(model, "3")
+        started = time.monotonic()
+        with pytest.raises(NotPlaced, match=r"v3 \(1 replica\(s\) of 1 CPU, 0 GPU\) not running within 10 s"):
+            swap_champion(served, "3", place_s=10)
+        refused_after_s = time.monotonic() - started
+        health_after_rollback = healthz(served.url)
+        apps_after_rollback = set(serve.status().applications)
+
+        promotion.set_champion(model, "2")
+        started = time.monotonic()
+        swapped = swap_champion(served, "2", place_s=10)  # nothing to place: v2's replica is up already
+        swapped_in_s = time.monotonic() - started
+        apps_after_swap = set(serve.status().applications)
+        deadline = time.monotonic() + 60
+        while outcomes[-20:] != ["2"] * 20 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        sender.join(timeout=120)
+        stop_serving(swapped)
+        serve.shutdown()
+    assert [o for o in outcomes if o not in ("1", "2")] == []  # not one request failed, through both
+    assert outcomes[0] == "1" and outcomes[-20:] == ["2"] * 20
+    assert 10 <= refused_after_s < 60
+    assert (health_after_rollback["version"], health_after_rollback["shadow"]) == ("1", "2")
+    assert version_app_name(model, "3") not in apps_after_rollback  # rolled back: nothing of v3 left
+    assert {version_app_name(model, "1"), version_app_name(model, "2")} <= apps_after_rollback
+    assert version_app_name(model, "1") not in apps_after_swap and version_app_name(model, "2") in apps_after_swap
+    assert swapped_in_s < 10 and (swapped.champion, swapped.candidate, swapped.live_run) == ("2", None, None)
