@@ -242,18 +242,26 @@ def _live_session(model: str, champion: str, candidate: str, outcomes: list[tupl
 
 
 def test_promote_live_needs_labelled_live_pairs_beside_the_champion_within_the_limit(rivals, capsys):
-    """v2 passes the offline gate against v1; --live also asks the newest serving session that shadowed
-    v2 beside champion v1: none, then one without labels, then one with 1 flip in 20 labelled pairs
-    (5 %: refused at 4 %, passed at 6 %). A session beside another champion does not count."""
+    """v2 passes the offline gate against v1; --live also asks the serving session that shadowed v2
+    beside champion v1: none, then one without labels, then one labelled pair that did not flip (too
+    few for the 95 % Wilson bound of NFR to be ≤ 4 %: 65 asked), then, with --min-live 20, 1 flip in
+    20 labelled pairs (5 %: refused at 4 %, passed at 6 %), which a newer empty session does not hide.
+    A session beside another champion does not count."""
     args = ["promote", rivals, "2", "--max-nfr", "0.04", "--live"]
     assert main(args) == 1
     assert "no serving session shadowed v2 beside champion v1" in capsys.readouterr().err
     _live_session(rivals, "1", "2", [(0, 0, None)] * 5)
-    _live_session(rivals, "3", "2", [(0, 0, 0)] * 30)  # newer, but beside v3, which is not the champion
+    _live_session(rivals, "3", "2", [(0, 0, 0)] * 300)  # newer, but beside v3, which is not the champion
     assert main(args) == 1
-    assert "no labelled live pairs yet (5 shadowed)" in capsys.readouterr().err
+    assert "0 labelled live pairs (5 shadowed), fewer than the 65 the live gate asks" in capsys.readouterr().err
+    _live_session(rivals, "1", "2", [(0, 0, 0)])
+    assert main(args) == 1  # NFR 0 % on one pair: no evidence
+    err = capsys.readouterr().err
+    assert "1 labelled live pairs (1 shadowed), fewer than the 65 the live gate asks (--min-live; the fewest" in err
+    assert "95 % Wilson bound can be ≤ 4.00 %)" in err
     _live_session(rivals, "1", "2", [(0, 1, 0)] + [(0, 0, 0)] * 19 + [(1, 1, None)] * 10)
-    assert main(args) == 1
+    _live_session(rivals, "1", "2", [(0, 0, None)] * 3)  # a newer session with no labels hides nothing
+    assert main([*args, "--min-live", "20"]) == 1
     assert "live NFR 5.00 % > 4.00 %" in capsys.readouterr().err
-    assert main([*args[:4], "0.06", "--live"]) == 0
+    assert main([*args[:4], "0.06", "--live", "--min-live", "20"]) == 0
     assert "live NFR 5.00 % on 20 labelled of 30 shadowed requests" in capsys.readouterr().out

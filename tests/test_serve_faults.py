@@ -10,6 +10,7 @@ import base64
 import signal
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 
 import pytest
@@ -39,6 +40,7 @@ class Traffic:
 
     def __init__(self, url: str, image: bytes, clients: int = 2) -> None:
         self.url, self.body = url, base64.b64encode(image).decode()
+        self.prefix = uuid.uuid4().hex[:8]  # ids of their own: a restarted serve continues its session's ids
         self.answered: list[tuple[float, str]] = []
         self.failed: list[tuple[float, str]] = []
         self.stop = threading.Event()
@@ -47,7 +49,7 @@ class Traffic:
     def _send(self, client: int) -> None:
         n = 0
         while not self.stop.is_set():
-            sample_id = f"c{client}-{n}"
+            sample_id = f"{self.prefix}-c{client}-{n}"
             n += 1
             try:
                 post(f"{self.url}/predict", {"inputs": [self.body], "ids": [sample_id]}, timeout=60)
@@ -119,6 +121,7 @@ def test_serving_goes_on_while_mlflow_is_down_and_the_pairs_are_written_when_it_
     model, server, image = served_versions["model"], served_versions["server"], served_versions["image"]
     settings = ServeSettings(chunk_rows=20, flush_s=1.0)
     served = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=0.5))
+    pairs_before = live.run_counts(served.live_run).pairs  # a restart continues the module's other session
     try:
         with Traffic(served.url, image).running() as traffic:
             traffic.wait_for(20)
@@ -135,7 +138,7 @@ def test_serving_goes_on_while_mlflow_is_down_and_the_pairs_are_written_when_it_
     finally:
         stop_serving(served)
         serve.shutdown()
-    pairs = live.run_counts(served.live_run).pairs
+    pairs = live.run_counts(served.live_run).pairs - pairs_before
     answered = len(traffic.answered)
     record(
         "serve_fault",
@@ -171,7 +174,7 @@ def test_a_killed_replica_costs_what_is_counted(served_versions):
     model, image = served_versions["model"], served_versions["image"]
     settings = ServeSettings(chunk_rows=20, flush_s=1.0)
     served = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=0.5))
-    pairs_before = 0
+    pairs_before = live.run_counts(served.live_run).pairs  # a restart continues the module's other session
     try:
         for deployment in KILLS:
             app = {"version": version_app_name(model, "1"), "candidate": version_app_name(model, "2")}.get(

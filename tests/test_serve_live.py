@@ -24,7 +24,7 @@ from orchestrator.driver.compare import compare_predictions
 from orchestrator.driver.serve import champion_moved, post, serve_model, stop_serving, swap_champion
 from orchestrator.serving.access import TOKEN_ENV
 from orchestrator.serving.predictor import Predictor
-from orchestrator.serving.settings import Resources, ServeSettings
+from orchestrator.serving.settings import RequestLimits, Resources, ServeSettings
 from orchestrator.tracking import live, promotion, registry
 from orchestrator.tracking.version_refs import VersionRef
 from processes import free_port
@@ -59,7 +59,7 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
     labels = fashion_mnist.eval.labels[5000 : 5000 + SAMPLES].numpy()
     encoded = [png(image[0].numpy()) for image in images]
     ids = [f"sample-{i}" for i in range(SAMPLES)]
-    settings = ServeSettings(max_batch_size=16, chunk_rows=100, flush_s=1.0)
+    settings = ServeSettings(max_batch_size=16, chunk_rows=100, flush_s=1.0, limits=RequestLimits(max_body_bytes=2**20))
     monkeypatch.setenv(TOKEN_ENV, "live-test-token")  # `post` sends it, as `congruent feedback` does
     served = swapped = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=0.5))
     try:
@@ -72,6 +72,9 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(request, timeout=30)
             assert refused.value.code == 401  # before anything is read or answered
+        with pytest.raises(urllib.error.HTTPError) as refused:  # over --max-body-mb: its rest is never read
+            post(f"{served.url}/predict", {"inputs": ["A" * 2**21]})
+        assert refused.value.code == 413
         answered = []
         for start in range(0, SAMPLES, 50):
             body = {
@@ -82,7 +85,21 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
             assert answer["version"] == "1" and [p["id"] for p in answer["predictions"]] == ids[start : start + 50]
             answered += [p["class"] for p in answer["predictions"]]
         feedback = post(f"{served.url}/feedback", {"labels": [{"id": i, "label": int(k)} for i, k in zip(ids, labels)]})
-        assert feedback["accepted"] == SAMPLES
+        assert feedback == {"accepted": SAMPLES, "unmatched": 0, "unchanged": 0, "relabelled": 0}
+        # a label for an id never served is not kept; one that would change an id's label is not taken
+        wrong = (int(labels[0]) + 1) % 10
+        stray = post(
+            f"{served.url}/feedback", {"labels": [{"id": "never-served", "label": 0}, {"id": ids[0], "label": wrong}]}
+        )
+        assert stray == {"accepted": 0, "unmatched": 1, "unchanged": 1, "relabelled": 0}
+        plain = urllib.request.Request(
+            f"{served.url}/feedback",
+            json.dumps({"id": ids[1], "label": wrong}).encode(),
+            {"content-type": "text/plain", "authorization": "Bearer live-test-token"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:  # what a web page may send without asking
+            urllib.request.urlopen(plain, timeout=30)
+        assert refused.value.code == 415
         post(f"{served.url}/flush", {})
         counts = live.run_counts(served.live_run)  # before the swap's traffic adds unlabelled pairs
 

@@ -15,6 +15,7 @@ import torch
 from orchestrator.cli import main
 from orchestrator.serving.predictor import Predictor
 from orchestrator.serving.requests import RequestError, digest, parse_feedback, parse_predict, shadowed
+from orchestrator.serving.settings import RequestLimits
 from orchestrator.tracking import live, store
 from workers.data.augment import to_model_input
 from workers.data.input_spec import InputSpec
@@ -31,14 +32,17 @@ def png(image: np.ndarray) -> bytes:
     return out.getvalue()
 
 
+EIGHT = RequestLimits(max_samples=8)
+
+
 def test_a_predict_body_gives_samples_with_their_ids_and_digests():
-    samples = parse_predict({"inputs": ["late again", "great crew"], "ids": ["a", 7]}, "text", 8)
+    samples = parse_predict({"inputs": ["late again", "great crew"], "ids": ["a", 7]}, "text", EIGHT)
     assert [(s.id, s.payload) for s in samples] == [("a", "late again"), ("7", "great crew")]
     assert samples[0].digest == digest("late again") and len(samples[0].digest) == 32
-    one = parse_predict({"input": "lost my bag"}, "text", 8)
+    one = parse_predict({"input": "lost my bag"}, "text", EIGHT)
     assert len(one) == 1 and len(one[0].id) == 32  # drawn
     image = png(np.zeros((28, 28), np.uint8))
-    [sample] = parse_predict({"input": base64.b64encode(image).decode(), "id": "x"}, "image", 8)
+    [sample] = parse_predict({"input": base64.b64encode(image).decode(), "id": "x"}, "image", EIGHT)
     assert sample.payload == image and sample.digest == digest(image)
 
 
@@ -58,7 +62,7 @@ def test_a_predict_body_gives_samples_with_their_ids_and_digests():
 )
 def test_a_bad_predict_body_is_refused_in_one_line(body, modality, problem):
     with pytest.raises(RequestError, match=problem):
-        parse_predict(body, modality, 8)
+        parse_predict(body, modality, EIGHT)
 
 
 def test_feedback_bodies_and_their_refusals():

@@ -39,6 +39,19 @@ def wilson_upper(k: int, n: int, confidence: float) -> float:
     return min(1.0, (centre + spread) / (1 + z * z / n))
 
 
+def fewest_for_bound(limit: float, confidence: float) -> int:
+    """The fewest n at which a proportion seen as 0 of n can have its Wilson upper bound at
+    `confidence` within `limit`: wilson_upper(0, n) = z²/(n + z²) ≤ limit ⇔ n ≥ z²(1 − limit)/limit.
+    A gate on that bound cannot pass on fewer samples, whatever they show."""
+    if not 0 < limit <= 1:
+        raise ValueError(f"limit = {limit} is not within (0, 1]")
+    z2 = _z(confidence) ** 2
+    n = max(1, math.ceil(z2 * (1 - limit) / limit - 1e-9))
+    while wilson_upper(0, n, confidence) > limit:  # rounding at the boundary
+        n += 1
+    return n
+
+
 def tango_statistic(worse: int, better: int, n: int, delta: float) -> float:
     """Tango's score statistic T(Δ) of b = `worse`, c = `better` of n pairs (module docstring)."""
     a, b = 2 * n, -worse - better + (2 * n - worse + better) * delta

@@ -46,15 +46,20 @@ def run(args: argparse.Namespace) -> int:
             health = json.loads(response.read())
         if health.get("model") != args.model:
             return fail("feedback", f"{url} serves {health.get('model')!r}, not {args.model!r}")
-        accepted = matched = 0
+        counts = {"accepted": 0, "unmatched": 0, "unchanged": 0, "relabelled": 0}
         for start in range(0, len(rows), BATCH):
-            answer = post(f"{url}/feedback", {"labels": rows[start : start + BATCH]})
-            accepted, matched = accepted + answer["accepted"], matched + answer["matched"]
+            body = {"labels": rows[start : start + BATCH], "relabel": args.relabel}
+            answer = post(f"{url}/feedback", body, scope="feedback")
+            counts = {key: n + int(answer.get(key, 0)) for key, n in counts.items()}
     except urllib.error.HTTPError as e:
         return fail("feedback", f"{url}: {e.code} {json.loads(e.read() or b'{}').get('error', e.reason)}")
     except (urllib.error.URLError, OSError) as e:
         return fail("feedback", f"{url}: cannot reach the endpoint ({e})")
-    print(f"{args.model}: {accepted} labels sent, {matched} of them joined to shadowed requests")
+    print(
+        f"{args.model}: {len(rows)} labels sent: {counts['accepted']} kept, {counts['relabelled']} replaced, "
+        f"{counts['unchanged']} for ids labelled already (the first label stands; --relabel replaces it), "
+        f"{counts['unmatched']} for ids this session did not shadow (not kept)"
+    )
     return 0
 
 
@@ -66,5 +71,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("model", help="the served model's name")
     parser.add_argument("file", help="CSV with columns id, label")
+    parser.add_argument(
+        "--relabel",
+        action="store_true",
+        help="replace the labels ids have already (logged on the session's run); without it the first stands",
+    )
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="the serving endpoint (http://127.0.0.1:8000)")
     parser.set_defaults(func=run)

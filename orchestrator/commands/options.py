@@ -123,3 +123,19 @@ def fraction(low: float, high: float) -> Callable[[str], float]:
 
     parse.__name__ = "fraction"
     return parse
+
+
+def positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    """An argparse type: a number of `kind` (int, float) above 0, else one line naming the value."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} is not above 0")
+        return value
+
+    parse.__name__ = kind.__name__  # what argparse names in its message
+    return parse

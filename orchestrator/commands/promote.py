@@ -17,8 +17,10 @@ def run(args: argparse.Namespace) -> int:
 
     from orchestrator.tracking import promotion, store
 
+    if args.min_live is not None and args.min_live < 1:
+        return fail("promote", f"--min-live {args.min_live}: at least 1 labelled pair")
     store.configure()
-    limits = promotion.GateLimits(args.max_nfr, args.max_er_increase, args.confidence, args.live)
+    limits = promotion.GateLimits(args.max_nfr, args.max_er_increase, args.confidence, args.live, args.min_live)
     try:
         verdict = promotion.promote(args.model, args.version, limits)
     except (promotion.RegistryError, MlflowException) as e:
@@ -56,7 +58,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--live",
         action="store_true",
-        help="also gate on live traffic: the newest `congruent serve --shadow VERSION` session beside the "
-        "champion must hold labelled pairs whose NFR is within --max-nfr (its upper bound with --confidence)",
+        help="also gate on live traffic: the `congruent serve --shadow VERSION` session beside the champion "
+        "must hold --min-live labelled pairs whose NFR is within --max-nfr (its upper bound with --confidence)",
+    )
+    parser.add_argument(
+        "--min-live",
+        type=int,
+        default=None,
+        metavar="N",
+        help="labelled live pairs --live asks for (default: the fewest whose Wilson bound, at --confidence or "
+        "95 %%, can be within --max-nfr: 268 for 1 %%)",
     )
     parser.set_defaults(func=run)

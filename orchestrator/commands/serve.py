@@ -9,7 +9,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from orchestrator.commands.options import fail, fraction, ray_address
+from orchestrator.commands.options import fail, fraction, positive, ray_address
 
 if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when the CLI starts
     from orchestrator.driver.serve import Served
@@ -17,8 +17,8 @@ if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when t
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.serve import NotPlaced, app_name, serve_model, stop_app, stop_serving
-    from orchestrator.serving.access import TOKEN_ENV, open_beyond_this_machine
-    from orchestrator.serving.settings import Resources, ServeSettings
+    from orchestrator.serving.access import SCOPE_ENV, TOKEN_ENV, open_beyond_this_machine, shared_scopes
+    from orchestrator.serving.settings import RequestLimits, Resources, ServeSettings
     from orchestrator.tracking.version_refs import RegistryError
 
     if args.stop:
@@ -30,7 +30,14 @@ def run(args: argparse.Namespace) -> int:
         return fail("serve", problem)
     if args.detach and not args.ray_address:
         return fail("serve", "--detach leaves the application on a cluster: give --ray-address (or RAY_ADDRESS)")
+    limits = RequestLimits(
+        max_body_bytes=int(args.max_body_mb * 2**20),
+        max_samples=args.max_samples,
+        max_text_chars=args.max_text_chars,
+        max_image_pixels=args.max_image_pixels,
+    )
     settings = ServeSettings(
+        limits=limits,
         max_batch_size=args.max_batch_size,
         batch_wait_s=args.batch_wait_ms / 1000,
         shadow_fraction=args.fraction,
@@ -49,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.model}: serving champion v{served.champion}{shadow} at {served.url} (app {app_name(args.model)})")
     if served.live_run:
         print(f"live ledger: MLflow run {served.live_run}; `congruent versions {args.model}` shows its figures")
+    if shared := shared_scopes():
+        names = " and ".join(SCOPE_ENV[scope] for scope in shared)
+        print(f"{' and '.join(shared)} take {TOKEN_ENV}: set {names} so that predicting clients cannot label or swap")
     token = f' -H "authorization: Bearer ${TOKEN_ENV}"' if os.environ.get(TOKEN_ENV) else ""
     print(f"try: curl -s {served.url}/predict{token} -H 'content-type: application/json' -d '{{\"inputs\": [...]}}'")
     if args.detach:
@@ -134,6 +144,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--replicas", type=int, default=1, help="replicas of each version (1)")
     parser.add_argument("--cpus", type=float, default=1.0, help="CPUs of each version replica (1)")
     parser.add_argument("--gpus", type=float, default=0.0, help="GPUs of each version replica (0)")
+    parser.add_argument("--max-body-mb", type=positive(float), default=16.0, help="largest request body, MiB (16): 413")
+    parser.add_argument("--max-samples", type=positive(int), default=256, help="samples in one request (256): 400")
+    parser.add_argument("--max-text-chars", type=positive(int), default=100_000, help="characters of one text (100000)")
+    parser.add_argument(
+        "--max-image-pixels",
+        type=positive(int),
+        default=4096 * 4096,
+        help="pixels of one image, read from its header before any decode (16777216 = 4096²): 400",
+    )
     parser.add_argument("--max-batch-size", type=int, default=32, help="samples batched into one forward (32)")
     parser.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a batch waits to fill (5 ms)")
     parser.add_argument("--chunk-rows", type=int, default=512, help="live ledger rows per parquet chunk (512)")

@@ -3,8 +3,9 @@ the serving session's live run (orchestrator/serving/, orchestrator/tracking/liv
 
 The versions are resolved here, before any Ray work: a model without a champion, a shadow that
 names no version of the same model, or the champion itself as its own shadow is refused in one
-line, and nothing is written to MLflow. The live run is created only then, and marked FAILED
-when the application does not start.
+line, and nothing is written to MLflow. The live run is created only then (or, for the same champion
+and candidate as an earlier session, that session continued: `continue_live_run`), and marked FAILED
+when the application does not start (a continued one FINISHED: its evidence stands).
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from dataclasses import dataclass, replace
 
 from orchestrator.execution.cluster import connect
 from orchestrator.host import worker_env
-from orchestrator.serving.access import TOKEN_ENV, auth_headers, token_digest
+from orchestrator.serving.access import auth_headers, scope_digests
 from orchestrator.serving.deployments import application, version_app_name, version_application
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.tracking import registry, store
-from orchestrator.tracking.live import live_runs, start_live_run
+from orchestrator.tracking.live import continue_live_run, live_runs
 from orchestrator.tracking.version_refs import RegistryError
 
 ONE_CPU_REPLICA = Resources()
@@ -85,9 +86,10 @@ def serve_model(
     store.configure()
     champion, candidate = resolve_versions(model, shadow)
     run_id = candidate_run = None
-    if candidate is not None:
+    continued = False
+    if candidate is not None:  # a restart continues the session of the same two versions
         candidate_run = registry.run_of(registry.resolve(f"{model}/{candidate}"))
-        run_id = start_live_run(model, champion, candidate)
+        run_id, continued = continue_live_run(model, champion, candidate)
     os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", PROXY_READY_S)
     from ray import serve
 
@@ -106,7 +108,7 @@ def serve_model(
                 candidate_run,
                 settings,
                 replica_env(),
-                token_digest(os.environ.get(TOKEN_ENV)),
+                scope_digests(),
             ),
             name=name,
             route_prefix="/",
@@ -114,10 +116,10 @@ def serve_model(
         for old in version_apps(model, keep=(champion, candidate)):  # an application replaced: its versions'
             serve.delete(old)
     except BaseException:
-        if run_id is not None:
+        if run_id is not None:  # a continued session keeps its evidence: ended, not failed
             from mlflow import MlflowClient
 
-            MlflowClient().set_terminated(run_id, "FAILED")
+            MlflowClient().set_terminated(run_id, "FINISHED" if continued else "FAILED")
         raise
     return Served(model, endpoint_url(host, port), name, champion, candidate, run_id, settings, resources)
 
@@ -176,7 +178,7 @@ def swap_champion(served: Served, champion: str, place_s: float = PLACE_S) -> Se
     if moved.get("version") != champion:
         raise RegistryError(f"{served.model}@champion names v{moved.get('version')} now, not v{champion}")
     if served.live_run is not None:
-        post(f"{served.url}/flush", {}, timeout=120)
+        post(f"{served.url}/flush", {}, timeout=120, scope="control")
         from mlflow import MlflowClient
 
         MlflowClient().set_terminated(served.live_run, "FINISHED")
@@ -227,7 +229,7 @@ def stop_serving(served: Served) -> None:
     from ray import serve
 
     try:
-        post(f"{served.url}/flush", {}, timeout=120)
+        post(f"{served.url}/flush", {}, timeout=120, scope="control")
     finally:
         serve.delete(served.app_name)
         for name in version_apps(served.model):
@@ -278,7 +280,7 @@ def _move_gateway(url: str, wait_s: float = 120.0) -> dict:
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return post(f"{url}/champion", {}, timeout=120)
+            return post(f"{url}/champion", {}, timeout=120, scope="control")
         except urllib.error.HTTPError as e:
             if e.code != 409:
                 raise
@@ -288,13 +290,13 @@ def _move_gateway(url: str, wait_s: float = 120.0) -> dict:
         time.sleep(1.0)
 
 
-def post(url: str, body: object, timeout: float = 60) -> dict:
-    """JSON POST to the endpoint, with this environment's token if any; its JSON answer (HTTPError for
-    a 4xx/5xx)."""
+def post(url: str, body: object, timeout: float = 60, scope: str = "predict") -> dict:
+    """JSON POST to the endpoint, with this environment's token of the route's `scope` (access.py) if
+    any; its JSON answer (HTTPError for a 4xx/5xx)."""
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
-        headers={"content-type": "application/json", **auth_headers()},
+        headers={"content-type": "application/json", **auth_headers(scope)},
         method="POST",
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:

@@ -2,6 +2,11 @@
 route but `GET /healthz` asks for `Authorization: Bearer TOKEN` (401 otherwise), and the clients
 here (`congruent feedback`, the driver's own calls) send it from the same variable.
 
+Three scopes, so that a client allowed to predict cannot steer the live gate: `predict` (`/predict`,
+`/live`: CONGRUENT_SERVE_TOKEN), `feedback` (`/feedback`: CONGRUENT_FEEDBACK_TOKEN) and `control`
+(`/champion`, `/flush`: CONGRUENT_CONTROL_TOKEN). A scope whose variable is not set takes the serve
+token (`congruent serve` says so when a serve token is set without the other two).
+
 The gateway is given the token's SHA-256 digest, never the token: its arguments sit in the cluster's
 state (Serve keeps them to restart a replica), where anyone who can read the cluster could read a
 token. Comparing digests in constant time (`hmac.compare_digest`) tells nothing of the token.
@@ -14,12 +19,30 @@ import hmac
 import os
 
 TOKEN_ENV = "CONGRUENT_SERVE_TOKEN"
+SCOPE_ENV = {"predict": TOKEN_ENV, "feedback": "CONGRUENT_FEEDBACK_TOKEN", "control": "CONGRUENT_CONTROL_TOKEN"}
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def token_digest(token: str | None) -> str | None:
     """The hex SHA-256 of `token`; None when there is none (the endpoint is open)."""
     return hashlib.sha256(token.encode()).hexdigest() if token else None
+
+
+def scope_token(scope: str) -> str | None:
+    """The token of `scope` in this environment: its own variable's, else the serve token."""
+    return os.environ.get(SCOPE_ENV[scope]) or os.environ.get(TOKEN_ENV) or None
+
+
+def scope_digests() -> dict[str, str | None]:
+    """What the gateway is given: each scope's token digest (None: that scope is open)."""
+    return {scope: token_digest(scope_token(scope)) for scope in SCOPE_ENV}
+
+
+def shared_scopes() -> list[str]:
+    """The scopes that take the serve token because their own variable is not set (none without one)."""
+    if not os.environ.get(TOKEN_ENV):
+        return []
+    return [scope for scope, name in SCOPE_ENV.items() if scope != "predict" and not os.environ.get(name)]
 
 
 def authorised(header: str | None, digest: str | None) -> bool:
@@ -32,15 +55,16 @@ def authorised(header: str | None, digest: str | None) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(presented, digest)
 
 
-def auth_headers() -> dict[str, str]:
-    """The header a client here sends: the token of this environment, if any."""
-    token = os.environ.get(TOKEN_ENV)
+def auth_headers(scope: str = "predict") -> dict[str, str]:
+    """The header a client here sends for a route of `scope`: that scope's token in this
+    environment, if any."""
+    token = scope_token(scope)
     return {"authorization": f"Bearer {token}"} if token else {}
 
 
 def open_beyond_this_machine(host: str) -> str | None:
     """Why serving on `host` is refused, in one line: an address other machines reach, with no token."""
-    if host in LOOPBACK or os.environ.get(TOKEN_ENV):
+    if host in LOOPBACK or scope_token("predict"):
         return None
     return (
         f"--host {host} opens the endpoint to other machines: set {TOKEN_ENV} (clients then send "

@@ -22,6 +22,7 @@ does not postpone them (no `from __future__ import annotations`).
 """
 
 import asyncio
+import json
 import logging
 import time
 from typing import Any
@@ -31,9 +32,9 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from orchestrator.serving.access import TOKEN_ENV, authorised
+from orchestrator.serving.access import SCOPE_ENV, authorised
 from orchestrator.serving.ledger import LiveLedger
-from orchestrator.serving.requests import RequestError, parse_feedback, parse_predict
+from orchestrator.serving.requests import BodyTooLarge, RequestError, parse_feedback, parse_predict, wants_relabel
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.serving.shadow import Shadow
 
@@ -105,12 +106,19 @@ async def _awaited(response: Any) -> Any:
     return await response
 
 
-def _refused(request: Request, digest: str | None) -> JSONResponse | None:
-    """A 401 when the request does not carry the endpoint's token (access.py)."""
-    if authorised(request.headers.get("authorization"), digest):
-        return None
-    problem = f"this endpoint asks for `Authorization: Bearer TOKEN` (the {TOKEN_ENV} it was started with)"
-    return JSONResponse({"error": problem}, 401, headers={"www-authenticate": "Bearer"})
+def _refused(request: Request, digests: dict[str, str | None], scope: str) -> JSONResponse | None:
+    """A 401 when the request does not carry the token of the route's `scope` (access.py); a 415 for
+    a POST whose body is not declared JSON: a web page can send a cross-origin `text/plain` POST
+    without asking first, never an `application/json` one."""
+    if not authorised(request.headers.get("authorization"), digests.get(scope)):
+        env = SCOPE_ENV[scope]
+        problem = f"this route asks for `Authorization: Bearer TOKEN` (the {scope} token: {env} it was started with)"
+        return JSONResponse({"error": problem}, 401, headers={"www-authenticate": "Bearer"})
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if request.method == "POST" and media_type != "application/json":
+        problem = f"POST bodies are JSON: send `content-type: application/json`, not {media_type or 'none'!r}"
+        return JSONResponse({"error": problem}, 415)
+    return None
 
 
 class ChampionUnavailable(Exception):
@@ -140,12 +148,23 @@ async def registry_champion(
     return version, handle, answer
 
 
-async def _json(request: Request) -> Any:
-    """The body as JSON; RequestError when it is not. (This and the functions above are defined before
-    the gateway: `serve.ingress` captures the class with the module's names as they are when it is
-    decorated.)"""
+async def _json(request: Request, max_bytes: int) -> Any:
+    """The body as JSON; BodyTooLarge as soon as it declares or has sent more than `max_bytes` (the
+    rest is never read), RequestError when it is not JSON. (This and the functions above are defined
+    before the gateway: `serve.ingress` captures the class with the module's names as they are when
+    it is decorated.)"""
+    too_large = BodyTooLarge(f"the body holds more than {max_bytes:,} bytes (--max-body-mb)")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large
+        chunks.append(chunk)
     try:
-        return await request.json()
+        return json.loads(b"".join(chunks))
     except ValueError:
         raise RequestError("the body is not JSON") from None
 
@@ -165,9 +184,9 @@ class Gateway:
         candidate: str | None,
         ledger: DeploymentHandle | None,
         settings: ServeSettings,
-        token_digest: str | None = None,
+        token_digests: dict[str, str | None] | None = None,
     ) -> None:
-        self.model, self.settings, self.token_digest = model, settings, token_digest
+        self.model, self.settings, self.digests = model, settings, token_digests or {}
         self.bound_champion = champion  # the version this application was deployed with
         # its handle is taken at the first request (`_described`): after a swap that application is
         # gone, and asking Serve for a handle to it raises, which would fail the replica's start
@@ -230,17 +249,18 @@ class Gateway:
 
     @app.post("/predict")
     async def predict(self, request: Request) -> JSONResponse:
-        if (refused := _refused(request, self.token_digest)) is not None:
+        if (refused := _refused(request, self.digests, "predict")) is not None:
             return refused
         described = await self._described()
         try:
-            samples = parse_predict(await _json(request), described["modality"], self.settings.max_samples)
+            limits = self.settings.limits
+            samples = parse_predict(await _json(request, limits.max_body_bytes), described["modality"], limits)
             assert self.champion is not None  # `_described` took it
             answered = await self.champion.answer.remote([s.payload for s in samples])
             if isinstance(answered, RequestError):
                 raise answered
         except RequestError as e:
-            return JSONResponse({"error": str(e), "model": self.model, "version": described["version"]}, 400)
+            return JSONResponse({"error": str(e), "model": self.model, "version": described["version"]}, e.status)
         version, answers = answered
         names = described["class_names"]
         predictions = [
@@ -260,21 +280,26 @@ class Gateway:
 
     @app.post("/feedback")
     async def feedback(self, request: Request) -> JSONResponse:
-        if (refused := _refused(request, self.token_digest)) is not None:
+        """Labels of ids this session shadowed (ledger.py `add_labels`: others are counted, not kept;
+        an id's first label stands unless the body asks `"relabel": true`). The shadows in flight are
+        awaited first, so every id answered before the labels were sent is known to the ledger."""
+        if (refused := _refused(request, self.digests, "feedback")) is not None:
             return refused
         described = await self._described()
         if self.ledger is None:
             return JSONResponse({"error": "no shadow is served: labels are kept for a shadowed candidate"}, 409)
         try:
-            pairs = parse_feedback(await _json(request), described["num_classes"])
+            body = await _json(request, self.settings.limits.max_body_bytes)
+            pairs, relabel = parse_feedback(body, described["num_classes"]), wants_relabel(body)
         except RequestError as e:
-            return JSONResponse({"error": str(e)}, 400)
-        matched = await self.ledger.add_labels.remote(pairs)
-        return JSONResponse({"accepted": len(pairs), "matched": matched})
+            return JSONResponse({"error": str(e)}, e.status)
+        if self.shadow is not None:
+            await self.shadow.drain(timeout=60)
+        return JSONResponse(await self.ledger.add_labels.remote(pairs, relabel))
 
     @app.get("/live")
     async def live(self, request: Request) -> JSONResponse:
-        if (refused := _refused(request, self.token_digest)) is not None:
+        if (refused := _refused(request, self.digests, "predict")) is not None:
             return refused
         if self.ledger is None:
             return JSONResponse({"error": "no shadow is served"}, 409)
@@ -290,7 +315,7 @@ class Gateway:
         application (`version_app_name`) answers: the requests in flight finish on the old one. The
         registry is the authority, so a caller can only make the gateway catch up with a promotion.
         The shadow's session compared the old champion with its candidate: it ends here."""
-        if (refused := _refused(request, self.token_digest)) is not None:
+        if (refused := _refused(request, self.digests, "control")) is not None:
             return refused
         described = await self._described()
         try:
@@ -308,7 +333,7 @@ class Gateway:
     @app.post("/flush")
     async def flush(self, request: Request) -> Any:
         """Wait for the shadows in flight, then have the ledger write what it holds."""
-        if (refused := _refused(request, self.token_digest)) is not None:
+        if (refused := _refused(request, self.digests, "control")) is not None:
             return refused
         if self.shadow is not None:
             await self.shadow.drain(timeout=60)
@@ -345,14 +370,14 @@ def application(
     candidate_run: str | None,
     settings: ServeSettings,
     env: dict[str, str],
-    token_digest: str | None = None,
+    token_digests: dict[str, str | None] | None = None,
 ) -> Any:
     """The endpoint's application: the gateway (in front of the champion's own application) and, with
     a candidate (in its own application too), the ledger; `env` in every replica's environment; with
-    `token_digest`, the gateway asks for the token (access.py)."""
+    `token_digests`, the gateway asks each route for its scope's token (access.py)."""
     ledger = None
     light = {"ray_actor_options": {"num_cpus": 0, "runtime_env": {"env_vars": env}}}
     if candidate is not None:
         assert run_id is not None and candidate_run is not None
         ledger = LiveLedger.options(**light).bind(run_id, candidate_run, settings)  # type: ignore[attr-defined]
-    return Gateway.options(**light).bind(model, champion, candidate, ledger, settings, token_digest)  # type: ignore[attr-defined]
+    return Gateway.options(**light).bind(model, champion, candidate, ledger, settings, token_digests)  # type: ignore[attr-defined]

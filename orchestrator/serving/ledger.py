@@ -41,6 +41,7 @@ class LiveLedger:
         joined = live.latest_labels(labels["id"], labels["id"], labels["label"], labels["time"])
         self.labels = {str(i): int(k) for i, k in zip(labels["id"], joined)}
         self.pending: dict[str, list[dict[str, Any]]] = {"pairs": [], "labels": []}
+        self.relabelled = 0  # labels replaced on request in this replica's life (logged as live.relabelled)
         self.flusher: asyncio.Task | None = None
         self.lock = asyncio.Lock()
 
@@ -69,16 +70,31 @@ class LiveLedger:
         if len(self.pending["pairs"]) >= self.settings.chunk_rows:
             await self._flush_kept()
 
-    async def add_labels(self, pairs: list[tuple[str, int]]) -> int:
-        """Labels by request id; how many of them name a pair seen so far."""
+    async def add_labels(self, pairs: list[tuple[str, int]], relabel: bool = False) -> dict[str, int]:
+        """Labels by request id, kept only for ids this session shadowed (a pair is held): a label of
+        another id is counted as unmatched and dropped, so nobody can add labelled pairs the gateway
+        never served. An id's first label stands: a later one is counted as unchanged, unless
+        `relabel` is asked (then it replaces it, is written, counted and logged)."""
         self._start_flusher()
-        now = time.time()
+        now, kept = time.time(), []
+        counts = {"accepted": 0, "unmatched": 0, "unchanged": 0, "relabelled": 0}
         for sample_id, label in pairs:
-            self.labels[sample_id] = label
-        self.pending["labels"] += [{"id": i, "label": k, "time": now} for i, k in pairs]
+            previous = self.labels.get(sample_id)
+            if sample_id not in self.classes:
+                counts["unmatched"] += 1
+            elif previous is not None and (previous == label or not relabel):
+                counts["unchanged"] += 1
+            else:
+                counts["accepted" if previous is None else "relabelled"] += 1
+                self.labels[sample_id] = label
+                kept.append({"id": sample_id, "label": label, "time": now})
+        if counts["relabelled"]:
+            self.relabelled += counts["relabelled"]
+            logger.warning("live ledger: %d labels replaced on request (relabel)", counts["relabelled"])
+        self.pending["labels"] += kept
         if len(self.pending["labels"]) >= self.settings.chunk_rows:
             await self._flush_kept()
-        return sum(i in self.classes for i, _ in pairs)
+        return counts
 
     def counts(self) -> Any:
         import numpy as np
@@ -125,6 +141,8 @@ class LiveLedger:
             if value is not None:
                 for run in (self.candidate_run, self.run_id):
                     client.log_metric(run, f"live.{key}", float(value), step=step)
+        if self.relabelled:
+            client.log_metric(self.run_id, "live.relabelled", float(self.relabelled), step=step)
 
     def __del__(self) -> None:
         """Serve's graceful shutdown (after the requests in flight): write what is still pending."""

@@ -1,4 +1,5 @@
-"""What `POST /predict` and `POST /feedback` hold, checked into plain values (no Ray, no torch).
+"""What `POST /predict` and `POST /feedback` hold, checked into plain values (no Ray, no torch), each
+within the endpoint's `RequestLimits` (settings.py).
 
     POST /predict   {"inputs": [x, ...], "ids": [id, ...]}   or   {"input": x, "id": id}
     POST /feedback  {"labels": [{"id": id, "label": k}, ...]}   or   {"id": id, "label": k}
@@ -13,15 +14,26 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import io
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from orchestrator.serving.settings import RequestLimits
 
 MAX_ID_LENGTH = 200
 
 
 class RequestError(ValueError):
-    """A request body that cannot be served, in one line."""
+    """A request body that cannot be served, in one line (answered with `status`)."""
+
+    status = 400
+
+
+class BodyTooLarge(RequestError):
+    """A body over `RequestLimits.max_body_bytes`: refused before it is all read (HTTP 413)."""
+
+    status = 413
 
 
 @dataclass(frozen=True)
@@ -48,19 +60,45 @@ def _id(value: Any, where: str) -> str:
     return text
 
 
-def _payload(value: Any, modality: str, where: str) -> str | bytes:
+def _payload(value: Any, modality: str, where: str, limits: RequestLimits) -> str | bytes:
     if not isinstance(value, str):
         raise RequestError(f"{where}: expected a {'text' if modality == 'text' else 'base64 image'} string")
     if modality == "text":
+        if len(value) > limits.max_text_chars:
+            most = f"at most {limits.max_text_chars:,} (--max-text-chars)"
+            raise RequestError(f"{where}: {len(value):,} characters; {most}")
         return value
     try:
-        return base64.b64decode(value, validate=True)
+        data = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         raise RequestError(f"{where}: not base64 (an image is sent as its encoded bytes in base64)") from None
+    pixels = image_pixels(data)
+    if pixels is None or pixels > limits.max_image_pixels:
+        declared = "more pixels than PIL opens" if pixels is None else f"{pixels:,} pixels"
+        problem = f"{declared}; at most {limits.max_image_pixels:,} (--max-image-pixels)"
+        raise RequestError(f"{where}: {problem}, refused before decoding")
+    return data
 
 
-def parse_predict(body: Any, modality: str, max_samples: int) -> list[Sample]:
-    """The samples of a /predict body (module docstring) for a model reading `modality`."""
+def image_pixels(data: bytes) -> int | None:
+    """Width × height an encoded image's header declares, read without decoding a pixel (PIL opens
+    lazily); None when it declares more than PIL opens at all (its DecompressionBombError); 0 when PIL
+    cannot identify it (the version's decode says why)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+    except Image.DecompressionBombError:
+        return None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        return 0
+    return width * height
+
+
+def parse_predict(body: Any, modality: str, limits: RequestLimits) -> list[Sample]:
+    """The samples of a /predict body (module docstring) for a model reading `modality`, each within
+    `limits`."""
     if not isinstance(body, dict):
         raise RequestError("the body is a JSON object with `inputs` (a list) or `input`")
     if ("inputs" in body) == ("input" in body):
@@ -70,13 +108,13 @@ def parse_predict(body: Any, modality: str, max_samples: int) -> list[Sample]:
     ids = [body["id"]] if single and "id" in body else body.get("ids")
     if not isinstance(inputs, list) or not inputs:
         raise RequestError("`inputs` is a non-empty list")
-    if len(inputs) > max_samples:
-        raise RequestError(f"{len(inputs)} samples in one request; at most {max_samples}")
+    if len(inputs) > limits.max_samples:
+        raise RequestError(f"{len(inputs)} samples in one request; at most {limits.max_samples} (--max-samples)")
     if ids is not None and (not isinstance(ids, list) or len(ids) != len(inputs)):
         raise RequestError("`ids` is a list with one id per input")
     samples = []
     for i, value in enumerate(inputs):
-        payload = _payload(value, modality, f"input {i}")
+        payload = _payload(value, modality, f"input {i}", limits)
         sample_id = _id(ids[i], f"id {i}") if ids is not None else uuid.uuid4().hex
         samples.append(Sample(sample_id, payload, digest(payload)))
     return samples
@@ -98,6 +136,15 @@ def parse_feedback(body: Any, num_classes: int) -> list[tuple[str, int]]:
             raise RequestError(f"label {i}: a class id in 0..{num_classes - 1}, not {label!r}")
         pairs.append((_id(entry["id"], f"label {i}"), label))
     return pairs
+
+
+def wants_relabel(body: Any) -> bool:
+    """Whether a /feedback body asks that its labels replace those its ids have (`"relabel": true`);
+    without it, an id's first label stands."""
+    relabel = body.get("relabel", False) if isinstance(body, dict) else False
+    if not isinstance(relabel, bool):
+        raise RequestError(f"`relabel` is true or false, not {relabel!r}")
+    return relabel
 
 
 def shadowed(sample_id: str, fraction: float) -> bool:

@@ -7,13 +7,24 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class RequestLimits:
+    """What one request may hold; past a limit the gateway answers 413 (the body) or 400 (the rest)
+    in one line, before anything is decoded or sent to a replica."""
+
+    max_body_bytes: int = 16 * 2**20
+    max_samples: int = 256
+    max_text_chars: int = 100_000  # of one text
+    max_image_pixels: int = 4096 * 4096  # of one image, read from its header before any decode
+
+
+@dataclass(frozen=True)
 class ServeSettings:
     """How the application serves: batching, the shadow's share, the ledger's chunks."""
 
     max_batch_size: int = 32
     batch_wait_s: float = 0.005
     shadow_fraction: float = 1.0
-    max_samples: int = 256  # per request
+    limits: RequestLimits = RequestLimits()
     chunk_rows: int = 512
     flush_s: float = 5.0
     threads: int = 1  # torch threads of a version replica

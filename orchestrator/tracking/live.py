@@ -185,6 +185,20 @@ def start_live_run(model: str, champion: str, candidate: str) -> str:
     return MlflowClient().create_run(experiment_id(model), tags=tags).info.run_id
 
 
+def continue_live_run(model: str, champion: str, candidate: str) -> tuple[str, bool]:
+    """The serving session of `candidate` shadowed beside `champion`: the newest one's run, running or
+    ended, set RUNNING again, so a restarted `serve` continues its evidence (its ledger reads the
+    chunks back) instead of starting an empty session; else a new one (`start_live_run`). Its id,
+    and whether it was continued."""
+    from mlflow import MlflowClient
+
+    for run in live_runs(model, candidate):
+        if run.data.tags.get(CHAMPION_TAG) == champion:
+            MlflowClient().update_run(run.info.run_id, status="RUNNING")
+            return run.info.run_id, True
+    return start_live_run(model, champion, candidate), False
+
+
 def live_runs(model: str, candidate: str | None = None) -> list[Any]:
     """The model's serving sessions with a shadow (of `candidate` only, when given), newest first."""
     from mlflow import MlflowClient

@@ -31,7 +31,7 @@ from orchestrator.tracking.locks import registry_lock
 from orchestrator.tracking.registry import chain, ledger_of, resolve
 from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
 from orchestrator.tracking.version_refs import RegistryError, VersionRef
-from workers.confidence import paired_increase_upper, wilson_upper
+from workers.confidence import fewest_for_bound, paired_increase_upper, wilson_upper
 from workers.metrics import negative_flips
 
 ATTEMPTS = 3  # gates against a champion that moved meanwhile, before refusing
@@ -46,6 +46,19 @@ class GateLimits:
     max_er_increase: float = 0.0
     confidence: float | None = None
     live: bool = False  # also the live ledger: NFR on the labelled live pairs (`live_problems`)
+    min_live: int | None = None  # labelled live pairs asked for (None: `min_live_pairs`)
+
+
+def min_live_pairs(limits: GateLimits) -> int:
+    """The labelled live pairs `--live` asks for: `min_live` when given, else the fewest at which the
+    Wilson upper bound of NFR (at `confidence`, else the level `versions` shows) can be within
+    `max_nfr` (confidence.py `fewest_for_bound`): without it, one labelled pair that did not flip
+    passes a point-value gate."""
+    if limits.min_live is not None:
+        return limits.min_live
+    if limits.max_nfr <= 0:
+        return 1  # nothing can be shown ≤ 0 by a bound: the point value gates, on at least one pair
+    return fewest_for_bound(limits.max_nfr, limits.confidence or SHOWN_CONFIDENCE)
 
 
 @dataclass(frozen=True)
@@ -120,15 +133,27 @@ def gate(name: str, candidate: str, limits: GateLimits) -> Verdict:
 
 
 def live_gate(name: str, candidate: str, champion: str, limits: GateLimits) -> tuple[list[str], str]:
-    """The live evidence (tracking/live.py): the newest serving session that shadowed `candidate`
-    beside `champion`, its NFR on the labelled pairs (at `confidence`, its Wilson upper bound)
-    against `max_nfr`; its problems (none: passed) and what it measured."""
-    sessions = [s for s in live_summaries(name, limits.confidence or SHOWN_CONFIDENCE) if s["champion"] == champion]
-    session = next((s for s in sessions if s["candidate"] == candidate), None)
-    if session is None:
+    """The live evidence (tracking/live.py): the serving session that shadowed `candidate` beside
+    `champion`, running or ended (a restart continues it; of several, the one with the most labelled
+    pairs, so an empty newer one hides nothing), with at least `min_live_pairs` labelled pairs; its
+    NFR on them (at `confidence`, its Wilson upper bound) against `max_nfr`; its problems (none:
+    passed) and what it measured."""
+    summaries = live_summaries(name, limits.confidence or SHOWN_CONFIDENCE)
+    sessions = [s for s in summaries if (s["champion"], s["candidate"]) == (champion, candidate)]
+    if not sessions:
         return [f"no serving session shadowed v{candidate} beside champion v{champion}"], "live: none"
-    if not session["labelled"]:
-        return [f"no labelled live pairs yet ({session['pairs']:,} shadowed)"], "live: no labels"
+    session = max(sessions, key=lambda s: s["labelled"])
+    fewest = min_live_pairs(limits)
+    if session["labelled"] < fewest:
+        why = "--min-live"
+        if limits.min_live is None and limits.max_nfr > 0:
+            level = 100 * (limits.confidence or SHOWN_CONFIDENCE)
+            why = f"--min-live; the fewest whose {level:g} % Wilson bound can be ≤ {_pct(limits.max_nfr)}"
+        problem = (
+            f"{session['labelled']:,} labelled live pairs ({session['pairs']:,} shadowed), fewer than the "
+            f"{fewest:,} the live gate asks ({why})"
+        )
+        return [problem], f"live: {session['labelled']:,} labelled"
     gated = session["nfr_upper"] if limits.confidence is not None else session["nfr"]
     shown = _pct(session["nfr"])
     if limits.confidence is not None:

@@ -1,0 +1,121 @@
+"""A live gate nobody can steer, without Ray: the ledger keeps labels only of ids its session shadowed
+and an id's first label unless a relabel is asked; every POST must be declared JSON; predicting,
+labelling and control each ask for their own token."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from starlette.requests import Request
+
+from orchestrator.serving import access
+from orchestrator.serving import ledger as ledger_module
+from orchestrator.serving.deployments import _refused
+from orchestrator.serving.requests import RequestError, wants_relabel
+from orchestrator.serving.settings import ServeSettings
+from orchestrator.tracking import live, store
+
+
+def pair(sample_id: str, champion: int, candidate: int) -> dict:
+    return {"id": sample_id, "digest": "d", "time": 1.0, "champion_class": champion, "champion_probability": 0.9,
+            "candidate_class": candidate, "candidate_probability": 0.8}  # fmt: skip
+
+
+def test_labels_count_only_for_shadowed_ids_and_the_first_stands_unless_relabelling_is_asked(tmp_path):
+    store.configure()
+    run_id = live.start_live_run(f"gate-{tmp_path.name}", "1", "2")
+    ledger = ledger_module.LiveLedger.func_or_class(run_id, run_id, ServeSettings(chunk_rows=1000, flush_s=3600))
+
+    async def scenario():
+        await ledger.add_pairs([pair("a", 1, 0), pair("b", 1, 1)])  # a: the candidate flips it if its label is 1
+        sent = await ledger.add_labels([("a", 1), ("b", 1), ("never-served", 0), ("unseen", 1)])
+        assert sent == {"accepted": 2, "unmatched": 2, "unchanged": 0, "relabelled": 0}
+        assert (ledger.counts().labelled, ledger.counts().negative_flips) == (2, 1)
+        # relabelling "a" as the candidate's class would erase the flip: without asking, the first label stands
+        sent = await ledger.add_labels([("a", 0), ("a", 1)])
+        assert sent == {"accepted": 0, "unmatched": 0, "unchanged": 2, "relabelled": 0}
+        assert ledger.counts().negative_flips == 1
+        sent = await ledger.add_labels([("a", 0)], relabel=True)
+        assert sent == {"accepted": 0, "unmatched": 0, "unchanged": 0, "relabelled": 1}
+        assert (ledger.counts().labelled, ledger.counts().negative_flips) == (2, 0)
+        await ledger.flush()
+
+    asyncio.run(scenario())
+    written = live.run_counts(run_id)  # what the run holds: the labels kept, the relabel the latest
+    assert (written.pairs, written.labelled, written.negative_flips) == (2, 2, 0)
+    reborn = ledger_module.LiveLedger.func_or_class(run_id, run_id, ServeSettings())  # a restarted replica
+    assert reborn.labels == {"a": 0, "b": 1}
+
+
+def test_a_relabel_is_asked_with_true_and_nothing_else():
+    assert wants_relabel({"labels": []}) is False
+    assert wants_relabel({"labels": [], "relabel": True}) is True
+    with pytest.raises(RequestError, match="`relabel` is true or false, not 'yes'"):
+        wants_relabel({"relabel": "yes"})
+
+
+def request(method: str, content_type: str | None = None, token: str | None = None) -> Request:
+    headers = [(b"content-type", content_type.encode())] if content_type else []
+    headers += [(b"authorization", f"Bearer {token}".encode())] if token else []
+    return Request({"type": "http", "method": method, "path": "/", "headers": headers, "query_string": b""})
+
+
+def test_a_post_that_is_not_declared_json_is_refused_before_it_is_read():
+    open_endpoint: dict = {}
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data", None):
+        refused = _refused(request("POST", content_type), open_endpoint, "feedback")
+        assert refused is not None and refused.status_code == 415, content_type
+    assert _refused(request("POST", "application/json; charset=utf-8"), open_endpoint, "feedback") is None
+    assert _refused(request("GET"), open_endpoint, "predict") is None
+
+
+def test_each_scope_asks_for_its_own_token_and_an_unset_one_takes_the_serve_token(monkeypatch):
+    for name in access.SCOPE_ENV.values():
+        monkeypatch.delenv(name, raising=False)
+    assert access.scope_digests() == {"predict": None, "feedback": None, "control": None}
+    assert access.shared_scopes() == []
+    monkeypatch.setenv(access.TOKEN_ENV, "predict-token")
+    assert access.shared_scopes() == ["feedback", "control"]
+    assert access.auth_headers("feedback") == {"authorization": "Bearer predict-token"}
+    monkeypatch.setenv("CONGRUENT_FEEDBACK_TOKEN", "feedback-token")
+    monkeypatch.setenv("CONGRUENT_CONTROL_TOKEN", "control-token")
+    assert access.shared_scopes() == []
+    digests = access.scope_digests()
+    json = "application/json"
+    assert _refused(request("POST", json, "predict-token"), digests, "predict") is None
+    assert _refused(request("POST", json, "feedback-token"), digests, "feedback") is None
+    assert _refused(request("POST", json, "control-token"), digests, "control") is None
+    for token, scope in (("predict-token", "feedback"), ("predict-token", "control"), ("feedback-token", "control")):
+        refused = _refused(request("POST", json, token), digests, scope)
+        assert refused is not None and refused.status_code == 401, (token, scope)
+    assert access.auth_headers("control") == {"authorization": "Bearer control-token"}
+
+
+def test_the_fewest_pairs_for_a_wilson_bound_within_a_limit_by_hand():
+    from workers.confidence import fewest_for_bound, wilson_upper
+
+    # 0 of n: z²/(n + z²) ≤ limit; z = 1.6449 one-sided at 95 %: n ≥ 2.7055·0.99/0.01 = 267.8
+    assert fewest_for_bound(0.01, 0.95) == 268
+    assert fewest_for_bound(0.05, 0.95) == 52  # 2.7055·0.95/0.05 = 51.4
+    for limit in (0.003, 0.01, 0.04, 0.3):
+        n = fewest_for_bound(limit, 0.95)
+        assert wilson_upper(0, n, 0.95) <= limit < wilson_upper(0, n - 1, 0.95)
+    with pytest.raises(ValueError):
+        fewest_for_bound(0.0, 0.95)
+
+
+def test_a_restarted_serve_continues_the_session_of_the_same_two_versions(tmp_path):
+    from mlflow import MlflowClient
+
+    store.configure()
+    model = f"continued-{tmp_path.name}"
+    first, continued = live.continue_live_run(model, "1", "2")
+    assert not continued
+    live.write_chunk(first, "pairs", [pair("a", 1, 0)])
+    MlflowClient().set_terminated(first, "FINISHED")  # serve stopped
+    again, continued = live.continue_live_run(model, "1", "2")
+    assert (again, continued) == (first, True) and MlflowClient().get_run(first).info.status == "RUNNING"
+    assert live.run_counts(again).pairs == 1  # the evidence so far is the session's still
+    other, continued = live.continue_live_run(model, "3", "2")  # beside another champion: its own session
+    assert other != first and not continued

@@ -1,0 +1,96 @@
+"""What one request may hold (orchestrator/serving/settings.py `RequestLimits`), without Ray: a body
+over its limit is refused before the rest of it is read (413), a text over its length and an image
+whose header declares more pixels than allowed are refused in one line (400) before any decode."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+from starlette.requests import Request
+
+from orchestrator.serving.deployments import _json
+from orchestrator.serving.requests import BodyTooLarge, RequestError, image_pixels, parse_predict
+from orchestrator.serving.settings import RequestLimits
+from test_serving import png
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG's signature and IHDR chunk declaring `width`×`height` grey pixels, and no pixel data:
+    what a decompression bomb shows before anything is inflated."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b"")
+
+
+def body(value: str) -> dict:
+    return {"inputs": [value]}
+
+
+def test_an_image_declaring_too_many_pixels_is_refused_from_its_header_without_decoding(monkeypatch):
+    def no_decoding(self, *args, **kwargs):
+        raise AssertionError("a pixel was decoded")
+
+    small = png(np.zeros((28, 28), np.uint8))  # encoded before decoding is forbidden
+    monkeypatch.setattr(Image.Image, "load", no_decoding)
+    limits = RequestLimits(max_image_pixels=4096 * 4096)
+    assert image_pixels(png_header(5000, 5000)) == 25_000_000
+    with pytest.raises(RequestError, match=r"input 0: 25,000,000 pixels; at most 16,777,216 \(--max-image-pixels\)"):
+        parse_predict(body(base64.b64encode(png_header(5000, 5000)).decode()), "image", limits)
+    # past what PIL opens at all (2 × its MAX_IMAGE_PIXELS): 900 million pixels in a 57-byte header
+    with pytest.raises(RequestError, match="input 0: more pixels than PIL opens; at most 16,777,216"):
+        parse_predict(body(base64.b64encode(png_header(30_000, 30_000)).decode()), "image", limits)
+    assert image_pixels(small) == 784
+    [sample] = parse_predict(body(base64.b64encode(small).decode()), "image", RequestLimits(max_image_pixels=784))
+    assert sample.payload == small
+    with pytest.raises(RequestError, match="784 pixels; at most 783"):
+        parse_predict(body(base64.b64encode(small).decode()), "image", RequestLimits(max_image_pixels=783))
+
+
+def test_a_text_over_its_length_and_too_many_samples_are_refused_in_one_line():
+    limits = RequestLimits(max_text_chars=10, max_samples=2)
+    assert [s.payload for s in parse_predict(body("x" * 10), "text", limits)] == ["x" * 10]
+    with pytest.raises(RequestError, match=r"input 0: 11 characters; at most 10 \(--max-text-chars\)"):
+        parse_predict(body("x" * 11), "text", limits)
+    with pytest.raises(RequestError, match=r"3 samples in one request; at most 2 \(--max-samples\)"):
+        parse_predict({"inputs": ["a", "b", "c"]}, "text", limits)
+
+
+def streamed(chunks: list[bytes], headers: list[tuple[bytes, bytes]] | None = None) -> tuple[Request, list[int]]:
+    """A POST whose body arrives in `chunks`; the count of chunks the server read."""
+    read = [0]
+
+    async def receive() -> dict:
+        index = read[0]
+        read[0] += 1
+        last = index >= len(chunks) - 1
+        return {"type": "http.request", "body": chunks[index] if index < len(chunks) else b"", "more_body": not last}
+
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": headers or [], "query_string": b""}
+    return Request(scope, receive), read
+
+
+def test_a_body_over_its_limit_is_refused_before_the_rest_of_it_is_read():
+    limit = 1000
+    request, read = streamed([b'{"inputs": ["' + b"x" * 600, b"x" * 600, b"x" * 600, b'"]}'])  # chunked: no length
+    with pytest.raises(BodyTooLarge, match=r"more than 1,000 bytes \(--max-body-mb\)") as refused:
+        asyncio.run(_json(request, limit))
+    assert refused.value.status == 413 and read[0] == 2  # the third and fourth chunks were never read
+    declared, read = streamed([b"{}"], [(b"content-length", b"5000000")])
+    with pytest.raises(BodyTooLarge):
+        asyncio.run(_json(declared, limit))
+    assert read[0] == 0  # refused on the length it declared
+    fits, _ = streamed([b'{"inputs": ', b'["a"]}'])
+    assert asyncio.run(_json(fits, limit)) == {"inputs": ["a"]}
+    not_json, _ = streamed([b"inputs=a"])
+    with pytest.raises(RequestError, match="the body is not JSON") as bad:
+        asyncio.run(_json(not_json, limit))
+    assert bad.value.status == 400
