@@ -11,7 +11,7 @@ from starlette.requests import Request
 
 from orchestrator.serving import access
 from orchestrator.serving import ledger as ledger_module
-from orchestrator.serving.deployments import _refused
+from orchestrator.serving.access import refusal
 from orchestrator.serving.requests import RequestError, wants_relabel
 from orchestrator.serving.settings import ServeSettings
 from orchestrator.tracking import live, store
@@ -64,10 +64,10 @@ def request(method: str, content_type: str | None = None, token: str | None = No
 def test_a_post_that_is_not_declared_json_is_refused_before_it_is_read():
     open_endpoint: dict = {}
     for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data", None):
-        refused = _refused(request("POST", content_type), open_endpoint, "feedback")
+        refused = refusal(request("POST", content_type), open_endpoint, "feedback")
         assert refused is not None and refused.status_code == 415, content_type
-    assert _refused(request("POST", "application/json; charset=utf-8"), open_endpoint, "feedback") is None
-    assert _refused(request("GET"), open_endpoint, "predict") is None
+    assert refusal(request("POST", "application/json; charset=utf-8"), open_endpoint, "feedback") is None
+    assert refusal(request("GET"), open_endpoint, "predict") is None
 
 
 def test_each_scope_asks_for_its_own_token_and_an_unset_one_takes_the_serve_token(monkeypatch):
@@ -83,11 +83,11 @@ def test_each_scope_asks_for_its_own_token_and_an_unset_one_takes_the_serve_toke
     assert access.shared_scopes() == []
     digests = access.scope_digests()
     json = "application/json"
-    assert _refused(request("POST", json, "predict-token"), digests, "predict") is None
-    assert _refused(request("POST", json, "feedback-token"), digests, "feedback") is None
-    assert _refused(request("POST", json, "control-token"), digests, "control") is None
+    assert refusal(request("POST", json, "predict-token"), digests, "predict") is None
+    assert refusal(request("POST", json, "feedback-token"), digests, "feedback") is None
+    assert refusal(request("POST", json, "control-token"), digests, "control") is None
     for token, scope in (("predict-token", "feedback"), ("predict-token", "control"), ("feedback-token", "control")):
-        refused = _refused(request("POST", json, token), digests, scope)
+        refused = refusal(request("POST", json, token), digests, scope)
         assert refused is not None and refused.status_code == 401, (token, scope)
     assert access.auth_headers("control") == {"authorization": "Bearer control-token"}
 

@@ -1,6 +1,8 @@
 """What one request may hold (orchestrator/serving/settings.py `RequestLimits`), without Ray: a body
 over its limit is refused before the rest of it is read (413), a text over its length and an image
-whose header declares more pixels than allowed are refused in one line (400) before any decode."""
+whose header declares more pixels than allowed are refused in one line (400) before any decode; the
+shadow holds a bounded number of bytes for a hung candidate, whose calls time out, and pairs the
+samples of a call that the candidate can read."""
 
 from __future__ import annotations
 
@@ -14,8 +16,7 @@ import pytest
 from PIL import Image
 from starlette.requests import Request
 
-from orchestrator.serving.deployments import _json
-from orchestrator.serving.requests import BodyTooLarge, RequestError, image_pixels, parse_predict
+from orchestrator.serving.requests import BodyTooLarge, RequestError, image_pixels, parse_predict, read_json
 from orchestrator.serving.settings import RequestLimits
 from test_serving import png
 
@@ -82,15 +83,72 @@ def test_a_body_over_its_limit_is_refused_before_the_rest_of_it_is_read():
     limit = 1000
     request, read = streamed([b'{"inputs": ["' + b"x" * 600, b"x" * 600, b"x" * 600, b'"]}'])  # chunked: no length
     with pytest.raises(BodyTooLarge, match=r"more than 1,000 bytes \(--max-body-mb\)") as refused:
-        asyncio.run(_json(request, limit))
+        asyncio.run(read_json(request, limit))
     assert refused.value.status == 413 and read[0] == 2  # the third and fourth chunks were never read
     declared, read = streamed([b"{}"], [(b"content-length", b"5000000")])
     with pytest.raises(BodyTooLarge):
-        asyncio.run(_json(declared, limit))
+        asyncio.run(read_json(declared, limit))
     assert read[0] == 0  # refused on the length it declared
     fits, _ = streamed([b'{"inputs": ', b'["a"]}'])
-    assert asyncio.run(_json(fits, limit)) == {"inputs": ["a"]}
+    assert asyncio.run(read_json(fits, limit)) == {"inputs": ["a"]}
     not_json, _ = streamed([b"inputs=a"])
     with pytest.raises(RequestError, match="the body is not JSON") as bad:
-        asyncio.run(_json(not_json, limit))
+        asyncio.run(read_json(not_json, limit))
     assert bad.value.status == 400
+
+
+def shadow_samples(ids: list[str], size: int = 0) -> list:
+    from orchestrator.serving.requests import Sample, digest
+
+    return [Sample(i, i if not size else i.ljust(size, "x"), digest(i)) for i in ids]
+
+
+def test_a_hung_candidate_holds_no_more_than_the_shadow_s_bytes_and_each_call_times_out():
+    from orchestrator.serving.shadow import Shadow
+
+    calls = []
+
+    async def hung(payloads):
+        calls.append(len(payloads))
+        await asyncio.Event().wait()
+
+    async def ledger(rows):
+        raise AssertionError("nothing is paired while the candidate hangs")
+
+    async def scenario():
+        shadow = Shadow(hung, ledger, 1.0, max_queued_bytes=10_000, timeout_s=0.3, coalesce_s=0.001)
+        shadow.send(shadow_samples([f"first-{i}" for i in range(10)], 1000), [(0, 0.9)] * 10, 1.0)
+        await asyncio.sleep(0.05)  # taken into the hung call
+        held = []
+        for n in range(100):
+            shadow.send(shadow_samples([f"s{n}"], 1000), [(0, 0.9)], 2.0)
+            held.append(shadow.queued_bytes)
+        assert max(held) <= 10_000 and shadow.queued_bytes == 10_000 and shadow.dropped == 90
+        await asyncio.sleep(0.4)  # the first call timed out: counted, and the next batch is asked
+        assert shadow.failures == 1 and calls == [10, 10] and shadow.queued_bytes == 0
+        for task in shadow.tasks:
+            task.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_sample_the_candidate_cannot_read_is_counted_and_the_others_of_its_call_are_paired():
+    from orchestrator.serving.shadow import Shadow
+
+    taken: list[str] = []
+
+    async def picky(payloads):
+        if "unreadable" in payloads:
+            return RequestError("input 1: not an image PIL can read")
+        return "2", [(1, 0.5)] * len(payloads)
+
+    async def ledger(rows):
+        taken.extend(row["id"] for row in rows)
+
+    async def scenario():
+        shadow = Shadow(picky, ledger, 1.0, coalesce_s=0.01)
+        shadow.send(shadow_samples(["ok-1", "unreadable", "ok-2"]), [(0, 0.9)] * 3, 1.0)
+        await shadow.drain(timeout=5)
+        assert taken == ["ok-1", "ok-2"] and (shadow.unreadable, shadow.failures) == (1, 0)
+
+    asyncio.run(scenario())

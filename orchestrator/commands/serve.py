@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         chunk_rows=args.chunk_rows,
         flush_s=args.flush_s,
         threads=max(1, int(args.cpus)),
+        call_timeout_s=args.call_timeout_s,
+        max_shadow_bytes=int(args.max_shadow_mb * 2**20),
     )
     try:
         resources = Resources(args.replicas, args.cpus, args.gpus)
@@ -152,6 +154,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=positive(int),
         default=4096 * 4096,
         help="pixels of one image, read from its header before any decode (16777216 = 4096²): 400",
+    )
+    parser.add_argument(
+        "--call-timeout-s",
+        type=positive(float),
+        default=60.0,
+        help="seconds the gateway waits for another replica (60): the champion's answer (504 past it), the "
+        "candidate's (a failed shadow), the ledger's",
+    )
+    parser.add_argument(
+        "--max-shadow-mb",
+        type=positive(float),
+        default=64.0,
+        help="inputs the gateway holds for a slow candidate, MiB (64); beyond, the oldest are dropped, counted",
     )
     parser.add_argument("--max-batch-size", type=int, default=32, help="samples batched into one forward (32)")
     parser.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a batch waits to fill (5 ms)")

@@ -18,6 +18,9 @@ import hashlib
 import hmac
 import os
 
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
 TOKEN_ENV = "CONGRUENT_SERVE_TOKEN"
 SCOPE_ENV = {"predict": TOKEN_ENV, "feedback": "CONGRUENT_FEEDBACK_TOKEN", "control": "CONGRUENT_CONTROL_TOKEN"}
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -70,3 +73,18 @@ def open_beyond_this_machine(host: str) -> str | None:
         f"--host {host} opens the endpoint to other machines: set {TOKEN_ENV} (clients then send "
         "`Authorization: Bearer TOKEN`), or serve on 127.0.0.1"
     )
+
+
+def refusal(request: Request, digests: dict[str, str | None], scope: str) -> JSONResponse | None:
+    """A 401 when the request does not carry the token of the route's `scope` (access.py); a 415 for
+    a POST whose body is not declared JSON: a web page can send a cross-origin `text/plain` POST
+    without asking first, never an `application/json` one."""
+    if not authorised(request.headers.get("authorization"), digests.get(scope)):
+        env = SCOPE_ENV[scope]
+        problem = f"this route asks for `Authorization: Bearer TOKEN` (the {scope} token: {env} it was started with)"
+        return JSONResponse({"error": problem}, 401, headers={"www-authenticate": "Bearer"})
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if request.method == "POST" and media_type != "application/json":
+        problem = f"POST bodies are JSON: send `content-type: application/json`, not {media_type or 'none'!r}"
+        return JSONResponse({"error": problem}, 415)
+    return None

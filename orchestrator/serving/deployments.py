@@ -22,7 +22,6 @@ does not postpone them (no `from __future__ import annotations`).
 """
 
 import asyncio
-import json
 import logging
 import time
 from typing import Any
@@ -32,9 +31,9 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from orchestrator.serving.access import SCOPE_ENV, authorised
+from orchestrator.serving.access import refusal
 from orchestrator.serving.ledger import LiveLedger
-from orchestrator.serving.requests import BodyTooLarge, RequestError, parse_feedback, parse_predict, wants_relabel
+from orchestrator.serving.requests import RequestError, parse_feedback, parse_predict, read_json, wants_relabel
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.serving.shadow import Shadow
 
@@ -106,19 +105,9 @@ async def _awaited(response: Any) -> Any:
     return await response
 
 
-def _refused(request: Request, digests: dict[str, str | None], scope: str) -> JSONResponse | None:
-    """A 401 when the request does not carry the token of the route's `scope` (access.py); a 415 for
-    a POST whose body is not declared JSON: a web page can send a cross-origin `text/plain` POST
-    without asking first, never an `application/json` one."""
-    if not authorised(request.headers.get("authorization"), digests.get(scope)):
-        env = SCOPE_ENV[scope]
-        problem = f"this route asks for `Authorization: Bearer TOKEN` (the {scope} token: {env} it was started with)"
-        return JSONResponse({"error": problem}, 401, headers={"www-authenticate": "Bearer"})
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if request.method == "POST" and media_type != "application/json":
-        problem = f"POST bodies are JSON: send `content-type: application/json`, not {media_type or 'none'!r}"
-        return JSONResponse({"error": problem}, 415)
-    return None
+async def _within(response: Any, timeout_s: float) -> Any:
+    """A replica's answer, or TimeoutError after `timeout_s`: no call of the gateway waits unbounded."""
+    return await asyncio.wait_for(_awaited(response), timeout_s)
 
 
 class ChampionUnavailable(Exception):
@@ -148,27 +137,8 @@ async def registry_champion(
     return version, handle, answer
 
 
-async def _json(request: Request, max_bytes: int) -> Any:
-    """The body as JSON; BodyTooLarge as soon as it declares or has sent more than `max_bytes` (the
-    rest is never read), RequestError when it is not JSON. (This and the functions above are defined
-    before the gateway: `serve.ingress` captures the class with the module's names as they are when
-    it is decorated.)"""
-    too_large = BodyTooLarge(f"the body holds more than {max_bytes:,} bytes (--max-body-mb)")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise too_large
-        chunks.append(chunk)
-    try:
-        return json.loads(b"".join(chunks))
-    except ValueError:
-        raise RequestError("the body is not JSON") from None
-
-
+# what the routes call is defined above or imported: `serve.ingress` captures the class with the
+# module's names as they are when it is decorated
 app = FastAPI(title="congruent serve")
 
 
@@ -203,7 +173,7 @@ class Gateway:
                 await self._catch_up()
             if self.described is None:
                 self.champion = version_handle(self.model, self.bound_champion)
-                self.described = await self.champion.describe.remote()
+                self.described = await _within(self.champion.describe.remote(), self.settings.call_timeout_s)
                 self.shadow = self._shadow()
         return self.described
 
@@ -214,8 +184,10 @@ class Gateway:
         candidate, ledger = version_handle(self.model, self.candidate_version), self.ledger
         return Shadow(
             lambda payloads: candidate.answer.remote(payloads),
-            lambda rows: ledger.add_pairs.remote(rows),
+            lambda rows: _within(ledger.add_pairs.remote(rows), self.settings.call_timeout_s),
             self.settings.shadow_fraction,
+            max_queued_bytes=self.settings.max_shadow_bytes,
+            timeout_s=self.settings.call_timeout_s,
         )
 
     async def _catch_up(self) -> None:
@@ -242,6 +214,8 @@ class Gateway:
             "shadow_fraction": self.settings.shadow_fraction if self.shadow else None,
             "shadow_failures": self.shadow.failures if self.shadow else 0,
             "samples_queued_for_the_shadow": len(self.shadow.queued) if self.shadow else 0,
+            "bytes_queued_for_the_shadow": self.shadow.queued_bytes if self.shadow else 0,
+            "samples_the_shadow_could_not_read": self.shadow.unreadable if self.shadow else 0,
             "pairs_waiting_for_the_ledger": len(self.shadow.unsent) if self.shadow else 0,
             "pairs_dropped": self.shadow.dropped if self.shadow else 0,
             "answered_by_another_version": self.swapped,
@@ -249,16 +223,19 @@ class Gateway:
 
     @app.post("/predict")
     async def predict(self, request: Request) -> JSONResponse:
-        if (refused := _refused(request, self.digests, "predict")) is not None:
+        if (refused := refusal(request, self.digests, "predict")) is not None:
             return refused
         described = await self._described()
         try:
-            limits = self.settings.limits
-            samples = parse_predict(await _json(request, limits.max_body_bytes), described["modality"], limits)
+            limits, limits_s = self.settings.limits, self.settings.call_timeout_s
+            samples = parse_predict(await read_json(request, limits.max_body_bytes), described["modality"], limits)
             assert self.champion is not None  # `_described` took it
-            answered = await self.champion.answer.remote([s.payload for s in samples])
+            answered = await _within(self.champion.answer.remote([s.payload for s in samples]), limits_s)
             if isinstance(answered, RequestError):
                 raise answered
+        except TimeoutError:
+            problem = f"v{described['version']} did not answer within {limits_s:g} s (--call-timeout-s)"
+            return JSONResponse({"error": problem, "model": self.model, "version": described["version"]}, 504)
         except RequestError as e:
             return JSONResponse({"error": str(e), "model": self.model, "version": described["version"]}, e.status)
         version, answers = answered
@@ -283,27 +260,34 @@ class Gateway:
         """Labels of ids this session shadowed (ledger.py `add_labels`: others are counted, not kept;
         an id's first label stands unless the body asks `"relabel": true`). The shadows in flight are
         awaited first, so every id answered before the labels were sent is known to the ledger."""
-        if (refused := _refused(request, self.digests, "feedback")) is not None:
+        if (refused := refusal(request, self.digests, "feedback")) is not None:
             return refused
         described = await self._described()
         if self.ledger is None:
             return JSONResponse({"error": "no shadow is served: labels are kept for a shadowed candidate"}, 409)
         try:
-            body = await _json(request, self.settings.limits.max_body_bytes)
+            body = await read_json(request, self.settings.limits.max_body_bytes)
             pairs, relabel = parse_feedback(body, described["num_classes"]), wants_relabel(body)
         except RequestError as e:
             return JSONResponse({"error": str(e)}, e.status)
         if self.shadow is not None:
-            await self.shadow.drain(timeout=60)
-        return JSONResponse(await self.ledger.add_labels.remote(pairs, relabel))
+            await self.shadow.drain(timeout=self.settings.call_timeout_s)
+        try:
+            added = await _within(self.ledger.add_labels.remote(pairs, relabel), self.settings.call_timeout_s)
+        except TimeoutError:
+            return JSONResponse({"error": "the live ledger did not answer in time: send the labels again"}, 504)
+        return JSONResponse(added)
 
     @app.get("/live")
     async def live(self, request: Request) -> JSONResponse:
-        if (refused := _refused(request, self.digests, "predict")) is not None:
+        if (refused := refusal(request, self.digests, "predict")) is not None:
             return refused
         if self.ledger is None:
             return JSONResponse({"error": "no shadow is served"}, 409)
-        figures = await self.ledger.figures.remote()
+        try:
+            figures = await _within(self.ledger.figures.remote(), self.settings.call_timeout_s)
+        except TimeoutError:
+            return JSONResponse({"error": "the live ledger did not answer in time"}, 504)
         described = await self._described()
         return JSONResponse(
             {"model": self.model, "champion": described["version"], "candidate": self.candidate_version, **figures}
@@ -315,7 +299,7 @@ class Gateway:
         application (`version_app_name`) answers: the requests in flight finish on the old one. The
         registry is the authority, so a caller can only make the gateway catch up with a promotion.
         The shadow's session compared the old champion with its candidate: it ends here."""
-        if (refused := _refused(request, self.digests, "control")) is not None:
+        if (refused := refusal(request, self.digests, "control")) is not None:
             return refused
         described = await self._described()
         try:
@@ -326,19 +310,22 @@ class Gateway:
             return JSONResponse({"model": self.model, "version": described["version"]})
         version, handle, answer = moved
         if self.shadow is not None:
-            await self.shadow.drain(timeout=60)
+            await self.shadow.drain(timeout=self.settings.call_timeout_s)
         self.champion, self.described, self.shadow = handle, answer, None
         return JSONResponse({"model": self.model, "version": version})
 
     @app.post("/flush")
     async def flush(self, request: Request) -> Any:
         """Wait for the shadows in flight, then have the ledger write what it holds."""
-        if (refused := _refused(request, self.digests, "control")) is not None:
+        if (refused := refusal(request, self.digests, "control")) is not None:
             return refused
         if self.shadow is not None:
-            await self.shadow.drain(timeout=60)
+            await self.shadow.drain(timeout=self.settings.call_timeout_s)
         if self.ledger is not None:
-            await self.ledger.flush.remote()
+            try:
+                await _within(self.ledger.flush.remote(), self.settings.call_timeout_s)
+            except TimeoutError:
+                return JSONResponse({"error": "the live ledger did not write in time"}, 504)
         return {"flushed": True}
 
 

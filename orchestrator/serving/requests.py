@@ -15,9 +15,12 @@ import base64
 import binascii
 import hashlib
 import io
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from starlette.requests import Request
 
 from orchestrator.serving.settings import RequestLimits
 
@@ -154,3 +157,22 @@ def shadowed(sample_id: str, fraction: float) -> bool:
         return True
     draw = int.from_bytes(hashlib.sha256(sample_id.encode()).digest()[:8], "big") / 2**64
     return draw < fraction
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    """The body as JSON; BodyTooLarge as soon as it declares or has sent more than `max_bytes` (the
+    rest is never read), RequestError when it is not JSON."""
+    too_large = BodyTooLarge(f"the body holds more than {max_bytes:,} bytes (--max-body-mb)")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError:
+        raise RequestError("the body is not JSON") from None

@@ -28,6 +28,8 @@ class ServeSettings:
     chunk_rows: int = 512
     flush_s: float = 5.0
     threads: int = 1  # torch threads of a version replica
+    call_timeout_s: float = 60.0  # of every call from the gateway to another replica
+    max_shadow_bytes: int = 64 * 2**20  # inputs waiting for the candidate (shadow.py)
 
 
 @dataclass(frozen=True)

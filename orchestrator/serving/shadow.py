@@ -40,14 +40,18 @@ def pair_rows(
 
 
 MAX_UNSENT_ROWS = 100_000  # pairs kept for the ledger while it is unreachable (~20 MB); beyond, the oldest go
+MAX_QUEUED_BYTES = 64 * 2**20  # inputs waiting for the candidate; beyond, the oldest go (counted)
+CALL_TIMEOUT_S = 60.0  # a candidate call that takes longer is a failed shadow (counted)
 
 
 class Shadow:
     """The candidate beside the champion (module docstring); `failures` counts the candidate calls
-    that failed. Pairs the ledger does not take (its replica restarting) are kept here and sent again
-    with the next ones (`unsent`), so a ledger restart loses only what the ledger itself held
-    unwritten. `queued` and `unsent` each hold at most `max_unsent` rows; `dropped` counts the oldest
-    that went beyond."""
+    that failed or took more than `timeout_s`, `unreadable` the samples it could not read (the others
+    of their call are paired all the same). Pairs the ledger does not take (its replica restarting)
+    are kept here and sent again with the next ones (`unsent`), so a ledger restart loses only what
+    the ledger itself held unwritten. `queued` holds at most `max_queued_bytes` of inputs (a hung
+    candidate holds no more than that), `unsent` at most `max_unsent` rows; `dropped` counts the
+    oldest that went beyond either."""
 
     def __init__(
         self,
@@ -57,10 +61,15 @@ class Shadow:
         max_unsent: int = MAX_UNSENT_ROWS,
         coalesce_s: float = 0.005,
         max_coalesced: int = 256,
+        max_queued_bytes: int = MAX_QUEUED_BYTES,
+        timeout_s: float = CALL_TIMEOUT_S,
     ) -> None:
         self.candidate, self.ledger, self.fraction, self.max_unsent = candidate, ledger, fraction, max_unsent
         self.coalesce_s, self.max_coalesced = coalesce_s, max_coalesced
+        self.max_queued_bytes, self.timeout_s = max_queued_bytes, timeout_s
         self.queued: list[tuple[Sample, tuple[int, float], float]] = []
+        self.queued_bytes = 0
+        self.unreadable = 0
         self.sender: asyncio.Task | None = None
         self.tasks: set[asyncio.Task] = set()
         self.failures = 0
@@ -73,9 +82,14 @@ class Shadow:
         if not picked:
             return
         self.queued += picked
-        if len(self.queued) > self.max_unsent:  # the candidate does not keep up: the oldest go, counted
-            self.dropped += len(self.queued) - self.max_unsent
-            self.queued = self.queued[-self.max_unsent :]
+        self.queued_bytes += sum(len(s.payload) for s, _, _ in picked)
+        gone = 0
+        while self.queued_bytes > self.max_queued_bytes:  # the candidate does not keep up: the oldest go
+            self.queued_bytes -= len(self.queued[gone][0].payload)
+            gone += 1
+        if gone:
+            self.dropped += gone
+            self.queued = self.queued[gone:]
         if self.sender is None or self.sender.done():
             self.sender = asyncio.get_running_loop().create_task(self._send_queued())
             self.tasks.add(self.sender)
@@ -86,19 +100,38 @@ class Shadow:
         while self.queued:
             await asyncio.sleep(self.coalesce_s)
             batch, self.queued = self.queued[: self.max_coalesced], self.queued[self.max_coalesced :]
+            self.queued_bytes -= sum(len(s.payload) for s, _, _ in batch)
             await self._pair([s for s, _, _ in batch], [a for _, a, _ in batch], [t for _, _, t in batch])
 
     async def _pair(self, samples: list[Sample], champion: Answers, answered: list[float]) -> None:
         try:
-            answer = await self.candidate([s.payload for s in samples])
-            if isinstance(answer, RequestError):
-                raise answer
-        except Exception:  # a failed shadow never fails a request; it is counted
+            answer = await asyncio.wait_for(self.candidate([s.payload for s in samples]), self.timeout_s)
+        except Exception:  # a failed or hung shadow never fails a request; it is counted
             self.failures += 1
             logger.exception("shadow of %d samples failed", len(samples))
             return
+        if isinstance(answer, RequestError):  # a sample it cannot read: each is asked alone
+            await self.deliver(await self._alone(samples, champion, answered))
+            return
         _, candidate = answer  # (version, answers), as VersionModel.answer gives them
         await self.deliver(pair_rows(samples, champion, candidate, answered))
+
+    async def _alone(self, samples: list[Sample], champion: Answers, answered: list[float]) -> list[dict[str, Any]]:
+        """The pairs of a call the candidate refused, each sample asked alone: those it reads; the
+        others counted in `unreadable`."""
+        rows = []
+        for sample, ours, at in zip(samples, champion, answered, strict=True):
+            try:
+                answer = await asyncio.wait_for(self.candidate([sample.payload]), self.timeout_s)
+            except Exception:
+                self.failures += 1
+                logger.exception("shadow of sample %s failed", sample.id)
+                continue
+            if isinstance(answer, RequestError):
+                self.unreadable += 1
+            else:
+                rows += pair_rows([sample], [ours], answer[1], [at])
+        return rows
 
     async def deliver(self, rows: list[dict[str, Any]]) -> None:
         """Send `rows` and whatever waits from earlier to the ledger; kept for the next send if it fails."""
