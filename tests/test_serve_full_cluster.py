@@ -79,3 +79,38 @@ def test_a_promotion_swaps_with_no_spare_cpu_and_one_that_cannot_be_placed_is_ro
     assert {version_app_name(model, "1"), version_app_name(model, "2")} <= apps_after_rollback
     assert version_app_name(model, "1") not in apps_after_swap and version_app_name(model, "2") in apps_after_swap
     assert swapped_in_s < 10 and (swapped.champion, swapped.candidate, swapped.live_run) == ("2", None, None)
+
+
+def test_serve_without_a_token_refuses_a_proxy_an_earlier_serve_left_open_to_other_machines(
+    ray_cluster, spec_document, tmp_path, monkeypatch, capsys
+):
+    """`serve --stop` deletes applications, not Serve's proxy; `serve.start` keeps a running proxy's
+    options. A later serve on 127.0.0.1 without a token would answer on 0.0.0.0 open to all: refused
+    in one line, before anything is deployed or a live run written."""
+    from mlflow import MlflowClient
+    from ray import serve
+
+    from orchestrator.cli import main
+    from orchestrator.serving.access import SCOPE_ENV
+    from orchestrator.tracking.store import experiment_id
+
+    model = f"open-{tmp_path.name}"[-60:]
+    data = {"train_limit": 300, "eval_limit": 100}
+    for version in ("v1", "v2"):
+        run_update(spec_document(model=model, version=version, data=data), tmp_path / version)
+    promotion.set_champion(model, "1")
+    for name in SCOPE_ENV.values():
+        monkeypatch.delenv(name, raising=False)
+    runs_before = len(MlflowClient().search_runs([experiment_id(model)]))
+    serve.start(http_options={"host": "0.0.0.0", "port": free_port()}, proxy_location="HeadOnly")  # an earlier serve's
+    try:
+        detached = ["--detach", "--ray-address", ray_cluster.address]  # it returns, whatever it does
+        assert main(["serve", model, "--shadow", "2", "--port", str(free_port()), *detached]) == 2
+        err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("congruent")]  # not Ray's
+        apps = set(serve.status().applications)
+    finally:
+        serve.shutdown()
+    assert len(err) == 1 and "congruent serve: error: Serve's proxy on this cluster listens on 0.0.0.0:" in err[0]
+    assert "set CONGRUENT_SERVE_TOKEN" in err[0]
+    assert not apps  # nothing deployed
+    assert len(MlflowClient().search_runs([experiment_id(model)])) == runs_before  # no live run

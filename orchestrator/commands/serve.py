@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when t
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.serve import NotPlaced, app_name, serve_model, stop_app, stop_serving
+    from orchestrator.driver.serve import NotPlaced, ProxyRefused, app_name, serve_model, stop_app, stop_serving
     from orchestrator.serving.access import SCOPE_ENV, TOKEN_ENV, open_beyond_this_machine, shared_scopes
     from orchestrator.serving.settings import RequestLimits, Resources, ServeSettings
     from orchestrator.tracking.version_refs import RegistryError
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         served: Served = serve_model(
             args.model, args.shadow, settings, args.host, args.port, resources, args.swap_timeout
         )
-    except (RegistryError, NotPlaced) as e:
+    except (RegistryError, NotPlaced, ProxyRefused) as e:
         return fail("serve", str(e))
     shadow = f", shadowing v{served.candidate} on {args.fraction:.0%} of samples" if served.candidate else ""
     print(f"{args.model}: serving champion v{served.champion}{shadow} at {served.url} (app {app_name(args.model)})")

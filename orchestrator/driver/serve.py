@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from orchestrator.execution.cluster import connect
 from orchestrator.host import worker_env
-from orchestrator.serving.access import auth_headers, scope_digests
+from orchestrator.serving.access import TOKEN_ENV, auth_headers, open_beyond_this_machine, scope_digests
 from orchestrator.serving.deployments import application, version_app_name, version_application
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.tracking import registry, store
@@ -81,22 +81,30 @@ def serve_model(
     place_s: float = PLACE_S,
 ) -> Served:
     """Start (or replace) the model's application on the cluster this process joins; return once it
-    answers. RegistryError before anything starts when the versions cannot be served; NotPlaced when
-    a version's replicas cannot be placed within `place_s`."""
+    answers. RegistryError before anything starts when the versions cannot be served; ProxyRefused,
+    before anything is deployed or written, when the cluster's proxy already listens beyond this
+    machine and this environment has no token; NotPlaced when a version's replicas cannot be placed
+    within `place_s`."""
     store.configure()
     champion, candidate = resolve_versions(model, shadow)
+    os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", PROXY_READY_S)
+    from ray import serve
+
+    connect(None)
+    serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+    host, port = proxy_address()  # an earlier serve's proxy keeps its own: it is the one that answers
+    if open_beyond_this_machine(host) is not None:
+        raise ProxyRefused(
+            f"Serve's proxy on this cluster listens on {host}:{port} already (an earlier serve; `serve shutdown` "
+            f"stops it), open to other machines: set {TOKEN_ENV} (clients then send `Authorization: Bearer TOKEN`)"
+        )
     run_id = candidate_run = None
     continued = False
     if candidate is not None:  # a restart continues the session of the same two versions
         candidate_run = registry.run_of(registry.resolve(f"{model}/{candidate}"))
         run_id, continued = continue_live_run(model, champion, candidate)
-    os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", PROXY_READY_S)
-    from ray import serve
-
     name = app_name(model)
     try:
-        connect(None)
-        serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
         for version in (champion, candidate) if candidate else (champion,):
             start_version(model, version, settings, resources, place_s)
         serve.run(
@@ -122,6 +130,21 @@ def serve_model(
             MlflowClient().set_terminated(run_id, "FINISHED" if continued else "FAILED")
         raise
     return Served(model, endpoint_url(host, port), name, champion, candidate, run_id, settings, resources)
+
+
+class ProxyRefused(RuntimeError):
+    """Serve's proxy already listens where this serve may not open an endpoint (in one line)."""
+
+
+def proxy_address() -> tuple[str, int]:
+    """The host and port Serve's proxy on this cluster listens on: `serve.start` applies its options
+    only when it starts Serve, and keeps those of a Serve already running (say, on 0.0.0.0 from a
+    serve with a token; `serve --stop` deletes applications, not the proxy)."""
+    from ray.serve.context import _get_global_client  # Serve's own CLI reads its options here too
+
+    client = _get_global_client()
+    assert client is not None, "serve.start connects this process first"
+    return str(client.http_config.host), int(client.http_config.port)
 
 
 def endpoint_url(host: str, port: int) -> str:
