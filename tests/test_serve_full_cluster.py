@@ -29,9 +29,23 @@ def healthz(url: str) -> dict:
         return json.loads(response.read())
 
 
+SECRET = "not-a-real-secret-4f1d9c"  # a storage secret of this environment, as `serve` finds it
+
+
+def replica_environment(app: str, deployment: str, name: str) -> str | None:
+    """The value of `name` in the environment of a replica of `deployment` in `app`."""
+    import ray
+
+    prefix = f"SERVE_REPLICA::{app}#{deployment}#"
+    [named] = [a for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix)]
+    actor = ray.get_actor(named["name"], namespace=named["namespace"])
+    return ray.get(actor.__ray_call__.remote(lambda self: __import__("os").environ.get(name)), timeout=60)
+
+
 def test_a_promotion_swaps_with_no_spare_cpu_and_one_that_cannot_be_placed_is_rolled_back(
-    ray_cluster, spec_document, tmp_path, fashion_mnist
+    ray_cluster, spec_document, tmp_path, fashion_mnist, monkeypatch
 ):
+    """(and the replicas get this environment's storage secret, which no Serve REST output shows)"""
     import ray
     from ray import serve
 
@@ -42,11 +56,18 @@ def test_a_promotion_swaps_with_no_spare_cpu_and_one_that_cannot_be_placed_is_ro
     promotion.set_champion(model, "1")
     body = {"inputs": [base64.b64encode(png(fashion_mnist.eval.images[5000][0].numpy())).decode()]}
     settings = ServeSettings(max_batch_size=8, chunk_rows=50, flush_s=1.0)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     served = swapped = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=1))
     stop, outcomes = threading.Event(), []
     sender = threading.Thread(target=traffic, args=(served.url, body, stop, outcomes))
     try:
         assert ray.available_resources().get("CPU", 0) < 1  # v1 and its shadow hold both CPUs
+        with urllib.request.urlopen(f"{ray_cluster.dashboard}/api/serve/applications/", timeout=60) as response:
+            shown = response.read().decode()
+        secret_in_replicas = [
+            replica_environment(version_app_name(model, "1"), "version", "AWS_SECRET_ACCESS_KEY"),
+            replica_environment(served.app_name, "LiveLedger", "AWS_SECRET_ACCESS_KEY"),
+        ]
         sender.start()
         while len(outcomes) < 5:
             time.sleep(0.05)
@@ -71,6 +92,8 @@ def test_a_promotion_swaps_with_no_spare_cpu_and_one_that_cannot_be_placed_is_ro
         sender.join(timeout=120)
         stop_serving(swapped)
         serve.shutdown()
+    assert secret_in_replicas == [SECRET, SECRET]  # the replicas have it, and nothing shown does
+    assert model in shown and "AWS_SECRET_ACCESS_KEY" not in shown and SECRET not in shown
     assert [o for o in outcomes if o not in ("1", "2")] == []  # not one request failed, through both
     assert outcomes[0] == "1" and outcomes[-20:] == ["2"] * 20
     assert 10 <= refused_after_s < 60

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from orchestrator.execution.cluster import connect
 from orchestrator.host import worker_env
+from orchestrator.serving import credentials
 from orchestrator.serving.access import TOKEN_ENV, auth_headers, open_beyond_this_machine, scope_digests
 from orchestrator.serving.deployments import application, version_app_name, version_application
 from orchestrator.serving.settings import Resources, ServeSettings
@@ -115,7 +116,7 @@ def serve_model(
                 run_id,
                 candidate_run,
                 settings,
-                replica_env(),
+                replica_env(model),
                 scope_digests(),
             ),
             name=name,
@@ -162,14 +163,17 @@ def endpoint_url(host: str, port: int) -> str:
     return f"http://{addresses[0] if addresses else '127.0.0.1'}:{port}"
 
 
-def replica_env() -> dict[str, str]:
+def replica_env(model: str | None = None) -> dict[str, str]:
     """What the replicas need in their environment: this driver's MLflow store (absolute: an embedded
-    one's path from here) for runs and the registry alike, as `store.configure` sets both here, and the
-    storage credentials the pipelines' workers get too. The registry's URI is given as well: a Ray node
-    started from a shell where `MLFLOW_REGISTRY_URI` named another store hands that to every replica,
-    whose registry would then know no version of this model."""
+    one's path from here) for runs and the registry alike, as `store.configure` sets both here, and,
+    with `model`, the name of the key under which the storage credentials the pipelines' workers get
+    too wait in the cluster (serving/credentials.py: never a secret in a replica's runtime_env). The
+    registry's URI is given as well: a Ray node started from a shell where `MLFLOW_REGISTRY_URI`
+    named another store hands that to every replica, whose registry would then know no version of
+    this model."""
     uri = store.tracking_uri()
-    return {**worker_env(), "MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri}
+    secrets = credentials.publish(model, worker_env()) if model is not None else {}
+    return {"MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, **secrets}
 
 
 def champion_moved(served: Served) -> str | None:
@@ -223,7 +227,7 @@ def start_version(model: str, version: str, settings: ServeSettings, resources: 
     name = version_app_name(model, version)
     if _app_status(name) == "RUNNING":
         return False
-    target = version_application(model, version, settings, resources, replica_env())
+    target = version_application(model, version, settings, resources, replica_env(model))
     serve.run_many([serve.RunTarget(target, name=name, route_prefix=None)], wait_for_applications_running=False)
     deadline = time.monotonic() + place_s
     while (status := _app_status(name)) != "RUNNING":
@@ -247,8 +251,8 @@ def _app_status(name: str) -> str | None:
 
 def stop_serving(served: Served) -> None:
     """Let the shadows in flight finish and the ledger write what it holds, then delete the
-    application and its versions' (the champion's, the candidate's) and close the live run
-    (FINISHED)."""
+    application and its versions' (the champion's, the candidate's), withdraw the replicas' credentials
+    from the cluster and close the live run (FINISHED)."""
     from ray import serve
 
     try:
@@ -257,6 +261,7 @@ def stop_serving(served: Served) -> None:
         serve.delete(served.app_name)
         for name in version_apps(served.model):
             serve.delete(name)
+        credentials.withdraw(served.model)  # its replicas are gone (Serve waited for them)
         if served.live_run is not None:
             from mlflow import MlflowClient
 
@@ -276,6 +281,7 @@ def stop_app(model: str) -> bool:
     serve.delete(app_name(model))  # the gateway first: it sends no more requests to the versions
     for name in version_apps(model):
         serve.delete(name)
+    credentials.withdraw(model)
     for run in live_runs(model):
         if run.info.status == "RUNNING":
             MlflowClient().set_terminated(run.info.run_id, "FINISHED")

@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
+from orchestrator.serving import credentials
 from orchestrator.serving.access import refusal
 from orchestrator.serving.ledger import LiveLedger
 from orchestrator.serving.requests import RequestError, parse_feedback, parse_predict, read_json, wants_relabel
@@ -52,6 +53,7 @@ class VersionModel:
         from orchestrator.tracking.version_refs import VersionRef
 
         torch.set_num_threads(settings.threads)
+        credentials.load_into_replica()  # the storage credentials, before anything is read (credentials.py)
         store.configure()
         self.version = version
         self.predictor = Predictor(registry.checkpoint_of(VersionRef(name, version)), device)
@@ -156,6 +158,7 @@ class Gateway:
         settings: ServeSettings,
         token_digests: dict[str, str | None] | None = None,
     ) -> None:
+        credentials.load_into_replica()
         self.model, self.settings, self.digests = model, settings, token_digests or {}
         self.bound_champion = champion  # the version this application was deployed with
         # its handle is taken at the first request (`_described`): after a swap that application is

@@ -25,8 +25,10 @@ class LiveLedger:
     """The serving session's pairs and labels (module docstring), held until written."""
 
     def __init__(self, run_id: str, candidate_run: str, settings: ServeSettings) -> None:
+        from orchestrator.serving import credentials
         from orchestrator.tracking import live, store
 
+        credentials.load_into_replica()  # the storage credentials its chunks are written with
         store.configure()
         self.run_id, self.candidate_run, self.settings = run_id, candidate_run, settings
         pairs, labels = live.read_chunks(run_id, "pairs"), live.read_chunks(run_id, "labels")
