@@ -1,8 +1,9 @@
 """`congruent serve` on the two-node cluster: v1 served as champion, v2 shadowed, real held-out
 Fashion-MNIST images sent as PNG with their ids, their labels sent as feedback; the live ledger's
 figures are those `congruent compare` gives of the two versions' predictions on the same samples.
-Then v2 is promoted while a client keeps sending, and the served champion is swapped with no failed
-request. The endpoint asks for its token; a gateway replica that restarts after the swap serves the
+Then v2 is promoted on that live evidence (`congruent promote --live`) while a client keeps sending,
+and the served champion is swapped with no failed request, on a cluster whose two CPUs v1 and its
+shadow hold. The endpoint asks for its token; a gateway replica that restarts after the swap serves the
 new champion, whose predecessor's application is gone."""
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
     ids = [f"sample-{i}" for i in range(SAMPLES)]
     settings = ServeSettings(max_batch_size=16, chunk_rows=100, flush_s=1.0, limits=RequestLimits(max_body_bytes=2**20))
     monkeypatch.setenv(TOKEN_ENV, "live-test-token")  # `post` sends it, as `congruent feedback` does
-    served = swapped = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=0.5))
+    # one CPU each: v1 and its shadow v2 hold both of the cluster's, as on a 2-core machine
+    served = swapped = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=1))
     try:
         with urllib.request.urlopen(f"{served.url}/healthz", timeout=30) as response:
             health = json.loads(response.read())
@@ -103,8 +105,9 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
         post(f"{served.url}/flush", {})
         counts = live.run_counts(served.live_run)  # before the swap's traffic adds unlabelled pairs
 
-        # v2 promoted while clients keep sending: the served champion is swapped, no request fails
-        promotion.set_champion(model, "2")
+        # v2 promoted on its live evidence while clients keep sending: swapped, no request fails
+        assert main(["promote", model, "2", "--max-nfr", "1", "--max-er-increase", "1", "--live"]) == 0
+        assert f"{model} v2 is now champion" in capsys.readouterr().out
         stop, outcomes = threading.Event(), []
         sender = threading.Thread(
             target=traffic, args=(served.url, {"inputs": [base64.b64encode(encoded[0]).decode()]}, stop, outcomes)
