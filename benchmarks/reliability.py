@@ -5,8 +5,9 @@
 Runs the reliability tests (tests/test_faults.py, test_mlflow_restart.py, test_bad_inputs.py, the
 security tests: test_security.py, test_promotion.py, test_locks.py, test_pg_locks.py, test_confidence.py,
 test_credentials.py, test_confinement.py, test_artifact_cache.py, test_ray_auth.py,
-test_stack_setup.py, test_jobs.py's cancel and credentials tests, and test_load.py's full load: ten
-concurrent submissions, without a fault and with each fault) with
+test_stack_setup.py, test_jobs.py's cancel and credentials tests, test_load.py's full load: ten
+concurrent submissions, without a fault and with each fault, and the serving tests: faults, the live
+gate, request limits, the replicas' secrets) with
 pytest; each test appends what it injected or tried, and what happened, to a records file
 (tests/reliability_records.py). The report is written from those records, so every figure in it
 comes from this run. Takes 20 to 40 minutes on 2 cores, by how busy they are (the faults start two-node Ray clusters,
@@ -29,6 +30,13 @@ from pathlib import Path
 from benchmarks.report import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
+SERVING_TESTS = [
+    "tests/test_serve_faults.py",
+    "tests/test_live_gate.py",
+    "tests/test_serve_limits.py",
+    "tests/test_serve_full_cluster.py",
+    "tests/test_promotion.py::test_promote_live_needs_labelled_live_pairs_beside_the_champion_within_the_limit",
+]
 TESTS = [
     "tests/test_faults.py",
     "tests/test_mlflow_restart.py",
@@ -46,9 +54,8 @@ TESTS = [
     "tests/test_jobs.py::test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written",
     "tests/test_jobs.py::test_no_credential_reaches_mlflow_storage_logs_or_output",
     "tests/test_load.py",
-    "tests/test_serve_faults.py",
+    *SERVING_TESTS[:-1],  # test_promotion.py is above, whole
 ]
-SERVING_TESTS = ["tests/test_serve_faults.py"]
 SERVING_SECTION = "## Serving under faults"
 TEMP_PATH = re.compile(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/\s:]+")  # each test's tmp_path, shown as $TMP
 
@@ -185,8 +192,9 @@ EXPOSURE = [
 ]
 
 
-def serving_section(rows: list[dict], summary: str) -> str:
-    """`congruent serve` under faults (tests/test_serve_faults.py): each fault, what it cost."""
+def serving_section(rows: list[dict], security: list[dict], summary: str) -> str:
+    """`congruent serve` under faults (tests/test_serve_faults.py): each fault, what it cost; then the
+    serving security checks (the live gate, the request limits, the replicas' secrets)."""
     lines = [
         f"`python -m benchmarks.reliability --serving` ({datetime.date.today().isoformat()}, pytest {summary}): "
         "`congruent serve` with v2 shadowed beside champion v1 on the two-node cluster (0.5 CPU a version "
@@ -202,6 +210,14 @@ def serving_section(rows: list[dict], summary: str) -> str:
             f"| {row['fault']} | {row.get('killed_pid') or '-'} | {row['requests_answered']} | "
             f"{row['requests_failed']} | {row.get('failing_for_s', 0)} s | {row['pairs_lost']} | {row['holds']} |"
         )
+    if security:
+        lines += [
+            "",
+            f"**Serving security: {sum(r['passed'] for r in security)} of {len(security)} checks passed.** Each "
+            "row is an attack on the endpoint or the live gate, tried by the test named, and what had to hold.",
+            "",
+            *security_table(security),
+        ]
     return "\n".join(lines)
 
 
@@ -250,8 +266,9 @@ def report(records: list[dict], code: int, summary: str) -> str:
     ]
     lines += load_section([r for r in records if r["kind"] == "load"])
     serving = [r for r in records if r["kind"] == "serve_fault"]
+    serving_security = [r for r in records if r["kind"] == "serving_security"]
     if serving:
-        lines += [SERVING_SECTION, "", serving_section(serving, summary), ""]
+        lines += [SERVING_SECTION, "", serving_section(serving, serving_security, summary), ""]
     if environment:
         lines += [
             f"An unreachable tracking server: `{environment[0]['stderr']}` "
@@ -308,7 +325,8 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.serving:
         serving = [r for r in records if r["kind"] == "serve_fault"]
-        write_section(out, SERVING_SECTION, serving_section(serving, summary))
+        security = [r for r in records if r["kind"] == "serving_security"]
+        write_section(out, SERVING_SECTION, serving_section(serving, security, summary))
     else:
         out.write_text(report(records, code, summary) + kept_sections(out))
     print(f"{out}: {summary}")

@@ -15,6 +15,7 @@ from orchestrator.serving.access import refusal
 from orchestrator.serving.requests import RequestError, wants_relabel
 from orchestrator.serving.settings import ServeSettings
 from orchestrator.tracking import live, store
+from reliability_records import record
 
 
 def pair(sample_id: str, champion: int, candidate: int) -> dict:
@@ -46,6 +47,9 @@ def test_labels_count_only_for_shadowed_ids_and_the_first_stands_unless_relabell
     assert (written.pairs, written.labelled, written.negative_flips) == (2, 2, 0)
     reborn = ledger_module.LiveLedger.func_or_class(run_id, run_id, ServeSettings())  # a restarted replica
     assert reborn.labels == {"a": 0, "b": 1}
+    record("serving_security", check="labels for ids the session never shadowed are counted and not kept; an id's "
+           "first label stands (a later one that would erase a flip changes nothing) unless a relabel is asked, "
+           "which is counted and written", passed=True)  # fmt: skip
 
 
 def test_a_relabel_is_asked_with_true_and_nothing_else():
@@ -68,6 +72,8 @@ def test_a_post_that_is_not_declared_json_is_refused_before_it_is_read():
         assert refused is not None and refused.status_code == 415, content_type
     assert refusal(request("POST", "application/json; charset=utf-8"), open_endpoint, "feedback") is None
     assert refusal(request("GET"), open_endpoint, "predict") is None
+    record("serving_security", check="a POST not declared `application/json` (text/plain, a form, multipart, none: "
+           "what a web page may send cross-origin without asking) is refused with 415", passed=True)  # fmt: skip
 
 
 def test_each_scope_asks_for_its_own_token_and_an_unset_one_takes_the_serve_token(monkeypatch):
@@ -90,6 +96,8 @@ def test_each_scope_asks_for_its_own_token_and_an_unset_one_takes_the_serve_toke
         refused = refusal(request("POST", json, token), digests, scope)
         assert refused is not None and refused.status_code == 401, (token, scope)
     assert access.auth_headers("control") == {"authorization": "Bearer control-token"}
+    record("serving_security", check="the predict token cannot label or swap, the feedback token cannot swap (401): "
+           "three scopes with their own tokens", passed=True)  # fmt: skip
 
 
 def test_the_fewest_pairs_for_a_wilson_bound_within_a_limit_by_hand():
@@ -119,3 +127,5 @@ def test_a_restarted_serve_continues_the_session_of_the_same_two_versions(tmp_pa
     assert live.run_counts(again).pairs == 1  # the evidence so far is the session's still
     other, continued = live.continue_live_run(model, "3", "2")  # beside another champion: its own session
     assert other != first and not continued
+    record("serving_security", check="a restarted serve continues the session of the same two versions: an empty "
+           "new session cannot hide the live evidence", passed=True)  # fmt: skip

@@ -265,3 +265,5 @@ def test_promote_live_needs_labelled_live_pairs_beside_the_champion_within_the_l
     assert "live NFR 5.00 % > 4.00 %" in capsys.readouterr().err
     assert main([*args[:4], "0.06", "--live", "--min-live", "20"]) == 0
     assert "live NFR 5.00 % on 20 labelled of 30 shadowed requests" in capsys.readouterr().out
+    record("serving_security", check="`promote --live` on one labelled live pair that did not flip is refused: "
+           "fewer than the pairs a Wilson bound within --max-nfr needs", passed=True)  # fmt: skip

@@ -14,12 +14,13 @@ import urllib.request
 
 import pytest
 
-from conftest import run_update
+from conftest import SPEC_RESOURCES, SPEC_TRAIN, run_update
 from orchestrator.driver.serve import NotPlaced, serve_model, stop_serving, swap_champion
 from orchestrator.serving.deployments import version_app_name
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.tracking import promotion
 from processes import free_port
+from reliability_records import record
 from test_serve_live import traffic
 from test_serving import png
 
@@ -42,17 +43,26 @@ def replica_environment(app: str, deployment: str, name: str) -> str | None:
     return ray.get(actor.__ray_call__.remote(lambda self: __import__("os").environ.get(name)), timeout=60)
 
 
+@pytest.fixture(scope="module")
+def three_versions(ray_cluster, tmp_path_factory) -> str:
+    """A model with v1, v2 and v3 registered (one small update each), in this session's store."""
+    folder = tmp_path_factory.mktemp("full-cluster")
+    model = f"full-{folder.name}"[-60:]
+    common = {"model": model, "method": {"name": "none"}, "data": {"train_limit": 600, "eval_limit": 200}}
+    common |= {"train": SPEC_TRAIN, "resources": SPEC_RESOURCES, "storage": str(folder / "storage")}
+    for version, arch in (("v1", "mlp-small"), ("v2", "mlp"), ("v3", "mlp-small")):
+        run_update({**common, "version": version, "arch": arch}, folder / version)
+    return model
+
+
 def test_a_promotion_swaps_with_no_spare_cpu_and_one_that_cannot_be_placed_is_rolled_back(
-    ray_cluster, spec_document, tmp_path, fashion_mnist, monkeypatch
+    ray_cluster, three_versions, fashion_mnist, monkeypatch
 ):
     """(and the replicas get this environment's storage secret, which no Serve REST output shows)"""
     import ray
     from ray import serve
 
-    model = f"full-{tmp_path.name}"[-60:]
-    data = {"train_limit": 1000, "eval_limit": 300}
-    for version, arch in (("v1", "mlp-small"), ("v2", "mlp"), ("v3", "mlp-small")):
-        run_update(spec_document(model=model, version=version, arch=arch, data=data), tmp_path / version)
+    model = three_versions
     promotion.set_champion(model, "1")
     body = {"inputs": [base64.b64encode(png(fashion_mnist.eval.images[5000][0].numpy())).decode()]}
     settings = ServeSettings(max_batch_size=8, chunk_rows=50, flush_s=1.0)
@@ -94,6 +104,8 @@ def test_a_promotion_swaps_with_no_spare_cpu_and_one_that_cannot_be_placed_is_ro
         serve.shutdown()
     assert secret_in_replicas == [SECRET, SECRET]  # the replicas have it, and nothing shown does
     assert model in shown and "AWS_SECRET_ACCESS_KEY" not in shown and SECRET not in shown
+    record("serving_security", check="no storage secret in Serve's REST output (`/api/serve/applications/`); the "
+           "replicas hold it, from the cluster's key-value store", passed=True)  # fmt: skip
     assert [o for o in outcomes if o not in ("1", "2")] == []  # not one request failed, through both
     assert outcomes[0] == "1" and outcomes[-20:] == ["2"] * 20
     assert 10 <= refused_after_s < 60
@@ -105,7 +117,7 @@ def test_a_promotion_swaps_with_no_spare_cpu_and_one_that_cannot_be_placed_is_ro
 
 
 def test_serve_without_a_token_refuses_a_proxy_an_earlier_serve_left_open_to_other_machines(
-    ray_cluster, spec_document, tmp_path, monkeypatch, capsys
+    ray_cluster, three_versions, monkeypatch, capsys
 ):
     """`serve --stop` deletes applications, not Serve's proxy; `serve.start` keeps a running proxy's
     options. A later serve on 127.0.0.1 without a token would answer on 0.0.0.0 open to all: refused
@@ -117,10 +129,7 @@ def test_serve_without_a_token_refuses_a_proxy_an_earlier_serve_left_open_to_oth
     from orchestrator.serving.access import SCOPE_ENV
     from orchestrator.tracking.store import experiment_id
 
-    model = f"open-{tmp_path.name}"[-60:]
-    data = {"train_limit": 300, "eval_limit": 100}
-    for version in ("v1", "v2"):
-        run_update(spec_document(model=model, version=version, data=data), tmp_path / version)
+    model = three_versions
     promotion.set_champion(model, "1")
     for name in SCOPE_ENV.values():
         monkeypatch.delenv(name, raising=False)
@@ -137,3 +146,5 @@ def test_serve_without_a_token_refuses_a_proxy_an_earlier_serve_left_open_to_oth
     assert "set CONGRUENT_SERVE_TOKEN" in err[0]
     assert not apps  # nothing deployed
     assert len(MlflowClient().search_runs([experiment_id(model)])) == runs_before  # no live run
+    record("serving_security", check="serve without a token on a cluster whose proxy an earlier serve left open to "
+           "other machines is refused in one line, before anything is deployed or written", passed=True)  # fmt: skip

@@ -18,6 +18,7 @@ from starlette.requests import Request
 
 from orchestrator.serving.requests import BodyTooLarge, RequestError, image_pixels, parse_predict, read_json
 from orchestrator.serving.settings import RequestLimits
+from reliability_records import record
 from test_serving import png
 
 
@@ -54,6 +55,8 @@ def test_an_image_declaring_too_many_pixels_is_refused_from_its_header_without_d
     assert sample.payload == small
     with pytest.raises(RequestError, match="784 pixels; at most 783"):
         parse_predict(body(base64.b64encode(small).decode()), "image", RequestLimits(max_image_pixels=783))
+    record("serving_security", check="a decompression bomb (900 million pixels declared in a 57-byte PNG header) is "
+           "refused with 400 from its header, before any pixel is decoded", passed=True)  # fmt: skip
 
 
 def test_a_text_over_its_length_and_too_many_samples_are_refused_in_one_line():
@@ -95,6 +98,8 @@ def test_a_body_over_its_limit_is_refused_before_the_rest_of_it_is_read():
     with pytest.raises(RequestError, match="the body is not JSON") as bad:
         asyncio.run(read_json(not_json, limit))
     assert bad.value.status == 400
+    record("serving_security", check="a body over --max-body-mb gets 413 once it declares or has sent more: the "
+           "rest is never read", passed=True)  # fmt: skip
 
 
 def shadow_samples(ids: list[str], size: int = 0) -> list:
@@ -126,6 +131,8 @@ def test_a_hung_candidate_holds_no_more_than_the_shadow_s_bytes_and_each_call_ti
         assert max(held) <= 10_000 and shadow.queued_bytes == 10_000 and shadow.dropped == 90
         await asyncio.sleep(0.4)  # the first call timed out: counted, and the next batch is asked
         assert shadow.failures == 1 and calls == [10, 10] and shadow.queued_bytes == 0
+        record("serving_security", check="a hung candidate: the gateway holds at most --max-shadow-mb of inputs for "
+               "it (the oldest dropped, counted) and each call to it times out", passed=True)  # fmt: skip
         for task in shadow.tasks:
             task.cancel()
 

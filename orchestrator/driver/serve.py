@@ -85,7 +85,8 @@ def serve_model(
     answers. RegistryError before anything starts when the versions cannot be served; ProxyRefused,
     before anything is deployed or written, when the cluster's proxy already listens beyond this
     machine and this environment has no token; NotPlaced when a version's replicas cannot be placed
-    within `place_s`."""
+    within `place_s`. A version whose application runs already keeps its replicas (`start_version`):
+    `serve --stop` first to serve it on other resources."""
     store.configure()
     champion, candidate = resolve_versions(model, shadow)
     os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", PROXY_READY_S)
