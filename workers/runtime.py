@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -15,6 +16,22 @@ def use_threads(threads: int) -> None:
     """torch intra-op threads for this process: one per CPU the task holds (more than the cores
     held slows training down: docs/benchmarks.md)."""
     torch.set_num_threads(max(1, int(threads)))
+
+
+def _quiet_on_exit(unraisable: Any) -> None:
+    """`sys.unraisablehook` that drops a SystemExit/KeyboardInterrupt raised where Python cannot
+    propagate it (a weakref or `__del__` callback) and reports everything else as usual."""
+    if isinstance(unraisable.exc_value, SystemExit | KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def stop_quietly() -> None:
+    """In a Ray worker that may be stopped (a Tune trial): Ray's SIGTERM handler raises SystemExit
+    in whatever frame runs; inside a weakref callback Python prints it as "Exception ignored in …
+    SystemExit: 1", a traceback Ray forwards to the user's terminal after their one-line
+    "interrupted" message. The worker is ending either way; the traceback says nothing."""
+    sys.unraisablehook = _quiet_on_exit
 
 
 def autocast(device: torch.device | str, precision: str) -> contextlib.AbstractContextManager:

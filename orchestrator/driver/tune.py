@@ -77,8 +77,10 @@ def run_trial(
     from its teachers in its own process) into `trials_uri`/TRIAL_ID.pt, score it on the
     regression-eval split against the old model's class ids, report per-epoch and final metrics."""
     from orchestrator.execution.pool import TeacherPool
+    from workers.runtime import stop_quietly
     from workers.tasks.bodies import eval_predictions, train_job
 
+    stop_quietly()  # Tune stops trials with SIGTERM (Ctrl-C, ASHA): no traceback on the user's terminal
     spec = trial_spec(plan.spec, config)
     job = plan.student_job(spec=spec, teachers=None if actors else groups)
     job = dataclasses.replace(job, checkpoint_uri=storage.join(trials_uri, f"{tune.get_context().get_trial_id()}.pt"))
