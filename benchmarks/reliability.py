@@ -35,6 +35,7 @@ SERVING_TESTS = [
     "tests/test_live_gate.py",
     "tests/test_serve_limits.py",
     "tests/test_serve_full_cluster.py",
+    "tests/test_serve_canary.py",
     "tests/test_promotion.py::test_promote_live_needs_labelled_live_pairs_beside_the_champion_within_the_limit",
 ]
 TESTS = [

@@ -46,7 +46,7 @@ def test_labels_count_only_for_shadowed_ids_and_the_first_stands_unless_relabell
     written = live.run_counts(run_id)  # what the run holds: the labels kept, the relabel the latest
     assert (written.pairs, written.labelled, written.negative_flips) == (2, 2, 0)
     reborn = ledger_module.LiveLedger.func_or_class(run_id, run_id, ServeSettings())  # a restarted replica
-    assert reborn.labels == {"a": 0, "b": 1}
+    assert {i: entry[3] for i, entry in reborn.window.entries.items()} == {"a": 0, "b": 1}  # each id's label
     record("serving_security", check="labels for ids the session never shadowed are counted and not kept; an id's "
            "first label stands (a later one that would erase a flip changes nothing) unless a relabel is asked, "
            "which is counted and written", passed=True)  # fmt: skip
@@ -129,3 +129,27 @@ def test_a_restarted_serve_continues_the_session_of_the_same_two_versions(tmp_pa
     assert other != first and not continued
     record("serving_security", check="a restarted serve continues the session of the same two versions: an empty "
            "new session cannot hide the live evidence", passed=True)  # fmt: skip
+
+
+def test_the_ledger_holds_the_last_max_live_ids_ids_and_a_restarted_one_replays_to_the_same(tmp_path, caplog):
+    store.configure()
+    run_id = live.start_live_run(f"window-{tmp_path.name}", "1", "2")
+    settings = ServeSettings(chunk_rows=1000, flush_s=3600, max_live_ids=2)
+    ledger = ledger_module.LiveLedger.func_or_class(run_id, run_id, settings)
+
+    async def scenario():
+        await ledger.add_pairs([pair("a", 1, 0)])
+        assert await ledger.add_labels([("a", 1)]) == {"accepted": 1, "unmatched": 0, "unchanged": 0, "relabelled": 0}
+        await ledger.add_pairs([pair("b", 1, 1), pair("c", 0, 0)])  # "a" leaves, its flip stays counted
+        late = await ledger.add_labels([("a", 0)], relabel=True)
+        assert late == {"accepted": 0, "unmatched": 1, "unchanged": 0, "relabelled": 0}
+        await ledger.flush()
+
+    asyncio.run(scenario())
+    figures = ledger.figures()
+    assert (figures["pairs"], figures["labelled"], figures["negative_flips"], figures["ids_forgotten"]) == (3, 1, 1, 1)
+    assert "holds the last 2 ids (--max-live-ids)" in caplog.text
+    reborn = ledger_module.LiveLedger.func_or_class(run_id, run_id, settings)
+    assert list(reborn.window.entries) == ["b", "c"] and reborn.counts() == ledger.counts()
+    record("serving_security", check="the live ledger holds at most --max-live-ids ids in memory, a restarted one "
+           "replays its chunks one at a time, and the figures still count every id", passed=True)  # fmt: skip

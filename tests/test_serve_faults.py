@@ -17,7 +17,7 @@ import pytest
 
 from conftest import SPEC_RESOURCES, SPEC_TRAIN, run_update
 from orchestrator.driver.serve import post, serve_model, stop_serving
-from orchestrator.serving.deployments import version_app_name
+from orchestrator.serving.handles import version_app_name
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.tracking import live, promotion, store
 from processes import free_port

@@ -100,22 +100,6 @@ def test_live_counts_by_hand():
     assert empty["nfr"] is None and empty["disagreement"] is None
 
 
-def test_the_latest_label_of_an_id_counts():
-    labels = live.latest_labels(
-        np.array(["a", "c", "b", "x"]),
-        np.array(["a", "b", "a", "x", "x"]),
-        np.array([1, 2, 0, 1, 2]),
-        np.array([1.0, 1.0, 2.0, 5.0, 5.0]),
-    )
-    assert labels.tolist() == [0, -1, 2, 2]  # a: relabelled later; c: none; x: two at once, the later given
-
-
-def test_each_id_counts_once_by_its_latest_pair():
-    ids = np.array(["a", "b", "a", "c", "b", "a"])
-    times = np.array([1.0, 1.0, 3.0, 2.0, 1.0, 2.0])
-    assert live.latest_of_each_id(ids, times).tolist() == [2, 4, 3]  # a: the latest time; b: a tie, the later row
-
-
 def test_the_live_ledger_is_chunks_of_a_run_of_its_own(tmp_path):
     store.configure()
     run_id = live.start_live_run(f"ledger-{tmp_path.name}", "1", "2")

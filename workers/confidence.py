@@ -39,6 +39,14 @@ def wilson_upper(k: int, n: int, confidence: float) -> float:
     return min(1.0, (centre + spread) / (1 + z * z / n))
 
 
+def wilson_lower(k: int, n: int, confidence: float) -> float:
+    """One-sided lower bound at `confidence` of a proportion seen as k of n (Wilson score): the upper
+    bound of the complement, 1 − upper(n − k, n); 0 when n = 0."""
+    if not 0 <= k <= n:
+        raise ValueError(f"k = {k} is not within 0..n = {n}")
+    return 0.0 if n == 0 else max(0.0, 1.0 - wilson_upper(n - k, n, confidence))
+
+
 def fewest_for_bound(limit: float, confidence: float) -> int:
     """The fewest n at which a proportion seen as 0 of n can have its Wilson upper bound at
     `confidence` within `limit`: wilson_upper(0, n) = z²/(n + z²) ≤ limit ⇔ n ≥ z²(1 − limit)/limit.

@@ -1,18 +1,22 @@
-"""`congruent serve MODEL [--shadow VERSION|ALIAS] ...`: the model's champion behind one HTTP
-endpoint on Ray Serve, a candidate shadowed on a fraction of the requests, their answers in the
-serving session's live ledger (README, "Serving")."""
+"""`congruent serve MODEL [--shadow VERSION|ALIAS | --canary VERSION|ALIAS --max-nfr F] ...`: the
+model's champion behind one HTTP endpoint on Ray Serve, a candidate shadowed on a fraction of the
+requests, or a canary answering a fraction of the ids (withdrawn or promoted on its live NFR), their
+answers in the serving session's live ledger (README, "Serving")."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from orchestrator.commands.options import fail, fraction, positive, ray_address
 
 if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when the CLI starts
     from orchestrator.driver.serve import Served
+    from orchestrator.serving.canary import CanaryRule
+    from orchestrator.serving.settings import ServeSettings
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
         return fail("serve", problem)
     if args.detach and not args.ray_address:
         return fail("serve", "--detach leaves the application on a cluster: give --ray-address (or RAY_ADDRESS)")
+    if (problem := canary_problem(args)) is not None:
+        return fail("serve", problem)
     limits = RequestLimits(
         max_body_bytes=int(args.max_body_mb * 2**20),
         max_samples=args.max_samples,
@@ -41,20 +47,25 @@ def run(args: argparse.Namespace) -> int:
         max_batch_size=args.max_batch_size,
         batch_wait_s=args.batch_wait_ms / 1000,
         shadow_fraction=args.fraction,
+        shadow_coalesce_s=args.shadow_coalesce_ms / 1000,
         chunk_rows=args.chunk_rows,
         flush_s=args.flush_s,
         threads=max(1, int(args.cpus)),
         call_timeout_s=args.call_timeout_s,
         max_shadow_bytes=int(args.max_shadow_mb * 2**20),
+        max_live_ids=args.max_live_ids,
+        canary=canary_rule(args),
     )
     try:
         resources = Resources(args.replicas, args.cpus, args.gpus)
         served: Served = serve_model(
-            args.model, args.shadow, settings, args.host, args.port, resources, args.swap_timeout
+            args.model, args.canary or args.shadow, settings, args.host, args.port, resources, args.swap_timeout
         )
     except (RegistryError, NotPlaced, ProxyRefused) as e:
         return fail("serve", str(e))
     shadow = f", shadowing v{served.candidate} on {args.fraction:.0%} of samples" if served.candidate else ""
+    if served.candidate and settings.canary is not None:
+        shadow = f", canary v{served.candidate} answering {args.fraction:.0%} of ids ({canary_terms(settings)})"
     print(f"{args.model}: serving champion v{served.champion}{shadow} at {served.url} (app {app_name(args.model)})")
     if served.live_run:
         print(f"live ledger: MLflow run {served.live_run}; `congruent versions {args.model}` shows its figures")
@@ -75,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         while True:
             time.sleep(args.follow_s)
+            served = follow_canary(served)
             served = follow_champion(served, args.swap_timeout, unplaced)
     except KeyboardInterrupt:
         try:
@@ -84,6 +96,58 @@ def run(args: argparse.Namespace) -> int:
             return fail("serve", problem, 1)
         print(f"{args.model}: stopped")
         return 130
+
+
+def canary_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the canary's flags, in one line (None: nothing)."""
+    if args.canary and args.shadow:
+        return "--canary and --shadow: one candidate at a time (a canary's champion is its shadow)"
+    if args.canary and args.max_nfr is None:
+        return "--canary asks for --max-nfr: the live NFR beyond which the canary is withdrawn"
+    if not args.canary and (args.auto_promote or args.max_nfr is not None or args.min_live is not None):
+        return "--max-nfr, --min-live and --auto-promote decide a canary: give --canary VERSION"
+    if args.min_live is not None and args.min_live < 1:
+        return f"--min-live {args.min_live}: at least 1 labelled pair"
+    return None
+
+
+def canary_rule(args: argparse.Namespace) -> CanaryRule | None:
+    """The rule of `--canary` (serving/canary.py): decided at --min-live labelled pairs, by default the
+    fewest whose Wilson bound can be within --max-nfr (as `promote --live`)."""
+    from orchestrator.serving.canary import CanaryRule
+    from orchestrator.tracking.promotion import GateLimits, min_live_pairs
+
+    if not args.canary:
+        return None
+    limits = GateLimits(args.max_nfr, args.max_er_increase, args.confidence, live=True, min_live=args.min_live)
+    return CanaryRule(
+        args.fraction, args.max_nfr, min_live_pairs(limits), args.confidence, args.auto_promote, args.max_er_increase
+    )
+
+
+def canary_terms(settings: ServeSettings) -> str:
+    rule = settings.canary
+    assert rule is not None
+    then = "promoted" if rule.auto_promote else "passed (then `congruent promote --live`)"
+    return (
+        f"withdrawn once its NFR's {100 * rule.confidence:g} % bound shows it above {100 * rule.max_nfr:g} %, "
+        f"{then} at {rule.min_labelled} labelled pairs within it"
+    )
+
+
+def follow_canary(served: Served) -> Served:
+    """The canary withdrawn by the gateway (its live NFR): said once, its application deleted."""
+    from orchestrator.driver.serve import canary_withdrawn
+
+    try:
+        reason = canary_withdrawn(served)
+    except OSError as e:  # the endpoint busy: asked again at the next check
+        print(f"{served.model}: the endpoint did not answer ({type(e).__name__}); checking the canary again later")
+        return served
+    if reason is None:
+        return served
+    print(f"{served.model}: canary v{served.candidate} withdrawn, every id answered by v{served.champion}: {reason}")
+    return replace(served, candidate=None)
 
 
 def follow_champion(served: Served, place_s: float = 120.0, unplaced: set[str] | None = None) -> Served:
@@ -134,7 +198,46 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", help="the registered model's name; its alias `champion` is served")
     parser.add_argument("--shadow", metavar="VERSION|ALIAS", help="the candidate to shadow: a version or alias")
     parser.add_argument(
-        "--fraction", type=fraction(0.0, 1.0), default=1.0, help="share of samples also sent to the shadow (1)"
+        "--canary",
+        metavar="VERSION|ALIAS",
+        help="a candidate that answers --fraction of the ids itself (the champion shadows it), withdrawn as "
+        "soon as its live NFR shows above --max-nfr",
+    )
+    parser.add_argument(
+        "--fraction",
+        type=fraction(0.0, 1.0),
+        default=1.0,
+        help="share of samples also sent to the shadow (1); with --canary, the share of ids the canary answers",
+    )
+    parser.add_argument(
+        "--max-nfr",
+        type=fraction(0, 1),
+        default=None,
+        help="--canary: withdrawn once the lower Wilson bound of its live NFR exceeds this, or the upper one "
+        "does at --min-live labelled pairs; passed when the upper one is within it",
+    )
+    parser.add_argument(
+        "--confidence", type=fraction(0.5, 0.9999), default=0.95, help="--canary: the bounds' level (0.95)"
+    )
+    parser.add_argument(
+        "--min-live",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--canary: labelled canary pairs at which it is decided (default: the fewest whose bound can be "
+        "within --max-nfr, as `promote --live`)",
+    )
+    parser.add_argument(
+        "--auto-promote",
+        action="store_true",
+        help="--canary: promote it once it passes (`promote --live`'s gate, --max-er-increase on eval) and answer "
+        "with it",
+    )
+    parser.add_argument(
+        "--max-er-increase",
+        type=fraction(-1, 1),
+        default=0.0,
+        help="--auto-promote: the promotion gate's largest ER increase over the champion on eval (0)",
     )
     parser.add_argument(
         "--host",
@@ -167,6 +270,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=positive(float),
         default=64.0,
         help="inputs the gateway holds for a slow candidate, MiB (64); beyond, the oldest are dropped, counted",
+    )
+    parser.add_argument(
+        "--max-live-ids",
+        type=positive(int),
+        default=250_000,
+        help="ids whose pairs the live ledger holds to join labels to (250000, ~70 MB); a label for an id that "
+        "left is counted unmatched; the figures count every id",
+    )
+    parser.add_argument(
+        "--shadow-coalesce-ms",
+        type=positive(float),
+        default=5.0,
+        help="how long the gateway gathers shadowed samples into one candidate call and one ledger append (5 ms)",
     )
     parser.add_argument("--max-batch-size", type=int, default=32, help="samples batched into one forward (32)")
     parser.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a batch waits to fill (5 ms)")

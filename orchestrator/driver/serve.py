@@ -21,10 +21,11 @@ from orchestrator.execution.cluster import connect
 from orchestrator.host import worker_env
 from orchestrator.serving import credentials
 from orchestrator.serving.access import TOKEN_ENV, auth_headers, open_beyond_this_machine, scope_digests
-from orchestrator.serving.deployments import application, version_app_name, version_application
+from orchestrator.serving.deployments import application, version_application
+from orchestrator.serving.handles import version_app_name
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.tracking import registry, store
-from orchestrator.tracking.live import continue_live_run, live_runs
+from orchestrator.tracking.live import MAX_IDS_TAG, continue_live_run, live_runs
 from orchestrator.tracking.version_refs import RegistryError
 
 ONE_CPU_REPLICA = Resources()
@@ -59,16 +60,16 @@ def shadow_ref(model: str, shadow: str) -> str:
     return f"{model}/{shadow}" if shadow.isdigit() else f"{model}@{shadow}"
 
 
-def resolve_versions(model: str, shadow: str | None) -> tuple[str, str | None]:
-    """(champion, candidate) versions; RegistryError (one line) when they cannot be served."""
+def resolve_versions(model: str, shadow: str | None, flag: str = "--shadow") -> tuple[str, str | None]:
+    """(champion, candidate) versions; RegistryError (one line, naming `flag`) when they cannot be served."""
     champion = registry.resolve(f"{model}@champion").version
     if shadow is None:
         return champion, None
     candidate = registry.resolve(shadow_ref(model, shadow))
     if candidate.name != model:
-        raise RegistryError(f"--shadow {shadow}: a version of {candidate.name}, not of {model}")
+        raise RegistryError(f"{flag} {shadow}: a version of {candidate.name}, not of {model}")
     if candidate.version == champion:
-        raise RegistryError(f"--shadow {shadow}: version {champion} is the champion itself")
+        raise RegistryError(f"{flag} {shadow}: version {champion} is the champion itself")
     return champion, candidate.version
 
 
@@ -86,9 +87,11 @@ def serve_model(
     before anything is deployed or written, when the cluster's proxy already listens beyond this
     machine and this environment has no token; NotPlaced when a version's replicas cannot be placed
     within `place_s`. A version whose application runs already keeps its replicas (`start_version`):
-    `serve --stop` first to serve it on other resources."""
+    `serve --stop` first to serve it on other resources. With `settings.canary`, `shadow` names the
+    canary: it answers its share of ids, the champion shadows it (serving/canary.py)."""
     store.configure()
-    champion, candidate = resolve_versions(model, shadow)
+    canary = settings.canary.fraction if settings.canary is not None else None
+    champion, candidate = resolve_versions(model, shadow, "--shadow" if canary is None else "--canary")
     os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", PROXY_READY_S)
     from ray import serve
 
@@ -104,7 +107,10 @@ def serve_model(
     continued = False
     if candidate is not None:  # a restart continues the session of the same two versions
         candidate_run = registry.run_of(registry.resolve(f"{model}/{candidate}"))
-        run_id, continued = continue_live_run(model, champion, candidate)
+        run_id, continued = continue_live_run(model, champion, candidate, canary)
+        from mlflow import MlflowClient
+
+        MlflowClient().set_tag(run_id, MAX_IDS_TAG, str(settings.max_live_ids))  # its figures' window (live.py)
     name = app_name(model)
     try:
         for version in (champion, candidate) if candidate else (champion,):
@@ -175,6 +181,21 @@ def replica_env(model: str | None = None) -> dict[str, str]:
     uri = store.tracking_uri()
     secrets = credentials.publish(model, worker_env()) if model is not None else {}
     return {"MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, **secrets}
+
+
+def canary_withdrawn(served: Served) -> str | None:
+    """Why the gateway withdrew its canary (serving/canary_gate.py), once: the canary's application
+    is deleted, its replicas' resources given back; None while it answers (or there is none)."""
+    from ray import serve
+
+    if served.settings.canary is None or served.candidate is None:
+        return None
+    with urllib.request.urlopen(f"{served.url}/healthz", timeout=60) as response:
+        canary = json.loads(response.read()).get("canary") or {}
+    if canary.get("state") != "withdrawn":
+        return None
+    serve.delete(version_app_name(served.model, served.candidate))  # Serve lets its requests in flight finish
+    return str(canary.get("reason", ""))
 
 
 def champion_moved(served: Served) -> str | None:

@@ -31,8 +31,10 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from orchestrator.serving import credentials
+from orchestrator.serving import canary_gate, credentials
 from orchestrator.serving.access import refusal
+from orchestrator.serving.canary import CanaryState
+from orchestrator.serving.handles import awaited, version_handle, within
 from orchestrator.serving.ledger import LiveLedger
 from orchestrator.serving.requests import RequestError, parse_feedback, parse_predict, read_json, wants_relabel
 from orchestrator.serving.settings import Resources, ServeSettings
@@ -93,25 +95,6 @@ class VersionModel:
             return e
 
 
-def version_app_name(model: str, version: str) -> str:
-    """The application that serves one version of a model as its champion (no HTTP route: the
-    gateway calls it): a swap starts the new one beside the old before the gateway moves."""
-    return f"congruent-{model}--v{version}"
-
-
-def version_handle(model: str, version: str) -> DeploymentHandle:
-    return serve.get_deployment_handle("version", app_name=version_app_name(model, version))
-
-
-async def _awaited(response: Any) -> Any:
-    return await response
-
-
-async def _within(response: Any, timeout_s: float) -> Any:
-    """A replica's answer, or TimeoutError after `timeout_s`: no call of the gateway waits unbounded."""
-    return await asyncio.wait_for(_awaited(response), timeout_s)
-
-
 class ChampionUnavailable(Exception):
     """The registry or the application of the version it names did not answer (in one line)."""
 
@@ -133,7 +116,7 @@ async def registry_champion(
         return None
     try:  # Serve refuses a handle to an application it does not know; one that is not up waits: bounded
         handle = (handle_of or version_handle)(model, version)
-        answer = await asyncio.wait_for(_awaited(handle.describe.remote()), timeout=timeout_s)
+        answer = await asyncio.wait_for(awaited(handle.describe.remote()), timeout=timeout_s)
     except Exception as e:  # noqa: BLE001  # its application is not deployed (yet)
         raise ChampionUnavailable(f"v{version} is not deployed: {type(e).__name__}") from None
     return version, handle, answer
@@ -157,6 +140,7 @@ class Gateway:
         ledger: DeploymentHandle | None,
         settings: ServeSettings,
         token_digests: dict[str, str | None] | None = None,
+        live_run: str | None = None,
     ) -> None:
         credentials.load_into_replica()
         self.model, self.settings, self.digests = model, settings, token_digests or {}
@@ -169,28 +153,40 @@ class Gateway:
         self.described: dict[str, Any] | None = None  # the served champion's description
         self.swapped = 0  # answers from another champion version than the session's (during a swap)
         self.starting = asyncio.Lock()
+        self.live_run = live_run
+        # with a canary, the candidate answers its share of ids and the champion is the shadow (canary.py)
+        self.canary = CanaryState(settings.canary, candidate) if settings.canary and candidate else None
 
     async def _described(self) -> dict[str, Any]:
         async with self.starting:
             if self.described is None:
                 await self._catch_up()
+                if self.described is not None and self.canary is not None:  # a promotion since: it is over
+                    self.canary.state, self.canary.reason = "ended", f"the champion is v{self.described['version']}"
             if self.described is None:
                 self.champion = version_handle(self.model, self.bound_champion)
-                self.described = await _within(self.champion.describe.remote(), self.settings.call_timeout_s)
+                self.described = await within(self.champion.describe.remote(), self.settings.call_timeout_s)
                 self.shadow = self._shadow()
+                if self.canary is not None:
+                    await canary_gate.restore(self)
         return self.described
 
     def _shadow(self) -> Shadow | None:
         """The candidate's shadow, when one is served: its answers go with the champion's to the ledger."""
         if self.candidate_version is None or self.ledger is None:
             return None
-        candidate, ledger = version_handle(self.model, self.candidate_version), self.ledger
+        ledger = self.ledger
+        # a canary's shadow is the champion (a withdrawn canary's application may be gone: no handle to it)
+        asked = version_handle(self.model, self.candidate_version) if self.canary is None else self.champion
+        assert asked is not None
         return Shadow(
-            lambda payloads: candidate.answer.remote(payloads),
-            lambda rows: _within(ledger.add_pairs.remote(rows), self.settings.call_timeout_s),
-            self.settings.shadow_fraction,
+            lambda payloads: asked.answer.remote(payloads),
+            lambda rows: within(ledger.add_pairs.remote(rows), self.settings.call_timeout_s),
+            self.settings.shadow_fraction if self.canary is None else 1.0,  # the canary's share picks its ids
+            coalesce_s=self.settings.shadow_coalesce_s,
             max_queued_bytes=self.settings.max_shadow_bytes,
             timeout_s=self.settings.call_timeout_s,
+            answered_by_candidate=self.canary is not None,
         )
 
     async def _catch_up(self) -> None:
@@ -222,6 +218,7 @@ class Gateway:
             "pairs_waiting_for_the_ledger": len(self.shadow.unsent) if self.shadow else 0,
             "pairs_dropped": self.shadow.dropped if self.shadow else 0,
             "answered_by_another_version": self.swapped,
+            "canary": self.canary.status() if self.canary else None,
         }
 
     @app.post("/predict")
@@ -232,31 +229,56 @@ class Gateway:
         try:
             limits, limits_s = self.settings.limits, self.settings.call_timeout_s
             samples = parse_predict(await read_json(request, limits.max_body_bytes), described["modality"], limits)
-            assert self.champion is not None  # `_described` took it
-            answered = await _within(self.champion.answer.remote([s.payload for s in samples]), limits_s)
-            if isinstance(answered, RequestError):
-                raise answered
+            answered = await self._answer(samples, limits_s)
         except TimeoutError:
             problem = f"v{described['version']} did not answer within {limits_s:g} s (--call-timeout-s)"
             return JSONResponse({"error": problem, "model": self.model, "version": described["version"]}, 504)
         except RequestError as e:
             return JSONResponse({"error": str(e), "model": self.model, "version": described["version"]}, e.status)
-        version, answers = answered
+        version, answers, by = answered
         names = described["class_names"]
         predictions = [
             {
                 "id": s.id,
+                "version": v,
                 "class": k,
                 **({"name": names[k]} if names and k < len(names) else {}),
                 "probability": p,
             }
-            for s, (k, p) in zip(samples, answers)
+            for s, (k, p), v in zip(samples, answers, by)
         ]
         if version != described["version"]:
             self.swapped += 1  # a new champion answered: its pairs belong to no session of this gateway
         elif self.shadow is not None:
-            self.shadow.send(samples, answers, time.time())
+            shadowed = [i for i, v in enumerate(by) if v == self.candidate_version] if self.canary else None
+            if shadowed is None:
+                self.shadow.send(samples, answers, time.time())
+            elif shadowed:
+                self.shadow.send([samples[i] for i in shadowed], [answers[i] for i in shadowed], time.time())
         return JSONResponse({"model": self.model, "version": version, "predictions": predictions})
+
+    async def _answer(self, samples: list, timeout_s: float) -> tuple[str, list, list[str]]:
+        """(the champion's version, each sample's (class, probability), the version that answered it):
+        the champion answers, but a canary's share of ids, which its candidate answers (canary.py)."""
+        assert self.champion is not None  # `_described` took it
+        mine = [i for i, s in enumerate(samples) if self.canary is not None and self.canary.answers(s.id)]
+        canary_ids = set(mine)
+        rest = [i for i in range(len(samples)) if i not in canary_ids]
+        calls = [self.champion.answer.remote([samples[i].payload for i in rest])] if rest else []
+        if mine:
+            candidate = version_handle(self.model, self.candidate_version or "")
+            calls.append(candidate.answer.remote([samples[i].payload for i in mine]))
+        results = await asyncio.gather(*(within(call, timeout_s) for call in calls))
+        for result in results:
+            if isinstance(result, RequestError):
+                raise result
+        answers: list = [None] * len(samples)
+        by: list[str] = [""] * len(samples)
+        version = results[0][0] if rest else (self.described or {}).get("version", "")
+        for indices, (answered_by, group) in zip([rest, mine] if rest else [mine], results):
+            for i, answer in zip(indices, group):
+                answers[i], by[i] = answer, answered_by
+        return version, answers, by
 
     @app.post("/feedback")
     async def feedback(self, request: Request) -> JSONResponse:
@@ -276,7 +298,9 @@ class Gateway:
         if self.shadow is not None:
             await self.shadow.drain(timeout=self.settings.call_timeout_s)
         try:
-            added = await _within(self.ledger.add_labels.remote(pairs, relabel), self.settings.call_timeout_s)
+            added = await within(self.ledger.add_labels.remote(pairs, relabel), self.settings.call_timeout_s)
+            if self.canary is not None:
+                added["canary"] = await canary_gate.decide(self)
         except TimeoutError:
             return JSONResponse({"error": "the live ledger did not answer in time: send the labels again"}, 504)
         return JSONResponse(added)
@@ -288,7 +312,7 @@ class Gateway:
         if self.ledger is None:
             return JSONResponse({"error": "no shadow is served"}, 409)
         try:
-            figures = await _within(self.ledger.figures.remote(), self.settings.call_timeout_s)
+            figures = await within(self.ledger.figures.remote(), self.settings.call_timeout_s)
         except TimeoutError:
             return JSONResponse({"error": "the live ledger did not answer in time"}, 504)
         described = await self._described()
@@ -315,6 +339,9 @@ class Gateway:
         if self.shadow is not None:
             await self.shadow.drain(timeout=self.settings.call_timeout_s)
         self.champion, self.described, self.shadow = handle, answer, None
+        if self.canary is not None and self.canary.state in ("running", "passed"):
+            promoted = version == self.canary.version
+            self.canary.state, self.canary.reason = ("promoted", "promoted") if promoted else ("ended", f"v{version}")
         return JSONResponse({"model": self.model, "version": version})
 
     @app.post("/flush")
@@ -326,7 +353,7 @@ class Gateway:
             await self.shadow.drain(timeout=self.settings.call_timeout_s)
         if self.ledger is not None:
             try:
-                await _within(self.ledger.flush.remote(), self.settings.call_timeout_s)
+                await within(self.ledger.flush.remote(), self.settings.call_timeout_s)
             except TimeoutError:
                 return JSONResponse({"error": "the live ledger did not write in time"}, 504)
         return {"flushed": True}
@@ -370,4 +397,4 @@ def application(
     if candidate is not None:
         assert run_id is not None and candidate_run is not None
         ledger = LiveLedger.options(**light).bind(run_id, candidate_run, settings)  # type: ignore[attr-defined]
-    return Gateway.options(**light).bind(model, champion, candidate, ledger, settings, token_digests)  # type: ignore[attr-defined]
+    return Gateway.options(**light).bind(model, champion, candidate, ledger, settings, token_digests, run_id)  # type: ignore[attr-defined]

@@ -1,9 +1,11 @@
 """`LiveLedger`, the serving session's pairs and labels in one Ray Serve replica (deployments.py
 says how the application uses it): appended to the session's run in parquet chunks
 (orchestrator/tracking/live.py) every `chunk_rows` rows or `flush_s` seconds, whichever comes first,
-and on a graceful shutdown; on a restart it reads the chunks back, so a crash loses at most what it
-had not yet written (< chunk_rows rows, ≤ flush_s seconds of them). Each write logs the live figures
-to the candidate's version run, as metrics over time (step: pairs seen)."""
+and on a graceful shutdown; on a restart it replays the chunks (one at a time), so a crash loses at
+most what it had not yet written (< chunk_rows rows, ≤ flush_s seconds of them). Its memory is
+bounded: the last `max_live_ids` ids' pairs and labels and running totals over every id
+(tracking/live_window.py). Each write logs the live figures to the candidate's version run, as
+metrics over time (step: pairs seen)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 from ray import serve
 
 from orchestrator.serving.settings import ServeSettings
+from orchestrator.tracking.live_window import LiveWindow, replay
 from orchestrator.tracking.version_record import SHOWN_CONFIDENCE  # the live figures' bounds, as `versions`'
 
 logger = logging.getLogger("ray.serve")
@@ -31,17 +34,7 @@ class LiveLedger:
         credentials.load_into_replica()  # the storage credentials its chunks are written with
         store.configure()
         self.run_id, self.candidate_run, self.settings = run_id, candidate_run, settings
-        pairs, labels = live.read_chunks(run_id, "pairs"), live.read_chunks(run_id, "labels")
-        # each id's latest pair (live.py): {id: (time, champion's class, candidate's class)}
-        self.classes: dict[str, tuple[float, int, int]] = {}
-        for index in live.latest_of_each_id(pairs["id"], pairs["time"]):
-            self.classes[str(pairs["id"][index])] = (
-                float(pairs["time"][index]),
-                int(pairs["champion_class"][index]),
-                int(pairs["candidate_class"][index]),
-            )
-        joined = live.latest_labels(labels["id"], labels["id"], labels["label"], labels["time"])
-        self.labels = {str(i): int(k) for i, k in zip(labels["id"], joined)}
+        self.window = replay(LiveWindow(settings.max_live_ids), live.chunks(run_id))
         self.pending: dict[str, list[dict[str, Any]]] = {"pairs": [], "labels": []}
         self.relabelled = 0  # labels replaced on request in this replica's life (logged as live.relabelled)
         self.flusher: asyncio.Task | None = None
@@ -65,30 +58,32 @@ class LiveLedger:
 
     async def add_pairs(self, rows: list[dict[str, Any]]) -> None:
         self._start_flusher()
+        forgotten = self.window.forgotten
         for row in rows:  # a row resent after a newer one of its id (a lost reply) does not replace it
-            if row["time"] >= self.classes.get(row["id"], (-float("inf"),))[0]:
-                self.classes[row["id"]] = (row["time"], row["champion_class"], row["candidate_class"])
+            self.window.add_pair(row["id"], row["time"], row["champion_class"], row["candidate_class"])
+        if forgotten == 0 < self.window.forgotten:
+            logger.warning(
+                "live ledger: it holds the last %d ids (--max-live-ids); labels for older ids are counted as "
+                "unmatched, their pairs stay in the figures",
+                self.settings.max_live_ids,
+            )
         self.pending["pairs"] += rows
         if len(self.pending["pairs"]) >= self.settings.chunk_rows:
             await self._flush_kept()
 
     async def add_labels(self, pairs: list[tuple[str, int]], relabel: bool = False) -> dict[str, int]:
-        """Labels by request id, kept only for ids this session shadowed (a pair is held): a label of
-        another id is counted as unmatched and dropped, so nobody can add labelled pairs the gateway
-        never served. An id's first label stands: a later one is counted as unchanged, unless
-        `relabel` is asked (then it replaces it, is written, counted and logged)."""
+        """Labels by request id, kept only for ids this session shadowed (a pair is held in the window):
+        a label of another id (or of one that left the window) is counted as unmatched and dropped,
+        so nobody can add labelled pairs the gateway never served. An id's first label stands: a
+        later one is counted as unchanged, unless `relabel` is asked (then it replaces it, is
+        written, counted and logged)."""
         self._start_flusher()
         now, kept = time.time(), []
         counts = {"accepted": 0, "unmatched": 0, "unchanged": 0, "relabelled": 0}
         for sample_id, label in pairs:
-            previous = self.labels.get(sample_id)
-            if sample_id not in self.classes:
-                counts["unmatched"] += 1
-            elif previous is not None and (previous == label or not relabel):
-                counts["unchanged"] += 1
-            else:
-                counts["accepted" if previous is None else "relabelled"] += 1
-                self.labels[sample_id] = label
+            outcome = self.window.add_label(sample_id, label, relabel)
+            counts[outcome] += 1
+            if outcome in ("accepted", "relabelled"):
                 kept.append({"id": sample_id, "label": label, "time": now})
         if counts["relabelled"]:
             self.relabelled += counts["relabelled"]
@@ -99,18 +94,15 @@ class LiveLedger:
         return counts
 
     def counts(self) -> Any:
-        import numpy as np
-
-        from orchestrator.tracking.live import live_counts
-
-        ids = list(self.classes)
-        champion = np.array([self.classes[i][1] for i in ids], dtype=np.int64)
-        candidate = np.array([self.classes[i][2] for i in ids], dtype=np.int64)
-        labels = np.array([self.labels.get(i, -1) for i in ids], dtype=np.int64)
-        return live_counts(champion, candidate, labels)
+        return self.window.counts()
 
     def figures(self) -> dict[str, Any]:
-        return {**self.counts().figures(SHOWN_CONFIDENCE), "pending_rows": sum(map(len, self.pending.values()))}
+        pending = sum(map(len, self.pending.values()))
+        return {
+            **self.counts().figures(SHOWN_CONFIDENCE),
+            "pending_rows": pending,
+            "ids_forgotten": self.window.forgotten,
+        }
 
     async def flush(self) -> None:
         """Write what is pending as one chunk of each kind, then log the figures to the candidate's run."""

@@ -4,6 +4,10 @@ version replica holds: plain values the deployments, the ledger and the driver s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.serving.canary import CanaryRule
 
 
 @dataclass(frozen=True)
@@ -24,12 +28,15 @@ class ServeSettings:
     max_batch_size: int = 32
     batch_wait_s: float = 0.005
     shadow_fraction: float = 1.0
+    shadow_coalesce_s: float = 0.005  # how long the shadow gathers samples into one candidate call (shadow.py)
     limits: RequestLimits = RequestLimits()
     chunk_rows: int = 512
     flush_s: float = 5.0
     threads: int = 1  # torch threads of a version replica
     call_timeout_s: float = 60.0  # of every call from the gateway to another replica
     max_shadow_bytes: int = 64 * 2**20  # inputs waiting for the candidate (shadow.py)
+    max_live_ids: int = 250_000  # ids whose pairs the ledger holds (~70 MB; live_window.py)
+    canary: CanaryRule | None = None  # the candidate answers a share of ids (canary.py), not a shadow
 
 
 @dataclass(frozen=True)

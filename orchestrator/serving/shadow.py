@@ -5,7 +5,9 @@ failing one is counted and logged, never raised. The samples of many requests ar
 candidate call and one ledger append carry all that queued meanwhile (at least `coalesce_s`, at most
 `max_coalesced` samples), so a shadow adds two calls per few milliseconds, not two per request. Plain
 asyncio: the candidate and the ledger are any awaitables (Ray Serve handles in the gateway,
-coroutines in tests)."""
+coroutines in tests). In a canary (canary.py) the roles turn round: the candidate answered the
+canary's samples and the champion is asked in the shadow; the rows name each version's class all
+the same."""
 
 from __future__ import annotations
 
@@ -63,7 +65,9 @@ class Shadow:
         max_coalesced: int = 256,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
         timeout_s: float = CALL_TIMEOUT_S,
+        answered_by_candidate: bool = False,
     ) -> None:
+        self.answered_by_candidate = answered_by_candidate  # a canary: `candidate` calls the champion
         self.candidate, self.ledger, self.fraction, self.max_unsent = candidate, ledger, fraction, max_unsent
         self.coalesce_s, self.max_coalesced = coalesce_s, max_coalesced
         self.max_queued_bytes, self.timeout_s = max_queued_bytes, timeout_s
@@ -76,9 +80,10 @@ class Shadow:
         self.unsent: list[dict[str, Any]] = []
         self.dropped = 0
 
-    def send(self, samples: Sequence[Sample], champion: Answers, answered: float) -> None:
-        """Queue the picked samples for the candidate; returns at once (in the running event loop)."""
-        picked = [(s, a, answered) for s, a in zip(samples, champion) if shadowed(s.id, self.fraction)]
+    def send(self, samples: Sequence[Sample], served: Answers, answered: float) -> None:
+        """Queue the picked samples (`served`: what the request was answered with) for the shadow;
+        returns at once (in the running event loop)."""
+        picked = [(s, a, answered) for s, a in zip(samples, served) if shadowed(s.id, self.fraction)]
         if not picked:
             return
         self.queued += picked
@@ -103,7 +108,7 @@ class Shadow:
             self.queued_bytes -= sum(len(s.payload) for s, _, _ in batch)
             await self._pair([s for s, _, _ in batch], [a for _, a, _ in batch], [t for _, _, t in batch])
 
-    async def _pair(self, samples: list[Sample], champion: Answers, answered: list[float]) -> None:
+    async def _pair(self, samples: list[Sample], served: Answers, answered: list[float]) -> None:
         try:
             answer = await asyncio.wait_for(self.candidate([s.payload for s in samples]), self.timeout_s)
         except Exception:  # a failed or hung shadow never fails a request; it is counted
@@ -111,16 +116,22 @@ class Shadow:
             logger.exception("shadow of %d samples failed", len(samples))
             return
         if isinstance(answer, RequestError):  # a sample it cannot read: each is asked alone
-            await self.deliver(await self._alone(samples, champion, answered))
+            await self.deliver(await self._alone(samples, served, answered))
             return
-        _, candidate = answer  # (version, answers), as VersionModel.answer gives them
-        await self.deliver(pair_rows(samples, champion, candidate, answered))
+        _, other = answer  # (version, answers), as VersionModel.answer gives them
+        await self.deliver(self._rows(samples, served, other, answered))
 
-    async def _alone(self, samples: list[Sample], champion: Answers, answered: list[float]) -> list[dict[str, Any]]:
+    def _rows(self, samples: Sequence[Sample], served: Answers, other: Answers, answered: Sequence[float]) -> list:
+        """`pair_rows` of what the request was answered with and what the shadow answered."""
+        if self.answered_by_candidate:
+            return pair_rows(samples, other, served, answered)
+        return pair_rows(samples, served, other, answered)
+
+    async def _alone(self, samples: list[Sample], served: Answers, answered: list[float]) -> list[dict[str, Any]]:
         """The pairs of a call the candidate refused, each sample asked alone: those it reads; the
         others counted in `unreadable`."""
         rows = []
-        for sample, ours, at in zip(samples, champion, answered, strict=True):
+        for sample, ours, at in zip(samples, served, answered, strict=True):
             try:
                 answer = await asyncio.wait_for(self.candidate([sample.payload]), self.timeout_s)
             except Exception:
@@ -130,7 +141,7 @@ class Shadow:
             if isinstance(answer, RequestError):
                 self.unreadable += 1
             else:
-                rows += pair_rows([sample], [ours], answer[1], [at])
+                rows += self._rows([sample], [ours], answer[1], [at])
         return rows
 
     async def deliver(self, rows: list[dict[str, Any]]) -> None:

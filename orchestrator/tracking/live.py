@@ -13,7 +13,8 @@ sample sent again, or rows the gateway resent after a lost reply) the latest cou
 label of an id does:
 the disagreement rate of the two versions' classes over every pair, known at once and without
 labels; over the labelled pairs, each version's ER, the NFR (champion right, candidate wrong) and
-the PFR, each k of n with its Wilson bound (workers/confidence.py).
+the PFR, each k of n with its Wilson bound (workers/confidence.py). They are counted as rows come, in
+bounded memory: live_window.py keeps the last ids and running totals over all of them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +32,9 @@ import numpy as np
 LIVE_TAG = "congruent.live"  # "shadow": the run is a serving session's live ledger
 CHAMPION_TAG = "congruent.live.champion"  # the served version
 CANDIDATE_TAG = "congruent.live.candidate"  # the shadowed version
+CANARY_TAG = "congruent.live.canary"  # a canary's session: the share of ids its candidate answered
+OUTCOME_TAG = "congruent.live.canary.outcome"  # "withdrawn: why" or "promoted: why", once decided
+MAX_IDS_TAG = "congruent.live.max_ids"  # the ids its ledger keeps in memory (`serve --max-live-ids`)
 Kind = Literal["pairs", "labels"]
 
 
@@ -68,41 +72,24 @@ def write_chunk(run_id: str, kind: Kind, rows: Sequence[Mapping[str, Any]]) -> s
     return name
 
 
-def read_chunks(run_id: str, kind: Kind) -> dict[str, np.ndarray]:
-    """Every chunk of `kind` the run holds, as columns (empty columns when it holds none)."""
-    import pyarrow as pa
+def chunks(run_id: str) -> Iterator[tuple[Kind, list[dict[str, Any]]]]:
+    """The run's chunks, pairs and labels alike, in the order they were written (their names begin
+    with the time they were written at), each as (kind, rows): downloaded to a temporary folder,
+    read one at a time."""
     import pyarrow.parquet as pq
     from mlflow import MlflowClient, artifacts
 
-    schema = _schemas()[kind]
-    names = [info.path for info in MlflowClient().list_artifacts(run_id, f"live/{kind}")]
-    tables = [schema.empty_table()]
-    if names:
-        with tempfile.TemporaryDirectory() as folder:
+    client = MlflowClient()
+    kinds: tuple[Kind, ...] = ("pairs", "labels")
+    with tempfile.TemporaryDirectory() as folder:
+        found: list[tuple[str, Kind, Path]] = []
+        for kind in kinds:
+            if not client.list_artifacts(run_id, f"live/{kind}"):
+                continue
             local = Path(artifacts.download_artifacts(run_id=run_id, artifact_path=f"live/{kind}", dst_path=folder))
-            tables += [pq.read_table(path, schema=schema) for path in sorted(local.glob("*.parquet"))]
-    table = pa.concat_tables(tables)
-    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in schema.names}
-
-
-def latest_of_each_id(ids: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """The indices of the rows that count, one per id: the latest (by time, then by order given),
-    in the order of their ids' first rows."""
-    latest: dict[str, int] = {}
-    for index in np.lexsort((np.arange(len(times)), times)):  # later rows overwrite earlier ones
-        latest[str(ids[index])] = int(index)
-    first: dict[str, int] = {}
-    for index, sample_id in enumerate(ids):
-        first.setdefault(str(sample_id), index)
-    return np.array(sorted(latest.values(), key=lambda i: first[str(ids[i])]), dtype=np.int64)
-
-
-def latest_labels(pair_ids: np.ndarray, label_ids: np.ndarray, labels: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """The label of each pair (−1: none yet): of several labels of one id, the latest (by time, then
-    by order given) counts."""
-    order = np.lexsort((np.arange(len(times)), times))
-    latest = {str(i): int(label) for i, label in zip(label_ids[order], labels[order])}  # later overwrite earlier
-    return np.array([latest.get(str(i), -1) for i in pair_ids], dtype=np.int64)
+            found += [(path.name, kind, path) for path in local.glob("*.parquet")]
+        for _, kind, path in sorted(found, key=lambda chunk: (chunk[0], chunk[1] == "labels")):
+            yield kind, pq.read_table(path, schema=_schemas()[kind]).to_pylist()
 
 
 @dataclass(frozen=True)
@@ -162,16 +149,20 @@ def live_counts(champion: np.ndarray, candidate: np.ndarray, labels: np.ndarray)
 
 
 def run_counts(run_id: str) -> LiveCounts:
-    """The counts of a serving session's live ledger: its chunks joined by request id, each id's
-    latest pair once."""
-    pairs, labels = read_chunks(run_id, "pairs"), read_chunks(run_id, "labels")
-    kept = latest_of_each_id(pairs["id"], pairs["time"])
-    joined = latest_labels(pairs["id"][kept], labels["id"], labels["label"], labels["time"])
-    return live_counts(pairs["champion_class"][kept], pairs["candidate_class"][kept], joined)
+    """The counts of a serving session's live ledger: its chunks replayed in the order they were
+    written through a window of the size its ledger keeps (MAX_IDS_TAG; live_window.py), so they are
+    what the ledger's own figures were."""
+    from mlflow import MlflowClient
+
+    from orchestrator.tracking.live_window import LiveWindow, replay
+
+    size = MlflowClient().get_run(run_id).data.tags.get(MAX_IDS_TAG)
+    return replay(LiveWindow(int(size) if size else None), chunks(run_id)).counts()
 
 
-def start_live_run(model: str, champion: str, candidate: str) -> str:
-    """A new serving session's run (RUNNING) in the model's experiment; its id."""
+def start_live_run(model: str, champion: str, candidate: str, canary: float | None = None) -> str:
+    """A new serving session's run (RUNNING) in the model's experiment; its id. A canary's session
+    (`canary`: the share of ids the candidate answers) is tagged CANARY_TAG."""
     from mlflow import MlflowClient
 
     from orchestrator.tracking.store import experiment_id
@@ -182,21 +173,28 @@ def start_live_run(model: str, champion: str, candidate: str) -> str:
         CANDIDATE_TAG: candidate,
         "mlflow.runName": f"live v{champion} shadowed by v{candidate}",
     }
+    if canary is not None:
+        tags |= {
+            CANARY_TAG: f"{canary:g}",
+            "mlflow.runName": f"live canary v{candidate} on {canary:.0%} beside v{champion}",
+        }
     return MlflowClient().create_run(experiment_id(model), tags=tags).info.run_id
 
 
-def continue_live_run(model: str, champion: str, candidate: str) -> tuple[str, bool]:
+def continue_live_run(model: str, champion: str, candidate: str, canary: float | None = None) -> tuple[str, bool]:
     """The serving session of `candidate` shadowed beside `champion`: the newest one's run, running or
     ended, set RUNNING again, so a restarted `serve` continues its evidence (its ledger reads the
-    chunks back) instead of starting an empty session; else a new one (`start_live_run`). Its id,
-    and whether it was continued."""
+    chunks back) instead of starting an empty session; else a new one (`start_live_run`). A canary
+    continues a canary's session only (and one withdrawn stays withdrawn), a shadow a shadow's. Its
+    id, and whether it was continued."""
     from mlflow import MlflowClient
 
     for run in live_runs(model, candidate):
-        if run.data.tags.get(CHAMPION_TAG) == champion:
+        tags = run.data.tags
+        if tags.get(CHAMPION_TAG) == champion and (CANARY_TAG in tags) == (canary is not None):
             MlflowClient().update_run(run.info.run_id, status="RUNNING")
             return run.info.run_id, True
-    return start_live_run(model, champion, candidate), False
+    return start_live_run(model, champion, candidate, canary), False
 
 
 def live_runs(model: str, candidate: str | None = None) -> list[Any]:
@@ -223,6 +221,8 @@ def live_summaries(model: str, confidence: float) -> list[dict[str, Any]]:
                 "run_id": run.info.run_id,
                 "champion": tags.get(CHAMPION_TAG),
                 "candidate": tags.get(CANDIDATE_TAG),
+                "canary": float(tags[CANARY_TAG]) if CANARY_TAG in tags else None,  # its share of ids
+                "canary_outcome": tags.get(OUTCOME_TAG),
                 "status": run.info.status,
                 "started": run.info.start_time,
                 **run_counts(run.info.run_id).figures(confidence),

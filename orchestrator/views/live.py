@@ -8,7 +8,7 @@ from orchestrator.views.format import percent
 
 LIVE_HEADERS = [
     "champion",
-    "shadow",
+    "candidate",
     "state",
     "pairs",
     "disagree",
@@ -27,8 +27,8 @@ def live_row(s: dict[str, Any]) -> list[str]:
     """One serving session's figures as a table row."""
     return [
         f"v{s['champion']}",
-        f"v{s['candidate']}",
-        s["status"].lower(),
+        f"v{s['candidate']}" + (f" canary {s['canary']:.0%}" if s.get("canary") is not None else ""),
+        (s.get("canary_outcome") or "").split(":")[0] or s["status"].lower(),  # a canary's: withdrawn, promoted
         str(s["pairs"]),
         percent(s["disagreement"]),
         percent(s["disagreement_lower"]),

@@ -1,0 +1,111 @@
+"""What the gateway does with a canary's live evidence (canary.py's rule): after each batch of labels
+it asks the ledger for the counts and, when the rule decides, withdraws the canary (every id back to
+the champion at once, the session's run tagged why) or, with `auto_promote`, promotes it through the
+registry's gate (`congruent promote --live`'s) and answers with it from then on. A gateway replica
+that restarts reads a withdrawal back from the run (`restore`), so a restart never routes users to a
+withdrawn canary again."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from orchestrator.serving.canary import canary_decision
+from orchestrator.serving.handles import version_handle, within
+
+logger = logging.getLogger("ray.serve")
+
+
+async def decide(gateway: Any) -> dict[str, Any]:
+    """Apply the rule to the ledger's counts now; the canary's status after it."""
+    canary = gateway.canary
+    if canary.state in ("running", "passed"):
+        timeout_s = gateway.settings.call_timeout_s
+        figures = await within(gateway.ledger.figures.remote(), timeout_s)
+        decision, reason = canary_decision(int(figures["negative_flips"]), int(figures["labelled"]), canary.rule)
+        if decision == "withdraw":
+            await withdraw(gateway, reason)
+        elif decision == "pass" and canary.rule.auto_promote:
+            await promote(gateway, reason)
+        elif decision == "pass":
+            canary.state, canary.reason = "passed", reason
+        else:
+            canary.reason = reason
+    return canary.status()
+
+
+async def withdraw(gateway: Any, reason: str) -> None:
+    """Every id to the champion from now on; the shadows in flight finish first."""
+    canary = gateway.canary
+    if gateway.shadow is not None:
+        await gateway.shadow.drain(timeout=gateway.settings.call_timeout_s)
+    gateway.shadow = None
+    canary.state, canary.reason = "withdrawn", reason
+    logger.warning("canary v%s withdrawn: %s", canary.version, reason)
+    await _tag(gateway.live_run, f"withdrawn: {reason}")
+
+
+async def promote(gateway: Any, reason: str) -> None:
+    """`congruent promote MODEL V --live` with the rule's limits, the ledger written first (the gate
+    reads the session's chunks); passed, the gateway answers with the new champion's replicas (the
+    canary's own) at once, and the driver's follow loop retires the old champion's application."""
+    from orchestrator.tracking import promotion
+
+    canary, rule = gateway.canary, gateway.canary.rule
+    limits = promotion.GateLimits(
+        rule.max_nfr, rule.max_er_increase, rule.confidence, live=True, min_live=rule.min_labelled
+    )
+    try:
+        await within(gateway.ledger.flush.remote(), gateway.settings.call_timeout_s)
+        verdict = await asyncio.to_thread(promotion.promote, gateway.model, canary.version, limits)
+    except Exception as e:  # noqa: BLE001  # the registry or the store out of reach: tried at the next labels
+        canary.state, canary.reason = "passed", f"{reason}; not promoted yet: {type(e).__name__}: {e}"
+        return
+    if not verdict.passed:
+        canary.state, canary.reason = "passed", f"{reason}; not promoted: {verdict.reason}"
+        return
+    handle = version_handle(gateway.model, canary.version)
+    described = await within(handle.describe.remote(), gateway.settings.call_timeout_s)
+    if gateway.shadow is not None:
+        await gateway.shadow.drain(timeout=gateway.settings.call_timeout_s)
+    gateway.champion, gateway.described, gateway.shadow = handle, described, None
+    canary.state, canary.reason = "promoted", f"{reason}; promoted: {verdict.reason}"
+    logger.warning("canary v%s promoted: %s", canary.version, verdict.reason)
+    await _tag(gateway.live_run, f"promoted: {verdict.reason}")
+
+
+async def restore(gateway: Any) -> None:
+    """At a gateway replica's start: a canary its session withdrew stays withdrawn."""
+    from orchestrator.tracking.live import OUTCOME_TAG
+
+    if gateway.live_run is None:
+        return
+    try:
+        run = await asyncio.to_thread(_run, gateway.live_run)
+    except Exception:  # the store out of reach: the canary answers as deployed
+        logger.exception("canary: the session's run could not be read; serving the canary as deployed")
+        return
+    outcome = run.data.tags.get(OUTCOME_TAG, "")
+    if outcome.startswith("withdrawn: "):
+        gateway.shadow = None
+        gateway.canary.state, gateway.canary.reason = "withdrawn", outcome.removeprefix("withdrawn: ")
+
+
+def _run(run_id: str) -> Any:
+    from mlflow import MlflowClient
+
+    return MlflowClient().get_run(run_id)
+
+
+async def _tag(run_id: str | None, outcome: str) -> None:
+    from mlflow import MlflowClient
+
+    from orchestrator.tracking.live import OUTCOME_TAG
+
+    if run_id is None:
+        return
+    try:
+        await asyncio.to_thread(MlflowClient().set_tag, run_id, OUTCOME_TAG, outcome[:5000])
+    except Exception:  # the decision stands; only its record is missing
+        logger.exception("canary: the session's run could not be tagged %r", outcome[:200])

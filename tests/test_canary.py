@@ -1,0 +1,92 @@
+"""The canary without Ray: its rule against hand-computed Wilson bounds, its share of ids, the
+pairs its shadow (the champion) writes, and the refusals of `serve --canary`'s flags."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.serving.canary import CanaryRule, CanaryState, canary_decision
+from orchestrator.serving.requests import Sample, digest, shadowed
+from orchestrator.serving.shadow import Shadow
+from workers.confidence import wilson_lower, wilson_upper
+
+RULE = CanaryRule(fraction=0.5, max_nfr=0.05, min_labelled=100)
+
+
+def test_the_wilson_lower_bound_by_hand():
+    # 3 of 10 at 95 % one-sided, z = 1.644854: (0.3 + z²/20 − z·√(0.021 + z²/400)) / (1 + z²/10)
+    assert wilson_lower(3, 10, 0.95) == pytest.approx(0.126877, abs=1e-6)
+    assert wilson_lower(0, 10, 0.95) == 0.0 and wilson_lower(0, 0, 0.95) == 0.0
+    assert wilson_lower(10, 10, 0.95) == pytest.approx(1 - wilson_upper(0, 10, 0.95))
+
+
+@pytest.mark.parametrize(
+    ("flips", "labelled", "decision", "said"),
+    [
+        (0, 0, "wait", "no labelled canary pair yet"),
+        # lower bound of 3/10 is 12.69 % > 5 %: withdrawn on 10 pairs, long before 100
+        (3, 10, "withdraw", "lower bound 12.69 % > max 5.00 %"),
+        (1, 50, "wait", "50 more labelled pairs"),  # 2 %: neither shown above 5 % nor decided
+        # at 100 pairs: 2/100's upper bound is 5.86 % > 5 %, 0/100's z²/(100 + z²) = 2.63 % ≤ 5 %
+        (2, 100, "withdraw", "upper bound 5.86 % > max 5.00 % on 100 labelled pairs"),
+        (0, 100, "pass", "upper bound 2.63 % ≤ max 5.00 % on 100 labelled pairs"),
+    ],
+)
+def test_the_canary_rule_by_hand(flips, labelled, decision, said):
+    got, reason = canary_decision(flips, labelled, RULE)
+    assert got == decision and said in reason
+
+
+def test_the_canary_answers_its_share_of_ids_until_it_is_withdrawn():
+    state = CanaryState(RULE, "2")
+    ids = [f"id-{i}" for i in range(2000)]
+    mine = [i for i in ids if state.answers(i)]
+    assert mine == [i for i in ids if shadowed(i, 0.5)] and 900 < len(mine) < 1100
+    state.state = "withdrawn"
+    assert not any(state.answers(i) for i in ids)
+
+
+def test_a_canary_s_shadow_asks_the_champion_and_writes_each_version_s_class_in_its_column():
+    """The request was answered by the candidate; the shadow's call goes to the champion: the ledger
+    row's champion_class is the shadow's answer, candidate_class the request's."""
+    samples = [Sample(f"r{i}", f"text {i}", digest(f"text {i}")) for i in range(3)]
+    canary_answers = [(4, 0.9), (5, 0.8), (6, 0.7)]
+    ledger: list[dict] = []
+
+    async def champion(payloads):
+        return "1", [(1, 0.5)] * len(payloads)
+
+    async def keep(rows):
+        ledger.extend(rows)
+
+    async def scenario():
+        shadow = Shadow(champion, keep, 1.0, answered_by_candidate=True)
+        shadow.send(samples, canary_answers, answered=7.0)
+        await shadow.drain(timeout=5)
+
+    asyncio.run(scenario())
+    assert [(r["id"], r["champion_class"], r["candidate_class"], r["candidate_probability"]) for r in ledger] == [
+        ("r0", 1, 4, 0.9),
+        ("r1", 1, 5, 0.8),
+        ("r2", 1, 6, 0.7),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["--canary", "2"], "--canary asks for --max-nfr"),
+        (["--canary", "2", "--shadow", "3", "--max-nfr", "0.01"], "one candidate at a time"),
+        (["--max-nfr", "0.01"], "give --canary VERSION"),
+        (["--auto-promote"], "give --canary VERSION"),
+        (["--canary", "2", "--max-nfr", "0.01", "--min-live", "0"], "at least 1 labelled pair"),
+    ],
+)
+def test_serve_refuses_a_canary_s_bad_flags_in_one_line(argv, problem, capsys, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert main(["serve", "m", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert problem in err and len(err.splitlines()) == 1
