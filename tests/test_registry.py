@@ -9,13 +9,14 @@ import sys
 
 import mlflow
 import numpy as np
+import pandas as pd
 import pytest
-import torch
 from mlflow import MlflowClient
 
 from conftest import SPEC_DATA, SPEC_TRAIN
 from orchestrator.cli import main
 from orchestrator.tracking.registry import VersionRef, ledger_of
+from test_serving import png
 
 
 @pytest.fixture
@@ -71,8 +72,9 @@ def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tm
     assert ledger["class_ids"].shape == (800,) and ledger["topk_values"].shape == (800, 5)
     result = json.loads((tmp_path / "v1" / "result.json").read_text())
     assert np.array_equal(ledger["class_ids"], np.load(result["predictions"]["new"]).argmax(axis=1))
-    served = mlflow.pytorch.load_model("models:/tracked/1")  # the MLflow-loadable copy for serving
-    assert served(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    served = mlflow.pyfunc.load_model("models:/tracked/1")  # what any MLflow tool loads: raw images in
+    blank = png(np.zeros((28, 28), np.uint8))
+    assert served.predict(pd.DataFrame({"image": [blank, blank]}))["class"].between(0, 9).all()
 
     # a pipeline that diverges: its run is FAILED, no version appears, exit 1 with one line
     code, out, err = run_spec(

@@ -185,6 +185,7 @@ def publish(
             result.checkpoint,
             version_record(spec, plan, result.metrics, result.auto),
             spec.allow_user_factories,
+            spec.data.text_column,  # what the registered pyfunc model reads a text model's inputs from
         )
         watch.say(
             f"registered {spec.model} version {version} (alias challenger)"

@@ -2,7 +2,7 @@
 NFR matrix, and registering a pipeline's model (moving `champion`: promotion.py).
 
 Each registered version's run holds `checkpoint/model.pt` (state_dict + settings, loaded with
-`weights_only=True`), `model/` (an MLflow PyTorch model for serving) and `ledger/predictions.parquet`:
+`weights_only=True`), `model/` (an MLflow pyfunc model on raw inputs: pyfunc_model.py) and `ledger/predictions.parquet`:
 its samples' ids, labels, class ids and top-k logits on the regression-eval split (ledger.py), so
 that the NFR between any two versions needs no re-inference and is counted on the samples both
 were evaluated on (`ledger/predictions.npz` of versions registered before ids: by position).
@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import logging
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,7 +22,7 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from orchestrator.tracking import descriptions
+from orchestrator.tracking import descriptions, pyfunc_log
 from orchestrator.tracking.artifact_cache import checksum_tag, fetch, sha256_of
 from orchestrator.tracking.deferred import interrupts_deferred
 from orchestrator.tracking.ledger import (
@@ -230,29 +229,24 @@ def chain(name: str, publishing: str | None = None) -> list[VersionRecord]:
     return [VersionRecord.from_model_version(mv, tuple(sorted(aliases.get(str(mv.version), [])))) for mv in listed]
 
 
-def serving_requirements(hf_config: str | None) -> list[str]:
-    """What the served model needs beside torch: transformers for an hf:DIR model (it has a config)."""
-    if hf_config is None:
-        return []
-    from importlib.metadata import version
-
-    return [f"transformers=={version('transformers')}"]
-
-
-def register(model: str, checkpoint: str, record: VersionRecord, allow_user_factories: bool = False) -> str:
+def register(
+    model: str, checkpoint: str, record: VersionRecord, allow_user_factories: bool = False, input_column: str = "text"
+) -> str:
     """A new version of `model` from `checkpoint` (`_register`), whatever the registry holds."""
-    return _register(model, checkpoint, record, allow_user_factories, once=False)[0]
+    return _register(model, checkpoint, record, allow_user_factories, once=False, input_column=input_column)[0]
 
 
 def register_once(
-    model: str, checkpoint: str, record: VersionRecord, allow_user_factories: bool = False
+    model: str, checkpoint: str, record: VersionRecord, allow_user_factories: bool = False, input_column: str = "text"
 ) -> tuple[str, bool]:
     """(version, registered now): the version a run of the same spec (the record's `spec_hash` and
     `fingerprint`) registered, else a new one. The check and the registration hold the model's
     `registration` lock (locks.py), so runs of one spec that finish together register it once."""
     existing = versions_of_spec(model, record.spec_hash, record.fingerprint)  # a rerun: nothing to log
     version, new = (
-        (existing[0], False) if existing else _register(model, checkpoint, record, allow_user_factories, True)
+        (existing[0], False)
+        if existing
+        else _register(model, checkpoint, record, allow_user_factories, True, input_column)
     )
     if not new:
         mlflow.set_tag("reused_version", version)
@@ -260,15 +254,19 @@ def register_once(
 
 
 def _register(
-    model: str, checkpoint: str, record: VersionRecord, allow_user_factories: bool, once: bool
+    model: str,
+    checkpoint: str,
+    record: VersionRecord,
+    allow_user_factories: bool,
+    once: bool,
+    input_column: str = "text",
 ) -> tuple[str, bool]:
-    """Register the checkpoint (logged to the active run as `checkpoint/model.pt`, plus an MLflow
-    PyTorch model for serving) as a new version of `model` with the tags of `record` and alias
+    """Register the checkpoint (logged to the active run as `checkpoint/model.pt`, plus the MLflow
+    pyfunc model on raw inputs that reads it: pyfunc_model.py, texts from `input_column`) as a new
+    version of `model` with the tags of `record` and alias
     `challenger`, log the chain's NFR matrix and write the model's and the version's descriptions;
     returns (version, True). With `once`, a version of the same spec registered meanwhile is returned instead, as
     (version, False). Nothing stays registered if a step fails."""
-    import numpy as np
-    import torch
 
     from workers.models.checkpoints import classes_seen_of, load_model, read_checkpoint, save_checkpoint
     from workers.storage import fetch_checkpoint
@@ -292,27 +290,8 @@ def _register(
             for name, text in (("config.json", settings.config), ("tokenizer.json", settings.inputs.tokenizer)):
                 Path(tmp, name).write_text(text)
                 mlflow.log_artifact(str(Path(tmp, name)), "checkpoint")
-    inputs = settings.inputs
-    example = (  # one sample of what the model reads: an image, or a few [UNK] token ids
-        np.zeros((1, inputs.channels, inputs.size, inputs.size), np.float32)
-        if inputs.modality == "image"
-        else np.ones((1, 4), np.int64)
-    )
-    # the serving copy is MLflow's pickle flavour (pt2 would need torch.export of every architecture);
-    # our own loads use the weights-only checkpoint above, so MLflow's warning about it is muted
-    pytorch_logger = logging.getLogger("mlflow.pytorch")
-    level = pytorch_logger.level
-    pytorch_logger.setLevel(logging.ERROR)
-    try:
-        info = mlflow.pytorch.log_model(
-            network.to(memory_format=torch.contiguous_format),
-            name="model",
-            serialization_format="pickle",
-            input_example=example,
-            pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", *serving_requirements(settings.config)],
-        )
-    finally:
-        pytorch_logger.setLevel(level)
+        sha256 = checksums[checksum_tag("checkpoint/model.pt")]
+        info = pyfunc_log.log_pyfunc(clean, settings, sha256, input_column, allow_user_factories)
     # MLflow prints "Successfully registered model …" and "Created version …" to stderr itself (muted
     # in `_publish`); the commands say which version was registered, in a line of their own
     with interrupts_deferred():  # Ctrl-C or cancel now: the version completes first, then the run stops
