@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -177,6 +178,11 @@ def serve_round(images: list[str], shadow: bool, coalesce_ms: float, args: argpa
     served = serve_model(MODEL, "2" if shadow else None, settings, port=args.port, resources=Resources(cpus=1))
     # a serve of the same two versions continues their session (live.py): count this serve's pairs only
     before = live.run_counts(served.live_run).pairs if served.live_run else 0
+    beside = None
+    if shadow:  # Serve places the gateway (no CPU asked) on either node: beside the candidate, or not
+        from orchestrator.serving.handles import version_app_name
+
+        beside = replica_node(served.app_name, "Gateway") == replica_node(version_app_name(MODEL, "2"), "version")
     try:
         load = drive(args.port, images, args.clients, args.seconds, args.warmup_s, tag)
     finally:
@@ -194,7 +200,19 @@ def serve_round(images: list[str], shadow: bool, coalesce_ms: float, args: argpa
         assert served.live_run is not None
         row["pairs"] = live.run_counts(served.live_run).pairs - before
         row["answered"] = load.answered
+        row["gateway_beside_candidate"] = beside
     return row
+
+
+def replica_node(app: str, deployment: str) -> str:
+    """The Ray node id of the (one) replica of `deployment` in `app`."""
+    import ray
+
+    prefix = f"SERVE_REPLICA::{app}#{deployment}#"
+    [named] = [a for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix)]
+    actor = ray.get_actor(named["name"], namespace=named["namespace"])
+    where: Any = actor.__ray_call__.remote(lambda self: __import__("ray").get_runtime_context().get_node_id())
+    return str(ray.get(where, timeout=60))
 
 
 def costs(rows: list[dict], setup: str) -> tuple[float, float]:
@@ -213,7 +231,17 @@ def costs(rows: list[dict], setup: str) -> tuple[float, float]:
 
 def body(rows: list[dict], args: argparse.Namespace, wall_s: float) -> str:
     table = markdown_table(
-        ["round", "set-up", "serve", "requests/s", "p50 ms", "p99 ms", "failed requests", "pairs in the ledger"],
+        [
+            "round",
+            "set-up",
+            "serve",
+            "requests/s",
+            "p50 ms",
+            "p99 ms",
+            "failed requests",
+            "pairs in the ledger",
+            "gateway beside the candidate",
+        ],
         [
             [
                 str(r["round"] + 1),
@@ -224,6 +252,7 @@ def body(rows: list[dict], args: argparse.Namespace, wall_s: float) -> str:
                 f"{r['p99_ms']:.1f}",
                 str(r["failures"]),
                 f"{r['pairs']:,} (answered {r['answered']:,})" if r["shadow"] else "",
+                {True: "yes", False: "no"}.get(r.get("gateway_beside_candidate"), ""),  # type: ignore[arg-type]
             ]
             for r in rows
         ],
@@ -231,15 +260,22 @@ def body(rows: list[dict], args: argparse.Namespace, wall_s: float) -> str:
     verdicts = []
     for setup in SETUPS:
         p50, throughput = costs(rows, setup)
+        rates = [r["requests_per_s"] for r in rows if r["shadow"] and r["setup"] == setup]
         verdicts.append(
             [
                 setup,
                 f"{p50:+.1%} ({'met' if p50 <= P50_TARGET else 'missed'})",
                 f"{throughput:.1%} ({'met' if throughput <= THROUGHPUT_TARGET else 'missed'})",
+                f"{min(rates):.0f}–{max(rates):.0f}",
             ]
         )
     summary = markdown_table(
-        ["set-up", f"p50 latency cost (target ≤ {P50_TARGET:.0%})", f"throughput cost (≤ {THROUGHPUT_TARGET:.0%})"],
+        [
+            "set-up",
+            f"p50 latency cost (target ≤ {P50_TARGET:.0%})",
+            f"throughput cost (≤ {THROUGHPUT_TARGET:.0%})",
+            "shadowed requests/s, lowest–highest round",
+        ],
         verdicts,
     )
     command = (

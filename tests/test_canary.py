@@ -8,8 +8,9 @@ import asyncio
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.serving.canary import CanaryRule, CanaryState, canary_decision
+from orchestrator.serving.canary import CanaryState, canary_decision
 from orchestrator.serving.requests import Sample, digest, shadowed
+from orchestrator.serving.settings import CanaryRule
 from orchestrator.serving.shadow import Shadow
 from workers.confidence import wilson_lower, wilson_upper
 

@@ -18,11 +18,11 @@ from mlflow import MlflowClient
 
 from conftest import run_update
 from orchestrator.driver.serve import canary_withdrawn, post, serve_model, stop_serving
-from orchestrator.serving.canary import CanaryRule, canary_decision
+from orchestrator.serving.canary import canary_decision
 from orchestrator.serving.handles import version_app_name
 from orchestrator.serving.predictor import Predictor
 from orchestrator.serving.requests import shadowed
-from orchestrator.serving.settings import Resources, ServeSettings
+from orchestrator.serving.settings import CanaryRule, Resources, ServeSettings
 from orchestrator.tracking import live, promotion, registry
 from orchestrator.tracking.version_refs import VersionRef
 from processes import free_port

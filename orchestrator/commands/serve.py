@@ -15,8 +15,7 @@ from orchestrator.commands.options import fail, fraction, positive, ray_address
 
 if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when the CLI starts
     from orchestrator.driver.serve import Served
-    from orchestrator.serving.canary import CanaryRule
-    from orchestrator.serving.settings import ServeSettings
+    from orchestrator.serving.settings import CanaryRule, ServeSettings
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,7 +113,7 @@ def canary_problem(args: argparse.Namespace) -> str | None:
 def canary_rule(args: argparse.Namespace) -> CanaryRule | None:
     """The rule of `--canary` (serving/canary.py): decided at --min-live labelled pairs, by default the
     fewest whose Wilson bound can be within --max-nfr (as `promote --live`)."""
-    from orchestrator.serving.canary import CanaryRule
+    from orchestrator.serving.settings import CanaryRule
     from orchestrator.tracking.promotion import GateLimits, min_live_pairs
 
     if not args.canary:

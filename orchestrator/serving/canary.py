@@ -19,21 +19,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.serving.requests import shadowed
+from orchestrator.serving.settings import CanaryRule
 from workers.confidence import wilson_lower, wilson_upper
 
 Decision = Literal["wait", "withdraw", "pass"]
-
-
-@dataclass(frozen=True)
-class CanaryRule:
-    """`congruent serve --canary`: the share of ids the candidate answers, and when it is decided."""
-
-    fraction: float
-    max_nfr: float
-    min_labelled: int
-    confidence: float = 0.95
-    auto_promote: bool = False
-    max_er_increase: float = 0.0  # the promotion gate's, as `congruent promote --max-er-increase`
 
 
 def canary_decision(flips: int, labelled: int, rule: CanaryRule) -> tuple[Decision, str]:

@@ -4,10 +4,6 @@ version replica holds: plain values the deployments, the ledger and the driver s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from orchestrator.serving.canary import CanaryRule
 
 
 @dataclass(frozen=True)
@@ -19,6 +15,18 @@ class RequestLimits:
     max_samples: int = 256
     max_text_chars: int = 100_000  # of one text
     max_image_pixels: int = 4096 * 4096  # of one image, read from its header before any decode
+
+
+@dataclass(frozen=True)
+class CanaryRule:
+    """`congruent serve --canary`: the share of ids the candidate answers, and when it is decided."""
+
+    fraction: float
+    max_nfr: float
+    min_labelled: int
+    confidence: float = 0.95
+    auto_promote: bool = False
+    max_er_increase: float = 0.0  # the promotion gate's, as `congruent promote --max-er-increase`
 
 
 @dataclass(frozen=True)

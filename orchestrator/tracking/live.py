@@ -23,11 +23,12 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+
+from orchestrator.tracking.live_window import LiveCounts, LiveWindow, replay
 
 LIVE_TAG = "congruent.live"  # "shadow": the run is a serving session's live ledger
 CHAMPION_TAG = "congruent.live.champion"  # the served version
@@ -92,46 +93,6 @@ def chunks(run_id: str) -> Iterator[tuple[Kind, list[dict[str, Any]]]]:
             yield kind, pq.read_table(path, schema=_schemas()[kind]).to_pylist()
 
 
-@dataclass(frozen=True)
-class LiveCounts:
-    """Counts of the pairs seen: all of them and their disagreements, and of the labelled ones the
-    errors of each version and the flips (NFR = negative_flips / labelled, PFR likewise)."""
-
-    pairs: int
-    disagreements: int
-    labelled: int
-    champion_errors: int
-    candidate_errors: int
-    negative_flips: int
-    positive_flips: int
-
-    def figures(self, confidence: float) -> dict[str, Any]:
-        """Rates with Wilson bounds at `confidence`: `*_upper` one-sided upper, the disagreement's
-        lower one too (None where nothing was counted)."""
-        from workers.confidence import wilson_upper
-
-        def rate(k: int, n: int) -> float | None:
-            return k / n if n else None
-
-        def upper(k: int, n: int) -> float | None:
-            return wilson_upper(k, n, confidence) if n else None
-
-        return {
-            **asdict(self),
-            "confidence": confidence,
-            "disagreement": rate(self.disagreements, self.pairs),
-            "disagreement_upper": upper(self.disagreements, self.pairs),
-            "disagreement_lower": 1 - wilson_upper(self.pairs - self.disagreements, self.pairs, confidence)
-            if self.pairs
-            else None,
-            "champion_error_rate": rate(self.champion_errors, self.labelled),
-            "candidate_error_rate": rate(self.candidate_errors, self.labelled),
-            "nfr": rate(self.negative_flips, self.labelled),
-            "nfr_upper": upper(self.negative_flips, self.labelled),
-            "pfr": rate(self.positive_flips, self.labelled),
-        }
-
-
 def live_counts(champion: np.ndarray, candidate: np.ndarray, labels: np.ndarray) -> LiveCounts:
     """The counts of pairs whose classes are `champion` and `candidate`, `labels` −1 where none came."""
     champion, candidate, labels = (np.asarray(a, dtype=np.int64) for a in (champion, candidate, labels))
@@ -153,8 +114,6 @@ def run_counts(run_id: str) -> LiveCounts:
     written through a window of the size its ledger keeps (MAX_IDS_TAG; live_window.py), so they are
     what the ledger's own figures were."""
     from mlflow import MlflowClient
-
-    from orchestrator.tracking.live_window import LiveWindow, replay
 
     size = MlflowClient().get_run(run_id).data.tags.get(MAX_IDS_TAG)
     return replay(LiveWindow(int(size) if size else None), chunks(run_id)).counts()

@@ -15,9 +15,49 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from orchestrator.tracking.live import LiveCounts
+
+@dataclass(frozen=True)
+class LiveCounts:
+    """Counts of the pairs seen: all of them and their disagreements, and of the labelled ones the
+    errors of each version and the flips (NFR = negative_flips / labelled, PFR likewise)."""
+
+    pairs: int
+    disagreements: int
+    labelled: int
+    champion_errors: int
+    candidate_errors: int
+    negative_flips: int
+    positive_flips: int
+
+    def figures(self, confidence: float) -> dict[str, Any]:
+        """Rates with Wilson bounds at `confidence`: `*_upper` one-sided upper, the disagreement's
+        lower one too (None where nothing was counted)."""
+        from workers.confidence import wilson_upper
+
+        def rate(k: int, n: int) -> float | None:
+            return k / n if n else None
+
+        def upper(k: int, n: int) -> float | None:
+            return wilson_upper(k, n, confidence) if n else None
+
+        return {
+            **asdict(self),
+            "confidence": confidence,
+            "disagreement": rate(self.disagreements, self.pairs),
+            "disagreement_upper": upper(self.disagreements, self.pairs),
+            "disagreement_lower": 1 - wilson_upper(self.pairs - self.disagreements, self.pairs, confidence)
+            if self.pairs
+            else None,
+            "champion_error_rate": rate(self.champion_errors, self.labelled),
+            "candidate_error_rate": rate(self.candidate_errors, self.labelled),
+            "nfr": rate(self.negative_flips, self.labelled),
+            "nfr_upper": upper(self.negative_flips, self.labelled),
+            "pfr": rate(self.positive_flips, self.labelled),
+        }
+
 
 Entry = tuple[float, int, int, int]  # (time, champion's class, candidate's class, label or −1)
 FIELDS: tuple[str, ...] = ("pairs", "disagreements", "labelled", "champion_errors", "candidate_errors")
