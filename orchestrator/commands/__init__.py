@@ -13,6 +13,7 @@ from orchestrator.commands import (
     demo,
     feedback,
     logs,
+    predict,
     promote,
     report,
     run,
@@ -23,4 +24,20 @@ from orchestrator.commands import (
     versions,
 )
 
-COMMANDS = (compare, check, run, tune, demo, versions, promote, serve, feedback, report, submit, status, logs, cancel)
+COMMANDS = (
+    compare,
+    check,
+    run,
+    tune,
+    demo,
+    versions,
+    promote,
+    serve,
+    predict,
+    feedback,
+    report,
+    submit,
+    status,
+    logs,
+    cancel,
+)

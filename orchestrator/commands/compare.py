@@ -1,6 +1,6 @@
-"""`congruent compare --labels Y.npy A.npy B.npy [C.npy ...] [--json]`: regression metrics between
-saved prediction files (ER of each, NFR / PFR / Rel-NFR of each consecutive pair, the pairwise NFR
-matrix)."""
+"""`congruent compare --labels Y.npy A.npy B.npy [C.npy ...] [--json]` (or `congruent compare A/ B/`:
+prediction folders or ledgers by sample id): regression metrics between saved prediction files (ER
+of each, NFR / PFR / Rel-NFR of each consecutive pair, the pairwise NFR matrix)."""
 
 from __future__ import annotations
 
@@ -51,15 +51,32 @@ def format_comparison(result: dict[str, Any], names: Sequence[str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.compare import InputError, compare_predictions, load_labels, load_prediction_file
+    from orchestrator.driver.compare import (
+        InputError,
+        aligned_predictions,
+        by_id,
+        compare_predictions,
+        load_labels,
+        load_prediction_file,
+    )
 
     if len(args.predictions) < 2:
         return fail("compare", "needs at least two prediction files (old and new)")
     try:
-        labels = load_labels(args.labels)
-        predictions = [
-            load_prediction_file(path, n=len(labels), num_classes=int(labels.max()) + 1) for path in args.predictions
-        ]
+        if by_id(args.predictions):
+            if args.labels:
+                return fail("compare", "prediction files by id carry their labels: drop --labels")
+            labels, predictions = aligned_predictions(args.predictions)
+        elif args.labels is None:
+            return fail(
+                "compare", ".npy predictions need --labels LABELS.npy, their labels (see congruent compare --help)"
+            )
+        else:
+            labels = load_labels(args.labels)
+            predictions = [
+                load_prediction_file(path, n=len(labels), num_classes=int(labels.max()) + 1)
+                for path in args.predictions
+            ]
     except InputError as error:
         return fail("compare", str(error))
     result = compare_predictions(labels, predictions)
@@ -72,13 +89,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "compare",
         parents=[json_option("print the result as JSON")],
         help="regression metrics (ER, NFR, PFR, Rel-NFR) between prediction files",
-        description="Compare saved predictions of successive model versions on the same labels.",
+        description=(
+            "Compare saved predictions of successive model versions on the same labels "
+            "(by position, or joined by sample id)."
+        ),
     )
-    parser.add_argument("--labels", required=True, metavar="LABELS.npy", help="1-D non-negative integer labels")
+    parser.add_argument(
+        "--labels", default=None, metavar="LABELS.npy", help="1-D non-negative integer labels (for .npy predictions)"
+    )
     parser.add_argument(
         "predictions",
         nargs="+",
-        metavar="PREDICTIONS.npy",
-        help="two or more files, oldest first: 1-D integer class ids or 2-D float logits",
+        metavar="PREDICTIONS",
+        help="two or more, oldest first: .npy files of 1-D integer class ids or 2-D float logits (with "
+        "--labels), or prediction files by sample id: `congruent predict` folders, .parquet shards or "
+        "ledgers (their labels inside; compared on the samples all of them hold)",
     )
     parser.set_defaults(func=run)

@@ -78,6 +78,16 @@ def table_shards(
     """The shards `path` names — one table file, a directory of them, or a glob — checked before
     any training: one format, none empty, every one with the columns; each with its size and
     checksum (a local file's sha256, an S3 object's ETag from its listing)."""
+    files, suffix, listed = listed_shards(path)
+    wanted = [text_column, label_column, *([id_column] if id_column else [])]
+    shard_columns(files, suffix, encoding, listed, wanted)
+    checksums = tuple((listed[f].size, listed[f].etag) if f in listed else file_checksum(f) for f in files)
+    return Shards(tuple(files), suffix, text_column, label_column, encoding, checksums, id_column)
+
+
+def listed_shards(path: str) -> tuple[list[str], str, dict[str, Listed]]:
+    """The table files `path` names (one file, a directory of them, a glob, an S3 prefix), their one
+    suffix, and the S3 listing of each (size, ETag); DataError when there are none or several formats."""
     listed: dict[str, Listed] = {}
     if is_s3(path):
         listed = {entry.uri: entry for entry in list_objects(path, TEXT_FORMATS)}
@@ -93,18 +103,24 @@ def table_shards(
     suffixes = sorted({Path(f).suffix.lower() for f in files})
     if len(suffixes) > 1 or suffixes[0] not in TEXT_FORMATS:
         raise DataError(f"{path}: shards must be one format of {', '.join(TEXT_FORMATS)}, found {', '.join(suffixes)}")
+    return files, suffixes[0], listed
+
+
+def shard_columns(
+    files: Sequence[str], suffix: str, encoding: str, listed: dict[str, Listed], wanted: Sequence[str]
+) -> list[str]:
+    """The shards' column names, checked: none empty, every one with the columns `wanted`, all alike;
+    DataError naming the first shard that is not."""
     first: list[str] | None = None
-    wanted = [text_column, label_column, *([id_column] if id_column else [])]
     for file in files:
-        names = _columns(file, suffixes[0], encoding, listed[file].size if file in listed else os.path.getsize(file))
+        names = _columns(file, suffix, encoding, listed[file].size if file in listed else os.path.getsize(file))
         missing = [c for c in wanted if c not in names]
         if missing:
             raise DataError(f"{file}: no column {missing[0]!r}; the columns are {', '.join(map(repr, names))}")
         if first is not None and names != first:
             raise DataError(f"{file}: its columns {names} differ from {files[0]}'s {first}")
         first = names
-    checksums = tuple((listed[f].size, listed[f].etag) if f in listed else file_checksum(f) for f in files)
-    return Shards(tuple(files), suffixes[0], text_column, label_column, encoding, checksums, id_column)
+    return first or []
 
 
 def _columns(file: str, suffix: str, encoding: str, size: int) -> list[str]:

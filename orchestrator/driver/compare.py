@@ -1,9 +1,13 @@
 """`congruent compare`'s inputs and result: saved prediction files of successive versions, checked,
 and their regression metrics against the same labels.
 
-Each file is a single NumPy array saved with `np.save`: labels are 1-D non-negative integer class
-ids; a prediction file holds 1-D class ids or 2-D float logits (N×C). Files are versions in the
-order given: 0, 1, 2, ...
+Two kinds of input, versions in the order given (0, 1, 2, …):
+- NumPy arrays saved with `np.save`, by position: labels are 1-D non-negative integer class ids (a
+  file of their own); a prediction file holds 1-D class ids or 2-D float logits (N×C).
+- Prediction files by sample id (workers/prediction_files.py): `congruent predict`'s folders or
+  shards, or a version's registry ledger. They carry their labels; they are compared on the samples
+  every one of them answered that have a label (the newest file's), of the classes each ledger's
+  version was trained on — as the registry's NFR matrix counts them.
 """
 
 from __future__ import annotations
@@ -103,6 +107,33 @@ def load_prediction_file(path: str | os.PathLike, n: int | None = None, num_clas
     if n is not None and len(predictions) != n:
         raise InputError(path, f"has {len(predictions)} predictions but the labels have {n}")
     return predictions
+
+
+def by_id(paths: Sequence[str]) -> bool:
+    """Whether the inputs are prediction files by sample id (Parquet files or folders) rather than .npy arrays."""
+    return all(os.path.isdir(p) or str(p).endswith(".parquet") for p in paths)
+
+
+def aligned_predictions(paths: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(labels, class ids of each file) on the samples all of `paths` hold with a label (module
+    docstring); InputError naming a file that is not a prediction file, or no sample in common."""
+    from orchestrator.tracking.ledger import common_samples, known_mask
+    from workers.prediction_files import PredictionFileError, read_predictions
+
+    files = []
+    for path in paths:
+        try:
+            files.append(read_predictions(path))
+        except PredictionFileError as e:
+            raise InputError(path, str(e).removeprefix(f"{path}: ")) from None
+    positions = common_samples(files)
+    labels = files[-1]["labels"][positions[-1]]
+    keep = labels >= 0
+    for file in files:
+        keep &= known_mask(file, labels)
+    if not keep.any():
+        raise InputError(paths[-1], f"no labelled sample that every one of the {len(paths)} files answered")
+    return labels[keep], [file["class_ids"][where][keep] for file, where in zip(files, positions)]
 
 
 def compare_predictions(labels: Any, predictions_list: Sequence[Any]) -> dict[str, Any]:

@@ -192,3 +192,13 @@ def chain_nfr_matrix(ledgers: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.
             if counts.n:
                 matrix[i, j] = counts.negative / counts.n
     return matrix, shared
+
+
+def common_samples(ledgers: Sequence[dict[str, Any]]) -> list[np.ndarray]:
+    """Positions, in each of `ledgers` (by id, not positional), of the samples every one of them holds,
+    in one order (by id, then copy: module docstring), so that position i of each is one sample."""
+    keys = [_keys(ledger) for ledger in ledgers]
+    common = keys[0]
+    for other in keys[1:]:
+        common = np.intersect1d(common, other, assume_unique=True)
+    return [np.intersect1d(common, k, assume_unique=True, return_indices=True)[2] for k in keys]
