@@ -83,7 +83,9 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
             watch.say(bcwi_line(bcwi))
             checkpoint = bcwi.checkpoint
         watch.say(next(titles))
+        started = time.perf_counter()
         evaluation = evaluate(plan, checkpoint, [r.checkpoint for r in replicas], run_dir, watch)
+        seconds["evaluation"] = time.perf_counter() - started
         result = pipeline_result(
             plan,
             evaluation,
