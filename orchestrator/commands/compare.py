@@ -102,7 +102,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         nargs="+",
         metavar="PREDICTIONS",
         help="two or more, oldest first: .npy files of 1-D integer class ids or 2-D float logits (with "
-        "--labels), or prediction files by sample id: `congruent predict` folders, .parquet shards or "
-        "ledgers (their labels inside; compared on the samples all of them hold)",
+        "--labels), or predictions by sample id: `congruent predict` folders, .parquet shards, ledgers, "
+        "or live:RUN_ID/champion and live:RUN_ID/candidate, the sides of a serving session (their labels "
+        "inside; compared on the samples all of them hold)",
     )
     parser.set_defaults(func=run)

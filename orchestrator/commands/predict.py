@@ -45,9 +45,11 @@ def format_summary(summary: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.predict import PredictError, check_comparable, predict, predicted_data, scored_version
     from orchestrator.execution.cluster import connect
+    from orchestrator.tracking.store import configure
     from orchestrator.tracking.version_refs import RegistryError
     from workers.errors import DataError
 
+    configure()
     try:
         version = scored_version(args.model)
         old = scored_version(args.compare) if args.compare else None

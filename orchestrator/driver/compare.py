@@ -5,9 +5,11 @@ Two kinds of input, versions in the order given (0, 1, 2, …):
 - NumPy arrays saved with `np.save`, by position: labels are 1-D non-negative integer class ids (a
   file of their own); a prediction file holds 1-D class ids or 2-D float logits (N×C).
 - Prediction files by sample id (workers/prediction_files.py): `congruent predict`'s folders or
-  shards, or a version's registry ledger. They carry their labels; they are compared on the samples
-  every one of them answered that have a label (the newest file's), of the classes each ledger's
-  version was trained on — as the registry's NFR matrix counts them.
+  shards, a version's registry ledger, or a side of a serving session's live ledger
+  (`live:RUN_ID/champion`, `live:RUN_ID/candidate`: orchestrator/tracking/live.py
+  `live_predictions`). They carry their labels; they are compared on the samples every one of them
+  answered that have a label (the newest file's), of the classes each ledger's version was trained
+  on — as the registry's NFR matrix counts them.
 """
 
 from __future__ import annotations
@@ -109,9 +111,35 @@ def load_prediction_file(path: str | os.PathLike, n: int | None = None, num_clas
     return predictions
 
 
+LIVE_PREFIX = "live:"  # `live:RUN_ID/champion` or `live:RUN_ID/candidate`: a side of a serving session's ledger
+
+
 def by_id(paths: Sequence[str]) -> bool:
-    """Whether the inputs are prediction files by sample id (Parquet files or folders) rather than .npy arrays."""
-    return all(os.path.isdir(p) or str(p).endswith(".parquet") for p in paths)
+    """Whether the inputs are predictions by sample id (Parquet files or folders, live ledger sides)
+    rather than .npy arrays."""
+    return all(os.path.isdir(p) or str(p).endswith(".parquet") or str(p).startswith(LIVE_PREFIX) for p in paths)
+
+
+def live_side(ref: str) -> dict[str, Any]:
+    """The side of a serving session's live ledger `ref` names (`live:RUN_ID/SIDE`), by sample id."""
+    from mlflow.exceptions import MlflowException
+
+    from orchestrator.tracking.live import LIVE_SIDES, LIVE_TAG, live_predictions
+    from orchestrator.tracking.store import configure
+
+    run_id, _, side = ref.removeprefix(LIVE_PREFIX).partition("/")
+    if side not in LIVE_SIDES:
+        raise InputError(ref, f"name a side of the session: {LIVE_PREFIX}RUN_ID/champion or /candidate")
+    configure()
+    try:
+        from mlflow import MlflowClient
+
+        tags = MlflowClient().get_run(run_id).data.tags
+    except MlflowException:
+        raise InputError(ref, f"no run {run_id!r} in the tracking store") from None
+    if LIVE_TAG not in tags:
+        raise InputError(ref, f"run {run_id} is not a serving session's live ledger")
+    return live_predictions(run_id, side)
 
 
 def aligned_predictions(paths: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -122,6 +150,9 @@ def aligned_predictions(paths: Sequence[str]) -> tuple[np.ndarray, list[np.ndarr
 
     files = []
     for path in paths:
+        if str(path).startswith(LIVE_PREFIX):
+            files.append(live_side(str(path)))
+            continue
         try:
             files.append(read_predictions(path))
         except PredictionFileError as e:

@@ -8,6 +8,10 @@ LIVE_TAG, CHAMPION_TAG and CANDIDATE_TAG. Its artifacts hold parquet chunks, eac
   input, when it was answered, each version's class and probability;
 - `live/labels/*.parquet` (LABEL_SCHEMA): a request id and its label, as feedback gave them.
 
+Either side of a session reads as prediction rows by sample id (`live_predictions`), which
+`congruent compare live:RUN/champion live:RUN/candidate` (or beside `congruent predict` files and
+ledgers) compares by id.
+
 Figures join the two by request id and count globally, each id once: of several pairs of one id (a
 sample sent again, or rows the gateway resent after a lost reply) the latest counts, as the latest
 label of an id does:
@@ -91,6 +95,37 @@ def chunks(run_id: str) -> Iterator[tuple[Kind, list[dict[str, Any]]]]:
             found += [(path.name, kind, path) for path in local.glob("*.parquet")]
         for _, kind, path in sorted(found, key=lambda chunk: (chunk[0], chunk[1] == "labels")):
             yield kind, pq.read_table(path, schema=_schemas()[kind]).to_pylist()
+
+
+LIVE_SIDES = ("champion", "candidate")
+
+
+def live_predictions(run_id: str, side: str) -> dict[str, Any]:
+    """One side (`champion` or `candidate`) of a serving session's ledger as prediction rows by
+    sample id (the arrays workers/prediction_files.py `read_predictions` gives): each request id's
+    latest pair and latest label (−1: none came), all of the session's ids (no window). A request id
+    is a sample's key (workers/data/keys.py `key_ids` of it, stripped): clients that send their
+    data's id column as request ids meet `congruent predict --id-column` files sample by sample."""
+    from workers.data.keys import key_ids
+
+    if side not in LIVE_SIDES:
+        raise ValueError(f"a live ledger has sides {' and '.join(LIVE_SIDES)}, not {side!r}")
+    answers: dict[str, int] = {}
+    labels: dict[str, int] = {}
+    for kind, rows in chunks(run_id):
+        if kind == "pairs":
+            answers |= {row["id"]: int(row[f"{side}_class"]) for row in rows}
+        else:
+            labels |= {row["id"]: int(row["label"]) for row in rows}
+    ids = list(answers)
+    return {
+        "ids": key_ids([i.strip() for i in ids]),
+        "labels": np.array([labels.get(i, -1) for i in ids], dtype=np.int64),
+        "class_ids": np.array([answers[i] for i in ids], dtype=np.int64),
+        "known_classes": None,
+        "fingerprint": "",
+        "positional": False,
+    }
 
 
 def live_counts(champion: np.ndarray, candidate: np.ndarray, labels: np.ndarray) -> LiveCounts:
