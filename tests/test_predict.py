@@ -6,13 +6,17 @@ writes an undecodable file as a failed row; bad input is one line and exit 2, wi
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
+import mlflow
 import numpy as np
 import pytest
 
 from conftest import run_update
 from orchestrator.cli import main
 from orchestrator.tracking import registry
+from orchestrator.tracking.artifact_cache import cache_root
 from orchestrator.tracking.ledger import COMPARED, read_ledger
 from orchestrator.tracking.version_refs import VersionRef
 from test_serving import png
@@ -144,6 +148,22 @@ def test_predict_refuses_bad_input_in_one_line_and_writes_nothing(text_versions,
         assert code == 2, case
         assert len(err.strip().splitlines()) == 1 and words in err, (case, err)
         assert not any(out.rglob("*.parquet")), case
+
+    # a version whose checkpoint in the artifact store changed since registration (no cached copy)
+    ref = VersionRef(model, "1")
+    run_id = registry.run_of(ref)
+    stored = Path(
+        mlflow.MlflowClient().get_run(run_id).info.artifact_uri.removeprefix("file://"), "checkpoint", "model.pt"
+    )
+    original = stored.read_bytes()
+    shutil.rmtree(cache_root() / run_id, ignore_errors=True)
+    try:
+        stored.write_bytes(original[:-16] + bytes(16))
+        code, stdout, err = cli(capsys, "predict", f"{model}/1", str(folder), "--out", str(out))
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "changed since" in err, err
+        assert not any(out.rglob("*.parquet"))
+    finally:
+        stored.write_bytes(original)
 
 
 def test_an_image_version_writes_a_file_that_does_not_decode_as_a_failed_row(
