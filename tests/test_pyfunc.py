@@ -68,6 +68,8 @@ def test_an_image_version_as_a_pyfunc_and_behind_mlflow_models_serve(
         files.append(tmp_path / f"{i}.png")
         files[-1].write_bytes(image)
     assert loaded.predict(pd.DataFrame({"image": [str(f) for f in files]}))["class"].tolist() == expected[:5]
+    with pytest.raises(MlflowException, match=r"^input 1: cannot read image"):  # one line naming the row
+        loaded.predict(pd.DataFrame({"image": [encoded[0], b"\x89PNG not really"]}))
 
     # artifacts changed since registration: the checkpoint no longer has its recorded sha256
     local = Path(mlflow.artifacts.download_artifacts(f"models:/{model}/1", dst_path=str(tmp_path / "copy")))
