@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.commands.options import fail, json_option
+from orchestrator.commands.options import fail, json_option, positive
 from orchestrator.views.format import percent
 
 
@@ -50,23 +50,62 @@ def format_comparison(result: dict[str, Any], names: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+SLICES_SHOWN = 10  # the worst slices printed per pair
+
+
+def format_slices(pairs: list[dict[str, Any]]) -> str:
+    """The worst slices of each consecutive pair (gated ones first), as tables."""
+    from orchestrator.views.tables import table
+
+    lines = []
+    for pair in pairs:
+        rows = pair["slices"][:SLICES_SHOWN]
+        lines += [
+            "",
+            f"Worst slices, {pair['old']} -> {pair['new']} (NFR's 95 % upper bound; * fewer samples than gated)",
+            table(
+                ["column", "value", "n", "ER old", "ER new", "NFR", "NFR ≤"],
+                [
+                    [
+                        r["column"],
+                        r["value"] + ("" if r["gated"] else " *"),
+                        str(r["n"]),
+                        percent(r["er_old"]),
+                        percent(r["er_new"]),
+                        percent(r["nfr"]),
+                        percent(r["nfr_upper"]),
+                    ]
+                    for r in rows
+                ],
+                left=2,
+            ),
+        ]
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.compare import (
         InputError,
         aligned_predictions,
         by_id,
         compare_predictions,
+        compare_slices,
         load_labels,
         load_prediction_file,
+        slice_values,
     )
 
     if len(args.predictions) < 2:
         return fail("compare", "needs at least two prediction files (old and new)")
+    slices = None
     try:
         if by_id(args.predictions):
             if args.labels:
                 return fail("compare", "prediction files by id carry their labels: drop --labels")
-            labels, predictions = aligned_predictions(args.predictions)
+            ids, labels, predictions = aligned_predictions(args.predictions)
+            slices = slice_values(args.slices, ids) if args.slices else None
+        elif args.slices:
+            return fail("compare", "--slices joins by sample id: give prediction folders, ledgers or live sides")
         elif args.labels is None:
             return fail(
                 "compare", ".npy predictions need --labels LABELS.npy, their labels (see congruent compare --help)"
@@ -80,7 +119,10 @@ def run(args: argparse.Namespace) -> int:
     except InputError as error:
         return fail("compare", str(error))
     result = compare_predictions(labels, predictions)
-    print(json.dumps(result) if args.json else format_comparison(result, args.predictions))
+    if slices is not None:
+        result["slices"] = compare_slices(labels, predictions, slices, args.min_slice_n)
+    text = format_comparison(result, args.predictions) + (format_slices(result["slices"]) if slices else "")
+    print(json.dumps(result) if args.json else text)
     return 0
 
 
@@ -105,5 +147,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--labels), or predictions by sample id: `congruent predict` folders, .parquet shards, ledgers, "
         "or live:RUN_ID/champion and live:RUN_ID/candidate, the sides of a serving session (their labels "
         "inside; compared on the samples all of them hold)",
+    )
+    parser.add_argument(
+        "--slices",
+        default=None,
+        metavar="FILE",
+        help="a table of `id` (sample keys: an id column's value, a text, an image's path) and slice columns: "
+        "flips per slice value of each consecutive pair (with predictions by id)",
+    )
+    parser.add_argument(
+        "--min-slice-n",
+        type=positive(int),
+        default=30,
+        help="samples a slice needs to be gated; smaller ones are shown, marked * (30)",
     )
     parser.set_defaults(func=run)

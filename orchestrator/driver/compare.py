@@ -142,9 +142,9 @@ def live_side(ref: str) -> dict[str, Any]:
     return live_predictions(run_id, side)
 
 
-def aligned_predictions(paths: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(labels, class ids of each file) on the samples all of `paths` hold with a label (module
-    docstring); InputError naming a file that is not a prediction file, or no sample in common."""
+def aligned_predictions(paths: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """(sample ids, labels, class ids of each file) on the samples all of `paths` hold with a label
+    (module docstring); InputError naming a file that is not a prediction file, or no sample in common."""
     from orchestrator.tracking.ledger import common_samples, known_mask
     from workers.prediction_files import PredictionFileError, read_predictions
 
@@ -164,7 +164,49 @@ def aligned_predictions(paths: Sequence[str]) -> tuple[np.ndarray, list[np.ndarr
         keep &= known_mask(file, labels)
     if not keep.any():
         raise InputError(paths[-1], f"no labelled sample that every one of the {len(paths)} files answered")
-    return labels[keep], [file["class_ids"][where][keep] for file, where in zip(files, positions)]
+    ids = files[-1]["ids"][positions[-1]][keep]
+    return ids, labels[keep], [file["class_ids"][where][keep] for file, where in zip(files, positions)]
+
+
+def slice_values(path: str, ids: np.ndarray) -> dict[str, np.ndarray]:
+    """{column: the slices file's value of each of `ids`} ("" for an id the file does not name);
+    InputError naming the file when it cannot be read or names none of the samples."""
+    from workers.data.slice_table import read_slice_table
+    from workers.errors import DataError
+
+    try:
+        named, columns = read_slice_table(path)
+    except DataError as e:
+        raise InputError(path, str(e).removeprefix(f"{path}: ")) from None
+    _, in_file, in_ids = np.intersect1d(named, ids, return_indices=True)
+    if not len(in_ids) and len(ids):
+        raise InputError(
+            path,
+            f"names none of the {len(ids):,} compared samples by id "
+            "(sample keys: an id column's values, a text, an image's path)",
+        )
+    out = {}
+    for column, values in columns.items():
+        # every copy of an id (a text given twice) takes the file's value of that id
+        index = dict(zip(named[in_file].tolist(), (values[i] for i in in_file)))
+        out[column] = np.array(["" if index.get(i) is None else str(index[i]) for i in ids.tolist()], dtype=object)
+    return out
+
+
+def compare_slices(
+    labels: np.ndarray, predictions: Sequence[np.ndarray], slices: dict[str, np.ndarray], min_n: int
+) -> list[dict[str, Any]]:
+    """Per consecutive pair (old, new): its slices' rows, worst first (workers/slices.py `slice_rows`)."""
+    from workers.slices import slice_flip_counts, slice_rows
+
+    out = []
+    for old in range(len(predictions) - 1):
+        counts = slice_flip_counts(predictions[old], predictions[old + 1], labels, slices)
+        out.append({"old": old, "new": old + 1, "slices": slice_rows(counts, SLICE_CONFIDENCE, min_n)})
+    return out
+
+
+SLICE_CONFIDENCE = 0.95  # the level of each slice's NFR upper bound
 
 
 def compare_predictions(labels: Any, predictions_list: Sequence[Any]) -> dict[str, Any]:
