@@ -67,6 +67,19 @@ class DataSpec(_Strict):
         "keeps its split when rows or shards are added; ledgers, flips and the NFR between versions are "
         "matched by it",
     )
+    slice_columns: list[str] = Field(
+        [],
+        description="text tables: columns whose values are slices (a language, a source, a customer): each "
+        "version's ledger keeps its eval samples' values, and flips are counted per value too "
+        "(`congruent versions --slices`, `promote --max-slice-nfr`)",
+    )
+    slices: str | None = Field(
+        None,
+        min_length=1,
+        description="any data: a local .csv, .tsv, .jsonl or .parquet table of `id` (sample keys: the id "
+        "column's value, a text, an image's path under its folder) and slice columns, joined to the eval "
+        "samples by id, as `slice_columns` are",
+    )
     unlabelled: str | None = Field(
         None,
         min_length=1,
@@ -146,6 +159,16 @@ class DataSpec(_Strict):
             raise ValueError("image_size: the data is text")
         if self.num_classes is not None and self.path is None:
             raise ValueError("num_classes declares the class count of a `path` dataset; Fashion-MNIST has 10")
+        if self.slice_columns:
+            if self.kind != "text" or self.path is None:
+                raise ValueError(
+                    "slice_columns: columns of a text table at `path`; give other data's slices as `slices`"
+                )
+            named = {self.text_column, self.label_column, self.id_column}
+            if len(set(self.slice_columns)) != len(self.slice_columns) or named & set(self.slice_columns):
+                raise ValueError("slice_columns: each once, and none the text, label or id column")
+        if self.slices is not None and (is_s3(self.slices) or is_glob(self.slices) or not is_table(self.slices)):
+            raise ValueError(f"slices: {self.slices} is not a local .csv, .tsv, .jsonl or .parquet file")
         if self.unlabelled is not None:
             if self.kind != "text":
                 raise ValueError("unlabelled: texts without labels go with text data; the data is images")

@@ -73,6 +73,14 @@ class PromoteSpec(_Strict):
     max_nfr: float = Field(ge=0, le=1)
     max_er_increase: float = Field(0.0, ge=-1, le=1)
     confidence: float | None = Field(None, ge=0.5, lt=1)
+    max_slice_nfr: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="every slice (data.slice_columns, data.slices) of at least min_slice_n eval samples must keep "
+        "its NFR within this (its upper bound with confidence)",
+    )
+    min_slice_n: int = Field(30, ge=1, description="eval samples a slice needs before max_slice_nfr gates it")
 
 
 class RangeSpec(_Strict):

@@ -274,7 +274,11 @@ class UpdateSpec(_Strict):
                 return value
             return str((base / value).resolve())
 
-        paths = {"path": absolute(self.data.path), "unlabelled": absolute(self.data.unlabelled)}
+        paths = {
+            "path": absolute(self.data.path),
+            "unlabelled": absolute(self.data.unlabelled),
+            "slices": absolute(self.data.slices),
+        }
         data = self.data.model_copy(update=paths)
         init = absolute(self.init) if self.init is not None and is_weights_file(self.init) else self.init
         arch = HF_PREFIX + str(absolute(self.arch.removeprefix(HF_PREFIX))) if is_hf(self.arch) else self.arch

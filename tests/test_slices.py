@@ -94,3 +94,18 @@ def test_a_slices_file_that_cannot_be_joined_is_one_line(tmp_path, capsys):
         assert main(["compare", str(tmp_path / "v1"), str(tmp_path / "v2"), "--slices", str(path)]) == 2, case
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and words in err, (case, err)
+
+
+def test_eval_samples_take_their_values_from_the_table_and_the_slices_file(tmp_path):
+    from orchestrator.dataplane.slice_reads import eval_slice_values
+    from workers.data.keys import text_keys
+
+    table = tmp_path / "reviews.csv"
+    table.write_text("text,label,lang\n good film ,1,en\nmauvais,0,fr\nschön,1,de\n")
+    slices = tmp_path / "slices.jsonl"
+    slices.write_text('{"id": "mauvais", "source": "web"}\n{"id": "good film", "source": "app"}\n')
+    ids = key_ids(text_keys(["schön", "good film", "mauvais", "not in the table"]))
+    values = eval_slice_values(ids, str(table), "text", None, "utf-8", ["lang"], str(slices))
+    assert values["lang"].tolist() == ["de", "en", "fr", ""]  # by stripped text, whatever the order
+    assert values["source"].tolist() == ["", "app", "web", ""]
+    assert eval_slice_values(ids, str(table), "text", None, "utf-8", [], None) is None

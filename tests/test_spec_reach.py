@@ -83,6 +83,9 @@ AROUND = {
 SAME_AS_DEFAULT = {("data", "dataset")}  # fashion-mnist is the source without it; tweet-sentiment needs a text arch
 # method auto's own fields (only auto may set them): they reach its candidates and its choice, tested below
 SAME_AS_DEFAULT |= {("method", name) for name in AUTO_ONLY_FIELDS}
+# read by the driver when it writes the ledger, never by a worker: test_slice_gate.py checks each
+# eval sample's ledger row holds its value
+SAME_AS_DEFAULT |= {("data", "slice_columns"), ("data", "slices")}
 
 
 def consumers(document: dict) -> tuple:

@@ -19,8 +19,18 @@ def run(args: argparse.Namespace) -> int:
 
     if args.min_live is not None and args.min_live < 1:
         return fail("promote", f"--min-live {args.min_live}: at least 1 labelled pair")
+    if args.min_slice_n < 1:
+        return fail("promote", f"--min-slice-n {args.min_slice_n}: at least 1 sample")
     store.configure()
-    limits = promotion.GateLimits(args.max_nfr, args.max_er_increase, args.confidence, args.live, args.min_live)
+    limits = promotion.GateLimits(
+        args.max_nfr,
+        args.max_er_increase,
+        args.confidence,
+        args.live,
+        args.min_live,
+        args.max_slice_nfr,
+        args.min_slice_n,
+    )
     try:
         verdict = promotion.promote(args.model, args.version, limits)
     except (promotion.RegistryError, MlflowException) as e:
@@ -68,5 +78,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="labelled live pairs --live asks for (default: the fewest whose Wilson bound, at --confidence or "
         "95 %%, can be within --max-nfr: 268 for 1 %%)",
+    )
+    parser.add_argument(
+        "--max-slice-nfr",
+        type=fraction(0, 1),
+        default=None,
+        help="largest NFR of any slice of the version's ledger (data.slice_columns / data.slices) with at "
+        "least --min-slice-n samples, a fraction (its upper bound with --confidence); refused naming the slice",
+    )
+    parser.add_argument(
+        "--min-slice-n",
+        type=int,
+        default=30,
+        metavar="N",
+        help="samples a slice needs to be gated by --max-slice-nfr (default 30)",
     )
     parser.set_defaults(func=run)

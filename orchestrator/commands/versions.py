@@ -1,5 +1,6 @@
-"""`congruent versions MODEL [--matrix] [--json]`: the version chain of a registered model, with
-each version's ER and flips against its parent, and the pairwise NFR matrix from the ledgers."""
+"""`congruent versions MODEL [--matrix] [--slices] [--json]`: the version chain of a registered model,
+with each version's ER and flips against its parent, the pairwise NFR matrix from the ledgers, and
+flips by slice."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def run(args: argparse.Namespace) -> int:
         names, matrix, shared = registry.chain_matrix(args.model)
         output["matrix"] = {"versions": names, "nfr_matrix": matrix, "shared_samples": shared}
         output["matrix"]["without_ledger"] = [r.version for r in records if r.version not in names]
+    if args.slices:
+        from orchestrator.tracking.promotion import champion_of
+        from orchestrator.tracking.slice_figures import chain_slices
+
+        parents = {r.version: r.parent_version for r in records}
+        champion = champion_of(args.model)
+        output["slices"] = chain_slices(args.model, parents, champion, SHOWN_CONFIDENCE, args.min_slice_n)
     output["live"] = live_summaries(args.model, SHOWN_CONFIDENCE)
     if args.json:
         print(json.dumps(output))
@@ -74,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         level = f"{100 * SHOWN_CONFIDENCE:g} %"
         print(f"\nlive: the served champion and its shadowed candidate on real requests (≤ / ≥: {level} bounds)")
         print(table(LIVE_HEADERS, [live_row(s) for s in output["live"]], left=3))
+    if args.slices:
+        print(slice_tables(output["slices"], SHOWN_CONFIDENCE, args.min_slice_n))
     if args.matrix:
         m = output["matrix"]
         if m["without_ledger"]:
@@ -95,6 +105,43 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+SLICES_SHOWN = 8  # the worst slices shown per version and comparison
+
+
+def slice_tables(slices: dict[str, dict[str, list[dict[str, Any]]]], confidence: float, min_n: int) -> str:
+    """Each version's worst slices against its parent and the champion, as tables."""
+    from orchestrator.views.tables import table
+
+    if not slices:
+        return "\nslices: no version's ledger keeps any (data.slice_columns, data.slices)"
+    lines = [
+        f"\nworst slices (NFR ≤: one-sided {100 * confidence:g} % upper bound; * fewer than {min_n} samples, not gated)"
+    ]
+    for version, figures in slices.items():
+        for key, rows in figures.items():
+            against = "its parent" if key == "vs_parent" else "the champion"
+            lines.append(f"v{version} against {against}:")
+            lines.append(
+                table(
+                    ["column", "value", "n", "ER old", "ER new", "NFR", "NFR ≤"],
+                    [
+                        [
+                            r["column"],
+                            r["value"] + ("" if r["gated"] else " *"),
+                            str(r["n"]),
+                            percent(r["er_old"]),
+                            percent(r["er_new"]),
+                            percent(r["nfr"]),
+                            percent(r["nfr_upper"]),
+                        ]
+                        for r in rows[:SLICES_SHOWN]
+                    ],
+                    left=2,
+                )
+            )
+    return "\n".join(lines)
+
+
 def auto_line(chosen: str, candidates: tuple[dict[str, Any], ...]) -> str:
     """A version of method auto in one line: each candidate's val NFR and val ER (what it chose on),
     eval NFR, seconds; the chosen one marked."""
@@ -112,4 +159,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("model", help="the registered model's name")
     parser.add_argument("--matrix", action="store_true", help="also the pairwise NFR matrix from the ledgers")
+    parser.add_argument(
+        "--slices",
+        action="store_true",
+        help="also flips by slice (data.slice_columns, data.slices) of each version against its parent and the "
+        "champion, worst first (`slices` in --json)",
+    )
+    parser.add_argument(
+        "--min-slice-n", type=int, default=30, metavar="N", help="samples a slice needs to rank as gated (30)"
+    )
     parser.set_defaults(func=run)

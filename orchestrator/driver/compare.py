@@ -171,26 +171,20 @@ def aligned_predictions(paths: Sequence[str]) -> tuple[np.ndarray, np.ndarray, l
 def slice_values(path: str, ids: np.ndarray) -> dict[str, np.ndarray]:
     """{column: the slices file's value of each of `ids`} ("" for an id the file does not name);
     InputError naming the file when it cannot be read or names none of the samples."""
-    from workers.data.slice_table import read_slice_table
+    from workers.data.slice_table import read_slice_table, values_by_id
     from workers.errors import DataError
 
     try:
         named, columns = read_slice_table(path)
     except DataError as e:
         raise InputError(path, str(e).removeprefix(f"{path}: ")) from None
-    _, in_file, in_ids = np.intersect1d(named, ids, return_indices=True)
-    if not len(in_ids) and len(ids):
+    if not np.isin(ids, named).any() and len(ids):
         raise InputError(
             path,
             f"names none of the {len(ids):,} compared samples by id "
             "(sample keys: an id column's values, a text, an image's path)",
         )
-    out = {}
-    for column, values in columns.items():
-        # every copy of an id (a text given twice) takes the file's value of that id
-        index = dict(zip(named[in_file].tolist(), (values[i] for i in in_file)))
-        out[column] = np.array(["" if index.get(i) is None else str(index[i]) for i in ids.tolist()], dtype=object)
-    return out
+    return values_by_id(named, columns, ids)
 
 
 def compare_slices(

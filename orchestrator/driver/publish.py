@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.dataplane.slice_reads import eval_slice_values
 from orchestrator.execution.evaluation import Evaluation
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, adapter_of
@@ -170,13 +171,18 @@ def publish(
     runs.log_evaluation(result.metrics, run_dir / "predictions")
     (run_dir / "ledger").mkdir(exist_ok=True)
     trained = result.bcwi or result.student
+    ids = np.load(result.ids)
+    data = plan.spec.data
     ledger = write_ledger(
         run_dir / "ledger" / LEDGER_FILE,
         np.load(result.predictions["new"], mmap_mode="r"),  # read by the ledger in blocks
         np.load(result.labels),
-        np.load(result.ids),
+        ids,
         result.fingerprint,
         trained.classes_seen if trained else None,
+        eval_slice_values(
+            ids, data.path, data.text_column, data.id_column, data.encoding, data.slice_columns, data.slices
+        ),
     )
     runs.log_file(ledger, "ledger")
     if result.checkpoint is not None:
@@ -195,7 +201,13 @@ def publish(
         result.registered_version = version
     if spec.promote is not None and result.registered_version is not None:
         gate = spec.promote
-        limits = promotion.GateLimits(gate.max_nfr, gate.max_er_increase, gate.confidence)
+        limits = promotion.GateLimits(
+            gate.max_nfr,
+            gate.max_er_increase,
+            gate.confidence,
+            max_slice_nfr=gate.max_slice_nfr,
+            min_slice_n=gate.min_slice_n,
+        )
         verdict = promotion.promote(spec.model, result.registered_version, limits)
         result.promotion = {"passed": verdict.passed, "reason": verdict.reason}
         runs.set_tags({"promotion": ("champion: " if verdict.passed else "rejected: ") + verdict.reason})

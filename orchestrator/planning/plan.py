@@ -30,10 +30,10 @@ from workers.training.perturb import DistillInputs
 
 
 def data_request(spec: UpdateSpec) -> DataRequest:
-    """The spec's `data` section as the workers' record: every field by name, `dataset`/`path` as `source`."""
-    return DataRequest(
-        source=spec.data.source, kind=spec.data.kind, **spec.data.model_dump(exclude={"dataset", "path"})
-    )
+    """The spec's `data` section as the workers' record: every field by name, `dataset`/`path` as
+    `source`, but the slices (read by the driver when it writes the ledger, never by a worker)."""
+    excluded = {"dataset", "path", "slice_columns", "slices"}
+    return DataRequest(source=spec.data.source, kind=spec.data.kind, **spec.data.model_dump(exclude=excluded))
 
 
 def adapter_of(spec: UpdateSpec) -> LoraSettings | None:

@@ -24,6 +24,7 @@ from orchestrator.planning.facts import (
     old_model,
     old_version,
     shared_eval,
+    slices,
     source,
     storage,
     stream_support,
@@ -62,6 +63,7 @@ CHECKS: tuple[Check, ...] = (
     inputs.check,
     init_fit.check,
     shared_eval.check,
+    slices.check,
     storage.check,
 )
 

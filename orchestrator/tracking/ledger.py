@@ -18,7 +18,7 @@ any two versions need no re-inference and are counted on the samples both were e
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ LEDGER_FILE = "predictions.parquet"  # in the run's `ledger/` artifacts
 LEGACY_LEDGER_FILE = "predictions.npz"  # by position, before sample ids
 METADATA_KEY = b"congruent.ledger"
 COMPARED = ("ids", "labels", "class_ids")  # what a comparison reads of a ledger
+SLICE_PREFIX = "slice."  # a slice column's name in a ledger: slice.COL
 
 
 class LedgerMismatch(ValueError):
@@ -47,17 +48,22 @@ def write_ledger(
     ids: np.ndarray,
     fingerprint: str,
     known_classes: list[int] | None = None,
+    slices: Mapping[str, np.ndarray] | None = None,
 ) -> Path:
     """The ledger of an evaluation (module docstring) as Parquet at `path`: `logits` N×C
     (memory-mapped or not) read LEDGER_BLOCK rows at a time, `labels` and `ids` N, the eval
-    split's `fingerprint`, and the classes the version was trained on (flips against it count on
-    those; None: all C)."""
+    split's `fingerprint`, the classes the version was trained on (flips against it count on
+    those; None: all C), and each sample's value of each slice column (`slices`: column `slice.COL`,
+    "" where a sample has none; workers/slices.py)."""
     n, width = logits.shape
     if len(labels) != n or len(ids) != n:
         raise ValueError(f"a ledger of {n} logits needs {n} labels and ids, got {len(labels)} and {len(ids)}")
+    slices = dict(slices or {})
+    if any(len(values) != n for values in slices.values()):
+        raise ValueError(f"a ledger of {n} samples needs {n} values of each slice column")
     k = min(LEDGER_TOPK, width)
     known = list(range(width)) if known_classes is None else [int(c) for c in known_classes]
-    meta = {"format": 2, "fingerprint": fingerprint, "known_classes": known}
+    meta = {"format": 2, "fingerprint": fingerprint, "known_classes": known, "slice_columns": list(slices)}
     schema = pa.schema(
         [
             ("id", pa.int64()),
@@ -65,6 +71,7 @@ def write_ledger(
             ("class_id", pa.int32()),
             ("topk_class", pa.list_(pa.int32(), k)),
             ("topk_value", pa.list_(pa.float32(), k)),
+            *((SLICE_PREFIX + column, pa.string()) for column in slices),
         ],
         metadata={METADATA_KEY: json.dumps(meta).encode()},
     )
@@ -80,6 +87,7 @@ def write_ledger(
                 pa.array(class_ids(block).astype(np.int32)),
                 pa.FixedSizeListArray.from_arrays(pa.array(top.reshape(-1)), k),
                 pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), k),
+                *(pa.array([str(v) for v in column[window]], type=pa.string()) for column in slices.values()),
             ]
             writer.write_table(pa.Table.from_arrays(columns, schema=schema))
     return path
@@ -87,17 +95,19 @@ def write_ledger(
 
 def read_ledger(path: str | Path, columns: Sequence[str] | None = None) -> dict[str, Any]:
     """A ledger's arrays: "ids", "labels", "class_ids", "topk_indices", "topk_values" (or only
-    `columns` of them), and "known_classes" (None: every class), "fingerprint" and "positional"
-    (True for a ledger written before ids: its ids are its positions)."""
+    `columns` of them), "slices" ({column: each sample's value}, empty in a ledger without slices;
+    with `columns`, only when they name "slices"), and "known_classes" (None: every class),
+    "fingerprint" and "positional" (True for a ledger written before ids: its ids are its positions)."""
     path = Path(path)
     if path.suffix == ".npz":
         return _read_legacy(path, columns)
     names = {"ids": "id", "labels": "label", "class_ids": "class_id", "topk_indices": "topk_class"}
     names["topk_values"] = "topk_value"
-    wanted = list(names) if columns is None else list(columns)
+    wanted = list(names) if columns is None else [name for name in columns if name != "slices"]
     file = pq.ParquetFile(path)
     meta = json.loads(file.schema_arrow.metadata[METADATA_KEY])
-    table = file.read(columns=[names[name] for name in wanted])
+    slice_columns = list(meta.get("slice_columns", [])) if columns is None or "slices" in columns else []
+    table = file.read(columns=[names[name] for name in wanted] + [SLICE_PREFIX + c for c in slice_columns])
     out: dict[str, Any] = {}
     for name in wanted:
         column = table.column(names[name]).combine_chunks()
@@ -106,6 +116,8 @@ def read_ledger(path: str | Path, columns: Sequence[str] | None = None) -> dict[
             out[name] = column.flatten().to_numpy().reshape(-1, k)
         else:
             out[name] = column.to_numpy()
+    if columns is None or "slices" in columns:
+        out["slices"] = {c: np.array(table.column(SLICE_PREFIX + c).to_pylist(), dtype=object) for c in slice_columns}
     out["known_classes"] = np.asarray(meta["known_classes"], dtype=np.int64)
     out["fingerprint"] = str(meta["fingerprint"])
     out["positional"] = False
@@ -117,6 +129,7 @@ def _read_legacy(path: Path, columns: Sequence[str] | None) -> dict[str, Any]:
         out: dict[str, Any] = {key: archive[key] for key in archive.files if key != "fingerprint"}
         fingerprint = str(archive["fingerprint"]) if "fingerprint" in archive.files else ""
     out["ids"] = np.arange(len(out["labels"]), dtype=np.int64)
+    out["slices"] = {}
     if columns is not None:
         out = {name: out[name] for name in columns}
     out.setdefault("known_classes", None)

@@ -29,10 +29,12 @@ from orchestrator.tracking.ledger import COMPARED, LedgerMismatch, known_mask, s
 from orchestrator.tracking.live import live_summaries
 from orchestrator.tracking.locks import registry_lock
 from orchestrator.tracking.registry import chain, ledger_of, resolve
+from orchestrator.tracking.slice_figures import SLICED, pair_slice_rows
 from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
 from orchestrator.tracking.version_refs import RegistryError, VersionRef
 from workers.confidence import fewest_for_bound, paired_increase_upper, wilson_upper
 from workers.metrics import negative_flips
+from workers.slices import MIN_SLICE_N, worst_gated_slice
 
 ATTEMPTS = 3  # gates against a champion that moved meanwhile, before refusing
 
@@ -47,6 +49,8 @@ class GateLimits:
     confidence: float | None = None
     live: bool = False  # also the live ledger: NFR on the labelled live pairs (`live_problems`)
     min_live: int | None = None  # labelled live pairs asked for (None: `min_live_pairs`)
+    max_slice_nfr: float | None = None  # every gated slice's NFR (its bound with `confidence`) within it
+    min_slice_n: int = MIN_SLICE_N  # samples a slice needs to be gated
 
 
 def min_live_pairs(limits: GateLimits) -> int:
@@ -93,7 +97,8 @@ def gate(name: str, candidate: str, limits: GateLimits) -> Verdict:
     champion = champion_of(name)
     if champion is None:
         return Verdict(True, f"{name} has no champion yet", None)
-    new = ledger_of(VersionRef(name, candidate), COMPARED)
+    sliced = limits.max_slice_nfr is not None
+    new = ledger_of(VersionRef(name, candidate), SLICED if sliced else COMPARED)
     old = ledger_of(VersionRef(name, champion), COMPARED)
     try:  # counted on the eval samples both were evaluated on, matched by id
         in_old, in_new = shared_samples(old, new, (f"champion v{champion}", f"v{candidate}"))
@@ -124,12 +129,40 @@ def gate(name: str, candidate: str, limits: GateLimits) -> Verdict:
         limit = _pct(limits.max_er_increase, signed=True)
         problems.append(f"ER increase {_pct(gated_increase, signed=True)} > {limit}")
     against = f"against champion v{champion} on {n:,} shared eval samples: NFR {shown_nfr}, ER {shown_increase}"
+    if sliced:
+        slice_problem, slice_shown = slice_gate(name, candidate, old, new, limits)
+        problems += slice_problem
+        against += f"; {slice_shown}"
     if limits.live:
         live_problems, live_against = live_gate(name, candidate, champion, limits)
         problems += live_problems
         against += f"; {live_against}"
     reason = "; ".join(problems) + f" ({against})" if problems else against
     return Verdict(not problems, reason, champion)
+
+
+def slice_gate(name: str, candidate: str, old: dict, new: dict, limits: GateLimits) -> tuple[list[str], str]:
+    """The slice gate (workers/slices.py): on the shared samples of the classes the champion knows,
+    each slice of the candidate's ledger with at least `min_slice_n` samples must keep its NFR (its
+    Wilson upper bound with `confidence`) within `max_slice_nfr`; (problems, what was found)."""
+    assert limits.max_slice_nfr is not None
+    if not new.get("slices"):
+        raise RegistryError(
+            f"{name} v{candidate}'s ledger holds no slices (its spec named no data.slice_columns nor data.slices): "
+            "no slice to gate"
+        )
+    rows = pair_slice_rows(old, new, limits.confidence or SHOWN_CONFIDENCE, limits.min_slice_n)
+    on_bound = limits.confidence is not None
+    worst = worst_gated_slice(rows, limits.max_slice_nfr, on_bound)
+    gated = [r for r in rows if r["gated"]]
+    if not gated:
+        return [], f"no slice of {limits.min_slice_n}+ samples to gate"
+    key, bound = ("nfr_upper", " upper bound") if on_bound else ("nfr", "")
+    top = worst or max(gated, key=lambda r: r[key])
+    shown = f"worst slice {top['column']}={top['value']}: NFR{bound} {_pct(top[key])} on {top['n']:,}"
+    if worst is None:
+        return [], f"{shown} ({len(gated)} slices gated)"
+    return [f"slice {top['column']}={top['value']} NFR{bound} {_pct(top[key])} > {_pct(limits.max_slice_nfr)}"], shown
 
 
 def live_gate(name: str, candidate: str, champion: str, limits: GateLimits) -> tuple[list[str], str]:

@@ -41,3 +41,14 @@ def read_slice_table(path: str | Path) -> tuple[np.ndarray, dict[str, list[Any]]
     if not columns:
         raise DataError(f"{path}: no slice column beside {ID_COLUMN!r}")
     return key_ids(id_keys(path, values, ID_COLUMN)), columns
+
+
+def values_by_id(named: np.ndarray, columns: dict[str, list[Any]], ids: np.ndarray) -> dict[str, np.ndarray]:
+    """{column: the value of each of `ids`} from rows whose ids are `named` ("" for an id no row names,
+    or a null value; every copy of an id takes its row's value)."""
+    position = {int(i): k for k, i in enumerate(named.tolist())}
+    rows = [position.get(int(i)) for i in ids.tolist()]
+    return {
+        column: np.array(["" if k is None or values[k] is None else str(values[k]) for k in rows], dtype=object)
+        for column, values in columns.items()
+    }

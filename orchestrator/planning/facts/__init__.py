@@ -15,6 +15,7 @@ to one typed fact or the problems it found, one line each, named by the field th
     inputs.py         what the new models read: the tokenizer trained, the images' normalisation
     init_fit.py       `init`'s weights and `train.adapter`'s targets fit the version's model
     shared_eval.py    the old registry version was evaluated on enough of this eval split
+    slices.py         `data.slice_columns` are the table's columns, `data.slices` reads
     storage.py        `storage` can be written
 
 The order they run in is preflight.py's CHECKS; a check that needs a fact an earlier check could

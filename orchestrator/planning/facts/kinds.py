@@ -152,6 +152,14 @@ class SharedEval:
 
 
 @dataclass(frozen=True)
+class Slices:
+    """The slice columns each eval sample's ledger row will hold (`data.slice_columns`, then the
+    columns of `data.slices`)."""
+
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Storage:
     """`storage` can be written (a probe file written and removed; on S3 the bucket answers)."""
 
