@@ -172,3 +172,17 @@ def test_check_refuses_slices_it_cannot_read_in_one_line_each(sliced_versions, c
         code, _, err = cli(capsys, "check", str(spec))
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1 and field in lines[0] and words in lines[0], (case, err)
+
+
+def test_the_report_draws_the_worst_slices(sliced_versions, capsys, tmp_path):
+    from orchestrator.driver.report import gather
+
+    model, _, _ = sliced_versions
+    data = gather(model, "2")
+    assert data.per_slice and data.per_slice[0]["gated"]  # the worst gated slice first
+    assert data.per_slice == sorted(
+        data.per_slice, key=lambda r: (not r["gated"], -r["nfr_upper"], -r["nfr"], r["column"], r["value"])
+    )
+    code, _, err = cli(capsys, "report", model, "--version", "2", "--out", str(tmp_path / "report.html"))
+    assert code == 0, err
+    assert 'alt="per-slice NFR"' in (tmp_path / "report.html").read_text()

@@ -18,15 +18,18 @@ from orchestrator.planning.plan import data_request
 from orchestrator.tracking import registry, runs
 from orchestrator.tracking.ledger import LedgerMismatch, shared_samples
 from orchestrator.tracking.live import live_summaries
+from orchestrator.tracking.slice_figures import pair_slice_rows
 from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
 from orchestrator.views.live import LIVE_HEADERS, live_row
 from orchestrator.views.report import Flip, ReportData, png_thumbnail, render_html, top1_confidence
 from workers.data import ImageSet
 from workers.data.text import TextSet
 from workers.metrics import negative_flips, per_class_nfr
+from workers.slices import MIN_SLICE_N
 from workers.tasks.resolve import cached_splits
 
 MAX_FLIPS_SHOWN = 60
+SLICES_PLOTTED = 15  # the worst slices the report draws
 
 
 def eval_images(run_id: str, fingerprint: str) -> tuple[Any | None, str | None]:
@@ -108,6 +111,7 @@ def gather(model: str, version: str | None = None) -> ReportData:
         old = registry.ledger_of(registry.VersionRef(model, parent))
         try:
             flip_explorer(data, listed[chosen.version].run_id, new, old)
+            data.per_slice = pair_slice_rows(old, new, SHOWN_CONFIDENCE, MIN_SLICE_N)[:SLICES_PLOTTED]
         except LedgerMismatch as e:
             data.notes.append(f"no flips can be counted against v{parent}: {e}")
         else:

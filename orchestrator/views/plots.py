@@ -178,3 +178,23 @@ def per_class_bars(per_class: Sequence[tuple[str, float]], title: str) -> Any:
     axes.set_title(title)
     figure.tight_layout()
     return figure
+
+
+def per_slice_bars(rows: Sequence[dict[str, Any]], title: str) -> Any:
+    """Horizontal bars: NFR within each slice (%), its one-sided upper bound as a whisker, n beside
+    it; slices too small to be gated hatched (workers/slices.py `slice_rows`)."""
+    plt = pyplot()
+    figure, axes = plt.subplots(figsize=(6.4, 0.32 * len(rows) + 1.2))
+    nfr = [100 * r["nfr"] for r in rows]
+    upper = [100 * (r["nfr_upper"] - r["nfr"]) for r in rows]
+    bars = axes.barh(range(len(rows)), nfr, xerr=[[0] * len(rows), upper], color="#d62728", capsize=2)
+    for bar, row in zip(bars, rows):
+        if not row["gated"]:
+            bar.set_hatch("//")
+            bar.set_alpha(0.5)
+    axes.set_yticks(range(len(rows)), [f"{r['column']}={r['value']} (n {r['n']:,})" for r in rows])
+    axes.invert_yaxis()
+    axes.set_xlabel("NFR within the slice (%)\nwhisker: its upper bound; hatched: too few samples to gate")
+    axes.set_title(title)
+    figure.tight_layout()
+    return figure

@@ -46,6 +46,7 @@ class ReportData:
     n_flips: int = 0
     flips: list[Flip] = field(default_factory=list)
     per_class: list[tuple[str, float]] = field(default_factory=list)
+    per_slice: list[dict[str, Any]] = field(default_factory=list)  # the worst slices (workers/slices.py rows)
     notes: list[str] = field(default_factory=list)
     live: list[list[str]] = field(default_factory=list)  # serving sessions with a shadow (views/live.py rows)
     live_headers: list[str] = field(default_factory=list)
@@ -92,6 +93,11 @@ def figures(data: ReportData) -> dict[str, str | None]:
             plots.per_class_bars(data.per_class, f"v{data.parent} → v{data.version}: NFR per true class")
         )
         if data.per_class
+        else None,
+        "per_slice": plots.png_base64(
+            plots.per_slice_bars(data.per_slice, f"v{data.parent} → v{data.version}: the worst slices")
+        )
+        if data.per_slice
         else None,
     }
 
