@@ -81,6 +81,12 @@ class PromoteSpec(_Strict):
         "its NFR within this (its upper bound with confidence)",
     )
     min_slice_n: int = Field(30, ge=1, description="eval samples a slice needs before max_slice_nfr gates it")
+    max_protected_flips: int = Field(
+        0,
+        ge=0,
+        description="samples of the model's protected set (`congruent protect`) the champion gets right that the "
+        "new version may get wrong",
+    )
 
 
 class RangeSpec(_Strict):

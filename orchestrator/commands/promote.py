@@ -19,6 +19,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.min_live is not None and args.min_live < 1:
         return fail("promote", f"--min-live {args.min_live}: at least 1 labelled pair")
+    if args.max_protected_flips < 0:
+        return fail("promote", f"--max-protected-flips {args.max_protected_flips}: at least 0")
     if args.min_slice_n < 1:
         return fail("promote", f"--min-slice-n {args.min_slice_n}: at least 1 sample")
     store.configure()
@@ -30,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
         args.min_live,
         args.max_slice_nfr,
         args.min_slice_n,
+        args.max_protected_flips,
     )
     try:
         verdict = promotion.promote(args.model, args.version, limits)
@@ -92,5 +95,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=30,
         metavar="N",
         help="samples a slice needs to be gated by --max-slice-nfr (default 30)",
+    )
+    parser.add_argument(
+        "--max-protected-flips",
+        type=int,
+        default=0,
+        metavar="N",
+        help="protected samples (`congruent protect`) the champion gets right that the version may get wrong (0)",
     )
     parser.set_defaults(func=run)

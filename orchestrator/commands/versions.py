@@ -36,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
         parents = {r.version: r.parent_version for r in records}
         champion = champion_of(args.model)
         output["slices"] = chain_slices(args.model, parents, champion, SHOWN_CONFIDENCE, args.min_slice_n)
+    if args.protected:
+        from orchestrator.tracking.protected import protected_table
+
+        output["protected"] = protected_table(args.model, [(r.version, r.parent_version) for r in records])
     output["live"] = live_summaries(args.model, SHOWN_CONFIDENCE)
     if args.json:
         print(json.dumps(output))
@@ -84,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         print(table(LIVE_HEADERS, [live_row(s) for s in output["live"]], left=3))
     if args.slices:
         print(slice_tables(output["slices"], SHOWN_CONFIDENCE, args.min_slice_n))
+    if args.protected:
+        print(protected_lines(output["protected"]))
     if args.matrix:
         m = output["matrix"]
         if m["without_ledger"]:
@@ -142,6 +148,24 @@ def slice_tables(slices: dict[str, dict[str, list[dict[str, Any]]]], confidence:
     return "\n".join(lines)
 
 
+def protected_lines(suite: dict[str, Any] | None) -> str:
+    """Each version on the protected set: right, and flipped against its parent and the champion."""
+    from orchestrator.views.tables import table
+
+    if suite is None:
+        return "\nprotected: no protected samples (`congruent protect`)"
+
+    def flips(value: int | None) -> str:
+        return "—" if value is None else str(value)
+
+    rows = [
+        [v["version"], f"{v['correct']} of {v['n']}", flips(v["flipped_vs_parent"]), flips(v["flipped_vs_champion"])]
+        for v in suite["versions"]
+    ]
+    title = f"\nprotected set {suite['set']} ({suite['n']} samples): each version's answers"
+    return title + "\n" + table(["version", "right", "flipped vs parent", "flipped vs champion"], rows, left=2)
+
+
 def auto_line(chosen: str, candidates: tuple[dict[str, Any], ...]) -> str:
     """A version of method auto in one line: each candidate's val NFR and val ER (what it chose on),
     eval NFR, seconds; the chosen one marked."""
@@ -167,5 +191,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--min-slice-n", type=int, default=30, metavar="N", help="samples a slice needs to rank as gated (30)"
+    )
+    parser.add_argument(
+        "--protected",
+        action="store_true",
+        help="also each version on the protected set (`congruent protect`): right, flipped against its parent "
+        "and the champion (`protected` in --json)",
     )
     parser.set_defaults(func=run)

@@ -15,7 +15,7 @@ from orchestrator.dataplane.slice_reads import eval_slice_values
 from orchestrator.execution.evaluation import Evaluation
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, adapter_of
-from orchestrator.tracking import promotion, registry, runs
+from orchestrator.tracking import promotion, protected, registry, runs
 from orchestrator.tracking.ledger import LEDGER_FILE, write_ledger
 from orchestrator.tracking.version_record import VersionRecord
 from pipelines.spec import UpdateSpec
@@ -199,6 +199,7 @@ def publish(
             else f"{spec.model} version {version} already holds spec {spec.spec_hash}: not registered again"
         )
         result.registered_version = version
+        log_protected(spec.model, result.checkpoint, spec.allow_user_factories, watch)
     if spec.promote is not None and result.registered_version is not None:
         gate = spec.promote
         limits = promotion.GateLimits(
@@ -207,9 +208,21 @@ def publish(
             gate.confidence,
             max_slice_nfr=gate.max_slice_nfr,
             min_slice_n=gate.min_slice_n,
+            max_protected_flips=gate.max_protected_flips,
         )
         verdict = promotion.promote(spec.model, result.registered_version, limits)
         result.promotion = {"passed": verdict.passed, "reason": verdict.reason}
         runs.set_tags({"promotion": ("champion: " if verdict.passed else "rejected: ") + verdict.reason})
     (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
     runs.log_file(run_dir / "result.json")
+
+
+def log_protected(model: str, checkpoint: str, allow_user_factories: bool, watch: StageWatch) -> None:
+    """The new version on the model's protected set (tracking/protected.py), beside its eval split:
+    metrics protected.n, protected.correct and protected.set (none without a set)."""
+    suite = protected.protected_set(model)
+    if suite is None or not len(suite):
+        return
+    counts = protected.protected_counts(suite.labels, protected.answers(checkpoint, suite.inputs, allow_user_factories))
+    runs.log_metrics("protected.", {"n": counts.n, "correct": counts.correct, "set": suite.version})
+    watch.say(f"protected set {suite.version}: {counts.correct} of {counts.n} right")

@@ -28,7 +28,8 @@ from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import COMPARED, LedgerMismatch, known_mask, shared_samples
 from orchestrator.tracking.live import live_summaries
 from orchestrator.tracking.locks import registry_lock
-from orchestrator.tracking.registry import chain, ledger_of, resolve
+from orchestrator.tracking.protected import ProtectedSet, answers, protected_counts, protected_set
+from orchestrator.tracking.registry import chain, checkpoint_of, ledger_of, resolve
 from orchestrator.tracking.slice_figures import SLICED, pair_slice_rows
 from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
 from orchestrator.tracking.version_refs import RegistryError, VersionRef
@@ -51,6 +52,7 @@ class GateLimits:
     min_live: int | None = None  # labelled live pairs asked for (None: `min_live_pairs`)
     max_slice_nfr: float | None = None  # every gated slice's NFR (its bound with `confidence`) within it
     min_slice_n: int = MIN_SLICE_N  # samples a slice needs to be gated
+    max_protected_flips: int = 0  # protected samples (protected.py) the champion gets right and it may get wrong
 
 
 def min_live_pairs(limits: GateLimits) -> int:
@@ -133,6 +135,11 @@ def gate(name: str, candidate: str, limits: GateLimits) -> Verdict:
         slice_problem, slice_shown = slice_gate(name, candidate, old, new, limits)
         problems += slice_problem
         against += f"; {slice_shown}"
+    suite = protected_set(name)
+    if suite is not None and len(suite):
+        suite_problems, suite_shown = protected_gate(name, candidate, champion, suite, limits)
+        problems += suite_problems
+        against += f"; {suite_shown}"
     if limits.live:
         live_problems, live_against = live_gate(name, candidate, champion, limits)
         problems += live_problems
@@ -163,6 +170,20 @@ def slice_gate(name: str, candidate: str, old: dict, new: dict, limits: GateLimi
     if worst is None:
         return [], f"{shown} ({len(gated)} slices gated)"
     return [f"slice {top['column']}={top['value']} NFR{bound} {_pct(top[key])} > {_pct(limits.max_slice_nfr)}"], shown
+
+
+def protected_gate(
+    name: str, candidate: str, champion: str, suite: ProtectedSet, limits: GateLimits
+) -> tuple[list[str], str]:
+    """The protected set (protected.py): the candidate may get at most `max_protected_flips` of its
+    samples wrong that the champion gets right; both scored from their registered checkpoints."""
+    new = answers(checkpoint_of(VersionRef(name, candidate)), suite.inputs)
+    old = answers(checkpoint_of(VersionRef(name, champion)), suite.inputs)
+    counts = protected_counts(suite.labels, new, old)
+    shown = f"protected set {suite.version}: {counts.flipped} of {counts.n} flipped, {counts.correct} right"
+    if counts.flipped is not None and counts.flipped > limits.max_protected_flips:
+        return [f"{counts.flipped} protected samples flipped > {limits.max_protected_flips} allowed"], shown
+    return [], shown
 
 
 def live_gate(name: str, candidate: str, champion: str, limits: GateLimits) -> tuple[list[str], str]:

@@ -1,0 +1,148 @@
+"""`congruent protect`: samples a model's later versions must keep (orchestrator/tracking/protected.py).
+
+Rows come from a table of the model's kind (its spec's text, label and id columns; labels among its
+classes) or from a version's negative flips against its parent (`--from-flips V`: the samples its
+ledger shows the parent right and it wrong, with their eval labels, their texts read back from the
+version's own data by sample id), so yesterday's regression becomes today's test. Text models: an
+image version's inputs are files whose paths its ledger does not keep, so it is refused in one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from orchestrator.dataplane.table_streams import listed_shards
+from orchestrator.dataplane.table_tasks import opened
+from orchestrator.driver.predict import ScoredVersion, scored_version
+from orchestrator.tracking import protected, registry
+from orchestrator.tracking.ledger import COMPARED, known_mask, shared_samples
+from orchestrator.tracking.promotion import champion_of
+from orchestrator.tracking.version_refs import RegistryError, VersionRef
+from workers.data.formats.rows import listed
+from workers.data.formats.tables import table_format
+from workers.data.keys import key_ids, text_keys
+from workers.data.text_tables import id_keys
+from workers.errors import DataError, first_line
+from workers.names import TEXT_FORMATS
+
+
+def reference_version(model: str) -> ScoredVersion:
+    """The version whose classes and columns a protected table is read by: the champion, else the
+    latest version; RegistryError when the model has none, or is an image model."""
+    champion = champion_of(model)
+    listed_versions = registry.versions(model)
+    if champion is None and not listed_versions:
+        raise RegistryError(f"no registered model {model!r}")
+    version = scored_version(f"{model}/{champion or listed_versions[-1].version}")
+    if version.modality != "text":
+        raise RegistryError(f"{model} is an image model: protect reads the texts of a text model's samples")
+    return version
+
+
+def table_rows(path: str, version: ScoredVersion) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(ids, texts, class ids) of a table read as `version` reads its data; DataError naming the
+    file and column of the first problem: another format, a missing column, a blank text, a label
+    that is not one of the version's classes, an id given twice."""
+    file = Path(path)
+    suffix = file.suffix.lower()
+    if suffix not in TEXT_FORMATS or not file.is_file():
+        raise DataError(f"{path}: not a local {', '.join(TEXT_FORMATS)} table")
+    reader = table_format(suffix)
+
+    def column(name: str) -> list[object]:
+        try:
+            values, names = reader.column(file, suffix, version.encoding, name)
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise DataError(f"{path}: cannot read ({first_line(e)})") from None
+        if values is None:
+            raise DataError(f"{path}: no column {name!r}; the columns are {listed(names)}")
+        return values
+
+    texts, labels = column(version.text_column), column(version.label_column)
+    blank = next((i for i, t in enumerate(texts) if not isinstance(t, str) or not t.strip()), None)
+    if blank is not None:
+        raise DataError(f"{path}: row {blank + 1} has no text in column {version.text_column!r}")
+    index = {name: i for i, name in enumerate(version.classes)}
+    unknown = next((v for v in labels if str(v).strip() not in index), None)
+    if unknown is not None:
+        raise DataError(
+            f"{path}: label {unknown!r} in column {version.label_column!r} is not a class of {version.shown} "
+            f"({', '.join(version.classes)})"
+        )
+    if version.id_column:
+        keys = id_keys(path, column(version.id_column), version.id_column)
+    else:
+        keys = text_keys([str(t) for t in texts])
+        seen: set[str] = set()
+        for key in keys:
+            if key in seen:
+                raise DataError(f"{path}: the text {key[:40]!r} is given twice; a sample is protected once")
+            seen.add(key)
+    return key_ids(keys), [str(t) for t in texts], np.array([index[str(v).strip()] for v in labels], np.int64)
+
+
+def flip_rows(model: str, version: str) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(ids, texts, labels) of the negative flips of `version` against its parent, from their
+    ledgers, the texts read from the version's data by id; RegistryError when it has no parent or
+    no flips, DataError when its data cannot give the texts back."""
+    scored = scored_version(f"{model}/{version}")
+    record = next((r for r in registry.chain(model) if r.version == str(version)), None)
+    if record is None or record.parent_version is None:
+        raise RegistryError(f"{model} v{version} has no registered parent: it flipped nothing to protect")
+    new = registry.ledger_of(VersionRef(model, str(version)), COMPARED)
+    old = registry.ledger_of(VersionRef(model, record.parent_version), COMPARED)
+    in_old, in_new = shared_samples(old, new)
+    labels = new["labels"][in_new]
+    flipped = known_mask(old, labels) & (old["class_ids"][in_old] == labels) & (new["class_ids"][in_new] != labels)
+    ids, labels = new["ids"][in_new][flipped], labels[flipped]
+    if not len(ids):
+        raise RegistryError(f"{model} v{version} flipped no sample of v{record.parent_version}: nothing to protect")
+    from orchestrator.tracking.runs import spec_of
+
+    data = spec_of(registry.run_of(VersionRef(model, str(version)))).data
+    if data.path is None:
+        raise DataError(
+            f"{model} v{version} trained on the built-in {data.source}: protect a table of its samples instead"
+        )
+    texts = texts_by_id(data.path, scored.text_column, data.id_column, data.encoding, ids)
+    missing = [i for i, t in enumerate(texts) if t is None]
+    if missing:
+        raise DataError(f"{data.path}: {len(missing)} of the flipped samples are no longer in it (by id)")
+    return ids, [str(t) for t in texts], labels
+
+
+def texts_by_id(path: str, text_column: str, id_column: str | None, encoding: str, ids: np.ndarray) -> list[str | None]:
+    """The text of each of `ids` in the table at `path` (None where none has that id)."""
+    files, suffix, _ = listed_shards(path)
+    reader = table_format(suffix)
+    wanted = set(ids.tolist())
+    found: dict[int, str] = {}
+    columns = [text_column, *([id_column] if id_column else [])]
+    for file in files:
+        for table in reader.batches(lambda file=file: opened(file), suffix, encoding, columns):
+            texts = [t if isinstance(t, str) else "" for t in table.column(text_column).to_pylist()]
+            if id_column:
+                keys = ["" if v is None else str(v).strip() for v in table.column(id_column).to_pylist()]
+            else:
+                keys = text_keys(texts)
+            for sample, text in zip(key_ids(keys).tolist(), texts):
+                if sample in wanted:
+                    found.setdefault(sample, text)
+    return [found.get(int(i)) for i in ids.tolist()]
+
+
+def protect(model: str, path: str | None, from_flips: str | None) -> tuple[int, int, int]:
+    """Add a table's rows or a version's flips to the model's protected set: (set version, rows
+    added, rows in the set)."""
+    if from_flips is not None:
+        ids, texts, labels = flip_rows(model, from_flips)
+        origin = f"flips of v{from_flips}"
+    else:
+        assert path is not None
+        ids, texts, labels = table_rows(path, reference_version(model))
+        origin = Path(path).name
+    version, added = protected.add_protected(model, ids, texts, labels, origin)
+    current = protected.protected_set(model)
+    return version, added, 0 if current is None else len(current)

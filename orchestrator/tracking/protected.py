@@ -1,0 +1,178 @@
+"""A registered model's protected samples: a regression suite every later version must keep.
+
+The set is versioned: each `congruent protect` writes a new MLflow run in the model's experiment
+(tag PROTECTED_TAG = its set version N) holding `protected/samples.parquet` — every row of set N−1
+plus the new ones — and points the registered model's tag PROTECTED_RUN_TAG at it. A row is a sample
+by identity: its id (workers/data/keys.py), its input (a text, or an image file's path), its label
+(class id among the model's classes) and where it came from (a file, or "flips of vN").
+
+A version's answers on the set come from its registered checkpoint (workers/models/raw_inputs.py:
+what `serve` and the pyfunc answer with), so a version registered before the set is scored the
+same way as one after it. A protected flip is a sample the champion gets right and the candidate
+wrong; `promotion.gate` refuses more than `max_protected_flips` of them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+PROTECTED_TAG = "congruent.protected"  # a protected set's run: its set version
+PROTECTED_RUN_TAG = "congruent.protected_run"  # the registered model's tag: the current set's run
+SAMPLES = "protected/samples.parquet"
+SCHEMA = pa.schema([("id", pa.int64()), ("input", pa.string()), ("label", pa.int64()), ("origin", pa.string())])
+SCORED_BATCH = 256
+
+
+@dataclass(frozen=True)
+class ProtectedSet:
+    """The current protected set of a model: its version, run, and rows."""
+
+    version: int
+    run_id: str
+    ids: np.ndarray
+    inputs: list[str]
+    labels: np.ndarray
+    origins: list[str]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def protected_set(model: str) -> ProtectedSet | None:
+    """The model's current protected set; None when it has none (or the model does not exist)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient()
+    try:
+        run_id = client.get_registered_model(model).tags.get(PROTECTED_RUN_TAG)
+    except MlflowException:
+        return None
+    if not run_id:
+        return None
+    run = client.get_run(run_id)
+    with tempfile.TemporaryDirectory() as folder:
+        table = pq.read_table(client.download_artifacts(run_id, SAMPLES, folder))
+    return ProtectedSet(
+        int(run.data.tags[PROTECTED_TAG]),
+        run_id,
+        table.column("id").to_numpy(),
+        table.column("input").to_pylist(),
+        table.column("label").to_numpy(),
+        table.column("origin").to_pylist(),
+    )
+
+
+def add_protected(model: str, ids: np.ndarray, inputs: list[str], labels: np.ndarray, origin: str) -> tuple[int, int]:
+    """A new set version: the current set's rows and those of `ids` it does not hold yet (a sample
+    protected twice keeps its first row). Returns (set version, rows added)."""
+    from mlflow import MlflowClient
+
+    from orchestrator.tracking.store import experiment_id
+
+    client = MlflowClient()
+    current = protected_set(model)
+    held = set() if current is None else set(current.ids.tolist())
+    fresh = []
+    for i, sample in enumerate(ids.tolist()):
+        if sample not in held:
+            held.add(sample)
+            fresh.append(i)
+    rows: dict[str, list[Any]] = {"id": [], "input": [], "label": [], "origin": []}
+    if current is not None:
+        rows = {
+            "id": current.ids.tolist(),
+            "input": list(current.inputs),
+            "label": current.labels.tolist(),
+            "origin": list(current.origins),
+        }
+    rows["id"] += [int(ids[i]) for i in fresh]
+    rows["input"] += [inputs[i] for i in fresh]
+    rows["label"] += [int(labels[i]) for i in fresh]
+    rows["origin"] += [origin] * len(fresh)
+    version = 1 if current is None else current.version + 1
+    run = client.create_run(
+        experiment_id(model),
+        tags={PROTECTED_TAG: str(version), "mlflow.runName": f"protected samples, set {version}"},
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / Path(SAMPLES).name
+        pq.write_table(pa.table(rows, schema=SCHEMA), path)
+        client.log_artifact(run.info.run_id, str(path), "protected")
+    client.log_metric(run.info.run_id, "protected.n", len(rows["id"]))
+    client.set_terminated(run.info.run_id)
+    client.set_registered_model_tag(model, PROTECTED_RUN_TAG, run.info.run_id)  # the set moves only when complete
+    return version, len(fresh)
+
+
+def answers(checkpoint: str, inputs: list[str], allow_user_factories: bool = False) -> np.ndarray:
+    """A version's class id for each protected input (a text, or an image file's path)."""
+    from workers.models.raw_inputs import RawInputModel
+
+    model = RawInputModel(checkpoint, allow_user_factories=allow_user_factories)
+    if model.modality != "text":
+        payloads: list[str | bytes] = [Path(p).read_bytes() for p in inputs]
+    else:
+        payloads = list(inputs)
+    out: list[int] = []
+    for start in range(0, len(payloads), SCORED_BATCH):
+        out += [a.class_id for a in model.answer(payloads[start : start + SCORED_BATCH])]
+    return np.asarray(out, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class ProtectedCounts:
+    """A version on the protected set: n, how many it gets right, and against another version how
+    many that one got right and it gets wrong (protected flips)."""
+
+    n: int
+    correct: int
+    flipped: int | None = None  # None: no version to compare against
+
+    def row(self) -> dict[str, Any]:
+        return {"n": self.n, "correct": self.correct, "flipped": self.flipped}
+
+
+def protected_counts(labels: np.ndarray, new: np.ndarray, old: np.ndarray | None = None) -> ProtectedCounts:
+    """Counts of `new`'s answers (and flips against `old`'s) on protected `labels`."""
+    right = new == labels
+    flipped = None if old is None else int(np.count_nonzero((old == labels) & ~right))
+    return ProtectedCounts(len(labels), int(np.count_nonzero(right)), flipped)
+
+
+def protected_table(model: str, chain: list[tuple[str, str | None]]) -> dict[str, Any] | None:
+    """Each version of `chain` ((version, parent) pairs) on the model's protected set: n, right, and
+    flipped against its parent and against the champion (None where there is none); None without a
+    set. Every version is scored from its registered checkpoint, once."""
+    from orchestrator.tracking.promotion import champion_of
+    from orchestrator.tracking.registry import checkpoint_of
+    from orchestrator.tracking.version_refs import VersionRef
+
+    suite = protected_set(model)
+    if suite is None:
+        return None
+    scored = {version: answers(checkpoint_of(VersionRef(model, version)), suite.inputs) for version, _ in chain}
+    champion = champion_of(model)
+    rows = []
+    for version, parent in chain:
+        vs_parent = protected_counts(suite.labels, scored[version], scored.get(parent or ""))
+        vs_champion = protected_counts(
+            suite.labels, scored[version], scored[champion] if champion in scored and champion != version else None
+        )
+        rows.append(
+            {
+                "version": version,
+                "n": vs_parent.n,
+                "correct": vs_parent.correct,
+                "flipped_vs_parent": vs_parent.flipped,
+                "flipped_vs_champion": vs_champion.flipped,
+            }
+        )
+    return {"set": suite.version, "n": len(suite), "versions": rows}
