@@ -143,6 +143,8 @@ def test_check_refuses_slices_it_cannot_read_in_one_line_each(sliced_versions, c
     model, folder, _ = sliced_versions
     duplicated = tmp_path / "dup.csv"
     duplicated.write_text("id,topic\na,x\na,y\n")
+    elsewhere = tmp_path / "elsewhere.csv"
+    elsewhere.write_text("id,topic\nnot a tweet here,x\n")
     base = {
         "model": model,
         "version": "v9",
@@ -158,6 +160,7 @@ def test_check_refuses_slices_it_cannot_read_in_one_line_each(sliced_versions, c
             "data.slice_columns: ",
             "no column 'country'",
         ),
+        "ids of other samples": ({**data, "slices": str(elsewhere)}, {}, "data.slices: ", "names none of the"),
         "an id named twice": ({**data, "slices": str(duplicated)}, {}, "data.slices: ", "names two rows"),
         "a slice gate without slices": (
             data,

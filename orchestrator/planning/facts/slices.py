@@ -4,8 +4,10 @@ slice column beside it) — checked before training, so a ledger is never writte
 
 from __future__ import annotations
 
+import numpy as np
+
 from orchestrator.dataplane.table_streams import listed_shards, shard_columns
-from orchestrator.planning.facts.kinds import Found, Problems, Slices
+from orchestrator.planning.facts.kinds import Data, Found, Problems, Slices
 from workers.data.slice_table import read_slice_table
 from workers.errors import DataError, problems_of
 
@@ -28,8 +30,16 @@ def check(found: Found) -> Slices | Problems | None:
             problems += [f"data.slice_columns: {line}" for line in problems_of(e)]
     if data.slices is not None:
         try:
-            _, named = read_slice_table(data.slices)
+            ids, named = read_slice_table(data.slices)
             columns += [c for c in named if c not in columns]
         except DataError as e:
             problems += [f"data.slices: {line}" for line in problems_of(e)]
+        else:
+            loaded = found.get(Data)
+            held = getattr(loaded.splits.eval, "ids", None) if loaded is not None else None  # a stream holds none
+            if held is not None and len(held) and not np.isin(held.numpy(), ids).any():
+                problems.append(
+                    f"data.slices: {data.slices} names none of the {len(held):,} eval samples by id (sample keys: "
+                    "the id column's value, a text, an image's path under its folder)"
+                )
     return Problems(tuple(problems)) if problems else Slices(tuple(columns))
