@@ -55,30 +55,14 @@ SLICES_SHOWN = 10  # the worst slices printed per pair
 
 def format_slices(pairs: list[dict[str, Any]]) -> str:
     """The worst slices of each consecutive pair (gated ones first), as tables."""
-    from orchestrator.views.tables import table
+    from orchestrator.views.tables import slice_table
 
     lines = []
     for pair in pairs:
-        rows = pair["slices"][:SLICES_SHOWN]
         lines += [
             "",
             f"Worst slices, {pair['old']} -> {pair['new']} (NFR's 95 % upper bound; * fewer samples than gated)",
-            table(
-                ["column", "value", "n", "ER old", "ER new", "NFR", "NFR ≤"],
-                [
-                    [
-                        r["column"],
-                        r["value"] + ("" if r["gated"] else " *"),
-                        str(r["n"]),
-                        percent(r["er_old"]),
-                        percent(r["er_new"]),
-                        percent(r["nfr"]),
-                        percent(r["nfr_upper"]),
-                    ]
-                    for r in rows
-                ],
-                left=2,
-            ),
+            slice_table(pair["slices"], SLICES_SHOWN),
         ]
     return "\n".join(lines)
 

@@ -116,7 +116,7 @@ SLICES_SHOWN = 8  # the worst slices shown per version and comparison
 
 def slice_tables(slices: dict[str, dict[str, list[dict[str, Any]]]], confidence: float, min_n: int) -> str:
     """Each version's worst slices against its parent and the champion, as tables."""
-    from orchestrator.views.tables import table
+    from orchestrator.views.tables import slice_table
 
     if not slices:
         return "\nslices: no version's ledger keeps any (data.slice_columns, data.slices)"
@@ -126,25 +126,7 @@ def slice_tables(slices: dict[str, dict[str, list[dict[str, Any]]]], confidence:
     for version, figures in slices.items():
         for key, rows in figures.items():
             against = "its parent" if key == "vs_parent" else "the champion"
-            lines.append(f"v{version} against {against}:")
-            lines.append(
-                table(
-                    ["column", "value", "n", "ER old", "ER new", "NFR", "NFR ≤"],
-                    [
-                        [
-                            r["column"],
-                            r["value"] + ("" if r["gated"] else " *"),
-                            str(r["n"]),
-                            percent(r["er_old"]),
-                            percent(r["er_new"]),
-                            percent(r["nfr"]),
-                            percent(r["nfr_upper"]),
-                        ]
-                        for r in rows[:SLICES_SHOWN]
-                    ],
-                    left=2,
-                )
-            )
+            lines += [f"v{version} against {against}:", slice_table(rows, SLICES_SHOWN)]
     return "\n".join(lines)
 
 

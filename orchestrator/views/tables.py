@@ -21,3 +21,23 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1, i
     buffer = io.StringIO()
     Console(file=buffer, width=10_000, color_system=None, force_terminal=False).print(grid)
     return "\n".join(" " * indent + line.rstrip() for line in buffer.getvalue().rstrip("\n").splitlines())
+
+
+def slice_table(rows: Sequence[dict], shown: int) -> str:
+    """The first `shown` slice rows (workers/slices.py `slice_rows`: worst first) as a table; a slice
+    too small to be gated marked *."""
+    from orchestrator.views.format import percent
+
+    cells = [
+        [
+            r["column"],
+            r["value"] + ("" if r["gated"] else " *"),
+            str(r["n"]),
+            percent(r["er_old"]),
+            percent(r["er_new"]),
+            percent(r["nfr"]),
+            percent(r["nfr_upper"]),
+        ]
+        for r in rows[:shown]
+    ]
+    return table(["column", "value", "n", "ER old", "ER new", "NFR", "NFR ≤"], cells, left=2)
