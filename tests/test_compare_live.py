@@ -86,3 +86,17 @@ def test_a_live_reference_that_names_no_session_is_one_line(session, capsys):
         assert main(["compare", ref, f"live:{session}/candidate"]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and words in err, err
+
+
+def test_a_session_counts_flips_by_slice_as_its_own_pairs_do(session, capsys, tmp_path):
+    """Live flips by slice: the sides of a session joined with a slices file by request id give, per
+    slice, the counts of the session's own pairs and labels of that slice."""
+    slices = tmp_path / "slices.csv"
+    slices.write_text("id,region\na,eu\nb,eu\nc,us\nd,us\ne,us\n")
+    result = compare(capsys, f"live:{session}/champion", f"live:{session}/candidate", "--slices", str(slices))
+    rows = {r["value"]: r for r in result["slices"][0]["slices"]}
+    # eu: a (both right), b (champion right, candidate wrong); us: c (a positive flip), d (both right)
+    assert rows["eu"]["n"] == 2 and rows["eu"]["nfr"] == 0.5 and rows["eu"]["pfr"] == 0
+    assert rows["us"]["n"] == 2 and rows["us"]["nfr"] == 0 and rows["us"]["pfr"] == 0.5
+    counts = live.run_counts(session)
+    assert sum(round(r["nfr"] * r["n"]) for r in rows.values()) == counts.negative_flips
