@@ -37,9 +37,11 @@ def run(args: argparse.Namespace) -> int:
         champion = champion_of(args.model)
         output["slices"] = chain_slices(args.model, parents, champion, SHOWN_CONFIDENCE, args.min_slice_n)
     if args.protected:
+        from orchestrator.tracking.promotion import champion_of
         from orchestrator.tracking.protected import protected_table
 
-        output["protected"] = protected_table(args.model, [(r.version, r.parent_version) for r in records])
+        chain = [(r.version, r.parent_version) for r in records]
+        output["protected"] = protected_table(args.model, chain, champion_of(args.model))
     output["live"] = live_summaries(args.model, SHOWN_CONFIDENCE)
     if args.json:
         print(json.dumps(output))

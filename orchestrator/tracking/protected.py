@@ -147,11 +147,10 @@ def protected_counts(labels: np.ndarray, new: np.ndarray, old: np.ndarray | None
     return ProtectedCounts(len(labels), int(np.count_nonzero(right)), flipped)
 
 
-def protected_table(model: str, chain: list[tuple[str, str | None]]) -> dict[str, Any] | None:
+def protected_table(model: str, chain: list[tuple[str, str | None]], champion: str | None) -> dict[str, Any] | None:
     """Each version of `chain` ((version, parent) pairs) on the model's protected set: n, right, and
-    flipped against its parent and against the champion (None where there is none); None without a
+    flipped against its parent and against `champion` (None where there is none); None without a
     set. Every version is scored from its registered checkpoint, once."""
-    from orchestrator.tracking.promotion import champion_of
     from orchestrator.tracking.registry import checkpoint_of
     from orchestrator.tracking.version_refs import VersionRef
 
@@ -159,7 +158,6 @@ def protected_table(model: str, chain: list[tuple[str, str | None]]) -> dict[str
     if suite is None:
         return None
     scored = {version: answers(checkpoint_of(VersionRef(model, version)), suite.inputs) for version, _ in chain}
-    champion = champion_of(model)
     rows = []
     for version, parent in chain:
         vs_parent = protected_counts(suite.labels, scored[version], scored.get(parent or ""))
