@@ -28,7 +28,7 @@ from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import COMPARED, LedgerMismatch, known_mask, shared_samples
 from orchestrator.tracking.live import live_summaries
 from orchestrator.tracking.locks import registry_lock
-from orchestrator.tracking.protected import ProtectedSet, answers, protected_counts, protected_set
+from orchestrator.tracking.protected import ProtectedSet, protected_counts, protected_set, set_answers
 from orchestrator.tracking.registry import chain, checkpoint_of, ledger_of, resolve
 from orchestrator.tracking.slice_figures import SLICED, pair_slice_rows
 from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
@@ -177,8 +177,8 @@ def protected_gate(
 ) -> tuple[list[str], str]:
     """The protected set (protected.py): the candidate may get at most `max_protected_flips` of its
     samples wrong that the champion gets right; both scored from their registered checkpoints."""
-    new = answers(checkpoint_of(VersionRef(name, candidate)), suite.inputs)
-    old = answers(checkpoint_of(VersionRef(name, champion)), suite.inputs)
+    new = set_answers(checkpoint_of(VersionRef(name, candidate)), suite)
+    old = set_answers(checkpoint_of(VersionRef(name, champion)), suite)
     counts = protected_counts(suite.labels, new, old)
     shown = f"protected set {suite.version}: {counts.flipped} of {counts.n} flipped, {counts.correct} right"
     if counts.flipped is not None and counts.flipped > limits.max_protected_flips:

@@ -57,6 +57,20 @@ def protected_set(model: str) -> ProtectedSet | None:
         return None
     if not run_id:
         return None
+    if run_id not in _SETS:  # a set's run is written once: read it once per process
+        _SETS[run_id] = _read_set(run_id)
+    return _SETS[run_id]
+
+
+_SETS: dict[str, ProtectedSet] = {}  # by run id
+_ANSWERS: dict[tuple[str, str], np.ndarray] = {}  # (checkpoint, set run id) → its answers
+KEPT_ANSWERS = 8  # answers kept per process (a gate asks for two versions, again at each retry)
+
+
+def _read_set(run_id: str) -> ProtectedSet:
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
     run = client.get_run(run_id)
     with tempfile.TemporaryDirectory() as folder:
         table = pq.read_table(client.download_artifacts(run_id, SAMPLES, folder))
@@ -127,6 +141,17 @@ def answers(checkpoint: str, inputs: list[str], allow_user_factories: bool = Fal
     return np.asarray(out, dtype=np.int64)
 
 
+def set_answers(checkpoint: str, suite: ProtectedSet, allow_user_factories: bool = False) -> np.ndarray:
+    """`answers` of a version's checkpoint (a registry copy, checked against its recorded sha256 when
+    fetched) on a set, kept for the process: a canary's gate asks again after each feedback batch."""
+    key = (checkpoint, suite.run_id)
+    if key not in _ANSWERS:
+        if len(_ANSWERS) >= KEPT_ANSWERS:
+            _ANSWERS.pop(next(iter(_ANSWERS)))
+        _ANSWERS[key] = answers(checkpoint, suite.inputs, allow_user_factories)
+    return _ANSWERS[key]
+
+
 @dataclass(frozen=True)
 class ProtectedCounts:
     """A version on the protected set: n, how many it gets right, and against another version how
@@ -157,7 +182,7 @@ def protected_table(model: str, chain: list[tuple[str, str | None]], champion: s
     suite = protected_set(model)
     if suite is None:
         return None
-    scored = {version: answers(checkpoint_of(VersionRef(model, version)), suite.inputs) for version, _ in chain}
+    scored = {version: set_answers(checkpoint_of(VersionRef(model, version)), suite) for version, _ in chain}
     rows = []
     for version, parent in chain:
         vs_parent = protected_counts(suite.labels, scored[version], scored.get(parent or ""))
