@@ -47,6 +47,21 @@ def test_auto_chooses_on_the_validation_split_never_the_eval_split():
     assert choose_candidate(better, -0.002).name == "bcwi"
 
 
+def test_a_candidate_with_a_val_slice_over_the_gate_is_not_eligible():
+    """kd has the lowest val NFR but one val slice over promote.max_slice_nfr: bcwi ships; no
+    treatment stays eligible whatever its slices."""
+    candidates = [
+        score("none", 0.100, 0.030, 0.100, 0.030),
+        score("kd", 0.100, 0.010, 0.100, 0.010),
+        score("bcwi", 0.100, 0.020, 0.100, 0.020),
+    ]
+    assert choose_candidate(candidates, 0.003).name == "kd"
+    candidates[1].val_slice_over = "lang=de NFR 9.00 % > 5.00 % on 40"
+    candidates[0].val_slice_over = "lang=de NFR 7.00 % > 5.00 % on 40"
+    assert choose_candidate(candidates, 0.003).name == "bcwi"
+    assert [c.eligible for c in candidates] == [True, False, True]
+
+
 def test_auto_takes_candidates_cheapest_first_while_they_fit_the_budget():
     method = parse_spec({**AUTO, "method": {"name": "auto", "m": 4}}).method
     every = auto_choice(method)

@@ -189,3 +189,35 @@ def test_the_report_draws_the_worst_slices(sliced_versions, capsys, tmp_path):
     code, _, err = cli(capsys, "report", model, "--version", "2", "--out", str(tmp_path / "report.html"))
     assert code == 0, err
     assert 'alt="per-slice NFR"' in (tmp_path / "report.html").read_text()
+
+
+def test_auto_holds_its_candidates_to_the_slice_gate_on_val(sliced_versions, capsys):
+    """v3 auto (kd) from v2 with promote.max_slice_nfr 0: any negative flip in a val slice of 20+
+    samples makes a candidate ineligible, whatever its val ER; no treatment stays eligible. Each
+    named slice is one the val split has, and the check says auto takes the limit."""
+    model, folder, table = sliced_versions
+    document = {
+        "model": model,
+        "version": "v3",
+        "arch": "text-bag",
+        "old": f"{model}/2",
+        "method": {"name": "auto", "candidates": ["kd"], "max_er_increase": 1.0},
+        "data": {"path": str(folder / "tweets.parquet"), "label_column": "sentiment", "slice_columns": ["length"]},
+        "train": {"epochs": 2, "lr": 0.5, "batch_size": 64, "seed": 3},
+        "resources": {"student": {"cpus": 1}, "teacher_actors": 0},
+        "storage": str(folder / "storage"),
+        "promote": {"max_nfr": 1.0, "max_er_increase": 1.0, "max_slice_nfr": 0.0, "min_slice_n": 20},
+    }
+    spec = folder / "auto.yaml"
+    spec.write_text(yaml.safe_dump(document))
+    code, stdout, err = cli(capsys, "check", str(spec))
+    assert code == 0, err
+    assert "and no val slice of 20+ samples with NFR above 0 % (promote.max_slice_nfr)" in stdout
+    result = run_update(document, folder / "v3")
+    scores = {c["name"]: c for c in result.auto["candidates"]}
+    kd = scores["kd"]
+    named = re.fullmatch(r"length=(short|long) NFR [\d.]+ % > 0\.00 % on \d+", kd["val_slice_over"] or "")
+    assert named, kd["val_slice_over"]
+    assert not kd["eligible"] and scores["none"]["eligible"] and result.auto["chosen"] == "none"
+    code, stdout, _ = cli(capsys, "versions", model)
+    assert code == 0 and f"val slice {kd['val_slice_over']}" in stdout

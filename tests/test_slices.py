@@ -12,7 +12,7 @@ from orchestrator.cli import main
 from workers.data.keys import key_ids
 from workers.metrics import FlipCounts
 from workers.prediction_files import PredictionWriter
-from workers.slices import slice_flip_counts, slice_rows, worst_gated_slice
+from workers.slices import slice_flip_counts, slice_over_limit, slice_rows, worst_gated_slice
 
 # eight samples: labels, an old and a new model; column "lang" splits them en (0-3) / de (4-7)
 LABELS = np.array([0, 1, 0, 1, 0, 1, 0, 1])
@@ -40,6 +40,16 @@ def test_rows_put_the_worst_gated_slice_first_and_never_gate_small_ones():
     assert worst_gated_slice(rows, 0.6, on_bound=False) is None
     small = slice_rows(counts, min_n=5)
     assert not any(r["gated"] for r in small) and worst_gated_slice(small, 0.0, on_bound=True) is None
+
+
+def test_a_slice_over_the_limit_is_named_as_the_gate_names_it():
+    """en NFR 1/4, de 2/4: a 0.3 limit holds en, not de; 0.6 holds both; slices under min_n never count."""
+    slices = {"lang": LANG}
+    assert slice_over_limit(OLD, NEW, LABELS, slices, 0.3, min_n=4) == "lang=de NFR 50.00 % > 30.00 % on 4"
+    assert slice_over_limit(OLD, NEW, LABELS, slices, 0.6, min_n=4) is None
+    assert slice_over_limit(OLD, NEW, LABELS, slices, 0.0, min_n=5) is None
+    bounded = slice_over_limit(OLD, NEW, LABELS, slices, 0.6, confidence=0.9, min_n=4)  # 2 of 4: bound > 0.6
+    assert bounded is not None and bounded.startswith("lang=de NFR upper bound ")
 
 
 def write_predictions(folder, keys, labels, classes):
@@ -97,7 +107,7 @@ def test_a_slices_file_that_cannot_be_joined_is_one_line(tmp_path, capsys):
 
 
 def test_eval_samples_take_their_values_from_the_table_and_the_slices_file(tmp_path):
-    from orchestrator.dataplane.slice_reads import eval_slice_values
+    from orchestrator.dataplane.slice_reads import sample_slice_values
     from workers.data.keys import text_keys
 
     table = tmp_path / "reviews.csv"
@@ -105,7 +115,7 @@ def test_eval_samples_take_their_values_from_the_table_and_the_slices_file(tmp_p
     slices = tmp_path / "slices.jsonl"
     slices.write_text('{"id": "mauvais", "source": "web"}\n{"id": "good film", "source": "app"}\n')
     ids = key_ids(text_keys(["schön", "good film", "mauvais", "not in the table"]))
-    values = eval_slice_values(ids, str(table), "text", None, "utf-8", ["lang"], str(slices))
+    values = sample_slice_values(ids, str(table), "text", None, "utf-8", ["lang"], str(slices))
     assert values["lang"].tolist() == ["de", "en", "fr", ""]  # by stripped text, whatever the order
     assert values["source"].tolist() == ["", "app", "web", ""]
-    assert eval_slice_values(ids, str(table), "text", None, "utf-8", [], None) is None
+    assert sample_slice_values(ids, str(table), "text", None, "utf-8", [], None) is None

@@ -72,3 +72,24 @@ def worst_gated_slice(rows: list[dict[str, Any]], limit: float, on_bound: bool) 
     key = "nfr_upper" if on_bound else "nfr"
     over = [r for r in rows if r["gated"] and r[key] > limit]
     return max(over, key=lambda r: r[key]) if over else None
+
+
+def slice_over_limit(
+    old: np.ndarray,
+    new: np.ndarray,
+    labels: np.ndarray,
+    slices: Mapping[str, np.ndarray],
+    limit: float,
+    confidence: float | None = None,
+    min_n: int = MIN_SLICE_N,
+) -> str | None:
+    """The slice gate's words for the worst slice of at least `min_n` samples whose NFR (its Wilson
+    upper bound with `confidence`) exceeds `limit` — "COL=VALUE NFR 12.50 % > 10.00 % on 40" — or
+    None when every such slice keeps it: the rule `promote --max-slice-nfr` applies, on any split."""
+    rows = slice_rows(slice_flip_counts(old, new, labels, slices), confidence or 0.95, min_n)
+    worst = worst_gated_slice(rows, limit, confidence is not None)
+    if worst is None:
+        return None
+    key, bound = ("nfr_upper", " upper bound") if confidence is not None else ("nfr", "")
+    found = f"{worst['column']}={worst['value']} NFR{bound} {100 * worst[key]:.2f} %"
+    return f"{found} > {100 * limit:.2f} % on {worst['n']:,}"

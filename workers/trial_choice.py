@@ -53,14 +53,17 @@ class CandidateScore:
     eligible: bool = False
     error_rate: float | None = None
     nfr: float | None = None
+    val_slice_over: str | None = None  # its worst val slice over the spec's max_slice_nfr, as the gate says it
 
 
 def choose_candidate(candidates: list[CandidateScore], max_er_increase: float) -> CandidateScore:
     """The lowest val NFR among the candidates whose val ER ≤ no treatment's val ER + `max_er_increase`
-    (no treatment, the candidate named "none", always qualifies; ties: lower val ER, then order); each
-    candidate's `eligible` set. Only val figures are read."""
+    and that have no val slice over the slice gate (`val_slice_over`); no treatment, the candidate
+    named "none", always qualifies; ties: lower val ER, then order. Each candidate's `eligible` set.
+    Only val figures are read."""
     reference = next(c for c in candidates if c.name == "none").val_error_rate
     for c in candidates:
-        c.eligible = c.name == "none" or c.val_error_rate <= reference + max_er_increase
+        within = c.val_error_rate <= reference + max_er_increase and c.val_slice_over is None
+        c.eligible = c.name == "none" or within
     eligible = [i for i, c in enumerate(candidates) if c.eligible]  # no treatment, whatever the limit
     return candidates[min(eligible, key=lambda i: (candidates[i].val_nfr, candidates[i].val_error_rate, i))]

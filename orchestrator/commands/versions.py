@@ -152,10 +152,12 @@ def protected_lines(suite: dict[str, Any] | None) -> str:
 
 def auto_line(chosen: str, candidates: tuple[dict[str, Any], ...]) -> str:
     """A version of method auto in one line: each candidate's val NFR and val ER (what it chose on),
-    eval NFR, seconds; the chosen one marked."""
+    eval NFR, seconds; the chosen one marked; a val slice over the slice gate named."""
     parts = [
         f"{'→ ' if c.get('name') == chosen else ''}{c.get('name')} {percent(c.get('val_nfr'))} "
-        f"({percent(c.get('val_error_rate'))}; eval {percent(c.get('nfr'))}, {c.get('seconds', 0):.0f} s)"
+        f"({percent(c.get('val_error_rate'))}; eval {percent(c.get('nfr'))}, {c.get('seconds', 0):.0f} s"
+        + (f"; val slice {c['val_slice_over']}" if c.get("val_slice_over") else "")
+        + ")"
         for c in candidates
     ]
     return "auto, val NFR (val ER; eval NFR, seconds) per candidate: " + ", ".join(parts)

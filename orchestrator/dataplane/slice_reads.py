@@ -41,7 +41,7 @@ def table_slice_values(
     return values_by_id(named, {c: [found[c].get(int(i)) for i in named] for c in columns}, ids)
 
 
-def eval_slice_values(
+def sample_slice_values(
     ids: np.ndarray,
     path: str | None,
     text_column: str,
@@ -50,7 +50,7 @@ def eval_slice_values(
     slice_columns: Sequence[str],
     slices_file: str | None,
 ) -> dict[str, np.ndarray] | None:
-    """The eval samples' slice values: `slice_columns` of the table at `path`, then the columns of
+    """The slice values of samples `ids` (a split's): `slice_columns` of the table at `path`, then the columns of
     `slices_file`; None when the spec names no slices."""
     out: dict[str, np.ndarray] = {}
     if slice_columns and path is not None:

@@ -5,6 +5,8 @@ val ER is at most no treatment's + `max_er_increase` is shipped. One pipeline ru
     replicas    m Ray tasks, once, when an elodi candidate is trained (both elodi share them)
     pool        Ray actors serving the old model (and the replicas), shared by every student
     candidates  one Ray task each, in turn (bcwi: its fine-tuning, then α on val, scored cross-fitted)
+    slices      with the spec's slice gate (promote.max_slice_nfr): each candidate's val slices, in one
+                pass; a candidate with a val slice over the limit is not eligible
     choice      on val only (workers/trial_choice.py, `choose_candidate`)
     shown       every candidate on the regression-eval split, after the choice: never chosen on
     evaluate    the choice, as `run` evaluates a model; then publish (pipeline.py)
@@ -20,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from orchestrator.dataplane.slice_reads import sample_slice_values
 from orchestrator.driver.publish import PipelineResult, log_data_counts, pipeline_result, publish
-from orchestrator.execution.evaluation import eval_split_predictions, evaluate
+from orchestrator.execution.evaluation import eval_split_predictions, evaluate, split_predictions
 from orchestrator.execution.pool import serving_pool
 from orchestrator.execution.stages import run_bcwi, train_replicas, train_student, train_students
 from orchestrator.execution.watch import StageWatch
@@ -30,6 +33,7 @@ from orchestrator.tracking import runs
 from orchestrator.views import plots
 from orchestrator.views.format import bcwi_line, percent
 from workers.metrics import update_report
+from workers.slices import slice_over_limit
 from workers.tasks.records import BcwiRecord, TrainRecord
 from workers.trial_choice import CandidateScore, choose_candidate
 
@@ -133,6 +137,35 @@ def bcwi_held_to(plan: Plan, none_val_error_rate: float | None, max_er_increase:
     return dataclasses.replace(plan, spec=plan.spec.model_copy(update={"method": method}))
 
 
+def hold_to_slices(plan: Plan, scores: list[CandidateScore]) -> None:
+    """With the spec's slice gate (promote.max_slice_nfr), each candidate's `val_slice_over`: its
+    worst val slice over the limit as the gate would find it (workers/slices.py), against the old
+    model on its classes, every candidate scored in one pass over val. bcwi is scored at the α it
+    picked on the whole split (its ER and NFR: cross-fitted)."""
+    gate, data = plan.spec.promote, plan.spec.data
+    if gate is None or gate.max_slice_nfr is None:
+        return
+    assert plan.spec.old is not None
+    val = split_predictions(plan, {"old": plan.spec.old, **{c.name: c.checkpoint for c in scores}}, split="val")
+    slices = sample_slice_values(
+        val.ids, data.path, data.text_column, data.id_column, data.encoding, data.slice_columns, data.slices
+    )
+    if slices is None:  # planning refuses a slice gate without slices (facts/slices.py)
+        return
+    known = np.ones(len(val.labels), bool) if plan.old.classes is None else np.isin(val.labels, plan.old.classes)
+    on_known = {column: values[known] for column, values in slices.items()}
+    for c in scores:
+        c.val_slice_over = slice_over_limit(
+            val.classes["old"][known],
+            val.classes[c.name][known],
+            val.labels[known],
+            on_known,
+            gate.max_slice_nfr,
+            gate.confidence,
+            gate.min_slice_n,
+        )
+
+
 def score_on_eval(plan: Plan, scores: list[CandidateScore]) -> None:
     """Every candidate's ER and NFR on the regression-eval split, in one pass (shown beside the val
     figures, after the choice; flips counted on the old model's classes)."""
@@ -162,7 +195,8 @@ def candidates_table(record: AutoRecord) -> str:
         for c in record.candidates
     ]
     headers = ["candidate", "val ER", "val NFR", "eligible", "eval ER", "eval NFR", "seconds"]
-    return table(headers, rows, left=1)
+    over = [f"  {c.name}: not eligible, val slice {c.val_slice_over}" for c in record.candidates if c.val_slice_over]
+    return "\n".join([table(headers, rows, left=1), *over])
 
 
 def scatter(record: AutoRecord, title: str) -> Any:
@@ -199,6 +233,7 @@ def run_auto(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult:
         runs.log_params(applied_params(spec))
         log_data_counts(plan)
         trained = train_candidates(plan, watch)
+        hold_to_slices(plan, trained.scores)
         chosen = choose_candidate(trained.scores, spec.method.max_er_increase)
         watch.say(f"auto: {chosen.name} chosen on the validation split (val NFR {percent(chosen.val_nfr)})")
         score_on_eval(plan, trained.scores)

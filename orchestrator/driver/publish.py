@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.dataplane.slice_reads import eval_slice_values
+from orchestrator.dataplane.slice_reads import sample_slice_values
 from orchestrator.execution.evaluation import Evaluation
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, adapter_of
@@ -92,9 +92,11 @@ def pipeline_result(
 
 
 def auto_summary(auto: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each of auto's candidates as the registry keeps it: name, val and eval ER and NFR, seconds."""
+    """Each of auto's candidates as the registry keeps it: name, val and eval ER and NFR, seconds, and
+    its val slice over the slice gate where it had one."""
     keys = ("name", "val_error_rate", "val_nfr", "eligible", "error_rate", "nfr", "seconds")
-    return [{k: c[k] for k in keys} for c in auto["candidates"]]
+    over = "val_slice_over"
+    return [{k: c[k] for k in keys} | ({over: c[over]} if c.get(over) else {}) for c in auto["candidates"]]
 
 
 def log_data_counts(plan: Plan) -> None:
@@ -180,7 +182,7 @@ def publish(
         ids,
         result.fingerprint,
         trained.classes_seen if trained else None,
-        eval_slice_values(
+        sample_slice_values(
             ids, data.path, data.text_column, data.id_column, data.encoding, data.slice_columns, data.slices
         ),
     )

@@ -81,8 +81,11 @@ class EvaluationTally:
         return metrics
 
 
-def stream_eval_chunks(plan: Plan, checkpoints: Mapping[str, str], ensemble: Sequence[str] = ()) -> Iterator[EvalChunk]:
-    """{name: logits} with the samples' ids and labels, chunk by chunk, in the eval split's order, from one Ray task
+def stream_eval_chunks(
+    plan: Plan, checkpoints: Mapping[str, str], ensemble: Sequence[str] = (), split: str = "eval"
+) -> Iterator[EvalChunk]:
+    """{name: logits} with the samples' ids and labels, chunk by chunk, in the eval split's order
+    (or `split`'s: "val"), from one Ray task
     (`resources.student`) that streams them (at most STREAM_BACKLOG chunks ahead); "paragon"
     with `ensemble`. A lost worker's task is retried: Ray replays the stream."""
     res = plan.spec.resources.student
@@ -94,24 +97,50 @@ def stream_eval_chunks(plan: Plan, checkpoints: Mapping[str, str], ensemble: Seq
         num_returns="streaming",
         _generator_backpressure_num_objects=STREAM_BACKLOG,
     )
-    stream = task.remote(dict(checkpoints), plan.data, device(res.gpus), plan.spec.allow_user_factories, list(ensemble))
+    stream = task.remote(
+        dict(checkpoints), plan.data, device(res.gpus), plan.spec.allow_user_factories, list(ensemble), split
+    )
     for ref in stream:
         chunk = ray.get(ref)
         del ref  # no reference pins the object once the chunk is used
         yield chunk
 
 
+@dataclass
+class SplitPredictions:
+    """Each model's class ids on a split, with the split's sample ids and labels, in its order."""
+
+    classes: dict[str, np.ndarray]
+    ids: np.ndarray
+    labels: np.ndarray
+
+
+def split_predictions(
+    plan: Plan, checkpoints: Mapping[str, str], ensemble: Sequence[str] = (), split: str = "eval"
+) -> SplitPredictions:
+    """{name: N int64 class ids} of `stream_eval_chunks` ("paragon" with `ensemble`), each chunk's
+    argmax taken as it comes, so no N×C array is held: 8 bytes a sample and model, for callers that
+    score several models against each other (Tune's search, auto, the demo's verdict)."""
+    classes: dict[str, list[np.ndarray]] = {}
+    ids, labels = [], []
+    for chunk in stream_eval_chunks(plan, checkpoints, ensemble, split):
+        for name, logits in chunk.logits.items():
+            classes.setdefault(name, []).append(class_ids(logits))
+        ids.append(chunk.ids)
+        labels.append(chunk.labels)
+    empty = np.zeros(0, np.int64)
+    return SplitPredictions(
+        {name: np.concatenate(parts) for name, parts in classes.items()},
+        np.concatenate(ids) if ids else empty,
+        np.concatenate(labels) if labels else empty,
+    )
+
+
 def eval_split_predictions(
     plan: Plan, checkpoints: Mapping[str, str], ensemble: Sequence[str] = ()
 ) -> dict[str, np.ndarray]:
-    """{name: N int64 class ids} of `stream_eval_chunks` ("paragon" with `ensemble`), each chunk's
-    argmax taken as it comes, so no N×C array is held: 8 bytes a sample and model, for callers that
-    score several models against each other (Tune's search, the demo's verdict)."""
-    ids: dict[str, list[np.ndarray]] = {}
-    for chunk in stream_eval_chunks(plan, checkpoints, ensemble):
-        for name, logits in chunk.logits.items():
-            ids.setdefault(name, []).append(class_ids(logits))
-    return {name: np.concatenate(parts) for name, parts in ids.items()}
+    """{name: N int64 class ids} on the regression-eval split (`split_predictions`)."""
+    return split_predictions(plan, checkpoints, ensemble).classes
 
 
 def evaluate(

@@ -166,4 +166,11 @@ def summary(found: Found) -> str:
             + "\n".join(auto.choice.lines())
             + f"\nauto ships the lowest val NFR among those with {limit} ({grain})"
         )
+        gate = spec.promote
+        if gate is not None and gate.max_slice_nfr is not None:
+            nfr = "NFR upper bound" if gate.confidence else "NFR"
+            line += (
+                f"\nand no val slice of {gate.min_slice_n}+ samples with {nfr} above "
+                f"{100 * gate.max_slice_nfr:g} % (promote.max_slice_nfr)"
+            )
     return line

@@ -123,13 +123,15 @@ def eval_chunks(
     device: str = "cpu",
     allow_user_factories: bool = False,
     ensemble: Sequence[str] = (),
+    split_name: str = "eval",
 ) -> Iterator[EvalChunk]:
-    """The logits of each checkpoint on consecutive chunks of the regression-eval split, in order,
+    """The logits of each checkpoint on consecutive chunks of the regression-eval split (or of the
+    split named `split_name`: "val" for auto's slice check), in order,
     each chunk at most EVAL_CHUNK_BYTES of logits (at least one inference batch), with the
     samples' ids and labels; with `ensemble`, also "paragon": φ_ens = (1/m) Σ_i φ^(i), the mean of
     those m checkpoints' logits. The split is read once and each checkpoint loaded once; no N×C
     array is held."""
-    split = cached_splits(data).eval
+    split = getattr(cached_splits(data), split_name)
     by_uri = {uri: name for name, uri in checkpoints.items()}
     members = [by_uri.get(uri, f"ensemble-{i}") for i, uri in enumerate(ensemble)]  # a checkpoint given twice runs once
     models = {}
