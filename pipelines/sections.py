@@ -212,6 +212,13 @@ class TrainSpec(_Strict):
         "so a set without `data.unlabelled` still distils on more than it trains on; a distilling method only "
         "(kd, fd-*, dynamic-fd, elodi, auto's distilling candidates). null: off",
     )
+    protected_weight: int | None = Field(
+        None,
+        ge=1,
+        description="text: the model's protected samples (`congruent protect`) that are in neither the val nor "
+        "the eval split join the train split this many times each, so their loss weighs that much in every "
+        "epoch (those of val or eval are left out, counted). null: the protected set is not trained on",
+    )
 
     @field_validator("crop")
     @classmethod

@@ -136,3 +136,51 @@ def test_a_table_adds_a_set_version_and_bad_tables_are_one_line(protected_model,
         code, _, err = cli(capsys, "protect", *args)
         assert code == 2 and len(err.strip().splitlines()) == 1 and words in err, (case, err)
     assert protected_set(model).version == after.version  # nothing written by a refusal
+
+
+def test_training_takes_each_protected_sample_weight_times(protected_model, capsys, tmp_path):
+    """train.protected_weight 3: every protected sample in neither val nor eval is in the train split
+    three times (the flips of v2 are eval samples: left out), `check` says how many, the run logs it;
+    a model without a protected set is one line, exit 2."""
+    import yaml
+
+    from orchestrator.planning.preflight import preflight
+    from pipelines.spec import parse_spec
+    from workers.data.text_tables import load_tweet_sentiment
+    from workers.tasks.resolve import cached_splits
+
+    model, tmp, _, classes = protected_model
+    tweets = load_tweet_sentiment()
+    outside = tmp_path / "outside.csv"  # tweets the data does not hold: they can only be trained on as protected
+    picked = [tweets.texts[i].replace('"', "'") for i in range(7, 40 * 12, 12)]
+    outside.write_text("text,sentiment\n" + "".join(f'"{t}",{classes[i % 2]}\n' for i, t in enumerate(picked)))
+    assert cli(capsys, "protect", model, str(outside))[0] == 0
+    suite = protected_set(model)
+    spec = document(model, "v5", 2, 1, str(tmp / "tweets.parquet"), str(tmp / "storage"))
+    spec["train"]["protected_weight"] = 3
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    code, out, err = cli(capsys, "check", str(tmp_path / "spec.yaml"))
+    assert code == 0, err
+    plan = preflight(parse_spec(spec))
+    splits = cached_splits(plan.data)
+    held = np.concatenate([splits.val.ids.numpy(), splits.eval.ids.numpy()])
+    trainable = suite.ids[~np.isin(suite.ids, held)]
+    ids, counts = np.unique(splits.train.ids.numpy(), return_counts=True)
+    assert (counts[np.isin(ids, trainable)] == 3).all() and np.isin(trainable, ids).all()
+    assert len(trainable) >= len(picked) and len(trainable) < len(suite)  # some protected samples are eval's
+    left = len(suite) - len(trainable)
+    assert f"{len(trainable):,} protected samples in train ×3 ({left:,} of val or eval left out)" in out
+    result = run_update(spec, tmp_path / "v5")
+    metrics = mlflow.MlflowClient().get_run(result.run_id).data.metrics
+    assert metrics["data.protected_trained"] == len(trainable) and metrics["data.protected_left_out"] == left
+
+    alone = {**spec, "model": f"{model}-none"[-60:], "version": "v1"}
+    alone.pop("old")
+    (tmp_path / "alone.yaml").write_text(yaml.safe_dump(alone))
+    code, _, err = cli(capsys, "check", str(tmp_path / "alone.yaml"))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].endswith(
+        f"train.protected_weight: {alone['model']} has no protected set "
+        f"(`congruent protect {alone['model']} TABLE` registers one)"
+    ), err

@@ -86,6 +86,9 @@ SAME_AS_DEFAULT |= {("method", name) for name in AUTO_ONLY_FIELDS}
 # read by the driver when it writes the ledger, never by a worker: test_slice_gate.py checks each
 # eval sample's ledger row holds its value
 SAME_AS_DEFAULT |= {("data", "slice_columns"), ("data", "slices")}
+# read by preflight (facts/protected_training.py: the model's protected set from the registry joins the
+# data request), not by data_request: test_protect.py checks each sample is in train that many times
+SAME_AS_DEFAULT |= {("train", "protected_weight")}
 
 
 def consumers(document: dict) -> tuple:

@@ -101,12 +101,17 @@ def auto_summary(auto: dict[str, Any]) -> list[dict[str, Any]]:
 
 def log_data_counts(plan: Plan) -> None:
     """With data.unlabelled, the texts kept and left out (metrics data.unlabelled, data.unlabelled_dropped);
-    with data.skip_corrupt, how many files preflight left out (metric data.skipped_corrupt) and which
-    (artifact data/skipped_corrupt.txt)."""
+    with train.protected_weight, the protected samples trained on and left out (data.protected_trained,
+    data.protected_left_out) and the set's version (param protected_set); with data.skip_corrupt, how
+    many files preflight left out (metric data.skipped_corrupt) and which (artifact data/skipped_corrupt.txt)."""
     if plan.splits.unlabelled is not None:
         runs.log_metrics(
             "data.", {"unlabelled": plan.splits.unlabelled[0], "unlabelled_dropped": plan.splits.unlabelled[1]}
         )
+    if plan.splits.protected is not None and plan.data.protected is not None:
+        trained, left_out = plan.splits.protected
+        runs.log_metrics("data.", {"protected_trained": trained, "protected_left_out": left_out})
+        runs.log_params({"protected_set": str(plan.data.protected.version)})
     data = plan.data
     if not data.skip_corrupt or data.streamed is None:
         return

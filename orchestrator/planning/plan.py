@@ -97,6 +97,7 @@ def train_config(
     `fp32`: whatever the spec's precision (packed replicas)."""
     values = spec.train.model_dump()
     student_epochs = values.pop("student_epochs")
+    values.pop("protected_weight")  # the data's: the protected rows join the train split (DataRequest.protected)
     if student and student_epochs is not None:
         values["epochs"] = student_epochs
     values.update(seed=seed, warmup_epochs=warmup_epochs(spec, student), flip=resolved_flip(spec))
@@ -144,6 +145,7 @@ class PlannedSplits:
     # workers read splits by the plan's `data`
     train_split: Split | None = field(default=None, compare=False, repr=False)
     unlabelled: tuple[int, int] | None = None  # data.unlabelled: (texts the student distils on, rows left out)
+    protected: tuple[int, int] | None = None  # train.protected_weight: (samples that join train, left out of it)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "train_split": None}

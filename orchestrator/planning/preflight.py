@@ -23,6 +23,7 @@ from orchestrator.planning.facts import (
     old_fit,
     old_model,
     old_version,
+    protected_training,
     shared_eval,
     slices,
     source,
@@ -54,6 +55,7 @@ CHECKS: tuple[Check, ...] = (
     old_version.check,
     architecture.check,
     source.check,
+    protected_training.check,
     data.check,
     stream_support.check,
     old_model.check,
@@ -101,7 +103,8 @@ def plan_of(found: Found) -> Plan:
     """The Plan of a spec whose checks found no problem, from their facts."""
     from workers.tasks.resolve import content_key
 
-    spec, request, splits = found.settled, _needed(found, Source).request, _needed(found, Data).splits
+    spec, request, splits = found.settled, found.request, _needed(found, Data).splits
+    assert request is not None, "preflight found no problem, so it opened the source"
     old, fit = found.get(OldVersion), found.get(OldFit)
     old_model, init = found.get(OldModel), _needed(found, InitFile)
     auto = found.get(AutoCandidates)
@@ -118,6 +121,7 @@ def plan_of(found: Found) -> Plan:
             # what the students distil on, held by the teacher pool (auto: its distilling candidates')
             splits.distillation_split if spec.method.name in (*UNLABELLED_OBJECTIVES, "auto") else splits.train,
             None if unlabelled is None else (len(unlabelled), splits.unlabelled_dropped),
+            None if request.protected is None else (splits.protected_trained, splits.protected_left_out),
         ),
         PlannedOld()
         if old is None
@@ -153,6 +157,11 @@ def summary(found: Found) -> str:
         data_line += f" ({skipped:,} corrupt file{'s' if skipped > 1 else ''} left out)"
     if splits.unlabelled is not None:
         data_line += f", and {len(splits.unlabelled):,} unlabelled texts ({splits.unlabelled_dropped:,} left out)"
+    if spec.train.protected_weight is not None:
+        data_line += (
+            f"; {splits.protected_trained:,} protected samples in train ×{spec.train.protected_weight} "
+            f"({splits.protected_left_out:,} of val or eval left out)"
+        )
     old_line = f"old {old.written}" if old is not None else "no old version (a first version)"
     line = f"{spec.model} {spec.version}: {method}, {spec.arch}; {data_line}; {old_line}"
     auto = found.get(AutoCandidates)

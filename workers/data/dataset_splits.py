@@ -39,6 +39,8 @@ class DataSplits:
     subset: str
     unlabelled: TextSet | None = None  # `data.unlabelled`'s texts kept (workers/data/unlabelled.py)
     unlabelled_dropped: int = 0  # its rows left out: copies, or texts of the labelled splits
+    protected_trained: int = 0  # protected samples in train (`train.protected_weight` times each)
+    protected_left_out: int = 0  # protected samples of val or eval, not trained on
 
     @cached_property
     def distillation_split(self) -> Split:

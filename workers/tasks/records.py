@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers.data.input_spec import InputSpec
+from workers.data.protected_rows import ProtectedRows
 from workers.data.streamed import StreamedSplits
 from workers.training.config import TrainConfig
 from workers.training.objectives import Objective
@@ -38,6 +39,8 @@ class DataRequest:
     skip_corrupt: bool = False  # a streamed ImageFolder: files that are not readable images left out, counted
     modality: str = "auto"  # as the spec says: auto, image (an ImageFolder tree on s3://) or text
     kind: str = "image"  # what the data is, the spec's `data.kind`: "image" or "text"
+    # the model's protected samples that join train (`train.protected_weight`); out of the repr like `unlabelled`
+    protected: ProtectedRows | None = field(default=None, repr=False)
 
 
 STREAM_FIELDS = (
@@ -46,6 +49,7 @@ STREAM_FIELDS = (
     "skip_corrupt",
     "modality",
     "kind",
+    "protected",
 )  # DataRequest fields that are not load_splits' arguments
 
 

@@ -14,6 +14,7 @@ from workers.data import DataSplits, load_splits
 from workers.data.dataset_splits import Samples, fingerprint
 from workers.data.encoded import EncodedSplit
 from workers.data.input_spec import InputSpec
+from workers.data.protected_rows import with_protected
 from workers.data.split_port import Split
 from workers.models.checkpoints import CheckpointError, ModelSettings, classes_seen_of, load_model
 from workers.models.hf import hf_directory, pretrained_state, read_directory
@@ -32,7 +33,8 @@ def cached_splits(request: DataRequest) -> DataSplits:
     streamed = request.streamed
     if streamed is not None:
         return DataSplits(streamed.train, streamed.val, streamed.eval, streamed.fingerprint, streamed.source, "all")
-    return load_splits(**{f.name: getattr(request, f.name) for f in fields(request) if f.name not in STREAM_FIELDS})
+    splits = load_splits(**{f.name: getattr(request, f.name) for f in fields(request) if f.name not in STREAM_FIELDS})
+    return splits if request.protected is None else with_protected(splits, request.protected)
 
 
 @lru_cache(maxsize=4)

@@ -6,6 +6,7 @@ to one typed fact or the problems it found, one line each, named by the field th
                       spec of the same `congruent check` registers
     architecture.py   `arch` resolves (a user factory is imported here, not in a worker)
     source.py         the data source: streaming settled, a streamed source opened
+    protected_training.py  `train.protected_weight`: the model's protected set, the rows that join train
     data.py           the splits, read (held data) or taken from the opened stream
     stream_support.py what the spec asks of a streamed source that it does not do yet
     old_model.py      the old checkpoint loaded (its architecture, classes, what it reads)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from orchestrator.tracking.version_refs import VersionRef
     from workers.data.dataset_splits import DataSplits
     from workers.data.input_spec import InputSpec
+    from workers.data.protected_rows import ProtectedRows
     from workers.models.checkpoints import ModelSettings
     from workers.tasks.records import DataRequest
 
@@ -70,6 +71,13 @@ class Source:
     false) and a streamed source opened (its files listed, a sample decoded, its labels scanned)."""
 
     request: DataRequest
+
+
+@dataclass(frozen=True)
+class ProtectedTraining:
+    """`train.protected_weight`: the model's protected set, as the rows that join the train split."""
+
+    rows: ProtectedRows
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,16 @@ class Found:
         if isinstance(outcome, Problems):
             return replace(self, problems=self.problems + outcome.lines)
         return replace(self, facts={**self.facts, type(outcome): outcome})
+
+    @property
+    def request(self) -> DataRequest | None:
+        """What the workers read: the Source's request, with the protected rows that join train
+        (ProtectedTraining); None before a source was opened."""
+        source = self.get(Source)
+        if source is None:
+            return None
+        protected = self.get(ProtectedTraining)
+        return source.request if protected is None else replace(source.request, protected=protected.rows)
 
     @cached_property
     def settled(self) -> UpdateSpec:
