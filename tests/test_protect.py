@@ -184,3 +184,52 @@ def test_training_takes_each_protected_sample_weight_times(protected_model, caps
         f"train.protected_weight: {alone['model']} has no protected set "
         f"(`congruent protect {alone['model']} TABLE` registers one)"
     ), err
+
+
+def test_an_image_model_protects_its_flipped_files_and_a_folder_of_class_folders(
+    ray_cluster, fashion_mnist, spec_document, capsys, tmp_path
+):
+    """Two mlp-small versions on an image folder tree (Fashion-MNIST PNGs, CLASS/FILE): `protect
+    --from-flips 2` keeps the flipped images' files with the set, promote refuses v2 on them; a folder
+    of class folders adds its images; an unknown class folder or an unreadable file is one line."""
+    from test_serving import png
+
+    classes = [name.replace("/", "-") for name in fashion_mnist.eval.classes]  # folder names ("T-shirt/top")
+    tree = tmp_path / "tree"
+    for i in range(1500):
+        label = int(fashion_mnist.train.labels[i])
+        (tree / classes[label]).mkdir(parents=True, exist_ok=True)
+        (tree / classes[label] / f"{i:05d}.png").write_bytes(png(fashion_mnist.train.images[i][0].numpy()))
+    model = f"protect-images-{tmp_path.name}"[-60:]
+    for version, seed, epochs in (("v1", 0, 1), ("v2", 1, 4)):
+        spec = spec_document(
+            model=model,
+            version=version,
+            data={"path": str(tree)},
+            train={"epochs": epochs, "lr": 0.05, "batch_size": 64, "seed": seed},
+            **({"old": f"{model}/1"} if version == "v2" else {}),
+        )
+        run_update(spec, tmp_path / version)
+    assert cli(capsys, "promote", model, "1", "--max-nfr", "1")[0] == 0
+    flips = pair_counts(ledger(model, "1"), ledger(model, "2")).negative
+    code, out, err = cli(capsys, "protect", model, "--from-flips", "2")
+    assert code == 0, err
+    suite = protected_set(model)
+    assert len(suite) == flips > 0 and all(image for image in suite.images)
+    assert all((tree / name).read_bytes() == image for name, image in zip(suite.inputs, suite.images))
+    code, _, err = cli(capsys, "promote", model, "2", "--max-nfr", "1", "--max-er-increase", "1")
+    assert code == 1 and "protected samples flipped > 0 allowed" in err, err
+
+    more = tmp_path / "more"
+    (more / classes[0]).mkdir(parents=True)
+    (more / classes[0] / "a.png").write_bytes(png(fashion_mnist.eval.images[0][0].numpy()))
+    code, out, err = cli(capsys, "protect", model, str(more))
+    assert code == 0 and f"1 samples added, {flips + 1:,} in all" in out, err
+    (more / "not-a-class").mkdir()
+    (more / "not-a-class" / "b.png").write_bytes(png(fashion_mnist.eval.images[1][0].numpy()))
+    broken = tmp_path / "broken"
+    (broken / classes[1]).mkdir(parents=True)
+    (broken / classes[1] / "c.png").write_bytes(b"\x89PNG not really")
+    for folder, words in ((more, "folder 'not-a-class' is not a class of"), (broken, "c.png: not a readable image")):
+        code, _, err = cli(capsys, "protect", model, str(folder))
+        assert code == 2 and len(err.strip().splitlines()) == 1 and words in err, err

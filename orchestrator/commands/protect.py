@@ -33,13 +33,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="samples every later version must keep (a regression suite, gated by promote)",
         description=(
             "Add samples to MODEL's protected set: the rows of a table read with the champion's spec columns "
-            "(text, label, id; labels among its classes), or the samples VERSION flipped against its parent "
-            "(from the ledgers, the texts read back from its data). promote refuses a version that gets a "
-            "protected sample wrong the champion gets right (--max-protected-flips N allows N); versions "
-            "--protected shows each version on the set. Text models."
+            "(text, label, id; labels among its classes), for an image model the images of a folder of class "
+            "folders (CLASS/FILE, kept with the set), or the samples VERSION flipped against its parent (from "
+            "the ledgers, the texts or image files read back from its data). promote refuses a version that "
+            "gets a protected sample wrong the champion gets right (--max-protected-flips N allows N); "
+            "versions --protected shows each version on the set; train.protected_weight trains on them."
         ),
     )
     parser.add_argument("model", help="the registered model's name")
-    parser.add_argument("path", nargs="?", default=None, metavar="PATH", help="a .csv/.tsv/.jsonl/.parquet table")
+    parser.add_argument(
+        "path",
+        nargs="?",
+        default=None,
+        metavar="PATH",
+        help="a .csv/.tsv/.jsonl/.parquet table; an image model: a folder of class folders",
+    )
     parser.add_argument("--from-flips", metavar="VERSION", default=None, help="protect the samples VERSION flipped")
     parser.set_defaults(func=run)

@@ -230,6 +230,7 @@ def log_protected(model: str, checkpoint: str, allow_user_factories: bool, watch
     suite = protected.protected_set(model)
     if suite is None or not len(suite):
         return
-    counts = protected.protected_counts(suite.labels, protected.answers(checkpoint, suite.inputs, allow_user_factories))
+    answers = protected.answers(checkpoint, suite.inputs, allow_user_factories, suite.images)
+    counts = protected.protected_counts(suite.labels, answers)
     runs.log_metrics("protected.", {"n": counts.n, "correct": counts.correct, "set": suite.version})
     watch.say(f"protected set {suite.version}: {counts.correct} of {counts.n} right")

@@ -3,8 +3,9 @@
 The set is versioned: each `congruent protect` writes a new MLflow run in the model's experiment
 (tag PROTECTED_TAG = its set version N) holding `protected/samples.parquet` — every row of set N−1
 plus the new ones — and points the registered model's tag PROTECTED_RUN_TAG at it. A row is a sample
-by identity: its id (workers/data/keys.py), its input (a text, or an image file's path), its label
-(class id among the model's classes) and where it came from (a file, or "flips of vN").
+by identity: its id (workers/data/keys.py), its input (a text, or an image's path under the folder it
+came from), its label (class id among the model's classes), where it came from (a file, or "flips of
+vN"), and an image sample's encoded bytes (kept with the set, so the gate does not need the files).
 
 A version's answers on the set come from its registered checkpoint (workers/models/raw_inputs.py:
 what `serve` and the pyfunc answer with), so a version registered before the set is scored the
@@ -26,7 +27,9 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 PROTECTED_TAG = "congruent.protected"  # a protected set's run: its set version
 PROTECTED_RUN_TAG = "congruent.protected_run"  # the registered model's tag: the current set's run
 SAMPLES = "protected/samples.parquet"
-SCHEMA = pa.schema([("id", pa.int64()), ("input", pa.string()), ("label", pa.int64()), ("origin", pa.string())])
+SCHEMA = pa.schema(
+    [("id", pa.int64()), ("input", pa.string()), ("label", pa.int64()), ("origin", pa.string()), ("image", pa.binary())]
+)
 SCORED_BATCH = 256
 
 
@@ -40,6 +43,7 @@ class ProtectedSet:
     inputs: list[str]
     labels: np.ndarray
     origins: list[str]
+    images: list[bytes | None] | None = None  # an image model's samples' encoded files; None for texts
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -81,12 +85,21 @@ def _read_set(run_id: str) -> ProtectedSet:
         table.column("input").to_pylist(),
         table.column("label").to_numpy(),
         table.column("origin").to_pylist(),
+        table.column("image").to_pylist() if "image" in table.column_names else None,  # sets of texts before it
     )
 
 
-def add_protected(model: str, ids: np.ndarray, inputs: list[str], labels: np.ndarray, origin: str) -> tuple[int, int]:
+def add_protected(
+    model: str,
+    ids: np.ndarray,
+    inputs: list[str],
+    labels: np.ndarray,
+    origin: str,
+    images: list[bytes] | None = None,
+) -> tuple[int, int]:
     """A new set version: the current set's rows and those of `ids` it does not hold yet (a sample
-    protected twice keeps its first row). Returns (set version, rows added)."""
+    protected twice keeps its first row); `images`: an image model's samples' encoded files.
+    Returns (set version, rows added)."""
     from mlflow import MlflowClient
 
     from orchestrator.tracking.store import experiment_id
@@ -99,18 +112,20 @@ def add_protected(model: str, ids: np.ndarray, inputs: list[str], labels: np.nda
         if sample not in held:
             held.add(sample)
             fresh.append(i)
-    rows: dict[str, list[Any]] = {"id": [], "input": [], "label": [], "origin": []}
+    rows: dict[str, list[Any]] = {"id": [], "input": [], "label": [], "origin": [], "image": []}
     if current is not None:
         rows = {
             "id": current.ids.tolist(),
             "input": list(current.inputs),
             "label": current.labels.tolist(),
             "origin": list(current.origins),
+            "image": list(current.images) if current.images is not None else [None] * len(current),
         }
     rows["id"] += [int(ids[i]) for i in fresh]
     rows["input"] += [inputs[i] for i in fresh]
     rows["label"] += [int(labels[i]) for i in fresh]
     rows["origin"] += [origin] * len(fresh)
+    rows["image"] += [images[i] for i in fresh] if images is not None else [None] * len(fresh)
     version = 1 if current is None else current.version + 1
     run = client.create_run(
         experiment_id(model),
@@ -126,13 +141,19 @@ def add_protected(model: str, ids: np.ndarray, inputs: list[str], labels: np.nda
     return version, len(fresh)
 
 
-def answers(checkpoint: str, inputs: list[str], allow_user_factories: bool = False) -> np.ndarray:
-    """A version's class id for each protected input (a text, or an image file's path)."""
+def answers(
+    checkpoint: str, inputs: list[str], allow_user_factories: bool = False, images: list[bytes | None] | None = None
+) -> np.ndarray:
+    """A version's class id for each protected input: a text, or an image (its encoded bytes from
+    `images`, else the file at the input's path)."""
     from workers.models.raw_inputs import RawInputModel
 
     model = RawInputModel(checkpoint, allow_user_factories=allow_user_factories)
     if model.modality != "text":
-        payloads: list[str | bytes] = [Path(p).read_bytes() for p in inputs]
+        payloads: list[str | bytes] = [
+            image if image is not None else Path(path).read_bytes()
+            for path, image in zip(inputs, images or [None] * len(inputs))
+        ]
     else:
         payloads = list(inputs)
     out: list[int] = []
@@ -148,7 +169,7 @@ def set_answers(checkpoint: str, suite: ProtectedSet, allow_user_factories: bool
     if key not in _ANSWERS:
         if len(_ANSWERS) >= KEPT_ANSWERS:
             _ANSWERS.pop(next(iter(_ANSWERS)))
-        _ANSWERS[key] = answers(checkpoint, suite.inputs, allow_user_factories)
+        _ANSWERS[key] = answers(checkpoint, suite.inputs, allow_user_factories, suite.images)
     return _ANSWERS[key]
 
 

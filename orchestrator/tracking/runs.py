@@ -81,7 +81,16 @@ def log_spec(run_id: str, spec: UpdateSpec) -> None:
     }
     client = MlflowClient()
     client.log_batch(run_id, params=params, tags=[RunTag(k, v) for k, v in tags.items()])
-    client.log_text(run_id, yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False), "spec.yaml")
+    client.log_text(run_id, yaml.safe_dump(logged_document(spec), sort_keys=False), "spec.yaml")
+
+
+def logged_document(spec: UpdateSpec) -> dict:
+    """The spec as spec.yaml keeps it: every field, but of `data` only those the spec set — a dump
+    that named every column would read back as a folder of table shards (DataSpec.inferred_modality),
+    and an image folder's version as text data."""
+    document = spec.model_dump(mode="json")
+    document["data"] = spec.data.model_dump(mode="json", exclude_unset=True)
+    return document
 
 
 def _process_alive(pid: int) -> bool:
