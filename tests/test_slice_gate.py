@@ -161,6 +161,12 @@ def test_check_refuses_slices_it_cannot_read_in_one_line_each(sliced_versions, c
             "no column 'country'",
         ),
         "ids of other samples": ({**data, "slices": str(elsewhere)}, {}, "data.slices: ", "names none of the"),
+        "ids of other samples, streamed": (
+            {**data, "slices": str(elsewhere), "streaming": True},
+            {},
+            "data.slices: ",
+            "names none of the",
+        ),
         "an id named twice": ({**data, "slices": str(duplicated)}, {}, "data.slices: ", "names two rows"),
         "a slice gate without slices": (
             data,

@@ -36,7 +36,7 @@ def check(found: Found) -> Slices | Problems | None:
             problems += [f"data.slices: {line}" for line in problems_of(e)]
         else:
             loaded = found.get(Data)
-            held = getattr(loaded.splits.eval, "ids", None) if loaded is not None else None  # a stream holds none
+            held = loaded.splits.eval.ids if loaded is not None else None  # a stream's too: its scan named them
             if held is not None and len(held) and not np.isin(held.numpy(), ids).any():
                 problems.append(
                     f"data.slices: {data.slices} names none of the {len(held):,} eval samples by id (sample keys: "
