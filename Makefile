@@ -30,7 +30,7 @@ demo-text: install system-data
 # Everything but the `bench` tests (benchmark modes and demos end to end: `make test-bench`, which CI
 # runs after this); the 25 slowest tests and the suite's wall time at the end (README: how long, and why).
 test: install system-data system-services lint
-	@start=$$(date +%s); $(BIN)/python -m pytest -q -m "not bench" -n 2 --dist loadgroup --durations=25; status=$$?; \
+	@start=$$(date +%s); $(BIN)/python -m pytest -q -m "not bench" -n 2 --dist loadfile --durations=25; status=$$?; \
 	  echo "make test: pytest took $$(( $$(date +%s) - start )) s of wall time"; exit $$status
 
 # The `bench` tests: each runs a benchmark mode (benchmarks/) or a demo end to end, on small data.

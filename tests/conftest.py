@@ -27,24 +27,25 @@ def pytest_collection_modifyitems(items):
     """Mark each test by the session resources its fixtures start: `cluster` (the two-node Ray
     cluster), `services` (PostgreSQL, SeaweedFS, MLflow), so `-m` can select by what a test needs.
 
-    `make test` runs the suite in two pytest-xdist processes (`--dist loadgroup`), each with its own
-    session cluster and services. The tests of a module that uses either, or any module-scoped
-    fixture (servers, a trained v1, a data tree in S3), form one group that runs in one process, so
-    that state is built once; the other tests go wherever a process is free."""
+    `make test` runs the suite in two pytest-xdist processes (`--dist loadfile`), each with its own
+    session cluster and services; a module's tests run in one process, in their order, so a
+    module-scoped fixture (servers, a trained v1, a data tree in S3) is built once. (`--dist
+    loadgroup` with marks per module did not group them: pytest-xdist 3.8 renames node ids through
+    an attribute pytest 9.2 no longer reads, so every test went wherever a process was free.)
+
+    The modules that use the cluster or the services (the long ones) are put first, each keeping
+    its tests' order, so the short modules fill the end of both processes instead of one process
+    running a long module alone at the end."""
+    heavy: set[str] = set()
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if "ray_cluster" in names:
             item.add_marker(pytest.mark.cluster)
         if "mlflow_stack" in names:
             item.add_marker(pytest.mark.services)
-        if names & {"ray_cluster", "mlflow_stack"} or _uses_module_scoped_fixtures(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-
-
-def _uses_module_scoped_fixtures(item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    definitions = info.name2fixturedefs.values() if info is not None else ()
-    return any(definition.scope == "module" for chain in definitions for definition in chain)
+        if names & {"ray_cluster", "mlflow_stack"}:
+            heavy.add(item.nodeid.split("::")[0])
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in heavy)  # stable: each module's order kept
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -195,7 +195,12 @@ def candidates_table(record: AutoRecord) -> str:
         for c in record.candidates
     ]
     headers = ["candidate", "val ER", "val NFR", "eligible", "eval ER", "eval NFR", "seconds"]
-    over = [f"  {c.name}: not eligible, val slice {c.val_slice_over}" for c in record.candidates if c.val_slice_over]
+    over = [
+        f"  {c.name}: {'eligible all the same (no treatment)' if c.name == 'none' else 'not eligible'}, "
+        f"val slice {c.val_slice_over}"
+        for c in record.candidates
+        if c.val_slice_over
+    ]
     return "\n".join([table(headers, rows, left=1), *over])
 
 
