@@ -74,6 +74,13 @@ def worst_gated_slice(rows: list[dict[str, Any]], limit: float, on_bound: bool) 
     return max(over, key=lambda r: r[key]) if over else None
 
 
+def over_limit_words(row: dict[str, Any], limit: float, on_bound: bool) -> str:
+    """A slice row over `limit` as the gate says it: "COL=VALUE NFR 12.50 % > 10.00 %" ("NFR upper
+    bound" with `on_bound`)."""
+    key, bound = ("nfr_upper", " upper bound") if on_bound else ("nfr", "")
+    return f"{row['column']}={row['value']} NFR{bound} {100 * row[key]:.2f} % > {100 * limit:.2f} %"
+
+
 def slice_over_limit(
     old: np.ndarray,
     new: np.ndarray,
@@ -90,6 +97,4 @@ def slice_over_limit(
     worst = worst_gated_slice(rows, limit, confidence is not None)
     if worst is None:
         return None
-    key, bound = ("nfr_upper", " upper bound") if confidence is not None else ("nfr", "")
-    found = f"{worst['column']}={worst['value']} NFR{bound} {100 * worst[key]:.2f} %"
-    return f"{found} > {100 * limit:.2f} % on {worst['n']:,}"
+    return f"{over_limit_words(worst, limit, confidence is not None)} on {worst['n']:,}"

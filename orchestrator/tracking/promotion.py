@@ -35,7 +35,7 @@ from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
 from orchestrator.tracking.version_refs import RegistryError, VersionRef
 from workers.confidence import fewest_for_bound, paired_increase_upper, wilson_upper
 from workers.metrics import negative_flips
-from workers.slices import MIN_SLICE_N, worst_gated_slice
+from workers.slices import MIN_SLICE_N, over_limit_words, worst_gated_slice
 
 ATTEMPTS = 3  # gates against a champion that moved meanwhile, before refusing
 
@@ -169,7 +169,7 @@ def slice_gate(name: str, candidate: str, old: dict, new: dict, limits: GateLimi
     shown = f"worst slice {top['column']}={top['value']}: NFR{bound} {_pct(top[key])} on {top['n']:,}"
     if worst is None:
         return [], f"{shown} ({len(gated)} slices gated)"
-    return [f"slice {top['column']}={top['value']} NFR{bound} {_pct(top[key])} > {_pct(limits.max_slice_nfr)}"], shown
+    return [f"slice {over_limit_words(top, limits.max_slice_nfr, on_bound)}"], shown
 
 
 def protected_gate(

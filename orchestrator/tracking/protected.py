@@ -144,18 +144,16 @@ def add_protected(
 def answers(
     checkpoint: str, inputs: list[str], allow_user_factories: bool = False, images: list[bytes | None] | None = None
 ) -> np.ndarray:
-    """A version's class id for each protected input: a text, or an image (its encoded bytes from
-    `images`, else the file at the input's path)."""
+    """A version's class id for each protected input: a text, or for an image model the sample's
+    encoded file from `images` (its input is only the path it had under its folder)."""
     from workers.models.raw_inputs import RawInputModel
 
     model = RawInputModel(checkpoint, allow_user_factories=allow_user_factories)
+    payloads: list[str | bytes] = list(inputs)
     if model.modality != "text":
-        payloads: list[str | bytes] = [
-            image if image is not None else Path(path).read_bytes()
-            for path, image in zip(inputs, images or [None] * len(inputs))
-        ]
-    else:
-        payloads = list(inputs)
+        if images is None or any(image is None for image in images):
+            raise ValueError("an image model's protected samples are scored from the files kept with the set")
+        payloads = [image for image in images if image is not None]
     out: list[int] = []
     for start in range(0, len(payloads), SCORED_BATCH):
         out += [a.class_id for a in model.answer(payloads[start : start + SCORED_BATCH])]

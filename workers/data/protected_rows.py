@@ -40,9 +40,10 @@ def with_protected(splits: DataSplits, rows: ProtectedRows) -> DataSplits:
     if not isinstance(train, TextSet) or not isinstance(val, TextSet) or not isinstance(test, TextSet):
         raise DataError("protected samples are texts: they join a held text split")
     labels = np.asarray(rows.labels, np.int64)
-    if len(labels) and (labels.min() < 0 or labels.max() >= train.num_classes):
+    outside = labels[(labels < 0) | (labels >= train.num_classes)]
+    if len(outside):
         raise DataError(
-            f"a protected sample's label {int(labels.max())} is not one of the data's {train.num_classes} classes"
+            f"a protected sample's label {int(outside[0])} is not one of the data's {train.num_classes} classes"
         )
     ids = np.asarray(rows.ids, np.int64)
     held = np.isin(ids, np.concatenate([val.ids.numpy(), test.ids.numpy()]))
