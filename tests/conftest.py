@@ -31,21 +31,13 @@ def pytest_collection_modifyitems(items):
     session cluster and services; a module's tests run in one process, in their order, so a
     module-scoped fixture (servers, a trained v1, a data tree in S3) is built once. (`--dist
     loadgroup` with marks per module did not group them: pytest-xdist 3.8 renames node ids through
-    an attribute pytest 9.2 no longer reads, so every test went wherever a process was free.)
-
-    The modules that use the cluster or the services (the long ones) are put first, each keeping
-    its tests' order, so the short modules fill the end of both processes instead of one process
-    running a long module alone at the end."""
-    heavy: set[str] = set()
+    an attribute pytest 9.2 no longer reads, so every test went wherever a process was free.)"""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if "ray_cluster" in names:
             item.add_marker(pytest.mark.cluster)
         if "mlflow_stack" in names:
             item.add_marker(pytest.mark.services)
-        if names & {"ray_cluster", "mlflow_stack"}:
-            heavy.add(item.nodeid.split("::")[0])
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in heavy)  # stable: each module's order kept
 
 
 @pytest.fixture(scope="session", autouse=True)
