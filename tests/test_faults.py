@@ -197,7 +197,7 @@ def rerun_closed_the_killed_run(model: str, pid: int | None) -> bool:
 
 def test_killed_driver_rerun_reuses_finished_stages_and_registers_once(ray_cluster, fault_spec, tmp_path, monkeypatch):
     document = fault_spec(
-        model="faults-driver", method={"name": "elodi", "m": 2, "k": 3}, data={"train_limit": 2000, "eval_limit": 500}
+        model="faults-driver", method={"name": "elodi", "m": 2, "k": 3}, data={"train_limit": 1000, "eval_limit": 300}
     )
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(document))

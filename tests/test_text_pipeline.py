@@ -50,6 +50,7 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
     from workers.models.checkpoints import read_checkpoint
     from workers.storage import fetch_checkpoint
 
+    tweets = {**TWEETS, "train_limit": 2000, "eval_limit": 800}  # plumbing: a smaller slice than TWEETS
     base = {
         "model": "tweets",
         "storage": str(tmp_path / "runs"),
@@ -62,7 +63,7 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
             "version": "v1",
             "arch": "text-bag",
             "method": {"name": "none"},
-            "data": {**TWEETS, "subset": "half-samples", "train_limit": 2000},
+            "data": {**tweets, "subset": "half-samples"},
             "train": {"epochs": 4, "lr": 0.5, "batch_size": 64},
         },
         tmp_path / "v1",
@@ -74,7 +75,7 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
             "version": "v2",
             "arch": "text-cnn",
             "old": "tweets/1",
-            "data": TWEETS,
+            "data": tweets,
             "method": {"name": "elodi", "m": 2, "k": 3},
         },
         tmp_path / "v2",
@@ -88,7 +89,7 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
             "version": "v2-fd",
             "arch": "text-transformer",
             "old": "tweets/1",
-            "data": TWEETS,
+            "data": tweets,
             "method": {"name": "fd-lm"},
             "resources": {**base["resources"], "teacher_actors": 0},
         },
@@ -101,7 +102,7 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
             "version": "v2-linear",
             "arch": "text-linear",
             "old": "tweets/1",
-            "data": TWEETS,
+            "data": tweets,
             "method": {"name": "kd"},
         },
         tmp_path / "linear",
