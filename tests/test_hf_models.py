@@ -142,12 +142,12 @@ def test_an_hf_text_update_from_v1_to_v2_with_elodi_registers_both(ray_cluster, 
     from workers.data import load_splits
     from workers.storage import fetch_checkpoint
 
-    tweets = load_splits("tweet-sentiment", train_limit=1000)
+    tweets = load_splits("tweet-sentiment", train_limit=500)
     folder = tiny_bert(tmp_path / "bert", list(tweets.train.texts))
     common = {
         "model": "hf-tweets",
         "arch": f"hf:{folder}",
-        "data": {"dataset": "tweet-sentiment", "train_limit": 1000, "eval_limit": 400},
+        "data": {"dataset": "tweet-sentiment", "train_limit": 500, "eval_limit": 200},
         "train": {"epochs": 1, "batch_size": 32, "lr": 0.05, "seed": 0},
         "tokenizer": {"max_length": 48},
         "resources": {**SPEC_RESOURCES, "teacher_actors": 0},

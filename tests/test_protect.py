@@ -57,7 +57,7 @@ def protected_model(ray_cluster, tmp_path_factory):
     }
     pq.write_table(pa.table(table), tmp / "tweets.parquet")
     model = f"protect-{tmp.name}"[-60:]
-    for version, seed, epochs in (("v1", 0, 1), ("v2", 1, 3)):
+    for version, seed, epochs in (("v1", 0, 1), ("v2", 1, 2)):
         run_update(
             document(model, version, seed, epochs, str(tmp / "tweets.parquet"), str(tmp / "storage")), tmp / version
         )

@@ -227,7 +227,7 @@ def test_tune_searches_alpha_and_k_on_text(ray_cluster, spec_file, tmp_path):
         model="tw-tuned",
         arch="text-bag",
         old=old_checkpoint,
-        data={**TWEETS, "train_limit": 1500, "eval_limit": 800},
+        data={**TWEETS, "train_limit": 1000, "eval_limit": 500},
         train={"epochs": 1, "lr": 2.0, "weight_decay": 0.0, "batch_size": 64},
         method={"name": "elodi", "m": 2, "k": 3},
         tune={"search": "grid", "space": {"alpha": [0.5, 0.9]}, "er_tolerance": 0.5},
