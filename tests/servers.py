@@ -362,6 +362,7 @@ def start_mlflow_server(
             f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{directory / 'users.db'}\n"
             f"admin_username = {admin[0]}\nadmin_password = {admin[1]}\n"
             "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+            "auth_cache_ttl_seconds = 60\n"  # as docker-compose.yml: a checked password is not hashed again
         )
         server_env.update(MLFLOW_AUTH_CONFIG_PATH=str(config), MLFLOW_FLASK_SERVER_SECRET_KEY=flask_key)
         app = ["--app-name", "basic-auth"]
