@@ -1,7 +1,9 @@
 """Loaders on the real Fashion-MNIST files and on other formats; splits, subsets, augmentation."""
 
 import gzip
+import os
 import struct
+import tempfile
 
 import numpy as np
 import pytest
@@ -86,6 +88,41 @@ def test_idx_directory_of_real_images(tmp_path, fashion_mnist):
     (tmp_path / "bad-images-idx3-ubyte").write_bytes(b"\x01\x02\x03\x04")
     with pytest.raises(DataError, match="bad magic"):
         read_idx(tmp_path / "bad-images-idx3-ubyte")
+
+
+def test_a_gzipped_idx_file_is_decompressed_once_and_read_again_when_it_changes(tmp_path, monkeypatch, fashion_mnist):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # a cache folder of this test's own
+    (tmp_path / "tmp").mkdir()
+    images = fashion_mnist.train.images[:100, 0].numpy()
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    _write_idx(path, images)
+    assert np.array_equal(read_idx(path), images)
+    cache = tmp_path / "tmp" / f"congruent-data-{os.getuid()}"
+    (kept,) = cache.iterdir()
+    assert kept.stat().st_mode & 0o777 == 0o600 and (cache.stat().st_mode & 0o777) == 0o700
+    decompress = gzip.decompress
+    monkeypatch.setattr(gzip, "decompress", lambda data: pytest.fail("decompressed again"))
+    assert np.array_equal(read_idx(path), images)  # from the cache
+    monkeypatch.setattr(gzip, "decompress", decompress)
+    _write_idx(path, images[:50])  # the file changed: another key, never the old copy
+    assert np.array_equal(read_idx(path), images[:50]) and len(list(cache.iterdir())) == 2
+
+
+def test_a_data_cache_folder_others_may_write_is_not_read(tmp_path, monkeypatch, fashion_mnist):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    images = fashion_mnist.train.images[:100, 0].numpy()
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    _write_idx(path, images)
+    read_idx(path)
+    cache = tmp_path / "tmp" / f"congruent-data-{os.getuid()}"
+    (kept,) = cache.iterdir()
+    planted = bytes(kept.read_bytes()[:16]) + images[::-1].tobytes()  # a valid IDX file of other images
+    os.chmod(cache, 0o777)  # as if someone else could have written it
+    kept.write_bytes(planted)
+    assert np.array_equal(read_idx(path), images)  # decompressed, the planted copy not read
+    os.chmod(cache, 0o700)
+    assert np.array_equal(read_idx(path), images[::-1])  # the test means something: a private one is read
 
 
 def test_image_folder_tree_of_real_images(tmp_path, fashion_mnist):

@@ -7,9 +7,7 @@ registered before checksums have none to check: only the private folder protects
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +15,7 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from orchestrator.tracking.version_refs import RegistryError
+from workers.private_cache import private_folder
 from workers.storage import is_under
 
 RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
@@ -38,12 +37,10 @@ def sha256_of(path: str | Path) -> str:
 def cache_root() -> Path:
     """This user's cache folder (mode 0700); RegistryError if the path is a link, or a folder
     someone else owns or others may write."""
-    root = Path(tempfile.gettempdir(), f"congruent-registry-{os.getuid()}")
-    root.mkdir(mode=0o700, exist_ok=True)
-    info = root.lstat()
-    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise RegistryError(f"{root}: the registry cache must be a folder of this user's that no one else may write")
-    return root
+    try:
+        return private_folder("registry")
+    except PermissionError as e:
+        raise RegistryError(f"the registry cache: {e}") from None
 
 
 def fetch(run_id: str, artifact: str, tags: Mapping[str, str] | None = None) -> Path:
