@@ -3,6 +3,8 @@ is read or deleted there (workers/storage.py `is_under`, `fetch_checkpoint`)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from reliability_records import record
@@ -40,5 +42,9 @@ def test_a_checkpoint_key_cannot_leave_the_download_cache(tmp_path, monkeypatch)
         with pytest.raises(storage.StorageError, match="may not leave"):
             storage.fetch_checkpoint(uri)
     assert fetched == []
-    assert storage.fetch_checkpoint("s3://runs/m/v2/model.pt") == str(tmp_path / "congruent-cache/runs/m/v2/model.pt")
+    local = tmp_path / f"congruent-s3-{os.getuid()}/runs/m/v2/model.pt"
+    assert storage.fetch_checkpoint("s3://runs/m/v2/model.pt") == str(local)
+    os.chmod(local.parents[3], 0o777)  # a cache folder others may write: its copies are not used
+    with pytest.raises(storage.StorageError, match="no one else may write"):
+        storage.fetch_checkpoint("s3://runs/m/v2/model.pt")
     record("security", check="an S3 checkpoint key with .. cannot leave the download cache", passed=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from workers.errors import first_line
 from workers.names import is_s3
+from workers.private_cache import private_folder
 
 
 class StorageError(ValueError):
@@ -130,13 +131,15 @@ def delete(uri: str) -> bool:
 
 
 def fetch_checkpoint(uri: str) -> str:
-    """A local path for a checkpoint URI: the path itself, or a copy of an S3 object in a temp-dir
-    cache (downloaded once per machine). FileNotFoundError when there is no such object."""
+    """A local path for a checkpoint URI: the path itself, or a copy of an S3 object in this user's
+    private cache folder (private_cache.py: a copy no one else can have planted; downloaded once per
+    machine and user). FileNotFoundError when there is no such object."""
     if not is_s3(uri):
         return uri
-    import tempfile
-
-    cache = os.path.join(tempfile.gettempdir(), "congruent-cache")
+    try:
+        cache = str(private_folder("s3"))
+    except PermissionError as e:
+        raise StorageError(f"the S3 download cache: {e}") from None
     local = os.path.normpath(os.path.join(cache, uri.removeprefix("s3://")))
     if not is_under(local, cache) or ".." in uri.split("/"):
         raise StorageError(f"{uri}: a checkpoint key may not leave its bucket's folder (`..`)")
