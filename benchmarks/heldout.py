@@ -275,13 +275,13 @@ def report(results: dict[str, Any], heldout: str = "election") -> str:
     met = sum(verdict(u)[2] for u in units)
     n_eval = units[0]["n_eval"] if units else 0
     option = "" if heldout == "election" else f"--set {heldout} "
-    jobs = results.get("jobs", 1)
+    jobs = results.get("jobs")  # recorded since the Friends runs, which had the machine to themselves
     return (
         f"Command: `python -m benchmarks.heldout {option}[--train-limit N]`, {results['date']}, 2 CPU cores, "
         + (
             "one unit at a time (the wall column is under the load of other benchmarks). "
-            if jobs == 1
-            else f"{jobs} units at a time (the wall column is under that load). "
+            if jobs is None
+            else f"{jobs} unit{'s' if jobs > 1 else ''} at a time, nothing else running. "
         )
         + f"The set: {SETS[heldout].description.format(n_eval=n_eval)}, which no recipe, α or auto default "
         "was chosen on. v1: the "
