@@ -1,5 +1,5 @@
 """Folders of this user's in the shared temporary directory that nobody else can have written: the
-registry's local copies of versions' artifacts, and decompressed data files. A file there is trusted
+registry's local copies of versions' artifacts, S3 checkpoints, decompressed data files. A file there is trusted
 only because no one else can have put it there, so a folder that is a link, someone else's, or
 writable by others is refused."""
 
