@@ -258,7 +258,10 @@ def rooms_revisited(moves: list, root: str = "orchestrator.commands.run") -> dic
     reader is in the module of the innermost function being read, and goes back to its caller's
     when it is done. A **return to a room already left**: arriving — by a call or by going back —
     in a module the reader was in before and had left. `moves` are the calls between modules and
-    their returns, in order (the tracer's)."""
+    their returns, in order (the tracer's). The walk is the one inside `root`'s `run`: what the
+    command line does before calling it (building its parser from every command's `register`) and
+    after is not followed; moves that never enter `run` (a walk written from inside it) all are."""
+    moves = inside_run(moves, root)
     read: set[str] = set()
     stack: list[tuple[int, str | None]] = []  # (frame id, its module if it was read at this call, else None)
     room, visited, revisits = root, {root}, Counter[str]()
@@ -289,6 +292,25 @@ def rooms_revisited(moves: list, root: str = "orchestrator.commands.run") -> dic
         "returns_to_a_room_left": sum(revisits.values()),
         "returns_by_room": dict(revisits.most_common()),
     }
+
+
+def inside_run(moves: list, root: str) -> list:
+    """The moves from the call of `root`'s `run(args)` to its return (all of them if it is not called)."""
+    start = next(
+        (
+            i
+            for i, (event, _, key, module, _) in enumerate(moves)
+            if event == "call" and module == root and key.endswith(":run")
+        ),
+        None,
+    )
+    if start is None:
+        return moves
+    frame = moves[start][1]
+    end = next(
+        (i for i in range(start + 1, len(moves)) if moves[i][0] == "return" and moves[i][1] == frame), len(moves)
+    )
+    return moves[start + 1 : end]
 
 
 RESULTS = Path("docs/walk-results.json")

@@ -54,3 +54,33 @@ def test_a_reader_returns_to_a_room_left_on_coming_back_to_it_not_on_a_function_
     assert walk["rooms"] == 4
     assert walk["returns_to_a_room_left"] == 3
     assert walk["returns_by_room"] == {"planning.preflight": 2, "commands.run": 1}
+
+
+def test_the_walk_starts_at_run_args_what_the_command_line_does_before_is_not_followed():
+    """cli builds its parser (each command's `register`: back in run.py's room each time) before it
+    calls run(args): only the moves inside that call count."""
+    from benchmarks.walk import rooms_revisited
+
+    parser = [
+        ["call", 1, "compare.py:1:register", "commands.compare", "cli"],
+        ["return", 1, "", "commands.compare", ""],
+        ["call", 2, "check.py:1:register", "commands.check", "cli"],
+        ["return", 2, "", "commands.check", ""],
+    ]
+    inside = [
+        ["call", 4, "preflight", "planning.preflight", "commands.run"],
+        ["call", 5, "configure", "tracking.store", "planning.preflight"],
+        ["return", 5, "", "tracking.store", ""],
+        ["return", 4, "", "planning.preflight", ""],
+        ["call", 6, "table", "views.tables", "commands.run"],
+        ["return", 6, "", "views.tables", ""],
+    ]
+    moves = [
+        *parser,
+        ["call", 3, "run.py:70:run", "commands.run", "cli"],
+        *inside,
+        ["return", 3, "", "commands.run", ""],
+    ]
+    walk = rooms_revisited(moves, root="commands.run")
+    assert walk == rooms_revisited(inside, root="commands.run")
+    assert walk["returns_by_room"] == {"planning.preflight": 1, "commands.run": 2}
