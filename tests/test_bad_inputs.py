@@ -2,6 +2,8 @@
 command line: each case is one stderr line per problem naming it (every problem found at once),
 exit code 2, no traceback, and nothing registered or tracked."""
 
+import warnings
+
 import pytest
 from mlflow import MlflowClient
 
@@ -15,6 +17,7 @@ from orchestrator.tracking import store
 from reliability_records import record
 
 CASES = IMAGE_CASES + MODEL_CASES + DATA_CASES + TEXT_CASES
+HIDDEN_BY_DEFAULT = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +58,13 @@ def test_bad_input_is_one_line_per_problem_exit_2_nothing_registered(case, corpu
     _, assets = corpus_store
     before = store_contents()
     argv = case.make(tmp_path, assets)
-    code = main(argv)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(argv)
     captured = capsys.readouterr()
+    # what Python would print on the command line's stderr beside the problem lines (its default
+    # filters hide only these categories outside __main__)
+    printed = [w for w in caught if not issubclass(w.category, HIDDEN_BY_DEFAULT)]
     lines = captured.err.strip().splitlines()
     expected = (case.expect,) if isinstance(case.expect, str) else case.expect
     found = len(lines) == len(expected) and all(fragment in line for fragment, line in zip(expected, lines))
@@ -71,6 +79,7 @@ def test_bad_input_is_one_line_per_problem_exit_2_nothing_registered(case, corpu
     assert code == 2, captured.err
     assert all(line.startswith(f"congruent {argv[0]}: error: ") for line in lines), captured.err
     assert found, captured.err
+    assert printed == [], [f"{w.category.__name__}: {w.message}" for w in printed]
     assert "Traceback" not in captured.err + captured.out
     assert store_contents() == before  # no run started, no version registered
 

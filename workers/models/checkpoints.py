@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,15 @@ def _load_problem(error: Exception) -> str:
     return f"{type(error).__name__}: {first_line(error)}" if lines else type(error).__name__
 
 
+def load_weights_only(path: str | os.PathLike) -> Any:
+    """`torch.load(path, weights_only=True)` on the CPU, without the warning torch prints on stderr
+    for a pickle protocol its weights-only unpickler was not written for: such a file is read or
+    refused, and the caller says which in one line of its own."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """Load the checkpoint dict with `weights_only=True` (no pickle code execution)."""
     path = Path(path)
@@ -101,7 +111,7 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
             f"{path}: not a readable checkpoint (not a file torch.save writes: neither a zip archive nor a pickle)"
         )
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = load_weights_only(path)
     except Exception as e:  # noqa: BLE001 - torch raises many types for truncated or foreign files
         raise CheckpointError(f"{path}: not a readable checkpoint ({_load_problem(e)})") from None
     if not isinstance(checkpoint, dict) or "model" not in checkpoint or "state_dict" not in checkpoint:

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from workers.errors import first_line
+from workers.models.checkpoints import load_weights_only
 from workers.names import is_weights_file
 
 TORCHVISION_ARCHS = ("resnet18", "resnet34", "resnet50")  # the built-in archs torchvision has weights for
@@ -93,7 +94,7 @@ def read_state_dict(source: str) -> dict[str, torch.Tensor]:
 
             state = load_file(str(path))
         else:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            state = load_weights_only(path)
     except FileNotFoundError:
         raise InitError(f"init: {source}: no such file") from None
     except Exception as e:  # noqa: BLE001 - torch and safetensors raise many types for foreign files
