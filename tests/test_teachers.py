@@ -1,5 +1,7 @@
 """The teacher actor's body (a plain class), BCWI's α sweep and pick, and the trial pick rule, without Ray."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -217,7 +219,11 @@ def test_teachers_of_one_architecture_run_as_one_batched_model_with_the_loops_lo
     stacked = FrozenModels(models)
     one_by_one = FrozenModels(models, stack=False)
     assert stacked.stacked and not one_by_one.stacked
-    together, alone = stacked(x), one_by_one(x)
+    with warnings.catch_warnings(record=True) as caught:  # nothing for the user's terminal
+        warnings.simplefilter("always")
+        together = stacked(x)
+    alone = one_by_one(x)
+    assert [str(w.message) for w in caught] == []
     assert torch.allclose(together, alone, atol=1e-5)
     assert torch.equal(together.topk(3).indices, alone.topk(3).indices)
 

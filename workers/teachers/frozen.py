@@ -125,6 +125,12 @@ class SampleLogitCache:
         self.ids, self.rows, self.recent = ids[order], rows[order], {}
 
 
+# torch's note that vmap runs an operator with no batching rule (resnet8's adaptive pooling under
+# inference mode, text-transformer's fused encoder layer) one teacher at a time: the logits are the
+# loop's (tests/test_teachers.py), and a pool actor's stderr reaches the user's terminal
+VMAP_FALLBACK = "There is a performance drop because we have not yet implemented the batching rule"
+
+
 class FrozenModels:
     """Mean logits of one or more models, in eval mode without gradients:
     φ_ens(x) = (1/m) Σ_i φ^(i)(x) (the ensemble of ELODI; with one model, that model).
@@ -190,7 +196,8 @@ class FrozenModels:
                 return self.shared(inputs)
         if self.stacked:
             try:
-                with autocast(self.device, self.precision):
+                with autocast(self.device, self.precision), warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message=VMAP_FALLBACK, category=UserWarning)
                     return self.batched(self.params, self.buffers, inputs.contiguous()).float().mean(0)
             except RuntimeError as e:  # no batching rule for an operator of this architecture
                 warnings.warn(f"teachers run one at a time: vmap cannot batch them ({first_line(e)})", stacklevel=2)
