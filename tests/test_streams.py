@@ -2,6 +2,7 @@
 and ImageFolder trees read by Ray Data on the two-node test cluster, training and evaluation on them."""
 
 import hashlib
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -392,3 +393,18 @@ def test_a_stream_tells_the_user_nothing_of_ray_datas_progress_bars(ray_cluster,
     rows = list(files_dataset(["a", "b", "c"], 0, lambda batch: batch, 1).iter_rows())
     assert sorted(row["file"] for row in rows) == ["a", "b", "c"]
     assert "Progress bars disabled" not in capfd.readouterr().err
+
+
+def test_reading_fewer_files_than_readers_warns_of_no_idle_readers(ray_cluster, capfd):
+    """One file (a single table given to `predict`, a one-shard stream) is one read call: a pool of
+    READERS tasks for it made Ray Data warn on the user's terminal that it could launch fewer tasks
+    than its concurrency limit."""
+    from orchestrator.dataplane.ray_reading import READERS, files_dataset
+
+    assert READERS > 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = list(files_dataset(["only"], None, lambda batch: batch, 1).iter_rows())
+    assert [row["file"] for row in rows] == ["only"]
+    assert [str(w.message) for w in caught if "concurrent tasks" in str(w.message)] == []
+    assert "concurrent tasks" not in capfd.readouterr().err

@@ -48,7 +48,8 @@ def files_dataset(files: Sequence[str], seed: int | None, read: Callable[..., An
     ordered_context()
     order = list(files) if seed is None else [files[i] for i in np.random.default_rng(seed).permutation(len(files))]
     names = ray.data.from_items([{"file": name} for name in order])
-    pool = ray.data.TaskPoolStrategy(size=READERS)
+    # no more readers than calls (Ray Data warns, on the user's terminal, of a pool it cannot fill)
+    pool = ray.data.TaskPoolStrategy(size=max(1, min(READERS, -(-len(order) // batch))))
     env = {"env_vars": reader_env()} if files and is_s3(files[0]) else None
     return names.map_batches(read, batch_size=batch, num_cpus=0, compute=pool, fn_kwargs=kwargs, runtime_env=env)
 
