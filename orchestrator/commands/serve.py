@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except (RegistryError, NotPlaced, ProxyRefused) as e:
         return fail("serve", str(e))
+    except KeyboardInterrupt:
+        return fail("serve", f"interrupted while starting: {args.model}'s versions this start placed are deleted", 130)
     shadow = f", shadowing v{served.candidate} on {args.fraction:.0%} of samples" if served.candidate else ""
     if served.candidate and settings.canary is not None:
         shadow = f", canary v{served.candidate} answering {args.fraction:.0%} of ids ({canary_terms(settings)})"

@@ -112,9 +112,12 @@ def serve_model(
 
         MlflowClient().set_tag(run_id, MAX_IDS_TAG, str(settings.max_live_ids))  # its figures' window (live.py)
     name = app_name(model)
+    fresh = name not in serve.status().applications  # else this start replaces a running gateway
+    started: list[str] = []
     try:
         for version in (champion, candidate) if candidate else (champion,):
-            start_version(model, version, settings, resources, place_s)
+            if start_version(model, version, settings, resources, place_s):
+                started.append(version_app_name(model, version))
         serve.run(
             application(
                 model,
@@ -131,7 +134,9 @@ def serve_model(
         )
         for old in version_apps(model, keep=(champion, candidate)):  # an application replaced: its versions'
             serve.delete(old)
-    except BaseException:
+    except BaseException:  # a version not placed, Ctrl-C: nothing this start placed is left serving
+        for app in ([name] if fresh else []) + started:
+            serve.delete(app)
         if run_id is not None:  # a continued session keeps its evidence: ended, not failed
             from mlflow import MlflowClient
 
@@ -243,7 +248,8 @@ class NotPlaced(RuntimeError):
 def start_version(model: str, version: str, settings: ServeSettings, resources: Resources, place_s: float) -> bool:
     """Run the version's own application (`version_app_name`) and wait until it answers; False when it
     runs already (the shadowed candidate at a swap). NotPlaced (one line), with the application
-    deleted, when it is not running within `place_s` or its deployment failed."""
+    deleted, when it is not running within `place_s` or its deployment failed; deleted too when the
+    wait is interrupted (Ctrl-C)."""
     from ray import serve
 
     name = version_app_name(model, version)
@@ -252,15 +258,18 @@ def start_version(model: str, version: str, settings: ServeSettings, resources: 
     target = version_application(model, version, settings, resources, replica_env(model))
     serve.run_many([serve.RunTarget(target, name=name, route_prefix=None)], wait_for_applications_running=False)
     deadline = time.monotonic() + place_s
-    while (status := _app_status(name)) != "RUNNING":
-        if status == "DEPLOY_FAILED" or time.monotonic() > deadline:
-            message = (serve.status().applications[name].message or "").strip().splitlines()
-            serve.delete(name)
-            asked = f"{resources.replicas} replica(s) of {resources.cpus:g} CPU, {resources.gpus:g} GPU"
-            why = "its deployment failed" if status == "DEPLOY_FAILED" else f"not running within {place_s:g} s"
-            detail = f": {message[0][:200]}" if message else ""
-            raise NotPlaced(f"v{version} ({asked}) {why}{detail}; its application is deleted")
-        time.sleep(0.5)
+    try:
+        while (status := _app_status(name)) != "RUNNING":
+            if status == "DEPLOY_FAILED" or time.monotonic() > deadline:
+                message = (serve.status().applications[name].message or "").strip().splitlines()
+                asked = f"{resources.replicas} replica(s) of {resources.cpus:g} CPU, {resources.gpus:g} GPU"
+                why = "its deployment failed" if status == "DEPLOY_FAILED" else f"not running within {place_s:g} s"
+                detail = f": {message[0][:200]}" if message else ""
+                raise NotPlaced(f"v{version} ({asked}) {why}{detail}; its application is deleted")
+            time.sleep(0.5)
+    except BaseException:
+        serve.delete(name)
+        raise
     return True
 
 
