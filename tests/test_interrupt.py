@@ -1,5 +1,5 @@
 """Ctrl-C during a pipeline: stages cancelled, their partial checkpoints deleted, the MLflow run KILLED,
-nothing registered."""
+nothing registered. Ctrl-C while `serve` places a version: what that start placed is deleted."""
 
 import os
 import signal
@@ -8,7 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from mlflow import MlflowClient
+
+from orchestrator.cli import main
 
 
 def interrupt_once(args: list[str], uri: str, cwd: Path, started, timeout_s: float) -> tuple[int, str]:
@@ -151,3 +154,41 @@ def test_ctrl_c_raises_in_a_command_whatever_sigint_was_before():
         preexec_fn=_as_a_background_job_of_a_script,
     )
     assert done.stdout.strip() == "interrupted True", done.stdout + done.stderr
+
+
+def test_a_start_interrupted_while_a_version_is_placed_deletes_it_and_says_so_in_one_line(monkeypatch, capsys):
+    """Ctrl-C while `serve` waits for a version's replicas: that version's application is deleted
+    (as one not placed in time), and the command ends with one line and exit 130, no traceback."""
+    from ray import serve
+
+    from orchestrator.driver import serve as driver
+    from orchestrator.serving.settings import Resources, ServeSettings
+
+    deleted, statuses = [], iter([None, "DEPLOYING"])
+
+    def status(name):
+        try:
+            return next(statuses)
+        except StopIteration:
+            raise KeyboardInterrupt from None
+
+    monkeypatch.setattr(driver, "version_application", lambda *args: "the application")
+    monkeypatch.setattr(driver, "replica_env", lambda model: {})
+    monkeypatch.setattr(driver, "_app_status", status)
+    monkeypatch.setattr(driver.time, "sleep", lambda s: None)
+    monkeypatch.setattr(serve, "run_many", lambda targets, **kwargs: None)
+    monkeypatch.setattr(serve, "RunTarget", lambda target, name, route_prefix: name)
+    monkeypatch.setattr(serve, "delete", deleted.append)
+    with pytest.raises(KeyboardInterrupt):
+        driver.start_version("m", "2", ServeSettings(), Resources(), 120.0)
+    assert deleted == [driver.version_app_name("m", "2")]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(driver, "serve_model", interrupted)
+    assert main(["serve", "m"]) == 130
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        "congruent serve: error: interrupted while starting: m's versions this start placed are deleted"
+    ]

@@ -1,6 +1,8 @@
 """No library chatter on the terminal: palette PNGs with transparency are read through RGBA (no PIL
 warning, in the driver or a worker), and a Tune search prints none of Tune's own lines (where its
-results are, a TensorBoard hint). Each runs in a fresh process, as a user's command would."""
+results are, a TensorBoard hint). Each runs in a fresh process, as a user's command would.
+Ray Data's own notices (its progress bars off, a reading pool larger than the files) never reach
+stderr either: those tests read Ray Data in this process, on the session cluster."""
 
 import json
 import os
@@ -170,3 +172,31 @@ def test_a_rerun_removes_the_s3_leftovers_of_its_killed_predecessor_and_says_so(
     with runs.pipeline_run(spec, say=said.append):  # nothing left to remove: nothing said
         pass
     assert said == [] and mlflow.active_run() is None
+
+
+def test_a_stream_tells_the_user_nothing_of_ray_datas_progress_bars(ray_cluster, capfd):
+    """Ray Data warns once per process that its progress bars are off ("Progress bars disabled. To
+    enable, set …"): Congruent turned them off, so the line would only tell a user how to undo it."""
+    from ray.util import debug
+
+    from orchestrator.dataplane.ray_reading import files_dataset
+
+    debug._logged.discard("ray_data_progress_manager_disabled")  # as in a fresh process, whatever ran before
+    rows = list(files_dataset(["a", "b", "c"], 0, lambda batch: batch, 1).iter_rows())
+    assert sorted(row["file"] for row in rows) == ["a", "b", "c"]
+    assert "Progress bars disabled" not in capfd.readouterr().err
+
+
+def test_reading_fewer_files_than_readers_says_nothing_of_idle_readers(ray_cluster, capfd):
+    """One file (a single table given to `predict`, a one-shard stream) is one read call: a pool of
+    READERS tasks for it made Ray Data warn on the user's terminal that it could launch fewer tasks
+    than its concurrency limit."""
+    from orchestrator.dataplane.ray_reading import READERS, files_dataset
+
+    assert READERS > 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = list(files_dataset(["only"], None, lambda batch: batch, 1).iter_rows())
+    assert [row["file"] for row in rows] == ["only"]
+    assert [str(w.message) for w in caught if "concurrent tasks" in str(w.message)] == []
+    assert "concurrent tasks" not in capfd.readouterr().err

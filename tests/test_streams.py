@@ -2,7 +2,6 @@
 and ImageFolder trees read by Ray Data on the two-node test cluster, training and evaluation on them."""
 
 import hashlib
-import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -380,31 +379,3 @@ def test_label_sorted_shards_give_batches_of_every_class_in_the_first_and_later_
             for window in labels[: len(labels) - len(labels) % 256].split(256)
         )
         assert worst < 0.15, f"epoch {epoch}: a class's share of 256 samples is {worst:.2f} off the split's"
-
-
-def test_a_stream_tells_the_user_nothing_of_ray_datas_progress_bars(ray_cluster, capfd):
-    """Ray Data warns once per process that its progress bars are off ("Progress bars disabled. To
-    enable, set …"): Congruent turned them off, so the line would only tell a user how to undo it."""
-    from ray.util import debug
-
-    from orchestrator.dataplane.ray_reading import files_dataset
-
-    debug._logged.discard("ray_data_progress_manager_disabled")  # as in a fresh process, whatever ran before
-    rows = list(files_dataset(["a", "b", "c"], 0, lambda batch: batch, 1).iter_rows())
-    assert sorted(row["file"] for row in rows) == ["a", "b", "c"]
-    assert "Progress bars disabled" not in capfd.readouterr().err
-
-
-def test_reading_fewer_files_than_readers_warns_of_no_idle_readers(ray_cluster, capfd):
-    """One file (a single table given to `predict`, a one-shard stream) is one read call: a pool of
-    READERS tasks for it made Ray Data warn on the user's terminal that it could launch fewer tasks
-    than its concurrency limit."""
-    from orchestrator.dataplane.ray_reading import READERS, files_dataset
-
-    assert READERS > 1
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        rows = list(files_dataset(["only"], None, lambda batch: batch, 1).iter_rows())
-    assert [row["file"] for row in rows] == ["only"]
-    assert [str(w.message) for w in caught if "concurrent tasks" in str(w.message)] == []
-    assert "concurrent tasks" not in capfd.readouterr().err

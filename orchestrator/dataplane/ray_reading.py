@@ -7,6 +7,7 @@ seeded order; table_streams.py's docstring says why), the context every stream r
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,7 +50,7 @@ def files_dataset(files: Sequence[str], seed: int | None, read: Callable[..., An
     order = list(files) if seed is None else [files[i] for i in np.random.default_rng(seed).permutation(len(files))]
     names = ray.data.from_items([{"file": name} for name in order])
     # no more readers than calls (Ray Data warns, on the user's terminal, of a pool it cannot fill)
-    pool = ray.data.TaskPoolStrategy(size=max(1, min(READERS, -(-len(order) // batch))))
+    pool = ray.data.TaskPoolStrategy(size=max(1, min(READERS, math.ceil(len(order) / batch))))
     env = {"env_vars": reader_env()} if files and is_s3(files[0]) else None
     return names.map_batches(read, batch_size=batch, num_cpus=0, compute=pool, fn_kwargs=kwargs, runtime_env=env)
 
