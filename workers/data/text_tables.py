@@ -29,6 +29,9 @@ REUTERS_R8_CSV = TEXT_SETS_DIR / "reuters-r8" / "reuters-r8.csv"  # 7,674 newswi
 ELECTION_TWEETS_CSV = TEXT_SETS_DIR / "election-tweets" / "election-tweets.csv"
 # 51,014 lines of Friends' six friends, by speaker: the second held-out set (benchmarks/heldout.py)
 FRIENDS_CSV = TEXT_SETS_DIR / "friends" / "friends.csv"
+# 55,489 sentences of State of the Union addresses, by the president's party: the third held-out set,
+# written by `make heldout-data` only (benchmarks/heldout.py --set sotu)
+SOTU_CSV = TEXT_SETS_DIR / "sotu" / "sotu.csv"
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
