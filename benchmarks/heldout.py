@@ -398,7 +398,7 @@ def main() -> None:
             "--unit",
             arch,
             str(seed),
-            str(work / f"{short_name(arch).replace(':', '-')}-{seed}" + ("" if bound is None else f"-{bound:g}")),
+            str(work / (f"{short_name(arch).replace(':', '-')}-{seed}" + ("" if bound is None else f"-{bound:g}"))),
         ]
         return run_unit_process(argv, f"{arch} seed {seed}")
 
