@@ -62,6 +62,21 @@ def test_a_candidate_with_a_val_slice_over_the_gate_is_not_eligible():
     assert [c.eligible for c in candidates] == [True, False, True]
 
 
+def test_the_candidates_table_gives_each_val_er_change_with_its_error_and_says_when_the_bound_is_inside_it():
+    """The val ER change against no treatment ± its paired standard error per candidate; one line
+    when the candidates' median error exceeds auto's bound (here ±0.50 pt against +0.30 pt), none
+    when it does not."""
+    from orchestrator.driver.auto import AutoRecord, candidates_table
+
+    scores = [score("none", 0.10, 0.05, 0.10, 0.05), score("kd", 0.102, 0.03, 0.11, 0.03)]
+    scores += [score("fd-lm", 0.12, 0.02, 0.12, 0.02)]
+    scores[1].val_er_se, scores[2].val_er_se = 0.004, 0.006
+    coarse = candidates_table(AutoRecord("kd", 0.003, scores, []))
+    assert "+0.20 ± 0.40 pt" in coarse and "+2.00 ± 0.60 pt" in coarse
+    assert "measures a candidate's ER change to ±0.50 pt" in coarse and "bound of +0.30 pt" in coarse
+    assert "measures a candidate's ER change" not in candidates_table(AutoRecord("kd", 0.006, scores, []))
+
+
 def test_auto_takes_candidates_cheapest_first_while_they_fit_the_budget():
     method = parse_spec({**AUTO, "method": {"name": "auto", "m": 4}}).method
     every = auto_choice(method)
@@ -158,6 +173,9 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     assert result.checkpoint == chosen["checkpoint"]
     assert result.metrics["vs_old"]["nfr"] == pytest.approx(chosen["nfr"])  # the eval figures are the chosen's
     assert all(c["error_rate"] is not None and c["seconds"] > 0 for c in auto["candidates"])
+    # the val split's grain for each candidate's ER change: measured on val against no treatment
+    assert all((c["val_er_se"] is None) == (c["name"] == "none") for c in auto["candidates"])
+    assert all(0 < c["val_er_se"] < 0.05 for c in auto["candidates"] if c["name"] != "none")
 
     tags = MlflowClient().get_model_version("auto-m", result.registered_version).tags
     assert tags["method"] == "auto" and tags["auto_choice"] == auto["chosen"]

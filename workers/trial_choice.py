@@ -54,6 +54,7 @@ class CandidateScore:
     error_rate: float | None = None
     nfr: float | None = None
     val_slice_over: str | None = None  # its worst val slice over the spec's max_slice_nfr, as the gate says it
+    val_er_se: float | None = None  # the paired standard error of its val ER − no treatment's (none: None)
 
 
 def choose_candidate(candidates: list[CandidateScore], max_er_increase: float) -> CandidateScore:

@@ -5,8 +5,9 @@ val ER is at most no treatment's + `max_er_increase` is shipped. One pipeline ru
     replicas    m Ray tasks, once, when an elodi candidate is trained (both elodi share them)
     pool        Ray actors serving the old model (and the replicas), shared by every student
     candidates  one Ray task each, in turn (bcwi: its fine-tuning, then α on val, scored cross-fitted)
-    slices      with the spec's slice gate (promote.max_slice_nfr): each candidate's val slices, in one
-                pass; a candidate with a val slice over the limit is not eligible
+    val pass    every candidate's val predictions, in one pass: the paired standard error of its val
+                ER change against no treatment (shown beside the bound), and, with the spec's slice
+                gate (promote.max_slice_nfr), its val slices: one over the limit makes it not eligible
     choice      on val only (workers/trial_choice.py, `choose_candidate`)
     shown       every candidate on the regression-eval split, after the choice: never chosen on
     evaluate    the choice, as `run` evaluates a model; then publish (pipeline.py)
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ import numpy as np
 
 from orchestrator.dataplane.slice_reads import sample_slice_values
 from orchestrator.driver.publish import PipelineResult, log_data_counts, pipeline_result, publish
-from orchestrator.execution.evaluation import eval_split_predictions, evaluate, split_predictions
+from orchestrator.execution.evaluation import SplitPredictions, eval_split_predictions, evaluate, split_predictions
 from orchestrator.execution.pool import serving_pool
 from orchestrator.execution.stages import run_bcwi, train_replicas, train_student, train_students
 from orchestrator.execution.watch import StageWatch
@@ -32,7 +34,7 @@ from orchestrator.planning.plan import Plan, applied_params
 from orchestrator.tracking import runs
 from orchestrator.views import plots
 from orchestrator.views.format import bcwi_line, percent
-from workers.metrics import update_report
+from workers.metrics import error_rate_change_se, update_report
 from workers.slices import slice_over_limit
 from workers.tasks.records import BcwiRecord, TrainRecord
 from workers.trial_choice import CandidateScore, choose_candidate
@@ -137,16 +139,29 @@ def bcwi_held_to(plan: Plan, none_val_error_rate: float | None, max_er_increase:
     return dataclasses.replace(plan, spec=plan.spec.model_copy(update={"method": method}))
 
 
-def hold_to_slices(plan: Plan, scores: list[CandidateScore]) -> None:
+def val_predictions(plan: Plan, scores: list[CandidateScore]) -> SplitPredictions:
+    """The old model's and every candidate's class ids on the val split, in one pass (bcwi at the α
+    it picked on the whole split; its ER and NFR stay the cross-fitted ones)."""
+    assert plan.spec.old is not None
+    return split_predictions(plan, {"old": plan.spec.old, **{c.name: c.checkpoint for c in scores}}, split="val")
+
+
+def measure_val_noise(scores: list[CandidateScore], val: SplitPredictions) -> None:
+    """Each candidate's `val_er_se`: the paired standard error of its val ER − no treatment's, the
+    grain at which the val split can tell a candidate's ER cost (docs/benchmarks.md: a val ER change
+    moved to eval by ±0.6 pt on 4,350 val samples)."""
+    for c in scores:
+        if c.name != "none":
+            c.val_er_se = error_rate_change_se(val.classes["none"], val.classes[c.name], val.labels)
+
+
+def hold_to_slices(plan: Plan, scores: list[CandidateScore], val: SplitPredictions) -> None:
     """With the spec's slice gate (promote.max_slice_nfr), each candidate's `val_slice_over`: its
     worst val slice over the limit as the gate would find it (workers/slices.py), against the old
-    model on its classes, every candidate scored in one pass over val. bcwi is scored at the α it
-    picked on the whole split (its ER and NFR: cross-fitted)."""
+    model on its classes."""
     gate, data = plan.spec.promote, plan.spec.data
     if gate is None or gate.max_slice_nfr is None:
         return
-    assert plan.spec.old is not None
-    val = split_predictions(plan, {"old": plan.spec.old, **{c.name: c.checkpoint for c in scores}}, split="val")
     slices = sample_slice_values(
         val.ids, data.path, data.text_column, data.id_column, data.encoding, data.slice_columns, data.slices
     )
@@ -178,14 +193,40 @@ def score_on_eval(plan: Plan, scores: list[CandidateScore]) -> None:
         c.nfr = update_report(ids["old"][known], ids[c.name][known], labels[known])["nfr"]
 
 
+def er_change(c: CandidateScore, none: CandidateScore) -> str:
+    """A candidate's val ER − no treatment's, in points, ± its paired standard error where measured."""
+    if c.name == "none":
+        return ""
+    change = f"{100 * (c.val_error_rate - none.val_error_rate):+.2f}"
+    return change + ("" if c.val_er_se is None else f" ± {100 * c.val_er_se:.2f}") + " pt"
+
+
+def noise_line(record: AutoRecord) -> list[str]:
+    """One line when the val split measures ER changes more coarsely than auto's bound: the median
+    paired standard error over the candidates, against `max_er_increase`."""
+    errors = [c.val_er_se for c in record.candidates if c.val_er_se is not None]
+    if not errors or statistics.median(errors) <= abs(record.max_er_increase):
+        return []
+    return [
+        f"  the val split measures a candidate's ER change to ±{100 * statistics.median(errors):.2f} pt "
+        "(a paired standard error, the candidates' median), more than auto's bound of "
+        f"{100 * record.max_er_increase:+.2f} pt: "
+        "which candidates pass it is partly chance, and their eval ER may differ by as much"
+    ]
+
+
 def candidates_table(record: AutoRecord) -> str:
-    """The candidates as lines: val ER / NFR (chosen on), eval ER / NFR (shown), seconds."""
+    """The candidates as lines: val ER / NFR (chosen on) and the val ER change against no treatment
+    with its paired standard error, eval ER / NFR (shown), seconds; a line when the val split is too
+    coarse for auto's bound (`noise_line`)."""
     from orchestrator.views.tables import table
 
+    none = next(c for c in record.candidates if c.name == "none")
     rows = [
         [
             ("→ " if c.name == record.chosen else "  ") + c.name,
             percent(c.val_error_rate),
+            er_change(c, none),
             percent(c.val_nfr),
             "yes" if c.eligible else "no",
             percent(c.error_rate),
@@ -194,14 +235,14 @@ def candidates_table(record: AutoRecord) -> str:
         ]
         for c in record.candidates
     ]
-    headers = ["candidate", "val ER", "val NFR", "eligible", "eval ER", "eval NFR", "seconds"]
+    headers = ["candidate", "val ER", "val ER − none's", "val NFR", "eligible", "eval ER", "eval NFR", "seconds"]
     over = [
         f"  {c.name}: {'eligible all the same (no treatment)' if c.name == 'none' else 'not eligible'}, "
         f"val slice {c.val_slice_over}"
         for c in record.candidates
         if c.val_slice_over
     ]
-    return "\n".join([table(headers, rows, left=1), *over])
+    return "\n".join([table(headers, rows, left=1), *over, *noise_line(record)])
 
 
 def scatter(record: AutoRecord, title: str) -> Any:
@@ -238,7 +279,9 @@ def run_auto(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult:
         runs.log_params(applied_params(spec))
         log_data_counts(plan)
         trained = train_candidates(plan, watch)
-        hold_to_slices(plan, trained.scores)
+        val = val_predictions(plan, trained.scores)
+        measure_val_noise(trained.scores, val)
+        hold_to_slices(plan, trained.scores, val)
         chosen = choose_candidate(trained.scores, spec.method.max_er_increase)
         watch.say(f"auto: {chosen.name} chosen on the validation split (val NFR {percent(chosen.val_nfr)})")
         score_on_eval(plan, trained.scores)
