@@ -35,55 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.baselines_grid import MINILM, short_name
-from benchmarks.report import markdown_table, run_unit_process, show_section
+from benchmarks.heldout_report import SETS, limit_key, report, unit_key, verdict
+from benchmarks.report import run_unit_process, show_section
 
-MAX_RATIO, MAX_ER_INCREASE = 0.7, 0.005
 # the resources of the demo: each candidate computes its teachers in its own task, two at a time
 RESOURCES = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0}
-
-
-@dataclass(frozen=True)
-class HeldoutSet:
-    """A held-out set: where it is, how its section and results are named, what its samples are."""
-
-    csv: str  # the name of its path in workers.data.text_tables
-    section: str
-    results: Path
-    description: str  # the report's sentence, with {n_eval}
-    samples: str  # what one sample is called in the table ("tweets", "lines")
-    eval_limit: int | None = None
-
-
-SETS = {
-    "election": HeldoutSet(
-        "ELECTION_TWEETS_CSV",
-        "## Method auto on a held-out text set: the 2016 election tweets",
-        Path("docs/heldout-results.json"),
-        "the 2016 election tweets by author (2 classes, {n_eval} regression-eval tweets, a val split of its own "
-        "that `train_limit` does not cut)",
-        "tweets",
-    ),
-    "friends": HeldoutSet(
-        "FRIENDS_CSV",
-        "## Method auto on a second held-out text set: Friends' lines by speaker",
-        Path("docs/heldout-friends-results.json"),
-        "the lines of Friends' six friends by speaker (6 classes, the first {n_eval:,} regression-eval lines by "
-        "the limit's hash: `eval_limit` 3,000 of about 10,200; a val split of its own that `train_limit` does not cut)",
-        "lines",
-        eval_limit=3000,
-    ),
-    "sotu": HeldoutSet(
-        "SOTU_CSV",
-        "## Method auto on a third held-out text set: State of the Union sentences by party",
-        Path("docs/heldout-sotu-results.json"),
-        "the sentences of the State of the Union addresses of Democratic and Republican presidents "
-        "(1829–2021) by the president's party (2 classes, the first {n_eval:,} regression-eval sentences "
-        "by the limit's hash: `eval_limit` 3,000; a val split of its own that `train_limit` does not cut), "
-        "installed for these runs and read by nothing before them",
-        "sentences",
-        eval_limit=3000,
-    ),
-}
 
 
 def data_section(train_limit: int | None, heldout: str = "election") -> dict[str, Any]:
@@ -105,20 +61,24 @@ def training_count(train_limit: int | None, heldout: str = "election") -> int:
     return len(cached_splits(data_request(spec)).train)
 
 
-def unit_specs(
-    arch: str,
-    seed: int,
-    train_limit: int | None,
-    out: Path,
-    budget: int | None = None,
-    heldout: str = "election",
-    max_er_increase: float | None = None,
-) -> list[dict[str, Any]]:
-    """v1 (half the training split, defaults) and v2 (all of it, `method: auto`, with `budget` and
-    `max_er_increase` where given); v2's `old` is filled in once v1 is registered."""
-    method: dict[str, Any] = {"name": "auto", "budget": budget}
-    if max_er_increase is not None:
-        method["max_er_increase"] = max_er_increase
+@dataclass(frozen=True)
+class Series:
+    """What the units of one run of this benchmark share: the set, its size, auto's budget and bound
+    (None: auto's defaults)."""
+
+    heldout: str = "election"
+    train_limit: int | None = None
+    budget: int | None = None
+    max_er_increase: float | None = None
+
+
+def unit_specs(arch: str, seed: int, out: Path, series: Series) -> list[dict[str, Any]]:
+    """v1 (half the training split, defaults) and v2 (all of it, `method: auto`, with the series'
+    `budget` and `max_er_increase` where given); v2's `old` is filled in once v1 is registered."""
+    method: dict[str, Any] = {"name": "auto", "budget": series.budget}
+    if series.max_er_increase is not None:
+        method["max_er_increase"] = series.max_er_increase
+    train_limit, heldout = series.train_limit, series.heldout
     half = training_count(train_limit, heldout) // 2
     common = {
         "model": "heldout",
@@ -138,15 +98,7 @@ def unit_specs(
     ]
 
 
-def run_unit(
-    arch: str,
-    seed: int,
-    train_limit: int | None,
-    out: Path,
-    budget: int | None = None,
-    heldout: str = "election",
-    max_er_increase: float | None = None,
-) -> dict[str, Any]:
+def run_unit(arch: str, seed: int, out: Path, series: Series) -> dict[str, Any]:
     """v1 then v2 in this process (Ray and the MLflow store are this process's): v2's auto record."""
     from orchestrator.driver.pipeline import run_pipeline
     from orchestrator.execution.cluster import connect
@@ -163,7 +115,7 @@ def run_unit(
     watch = StageWatch(make_display(True))
     started = time.perf_counter()
     results: list[Any] = []
-    for document in unit_specs(arch, seed, train_limit, out, budget, heldout, max_er_increase):
+    for document in unit_specs(arch, seed, out, series):
         if results:
             document["old"] = f"heldout/{results[0].registered_version}"
         plan = preflight(parse_spec(document))
@@ -173,9 +125,9 @@ def run_unit(
     return {
         "arch": arch,
         "seed": seed,
-        "train_limit": train_limit,
-        "budget": budget,
-        **({} if max_er_increase is None else {"max_er_increase": max_er_increase}),
+        "train_limit": series.train_limit,
+        "budget": series.budget,
+        **({} if series.max_er_increase is None else {"max_er_increase": series.max_er_increase}),
         "seconds": round(time.perf_counter() - started, 1),
         "v1_error_rate": results[0].metrics["error_rate"],
         "n_eval": results[-1].n_eval,
@@ -214,136 +166,6 @@ def baseline(train_limit: int | None, heldout: str = "election") -> dict[str, An
     }
 
 
-def by_name(unit: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in unit["candidates"]}
-
-
-def verdict(unit: dict[str, Any]) -> tuple[float, float, bool]:
-    """(shipped NFR / no treatment's, ER increase, target met) on the eval split."""
-    candidates = by_name(unit)
-    none, shipped = candidates["none"], candidates[unit["chosen"]]
-    ratio = shipped["nfr"] / none["nfr"] if none["nfr"] else float("inf")
-    increase = shipped["error_rate"] - none["error_rate"]
-    return ratio, increase, ratio <= MAX_RATIO and increase <= MAX_ER_INCREASE + 1e-12
-
-
-def percent(value: float) -> str:
-    return f"{100 * value:.2f} %"
-
-
-def limit_key(train_limit: int | None) -> str:
-    return str(train_limit)
-
-
-def unit_key(arch: str, seed: int, train_limit: int | None, max_er_increase: float | None = None) -> str:
-    """A unit's name in the results: the defaults' as before, a series with auto's own bound marked."""
-    return f"{arch}/{seed}/{train_limit}" + ("" if max_er_increase is None else f"/max_er_increase={max_er_increase:g}")
-
-
-def report_rows(units: list[dict[str, Any]], base: dict[str, Any]) -> list[list[str]]:
-    rows = []
-    size = f"{base['old_train_samples']:,} → {base['train_samples']:,}"
-    for unit in units:
-        candidates = by_name(unit)
-        none, shipped = candidates["none"], candidates[unit["chosen"]]
-        ratio, increase, kept = verdict(unit)
-        others = ", ".join(
-            f"{c['name']} {percent(c['nfr'])}" for c in unit["candidates"] if c["name"] not in ("none", unit["chosen"])
-        )
-        rows.append(
-            [
-                f"`{short_name(unit['arch'])}`"
-                + (f", budget {unit['budget']}" if unit.get("budget") else "")
-                + (f", auto's bound +{100 * unit['max_er_increase']:g} pt" if "max_er_increase" in unit else ""),
-                size,
-                str(unit["seed"]),
-                percent(unit["v1_error_rate"]),
-                f"{percent(none['error_rate'])}, **{percent(none['nfr'])}**",
-                unit["chosen"],
-                f"{percent(shipped['error_rate'])}, **{percent(shipped['nfr'])}**",
-                f"{ratio:.2f}×",
-                f"{100 * increase:+.2f} pt",
-                "met" if kept else "**missed**",
-                others,
-                f"{unit['seconds'] / 60:.1f} min",
-            ]
-        )
-    rows.append(
-        [
-            "TF-IDF + LR (C 4)",
-            size,
-            "",
-            percent(base["old_error_rate"]),
-            f"{percent(base['error_rate'])}, **{percent(base['nfr'])}**",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-        ]
-    )
-    return rows
-
-
-def report(results: dict[str, Any], heldout: str = "election") -> str:
-    """The section: a table per training size (every unit run at it, and the baseline's line)."""
-    units = sorted(
-        results["units"].values(),
-        key=lambda u: (-(u["train_limit"] or 10**9), u.get("max_er_increase", -1), u["arch"], u["seed"]),
-    )
-    rows = []
-    for key, base in sorted(results["baselines"].items(), key=lambda kv: -(kv[1]["train_limit"] or 10**9)):
-        rows += report_rows([u for u in units if limit_key(u["train_limit"]) == key], base)
-    table = markdown_table(
-        [
-            "arch",
-            f"v1 → v2 {SETS[heldout].samples}",
-            "seed",
-            "v1 ER",
-            "no treatment: ER, NFR",
-            "auto shipped",
-            "shipped: ER, NFR",
-            "NFR ratio",
-            "ER change",
-            "target",
-            "the other candidates' NFR",
-            "wall",
-        ],
-        rows,
-    )
-    met = sum(verdict(u)[2] for u in units)
-    n_eval = units[0]["n_eval"] if units else 0
-    option = "" if heldout == "election" else f"--set {heldout} "
-    jobs = results.get("jobs")  # recorded since the Friends runs, which had the machine to themselves
-    return (
-        f"Command: `python -m benchmarks.heldout {option}[--train-limit N]`, {results['date']}, 2 CPU cores, "
-        + (
-            "one unit at a time (the wall column is under the load of other benchmarks). "
-            if jobs is None
-            else f"{jobs} unit{'s' if jobs > 1 else ''} at a time, nothing else running. "
-        )
-        + f"The set: {SETS[heldout].description.format(n_eval=n_eval)}, which no recipe, α or auto default "
-        "was chosen on. v1: the "
-        "architecture with its defaults on the first half of the training split (all of it, or its first "
-        "`--train-limit`); v2: all of it, `method: {name: auto}` and nothing else set. Figures on the "
-        "regression-eval split against v1; auto chose on the val split. The baseline's line: TF-IDF word "
-        "1–2-grams + logistic regression (C 4) fitted on the same halves (ER v1, then ER and NFR v1 → v2; "
-        "deterministic: one fit)."
-        + (
-            " Rows marked with auto's bound set it in v2's spec (`method: {name: auto, max_er_increase: F}`) "
-            "instead of the default +0.3 pt."
-            if any("max_er_increase" in u for u in units)
-            else ""
-        )
-        + "\n\n"
-        f"{table}\n\n"
-        f"Target: shipped NFR ≤ {MAX_RATIO}× no treatment's at ER ≤ no treatment's + {100 * MAX_ER_INCREASE:g} pt: "
-        f"met in {met} of {len(units)} runs.\n"
-    )
-
-
 def load(results: Path) -> dict[str, Any]:
     return json.loads(results.read_text()) if results.exists() else {"units": {}, "baselines": {}}
 
@@ -365,10 +187,10 @@ def main() -> None:
     parser.add_argument("--unit", nargs=3, metavar=("ARCH", "SEED", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.archs = [MINILM if a == "minilm" else a for a in args.archs]
+    series = Series(args.heldout, args.train_limit, args.budget, args.max_er_increase)
     if args.unit:  # one unit, in its own process
         arch, seed, out = args.unit
-        unit = run_unit(arch, int(seed), args.train_limit, Path(out), args.budget, args.heldout, args.max_er_increase)
-        print(json.dumps(unit))
+        print(json.dumps(run_unit(arch, int(seed), Path(out), series)))
         return
     chosen = SETS[args.heldout]
     results = load(chosen.results)
