@@ -8,6 +8,7 @@ images. table_streams.py and image_streams.py build the streams from these.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from workers.data.formats.tables import table_format
 from workers.data.input_spec import InputSpec
 from workers.data.keys import key_ids, split_codes, text_keys
 from workers.data.selection import ALL, Selection
+from workers.digests import file_sha256
 from workers.errors import DataError
 from workers.names import is_s3
 
@@ -136,15 +138,7 @@ def file_checksum(file: str) -> tuple[int, str]:
         bucket, key = split_uri(file)
         head = client().head_object(Bucket=bucket, Key=key)
         return int(head["ContentLength"]), str(head["ETag"]).strip('"')
-    import hashlib
-
-    content = hashlib.sha256()
-    size = 0
-    with open(file, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            content.update(block)
-            size += len(block)
-    return size, content.hexdigest()
+    return os.path.getsize(file), file_sha256(file)
 
 
 def check_unchanged(shards: Shards, file: str) -> None:

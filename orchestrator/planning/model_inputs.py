@@ -3,9 +3,7 @@ the tokenizer (`InputSpec`), and the checks that `init`'s weights exist and fit 
 
 from __future__ import annotations
 
-import hashlib
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.planning.plan import adapter_of
@@ -13,6 +11,7 @@ from pipelines.sections import BAG_LENGTH, BUILT_IN_LENGTH, LENGTH_CAP, LENGTH_P
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.input_spec import InputSpec
 from workers.data.split_port import Split
+from workers.digests import file_sha256, folder_sha256
 from workers.models.starting_weights import InitError, check_available
 from workers.names import is_hf, is_torchvision_weights
 
@@ -56,23 +55,13 @@ def check_init_fits(spec: UpdateSpec, num_classes: int, inputs: InputSpec) -> No
 
 
 def file_digest(path: str) -> str:
-    """sha256 of a file's bytes; 16 hex digits."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
+    """sha256 of a file's bytes (workers/digests.py); 16 hex digits."""
+    return file_sha256(path)[:16]
 
 
 def directory_digest(path: str) -> str:
     """sha256 over a directory's files (relative names and bytes, in name order); 16 hex digits."""
-    digest = hashlib.sha256()
-    for file in sorted(p for p in Path(path).rglob("*") if p.is_file()):
-        digest.update(str(file.relative_to(path)).encode() + b"\0")
-        with open(file, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16]
+    return folder_sha256(path)[:16]
 
 
 def image_inputs(spec: UpdateSpec, train: Split) -> InputSpec | None:

@@ -6,7 +6,6 @@ registered before checksums have none to check: only the private folder protects
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tempfile
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from orchestrator.tracking.version_refs import RegistryError
+from workers.digests import file_sha256 as sha256_of  # the name registry.py reads it by
 from workers.private_cache import private_folder
 from workers.storage import is_under
 
@@ -24,14 +24,6 @@ RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
 def checksum_tag(artifact: str) -> str:
     """The version tag holding the sha256 of its run's artifact `artifact` (e.g. checkpoint/model.pt)."""
     return f"sha256.{artifact}"
-
-
-def sha256_of(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def cache_root() -> Path:

@@ -13,7 +13,6 @@ version knows them) and `probability`.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,7 @@ import pandas as pd  # type: ignore[import-untyped]
 from mlflow.exceptions import MlflowException
 from mlflow.pyfunc import PythonModel
 
-
-def sha256_of_file(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+from workers.digests import file_sha256
 
 
 class RawInputClassifier(PythonModel):
@@ -40,7 +33,7 @@ class RawInputClassifier(PythonModel):
         config = context.model_config or {}
         checkpoint = context.artifacts["checkpoint"]
         recorded = config.get("checkpoint_sha256")
-        if recorded and sha256_of_file(checkpoint) != recorded:
+        if recorded and file_sha256(checkpoint) != recorded:
             raise MlflowException(
                 f"{checkpoint}: its sha256 is not the one recorded when the version was registered "
                 "(the version's artifacts changed since): not loaded"

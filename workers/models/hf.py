@@ -13,7 +13,6 @@ padding token must have id 0 (BERT's [PAD] has).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from workers.digests import folder_sha256
 from workers.errors import first_line
 from workers.names import HF_PREFIX
 
@@ -64,10 +64,7 @@ def description_digest(directory: str) -> str:
     path = Path(directory)
     if not path.is_dir():
         return ""
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.endswith(WEIGHT_SUFFIXES)):
-        digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return folder_sha256(path, keep=lambda file: not file.name.endswith(WEIGHT_SUFFIXES))
 
 
 def read_directory(directory: str) -> HfDirectory:
