@@ -56,8 +56,8 @@ def test_a_candidate_with_a_val_slice_over_the_gate_is_not_eligible():
         score("bcwi", 0.100, 0.020, 0.100, 0.020),
     ]
     assert choose_candidate(candidates, 0.003).name == "kd"
-    candidates[1].val_slice_over = "lang=de NFR 9.00 % > 5.00 % on 40"
-    candidates[0].val_slice_over = "lang=de NFR 7.00 % > 5.00 % on 40"
+    candidates[1].val_slice_over = "lang=de NFR 9.00% > 5.00% on 40"
+    candidates[0].val_slice_over = "lang=de NFR 7.00% > 5.00% on 40"
     assert choose_candidate(candidates, 0.003).name == "bcwi"
     assert [c.eligible for c in candidates] == [True, False, True]
 

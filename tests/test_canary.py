@@ -28,12 +28,12 @@ def test_the_wilson_lower_bound_by_hand():
     ("flips", "labelled", "decision", "said"),
     [
         (0, 0, "wait", "no labelled canary pair yet"),
-        # lower bound of 3/10 is 12.69 % > 5 %: withdrawn on 10 pairs, long before 100
-        (3, 10, "withdraw", "lower bound 12.69 % > max 5.00 %"),
+        # lower bound of 3/10 is 12.69% > 5 %: withdrawn on 10 pairs, long before 100
+        (3, 10, "withdraw", "lower bound 12.69% > max 5.00%"),
         (1, 50, "wait", "50 more labelled pairs"),  # 2 %: neither shown above 5 % nor decided
-        # at 100 pairs: 2/100's upper bound is 5.86 % > 5 %, 0/100's z²/(100 + z²) = 2.63 % ≤ 5 %
-        (2, 100, "withdraw", "upper bound 5.86 % > max 5.00 % on 100 labelled pairs"),
-        (0, 100, "pass", "upper bound 2.63 % ≤ max 5.00 % on 100 labelled pairs"),
+        # at 100 pairs: 2/100's upper bound is 5.86% > 5 %, 0/100's z²/(100 + z²) = 2.63% ≤ 5 %
+        (2, 100, "withdraw", "upper bound 5.86% > max 5.00% on 100 labelled pairs"),
+        (0, 100, "pass", "upper bound 2.63% ≤ max 5.00% on 100 labelled pairs"),
     ],
 )
 def test_the_canary_rule_by_hand(flips, labelled, decision, said):

@@ -100,7 +100,7 @@ def test_concurrent_promotions_pass_only_against_the_champion_they_replace(rival
     loser = "3" if winners == ["2"] else "2"
     assert verdicts[winners[0]].champion == "1"
     assert verdicts[loser].champion == winners[0]  # gated again, against the version that won
-    assert f"NFR 10.00 % > 5.00 % (against champion v{winners[0]}" in verdicts[loser].reason
+    assert f"NFR 10.00% > 5.00% (against champion v{winners[0]}" in verdicts[loser].reason
     client = MlflowClient()
     assert str(client.get_model_version_by_alias(rivals, "champion").version) == winners[0]
     assert not client.search_registered_models(f"name = '{locks.lock_name(rivals, 'promotion')}'")  # lock released
@@ -173,17 +173,17 @@ def test_runs_of_one_spec_that_finish_together_register_it_once(tmp_path, monkey
 
 
 def test_the_gate_at_a_confidence_level_uses_the_upper_bounds(rivals, capsys):
-    # v2 against v1: no flips, ER −10 pt; at 95 % the NFR bound over 100 samples is 2.63 %
+    # v2 against v1: no flips, ER −10 pt; at 95 % the NFR bound over 100 samples is 2.63%
     limits = promotion.GateLimits(max_nfr=0.02, max_er_increase=0.0)
     assert promotion.gate(rivals, "2", limits).passed
     bounded = promotion.gate(rivals, "2", promotion.GateLimits(0.02, 0.0, confidence=0.95))
     assert not bounded.passed
     assert bounded.reason.startswith(
-        "NFR 2.63 % > 2.00 % (against champion v1 on 100 shared eval samples: NFR 0.00 % (upper 95 % bound 2.63 %)"
+        "NFR 2.63% > 2.00% (against champion v1 on 100 shared eval samples: NFR 0.00% (upper 95 % bound 2.63%)"
     )
     assert "ER -10.00 pt (upper 95 % bound -6.07 pt)" in bounded.reason  # 10 better, 0 worse (Tango)
     assert main(["promote", rivals, "2", "--max-nfr", "0.02", "--confidence", "0.95"]) == 1
-    assert "NOT promoted: NFR 2.63 % > 2.00 %" in capsys.readouterr().err
+    assert "NOT promoted: NFR 2.63% > 2.00%" in capsys.readouterr().err
     assert main(["promote", rivals, "2", "--max-nfr", "0.03", "--confidence", "0.95"]) == 0
     assert "is now champion: against champion v1" in capsys.readouterr().out
     assert main(["promote", rivals, "3", "--max-nfr", "0.03", "--confidence", "5"]) == 2  # 5 is not a level
@@ -258,12 +258,12 @@ def test_promote_live_needs_labelled_live_pairs_beside_the_champion_within_the_l
     assert main(args) == 1  # NFR 0 % on one pair: no evidence
     err = capsys.readouterr().err
     assert "1 labelled live pairs (1 shadowed), fewer than the 65 the live gate asks (--min-live; the fewest" in err
-    assert "95 % Wilson bound can be ≤ 4.00 %)" in err
+    assert "95 % Wilson bound can be ≤ 4.00%)" in err
     _live_session(rivals, "1", "2", [(0, 1, 0)] + [(0, 0, 0)] * 19 + [(1, 1, None)] * 10)
     _live_session(rivals, "1", "2", [(0, 0, None)] * 3)  # a newer session with no labels hides nothing
     assert main([*args, "--min-live", "20"]) == 1
-    assert "live NFR 5.00 % > 4.00 %" in capsys.readouterr().err
+    assert "live NFR 5.00% > 4.00%" in capsys.readouterr().err
     assert main([*args[:4], "0.06", "--live", "--min-live", "20"]) == 0
-    assert "live NFR 5.00 % on 20 labelled of 30 shadowed requests" in capsys.readouterr().out
+    assert "live NFR 5.00% on 20 labelled of 30 shadowed requests" in capsys.readouterr().out
     record("serving_security", check="`promote --live` on one labelled live pair that did not flip is refused: "
            "fewer than the pairs a Wilson bound within --max-nfr needs", passed=True)  # fmt: skip

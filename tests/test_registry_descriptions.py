@@ -45,26 +45,26 @@ def test_a_version_sentence_says_how_many_samples_its_flips_count():
 
     grown = replace(CHAIN[1], n_compared=12000)
     assert version_sentence(grown, [CHAIN[0], grown], "no treatment") == (
-        "v2-none: no treatment from v1; NFR 1.97 % against v1 on 12,000 eval samples; ER 10.41 %"
+        "v2-none: no treatment from v1; NFR 1.97% against v1 on 12,000 eval samples; ER 10.41%"
     )
 
 
 def test_version_sentences_by_hand():
     assert version_sentence(CHAIN[0], CHAIN, "no treatment") == (
-        "v1: no treatment, the first version of the chain; ER 15.23 %"
+        "v1: no treatment, the first version of the chain; ER 15.23%"
     )
     assert version_sentence(CHAIN[1], CHAIN, "no treatment") == (
-        "v2-none: no treatment from v1; NFR 1.97 % against v1; ER 10.41 %"
+        "v2-none: no treatment from v1; NFR 1.97% against v1; ER 10.41%"
     )
     assert version_sentence(CHAIN[2], CHAIN, "ELODI (m 4)") == (
-        "v2-elodi: ELODI (m 4) from v1; NFR 1.49 % against v1, no treatment 1.97 %; ER 10.42 %"
+        "v2-elodi: ELODI (m 4) from v1; NFR 1.49% against v1, no treatment 1.97%; ER 10.42%"
     )
     more = [*CHAIN, _row("4", "v2-none-b", "none", 0.1050, "1", 0.0207, 0.0600)]
     assert version_sentence(more[2], more, "ELODI (m 4)") == (
-        "v2-elodi: ELODI (m 4) from v1; NFR 1.49 % against v1, no treatment 2.02 ± 0.07 % (over 2); ER 10.42 %"
+        "v2-elodi: ELODI (m 4) from v1; NFR 1.49% against v1, no treatment 2.02% ± 0.07% (over 2); ER 10.42%"
     )
     assert version_description("demo", CHAIN[2], CHAIN, "ELODI (m 4)", "[its run](#/x)") == (
-        "v2-elodi: ELODI (m 4) from v1; NFR 1.49 % against v1, no treatment 1.97 %; ER 10.42 %.\n\n"
+        "v2-elodi: ELODI (m 4) from v1; NFR 1.49% against v1, no treatment 1.97%; ER 10.42%.\n\n"
         "NFR matrix of the chain at this registration: `nfr_matrix.png` and `nfr_matrix.json` in "
         "[its run](#/x); flip report: `congruent report demo --version 3` writes it and logs it to "
         "that run as `report/report.html`."
@@ -82,9 +82,9 @@ def test_model_description_by_hand():
         "\n"
         "| version | label | method | arch | parent | ER | NFR vs parent | PFR vs parent |\n"
         "|---|---|---|---|---|---|---|---|\n"
-        "| **1 ★ champion** | v1 | no treatment | mlp-small | — | 15.23 % | — | — |\n"
-        "| 2 | v2-none | no treatment | mlp | v1 | 10.41 % | 1.97 % | 6.71 % |\n"
-        "| 3 (challenger) | v2-elodi | ELODI | mlp | v1 | 10.42 % | 1.49 % | 6.30 % |\n"
+        "| **1 ★ champion** | v1 | no treatment | mlp-small | — | 15.23% | — | — |\n"
+        "| 2 | v2-none | no treatment | mlp | v1 | 10.41% | 1.97% | 6.71% |\n"
+        "| 3 (challenger) | v2-elodi | ELODI | mlp | v1 | 10.42% | 1.49% | 6.30% |\n"
         "\n"
         "Written by Congruent at each registration and promotion; `congruent versions demo`."
     )
@@ -132,9 +132,9 @@ def test_registration_writes_the_chain_the_mlflow_ui_shows(tmp_path, monkeypatch
         client = MlflowClient()
         described = client.get_registered_model(model).description
         assert "| **1 ★ champion** | v1 | no treatment |" in described
-        assert "| 3 (challenger) | v2-elodi | ELODI | mlp-small | v1 | 7.00 % | 1.00 % | 14.00 % |" in described
+        assert "| 3 (challenger) | v2-elodi | ELODI | mlp-small | v1 | 7.00% | 1.00% | 14.00% |" in described
         assert client.get_model_version(model, "3").description.startswith(
-            "v2-elodi: ELODI (m 4) from v1; NFR 1.00 % against v1, no treatment 3.00 %; ER 7.00 %."
+            "v2-elodi: ELODI (m 4) from v1; NFR 1.00% against v1, no treatment 3.00%; ER 7.00%."
         )
 
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -149,7 +149,7 @@ def test_registration_writes_the_chain_the_mlflow_ui_shows(tmp_path, monkeypatch
         text = " ".join(page.split())
         assert "The chain so far: 3 versions; champion: version 1 (v1)." in text, text[-3000:]
         assert "<table" in page and "v2-elodi" in text and "ELODI" in text  # the Markdown table, rendered
-        assert "1 ★ champion" in text and "14.00 %" in text
+        assert "1 ★ champion" in text and "14.00%" in text
 
 
 def test_an_auto_version_says_what_it_chose_beside_its_own_no_treatment():
@@ -162,6 +162,6 @@ def test_an_auto_version_says_what_it_chose_beside_its_own_no_treatment():
     )
     sentence = version_sentence(auto, [CHAIN[0], auto], "auto")
     assert sentence == (
-        "v2: auto (chose KD on the validation split) from v1; NFR 1.05 % against v1, no treatment 2.90 %; ER 13.71 %"
+        "v2: auto (chose KD on the validation split) from v1; NFR 1.05% against v1, no treatment 2.90%; ER 13.71%"
     )
     assert VersionRecord.from_tags(auto.to_tags(), "2").candidates == auto.candidates  # through the registry's tags

@@ -45,7 +45,7 @@ def test_rows_put_the_worst_gated_slice_first_and_never_gate_small_ones():
 def test_a_slice_over_the_limit_is_named_as_the_gate_names_it():
     """en NFR 1/4, de 2/4: a 0.3 limit holds en, not de; 0.6 holds both; slices under min_n never count."""
     slices = {"lang": LANG}
-    assert slice_over_limit(OLD, NEW, LABELS, slices, 0.3, min_n=4) == "lang=de NFR 50.00 % > 30.00 % on 4"
+    assert slice_over_limit(OLD, NEW, LABELS, slices, 0.3, min_n=4) == "lang=de NFR 50.00% > 30.00% on 4"
     assert slice_over_limit(OLD, NEW, LABELS, slices, 0.6, min_n=4) is None
     assert slice_over_limit(OLD, NEW, LABELS, slices, 0.0, min_n=5) is None
     bounded = slice_over_limit(OLD, NEW, LABELS, slices, 0.6, confidence=0.9, min_n=4)  # 2 of 4: bound > 0.6

@@ -16,6 +16,7 @@ import numpy as np
 
 from workers.confidence import wilson_upper
 from workers.metrics import FlipCounts
+from workers.percent import percent
 
 MIN_SLICE_N = 30  # samples a slice needs before a gate reads it
 
@@ -75,10 +76,10 @@ def worst_gated_slice(rows: list[dict[str, Any]], limit: float, on_bound: bool) 
 
 
 def over_limit_words(row: dict[str, Any], limit: float, on_bound: bool) -> str:
-    """A slice row over `limit` as the gate says it: "COL=VALUE NFR 12.50 % > 10.00 %" ("NFR upper
+    """A slice row over `limit` as the gate says it: "COL=VALUE NFR 12.50% > 10.00%" ("NFR upper
     bound" with `on_bound`)."""
     key, bound = ("nfr_upper", " upper bound") if on_bound else ("nfr", "")
-    return f"{row['column']}={row['value']} NFR{bound} {100 * row[key]:.2f} % > {100 * limit:.2f} %"
+    return f"{row['column']}={row['value']} NFR{bound} {percent(row[key])} > {percent(limit)}"
 
 
 def slice_over_limit(

@@ -15,6 +15,7 @@ from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, pool_topk
 from orchestrator.planning.resources import device
 from workers import storage
+from workers.percent import percent
 from workers.tasks.bodies import bcwi_job, train_job, train_pack
 from workers.tasks.bookkeeping import discard_unfinished
 from workers.tasks.records import BcwiRecord, TrainJob, TrainRecord
@@ -42,7 +43,7 @@ def _train(job: TrainJob, queue: Any = None, pool: TeacherPool | None = None) ->
 
 def _summary(record: TrainRecord) -> str:
     assert record.val_error_rate is not None  # the stages train with the val split
-    return f"val ER {100 * record.val_error_rate:.2f}%"
+    return f"val ER {percent(record.val_error_rate)}"
 
 
 def _pack_task(jobs: list[TrainJob], queue: Any = None) -> list[TrainRecord]:

@@ -21,6 +21,7 @@ from typing import Literal
 from orchestrator.serving.requests import shadowed
 from orchestrator.serving.settings import CanaryRule
 from workers.confidence import wilson_lower, wilson_upper
+from workers.percent import percent
 
 Decision = Literal["wait", "withdraw", "pass"]
 
@@ -30,17 +31,17 @@ def canary_decision(flips: int, labelled: int, rule: CanaryRule) -> tuple[Decisi
     if labelled == 0:
         return "wait", "no labelled canary pair yet"
     level = f"{100 * rule.confidence:g} %"
-    seen = f"NFR {flips}/{labelled} = {100 * flips / labelled:.2f} %"
+    seen = f"NFR {flips}/{labelled} = {percent(flips / labelled)}"
     lower = wilson_lower(flips, labelled, rule.confidence)
     if lower > rule.max_nfr:
-        return "withdraw", f"{seen}, its {level} lower bound {100 * lower:.2f} % > max {100 * rule.max_nfr:.2f} %"
+        return "withdraw", f"{seen}, its {level} lower bound {percent(lower)} > max {percent(rule.max_nfr)}"
     if labelled < rule.min_labelled:
         return "wait", f"{seen}; {rule.min_labelled - labelled} more labelled pairs before it is decided"
     upper = wilson_upper(flips, labelled, rule.confidence)
-    bound = f"{seen}, its {level} upper bound {100 * upper:.2f} %"
+    bound = f"{seen}, its {level} upper bound {percent(upper)}"
     if upper > rule.max_nfr:
-        return "withdraw", f"{bound} > max {100 * rule.max_nfr:.2f} % on {labelled} labelled pairs"
-    return "pass", f"{bound} ≤ max {100 * rule.max_nfr:.2f} % on {labelled} labelled pairs"
+        return "withdraw", f"{bound} > max {percent(rule.max_nfr)} on {labelled} labelled pairs"
+    return "pass", f"{bound} ≤ max {percent(rule.max_nfr)} on {labelled} labelled pairs"
 
 
 @dataclass

@@ -9,6 +9,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from orchestrator.tracking.version_record import VersionRecord
+from workers.percent import percent
 
 METHOD_NAMES = {
     "none": "no treatment",
@@ -25,7 +26,7 @@ METHOD_NAMES = {
 
 
 def _pct(fraction: float | None) -> str:
-    return "—" if fraction is None else f"{100 * fraction:.2f} %"
+    return percent(fraction)
 
 
 def _label(row: VersionRecord) -> str:
@@ -62,11 +63,11 @@ def no_treatment(rows: Sequence[VersionRecord], row: VersionRecord) -> list[floa
 def _spread(nfrs: Sequence[float]) -> str:
     if len(nfrs) == 1:
         return _pct(nfrs[0])
-    return f"{100 * statistics.mean(nfrs):.2f} ± {100 * statistics.stdev(nfrs):.2f} % (over {len(nfrs)})"
+    return f"{percent(statistics.mean(nfrs))} ± {percent(statistics.stdev(nfrs))} (over {len(nfrs)})"
 
 
 def version_sentence(row: VersionRecord, rows: Sequence[VersionRecord], method: str) -> str:
-    """`v2-elodi: ELODI (m 4) from v1; NFR 1.49 % against v1, no treatment 1.97 %; ER 10.42 %`
+    """`v2-elodi: ELODI (m 4) from v1; NFR 1.49% against v1, no treatment 1.97%; ER 10.42%`
     (`… against v1 on 10,000 eval samples, …` where the record says how many the flips count)."""
     parents = [other for other in rows if other.version == row.parent_version]
     parent = _label(parents[0]) if parents else None

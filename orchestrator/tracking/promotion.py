@@ -35,6 +35,7 @@ from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
 from orchestrator.tracking.version_refs import RegistryError, VersionRef
 from workers.confidence import fewest_for_bound, paired_increase_upper, wilson_upper
 from workers.metrics import negative_flips
+from workers.percent import percent
 from workers.slices import MIN_SLICE_N, over_limit_words, worst_gated_slice
 
 ATTEMPTS = 3  # gates against a champion that moved meanwhile, before refusing
@@ -90,7 +91,7 @@ def champion_of(name: str) -> str | None:
 
 
 def _pct(value: float, signed: bool = False) -> str:
-    return f"{100 * value:+.2f} pt" if signed else f"{100 * value:.2f} %"
+    return f"{100 * value:+.2f} pt" if signed else percent(value)
 
 
 def gate(name: str, candidate: str, limits: GateLimits) -> Verdict:
