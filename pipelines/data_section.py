@@ -9,7 +9,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from pipelines.sections import _Strict
-from workers.names import is_glob, is_s3, is_table
+from workers.names import is_glob, is_table
+from workers.storage import store
 
 
 class DataSpec(_Strict):
@@ -142,7 +143,7 @@ class DataSpec(_Strict):
             return "text"
         path = self.path or ""
         names_columns = bool({"text_column", "label_column", "id_column"} & self.model_fields_set)
-        return "text" if is_s3(path) or is_table(path) or (path and names_columns) else "image"
+        return "text" if store(path).remote or is_table(path) or (path and names_columns) else "image"
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSpec:
@@ -151,7 +152,7 @@ class DataSpec(_Strict):
         path = self.path or ""
         if (
             self.modality != "auto"
-            and (not is_s3(path) or is_table(path) or is_glob(path))
+            and (not store(path).remote or is_table(path) or is_glob(path))
             and self.modality != self.inferred_modality
         ):
             raise ValueError(f"modality: {self.source} is {self.inferred_modality}, not {self.modality}")
@@ -167,12 +168,12 @@ class DataSpec(_Strict):
             named = {self.text_column, self.label_column, self.id_column}
             if len(set(self.slice_columns)) != len(self.slice_columns) or named & set(self.slice_columns):
                 raise ValueError("slice_columns: each once, and none the text, label or id column")
-        if self.slices is not None and (is_s3(self.slices) or is_glob(self.slices) or not is_table(self.slices)):
+        if self.slices is not None and (store(self.slices).remote or is_glob(self.slices) or not is_table(self.slices)):
             raise ValueError(f"slices: {self.slices} is not a local .csv, .tsv, .jsonl or .parquet file")
         if self.unlabelled is not None:
             if self.kind != "text":
                 raise ValueError("unlabelled: texts without labels go with text data; the data is images")
-            if is_s3(self.unlabelled) or is_glob(self.unlabelled) or not is_table(self.unlabelled):
+            if store(self.unlabelled).remote or is_glob(self.unlabelled) or not is_table(self.unlabelled):
                 raise ValueError(f"unlabelled: {self.unlabelled} is not a local .csv, .tsv, .jsonl or .parquet file")
             if self.streaming is True or is_glob(path):
                 raise ValueError("unlabelled: unlabelled texts go with data held in memory; this source streams")

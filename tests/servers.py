@@ -240,15 +240,15 @@ def data_settings(endpoint: str, access_key: str, secret_key: str) -> dict:
 @contextlib.contextmanager
 def s3_environment(monkeypatch, env: dict):
     """This test process with `env` set (monkeypatch undoes it) and the storage's boto3 client made anew."""
-    from workers import storage
+    from workers import s3_store
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    storage._client.cache_clear()
+    s3_store.client.cache_clear()
     try:
         yield
     finally:
-        storage._client.cache_clear()
+        s3_store.client.cache_clear()
 
 
 def s3_client(endpoint: str, access_key: str, secret_key: str):

@@ -9,6 +9,7 @@ import pytest
 
 from reliability_records import record
 from workers import storage
+from workers.s3_store import S3Store
 
 
 @pytest.mark.parametrize(
@@ -37,7 +38,7 @@ def test_a_checkpoint_key_cannot_leave_the_download_cache(tmp_path, monkeypatch)
 
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
     fetched = []
-    monkeypatch.setattr(storage, "download", lambda uri, local: fetched.append(local) or True)
+    monkeypatch.setattr(S3Store, "download", lambda self, uri, local: fetched.append(local) or True)
     for uri in ("s3://runs/../../etc/cron.d/x", "s3://runs/a/../../../outside.pt"):
         with pytest.raises(storage.StorageError, match="may not leave"):
             storage.fetch_checkpoint(uri)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from servers import s3_environment
-from workers import storage
+from workers import s3_store
 from workers.errors import DataError
 
 BUCKET = "datasets"
@@ -48,13 +48,13 @@ def test_shards_on_s3_open_as_the_same_splits_as_a_local_copy(s3_env):
 
 
 def test_a_bucket_root_a_prefix_a_key_and_a_glob_list_their_shards(s3_env):
-    from orchestrator.dataplane.objects import list_objects
+    from workers.storage import listing
 
     shards = [f"s3://{BUCKET}/tweets/part-{i}.parquet" for i in range(3)]
     for pattern in (f"s3://{BUCKET}", f"s3://{BUCKET}/", f"s3://{BUCKET}/tweets", f"s3://{BUCKET}/tw*.parquet"):
-        assert [entry.uri for entry in list_objects(pattern, (".parquet",))] == shards, pattern
-    assert [entry.uri for entry in list_objects(shards[1], (".parquet",))] == shards[1:2]
-    assert list_objects(f"s3://{BUCKET}/tweet", (".parquet",)) == []  # a prefix is a folder, not a name's start
+        assert [entry.uri for entry in listing(pattern, (".parquet",))] == shards, pattern
+    assert [entry.uri for entry in listing(shards[1], (".parquet",))] == shards[1:2]
+    assert listing(f"s3://{BUCKET}/tweet", (".parquet",)) == []  # a prefix is a folder, not a name's start
 
 
 def test_a_bucket_or_credentials_that_do_not_work_are_one_line(s3_env, monkeypatch):
@@ -69,7 +69,7 @@ def test_a_bucket_or_credentials_that_do_not_work_are_one_line(s3_env, monkeypat
             open_table_stream(pattern, label_column="sentiment")
         assert str(caught.value).startswith(pattern) and expected in str(caught.value), str(caught.value)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
-    storage._client.cache_clear()
+    s3_store.client.cache_clear()
     with pytest.raises(DataError, match="access denied"):
         open_table_stream(f"s3://{BUCKET}/tweets/*.parquet", label_column="sentiment")
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from workers import storage
+from workers import s3_store, storage
 from workers.models.checkpoints import read_checkpoint
 from workers.tasks.bodies import train_job
 from workers.tasks.bookkeeping import discard_unfinished, finished
@@ -33,9 +33,9 @@ def s3_env(s3, monkeypatch):
     """This process's environment pointed at the module's S3 (boto3 reads it from there)."""
     for key, value in s3.env.items():
         monkeypatch.setenv(key, value)
-    storage._client.cache_clear()
+    s3_store.client.cache_clear()
     yield s3
-    storage._client.cache_clear()
+    s3_store.client.cache_clear()
 
 
 def job(name: str, uri: str, epochs: int) -> TrainJob:

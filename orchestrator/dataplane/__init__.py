@@ -2,7 +2,7 @@
 tree, local or on S3) is listed, read, decoded, tokenized and kept, as Ray Data datasets whose
 reading tasks run on the cluster's CPU workers and whose batches the training processes consume.
 
-    objects.py         an S3 source's objects: listed (size, ETag), opened through pyarrow
+    objects.py         what reading tasks need to read S3 objects: the driver's S3 settings
     table_tasks.py     what a reading task does with a table's shards (read by the format's reader
                        in workers/data/formats/; keys, splits, token ids)
     image_tasks.py     what a reading task does with image files (read, decoded by the format's reader)

@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from orchestrator.dataplane.image_tasks import decode_images, file_bytes
-from orchestrator.dataplane.objects import list_objects
+from orchestrator.dataplane.image_tasks import decode_images
 from orchestrator.dataplane.ray_reading import data_error, files_dataset, tensor
 from orchestrator.dataplane.table_streams import SHUFFLE_BUFFER, split_fingerprint
 from workers.data.batches import Batch
@@ -26,7 +25,7 @@ from workers.data.keys import EVAL, TRAIN, VAL, key_ids, split_codes
 from workers.data.selection import split_selection
 from workers.data.streamed import StreamedSplit, StreamedSplits
 from workers.errors import DataError
-from workers.names import is_s3
+from workers.storage import join, listing, read_bytes, store
 
 IMAGE_FORMATS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 DECODE_BATCH = 256  # images one reading task decodes at a time
@@ -116,14 +115,14 @@ def tree_files(root: str, skip_corrupt: bool) -> tuple[tuple[str, ...], list[str
     (`image_problem`). A local tree is read whole: the checksum is its bytes' sha256 and every file
     is checked. A tree on S3 is listed, not read: the checksum is the object's ETag, and a corrupt
     image fails the run, with its key, when a reading task decodes it (so no `skip_corrupt`)."""
-    if is_s3(root):
+    if store(root).remote:
         if skip_corrupt:
             raise DataError(
                 f"{root}: data.skip_corrupt needs every image read before training; "
                 "an ImageFolder on s3:// is listed, not read (a corrupt image fails the run with its key)"
             )
         prefix = root.rstrip("/") + "/"
-        listed = [entry for entry in list_objects(prefix, IMAGE_FORMATS) if "/" in entry.uri.removeprefix(prefix)]
+        listed = [entry for entry in listing(prefix, IMAGE_FORMATS) if "/" in entry.uri.removeprefix(prefix)]
         relative = [entry.uri.removeprefix(prefix) for entry in listed]
         classes = tuple(sorted({name.split("/")[0] for name in relative}))
         ordered = sorted(zip(relative, listed), key=lambda pair: (pair[0].split("/")[0], pair[0]))
@@ -162,8 +161,7 @@ def open_image_stream(
     its path, or with `skip_corrupt` each is left out of the splits (`skipped`). A file's split,
     and whether `subset` and the limits keep it, follow from its id (workers/data/keys.py,
     selection.py), as in memory."""
-    remote = is_s3(root)
-    base = root.rstrip("/") if remote else str(Path(root))
+    base = join(root)  # its store's spelling: no trailing `/`
     classes, files, labels, digests, problems = tree_files(base, skip_corrupt)
     if problems and not skip_corrupt:
         path, why = next(iter(problems.items()))
@@ -177,9 +175,9 @@ def open_image_stream(
         raise DataError(f"{root}: {len(classes)} class folders, but data.num_classes = {num_classes}")
     sample = [files[i] for i in np.linspace(0, len(files) - 1, min(SAMPLED, len(files))).astype(int)]
     paths = [os.path.join(base, f) for f in sample]
-    channels = 3 if any(is_colour(file_bytes(path), path) for path in paths) else 1
+    channels = 3 if any(is_colour(read_bytes(path), path) for path in paths) else 1
     # without image_size, a tree of S×S images of one S
-    size, resize = image_size or square_side(file_bytes(paths[0]), paths[0]), image_size is not None
+    size, resize = image_size or square_side(read_bytes(paths[0]), paths[0]), image_size is not None
     ids = key_ids(files)
     codes = split_codes(ids, val_fraction, eval_fraction)
     all_labels = np.array(labels, dtype=np.int64)

@@ -6,27 +6,10 @@ Imports numpy, PIL and the shared workers modules only — no torch (image_folde
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from workers.data.formats.image_folder import decode_image
-from workers.errors import DataError, first_line
-from workers.names import is_s3
-
-
-def file_bytes(path: str) -> bytes:
-    """The bytes of a local file or of an S3 object (`s3://bucket/key`, the storage's credentials);
-    DataError naming it when it cannot be read."""
-    if not is_s3(path):
-        return Path(path).read_bytes()
-    from orchestrator.dataplane.objects import open_input
-
-    try:
-        with open_input(path) as f:
-            return bytes(f.read())
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({first_line(e)})") from None
+from workers.storage import read_bytes
 
 
 def decode_images(
@@ -39,6 +22,6 @@ def decode_images(
     index = {name: i for i, name in enumerate(classes)}
     return {
         "key": np.array(relative, dtype=object),
-        "image": np.stack([decode_image(file_bytes(path), path, channels, size, resize) for path in paths]),
+        "image": np.stack([decode_image(read_bytes(path), path, channels, size, resize) for path in paths]),
         "label": np.array([index[rel.split("/")[0]] for rel in relative], dtype=np.int64),
     }

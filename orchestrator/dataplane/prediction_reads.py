@@ -16,22 +16,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from orchestrator.dataplane.image_streams import IMAGE_FORMATS
-from orchestrator.dataplane.image_tasks import file_bytes
-from orchestrator.dataplane.objects import list_objects
 from orchestrator.dataplane.ray_reading import files_dataset
 from orchestrator.dataplane.table_streams import listed_shards, shard_columns
-from orchestrator.dataplane.table_tasks import opened
 from workers.data.formats.tables import table_format
 from workers.data.keys import key_ids, text_keys
 from workers.errors import DataError
 from workers.models.scoring import VersionScorer
-from workers.names import is_s3
+from workers.storage import join, listing, open_input, read_bytes, store
 
 
 @dataclass(frozen=True)
@@ -75,15 +71,10 @@ def image_data(path: str) -> PredictionData:
     """A folder's image files (local or an S3 prefix), sorted; labelled by class folder when every
     image is in a sub-folder of `path` (an ImageFolder tree)."""
     root = path.rstrip("/")
-    if is_s3(root):
-        relative = [entry.uri.removeprefix(root + "/") for entry in list_objects(root + "/", IMAGE_FORMATS)]
-    elif os.path.isdir(root):
-        base = Path(root)
-        relative = [
-            p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_FORMATS
-        ]
-    else:
+    if not store(root).remote and not os.path.isdir(root):  # an S3 prefix is no object to look for
         raise DataError(f"{path}: no such folder of images")
+    base = join(root) + "/"
+    relative = [entry.uri.removeprefix(base) for entry in listing(root + "/", IMAGE_FORMATS)]
     if not relative:
         raise DataError(f"{path}: no image files ({', '.join(IMAGE_FORMATS)}) there")
     labelled = all("/" in name for name in relative)
@@ -98,7 +89,7 @@ def table_rows(rows: dict[str, np.ndarray], data: PredictionData) -> Iterator[di
     reader = table_format(data.suffix)
     for file in rows["file"]:
         name = str(file)
-        for table in reader.batches(lambda name=name: opened(name), data.suffix, data.encoding, data.columns):
+        for table in reader.batches(lambda name=name: open_input(name), data.suffix, data.encoding, data.columns):
             texts = [t if isinstance(t, str) else None for t in table.column(data.text_column).to_pylist()]
             if data.id_column:
                 keys = ["" if v is None else str(v).strip() for v in table.column(data.id_column).to_pylist()]
@@ -124,7 +115,7 @@ def image_rows(rows: dict[str, np.ndarray], data: PredictionData) -> dict[str, n
     payloads: list[bytes] = []
     for path in paths:
         try:
-            payloads.append(file_bytes(path))
+            payloads.append(read_bytes(path))
         except (DataError, OSError):
             payloads.append(b"")  # not an image: the scorer writes the row's error
     labels = [name.split("/")[0] if data.label_column else None for name in relative]

@@ -16,7 +16,7 @@ import torch
 
 from orchestrator.dataplane.objects import reader_env
 from workers.errors import DataError
-from workers.names import is_s3
+from workers.storage import store
 
 READERS = 2  # map_batches tasks reading at once, per stream
 STREAM_OBJECT_STORE_BYTES = 128 << 20  # one stream's blocks in the object store at once (Ray Data's budget)
@@ -51,7 +51,7 @@ def files_dataset(files: Sequence[str], seed: int | None, read: Callable[..., An
     names = ray.data.from_items([{"file": name} for name in order])
     # no more readers than calls (Ray Data warns, on the user's terminal, of a pool it cannot fill)
     pool = ray.data.TaskPoolStrategy(size=max(1, min(READERS, math.ceil(len(order) / batch))))
-    env = {"env_vars": reader_env()} if files and is_s3(files[0]) else None
+    env = {"env_vars": reader_env()} if files and store(files[0]).remote else None
     return names.map_batches(read, batch_size=batch, num_cpus=0, compute=pool, fn_kwargs=kwargs, runtime_env=env)
 
 

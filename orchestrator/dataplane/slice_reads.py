@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from orchestrator.dataplane.table_streams import listed_shards
-from orchestrator.dataplane.table_tasks import opened
 from workers.data.formats.tables import table_format
 from workers.data.keys import key_ids, text_keys
 from workers.data.slice_table import read_slice_table, values_by_id
+from workers.storage import open_input
 
 
 def table_slice_values(
@@ -26,7 +26,7 @@ def table_slice_values(
     wanted = np.unique(ids)
     found: dict[str, dict[int, object]] = {column: {} for column in columns}
     for file in files:
-        for table in reader.batches(lambda file=file: opened(file), suffix, encoding, [key_column, *columns]):
+        for table in reader.batches(lambda file=file: open_input(file), suffix, encoding, [key_column, *columns]):
             raw = table.column(key_column).to_pylist()
             if id_column:
                 keys = ["" if v is None else str(v).strip() for v in raw]

@@ -30,7 +30,6 @@ from the first's, a missing column, one class) is one DataError line naming the 
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import os
 from collections.abc import Iterator, Sequence
@@ -40,16 +39,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from orchestrator.dataplane.objects import Listed, list_objects
 from orchestrator.dataplane.ray_reading import files_dataset, tensor
 from orchestrator.dataplane.shuffle import shuffled_batches
 from orchestrator.dataplane.table_tasks import (
     INTERLEAVED,
     Shards,
     TableReading,
-    file_checksum,
     interleaved_rows,
-    opened,
     row_ids,
     rows_of,
     scan_rows,
@@ -64,7 +60,8 @@ from workers.data.keys import EVAL, SPLIT_RULE, TOKENIZER_SEED, TRAIN, VAL, rank
 from workers.data.selection import ALL, Selection, split_selection
 from workers.data.streamed import StreamedSplit, StreamedSplits, tokens_digest
 from workers.errors import DataError, first_line
-from workers.names import TEXT_FORMATS, is_glob, is_s3
+from workers.names import TEXT_FORMATS
+from workers.storage import Listed, checksum, listing, open_input
 
 SHUFFLE_BUFFER = 8  # batches in the local shuffle buffer of an epoch's order (at least)
 SHUFFLE_ROWS = 16_384  # rows in it (token ids and text: a few MB), past the interleaved blocks
@@ -81,23 +78,21 @@ def table_shards(
     files, suffix, listed = listed_shards(path)
     wanted = [text_column, label_column, *([id_column] if id_column else [])]
     shard_columns(files, suffix, encoding, listed, wanted)
-    checksums = tuple((listed[f].size, listed[f].etag) if f in listed else file_checksum(f) for f in files)
+    checksums = tuple(known_checksum(listed[f]) or checksum(f) for f in files)
     return Shards(tuple(files), suffix, text_column, label_column, encoding, checksums, id_column)
 
 
+def known_checksum(entry: Listed) -> tuple[int, str] | None:
+    """(size, checksum) as the listing gave them (an S3 object's ETag); None where the bytes must be read."""
+    return None if entry.etag is None else (entry.size, entry.etag)
+
+
 def listed_shards(path: str) -> tuple[list[str], str, dict[str, Listed]]:
-    """The table files `path` names (one file, a directory of them, a glob, an S3 prefix), their one
-    suffix, and the S3 listing of each (size, ETag); DataError when there are none or several formats."""
-    listed: dict[str, Listed] = {}
-    if is_s3(path):
-        listed = {entry.uri: entry for entry in list_objects(path, TEXT_FORMATS)}
-        files = list(listed)
-    elif is_glob(path):
-        files = sorted(glob.glob(path, recursive=True))
-    elif os.path.isdir(path):
-        files = sorted(str(p) for p in Path(path).rglob("*") if p.is_file() and p.suffix.lower() in TEXT_FORMATS)
-    else:
-        files = [path] if os.path.isfile(path) else []
+    """The table files `path` names (one file, a directory of them, a glob, an S3 prefix: the
+    storage's `listing`), their one suffix, and the listing of each (size; on S3, its ETag);
+    DataError when there are none or several formats."""
+    listed = {entry.uri: entry for entry in listing(path, TEXT_FORMATS)}
+    files = list(listed)
     if not files:
         raise DataError(f"{path}: no {', '.join(TEXT_FORMATS)} shards there")
     suffixes = sorted({Path(f).suffix.lower() for f in files})
@@ -113,7 +108,7 @@ def shard_columns(
     DataError naming the first shard that is not."""
     first: list[str] | None = None
     for file in files:
-        names = _columns(file, suffix, encoding, listed[file].size if file in listed else os.path.getsize(file))
+        names = _columns(file, suffix, encoding, listed[file].size)
         missing = [c for c in wanted if c not in names]
         if missing:
             raise DataError(f"{file}: no column {missing[0]!r}; the columns are {', '.join(map(repr, names))}")
@@ -131,19 +126,19 @@ def _columns(file: str, suffix: str, encoding: str, size: int) -> list[str]:
     if size == 0:
         raise DataError(f"{file}: empty shard")
     if suffix in parquet.SUFFIXES:
-        names, rows = parquet.columns(opened(file))
+        names, rows = parquet.columns(open_input(file))
         if rows == 0:
             raise DataError(f"{file}: empty shard (no rows)")
         return names
     if suffix in jsonl.SUFFIXES:
         try:
-            return jsonl.columns(opened(file), encoding)
+            return jsonl.columns(open_input(file), encoding)
         except pa.ArrowInvalid as e:
             if "Empty JSON" in str(e):
                 raise DataError(f"{file}: empty shard (no rows)") from None
             raise DataError(f"{file}: cannot read ({first_line(e)})") from None
     try:
-        header, rows = delimited.header(lambda: opened(file), suffix, encoding)
+        header, rows = delimited.header(lambda: open_input(file), suffix, encoding)
     except (pa.ArrowException, UnicodeDecodeError) as e:
         raise DataError(f"{file}: cannot read ({first_line(e)})") from None
     if not rows:
@@ -164,9 +159,9 @@ def split_fingerprint(
     another check, an S3 listing's ETag); 16 hex digits."""
     digest = hashlib.sha256(f"{SPLIT_RULE} {fractions!r} {selection}".encode())
     for file in files:
-        size, checksum = (known or {}).get(file) or file_checksum(file)
+        size, digest_of = (known or {}).get(file) or checksum(file)
         name = file.removeprefix(root).lstrip("/")
-        digest.update(f"{name}\0{size}\0{checksum}\n".encode())
+        digest.update(f"{name}\0{size}\0{digest_of}\n".encode())
     return digest.hexdigest()[:16]
 
 
@@ -373,6 +368,6 @@ def check_unique_ids(path: str, id_column: str, ids: np.ndarray) -> None:
 
 def common_folder(files: Sequence[str]) -> str:
     """The deepest folder (or S3 prefix ending at a `/`) that holds every file."""
-    scheme = "s3://" if is_s3(files[0]) else ""
+    scheme = files[0][: files[0].find("://") + 3] if "://" in files[0] else ""  # commonpath would drop a `//`
     folders = [os.path.dirname(f.removeprefix(scheme)) for f in files]
     return scheme + os.path.commonpath(folders)

@@ -8,22 +8,19 @@ images. table_streams.py and image_streams.py build the streams from these.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from orchestrator.dataplane.objects import open_input
 from workers.data.formats.rows import values
 from workers.data.formats.tables import table_format
 from workers.data.input_spec import InputSpec
 from workers.data.keys import key_ids, split_codes, text_keys
 from workers.data.selection import ALL, Selection
-from workers.digests import file_sha256
 from workers.errors import DataError
-from workers.names import is_s3
+from workers.storage import checksum, open_input
 
 INTERLEAVED = 16  # shards one reading task of an epoch reads at once, their batches mixed
 
@@ -64,11 +61,6 @@ class TableReading:
             index = {name: i for i, name in enumerate(self.classes)}
             return np.array([index[str(label).strip()] for label in raw], dtype=np.int64)
         return np.array([int(label) for label in raw], dtype=np.int64)
-
-
-def opened(file: str) -> Any:
-    """What pyarrow reads `file` from: its path, or an S3 object's pyarrow file."""
-    return open_input(file) if is_s3(file) else file
 
 
 def row_ids(table: Any, shards: Shards) -> np.ndarray:
@@ -130,24 +122,13 @@ def interleaved_rows(
             yield {name: column[order] for name, column in rows.items()}
 
 
-def file_checksum(file: str) -> tuple[int, str]:
-    """(size, checksum) of a shard now: a local file's sha256 (read in 1 MiB blocks), an S3 object's ETag."""
-    if is_s3(file):
-        from workers.storage import client, split_uri
-
-        bucket, key = split_uri(file)
-        head = client().head_object(Bucket=bucket, Key=key)
-        return int(head["ContentLength"]), str(head["ETag"]).strip('"')
-    return os.path.getsize(file), file_sha256(file)
-
-
 def check_unchanged(shards: Shards, file: str) -> None:
     """DataError unless `file` has the size and checksum `shards` recorded for it."""
     if not shards.checksums:
         return
     expected = shards.checksums[shards.files.index(file)]
     try:
-        found = file_checksum(file)
+        found = checksum(file)
     except OSError as e:
         raise DataError(f"{file}: cannot read ({e})") from None
     if found != expected:
@@ -180,7 +161,7 @@ def shard_batches(shards: Shards, file: str) -> Iterator[Any]:
     reader (bounded memory: a Parquet or CSV shard streams; a JSONL shard is read whole, one shard at
     a time)."""
     reader = table_format(shards.suffix)
-    yield from reader.batches(lambda: opened(file), shards.suffix, shards.encoding, shards.columns)
+    yield from reader.batches(lambda: open_input(file), shards.suffix, shards.encoding, shards.columns)
 
 
 def scan_rows(table: Any, shards: Shards, file: str) -> tuple[list[str], list[str], bool]:

@@ -26,8 +26,8 @@ from workers.errors import DataError
 from workers.metrics import FlipCounts
 from workers.models.checkpoints import ModelSettings, read_checkpoint
 from workers.models.scoring import NO_CLASS
-from workers.names import is_s3
 from workers.prediction_files import PredictionFileError, PredictionWriter
+from workers.storage import store
 
 PROGRESS_S = 5.0  # seconds between progress lines
 SUMMARY_FILE = "summary.json"
@@ -93,7 +93,7 @@ def predicted_data(
     """The data at `path` read as `version` reads inputs: a text version's table with its text column
     (its spec's, or `text_column`), an image version's folder; DataError naming what does not fit."""
     if version.modality != "text":
-        if not Path(path).is_dir() and not is_s3(path):
+        if not Path(path).is_dir() and not store(path).remote:
             raise DataError(f"{path}: {version.shown} is an image model; give a folder of images")
         return image_data(path)
     try:

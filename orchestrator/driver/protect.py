@@ -17,7 +17,6 @@ import numpy as np
 
 from orchestrator.dataplane.image_streams import IMAGE_FORMATS
 from orchestrator.dataplane.table_streams import listed_shards
-from orchestrator.dataplane.table_tasks import opened
 from orchestrator.driver.predict import ScoredVersion, scored_version
 from orchestrator.tracking import protected, registry
 from orchestrator.tracking.ledger import COMPARED, known_mask, shared_samples
@@ -30,6 +29,7 @@ from workers.data.keys import key_ids, text_keys
 from workers.data.text_tables import id_keys
 from workers.errors import DataError, first_line
 from workers.names import TEXT_FORMATS
+from workers.storage import open_input
 
 
 def reference_version(model: str) -> ScoredVersion:
@@ -188,7 +188,7 @@ def texts_by_id(path: str, text_column: str, id_column: str | None, encoding: st
     found: dict[int, str] = {}
     columns = [text_column, *([id_column] if id_column else [])]
     for file in files:
-        for table in reader.batches(lambda file=file: opened(file), suffix, encoding, columns):
+        for table in reader.batches(lambda file=file: open_input(file), suffix, encoding, columns):
             texts = [t if isinstance(t, str) else "" for t in table.column(text_column).to_pylist()]
             if id_column:
                 keys = ["" if v is None else str(v).strip() for v in table.column(id_column).to_pylist()]

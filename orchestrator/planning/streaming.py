@@ -20,7 +20,8 @@ from orchestrator.host import available_memory
 from pipelines.spec import SpecError, UpdateSpec
 from workers.data.streamed import StreamedSplits
 from workers.errors import DataError
-from workers.names import REPLICA_METHODS, is_glob, is_s3, is_table
+from workers.names import REPLICA_METHODS, is_glob, is_table
+from workers.storage import store
 from workers.tasks.records import DataRequest
 
 STREAMING_BUDGET_BYTES = 2 << 30  # pipelines/data_section.py DataSpec.streaming states this figure
@@ -41,7 +42,7 @@ def in_memory_holders(spec: UpdateSpec) -> int:
 
 def remote_images(request: DataRequest) -> bool:
     """Whether the source is an ImageFolder tree on S3 (`modality: image` on an s3:// prefix)."""
-    return is_s3(request.source) and request.modality == "image"
+    return store(request.source).remote and request.modality == "image"
 
 
 def table_folder(request: DataRequest) -> bool:
@@ -52,7 +53,9 @@ def table_folder(request: DataRequest) -> bool:
 def table_source(request: DataRequest) -> bool:
     """Whether the source is text tables: a table file or a glob of them, an S3 source that is not
     an ImageFolder tree, or a folder of shards."""
-    return not remote_images(request) and (is_table(request.source) or is_s3(request.source) or table_folder(request))
+    return not remote_images(request) and (
+        is_table(request.source) or store(request.source).remote or table_folder(request)
+    )
 
 
 def streamable(request: DataRequest) -> bool:
@@ -61,7 +64,7 @@ def streamable(request: DataRequest) -> bool:
     source = request.source
     if source in ("fashion-mnist", "tweet-sentiment"):
         return False
-    if is_table(source) or is_s3(source):
+    if is_table(source) or store(source).remote:
         return True
     path = Path(source)
     return path.is_dir() and not any(path.glob("train-images-idx3-ubyte*"))
@@ -86,7 +89,7 @@ def settle_streaming(request: DataRequest, holders: int = 1) -> DataRequest:
     (`streamed`); SpecError for a source that cannot stream, or in-memory data that cannot fit in
     the `holders` processes of this machine that would each load it (`in_memory_holders`)."""
     wanted = request.streaming
-    only_streamed = is_glob(request.source) or is_s3(request.source) or table_folder(request)
+    only_streamed = is_glob(request.source) or store(request.source).remote or table_folder(request)
     if wanted is True and not streamable(request):
         raise SpecError(
             f"data.streaming: {request.source} is read whole; a stream reads an ImageFolder tree or text tables"

@@ -28,11 +28,9 @@ from workers.training.epochs import EpochStats, Member, TrainResult, class_ids
 def local_checkpoint(job: TrainJob) -> str:
     """Where the job's checkpoint is written locally: its path, or (S3) a temp file holding what an
     earlier try left, to resume from."""
-    if not storage.is_s3(job.checkpoint_uri):
-        return job.checkpoint_uri
-    local = os.path.join(tempfile.mkdtemp(prefix="congruent-"), f"{job.name}.pt")
-    storage.download(job.checkpoint_uri, local)
-    return local
+    return storage.working_copy(
+        job.checkpoint_uri, lambda: os.path.join(tempfile.mkdtemp(prefix="congruent-"), f"{job.name}.pt")
+    )
 
 
 @dataclass
@@ -106,8 +104,8 @@ def finished(job: TrainJob) -> bool:
     """Whether `job`'s checkpoint holds its whole training (every epoch), which a rerun reuses as is."""
     uri = job.checkpoint_uri
     with tempfile.TemporaryDirectory(prefix="congruent-check-") as tmp:
-        local = os.path.join(tmp, "checkpoint.pt") if storage.is_s3(uri) else uri
-        if not (storage.download(uri, local) if storage.is_s3(uri) else os.path.exists(local)):
+        local = storage.working_copy(uri, lambda: os.path.join(tmp, "checkpoint.pt"))
+        if not os.path.exists(local):
             return False
         try:
             return int(read_checkpoint(local).get("epoch", 0)) >= job.config.epochs
@@ -133,7 +131,7 @@ def discard_unfinished(jobs: Sequence[TrainJob], settle_s: float = S3_SETTLE_S) 
         return [job.checkpoint_uri for job in jobs if not finished(job) and storage.delete(job.checkpoint_uri)]
 
     removed = delete_unfinished()
-    if settle_s > 0 and any(storage.is_s3(job.checkpoint_uri) for job in jobs):
+    if settle_s > 0 and any(storage.store(job.checkpoint_uri).remote for job in jobs):
         time.sleep(settle_s)
         removed += [uri for uri in delete_unfinished() if uri not in removed]
     return removed
