@@ -68,3 +68,20 @@ def test_every_table_suffix_a_spec_may_name_has_its_reader():
 
     assert sorted(READERS) == sorted(TEXT_FORMATS)
     assert all(callable(reader.batches) and callable(reader.column) for reader in READERS.values())
+
+
+def test_every_table_format_offers_the_same_functions():
+    """delimited, jsonl and parquet are read through one interface (formats/tables.py `TableReader`):
+    the same functions with the same parameters, and the same facts about the format."""
+    import inspect
+
+    from workers.data.formats import delimited, jsonl, parquet
+
+    for name in ("columns", "batches", "column", "rows"):
+        shapes = {
+            module.__name__: list(inspect.signature(getattr(module, name)).parameters)
+            for module in (delimited, jsonl, parquet)
+        }
+        assert len({tuple(shape) for shape in shapes.values()}) == 1, (name, shapes)
+    for fact in ("TYPED", "ENCODED", "NO_ROWS", "SUFFIXES"):
+        assert all(hasattr(module, fact) for module in (delimited, jsonl, parquet)), fact

@@ -159,3 +159,53 @@ def test_no_planning_function_is_longer_than_60_lines():
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60:
                 long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}")
     assert not long, long
+
+
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet", ".json")
+
+
+def suffix_dispatch(source: str) -> list[int]:
+    """The lines of `source` that choose by a table suffix written out: a comparison with one
+    (`suffix == ".tsv"`, `suffix in (".csv", ".tsv")`, `".parquet" != path.suffix`) or an
+    `.endswith(…)` / `.removesuffix(…)` given one (alone or in a tuple, list or set)."""
+
+    def written(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str) and node.value.lower() in TABLE_SUFFIXES
+        return isinstance(node, ast.Tuple | ast.List | ast.Set) and any(written(element) for element in node.elts)
+
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(written(side) for side in (node.left, *node.comparators)):
+            lines.append(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("endswith", "removesuffix")
+            and any(written(argument) for argument in node.args)
+        ):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_suffix_dispatch_is_found():
+    found = suffix_dispatch(
+        'a = suffix == ".tsv"\nb = s in (".csv", ".tsv")\nc = str(p).endswith(".parquet")\n'
+        'd = ".JSONL" != x\ne = READERS[".csv"]\nf = suffix in SUFFIXES\ng = p.endswith(".npz")\n'
+    )
+    assert found == [1, 2, 3, 4]
+
+
+def test_a_table_reader_is_chosen_by_suffix_in_one_place():
+    """workers/data/formats/tables.py maps a suffix to its format's reader; nowhere else in the product
+    compares a suffix with ".csv", ".tsv", ".jsonl", ".parquet" or ".json" (a reader asked for what
+    its format is: `TYPED`, `ENCODED`, and a name compared with a module's SUFFIXES, are not that)."""
+    chosen_here = ROOT / "workers" / "data" / "formats" / "tables.py"
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for package in ("orchestrator", "workers", "pipelines", "infra")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path != chosen_here
+        for line in suffix_dispatch(path.read_text())
+    ]
+    assert not found, found

@@ -29,7 +29,8 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 SHARD_ROWS = 1 << 18  # rows of one written shard
-PART = "part-{:05d}.parquet"
+SUFFIX = ".parquet"  # what a prediction file's name ends with
+PART = "part-{:05d}" + SUFFIX
 SCHEMA = pa.schema(
     [
         ("id", pa.int64()),
@@ -104,7 +105,7 @@ def prediction_shards(path: str | os.PathLike[str]) -> list[Path]:
         return shards
     if not path.exists():
         raise PredictionFileError(f"{path}: no such file or folder")
-    if path.suffix != ".parquet":
+    if path.suffix != SUFFIX:
         raise PredictionFileError(f"{path}: not a .parquet file nor a folder of them")
     return [path]
 

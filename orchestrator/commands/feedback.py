@@ -5,56 +5,18 @@ serving endpoint of MODEL in batches."""
 from __future__ import annotations
 
 import argparse
-import csv
 
 from orchestrator.commands.options import fail
 
-BATCH = 1000  # labels per POST /feedback
-
-
-def read_labels(path: str) -> list[dict]:
-    """{id, label} rows of a CSV with a header naming `id` and `label`; ValueError in one line."""
-    with open(path, newline="", encoding="utf-8") as file:
-        reader = csv.DictReader(file)
-        if reader.fieldnames is None or not {"id", "label"} <= set(reader.fieldnames):
-            raise ValueError(f"{path}: a CSV whose header names `id` and `label`")
-        rows = []
-        for line, row in enumerate(reader, start=2):
-            try:
-                rows.append({"id": row["id"], "label": int(row["label"])})
-            except (TypeError, ValueError):
-                raise ValueError(f"{path}, line {line}: label {row['label']!r} is not a class id") from None
-    if not rows:
-        raise ValueError(f"{path}: no labels")
-    return rows
-
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import urllib.error
-    import urllib.request
-
-    from orchestrator.driver.serve import post
+    from orchestrator.driver.feedback import read_labels, send_labels
 
     try:
         rows = read_labels(args.file)
+        counts = send_labels(args.url, args.model, rows, args.relabel)
     except (OSError, ValueError) as e:
         return fail("feedback", str(e))
-    url = args.url.rstrip("/")
-    try:
-        with urllib.request.urlopen(f"{url}/healthz", timeout=30) as response:
-            health = json.loads(response.read())
-        if health.get("model") != args.model:
-            return fail("feedback", f"{url} serves {health.get('model')!r}, not {args.model!r}")
-        counts = {"accepted": 0, "unmatched": 0, "unchanged": 0, "relabelled": 0}
-        for start in range(0, len(rows), BATCH):
-            body = {"labels": rows[start : start + BATCH], "relabel": args.relabel}
-            answer = post(f"{url}/feedback", body, scope="feedback")
-            counts = {key: n + int(answer.get(key, 0)) for key, n in counts.items()}
-    except urllib.error.HTTPError as e:
-        return fail("feedback", f"{url}: {e.code} {json.loads(e.read() or b'{}').get('error', e.reason)}")
-    except (urllib.error.URLError, OSError) as e:
-        return fail("feedback", f"{url}: cannot reach the endpoint ({e})")
     print(
         f"{args.model}: {len(rows)} labels sent: {counts['accepted']} kept, {counts['relabelled']} replaced, "
         f"{counts['unchanged']} for ids labelled already (the first label stands; --relabel replaces it), "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -89,7 +90,7 @@ def table_rows(rows: dict[str, np.ndarray], data: PredictionData) -> Iterator[di
     reader = table_format(data.suffix)
     for file in rows["file"]:
         name = str(file)
-        for table in reader.batches(lambda name=name: open_input(name), data.suffix, data.encoding, data.columns):
+        for table in reader.batches(partial(open_input, name), data.suffix, data.encoding, data.columns):
             texts = [t if isinstance(t, str) else None for t in table.column(data.text_column).to_pylist()]
             if data.id_column:
                 keys = ["" if v is None else str(v).strip() for v in table.column(data.id_column).to_pylist()]

@@ -6,6 +6,7 @@ sample id (workers/data/keys.py), in the driver at publish time."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
@@ -26,7 +27,7 @@ def table_slice_values(
     wanted = np.unique(ids)
     found: dict[str, dict[int, object]] = {column: {} for column in columns}
     for file in files:
-        for table in reader.batches(lambda file=file: open_input(file), suffix, encoding, [key_column, *columns]):
+        for table in reader.batches(partial(open_input, file), suffix, encoding, [key_column, *columns]):
             raw = table.column(key_column).to_pylist()
             if id_column:
                 keys = ["" if v is None else str(v).strip() for v in raw]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ from orchestrator.dataplane.table_tasks import (
 )
 from orchestrator.dataplane.token_cache import TokenCache
 from workers.data.batches import Batch
-from workers.data.formats import delimited, jsonl, parquet
+from workers.data.formats.tables import table_format
 from workers.data.input_spec import InputSpec
 from workers.data.keys import EVAL, SPLIT_RULE, TOKENIZER_SEED, TRAIN, VAL, rank, split_codes
 from workers.data.selection import ALL, Selection, split_selection
@@ -125,25 +126,14 @@ def _columns(file: str, suffix: str, encoding: str, size: int) -> list[str]:
 
     if size == 0:
         raise DataError(f"{file}: empty shard")
-    if suffix in parquet.SUFFIXES:
-        names, rows = parquet.columns(open_input(file))
-        if rows == 0:
-            raise DataError(f"{file}: empty shard (no rows)")
-        return names
-    if suffix in jsonl.SUFFIXES:
-        try:
-            return jsonl.columns(open_input(file), encoding)
-        except pa.ArrowInvalid as e:
-            if "Empty JSON" in str(e):
-                raise DataError(f"{file}: empty shard (no rows)") from None
-            raise DataError(f"{file}: cannot read ({first_line(e)})") from None
+    reader = table_format(suffix)
     try:
-        header, rows = delimited.header(lambda: open_input(file), suffix, encoding)
+        names, has_rows = reader.columns(partial(open_input, file), suffix, encoding)
     except (pa.ArrowException, UnicodeDecodeError) as e:
         raise DataError(f"{file}: cannot read ({first_line(e)})") from None
-    if not rows:
-        raise DataError(f"{file}: empty shard (a header and no rows)")
-    return delimited.stripped(header)
+    if not has_rows:
+        raise DataError(f"{file}: empty shard ({reader.NO_ROWS})")
+    return names
 
 
 def split_fingerprint(
@@ -318,7 +308,8 @@ def open_table_stream(
     distinct = list(names)
     if len(distinct) < 2:
         raise DataError(f"{path}: every row has the label {distinct[0]!r}; a classifier needs at least two classes")
-    integer = kinds == {True} or (shards.suffix in (".csv", ".tsv") and all(n.lstrip("-").isdigit() for n in distinct))
+    digits_are_ids = not table_format(shards.suffix).TYPED
+    integer = kinds == {True} or (digits_are_ids and all(n.lstrip("-").isdigit() for n in distinct))
     if integer:
         classes = integer_classes(path, [int(n) for n in distinct], num_classes)
         remap = np.array([int(n) for n in distinct], dtype=np.int64)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from workers import metrics
+from workers import metrics, prediction_files
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -117,7 +117,9 @@ LIVE_PREFIX = "live:"  # `live:RUN_ID/champion` or `live:RUN_ID/candidate`: a si
 def by_id(paths: Sequence[str]) -> bool:
     """Whether the inputs are predictions by sample id (Parquet files or folders, live ledger sides)
     rather than .npy arrays."""
-    return all(os.path.isdir(p) or str(p).endswith(".parquet") or str(p).startswith(LIVE_PREFIX) for p in paths)
+    return all(
+        os.path.isdir(p) or str(p).endswith(prediction_files.SUFFIX) or str(p).startswith(LIVE_PREFIX) for p in paths
+    )
 
 
 def live_side(ref: str) -> dict[str, Any]:

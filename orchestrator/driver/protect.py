@@ -11,6 +11,7 @@ sample's encoded file is kept with the set.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -188,7 +189,7 @@ def texts_by_id(path: str, text_column: str, id_column: str | None, encoding: st
     found: dict[int, str] = {}
     columns = [text_column, *([id_column] if id_column else [])]
     for file in files:
-        for table in reader.batches(lambda file=file: open_input(file), suffix, encoding, columns):
+        for table in reader.batches(partial(open_input, file), suffix, encoding, columns):
             texts = [t if isinstance(t, str) else "" for t in table.column(text_column).to_pylist()]
             if id_column:
                 keys = ["" if v is None else str(v).strip() for v in table.column(id_column).to_pylist()]

@@ -33,7 +33,7 @@ def read_slice_table(path: str | Path) -> tuple[np.ndarray, dict[str, list[Any]]
         values, names = reader.column(path, suffix, "utf-8", ID_COLUMN)
         if values is None:
             raise DataError(f"{path}: no column {ID_COLUMN!r}; the columns are {', '.join(map(repr, names))}")
-        columns = {name: reader.column(path, suffix, "utf-8", name)[0] for name in names if name != ID_COLUMN}
+        columns = {name: reader.column(path, suffix, "utf-8", name)[0] or [] for name in names if name != ID_COLUMN}
     except (OSError, UnicodeDecodeError, ValueError) as e:
         if isinstance(e, DataError):
             raise

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import torch
 
-from workers.data.formats import delimited, jsonl, parquet
 from workers.data.formats.rows import MISSING, Row, json_type
 from workers.data.formats.tables import table_format
 from workers.data.keys import key_ids
@@ -55,7 +54,8 @@ def read_text_table(
     problems: list[str] = []  # a missing column is reported beside what the other column shows
     rows = _table_rows(path, text_column, label_column, encoding, problems)
     suffix = path.suffix.lower()
-    data = _text_set(path, rows, text_column, label_column, suffix in (".csv", ".tsv"), num_classes, problems)
+    digits_are_ids = not table_format(suffix).TYPED
+    data = _text_set(path, rows, text_column, label_column, digits_are_ids, num_classes, problems)
     if id_column is None:
         return data
     keys = id_keys(path, id_values(path, suffix, encoding, id_column), id_column)
@@ -102,18 +102,13 @@ def _table_rows(path: Path, text_column: str, label_column: str, encoding: str, 
         raise DataError(f"{path}: cannot read ({first_line(e)})") from None
     if size == 0:
         raise DataError(f"{path}: empty file")
-    if suffix in parquet.SUFFIXES:
-        return parquet.rows(path, text_column, label_column, problems)
-    raw = _read(path)
-    content = _decode(path, raw, encoding)
-    if not content.strip():
+    reader, raw = table_format(suffix), _read(path)
+    if reader.ENCODED and not _decode(path, raw, encoding).strip():
         raise DataError(f"{path}: empty file")
-    if suffix in delimited.SUFFIXES:
-        return delimited.rows(path, raw, suffix, encoding, text_column, label_column, problems)
-    rows, refusal = jsonl.rows(path, raw, content, encoding, text_column, label_column, problems)
+    rows, refusal = reader.rows(path, raw, suffix, encoding, text_column, label_column, problems)
     if refusal is not None:  # pyarrow refused it: what is wrong, as the label rule words it, else pyarrow's why
-        _text_set(path, rows, text_column, label_column, False, None, problems)  # raises what it finds
-        raise DataError(f"{path}: cannot read JSONL ({refusal})")
+        _text_set(path, rows, text_column, label_column, not reader.TYPED, None, problems)  # raises what it finds
+        raise DataError(f"{path}: cannot read {suffix.removeprefix('.').upper()} ({refusal})")
     return rows
 
 

@@ -1,6 +1,7 @@
 """CSV and TSV tables, read by pyarrow.csv with the options this module sets — the one reader of a
 delimited table, in memory (`rows`: each row placed at its line, for refusals that name it) and
-streamed (`header`, `batches`: a shard read a block at a time by Ray Data's reading tasks).
+streamed (`columns` from the header, `batches`: a shard read a block at a time by Ray Data's reading
+tasks).
 
 - CSV: RFC 4180 quoting (a quoted value may hold the delimiter, doubled quotes and line breaks);
   TSV as IANA defines it: no quoting, a quote is a character. Blank lines are skipped. Every column
@@ -22,15 +23,15 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.csv as pacsv  # type: ignore[import-untyped]
 
-from workers.data.formats.rows import MISSING, Row, listed, values
+from workers.data.formats.rows import MISSING, Opener, Row, listed, values
 from workers.errors import DataError, first_line
 
 SUFFIXES = (".csv", ".tsv")
+DIALECTS = {".csv": (",", True), ".tsv": ("\t", False)}  # each suffix's delimiter and whether values are quoted
+TYPED = False  # every value a string: a label column of digit strings holds class ids
+ENCODED = True  # in data.encoding
+NO_ROWS = "a header and no rows"  # what an empty file's refusal says it holds
 BLOCK_BYTES = 1 << 22  # what pyarrow.csv parses at a time
-
-# What a reader opens: a path, a pyarrow file or a buffer. A CSV is opened twice (its header, then
-# its rows), so the functions take a function that opens it afresh.
-Opener = Callable[[], Any]
 InvalidRowHandler = Callable[[Any], str]
 
 
@@ -45,13 +46,13 @@ def options(
     `columns`: the columns to read, each as strings (None: every column, types inferred, which only
     the header's reading uses); `invalid_row`: pyarrow's handler of a row whose field count differs
     from the header's."""
-    tab = suffix == ".tsv"
+    delimiter, quoted = DIALECTS[suffix]
     read = pacsv.ReadOptions(encoding=encoding, block_size=block_size, use_threads=False)
     parse = pacsv.ParseOptions(
-        delimiter="\t" if tab else ",",
-        quote_char=False if tab else '"',
-        double_quote=not tab,
-        newlines_in_values=not tab,
+        delimiter=delimiter,
+        quote_char='"' if quoted else False,
+        double_quote=quoted,
+        newlines_in_values=quoted,
         ignore_empty_lines=True,
         invalid_row_handler=invalid_row,
     )
@@ -78,6 +79,12 @@ def header(open_source: Opener, suffix: str, encoding: str) -> tuple[list[str], 
     return names, False
 
 
+def columns(open_source: Opener, suffix: str, encoding: str) -> tuple[list[str], bool]:
+    """A .csv or .tsv file's column names as matched (`bare`), and whether a row follows its header."""
+    names, has_rows = header(open_source, suffix, encoding)
+    return stripped(names), has_rows
+
+
 def bare(name: str) -> str:
     """A header name without surrounding whitespace or a byte-order mark: what columns are matched by."""
     return name.strip().lstrip("\ufeff").strip()
@@ -92,7 +99,13 @@ def stripped(names: list[str]) -> list[str]:
     return [bare(name) for name in names]
 
 
-def batches(
+def batches(open_source: Opener, suffix: str, encoding: str, columns: list[str]) -> Iterator[Any]:
+    """A .csv or .tsv file's `columns` (names as compared by `named`; each one in the header) as
+    record batches of strings, named as asked."""
+    yield from _batches(open_source, suffix, encoding, columns)
+
+
+def _batches(
     open_source: Opener,
     suffix: str,
     encoding: str,
@@ -100,8 +113,7 @@ def batches(
     invalid_row: InvalidRowHandler | None = None,
     head: list[str] | None = None,
 ) -> Iterator[Any]:
-    """A .csv or .tsv file's `columns` (names as compared by `named`; each one in the header) as
-    record batches of strings, named as asked; `head`: its header's names, if read already."""
+    """`batches`, with pyarrow's handler of a ragged row and the header's names (`head`) if read already."""
     names = head if head is not None else header(open_source, suffix, encoding)[0]
     raw = [named(names, column) or column for column in columns]
     read, parse, convert = options(suffix, encoding, raw, invalid_row)
@@ -125,11 +137,12 @@ def line_breaks_in(text: str) -> int:
 
 def rows(
     path: object, raw: bytes, suffix: str, encoding: str, text_column: str, label_column: str, problems: list[str]
-) -> list[Row]:
+) -> tuple[list[Row], str | None]:
     """A CSV or TSV file's rows (its bytes `raw`, read whole: the in-memory reader), every column a
-    string (`options`), each placed at the line it starts on; a missing column is one of `problems`,
-    a ragged row or unreadable file a DataError naming its line."""
-    kind = "TSV" if suffix == ".tsv" else "CSV"
+    string (`options`), each placed at the line it starts on, and None (pyarrow's refusal is a
+    DataError here); a missing column is one of `problems`, a ragged row or unreadable file a
+    DataError naming its line."""
+    kind = suffix.removeprefix(".").upper()  # CSV, TSV
     ragged: list[Any] = []  # the first row whose field count differs from the header's
 
     def invalid(row: Any) -> str:
@@ -145,7 +158,7 @@ def rows(
             for c in (text_column, label_column)
             if c not in names
         ]
-        read = batches(lambda: pa.BufferReader(raw), suffix, encoding, names, invalid, head)
+        read = _batches(lambda: pa.BufferReader(raw), suffix, encoding, names, invalid, head)
         table = pa.Table.from_batches(list(read), schema=pa.schema([(n, pa.string()) for n in names]))
     except pa.ArrowInvalid as e:
         if not ragged:
@@ -170,7 +183,7 @@ def rows(
         return values(table, name) if name in names else [MISSING] * table.num_rows
 
     texts, labels = cells(text_column), cells(label_column)
-    return [(f"line {line}", text, label) for line, text, label in zip(lines, texts, labels)]
+    return [(f"line {line}", text, label) for line, text, label in zip(lines, texts, labels)], None
 
 
 def column(path: Any, suffix: str, encoding: str, name: str) -> tuple[list[Any] | None, list[str]]:
@@ -180,5 +193,5 @@ def column(path: Any, suffix: str, encoding: str, name: str) -> tuple[list[Any] 
     names = stripped(found)
     if name not in names:
         return None, names
-    read = batches(lambda: pa.OSFile(str(path)), suffix, encoding, [name], None, found)
+    read = _batches(lambda: pa.OSFile(str(path)), suffix, encoding, [name], None, found)
     return [value for batch in read for value in batch.column(0).to_pylist()], names

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.json as pajson  # type: ignore[import-untyped]
 
-from workers.data.formats.rows import MISSING, Row, json_type, listed, values
+from workers.data.formats.rows import MISSING, Opener, Row, json_type, listed, values
 from workers.errors import DataError, first_line
 
 SUFFIXES = (".jsonl",)
+TYPED = True  # types as JSON gives them: a label of digit strings is a name, not a class id
+ENCODED = True  # in data.encoding
+NO_ROWS = "no rows"  # what an empty file's refusal says it holds
 BATCH_ROWS = 8192  # rows of a streamed shard's record batch
 
 
@@ -35,14 +38,20 @@ def table(source: Any, encoding: str = "utf-8") -> Any:
     return pajson.read_json(source)
 
 
-def columns(source: Any, encoding: str = "utf-8") -> list[str]:
-    """A .jsonl file's keys, as its first block shows them (its first records)."""
-    if encoding.replace("_", "-").lower() not in ("utf-8", "utf8"):
-        return list(table(source, encoding).schema.names)
-    return list(pajson.open_json(source).schema.names)
+def columns(open_source: Opener, suffix: str, encoding: str) -> tuple[list[str], bool]:
+    """A .jsonl file's keys, as its first block shows them (its first records), and whether it holds
+    a record (pyarrow refuses a file without one as "Empty JSON")."""
+    try:
+        if encoding.replace("_", "-").lower() not in ("utf-8", "utf8"):
+            return list(table(open_source(), encoding).schema.names), True
+        return list(pajson.open_json(open_source()).schema.names), True
+    except pa.ArrowInvalid as e:
+        if "Empty JSON" in str(e):
+            return [], False
+        raise
 
 
-def batches(open_source: Callable[[], Any], suffix: str, encoding: str, columns: list[str]) -> Iterator[Any]:
+def batches(open_source: Opener, suffix: str, encoding: str, columns: list[str]) -> Iterator[Any]:
     """A shard's `columns` as record batches (the shard is read whole: one shard at a time)."""
     yield from table(open_source(), encoding).select(columns).to_batches(BATCH_ROWS)
 
@@ -55,13 +64,14 @@ def column(path: Any, suffix: str, encoding: str, name: str) -> tuple[list[Any] 
 
 
 def rows(
-    path: object, raw: bytes, content: str, encoding: str, text_column: str, label_column: str, problems: list[str]
+    path: object, raw: bytes, suffix: str, encoding: str, text_column: str, label_column: str, problems: list[str]
 ) -> tuple[list[Row], str | None]:
-    """A JSONL file's rows (its bytes `raw` and their text `content`, read whole: the in-memory
+    """A JSONL file's rows (its bytes `raw`, read whole and valid in `encoding`: the in-memory
     reader), read by pyarrow.json, each placed at its line; and None. Where pyarrow refuses the file,
     or its columns are not what the label rule takes (a string text; integer or string labels, none
     missing), the lines are read one by one with Python's json (`diagnosis`) so that the caller can
     say which line breaks what: then the rows so read, and pyarrow's refusal."""
+    content = raw.decode(encoding).removeprefix("\ufeff")
     try:
         read = table(pa.BufferReader(raw), encoding)
     except (pa.ArrowInvalid, UnicodeDecodeError) as e:

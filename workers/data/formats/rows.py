@@ -1,14 +1,18 @@
-"""What the table formats' readers share: a row as the in-memory reader places it, a column's values,
-and JSON's names for a value's type (what a refusal says a value is)."""
+"""What the table formats' readers share: a row as the in-memory reader places it, what a reader opens,
+a column's values, and JSON's names for a value's type (what a refusal says a value is)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 # A row as read: (where it is, e.g. "line 7" or "row 3"; the text value; the label value), MISSING
 # for the value of a column the table does not have.
 Row = tuple[str, object, object]
 MISSING = object()
+# What a reader reads: a path, a pyarrow file or a buffer. A file may be read twice (its header,
+# then its rows), so the readers take a function that opens it afresh.
+Opener = Callable[[], Any]
 
 
 def values(table: Any, column: str) -> list[Any]:
