@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -280,70 +281,84 @@ def open_table_stream(
     (workers/data/selection.py) — 16 bytes a sample kept (id and label).
     Labels follow `read_text_table`'s rule: integers (in CSV/TSV: all digit strings) are class ids
     0..C−1 (or below `num_classes`); otherwise names, sorted."""
-    from workers.data.text_tables import integer_classes
-
     shards = table_shards(path, text_column, label_column, encoding, id_column)
     fractions = (val_fraction, eval_fraction)
-    names: dict[str, int] = {}  # each distinct label, numbered in order of appearance
-    local: list[list[np.ndarray]] = [[np.zeros(0, np.int32)] for _ in range(3)]  # per split, chunks of those
-    split_ids: list[list[np.ndarray]] = [[np.zeros(0, np.int64)] for _ in range(3)]
-    kinds: set[bool] = set()
+    scan = scan_labels(shards, fractions)
+    classes, remap, integer = label_classes(path, scan, shards.suffix, num_classes)
+    ids_of = [np.concatenate(parts) for parts in scan.ids]
+    if id_column is not None:
+        check_unique_ids(path, id_column, np.concatenate(ids_of))
+    limits = {TRAIN: train_limit, EVAL: eval_limit}
+    splits = []
+    for code, name in ((TRAIN, "train"), (VAL, "val"), (EVAL, "eval")):
+        labels, ids = remap[np.concatenate(scan.numbers[code])], ids_of[code]
+        selection = split_selection(code, subset, len(classes), limits.get(code), ids, labels, path)
+        keep = selection.mask(ids, labels)
+        if not keep.any():
+            raise DataError(f"{path}: no samples fall in the {name} split; too few distinct texts")
+        kept_labels, kept_ids = torch.from_numpy(labels[keep]), torch.from_numpy(ids[keep])
+        splits.append(TableSplit(shards, code, fractions, classes, not integer, kept_labels, kept_ids, selection))
+    root = common_folder(shards.files)
+    chosen = f"id {id_column} eval_limit {eval_limit}"  # what the eval split depends on
+    fingerprint = split_fingerprint(shards.files, root, fractions, dict(zip(shards.files, shards.checksums)), chosen)
+    return StreamedSplits(splits[0], splits[1], splits[2], fingerprint, path)
+
+
+@dataclass(frozen=True)
+class LabelScan:
+    """One scan of a table's shards (`scan_labels`): each distinct label (as text) numbered in order of
+    appearance, each split's rows' label numbers and ids (TRAIN, VAL, EVAL; a list of chunks each),
+    and whether a batch's label column held integers (one entry per kind seen)."""
+
+    names: dict[str, int] = field(default_factory=dict)
+    numbers: list[list[np.ndarray]] = field(default_factory=lambda: [[np.zeros(0, np.int32)] for _ in range(3)])
+    ids: list[list[np.ndarray]] = field(default_factory=lambda: [[np.zeros(0, np.int64)] for _ in range(3)])
+    kinds: set[bool] = field(default_factory=set)
+
+
+def scan_labels(shards: Shards, fractions: tuple[float, float]) -> LabelScan:
+    """Every shard's rows read once, batch by batch: each row checked (`scan_rows`), its id, split and
+    label number kept; DataError naming a shard that cannot be read."""
     import pyarrow as pa
 
+    scan = LabelScan()
     for file in shards.files:
         try:
             for batch in shard_batches(shards, file):
                 _, labels, integer = scan_rows(batch, shards, file)
                 ids = row_ids(batch, shards)
                 codes = split_codes(ids, *fractions)
-                numbers = np.array([names.setdefault(label, len(names)) for label in labels], dtype=np.int32)
-                kinds.add(integer)
+                numbers = np.array([scan.names.setdefault(label, len(scan.names)) for label in labels], dtype=np.int32)
+                scan.kinds.add(integer)
                 for code in (TRAIN, VAL, EVAL):
-                    local[code].append(numbers[codes == code])
-                    split_ids[code].append(ids[codes == code])
+                    scan.numbers[code].append(numbers[codes == code])
+                    scan.ids[code].append(ids[codes == code])
         except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
             raise DataError(f"{file}: cannot read ({first_line(e)})") from None
-    if len(kinds) > 1:
+    return scan
+
+
+def label_classes(
+    path: str, scan: LabelScan, suffix: str, num_classes: int | None
+) -> tuple[tuple[str, ...], np.ndarray, bool]:
+    """The class names, the class id of each scanned label's number, and whether the labels are
+    integer class ids, by `read_text_table`'s rule (`open_table_stream`); DataError when the labels
+    mix kinds, are one class, or disagree with `num_classes`."""
+    from workers.data.text_tables import integer_classes
+
+    if len(scan.kinds) > 1:
         raise DataError(f"{path}: labels mix integers and strings across shards; use one kind")
-    distinct = list(names)
+    distinct = list(scan.names)
     if len(distinct) < 2:
         raise DataError(f"{path}: every row has the label {distinct[0]!r}; a classifier needs at least two classes")
-    digits_are_ids = not table_format(shards.suffix).TYPED
-    integer = kinds == {True} or (digits_are_ids and all(n.lstrip("-").isdigit() for n in distinct))
-    if integer:
+    digits_are_ids = not table_format(suffix).TYPED
+    if scan.kinds == {True} or (digits_are_ids and all(n.lstrip("-").isdigit() for n in distinct)):
         classes = integer_classes(path, [int(n) for n in distinct], num_classes)
-        remap = np.array([int(n) for n in distinct], dtype=np.int64)
-    else:
-        if num_classes is not None and num_classes != len(distinct):
-            raise DataError(f"{path}: {len(distinct)} distinct labels, but data.num_classes = {num_classes}")
-        classes = tuple(sorted(distinct))
-        remap = np.array([classes.index(n) for n in distinct], dtype=np.int64)
-    ids_of = [np.concatenate(parts) for parts in split_ids]
-    if id_column is not None:
-        check_unique_ids(path, id_column, np.concatenate(ids_of))
-    limits = {TRAIN: train_limit, EVAL: eval_limit}
-    splits = []
-    for code, name in ((TRAIN, "train"), (VAL, "val"), (EVAL, "eval")):
-        labels, ids = remap[np.concatenate(local[code])], ids_of[code]
-        selection = split_selection(code, subset, len(classes), limits.get(code), ids, labels, path)
-        keep = selection.mask(ids, labels)
-        if not keep.any():
-            raise DataError(f"{path}: no samples fall in the {name} split; too few distinct texts")
-        split = TableSplit(
-            shards,
-            code,
-            fractions,
-            classes,
-            not integer,
-            torch.from_numpy(labels[keep]),
-            torch.from_numpy(ids[keep]),
-            selection,
-        )
-        splits.append(split)
-    root = common_folder(shards.files)
-    chosen = f"id {id_column} eval_limit {eval_limit}"  # what the eval split depends on
-    fingerprint = split_fingerprint(shards.files, root, fractions, dict(zip(shards.files, shards.checksums)), chosen)
-    return StreamedSplits(splits[0], splits[1], splits[2], fingerprint, path)
+        return classes, np.array([int(n) for n in distinct], dtype=np.int64), True
+    if num_classes is not None and num_classes != len(distinct):
+        raise DataError(f"{path}: {len(distinct)} distinct labels, but data.num_classes = {num_classes}")
+    classes = tuple(sorted(distinct))
+    return classes, np.array([classes.index(n) for n in distinct], dtype=np.int64), False
 
 
 def check_unique_ids(path: str, id_column: str, ids: np.ndarray) -> None:
