@@ -17,9 +17,10 @@ from typing import Any
 
 from workers.names import is_s3
 from workers.s3_store import S3
-from workers.stores import LOCAL, Listed, StorageError, Store
-
-__all__ = ["Listed", "StorageError", "Store"]
+from workers.stores import LOCAL
+from workers.stores import Listed as Listed  # what `listing` gives, and the stores' error and interface:
+from workers.stores import StorageError as StorageError  # their callers name them here
+from workers.stores import Store as Store
 
 
 def store(uri: str) -> Store:
