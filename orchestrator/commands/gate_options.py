@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from pydantic import ValidationError
 
 from pipelines.operations import PromoteSpec
-from pipelines.spec import SpecError
 
 
 def flag(field: str) -> str:
@@ -43,6 +42,8 @@ def add_gate_flags(
 def parse_gate(args: argparse.Namespace, fields: Sequence[str]) -> PromoteSpec:
     """The gate from the flags of `fields` (those left out take the type's defaults); SpecError with
     a line per bad value, `--flag: problem`, the problem worded as a spec's `promote.field: problem`."""
+    from pipelines.spec import SpecError
+
     given = {name: getattr(args, name) for name in fields if getattr(args, name) is not None}
     try:
         return PromoteSpec.model_validate(given)

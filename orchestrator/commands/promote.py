@@ -12,13 +12,13 @@ import sys
 from orchestrator.commands.gate_options import add_gate_flags, parse_gate
 from orchestrator.commands.options import fail, fail_all
 from pipelines.operations import PromoteSpec
-from pipelines.spec import SpecError
 
 GATE_FLAGS = tuple(PromoteSpec.model_fields)  # every field of the gate is a flag of promote
 
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.promote import RegistryError, promote_version
+    from pipelines.spec import SpecError
 
     try:
         gate = parse_gate(args, GATE_FLAGS)

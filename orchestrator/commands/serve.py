@@ -11,20 +11,18 @@ from typing import TYPE_CHECKING
 
 from orchestrator.commands.gate_options import add_gate_flags, parse_gate
 from orchestrator.commands.options import fail, fail_all, fraction, positive, ray_address
-from pipelines.spec import SpecError
 
 if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when the CLI starts
     from orchestrator.driver.serve import Served
-    from orchestrator.serving.settings import CanaryRule, ServeSettings
+    from orchestrator.driver.serve_command import CanaryRule, ServeSettings
 
 GATE_FLAGS = ("max_nfr", "confidence", "min_live", "max_er_increase")  # a canary's gate: `promote --live`'s
 
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.serve import NotPlaced, ProxyRefused, serve_model, stop_app
-    from orchestrator.driver.serve_command import RegistryError
-    from orchestrator.serving.access import open_beyond_this_machine
-    from orchestrator.serving.settings import Resources
+    from orchestrator.driver.serve_command import RegistryError, Resources, open_beyond_this_machine
+    from pipelines.spec import SpecError
 
     if args.stop:
         if not stop_app(args.model):
@@ -81,7 +79,7 @@ def canary_rule(args: argparse.Namespace) -> CanaryRule | None:
 
 def serve_settings(args: argparse.Namespace, canary: CanaryRule | None) -> ServeSettings:
     """How the application serves, from the flags."""
-    from orchestrator.serving.settings import RequestLimits, ServeSettings
+    from orchestrator.driver.serve_command import RequestLimits, ServeSettings
 
     limits = RequestLimits(
         max_body_bytes=int(args.max_body_mb * 2**20),
@@ -108,7 +106,7 @@ def serve_settings(args: argparse.Namespace, canary: CanaryRule | None) -> Serve
 def say_started(args: argparse.Namespace, served: Served, settings: ServeSettings) -> None:
     """What is served where, its live ledger, and how to call it."""
     from orchestrator.driver.serve import app_name
-    from orchestrator.serving.access import SCOPE_ENV, TOKEN_ENV, shared_scopes
+    from orchestrator.driver.serve_command import SCOPE_ENV, TOKEN_ENV, shared_scopes
 
     shadow = f", shadowing v{served.candidate} on {args.fraction:.0%} of samples" if served.candidate else ""
     if served.candidate and settings.canary is not None:

@@ -1,6 +1,7 @@
 """`congruent serve`'s flow around the served application (driver/serve.py starts, swaps and stops
 it): a canary's rule from the promotion gate, and the loop that follows the champion alias and the
-canary until Ctrl-C, each event said in one line through `say`."""
+canary until Ctrl-C, each event said in one line through `say`. What the command builds or checks of
+serving/ (its settings, who may reach it) comes through here, so commands import only the driver."""
 
 from __future__ import annotations
 
@@ -11,13 +12,30 @@ from dataclasses import replace
 from orchestrator.driver import serve as served_app
 from orchestrator.driver.serve import NotPlaced, Served
 from orchestrator.policy.promotion import min_live_pairs
-from orchestrator.serving.settings import CanaryRule
+from orchestrator.serving.access import SCOPE_ENV, TOKEN_ENV, open_beyond_this_machine, shared_scopes
+from orchestrator.serving.settings import CanaryRule, RequestLimits, Resources, ServeSettings
 from orchestrator.tracking.promotion import REGISTRY_ERRORS
 from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
 from orchestrator.tracking.version_refs import RegistryError
 from pipelines.operations import PromoteSpec
 
 Say = Callable[[str], None]
+
+__all__ = [  # the flow, and what `congruent serve` takes of serving/ and tracking/
+    "SCOPE_ENV",
+    "TOKEN_ENV",
+    "CanaryRule",
+    "RegistryError",
+    "RequestLimits",
+    "Resources",
+    "ServeSettings",
+    "canary_rule",
+    "follow",
+    "follow_canary",
+    "follow_champion",
+    "open_beyond_this_machine",
+    "shared_scopes",
+]
 
 
 def canary_rule(gate: PromoteSpec, fraction: float, auto_promote: bool) -> CanaryRule:
