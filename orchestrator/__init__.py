@@ -8,6 +8,7 @@
     planning/    Ray-free decisions: preflight, the Plan, model inputs, streaming and memory, resources
     dataplane/   the streamed data plane: readers, streams, the kept first epoch, S3 object listing
     tracking/    every MLflow call: store, runs, registry, ledger, the version record
+    policy/      the promotion gate's decision and the protected set's counts, on plain records
     views/       formats, tables, progress displays, plots, the HTML report
     host.py      what this host gives: the environment handed to workers, memory limits
 

@@ -68,17 +68,39 @@ class PromoteSpec(_Strict):
     """The promotion gate: alias `champion` moves to the new version only if, against the current
     champion, NFR ≤ max_nfr and ER − ER_champion ≤ max_er_increase (fractions, not %); with
     `confidence`, their one-sided upper bounds at that level (Wilson for NFR, paired Tango score bound
-    for the ER increase) must be within the limits, so noise on a small eval split cannot pass."""
+    for the ER increase) must be within the limits, so noise on a small eval split cannot pass.
 
-    max_nfr: float = Field(ge=0, le=1)
-    max_er_increase: float = Field(0.0, ge=-1, le=1)
-    confidence: float | None = Field(None, ge=0.5, lt=1)
+    The one gate of every promotion: a spec's `promote`, and `congruent promote`'s and `congruent serve
+    --canary`'s flags, which are built from these fields and validated by `model_validate`."""
+
+    max_nfr: float = Field(
+        ge=0,
+        le=1,
+        description="largest NFR against the champion, a fraction (0.02 = 2 %); its upper bound with confidence",
+    )
+    max_er_increase: float = Field(
+        0.0, ge=-1, le=1, description="largest ER increase over the champion, a fraction (0.01 = 1 pt)"
+    )
+    confidence: float | None = Field(
+        None,
+        ge=0.5,
+        lt=1,
+        description="gate on the one-sided upper bounds at this level (e.g. 0.95): Wilson for NFR, paired "
+        "(Tango's score bound) for the ER increase; none: the point values",
+    )
+    min_live: int | None = Field(
+        None,
+        ge=1,
+        description="labelled live pairs a live gate asks for (`promote --live`, a `serve --canary`; a run's own "
+        "promotion has no live traffic); none: the fewest whose Wilson bound, at confidence or 95 %, can be "
+        "within max_nfr (268 for 1 %)",
+    )
     max_slice_nfr: float | None = Field(
         None,
         ge=0,
         le=1,
         description="every slice (data.slice_columns, data.slices) of at least min_slice_n eval samples must keep "
-        "its NFR within this (its upper bound with confidence)",
+        "its NFR within this (its upper bound with confidence); refused naming the slice",
     )
     min_slice_n: int = Field(30, ge=1, description="eval samples a slice needs before max_slice_nfr gates it")
     max_protected_flips: int = Field(

@@ -83,7 +83,10 @@ def test_a_canary_s_shadow_asks_the_champion_and_writes_each_version_s_class_in_
         (["--canary", "2", "--shadow", "3", "--max-nfr", "0.01"], "one candidate at a time"),
         (["--max-nfr", "0.01"], "give --canary VERSION"),
         (["--auto-promote"], "give --canary VERSION"),
-        (["--canary", "2", "--max-nfr", "0.01", "--min-live", "0"], "at least 1 labelled pair"),
+        (
+            ["--canary", "2", "--max-nfr", "0.01", "--min-live", "0"],
+            "--min-live: Input should be greater than or equal to 1",
+        ),
     ],
 )
 def test_serve_refuses_a_canary_s_bad_flags_in_one_line(argv, problem, capsys, monkeypatch):

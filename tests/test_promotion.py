@@ -12,9 +12,11 @@ import pytest
 from mlflow import MlflowClient
 
 from orchestrator.cli import main
+from orchestrator.policy.promotion import Verdict
 from orchestrator.tracking import locks, promotion, registry, store
 from orchestrator.tracking.ledger import write_ledger
 from orchestrator.tracking.version_record import VersionRecord, upper_bounds
+from pipelines.operations import PromoteSpec
 from reliability_records import record
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 
@@ -64,26 +66,26 @@ def run_together(body, args: list[str], errors: list[BaseException]) -> None:
     assert not errors, errors
 
 
-def _race(model: str, monkeypatch) -> dict[str, promotion.Verdict]:
+def _race(model: str, monkeypatch) -> dict[str, Verdict]:
     """Promote v2 and v3 at once; both first gate against v1 before either moves the alias."""
     both_gated = threading.Barrier(2, timeout=60)
     first = threading.local()
     real_gate = promotion.gate
 
-    def gate_then_wait(name, candidate, limits):
-        verdict = real_gate(name, candidate, limits)
+    def gate_then_wait(name, candidate, limits, live=False):
+        verdict = real_gate(name, candidate, limits, live)
         if not getattr(first, "done", False):
             first.done = True
             both_gated.wait()
         return verdict
 
     monkeypatch.setattr(promotion, "gate", gate_then_wait)
-    verdicts: dict[str, promotion.Verdict] = {}
+    verdicts: dict[str, Verdict] = {}
     errors: list[BaseException] = []
 
     def promote(version: str) -> None:
         try:
-            verdicts[version] = promotion.promote(model, version, promotion.GateLimits(max_nfr=0.05))
+            verdicts[version] = promotion.promote(model, version, PromoteSpec(max_nfr=0.05))
         except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
 
@@ -112,12 +114,12 @@ def test_a_held_lock_makes_a_promotion_wait_and_a_dead_holders_lock_is_broken(ri
     client.create_registered_model(lock, tags={"token": "someone else", "holder": "elsewhere:1", locks.LOCK_TAG: "p"})
     monkeypatch.setattr(locks, "LOCK_WAIT_S", 0.5)
     with pytest.raises(promotion.RegistryError, match=f"another promotion has held {lock}"):
-        promotion.promote(rivals, "2", promotion.GateLimits(max_nfr=0.05))
+        promotion.promote(rivals, "2", PromoteSpec(max_nfr=0.05))
     assert promotion.champion_of(rivals) == "1"
     monkeypatch.setattr(locks, "LEASE_S", 0.5)  # the holder died: its lock is not renewed for a lease
     monkeypatch.setattr(locks, "RENEW_S", 0.05)
     monkeypatch.setattr(locks, "LOCK_WAIT_S", 5.0)
-    assert promotion.promote(rivals, "2", promotion.GateLimits(max_nfr=0.05)).passed
+    assert promotion.promote(rivals, "2", PromoteSpec(max_nfr=0.05)).passed
     assert promotion.champion_of(rivals) == "2"
     assert not client.search_registered_models(f"name = '{lock}'")
 
@@ -174,9 +176,9 @@ def test_runs_of_one_spec_that_finish_together_register_it_once(tmp_path, monkey
 
 def test_the_gate_at_a_confidence_level_uses_the_upper_bounds(rivals, capsys):
     # v2 against v1: no flips, ER −10 pt; at 95 % the NFR bound over 100 samples is 2.63%
-    limits = promotion.GateLimits(max_nfr=0.02, max_er_increase=0.0)
+    limits = PromoteSpec(max_nfr=0.02, max_er_increase=0.0)
     assert promotion.gate(rivals, "2", limits).passed
-    bounded = promotion.gate(rivals, "2", promotion.GateLimits(0.02, 0.0, confidence=0.95))
+    bounded = promotion.gate(rivals, "2", PromoteSpec(max_nfr=0.02, max_er_increase=0.0, confidence=0.95))
     assert not bounded.passed
     assert bounded.reason.startswith(
         "NFR 2.63% > 2.00% (against champion v1 on 100 shared eval samples: NFR 0.00% (upper 95 % bound 2.63%)"
@@ -210,7 +212,7 @@ def test_a_gate_that_cannot_read_the_champion_fails_closed(rivals, monkeypatch, 
             "API request to /registered-models/get failed: 503\nretries exhausted", TEMPORARILY_UNAVAILABLE
         )
 
-    limits = promotion.GateLimits(max_nfr=0.05)
+    limits = PromoteSpec(max_nfr=0.05)
     monkeypatch.setattr(MlflowClient, "get_registered_model", unavailable)
     with pytest.raises(registry.RegistryError, match=r"cannot read its champion .*503\); not promoted$"):
         promotion.gate(rivals, "2", limits)

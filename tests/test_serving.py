@@ -269,8 +269,8 @@ def test_serve_follows_the_champion_alias_and_keeps_serving_while_the_registry_i
 
     from mlflow.exceptions import MlflowException
 
-    from orchestrator.commands.serve import follow_champion
     from orchestrator.driver import serve as driver
+    from orchestrator.driver.serve_command import follow_champion
     from orchestrator.serving.settings import Resources, ServeSettings
 
     answers: list = [None, MlflowException("connection refused"), "3", "4", "5", "5"]

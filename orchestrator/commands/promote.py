@@ -9,34 +9,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from orchestrator.commands.options import fail, fraction
+from orchestrator.commands.gate_options import add_gate_flags, parse_gate
+from orchestrator.commands.options import fail, fail_all
+from pipelines.operations import PromoteSpec
+
+GATE_FLAGS = tuple(PromoteSpec.model_fields)  # every field of the gate is a flag of promote
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlflow.exceptions import MlflowException
+    from orchestrator.driver.promote import RegistryError, promote_version
+    from pipelines.spec import SpecError
 
-    from orchestrator.tracking import promotion, store
-
-    if args.min_live is not None and args.min_live < 1:
-        return fail("promote", f"--min-live {args.min_live}: at least 1 labelled pair")
-    if args.max_protected_flips < 0:
-        return fail("promote", f"--max-protected-flips {args.max_protected_flips}: at least 0")
-    if args.min_slice_n < 1:
-        return fail("promote", f"--min-slice-n {args.min_slice_n}: at least 1 sample")
-    store.configure()
-    limits = promotion.GateLimits(
-        args.max_nfr,
-        args.max_er_increase,
-        args.confidence,
-        args.live,
-        args.min_live,
-        args.max_slice_nfr,
-        args.min_slice_n,
-        args.max_protected_flips,
-    )
     try:
-        verdict = promotion.promote(args.model, args.version, limits)
-    except (promotion.RegistryError, MlflowException) as e:
+        gate = parse_gate(args, GATE_FLAGS)
+    except SpecError as e:
+        return fail_all("promote", e.problems)
+    try:
+        verdict = promote_version(args.model, args.version, gate, args.live)
+    except RegistryError as e:
         return fail("promote", str(e))
     if not verdict.passed:
         print(f"{args.model} v{args.version} NOT promoted: {verdict.reason}", file=sys.stderr)
@@ -49,58 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("promote", help="move alias champion to a version that passes the gate")
     parser.add_argument("model", help="the registered model's name")
     parser.add_argument("version", help="the registered version number to move alias champion to")
-    parser.add_argument(
-        "--max-nfr",
-        type=fraction(0, 1),
-        required=True,
-        help="largest NFR against the champion, a fraction in [0, 1] (0.02 = 2 %%)",
-    )
-    parser.add_argument(
-        "--max-er-increase",
-        type=fraction(-1, 1),
-        default=0.0,
-        help="largest ER increase over the champion, a fraction in [-1, 1] (default 0)",
-    )
-    parser.add_argument(
-        "--confidence",
-        type=fraction(0.5, 0.9999),
-        default=None,
-        help="gate on the upper bounds at this confidence level (e.g. 0.95): Wilson for NFR, paired "
-        "(Tango's score bound) for the ER increase; default: the point values",
-    )
+    add_gate_flags(parser, GATE_FLAGS)
     parser.add_argument(
         "--live",
         action="store_true",
         help="also gate on live traffic: the `congruent serve --shadow VERSION` session beside the champion "
         "must hold --min-live labelled pairs whose NFR is within --max-nfr (its upper bound with --confidence)",
-    )
-    parser.add_argument(
-        "--min-live",
-        type=int,
-        default=None,
-        metavar="N",
-        help="labelled live pairs --live asks for (default: the fewest whose Wilson bound, at --confidence or "
-        "95 %%, can be within --max-nfr: 268 for 1 %%)",
-    )
-    parser.add_argument(
-        "--max-slice-nfr",
-        type=fraction(0, 1),
-        default=None,
-        help="largest NFR of any slice of the version's ledger (data.slice_columns / data.slices) with at "
-        "least --min-slice-n samples, a fraction (its upper bound with --confidence); refused naming the slice",
-    )
-    parser.add_argument(
-        "--min-slice-n",
-        type=int,
-        default=30,
-        metavar="N",
-        help="samples a slice needs to be gated by --max-slice-nfr (default 30)",
-    )
-    parser.add_argument(
-        "--max-protected-flips",
-        type=int,
-        default=0,
-        metavar="N",
-        help="protected samples (`congruent protect`) the champion gets right that the version may get wrong (0)",
     )
     parser.set_defaults(func=run)

@@ -7,22 +7,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from orchestrator.commands.options import fail, fraction, positive, ray_address
+from orchestrator.commands.gate_options import add_gate_flags, parse_gate
+from orchestrator.commands.options import fail, fail_all, fraction, positive, ray_address
 
 if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when the CLI starts
     from orchestrator.driver.serve import Served
-    from orchestrator.serving.settings import CanaryRule, ServeSettings
+    from orchestrator.driver.serve_command import CanaryRule, ServeSettings
+
+GATE_FLAGS = ("max_nfr", "confidence", "min_live", "max_er_increase")  # a canary's gate: `promote --live`'s
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.serve import NotPlaced, ProxyRefused, app_name, serve_model, stop_app, stop_serving
-    from orchestrator.serving.access import SCOPE_ENV, TOKEN_ENV, open_beyond_this_machine, shared_scopes
-    from orchestrator.serving.settings import RequestLimits, Resources, ServeSettings
-    from orchestrator.tracking.version_refs import RegistryError
+    from orchestrator.driver.serve import NotPlaced, ProxyRefused, serve_model, stop_app
+    from orchestrator.driver.serve_command import RegistryError, Resources, open_beyond_this_machine
+    from pipelines.spec import SpecError
 
     if args.stop:
         if not stop_app(args.model):
@@ -35,13 +35,59 @@ def run(args: argparse.Namespace) -> int:
         return fail("serve", "--detach leaves the application on a cluster: give --ray-address (or RAY_ADDRESS)")
     if (problem := canary_problem(args)) is not None:
         return fail("serve", problem)
+    try:
+        settings = serve_settings(args, canary_rule(args))
+    except SpecError as e:
+        return fail_all("serve", e.problems)
+    try:
+        resources = Resources(args.replicas, args.cpus, args.gpus)
+        served: Served = serve_model(
+            args.model, args.canary or args.shadow, settings, args.host, args.port, resources, args.swap_timeout
+        )
+    except (RegistryError, NotPlaced, ProxyRefused) as e:
+        return fail("serve", str(e))
+    except KeyboardInterrupt:
+        return fail("serve", f"interrupted while starting: {args.model}'s versions this start placed are deleted", 130)
+    say_started(args, served, settings)
+    if args.detach:
+        print(f"stop it with: congruent serve {args.model} --stop --ray-address {args.ray_address}")
+        return 0
+    return follow_until_stopped(args, served)
+
+
+def canary_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the canary's flags, in one line (None: nothing); their values are the
+    gate's to check (`parse_gate`)."""
+    if args.canary and args.shadow:
+        return "--canary and --shadow: one candidate at a time (a canary's champion is its shadow)"
+    if args.canary and args.max_nfr is None:
+        return "--canary asks for --max-nfr: the live NFR beyond which the canary is withdrawn"
+    if not args.canary and (args.auto_promote or args.max_nfr is not None or args.min_live is not None):
+        return "--max-nfr, --min-live and --auto-promote decide a canary: give --canary VERSION"
+    return None
+
+
+def canary_rule(args: argparse.Namespace) -> CanaryRule | None:
+    """The rule of `--canary`, from the gate its flags give (driver/serve_command.py); SpecError on a
+    bad value."""
+    from orchestrator.driver.serve_command import canary_rule as rule_of
+
+    if not args.canary:
+        return None
+    return rule_of(parse_gate(args, GATE_FLAGS), args.fraction, args.auto_promote)
+
+
+def serve_settings(args: argparse.Namespace, canary: CanaryRule | None) -> ServeSettings:
+    """How the application serves, from the flags."""
+    from orchestrator.driver.serve_command import RequestLimits, ServeSettings
+
     limits = RequestLimits(
         max_body_bytes=int(args.max_body_mb * 2**20),
         max_samples=args.max_samples,
         max_text_chars=args.max_text_chars,
         max_image_pixels=args.max_image_pixels,
     )
-    settings = ServeSettings(
+    return ServeSettings(
         limits=limits,
         max_batch_size=args.max_batch_size,
         batch_wait_s=args.batch_wait_ms / 1000,
@@ -53,17 +99,15 @@ def run(args: argparse.Namespace) -> int:
         call_timeout_s=args.call_timeout_s,
         max_shadow_bytes=int(args.max_shadow_mb * 2**20),
         max_live_ids=args.max_live_ids,
-        canary=canary_rule(args),
+        canary=canary,
     )
-    try:
-        resources = Resources(args.replicas, args.cpus, args.gpus)
-        served: Served = serve_model(
-            args.model, args.canary or args.shadow, settings, args.host, args.port, resources, args.swap_timeout
-        )
-    except (RegistryError, NotPlaced, ProxyRefused) as e:
-        return fail("serve", str(e))
-    except KeyboardInterrupt:
-        return fail("serve", f"interrupted while starting: {args.model}'s versions this start placed are deleted", 130)
+
+
+def say_started(args: argparse.Namespace, served: Served, settings: ServeSettings) -> None:
+    """What is served where, its live ledger, and how to call it."""
+    from orchestrator.driver.serve import app_name
+    from orchestrator.driver.serve_command import SCOPE_ENV, TOKEN_ENV, shared_scopes
+
     shadow = f", shadowing v{served.candidate} on {args.fraction:.0%} of samples" if served.candidate else ""
     if served.candidate and settings.canary is not None:
         shadow = f", canary v{served.candidate} answering {args.fraction:.0%} of ids ({canary_terms(settings)})"
@@ -75,55 +119,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"{' and '.join(shared)} take {TOKEN_ENV}: set {names} so that predicting clients cannot label or swap")
     token = f' -H "authorization: Bearer ${TOKEN_ENV}"' if os.environ.get(TOKEN_ENV) else ""
     print(f"try: curl -s {served.url}/predict{token} -H 'content-type: application/json' -d '{{\"inputs\": [...]}}'")
-    if args.detach:
-        print(f"stop it with: congruent serve {args.model} --stop --ray-address {args.ray_address}")
-        return 0
+
+
+def follow_until_stopped(args: argparse.Namespace, served: Served) -> int:
+    """Follow the champion alias and the canary until Ctrl-C, then stop serving (driver/serve_command.py)."""
+    from orchestrator.driver.serve import stop_serving
+    from orchestrator.driver.serve_command import follow
+
     print(
         f"it follows {args.model}@champion (checked every {args.follow_s:g} s): `congruent promote` swaps the "
         "served version without dropping requests. Ctrl-C stops it (the shadows in flight finish and the "
         "ledger is written first)"
     )
-    unplaced: set[str] = set()
+    served = follow(served, args.follow_s, args.swap_timeout)
     try:
-        while True:
-            time.sleep(args.follow_s)
-            served = follow_canary(served)
-            served = follow_champion(served, args.swap_timeout, unplaced)
-    except KeyboardInterrupt:
-        try:
-            stop_serving(served)
-        except OSError as e:  # the flush's call: the applications are deleted all the same
-            problem = f"stopped, but {served.url} did not answer the flush ({e}); the ledger writes as it shuts down"
-            return fail("serve", problem, 1)
-        print(f"{args.model}: stopped")
-        return 130
-
-
-def canary_problem(args: argparse.Namespace) -> str | None:
-    """What is wrong with the canary's flags, in one line (None: nothing)."""
-    if args.canary and args.shadow:
-        return "--canary and --shadow: one candidate at a time (a canary's champion is its shadow)"
-    if args.canary and args.max_nfr is None:
-        return "--canary asks for --max-nfr: the live NFR beyond which the canary is withdrawn"
-    if not args.canary and (args.auto_promote or args.max_nfr is not None or args.min_live is not None):
-        return "--max-nfr, --min-live and --auto-promote decide a canary: give --canary VERSION"
-    if args.min_live is not None and args.min_live < 1:
-        return f"--min-live {args.min_live}: at least 1 labelled pair"
-    return None
-
-
-def canary_rule(args: argparse.Namespace) -> CanaryRule | None:
-    """The rule of `--canary` (serving/canary.py): decided at --min-live labelled pairs, by default the
-    fewest whose Wilson bound can be within --max-nfr (as `promote --live`)."""
-    from orchestrator.serving.settings import CanaryRule
-    from orchestrator.tracking.promotion import GateLimits, min_live_pairs
-
-    if not args.canary:
-        return None
-    limits = GateLimits(args.max_nfr, args.max_er_increase, args.confidence, live=True, min_live=args.min_live)
-    return CanaryRule(
-        args.fraction, args.max_nfr, min_live_pairs(limits), args.confidence, args.auto_promote, args.max_er_increase
-    )
+        stop_serving(served)
+    except OSError as e:  # the flush's call: the applications are deleted all the same
+        problem = f"stopped, but {served.url} did not answer the flush ({e}); the ledger writes as it shuts down"
+        return fail("serve", problem, 1)
+    print(f"{args.model}: stopped")
+    return 130
 
 
 def canary_terms(settings: ServeSettings) -> str:
@@ -136,55 +151,14 @@ def canary_terms(settings: ServeSettings) -> str:
     )
 
 
-def follow_canary(served: Served) -> Served:
-    """The canary withdrawn by the gateway (its live NFR): said once, its application deleted."""
-    from orchestrator.driver.serve import canary_withdrawn
-
-    try:
-        reason = canary_withdrawn(served)
-    except OSError as e:  # the endpoint busy: asked again at the next check
-        print(f"{served.model}: the endpoint did not answer ({type(e).__name__}); checking the canary again later")
-        return served
-    if reason is None:
-        return served
-    print(f"{served.model}: canary v{served.candidate} withdrawn, every id answered by v{served.champion}: {reason}")
-    return replace(served, candidate=None)
-
-
-def follow_champion(served: Served, place_s: float = 120.0, unplaced: set[str] | None = None) -> Served:
-    """Swap the served champion when the registry's alias moved (a promotion); the registry being out
-    of reach, or a swap that failed, is said and tried again at the next check, while serving goes on.
-    A version whose replicas could not be placed within `place_s` is rolled back (its application
-    deleted, the old champion and its shadow served on), said once, and added to `unplaced`: not tried
-    again until the alias names another version (or serve restarts)."""
-    from mlflow.exceptions import MlflowException
-
-    from orchestrator.driver.serve import NotPlaced, champion_moved, swap_champion
-    from orchestrator.tracking.version_refs import RegistryError
-
-    unplaced = set() if unplaced is None else unplaced
-
-    try:
-        moved = champion_moved(served)
-    except (MlflowException, OSError, RegistryError) as e:  # MLflow down, the alias removed: keep serving
-        print(f"{served.model}: the registry did not answer ({type(e).__name__}); serving v{served.champion}")
-        return served
-    if moved is None or moved in unplaced:
-        return served
-    ended = f"; the live session of v{served.candidate} ended" if served.candidate else ""
-    print(f"{served.model}: champion moved to v{moved}: swapping v{served.champion} for it{ended}")
-    try:
-        swapped = swap_champion(served, moved, place_s)
-    except NotPlaced as e:
-        unplaced.add(moved)
-        shadow = f" shadowing v{served.candidate}" if served.candidate else ""
-        print(f"{served.model}: rolled back, serving v{served.champion}{shadow} until the alias moves again: {e}")
-        return served
-    except (RegistryError, OSError, ValueError, RuntimeError) as e:  # a deploy or the gateway failed: retried
-        print(f"{served.model}: the swap failed ({type(e).__name__}: {e}); tried again at the next check")
-        return served
-    print(f"{served.model}: serving champion v{moved} at {served.url}")
-    return swapped
+CANARY_GATE_HELP = {  # what a canary does with the gate's flags (the gate's own words are `promote`'s)
+    "max_nfr": "--canary: withdrawn once the lower Wilson bound of its live NFR exceeds this, or the upper one "
+    "does at --min-live labelled pairs; passed when the upper one is within it",
+    "confidence": "--canary: the bounds' level (none: 0.95); with --auto-promote, the promotion gate's too",
+    "min_live": "--canary: labelled canary pairs at which it is decided (default: the fewest whose bound can be "
+    "within --max-nfr, as `promote --live`)",
+    "max_er_increase": "--auto-promote: the promotion gate's largest ER increase over the champion on eval (0)",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -210,36 +184,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=1.0,
         help="share of samples also sent to the shadow (1); with --canary, the share of ids the canary answers",
     )
-    parser.add_argument(
-        "--max-nfr",
-        type=fraction(0, 1),
-        default=None,
-        help="--canary: withdrawn once the lower Wilson bound of its live NFR exceeds this, or the upper one "
-        "does at --min-live labelled pairs; passed when the upper one is within it",
-    )
-    parser.add_argument(
-        "--confidence", type=fraction(0.5, 0.9999), default=0.95, help="--canary: the bounds' level (0.95)"
-    )
-    parser.add_argument(
-        "--min-live",
-        type=int,
-        default=None,
-        metavar="N",
-        help="--canary: labelled canary pairs at which it is decided (default: the fewest whose bound can be "
-        "within --max-nfr, as `promote --live`)",
-    )
+    add_gate_flags(parser, GATE_FLAGS, helps=CANARY_GATE_HELP, required=False)
     parser.add_argument(
         "--auto-promote",
         action="store_true",
         help="--canary: promote it once it passes (`promote --live`'s gate, --max-er-increase on eval) and answer "
         "with it",
     )
+    request_options(parser)
+    ledger_options(parser)
     parser.add_argument(
-        "--max-er-increase",
-        type=fraction(-1, 1),
-        default=0.0,
-        help="--auto-promote: the promotion gate's largest ER increase over the champion on eval (0)",
+        "--follow-s", type=float, default=5.0, help="seconds between checks of MODEL@champion for a promotion (5)"
     )
+    parser.add_argument(
+        "--swap-timeout",
+        type=float,
+        default=120.0,
+        help="seconds a version's replicas may take to be placed and answer, at the start or a swap; a swap "
+        "that takes longer is rolled back (120)",
+    )
+    parser.add_argument("--detach", action="store_true", help="leave it running on the cluster and return")
+    parser.add_argument("--stop", action="store_true", help="stop the model's application on the cluster")
+    parser.set_defaults(func=run)
+
+
+def request_options(parser: argparse.ArgumentParser) -> None:
+    """Where the endpoint listens, the replicas, and what one request may hold."""
     parser.add_argument(
         "--host",
         default="127.0.0.1",
@@ -272,6 +242,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=64.0,
         help="inputs the gateway holds for a slow candidate, MiB (64); beyond, the oldest are dropped, counted",
     )
+
+
+def ledger_options(parser: argparse.ArgumentParser) -> None:
+    """The live ledger and batching."""
     parser.add_argument(
         "--max-live-ids",
         type=positive(int),
@@ -289,16 +263,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a batch waits to fill (5 ms)")
     parser.add_argument("--chunk-rows", type=int, default=512, help="live ledger rows per parquet chunk (512)")
     parser.add_argument("--flush-s", type=float, default=5.0, help="seconds before pending ledger rows are written (5)")
-    parser.add_argument(
-        "--follow-s", type=float, default=5.0, help="seconds between checks of MODEL@champion for a promotion (5)"
-    )
-    parser.add_argument(
-        "--swap-timeout",
-        type=float,
-        default=120.0,
-        help="seconds a version's replicas may take to be placed and answer, at the start or a swap; a swap "
-        "that takes longer is rolled back (120)",
-    )
-    parser.add_argument("--detach", action="store_true", help="leave it running on the cluster and return")
-    parser.add_argument("--stop", action="store_true", help="stop the model's application on the cluster")
-    parser.set_defaults(func=run)

@@ -208,16 +208,7 @@ def publish(
         result.registered_version = version
         log_protected(spec.model, result.checkpoint, spec.allow_user_factories, watch)
     if spec.promote is not None and result.registered_version is not None:
-        gate = spec.promote
-        limits = promotion.GateLimits(
-            gate.max_nfr,
-            gate.max_er_increase,
-            gate.confidence,
-            max_slice_nfr=gate.max_slice_nfr,
-            min_slice_n=gate.min_slice_n,
-            max_protected_flips=gate.max_protected_flips,
-        )
-        verdict = promotion.promote(spec.model, result.registered_version, limits)
+        verdict = promotion.promote(spec.model, result.registered_version, spec.promote)
         result.promotion = {"passed": verdict.passed, "reason": verdict.reason}
         runs.set_tags({"promotion": ("champion: " if verdict.passed else "rejected: ") + verdict.reason})
     (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))

@@ -13,6 +13,7 @@ from typing import Any
 
 from orchestrator.serving.canary import canary_decision
 from orchestrator.serving.handles import version_handle, within
+from pipelines.operations import PromoteSpec
 
 logger = logging.getLogger("ray.serve")
 
@@ -53,12 +54,15 @@ async def promote(gateway: Any, reason: str) -> None:
     from orchestrator.tracking import promotion
 
     canary, rule = gateway.canary, gateway.canary.rule
-    limits = promotion.GateLimits(
-        rule.max_nfr, rule.max_er_increase, rule.confidence, live=True, min_live=rule.min_labelled
+    limits = PromoteSpec(  # the gate the rule was made from (driver/serve_command.py), at the rule's level
+        max_nfr=rule.max_nfr,
+        max_er_increase=rule.max_er_increase,
+        confidence=rule.confidence,
+        min_live=rule.min_labelled,
     )
     try:
         await within(gateway.ledger.flush.remote(), gateway.settings.call_timeout_s)
-        verdict = await asyncio.to_thread(promotion.promote, gateway.model, canary.version, limits)
+        verdict = await asyncio.to_thread(promotion.promote, gateway.model, canary.version, limits, True)
     except Exception as e:  # noqa: BLE001  # the registry or the store out of reach: tried at the next labels
         canary.state, canary.reason = "passed", f"{reason}; not promoted yet: {type(e).__name__}: {e}"
         return

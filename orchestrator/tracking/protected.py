@@ -10,7 +10,8 @@ vN"), and an image sample's encoded bytes (kept with the set, so the gate does n
 A version's answers on the set come from its registered checkpoint (workers/models/raw_inputs.py:
 what `serve` and the pyfunc answer with), so a version registered before the set is scored the
 same way as one after it. A protected flip is a sample the champion gets right and the candidate
-wrong; `promotion.gate` refuses more than `max_protected_flips` of them.
+wrong (counted by orchestrator/policy/protected.py); the promotion gate refuses more than
+`max_protected_flips` of them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+from orchestrator.policy.protected import protected_counts
 
 PROTECTED_TAG = "congruent.protected"  # a protected set's run: its set version
 PROTECTED_RUN_TAG = "congruent.protected_run"  # the registered model's tag: the current set's run
@@ -169,26 +172,6 @@ def set_answers(checkpoint: str, suite: ProtectedSet, allow_user_factories: bool
             _ANSWERS.pop(next(iter(_ANSWERS)))
         _ANSWERS[key] = answers(checkpoint, suite.inputs, allow_user_factories, suite.images)
     return _ANSWERS[key]
-
-
-@dataclass(frozen=True)
-class ProtectedCounts:
-    """A version on the protected set: n, how many it gets right, and against another version how
-    many that one got right and it gets wrong (protected flips)."""
-
-    n: int
-    correct: int
-    flipped: int | None = None  # None: no version to compare against
-
-    def row(self) -> dict[str, Any]:
-        return {"n": self.n, "correct": self.correct, "flipped": self.flipped}
-
-
-def protected_counts(labels: np.ndarray, new: np.ndarray, old: np.ndarray | None = None) -> ProtectedCounts:
-    """Counts of `new`'s answers (and flips against `old`'s) on protected `labels`."""
-    right = new == labels
-    flipped = None if old is None else int(np.count_nonzero((old == labels) & ~right))
-    return ProtectedCounts(len(labels), int(np.count_nonzero(right)), flipped)
 
 
 def protected_table(model: str, chain: list[tuple[str, str | None]], champion: str | None) -> dict[str, Any] | None:

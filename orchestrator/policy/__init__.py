@@ -1,0 +1,13 @@
+"""Policy: the promotion gate's decision and the protected set's counts, over plain records.
+
+    promotion.py  a candidate against the champion: eval counts, slices, protected flips, live
+                  sessions (read by tracking/promotion.py) → a Verdict and the reason in one line
+    protected.py  a version's answers on the protected set: right, and flipped against another
+
+The gate is the spec's type (pipelines.operations.PromoteSpec); what the records hold is read from
+the registry by orchestrator/tracking/, which calls this package and writes what it decides.
+
+May import: numpy, `workers` (confidence bounds, flips, slices), `pipelines` (the gate's type).
+Never imports mlflow, ray, torch or orchestrator.tracking (an import-linter contract): a decision
+here can be tested with numbers alone.
+"""
