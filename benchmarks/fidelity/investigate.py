@@ -1,6 +1,6 @@
 """Why ELODI lands where it does: variants of ELODI (both ends) scored on the val split only.
 
-    python -m benchmarks.fidelity.investigate [--quick | --mode MODE] [--seeds 1] [--out docs/benchmarks.md]
+    python -m benchmarks.fidelity.investigate [--quick | --mode MODE] [--seeds 1] [--out docs/benchmarks/fidelity.md]
 
 Each variant changes one setting of the mode (default: `default`; α, the students' epochs, K, m, K chosen by the
 student's logits instead of the teacher ensemble's, text: unlabelled texts the students also distil on, the
@@ -32,7 +32,7 @@ from benchmarks.fidelity import trainings
 from benchmarks.fidelity.execute import load_logits, run_plan, start_local_ray
 from benchmarks.fidelity.modes import MODES, Mode
 from benchmarks.fidelity.results import ensemble, mean_std
-from benchmarks.report import write_section
+from benchmarks.report import page, write_section
 from workers.metrics import error_rate, negative_flip_rate
 from workers.tasks.resolve import cached_splits
 
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--no-fd", action="store_true", help="skip the FD α variants")
-    parser.add_argument("--out", default="docs/benchmarks.md")
+    parser.add_argument("--out", default=page("fidelity"))
     parser.add_argument("--work", default="benchmark-output/fidelity")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args(argv)

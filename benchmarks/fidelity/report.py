@@ -1,4 +1,4 @@
-"""The fidelity section of docs/benchmarks.md and its ER–NFR scatter plot, from the results record."""
+"""The fidelity section of docs/benchmarks/fidelity.md and its ER–NFR scatter plot, from the results record."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.baselines_grid import short_name
 from benchmarks.fidelity.modes import set_name
 from benchmarks.fidelity.trainings import VERSIONS
+from benchmarks.quality.baselines_grid import short_name
 from benchmarks.report import markdown_table
 
 SECTION = "## Fidelity, small scale (CPU): the papers' ER/NFR ordering on Fashion-MNIST"
@@ -16,7 +16,7 @@ GPU_SECTION = "## Fidelity at GPU scale: resnet20 on full Fashion-MNIST"
 
 
 def heading(mode: Mapping[str, Any]) -> str:
-    """The docs/benchmarks.md section a mode's results go to: GPU scale next to the CPU's small scale,
+    """The docs/benchmarks/fidelity.md section a mode's results go to: GPU scale next to the CPU's small scale,
     one section per text architecture pair, one per fine-tuning table."""
     if mode.get("fine_tuning"):
         return f"## Fidelity, fine-tuning from the deployed weights: {data_name(mode)}"
@@ -288,7 +288,7 @@ def scatter(
 
 def baseline_line(record: Mapping[str, Any]) -> str:
     """The text modes' reference: what the TF-IDF + logistic-regression baseline scores on the same
-    splits (benchmarks/baselines.py `baseline`), as a paragraph; '' where the run has none."""
+    splits (benchmarks/quality/baselines.py `baseline`), as a paragraph; '' where the run has none."""
     b = record.get("baseline")
     if not b:
         return ""
@@ -300,7 +300,7 @@ def baseline_line(record: Mapping[str, Any]) -> str:
     )
 
 
-def section_body(record: Mapping[str, Any], plot_name: str) -> str:
+def section_body(record: Mapping[str, Any], plot_link: str) -> str:
     """The markdown under SECTION (without the heading)."""
     mode, test = record["mode"], record["eval"]
     none = next(e for e in test["table"] if e["method"] == "none")
@@ -378,7 +378,7 @@ Targets (computed from the means above):
 
 {fine_tuning_markdown(test) if "from_old" in test else ""}
 
-{"![ER–NFR scatter](" + plot_name + ")" if plot_name else ""}
+{"![ER–NFR scatter](" + plot_link + ")" if plot_link else ""}
 
 {chain}{curve}The same numbers on the val split (for any tuning) are in `{record["results_path"]}`.
 """
