@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.report import ROOT, write_section
+from benchmarks.report import ROOT, markdown_table, write_section
 
 SERVING_TESTS = [
     "tests/test_serve_faults.py",
@@ -89,13 +89,11 @@ def _evidence(row: dict) -> str:
 
 
 def faults_table(rows: list[dict]) -> list[str]:
-    lines = ["| fault injected | pid killed | survived | evidence |", "|---|---|---|---|"]
-    for row in rows:
-        lines.append(
-            f"| {row['fault']} | {row.get('killed_pid') or '-'} | {'yes' if row['survived'] else '**no**'} "
-            f"| {_evidence(row)} |"
-        )
-    return lines
+    cells = [
+        [row["fault"], str(row.get("killed_pid") or "-"), "yes" if row["survived"] else "**no**", _evidence(row)]
+        for row in rows
+    ]
+    return markdown_table(["fault injected", "pid killed", "survived", "evidence"], cells).split("\n")
 
 
 def bad_inputs_table(rows: list[dict]) -> list[str]:

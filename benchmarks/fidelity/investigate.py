@@ -32,7 +32,7 @@ from benchmarks.fidelity import trainings
 from benchmarks.fidelity.execute import load_logits, run_plan, start_local_ray
 from benchmarks.fidelity.modes import MODES, Mode
 from benchmarks.fidelity.results import ensemble, mean_std
-from benchmarks.report import page, write_section
+from benchmarks.report import markdown_table, page, write_section
 from workers.metrics import error_rate, negative_flip_rate
 from workers.tasks.resolve import cached_splits
 
@@ -92,13 +92,16 @@ def fd_scores(mode: Mode, folder: Path, seeds: int, labels: np.ndarray) -> dict[
 
 
 def fd_markdown(table: dict[str, dict]) -> str:
-    lines = ["| FD variant | ER_new % | NFR % | NFR / none |", "|---|---|---|---|"]
-    lines += [
-        f"| {name} | {100 * v['er_new'][0]:.2f} ± {100 * v['er_new'][1]:.2f} | {100 * v['nfr'][0]:.2f} ± "
-        f"{100 * v['nfr'][1]:.2f} | {v['nfr_vs_none'][0]:.2f} |"
+    rows = [
+        [
+            name,
+            f"{100 * v['er_new'][0]:.2f} ± {100 * v['er_new'][1]:.2f}",
+            f"{100 * v['nfr'][0]:.2f} ± {100 * v['nfr'][1]:.2f}",
+            f"{v['nfr_vs_none'][0]:.2f}",
+        ]
         for name, v in table.items()
     ]
-    return "\n".join(lines)
+    return markdown_table(["FD variant", "ER_new %", "NFR %", "NFR / none"], rows)
 
 
 def variant_mode(mode: Mode, change: dict[str, Any]) -> Mode:

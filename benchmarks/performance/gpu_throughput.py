@@ -29,6 +29,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from benchmarks.report import markdown_table
 from workers.data import ImageSet, batch_inputs, epoch_batches, load_splits
 from workers.models.architectures import build_model
 from workers.runtime import autocast, use_threads
@@ -255,7 +256,7 @@ def main() -> None:
 def markdown(results: dict) -> str:
     m = results["measures"]
     rows = [
-        f"| {name} | {'error' if value is None else f'{value:,.0f}'} |"
+        [name, "error" if value is None else f"{value:,.0f}"]
         for name, value in m.items()
         if not name.endswith(" error")
     ]
@@ -269,9 +270,7 @@ def markdown(results: dict) -> str:
     lines = [
         f"Device: {results['device']}, torch {results['torch']}, {results['date']}; setup {results['setup']}.",
         "",
-        "| measure | samples/s |",
-        "|---|---|",
-        *rows,
+        markdown_table(["measure", "samples/s"], rows),
         "",
         f"- best trainer / best hand loop: {ratio(best_trainer, best_hand) if best_trainer and best_hand else 'n/a'} "
         "(target ≥ 1.0×)",
