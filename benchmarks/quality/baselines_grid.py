@@ -197,7 +197,7 @@ def spec_of(unit: Unit) -> Any:
 
 # Settings added to TrainConfig after results were recorded, at the value every earlier training
 # ran with: left out of a key at that value, so those results stay theirs.
-ADDED_SINCE: dict[str, Any] = {"weight_decay_on": "all", "adapter": None}
+ADDED_SINCE: dict[str, Any] = {"weight_decay_on": "all", "adapter": None, "distill_inputs": None}
 
 
 def key_of(unit: Unit) -> str:
