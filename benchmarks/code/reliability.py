@@ -97,13 +97,13 @@ def faults_table(rows: list[dict]) -> list[str]:
 
 
 def bad_inputs_table(rows: list[dict]) -> list[str]:
-    lines = ["| case | command | exit | stderr (one line) |", "|---|---|---|---|"]
+    cells = []
     for row in rows:
         message = TEMP_PATH.sub("$TMP", row["stderr"]).replace("|", "\\|")
         message = message if len(message) <= 160 else message[:157] + "…"
         mark = "" if row["rejected"] else " **not clean**"
-        lines.append(f"| {row['name']}{mark} | {row['command']} | {row['exit_code']} | `{message}` |")
-    return lines
+        cells.append([f"{row['name']}{mark}", row["command"], str(row["exit_code"]), f"`{message}`"])
+    return markdown_table(["case", "command", "exit", "stderr (one line)"], cells).split("\n")
 
 
 def _seconds(value: float | None) -> str:
@@ -111,21 +111,41 @@ def _seconds(value: float | None) -> str:
 
 
 def load_table(rows: list[dict]) -> list[str]:
-    lines = [
-        "| fault | jobs (specs) | succeeded | failed → rerun ok | registered | lost | duplicated | parents as "
-        "resolved | NFR = compare | wait p50 / p95 | most waiting at once | wall |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    headers = [
+        "fault",
+        "jobs (specs)",
+        "succeeded",
+        "failed → rerun ok",
+        "registered",
+        "lost",
+        "duplicated",
+        "parents as resolved",
+        "NFR = compare",
+        "wait p50 / p95",
+        "most waiting at once",
+        "wall",
     ]
+    cells = []
     for row in rows:
         parents_ok = "yes" if not row["wrong_parents"] else f"**no**: {row['wrong_parents']}"
         nfr_ok = f"{row['nfr_checked'] - len(row['nfr_mismatches'])} of {row['nfr_checked']}"
-        lines.append(
-            f"| {row['fault']} | {row['jobs']} ({row['specs']}) | {row['succeeded']} | {row['failed']} → "
-            f"{row['reruns_succeeded']} | {row['registered']} | {row['lost']} | {row['duplicated']} | {parents_ok} "
-            f"| {nfr_ok} | {_seconds(row['wait_p50_s'])} / {_seconds(row['wait_p95_s'])} "
-            f"| {row['most_waiting_at_once']} | {_seconds(row['wall_s'])} |"
+        cells.append(
+            [
+                str(row["fault"]),
+                f"{row['jobs']} ({row['specs']})",
+                str(row["succeeded"]),
+                f"{row['failed']} → {row['reruns_succeeded']}",
+                str(row["registered"]),
+                str(row["lost"]),
+                str(row["duplicated"]),
+                parents_ok,
+                nfr_ok,
+                f"{_seconds(row['wait_p50_s'])} / {_seconds(row['wait_p95_s'])}",
+                str(row["most_waiting_at_once"]),
+                _seconds(row["wall_s"]),
+            ]
         )
-    return lines
+    return markdown_table(headers, cells).split("\n")
 
 
 def load_section(rows: list[dict]) -> list[str]:
@@ -160,26 +180,36 @@ def load_section(rows: list[dict]) -> list[str]:
 
 
 def security_table(rows: list[dict]) -> list[str]:
-    lines = ["| attack tried, and what must hold | held | test |", "|---|---|---|"]
-    for row in rows:
-        test = row.get("test") or "-"
-        lines.append(f"| {row['check']} | {'yes' if row['passed'] else '**no**'} | `{test}` |")
-    return lines
+    cells = [[row["check"], "yes" if row["passed"] else "**no**", f"`{row.get('test') or '-'}`"] for row in rows]
+    return markdown_table(["attack tried, and what must hold", "held", "test"], cells).split("\n")
 
 
 # What the compose stack exposes (docker-compose.yml); README's "Exposure" says the same to users.
 EXPOSURE = [
     "### What the compose stack exposes, and to whom",
     "",
-    "| endpoint | published on | who gets in |",
-    "|---|---|---|",
-    "| Ray dashboard and Jobs API (8265) | `PUBLISH_HOST`, 127.0.0.1 by default | holders of `RAY_AUTH_TOKEN` "
-    "(`RAY_AUTH_MODE=token` on every node: 401 without it, 403 with another) |",
-    "| MLflow (5000) | `PUBLISH_HOST`, 127.0.0.1 by default | basic auth: the admin account (people) and the "
-    "pipeline user, which is not admin (default permission READ, MANAGE on what it creates) |",
-    "| Ray GCS (6379), S3 (8333), PostgreSQL (5432) | not published: the compose network only | the containers; "
-    "S3 keys are scoped: the Ray nodes' to s3://ray, MLflow's to s3://mlflow, admin's (buckets) to the "
-    "bucket job |",
+    *markdown_table(
+        ["endpoint", "published on", "who gets in"],
+        [
+            [
+                "Ray dashboard and Jobs API (8265)",
+                "`PUBLISH_HOST`, 127.0.0.1 by default",
+                "holders of `RAY_AUTH_TOKEN` (`RAY_AUTH_MODE=token` on every node: 401 without it, 403 with another)",
+            ],
+            [
+                "MLflow (5000)",
+                "`PUBLISH_HOST`, 127.0.0.1 by default",
+                "basic auth: the admin account (people) and the pipeline user, which is not admin (default "
+                "permission READ, MANAGE on what it creates)",
+            ],
+            [
+                "Ray GCS (6379), S3 (8333), PostgreSQL (5432)",
+                "not published: the compose network only",
+                "the containers; S3 keys are scoped: the Ray nodes' to s3://ray, MLflow's to s3://mlflow, admin's "
+                "(buckets) to the bucket job",
+            ],
+        ],
+    ).split("\n"),
     "",
     "Token and passwords travel in clear HTTP: to reach the stack from another machine, keep `PUBLISH_HOST=127.0.0.1` "
     "and use an SSH tunnel (`ssh -L 8265:127.0.0.1:8265 -L 5000:127.0.0.1:5000 HOST`), or set `PUBLISH_HOST` to "
@@ -200,14 +230,30 @@ def serving_section(rows: list[dict], security: list[dict], summary: str) -> str
         "each with a fresh id, while the fault is injected. Pairs lost = requests answered − pairs in the "
         "session's run after the graceful stop (the shadow's fraction is 1: every answer should have a pair).",
         "",
-        "| fault injected | pid killed | requests answered | requests failed | failing for | pairs lost | what holds |",
-        "|---|---|---|---|---|---|---|",
+        *markdown_table(
+            [
+                "fault injected",
+                "pid killed",
+                "requests answered",
+                "requests failed",
+                "failing for",
+                "pairs lost",
+                "what holds",
+            ],
+            [
+                [
+                    str(row["fault"]),
+                    str(row.get("killed_pid") or "-"),
+                    str(row["requests_answered"]),
+                    str(row["requests_failed"]),
+                    f"{row.get('failing_for_s', 0)} s",
+                    str(row["pairs_lost"]),
+                    str(row["holds"]),
+                ]
+                for row in rows
+            ],
+        ).split("\n"),
     ]
-    for row in rows:
-        lines.append(
-            f"| {row['fault']} | {row.get('killed_pid') or '-'} | {row['requests_answered']} | "
-            f"{row['requests_failed']} | {row.get('failing_for_s', 0)} s | {row['pairs_lost']} | {row['holds']} |"
-        )
     if security:
         lines += [
             "",

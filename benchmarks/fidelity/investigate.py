@@ -185,16 +185,23 @@ def section_heading(mode: Mode) -> str:
 
 def markdown(command: str, table: dict[str, dict], seeds: int, wall_s: float, mode: Mode, fd: dict[str, dict]) -> str:
     base, base_m = next(iter(table.values())), mode.m
-    lines = [
-        "| variant | ER_new % | NFR % | NFR / none | NFR / paragon | new ≠ its ensemble % | steps clipped % |",
-        "|---|---|---|---|---|---|---|",
-    ]
     pct = lambda v: f"{100 * v[0]:.2f} ± {100 * v[1]:.2f}"  # noqa: E731
-    for name, v in table.items():
-        lines.append(
-            f"| {name} | {pct(v['er_new'])} | {pct(v['nfr'])} | {v['nfr_vs_none'][0]:.2f} | "
-            f"{v['nfr_vs_paragon'][0]:.2f} | {pct(v['teacher_gap'])} | {100 * v['clipped'][0]:.0f} |"
-        )
+    headers = ["variant", "ER_new %", "NFR %", "NFR / none", "NFR / paragon", "new ≠ its ensemble %", "steps clipped %"]
+    variants = markdown_table(
+        headers,
+        [
+            [
+                name,
+                pct(v["er_new"]),
+                pct(v["nfr"]),
+                f"{v['nfr_vs_none'][0]:.2f}",
+                f"{v['nfr_vs_paragon'][0]:.2f}",
+                pct(v["teacher_gap"]),
+                f"{100 * v['clipped'][0]:.0f}",
+            ]
+            for name, v in table.items()
+        ],
+    )
     return f"""Command: `{command}`, {time.strftime("%Y-%m-%d")}, {seeds} seed(s), wall time {wall_s / 60:.1f} min.
 Val split only (the benchmark's eval numbers are not used to choose anything). Each variant changes
 one setting of ELODI (both ends) in the `{mode.name}` mode; replicas and plain models are the benchmark's.
@@ -202,7 +209,7 @@ For reference on the same split: no treatment ER_new {pct(base["none_er_new"])} 
 {pct(base["none_nfr"])} %; paragon ({base_m}×) ER_new {pct(base["paragon_er_new"])} %, NFR {pct(base["paragon_nfr"])} %
 (the m = 8 row is compared with the 8× paragon).
 
-{chr(10).join(lines)}
+{variants}
 
 {findings(table)}
 """ + (

@@ -28,7 +28,7 @@ from pathlib import Path
 import ray
 import torch
 
-from benchmarks.report import page, write_section
+from benchmarks.report import markdown_table, page, write_section
 from orchestrator.execution.pool import TeacherPool, teacher_pool
 from orchestrator.execution.stages import train_replicas
 from orchestrator.execution.watch import StageWatch
@@ -195,10 +195,19 @@ def main() -> None:
 
 def write_markdown(path: Path, record: dict, args: argparse.Namespace) -> None:
     s = record["scaling"]
-    rows = "\n".join(
-        f"| {t['m']} | {t['actors']} | {t['serial_samples_per_s']:.0f} | {t['pool_samples_per_s']:.0f} | "
-        f"**{t['ratio']:.2f}×** | {t['bytes_per_request']:,} |"
-        for t in record["throughput"]
+    table = markdown_table(
+        ["m", "actors", "serial", "pool", "pool / serial", "bytes per request"],
+        [
+            [
+                str(t["m"]),
+                str(t["actors"]),
+                f"{t['serial_samples_per_s']:.0f}",
+                f"{t['pool_samples_per_s']:.0f}",
+                f"**{t['ratio']:.2f}×**",
+                f"{t['bytes_per_request']:,}",
+            ]
+            for t in record["throughput"]
+        ],
     )
     met = [f"m = {t['m']}, {t['actors']} actor(s)" for t in record["throughput"] if t["ratio"] >= 1.3]
     missed = [
@@ -222,9 +231,7 @@ the second CPU, batches requested ahead of the step). The actors hold the traini
 not its images ({record["throughput"][0]["image_bytes_per_request"]:,} bytes for 128 float images).
 Target: pool ≥ 1.3× serial.
 
-| m | actors | serial | pool | pool / serial | bytes per request |
-|---|---|---|---|---|---|
-{rows}
+{table}
 
 {verdict}
 

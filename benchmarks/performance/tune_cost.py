@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.report import page, write_section
+from benchmarks.report import markdown_table, page, write_section
 
 SECTION = "## Tune: trials sharing the replicas"
 
@@ -78,14 +78,21 @@ def main() -> None:
         f"{SECTION}\n\nCommand: `python -m benchmarks.performance.tune_cost --m {args.m} --samples {args.samples} "
         f"--epochs {args.epochs}`, {time.strftime('%Y-%m-%d')}, 2 CPU cores, one run (small-cnn, m = {args.m}, "
         f"Fashion-MNIST slice, whole commands including Ray start and MLflow).\n\n"
-        f"| measure | seconds |\n|---|---|\n"
-        f"| `congruent tune`, {n} trials (replicas once, shared pool, search, MLflow) | {tune_s:.0f} |\n"
-        f"| `congruent run` of the same ELODI spec (replicas + distillation) | {run_s:.0f} |\n"
-        f"| n × run | {n * run_s:.0f} |\n"
-        f"| **tune / (n × run)** | **{ratio:.2f}** |\n"
-        f"| inside the search: replica stage / search of {n} trials / one trial | "
-        f"{record['replicas_seconds']:.0f} / {record['search_seconds']:.0f} / {trial:.0f} |\n"
-        f"| stages only: (replicas + search) / (n × (replicas + trial)) | {stages:.2f} |\n"
+        + markdown_table(
+            ["measure", "seconds"],
+            [
+                [f"`congruent tune`, {n} trials (replicas once, shared pool, search, MLflow)", f"{tune_s:.0f}"],
+                ["`congruent run` of the same ELODI spec (replicas + distillation)", f"{run_s:.0f}"],
+                ["n × run", f"{n * run_s:.0f}"],
+                ["**tune / (n × run)**", f"**{ratio:.2f}**"],
+                [
+                    f"inside the search: replica stage / search of {n} trials / one trial",
+                    f"{record['replicas_seconds']:.0f} / {record['search_seconds']:.0f} / {trial:.0f}",
+                ],
+                ["stages only: (replicas + search) / (n × (replicas + trial))", f"{stages:.2f}"],
+            ],
+        )
+        + "\n"
     )
     write_section(Path(args.out), SECTION, section.removeprefix(SECTION))
 

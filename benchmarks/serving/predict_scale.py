@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.report import RESULTS_DIR, ROOT, page, write_section
+from benchmarks.report import RESULTS_DIR, ROOT, markdown_table, page, write_section
 from benchmarks.streaming.memory_cap import Cgroup
 
 RESULTS = ROOT / RESULTS_DIR / "predict-scale-results.json"
@@ -156,12 +156,26 @@ def section(results: dict[str, Any]) -> str:
             f"`congruent predict` over every row inside a memory cgroup of {p['limit_bytes'] / (1 << 30):.1f} GiB "
             "(the driver, the embedded Ray, the zero-CPU readers and one scoring actor of 1 CPU).",
             "",
-            "| | rows | seconds | rows/s | peak memory |",
-            "|---|---:|---:|---:|---:|",
-            f"| evaluation stage of `congruent run` (eval split, 1 CPU) | {e['rows']:,} | {e['seconds']:.1f} | "
-            f"{e['rows_per_second']:,.0f} | |",
-            f"| `congruent predict` (every row, 1 actor of 1 CPU) | {p['rows']:,} | {p['seconds']:.1f} | "
-            f"{p['rows_per_second']:,.0f} | {p['peak_bytes'] / (1 << 30):.2f} GiB |",
+            markdown_table(
+                ["", "rows", "seconds", "rows/s", "peak memory"],
+                [
+                    [
+                        "evaluation stage of `congruent run` (eval split, 1 CPU)",
+                        f"{e['rows']:,}",
+                        f"{e['seconds']:.1f}",
+                        f"{e['rows_per_second']:,.0f}",
+                        "",
+                    ],
+                    [
+                        "`congruent predict` (every row, 1 actor of 1 CPU)",
+                        f"{p['rows']:,}",
+                        f"{p['seconds']:.1f}",
+                        f"{p['rows_per_second']:,.0f}",
+                        f"{p['peak_bytes'] / (1 << 30):.2f} GiB",
+                    ],
+                ],
+                align="lrrrr",
+            ),
             "",
             f"predict's rows/s are {results['ratio']:.2f}× the evaluation stage's (target ≥ {TARGET}×: {verdict}); "
             f"its peak {p['peak_bytes'] / (1 << 30):.2f} GiB "
