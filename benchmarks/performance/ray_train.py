@@ -75,7 +75,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         shards = None
         if args.stream:
-            from benchmarks.streaming.throughput import write_tweet_shards
+            from benchmarks.streaming.common import write_tweet_shards
 
             shards = Path(tmp, "shards")
             shards.mkdir()

@@ -34,8 +34,8 @@ from typing import Any
 
 import yaml
 
+from benchmarks.cgroups import Cgroup
 from benchmarks.report import RESULTS_DIR, ROOT, markdown_table, page, write_section
-from benchmarks.streaming.memory_cap import Cgroup
 
 RESULTS = ROOT / RESULTS_DIR / "predict-scale-results.json"
 HEADING = "## Batch inference: `congruent predict` on a million rows"

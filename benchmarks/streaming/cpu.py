@@ -23,7 +23,7 @@ from pathlib import Path
 import ray
 import torch
 
-from benchmarks.streaming.throughput import write_tweet_shards
+from benchmarks.streaming.common import write_tweet_shards
 from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
 from workers.data.tokenizer import text_input
 from workers.models.checkpoints import ModelSettings

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from benchmarks.report import RESULTS_DIR, markdown_table, write_section
-from benchmarks.streaming.throughput import machine, rewrote_only, streaming_data, streaming_parser
+from benchmarks.streaming.common import machine, rewrote_only, streaming_data, streaming_parser
 from orchestrator.dataplane.image_streams import open_image_stream
 from orchestrator.dataplane.table_streams import TableSplit, open_table_stream
 from workers.data.formats.image_folder import load_image_folder

@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 from benchmarks.report import RESULTS_DIR, markdown_table, page, write_section
+from benchmarks.streaming.common import machine
 from benchmarks.streaming.data_generator import write_texts
-from benchmarks.streaming.throughput import machine
 
 HEADING = "## The first streamed epoch against the steady ones, a million rows (CPU)"
 RESULTS = RESULTS_DIR / "stream-first-epoch-results.json"

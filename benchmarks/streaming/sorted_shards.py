@@ -33,7 +33,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import torch
 
 from benchmarks.report import RESULTS_DIR, markdown_table, write_section
-from benchmarks.streaming.throughput import machine, rewrote_only, streaming_parser, write_image_folder
+from benchmarks.streaming.common import machine, rewrote_only, streaming_parser, write_image_folder
 from orchestrator.dataplane import table_streams
 from orchestrator.dataplane.image_streams import ImageSplit, open_image_stream
 from orchestrator.dataplane.table_streams import open_table_stream

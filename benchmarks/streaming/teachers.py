@@ -38,8 +38,8 @@ import ray
 import torch
 
 from benchmarks.report import write_section
+from benchmarks.streaming.common import machine, rates, rewrote_only, streaming_data, streaming_parser
 from benchmarks.streaming.teachers_report import ACTOR_CPUS, ACTORS, HEADING, IN_TASK, PLAIN, RESULTS, K, report
-from benchmarks.streaming.throughput import machine, rates, rewrote_only, streaming_data, streaming_parser
 from orchestrator.dataplane.image_streams import DECODE_BATCH, ImageSplit, open_image_stream
 from orchestrator.dataplane.image_tasks import decode_images
 from orchestrator.dataplane.ray_reading import files_dataset, tensor

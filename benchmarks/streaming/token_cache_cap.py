@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.cgroups import CGROUPS, Cgroup
 from benchmarks.report import RESULTS_DIR, ROOT, markdown_table, page, write_section
-from benchmarks.streaming.memory_cap import CGROUPS, Cgroup
 
 HEADING = "## Text kept after the first epoch, in a memory cgroup smaller than it"
 RESULTS = RESULTS_DIR / "token-cache-cap-results.json"
