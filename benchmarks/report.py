@@ -34,18 +34,21 @@ def markdown_table(headers: list[str], rows: list[list[str]], align: str = "") -
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
-def write_section(path: Path, heading: str, body: str) -> None:
-    """Replace the section that starts with `heading` (up to the next `## `), or append it."""
+def with_section(text: str, heading: str, body: str) -> str:
+    """`text` with the section that starts with `heading` (up to the next `## `) replaced, or appended."""
     section = f"{heading}\n\n{body.strip()}\n"
+    if heading not in text:
+        return text.rstrip() + "\n\n" + section
+    head, _, rest = text.partition(heading)
+    tail = rest[rest.find("\n## ") :] if "\n## " in rest else ""
+    return head + section + tail
+
+
+def write_section(path: Path, heading: str, body: str) -> None:
+    """Rewrite one section of the page at `path` (a new page starts with HEADER)."""
     text = path.read_text() if path.exists() else HEADER
-    if heading in text:
-        head, _, rest = text.partition(heading)
-        tail = rest[rest.find("\n## ") :] if "\n## " in rest else ""
-        text = head + section + tail
-    else:
-        text = text.rstrip() + "\n\n" + section
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    path.write_text(with_section(text, heading, body))
 
 
 def show_section(text: str, report: str | None, heading: str) -> None:
