@@ -1,5 +1,5 @@
 """The benchmark pages (docs/benchmarks/) against their generators: every section a benchmark writes
-from a saved results file (docs/results/) is what its report function writes from that file today,
+from a results file kept in docs/results/ is what its report function writes from that file today,
 so `--report` rewrites it unchanged; and every relative link of the pages names a file that exists."""
 
 from __future__ import annotations
@@ -66,7 +66,23 @@ def _serving() -> list[tuple[str, str, Callable[[], str]]]:
     return [("serving", p.HEADING, lambda: p.section(_saved(p.RESULTS)).removeprefix(p.HEADING).strip())]
 
 
-SECTIONS = [*_streaming(), *_quality(), *_serving()]
+def _fidelity() -> list[tuple[str, str, Callable[[], str]]]:
+    """The fidelity sections whose results record is kept in docs/results/ (the others' is in the
+    benchmark's cache, benchmark-output/fidelity/MODE/results.json, which is not committed)."""
+    from benchmarks.fidelity.report import heading, kept_copy, plot_name, results_name, section_body
+    from benchmarks.report import RESULTS_DIR, link, page
+
+    def body(record: dict) -> str:
+        plot = RESULTS_DIR / plot_name(record["mode"]["name"])
+        return section_body(record, link(plot, page("fidelity")), kept_copy(record, page("fidelity")))
+
+    records = [
+        _saved(RESULTS_DIR / results_name(m)) for m in ("gpu", "text", "text-linear", "fine-tuning", "fine-tuning-text")
+    ]
+    return [("fidelity", heading(r["mode"]), lambda r=r: body(r)) for r in records]
+
+
+SECTIONS = [*_fidelity(), *_streaming(), *_quality(), *_serving()]
 
 
 @pytest.mark.parametrize(("area", "heading", "body"), SECTIONS, ids=[heading[3:50] for _, heading, _ in SECTIONS])

@@ -26,7 +26,7 @@ import torch
 from benchmarks.fidelity import trainings
 from benchmarks.fidelity.execute import load_logits, run_plan, run_plan_local, start_local_ray
 from benchmarks.fidelity.modes import MODES, Mode, set_name
-from benchmarks.fidelity.report import data_name, heading, scatter, section_body
+from benchmarks.fidelity.report import data_name, heading, kept_copy, plot_name, results_name, scatter, section_body
 from benchmarks.fidelity.results import merge, results
 from benchmarks.report import link, page, results_beside, write_section
 from workers.tasks.resolve import cached_splits
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
     work = Path(args.work) / mode.name
     if args.merge:
         record = merged([json.loads(Path(path).read_text()) for path in args.merge], args)
-        target = results_beside(Path(args.out)) / f"fidelity-{mode.name}-results.json"  # with the results of its page
+        target = results_beside(Path(args.out)) / results_name(mode.name)  # with the results of its page
         record["results_path"] = str(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(record, indent=1, default=_plain))
@@ -225,10 +225,9 @@ def write_report(record: dict, out: Path, work: Path, mode: Mode, seeds: int) ->
     beside its page (skipped, with a note, where matplotlib is missing: a bare GPU machine)."""
     plot_link = ""
     try:
-        name = "fidelity-scatter.png" if mode.name in ("default", "quick") else f"fidelity-{mode.name}-scatter.png"
         plot = scatter(
             record["eval"]["table"],
-            results_beside(out) / name,
+            results_beside(out) / plot_name(mode.name),
             f"{data_name(record['mode'])}, {seeds} seed(s), eval split: ER vs NFR (mean ± std)",
             record["eval"].get("from_old", ()),
         )
@@ -238,7 +237,7 @@ def write_report(record: dict, out: Path, work: Path, mode: Mode, seeds: int) ->
             f"no plot ({e}); draw it later: python -m benchmarks.fidelity --mode {mode.name} --report-only",
             file=sys.stderr,
         )
-    write_section(out, heading(record["mode"]), section_body(record, plot_link))
+    write_section(out, heading(record["mode"]), section_body(record, plot_link, kept_copy(record, out)))
     for check in record["eval"]["verdicts"]:
         print(
             f"{check['row']}: {check['target']}: {check['value']:.2f} {check['unit']} "

@@ -9,10 +9,26 @@ from typing import Any
 from benchmarks.fidelity.modes import set_name
 from benchmarks.fidelity.trainings import VERSIONS
 from benchmarks.quality.baselines_grid import short_name
-from benchmarks.report import markdown_table
+from benchmarks.report import markdown_table, results_beside
 
 SECTION = "## Fidelity, small scale (CPU): the papers' ER/NFR ordering on Fashion-MNIST"
 GPU_SECTION = "## Fidelity at GPU scale: resnet20 on full Fashion-MNIST"
+
+
+def plot_name(mode_name: str) -> str:
+    """The file name of a mode's ER–NFR scatter in the results folder."""
+    return "fidelity-scatter.png" if mode_name in ("default", "quick") else f"fidelity-{mode_name}-scatter.png"
+
+
+def results_name(mode_name: str) -> str:
+    """The file name of a mode's results record in the results folder (what --merge writes, or a copy)."""
+    return f"fidelity-{mode_name}-results.json"
+
+
+def kept_copy(record: Mapping[str, Any], page: Path) -> str:
+    """The copy of `record`'s results file kept beside `page` (docs/results/), where there is one."""
+    copy = results_beside(page) / results_name(record["mode"]["name"])
+    return str(copy) if copy.exists() and str(copy) != record["results_path"] else ""
 
 
 def heading(mode: Mapping[str, Any]) -> str:
@@ -300,8 +316,8 @@ def baseline_line(record: Mapping[str, Any]) -> str:
     )
 
 
-def section_body(record: Mapping[str, Any], plot_link: str) -> str:
-    """The markdown under SECTION (without the heading)."""
+def section_body(record: Mapping[str, Any], plot_link: str, copy: str = "") -> str:
+    """The markdown under SECTION (without the heading); `copy`: where a copy of the results file is kept."""
     mode, test = record["mode"], record["eval"]
     none = next(e for e in test["table"] if e["method"] == "none")
     seeds = len(none["per_seed"])  # the seeds whose models were trained (a deadline may stop a run)
@@ -358,6 +374,7 @@ replicas; m = 1 distils one replica), over {min(seeds, record["curve_seeds"])} s
         else ""
     )
     reference = baseline_line(record)
+    kept = f" (a copy: {copy})" if copy else ""
     return f"""Command: `{record["command"]}` on {record["cpus"]} CPU cores ({machine},
 {record["device"]}), {record["date"]}: {invocation_lines(record["invocations"])}.
 
@@ -380,5 +397,5 @@ Targets (computed from the means above):
 
 {"![ER–NFR scatter](" + plot_link + ")" if plot_link else ""}
 
-{chain}{curve}The same numbers on the val split (for any tuning) are in `{record["results_path"]}`.
+{chain}{curve}The same numbers on the val split (for any tuning) are in `{record["results_path"]}`{kept}.
 """
