@@ -2,7 +2,10 @@
 one fresh output folder per seed, and each run's verdict, figures and wall time recorded.
 
     python -m benchmarks.quality.demo_promise [--text] [--seeds 0 1 2] [--out benchmark-output/demo]
-                                      [--report docs/benchmarks/quality.md]
+                                              [--report docs/benchmarks/quality.md]
+
+With --report, the runs are also written beside the page's other results
+(docs/results/demo-promise-images.json, demo-promise-text.json).
 
 The promise (orchestrator/driver/demo.py): the version v2's `method: auto` ships flips at most 0.8×
 as often as its no-treatment candidate against v1, at an ER at most 0.3 pt above it, on the
@@ -21,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import markdown_table, write_section
+from benchmarks.report import markdown_table, results_beside, write_section
 
 SECTIONS = {
     False: "## The demo keeps its promise: 3 seeds (2 CPU cores)",
@@ -119,11 +122,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{'kept' if r['kept'] else 'MISSED'}",
             flush=True,
         )
+    kind = "text" if args.text else "images"
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{'text' if args.text else 'images'}.json").write_text(json.dumps(runs, indent=2))
+    (args.out / f"{kind}.json").write_text(json.dumps(runs, indent=2))
     body = report(runs, args.text)
     print(body)
-    if args.report:
+    if args.report:  # the runs beside the page's other results, as the section's figures
+        kept = results_beside(args.report) / f"demo-promise-{kind}.json"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(runs, indent=2))
         write_section(args.report, SECTIONS[args.text], body)
     return 0
 

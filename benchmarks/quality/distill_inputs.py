@@ -3,7 +3,7 @@ dropout) make a distilling student flip less? Measured on the val split only, be
 changes (issue 72).
 
     python -m benchmarks.quality.distill_inputs [--sets election tweets] [--seeds 0 1 2] [--rate 0.2]
-                                        [--report docs/benchmarks/quality.md]
+                                                [--report docs/benchmarks/quality.md]
 
 Per set and seed, as a user runs it (embedded local Ray, a fresh MLflow store per unit, each unit in
 its own process): v1, `text-bag` with its defaults on the first half of the training split; then v2

@@ -1,7 +1,7 @@
 """`method: auto` on a text set no default was chosen on: does the update flip less at no cost in ER?
 
     python -m benchmarks.quality.heldout [--set election|friends|sotu] [--archs text-bag text-linear] [--seeds 0 1 2]
-                                 [--jobs 2] [--train-limit N] [--max-er-increase F]
+                                         [--jobs 2] [--train-limit N] [--max-er-increase F]
                                          [--report docs/benchmarks/quality.md]
 
 The sets: the 2016 US presidential candidates' tweets by author (6,444 tweets, 2 classes), and the

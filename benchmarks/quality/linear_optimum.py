@@ -1,7 +1,7 @@
 """Is `text-linear` trained to its optimum, and does training it further flip less?
 
     python -m benchmarks.quality.linear_optimum [--sets tweets reuters-r8 20newsgroups election-tweets]
-                                        [--report docs/benchmarks/quality.md]
+                                                [--report docs/benchmarks/quality.md]
 
 An update of a convex model should flip about as often as the data change makes it: two trainings
 on the same data should agree. For each text set (a slice of it where the full set is slow or few
