@@ -82,7 +82,13 @@ def _fidelity() -> list[tuple[str, str, Callable[[], str]]]:
     return [("fidelity", heading(r["mode"]), lambda r=r: body(r)) for r in records]
 
 
-SECTIONS = [*_fidelity(), *_streaming(), *_quality(), *_serving()]
+def _performance() -> list[tuple[str, str, Callable[[], str]]]:
+    from benchmarks.performance import adapter_teachers as a
+
+    return [("performance", a.HEADING, lambda: a.report(_saved(a.RESULTS)))]
+
+
+SECTIONS = [*_fidelity(), *_streaming(), *_quality(), *_serving(), *_performance()]
 
 
 @pytest.mark.parametrize(("area", "heading", "body"), SECTIONS, ids=[heading[3:50] for _, heading, _ in SECTIONS])
