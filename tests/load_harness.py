@@ -1,6 +1,6 @@
 """Many update pipelines at once on one two-node Ray cluster and one MLflow server (PostgreSQL,
 artifacts and checkpoints in S3), with one fault injected while they run (issue 34's load).
-tests/test_load.py runs a small load in CI; `python -m benchmarks.reliability --load` runs the
+tests/test_load.py runs a small load in CI; `python -m benchmarks.code.reliability --load` runs the
 full one (ten jobs, each fault) for docs/reliability.md.
 
 The load: each model's v1 (no treatment) is registered and promoted first, the root of its chain.

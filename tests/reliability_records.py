@@ -1,6 +1,6 @@
 """Figures for docs/reliability.md: reliability tests append one JSON line per fault injected or
 bad input tried to the file named by `CONGRUENT_RELIABILITY_RECORDS` (when set; otherwise nothing
-is written). `python -m benchmarks.reliability` sets it, runs those tests and writes the report."""
+is written). `python -m benchmarks.code.reliability` sets it, runs those tests and writes the report."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""The baselines benchmark's tables (benchmarks/baselines_report.py) on hand-made results."""
+"""The baselines benchmark's tables (benchmarks/quality/baselines_report.py) on hand-made results."""
 
 import pytest
 
-from benchmarks.baselines import digits
-from benchmarks.baselines_grid import MINILM, Unit, data_of, key_of, old_limit
-from benchmarks.baselines_report import flip_rows, sweep_rows
+from benchmarks.quality.baselines import digits
+from benchmarks.quality.baselines_grid import MINILM, Unit, data_of, key_of, old_limit
+from benchmarks.quality.baselines_report import flip_rows, sweep_rows
 
 
 def unit(seed: int, old: bool, predictions: str, arch: str = "text-linear", dataset: str = "") -> dict:
@@ -104,7 +104,7 @@ def _heldout_unit(arch: str, seed: int, chosen: str, shipped: tuple[float, float
 
 
 def test_the_heldout_target_is_nfr_at_most_0_7x_no_treatments_at_at_most_half_a_point_of_er():
-    from benchmarks.heldout_report import verdict
+    from benchmarks.quality.heldout_report import verdict
 
     assert verdict(_heldout_unit("text-bag", 0, "kd", (0.054, 0.007))) == pytest.approx((0.7, 0.004, True))
     assert not verdict(_heldout_unit("text-bag", 0, "kd", (0.056, 0.005)))[2]  # +0.6 pt of ER
@@ -114,7 +114,7 @@ def test_the_heldout_target_is_nfr_at_most_0_7x_no_treatments_at_at_most_half_a_
 
 
 def test_the_heldout_report_has_a_row_per_run_and_the_baseline_per_training_size():
-    from benchmarks.heldout_report import report
+    from benchmarks.quality.heldout_report import report
 
     def unit(arch: str, seed: int, chosen: str, shipped: tuple[float, float], limit: int | None) -> dict:
         return {**_heldout_unit(arch, seed, chosen, shipped), "n_eval": 1346, "seconds": 60, "train_limit": limit}
@@ -141,7 +141,7 @@ def test_the_heldout_report_has_a_row_per_run_and_the_baseline_per_training_size
 
 
 def test_a_heldout_series_with_auto_s_own_bound_is_named_apart_and_marked_in_its_rows():
-    from benchmarks.heldout_report import report, unit_key
+    from benchmarks.quality.heldout_report import report, unit_key
 
     assert unit_key("text-bag", 0, None) == "text-bag/0/None"  # the defaults' series, as recorded before
     assert unit_key("text-bag", 0, None, 0.005) == "text-bag/0/None/max_er_increase=0.005"

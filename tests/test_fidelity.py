@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fidelity")
-    out = folder / "docs" / "benchmarks.md"
+    out = folder / "docs" / "benchmarks" / "fidelity.md"
     env = {**os.environ, **RAY_TEST_ENV, "PYTHONPATH": str(ROOT)}
     command = [
         sys.executable,
@@ -48,8 +48,8 @@ def test_quick_writes_section_table_and_plot(quick_run):
     text = out.read_text()
     assert "## Fidelity, small scale (CPU): the papers' ER/NFR ordering on Fashion-MNIST" in text
     assert "`python -m benchmarks.fidelity --quick`" in text
-    assert "![ER–NFR scatter](fidelity-scatter.png)" in text
-    assert (out.parent / "fidelity-scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![ER–NFR scatter](../results/fidelity-scatter.png)" in text
+    assert (out.parent.parent / "results" / "fidelity-scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     methods = [entry["method"] for entry in record["eval"]["table"]]
     for method in (
         "none",
@@ -72,7 +72,7 @@ def test_quick_writes_section_table_and_plot(quick_run):
 def test_the_gpu_mode_runs_without_ray_mlflow_or_pydantic(tmp_path):
     """`--gpu` runs every job in one process (a bare GPU machine has no Ray, MLflow or pydantic);
     its code path, on the CPU at toy scale (mode gpu-check): replicas packed, gap closed reported."""
-    out = tmp_path / "docs" / "benchmarks.md"
+    out = tmp_path / "docs" / "benchmarks" / "fidelity.md"
     probe = (
         "import sys\nfrom benchmarks.fidelity.cli import main\n"
         f"main(['--mode', 'gpu-check', '--out', {str(out)!r}, '--work', {str(tmp_path / 'work')!r}])\n"
@@ -303,7 +303,7 @@ def test_the_text_plan_gives_each_version_its_architecture_and_tokenizer(tmp_pat
 def test_the_text_check_mode_end_to_end(tmp_path):
     """The text modes' code path (text-check: a few hundred tweets) in this process: every row, the
     text section, each model's logits read through its own tokenizer."""
-    out = tmp_path / "docs" / "benchmarks.md"
+    out = tmp_path / "docs" / "benchmarks" / "fidelity.md"
     command = [sys.executable, "-m", "benchmarks.fidelity", "--mode", "text-check", "--local"]
     done = subprocess.run(
         [*command, "--out", str(out), "--work", str(tmp_path / "work")],
@@ -323,7 +323,7 @@ def test_the_text_check_mode_end_to_end(tmp_path):
     baseline = record["baseline"]  # the TF-IDF model on the very same splits, its NFR in the section
     assert (baseline["train_samples"], baseline["old_train_samples"], baseline["eval_samples"]) == (1200, 600, 500)
     assert f"NFR **{100 * baseline['eval_nfr']:.2f} %**" in text
-    assert (out.parent / "fidelity-text-check-scatter.png").exists()
+    assert (out.parent.parent / "results" / "fidelity-text-check-scatter.png").exists()
 
 
 def test_the_fine_tuning_plan_starts_every_new_model_from_the_plain_old_one(tmp_path):
@@ -360,7 +360,7 @@ def test_text_models_started_from_the_old_weights_read_the_old_tokenizer(tmp_pat
 @pytest.mark.bench
 def test_the_fine_tuning_check_mode_end_to_end(tmp_path):
     """The fine-tuning section: both tables from real trainings, the paired table, the scatter."""
-    out = tmp_path / "docs" / "benchmarks.md"
+    out = tmp_path / "docs" / "benchmarks" / "fidelity.md"
     command = [sys.executable, "-m", "benchmarks.fidelity", "--mode", "fine-tuning-check", "--local"]
     done = subprocess.run(
         [*command, "--out", str(out), "--work", str(tmp_path / "work")],
@@ -379,7 +379,7 @@ def test_the_fine_tuning_check_mode_end_to_end(tmp_path):
     text = out.read_text()
     assert "## Fidelity, fine-tuning from the deployed weights: Fashion-MNIST, mlp-small" in text
     assert "| method | ER_new % scratch | NFR % scratch | ER_new % from old |" in text
-    assert (out.parent / "fidelity-fine-tuning-check-scatter.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out.parent.parent / "results" / "fidelity-fine-tuning-check-scatter.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_a_changed_bcwi_tolerance_is_a_new_bcwi_result_and_reuses_every_trained_model(tmp_path):

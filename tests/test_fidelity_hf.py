@@ -49,7 +49,7 @@ def test_the_hf_plan_fine_tunes_the_pretrained_encoder_with_its_recipe_on_a_text
 def run_check_mode(mode: str, tmp_path: Path) -> tuple[Path, dict]:
     """`python -m benchmarks.fidelity --mode MODE --local` in a process of its own (nothing it sets stays
     in the test session): the section's file and the results record."""
-    out = tmp_path / "docs" / "benchmarks.md"
+    out = tmp_path / "docs" / "benchmarks" / "fidelity.md"
     command = [sys.executable, "-m", "benchmarks.fidelity", "--mode", mode, "--local"]
     done = subprocess.run(
         [*command, "--out", str(out), "--work", str(tmp_path / "work")],
@@ -107,7 +107,7 @@ def test_the_adapter_check_mode_end_to_end(tmp_path):
 def test_the_adapter_cost_table_puts_each_way_beside_its_plain_update_flips():
     """adapter_cost's report: full fine-tuning's row takes its cost and adapter_flips' "full fine-tuning"
     scores; each LoRA rate's row the LoRA cost and that rate's scores, each mean ± std in %."""
-    from benchmarks.adapter_cost import report
+    from benchmarks.quality.adapter_cost import report
 
     cost = {"samples_per_s": 20.0, "peak_rss_mib": 2000.0, "parameters": 100, "trainable": 100}
     cost |= {"optimizer_state_mib": 1.0, "own_weights_mib": 1.0, "checkpoint_mib": 1.0}
@@ -125,7 +125,7 @@ def test_the_adapter_cost_table_puts_each_way_beside_its_plain_update_flips():
         "val_er_new": [er - 0.01, 0.0],
     }
     flips = {
-        "command": "python -m benchmarks.adapter_flips --seeds 3 --rates 0.0005 0.002",
+        "command": "python -m benchmarks.quality.adapter_flips --seeds 3 --rates 0.0005 0.002",
         "date": "2026-12-01",
         "seeds": 3,
         "n_eval": 2000,
@@ -148,7 +148,7 @@ def test_the_adapter_cost_table_puts_each_way_beside_its_plain_update_flips():
 
 def test_adapter_flips_scores_a_seed_by_hand():
     """ER_old, ER_new and NFR on eval, ER_old and ER_new on val, from one-hot logits."""
-    from benchmarks.adapter_flips import scores
+    from benchmarks.quality.adapter_flips import scores
 
     onehot = lambda ids: np.eye(3, dtype=np.float32)[ids]  # noqa: E731
     labels = {"eval": np.array([0, 1, 2, 0]), "val": np.array([1, 1])}
@@ -161,7 +161,7 @@ def test_adapter_flips_scores_a_seed_by_hand():
 def test_adapter_flips_plans_each_lora_rate_apart_and_reuses_the_modes_plain_models(tmp_path):
     """The adapter rate's ways are the mode's own plain models; another rate gets models of its own,
     with the same seed and data and that rate."""
-    from benchmarks.adapter_flips import lora_plain
+    from benchmarks.quality.adapter_flips import lora_plain
 
     mode = MODES["hf-minilm-lora"]
     plan = trainings.Planner(mode, tmp_path)

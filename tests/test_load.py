@@ -3,7 +3,7 @@
 `congruent compare` computes them, and `congruent status` showing jobs waiting in Ray's queue.
 
 CI runs the small load (one model: 4 jobs, one of them a duplicate submission) with the worker
-node's raylet killed. `python -m benchmarks.reliability --load` sets CONGRUENT_LOAD=full: three
+node's raylet killed. `python -m benchmarks.code.reliability --load` sets CONGRUENT_LOAD=full: three
 models (10 jobs), once without a fault and once with each fault."""
 
 import json

@@ -129,7 +129,7 @@ def _run(label: str, images: int, peak: float, limit: float | None) -> dict:
 
 
 def test_the_memory_cap_benchmark_reports_the_peaks_growth_against_its_target():
-    from benchmarks.memory_cap import report
+    from benchmarks.streaming.memory_cap import report
 
     results = {
         "date": "2026-11-27",
@@ -343,7 +343,7 @@ def test_preflight_of_a_streamed_tree_with_image_size_starts_no_ray(tmp_path):
 def test_the_capped_benchmarks_json_keeps_its_values_and_a_sample_per_line():
     import json
 
-    from benchmarks.memory_cap import results_json
+    from benchmarks.streaming.memory_cap import results_json
 
     results = {"runs": [{"label": "base", "peak_bytes": 5, "samples": [[0.5, 10, 9], [1.25, 12, 11], [2.0, 3e9, 7]]}]}
     text = results_json(results)

@@ -150,7 +150,7 @@ def test_compiled_training_learns_like_eager(fashion_mnist):
 
 @pytest.mark.bench
 def test_the_gpu_benchmark_runs_every_measure_on_the_cpu(tmp_path):
-    """benchmarks/gpu_throughput.py is prepared here and run on a bare GPU machine: its --quick mode
+    """benchmarks/performance/gpu_throughput.py is prepared here and run on a bare GPU machine: its --quick mode
     runs every measure (hand loop, trainer, ELODI student with stacked and one-at-a-time teachers,
     replicas as processes and packed)."""
     import json
@@ -160,7 +160,15 @@ def test_the_gpu_benchmark_runs_every_measure_on_the_cpu(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.gpu_throughput", "--quick", "--skip-compile", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.performance.gpu_throughput",
+            "--quick",
+            "--skip-compile",
+            "--out",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=900,

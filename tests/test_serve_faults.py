@@ -2,7 +2,7 @@
 sending while (1) the MLflow server is down for 15 s: serving goes on, and the pairs of that time are
 kept and written once it is back; (2) a replica is killed (the candidate's, the ledger's, the
 champion's, in turn): what each costs in failed requests and lost pairs is counted and recorded for
-docs/reliability.md (benchmarks/reliability.py)."""
+docs/reliability.md (benchmarks/code/reliability.py)."""
 
 from __future__ import annotations
 

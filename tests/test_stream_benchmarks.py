@@ -3,7 +3,7 @@ its docs section; no Ray, no training."""
 
 
 def test_the_streaming_benchmark_reports_each_ratio_and_the_text_target():
-    from benchmarks.streaming import report
+    from benchmarks.streaming.throughput import report
 
     def row(data, training, path, rate, first, whole):
         return {
@@ -37,7 +37,7 @@ def test_the_streaming_benchmark_reports_each_ratio_and_the_text_target():
 
 
 def test_the_stream_teachers_benchmark_reports_each_path_against_todays_pool():
-    from benchmarks.stream_teachers_report import IN_TASK, PLAIN, report
+    from benchmarks.streaming.teachers_report import IN_TASK, PLAIN, report
 
     def row(path, rate, first, sent=None):
         extra = {} if sent is None else {"bytes_per_request": sent}
@@ -80,7 +80,7 @@ def test_the_stream_teachers_benchmark_reports_each_path_against_todays_pool():
 
 
 def test_the_stream_fidelity_benchmark_says_whether_the_paths_differ_within_noise():
-    from benchmarks.stream_fidelity import report
+    from benchmarks.streaming.fidelity import report
 
     seeds = [
         {"seed": 0, "in memory": 0.20, "streamed": 0.21},

@@ -320,7 +320,7 @@ def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_pa
     assert v2.n_eval == v1.n_eval and v2.fingerprint == v1.fingerprint
     # two one-epoch models (v2 at 48.8 % ER and 18.5 % NFR with the shards' seeded order since issue 49):
     # the bounds say v2 learned (the largest class is 42 % of the tweets) and its flips were counted on
-    # real predictions; ELODI's targets are the fidelity tables' (docs/benchmarks.md)
+    # real predictions; ELODI's targets are the fidelity tables' (docs/benchmarks/fidelity.md)
     assert 0 <= v2.metrics["vs_old"]["nfr"] < 0.25 and v2.metrics["error_rate"] < 0.55
     from ray.util.state import list_tasks
 

@@ -273,7 +273,7 @@ def test_text_linear_trained_with_its_defaults_gives_the_same_predictions_whatev
     accuracy = (linear[0] == splits.eval.labels).float().mean().item()
     assert accuracy > 0.6  # it learned: 3 classes, the largest ~45 % of tweets
     differ = int((linear[0] != linear[1]).sum())
-    assert differ <= 10  # 1 %; on all 27k training tweets 0.4 % (docs/benchmarks.md, baselines)
+    assert differ <= 10  # 1 %; on all 27k training tweets 0.4 % (docs/benchmarks/quality.md, baselines)
     assert int((bags[0] != bags[1]).sum()) > differ
 
 

@@ -98,7 +98,7 @@ def test_a_file_that_cannot_be_written_is_dropped_with_one_warning(monkeypatch, 
 
 
 def test_the_token_cache_benchmark_reports_its_figures_and_a_failed_run():
-    from benchmarks.token_cache_cap import in_memory_bytes, report
+    from benchmarks.streaming.token_cache_cap import in_memory_bytes, report
 
     assert in_memory_bytes(10, 600) == 10 * 128 * 4 + 10 * 57 + 600
     results = {

@@ -1,7 +1,7 @@
-"""benchmarks/walk.py's counting, on walks written by hand: what is a climb back up and what is a
+"""benchmarks/code/walk.py's counting, on walks written by hand: what is a climb back up and what is a
 return for a decision once the plan is made."""
 
-from benchmarks.walk import is_decision, summarise
+from benchmarks.code.walk import is_decision, summarise
 
 
 def test_a_walk_counts_steps_climbs_against_the_imports_and_returns_after_the_plan():
@@ -38,7 +38,7 @@ def test_a_reader_returns_to_a_room_left_on_coming_back_to_it_not_on_a_function_
     """run → preflight → store, back to preflight (a return to a room left), → registry, back to
     preflight (another); a second call of store's function is not followed; run gets the plan back
     (its room left too: a third)."""
-    from benchmarks.walk import rooms_revisited
+    from benchmarks.code.walk import rooms_revisited
 
     moves = [
         ["call", 1, "preflight", "planning.preflight", "commands.run"],
@@ -59,7 +59,7 @@ def test_a_reader_returns_to_a_room_left_on_coming_back_to_it_not_on_a_function_
 def test_the_walk_starts_at_run_args_what_the_command_line_does_before_is_not_followed():
     """cli builds its parser (each command's `register`: back in run.py's room each time) before it
     calls run(args): only the moves inside that call count."""
-    from benchmarks.walk import rooms_revisited
+    from benchmarks.code.walk import rooms_revisited
 
     parser = [
         ["call", 1, "compare.py:1:register", "commands.compare", "cli"],

@@ -1,4 +1,4 @@
-"""python -m benchmarks.fidelity [--quick|--full] [--seeds N] [--out docs/benchmarks.md]"""
+"""python -m benchmarks.fidelity [--quick|--full] [--seeds N] [--out docs/benchmarks/fidelity.md]"""
 
 from benchmarks.fidelity.cli import main
 

@@ -26,9 +26,9 @@ import torch
 from benchmarks.fidelity import trainings
 from benchmarks.fidelity.execute import load_logits, run_plan, run_plan_local, start_local_ray
 from benchmarks.fidelity.modes import MODES, Mode, set_name
-from benchmarks.fidelity.report import data_name, heading, scatter, section_body
+from benchmarks.fidelity.report import data_name, heading, kept_copy, plot_name, results_name, scatter, section_body
 from benchmarks.fidelity.results import merge, results
-from benchmarks.report import write_section
+from benchmarks.report import link, page, results_beside, write_section
 from workers.tasks.resolve import cached_splits
 
 
@@ -80,7 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="RESULTS_JSON",
         help="write one table from several runs' results.json (each its own seeds), training nothing",
     )
-    parser.add_argument("--out", default="docs/benchmarks.md", help="markdown file to write the section into")
+    parser.add_argument("--out", default=page("fidelity"), help="markdown file to write the section into")
     parser.add_argument("--work", default="benchmark-output/fidelity", help="cache of trained models and logits")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="Ray CPUs (tasks at once)")
     return parser.parse_args(argv)
@@ -141,8 +141,9 @@ def main(argv: list[str] | None = None) -> dict:
     work = Path(args.work) / mode.name
     if args.merge:
         record = merged([json.loads(Path(path).read_text()) for path in args.merge], args)
-        target = Path(args.out).parent / f"fidelity-{mode.name}-results.json"  # beside the section it backs
+        target = results_beside(Path(args.out)) / results_name(mode.name)  # with the results of its page
         record["results_path"] = str(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(record, indent=1, default=_plain))
         return write_report(record, Path(args.out), work, mode, record["seeds"])
     if args.report_only:
@@ -176,7 +177,7 @@ def main(argv: list[str] | None = None) -> dict:
         **evaluate(layout),
     }
     if mode.text:  # the model a user would ship instead, on the same splits (issue 36)
-        from benchmarks.baselines import baseline
+        from benchmarks.quality.baselines import baseline
 
         record["baseline"] = baseline(
             "text",
@@ -220,24 +221,23 @@ def merged(records: list[dict], args: argparse.Namespace) -> dict:
 
 
 def write_report(record: dict, out: Path, work: Path, mode: Mode, seeds: int) -> dict:
-    """The section in `out` (docs/benchmarks.md) and the ER–NFR scatter beside it (skipped, with a
-    note, where matplotlib is missing: a bare GPU machine)."""
-    plot_name = ""
+    """The section in `out` (docs/benchmarks/fidelity.md) and the ER–NFR scatter in the results folder
+    beside its page (skipped, with a note, where matplotlib is missing: a bare GPU machine)."""
+    plot_link = ""
     try:
-        name = "fidelity-scatter.png" if mode.name in ("default", "quick") else f"fidelity-{mode.name}-scatter.png"
         plot = scatter(
             record["eval"]["table"],
-            out.parent / name,
+            results_beside(out) / plot_name(mode.name),
             f"{data_name(record['mode'])}, {seeds} seed(s), eval split: ER vs NFR (mean ± std)",
             record["eval"].get("from_old", ()),
         )
-        plot_name = plot.name
+        plot_link = link(plot, out)
     except ImportError as e:
         print(
             f"no plot ({e}); draw it later: python -m benchmarks.fidelity --mode {mode.name} --report-only",
             file=sys.stderr,
         )
-    write_section(out, heading(record["mode"]), section_body(record, plot_name))
+    write_section(out, heading(record["mode"]), section_body(record, plot_link, kept_copy(record, out)))
     for check in record["eval"]["verdicts"]:
         print(
             f"{check['row']}: {check['target']}: {check['value']:.2f} {check['unit']} "

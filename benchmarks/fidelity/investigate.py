@@ -1,6 +1,6 @@
 """Why ELODI lands where it does: variants of ELODI (both ends) scored on the val split only.
 
-    python -m benchmarks.fidelity.investigate [--quick | --mode MODE] [--seeds 1] [--out docs/benchmarks.md]
+    python -m benchmarks.fidelity.investigate [--quick | --mode MODE] [--seeds 1] [--out docs/benchmarks/fidelity.md]
 
 Each variant changes one setting of the mode (default: `default`; α, the students' epochs, K, m, K chosen by the
 student's logits instead of the teacher ensemble's, text: unlabelled texts the students also distil on, the
@@ -32,7 +32,7 @@ from benchmarks.fidelity import trainings
 from benchmarks.fidelity.execute import load_logits, run_plan, start_local_ray
 from benchmarks.fidelity.modes import MODES, Mode
 from benchmarks.fidelity.results import ensemble, mean_std
-from benchmarks.report import write_section
+from benchmarks.report import markdown_table, page, write_section
 from workers.metrics import error_rate, negative_flip_rate
 from workers.tasks.resolve import cached_splits
 
@@ -92,13 +92,16 @@ def fd_scores(mode: Mode, folder: Path, seeds: int, labels: np.ndarray) -> dict[
 
 
 def fd_markdown(table: dict[str, dict]) -> str:
-    lines = ["| FD variant | ER_new % | NFR % | NFR / none |", "|---|---|---|---|"]
-    lines += [
-        f"| {name} | {100 * v['er_new'][0]:.2f} ± {100 * v['er_new'][1]:.2f} | {100 * v['nfr'][0]:.2f} ± "
-        f"{100 * v['nfr'][1]:.2f} | {v['nfr_vs_none'][0]:.2f} |"
+    rows = [
+        [
+            name,
+            f"{100 * v['er_new'][0]:.2f} ± {100 * v['er_new'][1]:.2f}",
+            f"{100 * v['nfr'][0]:.2f} ± {100 * v['nfr'][1]:.2f}",
+            f"{v['nfr_vs_none'][0]:.2f}",
+        ]
         for name, v in table.items()
     ]
-    return "\n".join(lines)
+    return markdown_table(["FD variant", "ER_new %", "NFR %", "NFR / none"], rows)
 
 
 def variant_mode(mode: Mode, change: dict[str, Any]) -> Mode:
@@ -182,16 +185,23 @@ def section_heading(mode: Mode) -> str:
 
 def markdown(command: str, table: dict[str, dict], seeds: int, wall_s: float, mode: Mode, fd: dict[str, dict]) -> str:
     base, base_m = next(iter(table.values())), mode.m
-    lines = [
-        "| variant | ER_new % | NFR % | NFR / none | NFR / paragon | new ≠ its ensemble % | steps clipped % |",
-        "|---|---|---|---|---|---|---|",
-    ]
     pct = lambda v: f"{100 * v[0]:.2f} ± {100 * v[1]:.2f}"  # noqa: E731
-    for name, v in table.items():
-        lines.append(
-            f"| {name} | {pct(v['er_new'])} | {pct(v['nfr'])} | {v['nfr_vs_none'][0]:.2f} | "
-            f"{v['nfr_vs_paragon'][0]:.2f} | {pct(v['teacher_gap'])} | {100 * v['clipped'][0]:.0f} |"
-        )
+    headers = ["variant", "ER_new %", "NFR %", "NFR / none", "NFR / paragon", "new ≠ its ensemble %", "steps clipped %"]
+    variants = markdown_table(
+        headers,
+        [
+            [
+                name,
+                pct(v["er_new"]),
+                pct(v["nfr"]),
+                f"{v['nfr_vs_none'][0]:.2f}",
+                f"{v['nfr_vs_paragon'][0]:.2f}",
+                pct(v["teacher_gap"]),
+                f"{100 * v['clipped'][0]:.0f}",
+            ]
+            for name, v in table.items()
+        ],
+    )
     return f"""Command: `{command}`, {time.strftime("%Y-%m-%d")}, {seeds} seed(s), wall time {wall_s / 60:.1f} min.
 Val split only (the benchmark's eval numbers are not used to choose anything). Each variant changes
 one setting of ELODI (both ends) in the `{mode.name}` mode; replicas and plain models are the benchmark's.
@@ -199,7 +209,7 @@ For reference on the same split: no treatment ER_new {pct(base["none_er_new"])} 
 {pct(base["none_nfr"])} %; paragon ({base_m}×) ER_new {pct(base["paragon_er_new"])} %, NFR {pct(base["paragon_nfr"])} %
 (the m = 8 row is compared with the 8× paragon).
 
-{chr(10).join(lines)}
+{variants}
 
 {findings(table)}
 """ + (
@@ -221,7 +231,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--no-fd", action="store_true", help="skip the FD α variants")
-    parser.add_argument("--out", default="docs/benchmarks.md")
+    parser.add_argument("--out", default=page("fidelity"))
     parser.add_argument("--work", default="benchmark-output/fidelity")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args(argv)

@@ -10,7 +10,7 @@ from workers.models.adapters import LoraSettings
 from workers.models.hf import MINILM_DIR
 from workers.training.losses import LdiReduction, TopKBy
 
-# text sets by name: the built-in tweets, and the tables `make` installs (benchmarks/baselines_grid.py)
+# text sets by name: the built-in tweets, and the tables `make` installs (benchmarks/quality/baselines_grid.py)
 TEXT_SETS = ("tweet-sentiment", "reuters-r8", "20newsgroups")
 
 
@@ -139,7 +139,7 @@ HF_MINILM = Mode(
     max_length=128,
     val_fraction=0.02,  # 615 val tweets: each epoch's validation of 2,993 cost more than 500 tweets' training
     # ELODI's students distil with LDI alone (α 1) on 4× their slice's texts, the 3× after it unlabelled: on
-    # val (3 seeds, docs/benchmarks.md "ELODI variants on the val split (hf-minilm)") this closed ~106 % of
+    # val (3 seeds, docs/benchmarks/fidelity.md "ELODI variants on the val split (hf-minilm)") this closed ~106 % of
     # the gap at 3.6 pt lower ER, where α 0.8 on the labelled slice alone closed ~17 %
     alpha=1.0,
     elodi_inputs=4,
@@ -147,7 +147,7 @@ HF_MINILM = Mode(
 # the same with every model a LoRA adapter (the default: r8 α16 on query and value) at the adapter
 # recipe's rate, beside a row of the plain models fully fine-tuned: what adapters cost in ER and NFR.
 # ELODI's replicas are adapters on one frozen base; BCWI interpolates the adapter and head. Not yet run
-# whole (42 models: about 3 h on 2 CPU cores); benchmarks/adapter_flips.py trains its plain models
+# whole (42 models: about 3 h on 2 CPU cores); benchmarks/quality/adapter_flips.py trains its plain models
 HF_MINILM_LORA = replace(
     HF_MINILM,
     name="hf-minilm-lora",

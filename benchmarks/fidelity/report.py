@@ -1,4 +1,4 @@
-"""The fidelity section of docs/benchmarks.md and its ER–NFR scatter plot, from the results record."""
+"""The fidelity section of docs/benchmarks/fidelity.md and its ER–NFR scatter plot, from the results record."""
 
 from __future__ import annotations
 
@@ -6,17 +6,33 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.baselines_grid import short_name
 from benchmarks.fidelity.modes import set_name
 from benchmarks.fidelity.trainings import VERSIONS
-from benchmarks.report import markdown_table
+from benchmarks.quality.baselines_grid import short_name
+from benchmarks.report import markdown_table, results_beside
 
 SECTION = "## Fidelity, small scale (CPU): the papers' ER/NFR ordering on Fashion-MNIST"
 GPU_SECTION = "## Fidelity at GPU scale: resnet20 on full Fashion-MNIST"
 
 
+def plot_name(mode_name: str) -> str:
+    """The file name of a mode's ER–NFR scatter in the results folder."""
+    return "fidelity-scatter.png" if mode_name in ("default", "quick") else f"fidelity-{mode_name}-scatter.png"
+
+
+def results_name(mode_name: str) -> str:
+    """The file name of a mode's results record in the results folder (what --merge writes, or a copy)."""
+    return f"fidelity-{mode_name}-results.json"
+
+
+def kept_copy(record: Mapping[str, Any], page: Path) -> str:
+    """The copy of `record`'s results file kept beside `page` (docs/results/), where there is one."""
+    copy = results_beside(page) / results_name(record["mode"]["name"])
+    return str(copy) if copy.exists() and str(copy) != record["results_path"] else ""
+
+
 def heading(mode: Mapping[str, Any]) -> str:
-    """The docs/benchmarks.md section a mode's results go to: GPU scale next to the CPU's small scale,
+    """The docs/benchmarks/fidelity.md section a mode's results go to: GPU scale next to the CPU's small scale,
     one section per text architecture pair, one per fine-tuning table."""
     if mode.get("fine_tuning"):
         return f"## Fidelity, fine-tuning from the deployed weights: {data_name(mode)}"
@@ -288,7 +304,7 @@ def scatter(
 
 def baseline_line(record: Mapping[str, Any]) -> str:
     """The text modes' reference: what the TF-IDF + logistic-regression baseline scores on the same
-    splits (benchmarks/baselines.py `baseline`), as a paragraph; '' where the run has none."""
+    splits (benchmarks/quality/baselines.py `baseline`), as a paragraph; '' where the run has none."""
     b = record.get("baseline")
     if not b:
         return ""
@@ -300,8 +316,8 @@ def baseline_line(record: Mapping[str, Any]) -> str:
     )
 
 
-def section_body(record: Mapping[str, Any], plot_name: str) -> str:
-    """The markdown under SECTION (without the heading)."""
+def section_body(record: Mapping[str, Any], plot_link: str, copy: str = "") -> str:
+    """The markdown under SECTION (without the heading); `copy`: where a copy of the results file is kept."""
     mode, test = record["mode"], record["eval"]
     none = next(e for e in test["table"] if e["method"] == "none")
     seeds = len(none["per_seed"])  # the seeds whose models were trained (a deadline may stop a run)
@@ -358,6 +374,7 @@ replicas; m = 1 distils one replica), over {min(seeds, record["curve_seeds"])} s
         else ""
     )
     reference = baseline_line(record)
+    kept = f" (a copy: {copy})" if copy else ""
     return f"""Command: `{record["command"]}` on {record["cpus"]} CPU cores ({machine},
 {record["device"]}), {record["date"]}: {invocation_lines(record["invocations"])}.
 
@@ -378,7 +395,7 @@ Targets (computed from the means above):
 
 {fine_tuning_markdown(test) if "from_old" in test else ""}
 
-{"![ER–NFR scatter](" + plot_name + ")" if plot_name else ""}
+{"![ER–NFR scatter](" + plot_link + ")" if plot_link else ""}
 
-{chain}{curve}The same numbers on the val split (for any tuning) are in `{record["results_path"]}`.
+{chain}{curve}The same numbers on the val split (for any tuning) are in `{record["results_path"]}`{kept}.
 """
