@@ -31,7 +31,7 @@ demo-text: install system-data
 	$(BIN)/congruent demo --text
 
 # Everything but the `bench` tests (benchmark modes and demos end to end: `make test-bench`, which CI
-# runs after this); the 25 slowest tests and the suite's wall time at the end (README: how long, and why).
+# runs after this); the 25 slowest tests and the suite's wall time at the end (docs/guide/testing.md).
 test: install system-data system-services lint
 	@start=$$(date +%s); $(BIN)/python -m pytest -q -m "not bench" -n 2 --dist loadfile --durations=25; status=$$?; \
 	  echo "make test: pytest took $$(( $$(date +%s) - start )) s of wall time"; exit $$status
