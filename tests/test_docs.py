@@ -1,5 +1,6 @@
 """The generated docs are in step with the code."""
 
+import re
 from pathlib import Path
 
 from pipelines.reference import reference, type_name
@@ -29,3 +30,24 @@ def test_cli_reference_is_generated_from_the_current_parsers():
     assert committed == cli_reference(), "regenerate: python -m orchestrator.cli_reference > docs/cli-reference.md"
     for flag in ("`--json`", "`--out` OUT", "`--ray-address` HOST:PORT", "`--quiet`", "`--env-from-here`"):
         assert flag in committed
+
+
+def without_link_targets(markdown: str) -> str:
+    """`markdown` with every link's target removed: what a reader reads, wherever the links point."""
+    return re.sub(r"\]\([^)]*\)", "]()", markdown)
+
+
+def test_readme_is_a_front_page_that_the_sites_home_mirrors():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200, "the README is a front page: the rest belongs in docs/"
+    home = (ROOT / "docs" / "index.md").read_text()
+    assert without_link_targets(home) == without_link_targets(readme), (
+        "docs/index.md is the README with its links relative to docs/: copy the README's change there"
+    )
+
+
+def test_the_readmes_pins_are_pyprojects():
+    pins = re.findall(r"([a-z0-9_-]+(?:\[[a-z,]+\])?==[0-9][0-9a-z.]*)", (ROOT / "README.md").read_text())
+    assert pins, "the README names the main pins"
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert [pin for pin in pins if f'"{pin}"' not in pyproject] == []

@@ -48,7 +48,7 @@ def test_an_image_declaring_too_many_pixels_is_refused_from_its_header_without_d
     with pytest.raises(RequestError, match=r"input 0: 25,000,000 pixels; at most 16,777,216 \(--max-image-pixels\)"):
         parse_predict(body(base64.b64encode(png_header(5000, 5000)).decode()), "image", limits)
     # past what PIL opens at all (2 × its MAX_IMAGE_PIXELS): 900 million pixels in a 45-byte header
-    assert len(png_header(30_000, 30_000)) == 45  # the size the README and the record give
+    assert len(png_header(30_000, 30_000)) == 45  # the size docs/guide/serve.md and the record give
     with pytest.raises(RequestError, match="input 0: more pixels than PIL opens; at most 16,777,216"):
         parse_predict(body(base64.b64encode(png_header(30_000, 30_000)).decode()), "image", limits)
     assert image_pixels(small) == 784

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         f"  MLflow UI: mlflow ui --backend-store-uri {uri}\n"
         f"  predictions (.npy for congruent compare): {out}/v*/predictions/\n"
         f"  serve v1 as the champion with v{results[-1].registered_version} ({results[-1].version}) shadowed on live "
-        f'requests (README, "Flips on live traffic"):\n'
+        f"requests (docs/guide/serve.md):\n"
         f"    congruent promote {model} {results[0].registered_version} --max-nfr 0 && "
         f"congruent serve {model} --shadow {results[-1].registered_version}"
     )

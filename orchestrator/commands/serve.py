@@ -1,7 +1,7 @@
 """`congruent serve MODEL [--shadow VERSION|ALIAS | --canary VERSION|ALIAS --max-nfr F] ...`: the
 model's champion behind one HTTP endpoint on Ray Serve, a candidate shadowed on a fraction of the
 requests, or a canary answering a fraction of the ids (withdrawn or promoted on its live NFR), their
-answers in the serving session's live ledger (README, "Serving")."""
+answers in the serving session's live ledger (docs/guide/serve.md)."""
 
 from __future__ import annotations
 
