@@ -13,7 +13,7 @@ CREDENTIALS_FROM_FILE = "CONGRUENT_CREDENTIALS_FROM_FILE"  # set where they came
 # How a worker's memory allocators keep what they free, where a worker's reading threads hand
 # batches (Arrow's shuffle buffer, numpy) to its training thread: glibc with 2 arenas instead of 8
 # per core, and Arrow through glibc instead of its own mimalloc pool, which keeps freed pages. With
-# the defaults, a capped run's replicas grew past their limit (docs/benchmarks.md "Data larger than
+# the defaults, a capped run's replicas grew past their limit (docs/benchmarks/streaming.md "Data larger than
 # its memory limit"). The environment's own values win.
 WORKER_ALLOCATORS = {"MALLOC_ARENA_MAX": "2", "ARROW_DEFAULT_MEMORY_POOL": "system"}
 

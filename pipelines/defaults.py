@@ -2,10 +2,10 @@
 field out. A spec's own values win; the resolved values are part of the spec from then on (its
 hash, the MLflow params of every run, each training's `train.*` params).
 
-The built-in recipes were chosen by measurement on the built-in data (`python -m benchmarks.baselines
+The built-in recipes were chosen by measurement on the built-in data (`python -m benchmarks.quality.baselines
 --part sweep`: each candidate trained once, scored on the validation split), and checked against
 the baseline a user would pick instead (`--part table`, 3 seeds on the regression-eval split):
-docs/spec-reference.md ("Defaults of each architecture") and docs/benchmarks.md ("Baselines") have
+docs/spec-reference.md ("Defaults of each architecture") and docs/benchmarks/quality.md ("Baselines") have
 the figures. Imports no torch.
 """
 
@@ -56,7 +56,7 @@ RECIPES: dict[str, Recipe] = {
     "resnet8": Recipe("sgd", 0.1, 5e-4, 10),
     "resnet20": Recipe("sgd", 0.05, 5e-4, 10),
     "resnet32": Recipe("sgd", 0.05, 5e-4, 10),  # resnet20's (not swept)
-    # swept on 1000 images (benchmarks/baselines.py says why): batch 32 for 4× the steps of 128
+    # swept on 1000 images (benchmarks/quality/baselines.py says why): batch 32 for 4× the steps of 128
     "resnet18": Recipe("sgd", 0.05, 5e-4, 10, 32),
     "resnet34": Recipe("sgd", 0.05, 5e-4, 10, 32),  # resnet18's (not swept)
     "resnet50": Recipe("sgd", 0.05, 5e-4, 10, 32),  # resnet18's (not swept)
@@ -75,7 +75,7 @@ RECIPES: dict[str, Recipe] = {
 # chosen by the sweep on the installed MiniLM over three text sets (2e-5 … 2e-4 at BERT's 3 epochs: the
 # highest won on each; on their 1,000–2,000-sample slices a run is about 95–190 steps, and BERT-base's
 # 2e-5 to 5e-5 barely moves a 6-layer model in that many; then 6 epochs at 2e-4: mean val ER 17.2 %
-# against 21.3 %, 20NG's 1,000 posts 23.4 % against 34.1 %; docs/benchmarks.md, "Baselines").
+# against 21.3 %, 20NG's 1,000 posts 23.4 % against 34.1 %; docs/benchmarks/quality.md, "Baselines").
 HF = Recipe(
     "adamw", 2e-4, 0.01, 6, 32, warmup_epochs=0.3, schedule="linear", weight_decay_on="weights", max_grad_norm=1.0
 )
@@ -85,8 +85,8 @@ HF = Recipe(
 # paper's RoBERTa-base rate (Hu et al. 2022: 4e-4 to 5e-4, over thousands of steps) left MiniLM never
 # predicting one of the tweets' three classes after 96 steps on 500 of them (val ER 39.8-40.7 %, full
 # fine-tuning 29.9-32.0 %). At 2e-3 the new model's val ER is full fine-tuning's (28.24 against 28.62 %;
-# eval 29.05 against 27.75 %, NFR 5.93 against 7.23 %): `python -m benchmarks.adapter_flips`, 3 seeds,
-# the tweets only (docs/benchmarks.md, "LoRA adapters against full fine-tuning").
+# eval 29.05 against 27.75 %, NFR 5.93 against 7.23 %): `python -m benchmarks.quality.adapter_flips`, 3 seeds,
+# the tweets only (docs/benchmarks/quality.md, "LoRA adapters against full fine-tuning").
 HF_ADAPTER = replace(HF, lr=2e-3)
 
 

@@ -43,8 +43,8 @@ FINE_TUNING = """## Settings for fine-tuning (`init`)
 
 Fine-tuning needs no settings of its own: keep the architecture's learning rate from scratch and the
 cosine schedule over the same epochs, without warm-up (`warmup_epochs: auto` adds none for plain
-training). Measured with `python -m benchmarks.fine_tuning` (3 seeds, no treatment, new model from
-the old version's weights, `init: old`, against the same model from scratch; docs/benchmarks.md,
+training). Measured with `python -m benchmarks.fidelity.fine_tuning` (3 seeds, no treatment, new model from
+the old version's weights, `init: old`, against the same model from scratch; docs/benchmarks/fidelity.md,
 "Fine-tuning from the deployed weights"):
 
 | data, arch | start | lr | ER % | NFR % against old |
@@ -64,9 +64,10 @@ the old version's weights, `init: old`, against the same model from scratch; doc
   model's (at 1/5 of the rate its ER is above the model from scratch on both data sets). Lower it only when
   flips matter more than the accuracy gain, and gate the result (`promote`).
 - Every method from either start is the fidelity benchmark's fine-tuning table
-  (`python -m benchmarks.fidelity --mode fine-tuning` and `--mode fine-tuning-text`, 3 seeds; docs/benchmarks.md,
-  "Reading the fine-tuning tables"). KD toward the old model, from its weights, flips least: 0.85 % on
-  Fashion-MNIST and 0.98 % on tweets, against 1.94 % and 3.42 % for plain fine-tuning, at ER +3.3 and +1.2 pt.
+  (`python -m benchmarks.fidelity --mode fine-tuning` and `--mode fine-tuning-text`, 3 seeds;
+  docs/benchmarks/fidelity.md, "Reading the fine-tuning tables"). KD toward the old model, from its
+  weights, flips least: 0.85 % on Fashion-MNIST and 0.98 % on tweets, against 1.94 % and 3.42 % for
+  plain fine-tuning, at ER +3.3 and +1.2 pt.
   ELODI's replicas, all fine-tuned from one model, hardly differ, and ELODI from the old weights flips about as
   much as plain fine-tuning (1.97 % and 3.87 %).
 - `freeze: backbone` trains the head alone (the trainable count is logged per training); the head of
@@ -205,10 +206,11 @@ def architecture_defaults() -> str:
         "## Defaults of each architecture\n\n"
         "What `train:` holds where a spec leaves a field out (`pipelines/defaults.py`); the spec's own values win, "
         "and the resolved values are the spec's from then on: its hash, the MLflow params of its run and of each "
-        "training. Chosen by `python -m benchmarks.baselines --part sweep` (each candidate trained once with the "
+        "training. Chosen by `python -m benchmarks.quality.baselines --part sweep` (each candidate trained once "
+        "with the "
         "architecture's epochs on the built-in data, tweets or Fashion-MNIST, and hf: also on Reuters R8 and 20 "
         "Newsgroups, scored on the validation split; the lowest validation ER, mean over the sets, wins) and "
-        "checked against the baseline a user would pick instead (docs/benchmarks.md, "
+        "checked against the baseline a user would pick instead (docs/benchmarks/quality.md, "
         '"Baselines"). An ELODI student warms up at least 1 epoch whatever its architecture (`warmup_epochs: '
         "auto`, docs/methods.md).\n\n" + "\n".join(rows) + "\n"
     )
@@ -242,7 +244,7 @@ NOT_SWEPT = {
     "hf:DIR": "swept on the installed all-MiniLM-L6-v2 over the three text sets (BERT's schedule, Devlin et al. 2019, "
     "appendix A.3; rates 2e-5 to 2e-4, 3 and 6 epochs)",
     "hf:DIR with adapter": "hf:DIR's recipe at lr 2e-3: two rates tried on the tweets with MiniLM, 3 seeds (the LoRA "
-    "paper's 5e-4 left one class never predicted; benchmarks/adapter_flips.py)",
+    "paper's 5e-4 left one class never predicted; benchmarks/quality/adapter_flips.py)",
     "module:function": "not measured: your own architecture; the CIFAR ResNets' recipe (He et al. 2016)",
 }
 

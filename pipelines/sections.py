@@ -33,7 +33,7 @@ class MethodSpec(_Strict):
         le=64,
         description="replicas in the ensemble (elodi, ensemble); at most 64: each is "
         "a full training with its own checkpoint, and the paragon's NFR levels off by m = 4–8 "
-        "(docs/benchmarks.md)",
+        "(docs/benchmarks/index.md)",
     )
     alpha: float | None = Field(None, ge=0, le=1, description="weight of the distillation term; None: method default")
     k: int = Field(10, ge=1, description="LDI: classes per sample")
@@ -138,8 +138,8 @@ class TrainSpec(_Strict):
         None,
         ge=1,
         description="the deployed model's epochs (the distilled student; the replicas keep `epochs`); null: "
-        "`epochs`. Distillation gains from a longer schedule where plain training does not (docs/benchmarks.md, "
-        '"The demo")',
+        "`epochs`. Distillation gains from a longer schedule where plain training does not "
+        '(docs/benchmarks/quality.md, "The demo")',
     )
     batch_size: int = Field(128, ge=1)
     optimizer: Literal["sgd", "adamw"] = Field(
@@ -204,7 +204,7 @@ class TrainSpec(_Strict):
     compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = Field(
         False,
         description="torch.compile the training step's model (true: mode default); pays on GPUs, "
-        "see docs/benchmarks.md",
+        "see docs/benchmarks/index.md",
     )
     distill_inputs: DistillInputsSpec | None = Field(
         None,

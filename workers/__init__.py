@@ -6,6 +6,6 @@ s3_store, runtime, digests, percent, errors). docs/architecture.md has the table
 
 May import: torch, torchvision, numpy, PIL, boto3 (the S3 store, lazily) and the standard library —
 never ray, mlflow, pydantic, `orchestrator` or `pipelines`. So the whole of workers/ runs on a bare
-GPU machine (benchmarks/gpu_throughput.py, the fidelity benchmark's `--gpu` mode). Importing
+GPU machine (benchmarks/performance/gpu_throughput.py, the fidelity benchmark's `--gpu` mode). Importing
 `workers` or `workers.names` imports no torch.
 """

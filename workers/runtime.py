@@ -14,7 +14,7 @@ import torch
 
 def use_threads(threads: int) -> None:
     """torch intra-op threads for this process: one per CPU the task holds (more than the cores
-    held slows training down: docs/benchmarks.md)."""
+    held slows training down: docs/benchmarks/index.md)."""
     torch.set_num_threads(max(1, int(threads)))
 
 

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"The update {'keeps' if kept else 'does not keep'} the demo's promise — {marks}.")
     if not kept:
-        print('docs/benchmarks.md ("The demo") has the recorded runs of this demo and what they measured.')
+        print('docs/benchmarks/quality.md ("The demo") has the recorded runs of this demo and what they measured.')
     print(
         f"\nWhere to look next:\n"
         f"  report ({data.n_flips} negative flips of v{data.version} to explore): {report}\n"

@@ -13,7 +13,7 @@ split, read, decoded and tokenized on Ray's CPU workers in batches, so no proces
   a file-based `read_*` lists its files in a task of one CPU, which is why the names come from here).
 - **Order** (`StreamedSplit.epoch`): the files in an order seeded by (seed, epoch); a text split's
   shards read INTERLEAVED at a time by one task that mixes one record batch of each into every block
-  it yields (`interleaved_rows`: label-sorted shards train like shuffled ones, docs/benchmarks.md),
+  it yields (`interleaved_rows`: label-sorted shards train like shuffled ones, docs/benchmarks/index.md),
   then a seeded local shuffle buffer of SHUFFLE_ROWS rows, with Ray Data's `preserve_order` on, so a
   rerun with the same seed reads the same batches. A text split reads and tokenizes its shards in its
   first epoch only and keeps the rows for the later ones, each drawn in a permutation of the whole
@@ -188,7 +188,7 @@ class TableSplit(StreamedSplit):
         mixes their record batches (`interleaved_rows`), handed over CHUNK_ROWS at a time and
         shuffled through a buffer of SHUFFLE_ROWS rows (or SHUFFLE_BUFFER batches, if more) here
         (`shuffled_batches`): Ray Data's own local shuffle buffer costs its per-batch overhead at
-        every training batch, about half the first epoch's samples/s (docs/benchmarks.md)."""
+        every training batch, about half the first epoch's samples/s (docs/benchmarks/index.md)."""
         files, reading = self.shards.files, self.reading
         if seed is None:
             encoded = files_dataset(files, None, shard_rows, 1, reading=reading, inputs=inputs)

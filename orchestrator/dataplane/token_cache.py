@@ -1,6 +1,6 @@
 """Token ids kept after a streamed text split's first epoch, so later epochs neither read the shards
 nor tokenize them again (what bounded streamed text at half the in-memory path's speed: the
-readers' tokenizing and Ray Data's hand-over, per sample and per epoch; docs/benchmarks.md).
+readers' tokenizing and Ray Data's hand-over, per sample and per epoch; docs/benchmarks/index.md).
 
 - **What is kept**: the rows of the first epoch as the reading tasks made them — id, token ids cut
   to their length, length, label and text — in an Arrow IPC file (pyarrow) in an unnamed temporary

@@ -115,7 +115,7 @@ def train_candidates(plan: Plan, watch: StageWatch) -> Trained:
             watch.say(bcwi_line(bcwi))
             # scored on its cross-fitted val figures: α picked on one half of val, counted on the
             # other (the whole split's figures at the α picked on it flatter it; the other
-            # candidates were not picked on val, docs/benchmarks.md "Reading the held-out auto runs")
+            # candidates were not picked on val, docs/benchmarks/quality.md "Reading the held-out auto runs")
             assert bcwi.held_out is not None
             seconds += time.perf_counter() - started
             held = bcwi.held_out
@@ -148,7 +148,7 @@ def val_predictions(plan: Plan, scores: list[CandidateScore]) -> SplitPrediction
 
 def measure_val_noise(scores: list[CandidateScore], val: SplitPredictions) -> None:
     """Each candidate's `val_er_se`: the paired standard error of its val ER − no treatment's, the
-    grain at which the val split can tell a candidate's ER cost (docs/benchmarks.md: a val ER change
+    grain at which the val split can tell a candidate's ER cost (docs/benchmarks/index.md: a val ER change
     moved to eval by ±0.6 pt on 4,350 val samples)."""
     for c in scores:
         if c.name != "none":

@@ -16,7 +16,7 @@ the same data with the same seed) at an ER at most 0.3 pt above it. Why 8,000 im
 new MLP overfits, and distilling from v1 regularises it as well as keeping v1's answers (KD at α 0.3:
 NFR 0.50–0.54× no treatment's at −0.21 to −0.45 pt ER on three seeds), where on all 54,000 images every
 method traded ER for flips at about one point for one, and with v1 on only half of v2's 8,000 images
-(a weaker teacher) KD's ER cost came back (+0.38 pt on seed 0; docs/benchmarks.md, "The demo").
+(a weaker teacher) KD's ER cost came back (+0.38 pt on seed 0; docs/benchmarks/quality.md, "The demo").
 `--train-limit` changes the size.
 """
 
@@ -36,7 +36,7 @@ from pipelines.spec import parse_spec
 IMAGE_TRAIN_LIMIT = 8000  # the image demo's training images (v1: about half of them)
 TEXT_TRAIN_LIMIT = None  # the text demo's training tweets: all 27,280 (v1: half of them)
 # the text demo's candidates: the elodi ones took 4× as long (in process, 4 teachers and v1 per batch) and
-# flipped more than bcwi in the probe (0.85× and 0.98× no treatment's, bcwi 0.53×; docs/benchmarks.md)
+# flipped more than bcwi in the probe (0.85× and 0.98× no treatment's, bcwi 0.53×; docs/benchmarks/index.md)
 TEXT_CANDIDATES = ["kd", "fd-lm", "bcwi"]
 
 
@@ -88,7 +88,7 @@ def auto_method(settings: DemoSettings) -> dict[str, Any]:
     method = {"name": "auto", "m": settings.m, "alpha": alpha, "legacy_weight": settings.legacy_weight}
     # the text demo's candidates must beat no treatment's val ER by 0.2 pt: on the tweets every
     # interpolation toward v1 that flips less costs ER, and bcwi's eval ER lands 0.3 pt or so further
-    # above its val ER than no treatment's does (docs/benchmarks.md, the text demo's runs), so a
+    # above its val ER than no treatment's does (docs/benchmarks/index.md, the text demo's runs), so a
     # candidate at no treatment's val ER missed the promise's +0.3 pt on eval in 2 of 4 runs
     text = {"candidates": TEXT_CANDIDATES, "max_er_increase": -0.002}
     return {**method, **text} if settings.text else method
@@ -133,7 +133,7 @@ def demo_specs(settings: DemoSettings, old: str = "v1") -> list[dict[str, Any]]:
 TEXT_ARCH = "text-bag"  # v1 and v2 of the text demo (a text-cnn was neither more accurate nor helped here)
 TEXT_EPOCHS = 5  # v1's and v2's plain trainings in the text demo (text-bag's own); the student distils 3× as long
 # text-bag's rate on the tweets: its default (8) was chosen across three text sets, where longer texts
-# need it; on tweets alone lr 1 was best (validation ER 22.85 % against 24.02 %, docs/benchmarks.md)
+# need it; on tweets alone lr 1 was best (validation ER 22.85 % against 24.02 %, docs/benchmarks/index.md)
 TEXT_LR = 1.0
 
 

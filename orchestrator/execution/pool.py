@@ -72,7 +72,7 @@ class TeacherPool:
     holding the training split (`train_split`), turn into the student's very inputs; on a streamed
     split no actor holds it, and a request is the streamed batch itself (its samples and draws). Unlike
     `ray.util.ActorPool`, which hands an actor new work only after its last result has been
-    consumed, this keeps every actor's queue full while the student trains (docs/benchmarks.md).
+    consumed, this keeps every actor's queue full while the student trains (docs/benchmarks/index.md).
 
     Faults: an actor that dies is restarted by Ray (`max_restarts`), which also replays its queued
     calls (`max_task_retries`); a call that still fails with the actor's death is sent again, the

@@ -24,12 +24,12 @@ TWEET_SENTIMENT_CSV = Path("/usr/share/datasets/tweet-sentiment/aggregatedCorpus
 TEXT_SETS_DIR = Path("/usr/share/datasets/text-sets")
 NEWSGROUPS_CSV = TEXT_SETS_DIR / "20newsgroups" / "20newsgroups.csv"  # 18,821 posts, 20 newsgroups
 REUTERS_R8_CSV = TEXT_SETS_DIR / "reuters-r8" / "reuters-r8.csv"  # 7,674 newswire stories, 8 topics
-# 6,444 tweets of the 2016 US presidential candidates, by author: the held-out set (benchmarks/heldout.py)
+# 6,444 tweets of the 2016 US presidential candidates, by author: the held-out set (benchmarks/quality/heldout.py)
 ELECTION_TWEETS_CSV = TEXT_SETS_DIR / "election-tweets" / "election-tweets.csv"
-# 51,014 lines of Friends' six friends, by speaker: the second held-out set (benchmarks/heldout.py)
+# 51,014 lines of Friends' six friends, by speaker: the second held-out set (benchmarks/quality/heldout.py)
 FRIENDS_CSV = TEXT_SETS_DIR / "friends" / "friends.csv"
 # 55,489 sentences of State of the Union addresses, by the president's party: the third held-out set,
-# written by `make heldout-data` only (benchmarks/heldout.py --set sotu)
+# written by `make heldout-data` only (benchmarks/quality/heldout.py --set sotu)
 SOTU_CSV = TEXT_SETS_DIR / "sotu" / "sotu.csv"
 _INTEGER = re.compile(r"-?[0-9]+")
 

@@ -43,7 +43,7 @@ def inference_batch_size(batch_size: int, image_shape: tuple[int, ...] | None) -
 
 
 def placed(inputs: torch.Tensor, device: torch.device | str) -> torch.Tensor:
-    """Model input on `device`: images channels-last (NHWC: docs/benchmarks.md), token ids as they are."""
+    """Model input on `device`: images channels-last (NHWC: docs/benchmarks/index.md), token ids as they are."""
     if inputs.dim() == 4:
         return inputs.to(device, memory_format=torch.channels_last)
     return inputs.to(device)

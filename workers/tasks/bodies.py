@@ -165,7 +165,7 @@ def _buffer(outputs: Mapping[str, np.ndarray], batch: int) -> EvalChunk:
     """Room for EVAL_CHUNK_BYTES of logits like `outputs` (at least one batch), and their samples'
     ids and labels. Copied into, a batch is not held: a batch's small arrays kept alive (its ids,
     from a stream's reading thread) kept each whole batch's memory from being reused: the
-    memory-cap benchmark's 4x evaluation was OOM-killed (docs/benchmarks.md, attempt 10)."""
+    memory-cap benchmark's 4x evaluation was OOM-killed (docs/benchmarks/index.md, attempt 10)."""
     per_sample = sum(out[0].nbytes for out in outputs.values())
     capacity = max(batch, EVAL_CHUNK_BYTES // max(per_sample, 1))
     logits = {name: np.empty((capacity, *out.shape[1:]), np.float32) for name, out in outputs.items()}

@@ -30,7 +30,7 @@ TEACHER_CACHE = True  # frozen teachers of unaugmented inputs answer each sample
 class LogitCache:
     """Each training sample's logits, kept the first time they are computed: frozen teachers of
     deterministic inputs (text; images without augmentation) answer every later epoch from memory
-    instead of running again (docs/benchmarks.md, "Teacher logits computed once")."""
+    instead of running again (docs/benchmarks/performance.md, "Teacher logits computed once")."""
 
     def __init__(self, samples: int) -> None:
         self.known = torch.zeros(samples, dtype=torch.bool)

@@ -46,7 +46,7 @@ class TrainConfig:
     adapter: LoraSettings | None = None  # hf:DIR models: a LoRA adapter on the frozen base
     distill_inputs: DistillInputs | None = None  # a perturbed copy of each batch for the distillation term
     threads: int = 1  # torch intra-op threads: one per CPU the task holds
-    channels_last: bool = True  # NHWC tensors for CNN steps (docs/benchmarks.md)
+    channels_last: bool = True  # NHWC tensors for CNN steps (docs/benchmarks/index.md)
     device: str = "cpu"
     eval_batch_size: int = 1024
 

@@ -212,7 +212,7 @@ class Found:
         """The spec as the run will have it: `old` as the checkpoint found (None when it names no
         checkpoint to load), local paths absolute, and on a streamed source the teachers in the
         student's task (`resources.teacher_actors: 0`) unless the spec set teacher_actors itself
-        (then the pool's actors take the streamed batches; docs/benchmarks.md, "Teachers on a
+        (then the pool's actors take the streamed batches; docs/benchmarks/streaming.md, "Teachers on a
         stream", measures both)."""
         old = self.get(OldVersion)
         spec = self.spec.model_copy(update={"old": None if old is None else old.checkpoint})

@@ -4,7 +4,7 @@ ImageSet (`load_image_folder`, the in-memory path) or one encoded file at a time
 what Ray Data's reading tasks run: orchestrator/dataplane/image_tasks.py). Both give the same pixels.
 
 Imports numpy, PIL and the shared workers modules only — no torch, which a reading task would
-otherwise load for nothing (about 300 MB per reading process; docs/benchmarks.md "Data larger than
+otherwise load for nothing (about 300 MB per reading process; docs/benchmarks/streaming.md "Data larger than
 its memory limit"): torch comes in only to resize, with `fit_to_size`, and to read a tree whole.
 """
 
