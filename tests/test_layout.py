@@ -159,3 +159,48 @@ def test_no_planning_function_is_longer_than_60_lines():
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60:
                 long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}")
     assert not long, long
+
+
+# TEMPORARY (issue 89): helper "gate" removes these two files' MLflow imports on its own branch; the
+# coordinator deletes this set (and the matching `ignore_imports` of pyproject.toml's MLflow contract)
+# at merge, so the rule then holds with no exception.
+_MLFLOW_FIXED_ELSEWHERE = {"orchestrator/commands/promote.py", "orchestrator/commands/serve.py"}
+
+
+def mlflow_uses(source: str) -> list[int]:
+    """The lines of `source` that import mlflow (`import mlflow…`, `from mlflow… import`) or name
+    `MlflowClient`, at any depth (imports inside functions too)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "mlflow" for a in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "mlflow":
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Name | ast.Attribute | ast.alias) and "MlflowClient" in (
+            getattr(node, "id", None),
+            getattr(node, "attr", None),
+            getattr(node, "name", None),
+        ):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_mlflow_uses_are_found():
+    code = "import os\ndef f():\n    from mlflow.exceptions import E\n"
+    code += "    import mlflow.pyfunc\n    return c.MlflowClient\n"
+    assert mlflow_uses(code) == [3, 4, 5]
+    assert mlflow_uses("import mlflowish\nfrom .mlflow import x\nMLFLOW = 'mlflow'\n") == []
+
+
+def test_only_tracking_talks_to_mlflow():
+    """The store behind one adapter: every MLflow call of orchestrator/, workers/ and pipelines/ is
+    in orchestrator/tracking/ (a command, the driver or the serving layer calls a tracking function
+    that says what it does)."""
+    found = []
+    for package in ("orchestrator", "workers", "pipelines"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = path.relative_to(ROOT).as_posix()
+            if name.startswith("orchestrator/tracking/") or name in _MLFLOW_FIXED_ELSEWHERE:
+                continue
+            found += [f"{name}:{line}" for line in mlflow_uses(path.read_text())]
+    assert not found, found

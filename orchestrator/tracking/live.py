@@ -205,6 +205,64 @@ def live_runs(model: str, candidate: str | None = None) -> list[Any]:
     return client.search_runs([experiment.experiment_id], query, order_by=["attributes.start_time DESC"])
 
 
+def record_window_size(run_id: str, max_ids: int) -> None:
+    """Tag the session's run with the ids its ledger keeps in memory (MAX_IDS_TAG): `run_counts`
+    replays its chunks through a window of that size."""
+    from mlflow import MlflowClient
+
+    MlflowClient().set_tag(run_id, MAX_IDS_TAG, str(max_ids))
+
+
+def end_live_run(run_id: str, failed: bool = False) -> None:
+    """Mark a serving session's run ended: FINISHED (its evidence stands), or FAILED with `failed`."""
+    from mlflow import MlflowClient
+
+    MlflowClient().set_terminated(run_id, "FAILED" if failed else "FINISHED")
+
+
+def end_running_live_runs(model: str) -> None:
+    """End (FINISHED) every serving session of the model whose run is still RUNNING."""
+    for run in live_runs(model):
+        if run.info.status == "RUNNING":
+            end_live_run(run.info.run_id)
+
+
+def live_run_tags(run_id: str) -> dict[str, str] | None:
+    """The tags of the run `run_id` (LIVE_TAG among them for a serving session's); None when the
+    store holds no such run."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return dict(MlflowClient().get_run(run_id).data.tags)
+    except MlflowException:
+        return None
+
+
+def canary_outcome(run_id: str) -> str:
+    """What the session's canary came to (OUTCOME_TAG: "withdrawn: why", "promoted: why"); "" while undecided."""
+    from mlflow import MlflowClient
+
+    return str(MlflowClient().get_run(run_id).data.tags.get(OUTCOME_TAG, ""))
+
+
+def record_canary_outcome(run_id: str, outcome: str) -> None:
+    """Tag the session's run with what its canary came to (OUTCOME_TAG, at most 5,000 characters)."""
+    from mlflow import MlflowClient
+
+    MlflowClient().set_tag(run_id, OUTCOME_TAG, outcome[:5000])
+
+
+def log_live_figures(run_ids: Sequence[str], figures: Mapping[str, float], step: int) -> None:
+    """Each of `figures` as metric `live.<name>` at `step` (pairs seen) of every run in `run_ids`."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    for key, value in figures.items():
+        for run_id in run_ids:
+            client.log_metric(run_id, f"live.{key}", float(value), step=step)
+
+
 def live_summaries(model: str, confidence: float) -> list[dict[str, Any]]:
     """Each serving session of the model with a shadow, newest first: its versions, state and figures."""
     summaries = []
