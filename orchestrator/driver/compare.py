@@ -122,8 +122,9 @@ def by_id(paths: Sequence[str]) -> bool:
 
 def live_side(ref: str) -> dict[str, Any]:
     """The side of a serving session's live ledger `ref` names (`live:RUN_ID/SIDE`), by sample id."""
-    from orchestrator.tracking.live import LIVE_SIDES, LIVE_TAG, live_predictions, live_run_tags
+    from orchestrator.tracking.live import LIVE_SIDES, live_predictions, live_run_tags
     from orchestrator.tracking.store import configure
+    from orchestrator.tracking.tags import LIVE_TAG
 
     run_id, _, side = ref.removeprefix(LIVE_PREFIX).partition("/")
     if side not in LIVE_SIDES:

@@ -17,6 +17,7 @@ from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, adapter_of
 from orchestrator.tracking import promotion, protected, registry, runs
 from orchestrator.tracking.ledger import LEDGER_FILE, write_ledger
+from orchestrator.tracking.tags import PROMOTION
 from orchestrator.tracking.version_record import VersionRecord
 from pipelines.spec import UpdateSpec
 from workers.metrics import EvaluationMetrics
@@ -219,7 +220,7 @@ def publish(
         )
         verdict = promotion.promote(spec.model, result.registered_version, limits)
         result.promotion = {"passed": verdict.passed, "reason": verdict.reason}
-        runs.set_tags({"promotion": ("champion: " if verdict.passed else "rejected: ") + verdict.reason})
+        runs.set_tags({PROMOTION: ("champion: " if verdict.passed else "rejected: ") + verdict.reason})
     (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
     runs.log_file(run_dir / "result.json")
 

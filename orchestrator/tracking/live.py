@@ -33,13 +33,16 @@ from typing import Any, Literal
 import numpy as np
 
 from orchestrator.tracking.live_window import LiveCounts, LiveWindow, replay
+from orchestrator.tracking.tags import (
+    CANARY_TAG,
+    CANDIDATE_TAG,
+    CHAMPION_TAG,
+    LIVE_TAG,
+    MAX_IDS_TAG,
+    OUTCOME_TAG,
+    RUN_NAME,
+)
 
-LIVE_TAG = "congruent.live"  # "shadow": the run is a serving session's live ledger
-CHAMPION_TAG = "congruent.live.champion"  # the served version
-CANDIDATE_TAG = "congruent.live.candidate"  # the shadowed version
-CANARY_TAG = "congruent.live.canary"  # a canary's session: the share of ids its candidate answered
-OUTCOME_TAG = "congruent.live.canary.outcome"  # "withdrawn: why" or "promoted: why", once decided
-MAX_IDS_TAG = "congruent.live.max_ids"  # the ids its ledger keeps in memory (`serve --max-live-ids`)
 Kind = Literal["pairs", "labels"]
 
 
@@ -165,12 +168,12 @@ def start_live_run(model: str, champion: str, candidate: str, canary: float | No
         LIVE_TAG: "shadow",
         CHAMPION_TAG: champion,
         CANDIDATE_TAG: candidate,
-        "mlflow.runName": f"live v{champion} shadowed by v{candidate}",
+        RUN_NAME: f"live v{champion} shadowed by v{candidate}",
     }
     if canary is not None:
         tags |= {
             CANARY_TAG: f"{canary:g}",
-            "mlflow.runName": f"live canary v{candidate} on {canary:.0%} beside v{champion}",
+            RUN_NAME: f"live canary v{candidate} on {canary:.0%} beside v{champion}",
         }
     return MlflowClient().create_run(experiment_id(model), tags=tags).info.run_id
 

@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-PROTECTED_TAG = "congruent.protected"  # a protected set's run: its set version
-PROTECTED_RUN_TAG = "congruent.protected_run"  # the registered model's tag: the current set's run
+from orchestrator.tracking.tags import PROTECTED_RUN_TAG, PROTECTED_TAG, RUN_NAME
+
 SAMPLES = "protected/samples.parquet"
 SCHEMA = pa.schema(
     [("id", pa.int64()), ("input", pa.string()), ("label", pa.int64()), ("origin", pa.string()), ("image", pa.binary())]
@@ -129,7 +129,7 @@ def add_protected(
     version = 1 if current is None else current.version + 1
     run = client.create_run(
         experiment_id(model),
-        tags={PROTECTED_TAG: str(version), "mlflow.runName": f"protected samples, set {version}"},
+        tags={PROTECTED_TAG: str(version), RUN_NAME: f"protected samples, set {version}"},
     )
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / Path(SAMPLES).name

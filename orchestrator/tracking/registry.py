@@ -34,6 +34,7 @@ from orchestrator.tracking.ledger import (
     shared_samples,
 )
 from orchestrator.tracking.locks import claim_backend, registry_lock
+from orchestrator.tracking.tags import PUBLISHING, REUSED_VERSION
 from orchestrator.tracking.version_record import VersionRecord
 from orchestrator.tracking.version_refs import RegistryError, VersionRef, parse_version_ref
 from orchestrator.views import plots
@@ -154,9 +155,6 @@ def ledger_name(run_id: str) -> str | None:
     return next((name for name in (LEDGER_FILE, LEGACY_LEDGER_FILE) if name in names), None)
 
 
-PUBLISHING = "publishing"  # a version's tag from its registration until its publication completes
-
-
 def all_versions(name: str) -> list[Any]:
     """Every version of a registered model, complete or not, oldest first."""
     return sorted(MlflowClient().search_model_versions(f"name='{name}'"), key=lambda mv: int(mv.version))
@@ -249,7 +247,7 @@ def register_once(
         else _register(model, checkpoint, record, allow_user_factories, True, input_column)
     )
     if not new:
-        mlflow.set_tag("reused_version", version)
+        mlflow.set_tag(REUSED_VERSION, version)
     return version, new
 
 
