@@ -257,18 +257,24 @@ def test_the_driver_writes_each_streamed_chunk_into_the_prediction_files_and_sho
     windows = (slice(0, 10), slice(10, 11), slice(11, 25))
     asked = []
 
-    def stream(plan, checkpoints, ensemble=()):
+    records = evaluation.VersionRecords({"region": np.array(["north"] * 25)}, b"model.pt")
+
+    def stream(plan, checkpoints, ensemble=(), split="eval", request=None):
         asked.append((dict(checkpoints), list(ensemble)))
         names = [*checkpoints, *(["paragon"] if ensemble else [])]
         for window in windows:
             yield EvalChunk({name: logits[name][window] for name in names}, ids[window], labels[window])
+        yield records  # what publish records, last (`evaluation_task`)
 
     monkeypatch.setattr(evaluation, "stream_eval_chunks", stream)
+    data = SimpleNamespace(
+        path=None, text_column="text", id_column=None, encoding="utf-8", slice_columns=[], slices=None
+    )
     plan = SimpleNamespace(
-        spec=SimpleNamespace(old="old.pt"),
+        spec=SimpleNamespace(old="old.pt", model="streamed-chunks", data=data),
         old=SimpleNamespace(classes=None),
         data=None,
-        splits=SimpleNamespace(eval_labels=labels),
+        splits=SimpleNamespace(eval_labels=labels, eval_fingerprint="fp"),
     )
     display = RecordingDisplay()
     result = evaluation.evaluate(plan, "new.pt", ["r0.pt", "r1.pt"], tmp_path / "run", StageWatch(display))
@@ -281,6 +287,8 @@ def test_the_driver_writes_each_streamed_chunk_into_the_prediction_files_and_sho
     assert result.metrics["vs_paragon"] == update_report(logits["paragon"], logits["new"], labels)
     assert [s[2] for s in display.shown if s[0] == "update"] == [10, 11, 25]
     assert display.shown[-1][:2] == ("finish", "evaluation") and "on 25 samples" in display.shown[-1][2]
+    assert result.records is not None and result.records.slice_values is records.slice_values
+    assert result.records.registry_checkpoint == b"model.pt" and result.records.protected is None  # no set
     ensemble = evaluation.evaluate(plan, None, ["r0.pt"], tmp_path / "ensemble")
     assert np.array_equal(np.load(ensemble.predictions["new"]), logits["paragon"])
     assert "vs_paragon" not in ensemble.metrics and ensemble.metrics["vs_old"]["n"] == 25

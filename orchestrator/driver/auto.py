@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.dataplane.slice_reads import sample_slice_values
+from orchestrator.dataplane.slice_reads import SliceSource, sample_slice_values
 from orchestrator.driver.publish import PipelineResult, log_data_counts, pipeline_result, publish
 from orchestrator.execution.evaluation import SplitPredictions, eval_split_predictions, evaluate, split_predictions
 from orchestrator.execution.pool import serving_pool
@@ -163,9 +163,7 @@ def hold_to_slices(plan: Plan, scores: list[CandidateScore], val: SplitPredictio
     gate, data = plan.spec.promote, plan.spec.data
     if gate is None or gate.max_slice_nfr is None:
         return
-    slices = sample_slice_values(
-        val.ids, data.path, data.text_column, data.id_column, data.encoding, data.slice_columns, data.slices
-    )
+    slices = sample_slice_values(val.ids, SliceSource.of(data))
     if slices is None:  # planning refuses a slice gate without slices (facts/slices.py)
         return
     known = np.ones(len(val.labels), bool) if plan.old.classes is None else np.isin(val.labels, plan.old.classes)
