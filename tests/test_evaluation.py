@@ -198,6 +198,44 @@ def test_the_evaluation_task_streams_each_model_and_the_paragon_in_chunks(tmp_pa
     assert np.allclose(np.concatenate([c.logits["paragon"] for c in named]), (each[1] + each[2]) / 2, atol=1e-6)
 
 
+def test_the_evaluation_task_sends_what_publish_records_after_its_chunks(tmp_path):
+    """Asked (`RecordRequest`), the evaluation task sends, after the chunks, the registry's copy of
+    the model's checkpoint: its settings, weights and classes with the eval split's fingerprint,
+    without the training's state; unasked (Tune, auto), chunks only."""
+    import io
+
+    from orchestrator.dataplane.slice_reads import SliceSource
+    from orchestrator.execution.evaluation import RecordRequest, VersionRecords, evaluation_task
+    from workers.models.checkpoints import load_weights_only, save_checkpoint
+    from workers.tasks.resolve import initial_model, settings_of
+
+    plan = preflight(
+        parse_spec(
+            {
+                "model": "evaluation",
+                "version": "v2",
+                "arch": "mlp-small",
+                "method": {"name": "none"},
+                "data": {"train_limit": 300, "eval_limit": 100},
+                "storage": str(tmp_path / "storage"),
+            }
+        )
+    )
+    job = plan.student_job()
+    model = initial_model(job)
+    uri = str(save_checkpoint(tmp_path / "trained.pt", model, settings_of(job), classes_seen=[0, 1], epoch=3))
+    request = RecordRequest(SliceSource(None, "text", None, "utf-8", (), None), "fp-eval")
+    sent = list(evaluation_task({"new": uri}, plan.data, "cpu", False, [], "eval", request))
+    assert all(isinstance(item, EvalChunk) for item in sent[:-1]) and isinstance(sent[-1], VersionRecords)
+    records = sent[-1]
+    assert records.slice_values is None and records.protected_answers is None  # no slices, no protected set
+    copy = load_weights_only(io.BytesIO(records.registry_checkpoint))
+    assert copy["fingerprint"] == "fp-eval" and copy["classes_seen"] == [0, 1] and "epoch" not in copy
+    assert all(torch.equal(copy["state_dict"][k], v) for k, v in model.state_dict().items())
+    unasked = list(evaluation_task({"new": uri}, plan.data, "cpu", False, [], "eval"))
+    assert all(isinstance(item, EvalChunk) for item in unasked) and len(unasked) == len(sent) - 1
+
+
 def _in_batches_of(size, logit_chunks):
     """`logit_chunks` with inference batches of `size` samples."""
 
