@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import ray
@@ -30,6 +29,7 @@ from orchestrator.views.format import percent
 from workers.metrics import EvaluationMetrics, FlipCounts, class_ids
 from workers.progress import ProgressEvent
 from workers.tasks.bodies import EvalChunk, eval_chunks, protected_answers, registry_checkpoint
+from workers.tasks.records import DataRequest
 
 STREAM_BACKLOG = 2  # chunks the evaluation task may have sent ahead of the driver
 EVALUATION = "evaluation"  # the stage's name on the progress display and in Ray's task table
@@ -117,7 +117,7 @@ class EvaluationTally:
 
 def evaluation_task(
     checkpoints: Mapping[str, str],
-    data: Any,
+    data: DataRequest,
     device: str,
     allow_user_factories: bool,
     ensemble: Sequence[str],
@@ -225,7 +225,9 @@ def record_request(plan: Plan, checkpoint: str | None) -> tuple[RecordRequest, P
     return request, suite
 
 
-def write_chunk(files: dict[str, np.ndarray], folder: Path, start: int, chunk: EvalChunk, logits: dict) -> int:
+def write_chunk(
+    files: dict[str, np.ndarray], folder: Path, start: int, chunk: EvalChunk, logits: dict[str, np.ndarray]
+) -> int:
     """The chunk's ids, labels and `logits` into the memory-mapped `files` (each model's opened in
     `folder` at its first chunk) from row `start`; the row after it."""
     n = len(files["ids"])
