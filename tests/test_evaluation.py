@@ -198,6 +198,44 @@ def test_the_evaluation_task_streams_each_model_and_the_paragon_in_chunks(tmp_pa
     assert np.allclose(np.concatenate([c.logits["paragon"] for c in named]), (each[1] + each[2]) / 2, atol=1e-6)
 
 
+def test_the_evaluation_task_sends_what_publish_records_after_its_chunks(tmp_path):
+    """Asked (`RecordRequest`), the evaluation task sends, after the chunks, the registry's copy of
+    the model's checkpoint: its settings, weights and classes with the eval split's fingerprint,
+    without the training's state; unasked (Tune, auto), chunks only."""
+    import io
+
+    from orchestrator.dataplane.slice_reads import SliceSource
+    from orchestrator.execution.evaluation import RecordRequest, VersionRecords, evaluation_task
+    from workers.models.checkpoints import load_weights_only, save_checkpoint
+    from workers.tasks.resolve import initial_model, settings_of
+
+    plan = preflight(
+        parse_spec(
+            {
+                "model": "evaluation",
+                "version": "v2",
+                "arch": "mlp-small",
+                "method": {"name": "none"},
+                "data": {"train_limit": 300, "eval_limit": 100},
+                "storage": str(tmp_path / "storage"),
+            }
+        )
+    )
+    job = plan.student_job()
+    model = initial_model(job)
+    uri = str(save_checkpoint(tmp_path / "trained.pt", model, settings_of(job), classes_seen=[0, 1], epoch=3))
+    request = RecordRequest(SliceSource(None, "text", None, "utf-8", (), None), "fp-eval")
+    sent = list(evaluation_task({"new": uri}, plan.data, "cpu", False, [], "eval", request))
+    assert all(isinstance(item, EvalChunk) for item in sent[:-1]) and isinstance(sent[-1], VersionRecords)
+    records = sent[-1]
+    assert records.slice_values is None and records.protected_answers is None  # no slices, no protected set
+    copy = load_weights_only(io.BytesIO(records.registry_checkpoint))
+    assert copy["fingerprint"] == "fp-eval" and copy["classes_seen"] == [0, 1] and "epoch" not in copy
+    assert all(torch.equal(copy["state_dict"][k], v) for k, v in model.state_dict().items())
+    unasked = list(evaluation_task({"new": uri}, plan.data, "cpu", False, [], "eval"))
+    assert all(isinstance(item, EvalChunk) for item in unasked) and len(unasked) == len(sent) - 1
+
+
 def _in_batches_of(size, logit_chunks):
     """`logit_chunks` with inference batches of `size` samples."""
 
@@ -257,18 +295,24 @@ def test_the_driver_writes_each_streamed_chunk_into_the_prediction_files_and_sho
     windows = (slice(0, 10), slice(10, 11), slice(11, 25))
     asked = []
 
-    def stream(plan, checkpoints, ensemble=()):
+    records = evaluation.VersionRecords({"region": np.array(["north"] * 25)}, b"model.pt")
+
+    def stream(plan, checkpoints, ensemble=(), split="eval", request=None):
         asked.append((dict(checkpoints), list(ensemble)))
         names = [*checkpoints, *(["paragon"] if ensemble else [])]
         for window in windows:
             yield EvalChunk({name: logits[name][window] for name in names}, ids[window], labels[window])
+        yield records  # what publish records, last (`evaluation_task`)
 
     monkeypatch.setattr(evaluation, "stream_eval_chunks", stream)
+    data = SimpleNamespace(
+        path=None, text_column="text", id_column=None, encoding="utf-8", slice_columns=[], slices=None
+    )
     plan = SimpleNamespace(
-        spec=SimpleNamespace(old="old.pt"),
+        spec=SimpleNamespace(old="old.pt", model="streamed-chunks", data=data),
         old=SimpleNamespace(classes=None),
         data=None,
-        splits=SimpleNamespace(eval_labels=labels),
+        splits=SimpleNamespace(eval_labels=labels, eval_fingerprint="fp"),
     )
     display = RecordingDisplay()
     result = evaluation.evaluate(plan, "new.pt", ["r0.pt", "r1.pt"], tmp_path / "run", StageWatch(display))
@@ -281,6 +325,8 @@ def test_the_driver_writes_each_streamed_chunk_into_the_prediction_files_and_sho
     assert result.metrics["vs_paragon"] == update_report(logits["paragon"], logits["new"], labels)
     assert [s[2] for s in display.shown if s[0] == "update"] == [10, 11, 25]
     assert display.shown[-1][:2] == ("finish", "evaluation") and "on 25 samples" in display.shown[-1][2]
+    assert result.records is not None and result.records.slice_values is records.slice_values
+    assert result.records.registry_checkpoint == b"model.pt" and result.records.protected is None  # no set
     ensemble = evaluation.evaluate(plan, None, ["r0.pt"], tmp_path / "ensemble")
     assert np.array_equal(np.load(ensemble.predictions["new"]), logits["paragon"])
     assert "vs_paragon" not in ensemble.metrics and ensemble.metrics["vs_old"]["n"] == 25

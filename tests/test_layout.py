@@ -209,3 +209,106 @@ def test_a_table_reader_is_chosen_by_suffix_in_one_place():
         for line in suffix_dispatch(path.read_text())
     ]
     assert not found, found
+
+
+def mlflow_uses(source: str) -> list[int]:
+    """The lines of `source` that import mlflow (`import mlflow…`, `from mlflow… import`) or name
+    `MlflowClient`, at any depth (imports inside functions too)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "mlflow" for a in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "mlflow":
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Name | ast.Attribute | ast.alias) and "MlflowClient" in (
+            getattr(node, "id", None),
+            getattr(node, "attr", None),
+            getattr(node, "name", None),
+        ):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_mlflow_uses_are_found():
+    code = "import os\ndef f():\n    from mlflow.exceptions import E\n"
+    code += "    import mlflow.pyfunc\n    return c.MlflowClient\n"
+    assert mlflow_uses(code) == [3, 4, 5]
+    assert mlflow_uses("import mlflowish\nfrom .mlflow import x\nMLFLOW = 'mlflow'\n") == []
+
+
+def test_only_tracking_talks_to_mlflow():
+    """The store behind one adapter: every MLflow call of orchestrator/, workers/ and pipelines/ is
+    in orchestrator/tracking/ (a command, the driver or the serving layer calls a tracking function
+    that says what it does)."""
+    found = []
+    for package in ("orchestrator", "workers", "pipelines"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = path.relative_to(ROOT).as_posix()
+            if name.startswith("orchestrator/tracking/"):
+                continue
+            found += [f"{name}:{line}" for line in mlflow_uses(path.read_text())]
+    assert not found, found
+
+
+TAG_KEY_ARGUMENT = {  # a call that writes a tag: where its key is, by the number of positional arguments
+    "set_tag": {2: 0, 3: 1},  # mlflow.set_tag(key, value), client.set_tag(run_id, key, value)
+    "set_registered_model_tag": {3: 1},
+    "set_model_version_tag": {4: 2},
+    "delete_model_version_tag": {3: 2},
+}
+
+
+def literal_tag_keys(source: str) -> list[int]:
+    """The lines of `source` that spell a tag key as a string: the key of a tag-writing call, a key
+    of a dict given to `set_tags` or as `tags=`, or assigned to `tags`, or a key read from `….tags`."""
+
+    def literal(node: ast.AST | None) -> bool:
+        return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+    def literal_keys(node: ast.AST) -> bool:
+        return isinstance(node, ast.Dict) and any(literal(key) for key in node.keys)
+
+    def of_tags(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "tags") or (
+            isinstance(node, ast.Name) and node.id == "tags"
+        )
+
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            where = TAG_KEY_ARGUMENT.get(name, {}).get(len(node.args))
+            if where is not None and literal(node.args[where]):
+                lines.append(node.lineno)
+            if name == "set_tags" and node.args and literal_keys(node.args[0]):
+                lines.append(node.lineno)
+            if name == "get" and of_tags(getattr(node.func, "value", node)) and node.args and literal(node.args[0]):
+                lines.append(node.lineno)
+            if any(k.arg == "tags" and literal_keys(k.value) for k in node.keywords):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and of_tags(node.value) and literal(node.slice):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Assign) and literal_keys(node.value):
+            if any(isinstance(t, ast.Name) and t.id == "tags" for t in node.targets):
+                lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_literal_tag_keys_are_found():
+    code = (
+        "mlflow.set_tag('a', 1)\nc.set_tag(r, 'a', 1)\nset_tags({'a': 1})\nrun.data.tags.get('a')\n"
+        "tags['a']\nc.create_run(e, tags={'a': 1})\ntags = {'a': 1}\nc.set_registered_model_tag(m, 'a', 1)\n"
+        "mlflow.set_tag(A, 1)\nc.set_tag(r, A, 'v')\nset_tags({A: 'v'})\ntags.get(A, '')\nrow = {'a': 1}\n"
+    )
+    assert literal_tag_keys(code) == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_tag_keys_are_named_in_one_module():
+    """Every MLflow tag key of orchestrator/, workers/ and pipelines/ is a name of
+    orchestrator/tracking/tags.py, never a string at the call that writes or reads it."""
+    found = []
+    for package in ("orchestrator", "workers", "pipelines"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path != ROOT / "orchestrator" / "tracking" / "tags.py":
+                found += [f"{path.relative_to(ROOT)}:{line}" for line in literal_tag_keys(path.read_text())]
+    assert not found, found

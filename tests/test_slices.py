@@ -107,7 +107,7 @@ def test_a_slices_file_that_cannot_be_joined_is_one_line(tmp_path, capsys):
 
 
 def test_eval_samples_take_their_values_from_the_table_and_the_slices_file(tmp_path):
-    from orchestrator.dataplane.slice_reads import sample_slice_values
+    from orchestrator.dataplane.slice_reads import SliceSource, sample_slice_values
     from workers.data.keys import text_keys
 
     table = tmp_path / "reviews.csv"
@@ -115,7 +115,7 @@ def test_eval_samples_take_their_values_from_the_table_and_the_slices_file(tmp_p
     slices = tmp_path / "slices.jsonl"
     slices.write_text('{"id": "mauvais", "source": "web"}\n{"id": "good film", "source": "app"}\n')
     ids = key_ids(text_keys(["schön", "good film", "mauvais", "not in the table"]))
-    values = sample_slice_values(ids, str(table), "text", None, "utf-8", ["lang"], str(slices))
+    values = sample_slice_values(ids, SliceSource(str(table), "text", None, "utf-8", ("lang",), str(slices)))
     assert values["lang"].tolist() == ["de", "en", "fr", ""]  # by stripped text, whatever the order
     assert values["source"].tolist() == ["", "app", "web", ""]
-    assert sample_slice_values(ids, str(table), "text", None, "utf-8", [], None) is None
+    assert sample_slice_values(ids, SliceSource(str(table), "text", None, "utf-8", (), None)) is None

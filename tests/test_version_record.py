@@ -120,3 +120,15 @@ def test_the_pipeline_records_what_it_always_tagged(parent):
     vs_old = {"n": 1000, "er_old": 0.15, "er_new": 0.1042, "nfr": 0.0149, "pfr": 0.063, "rel_nfr": 0.8123449}
     metrics = {"error_rate": 0.1042, "vs_old": vs_old} if parent else {"error_rate": 0.1523}
     assert version_record(spec, plan, metrics).to_tags() == (GROWN_TAGS if parent else FIRST_TAGS)
+
+
+def test_every_recorded_field_has_one_tag():
+    """tags.py names the tag of each field a version's record writes (all but what MLflow itself
+    says of it): a new field without a tag fails here, not in a registry."""
+    from dataclasses import fields
+
+    from orchestrator.tracking.tags import VERSION_TAGS
+
+    recorded = {f.name for f in fields(VersionRecord)} - {"version", "aliases", "created"}
+    assert set(VERSION_TAGS) == recorded
+    assert len(set(VERSION_TAGS.values())) == len(VERSION_TAGS)

@@ -69,10 +69,11 @@ def run_unit(seed: int, weights: list[int], out: Path) -> dict[str, Any]:
     from orchestrator.execution.watch import StageWatch
     from orchestrator.planning.preflight import preflight
     from orchestrator.tracking.promotion import set_champion
-    from orchestrator.tracking.protected import answers, protected_set
+    from orchestrator.tracking.protected import protected_set
     from orchestrator.tracking.store import configure
     from orchestrator.views.progress import make_display
     from pipelines.spec import parse_spec
+    from workers.tasks.bodies import protected_answers as answers
 
     out.mkdir(parents=True, exist_ok=True)
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{out / 'mlflow.db'}"

@@ -13,6 +13,6 @@ reading tasks run on the cluster's CPU workers and whose batches the training pr
     token_cache.py     `TokenCache`: a text split's first epoch kept on local disk for later epochs
 
 Most of this runs inside Ray workers and Ray Data tasks, not in the driver. May import: ray,
-pyarrow, `workers`, `orchestrator.host` — never `orchestrator.driver`, `orchestrator.planning`,
+pyarrow, `workers`, `orchestrator.host` — never mlflow, `orchestrator.driver`, `orchestrator.planning`,
 `orchestrator.execution`, `orchestrator.jobs`, `orchestrator.commands` or `orchestrator.tracking`.
 """

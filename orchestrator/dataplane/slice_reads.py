@@ -1,12 +1,15 @@
 """The slice values of a version's eval samples, for its ledger (workers/slices.py): the spec's
 `data.slice_columns` read from its text table's shards (local or on S3, a record batch at a time by
 the format's reader, keeping only the eval samples' values) and its `data.slices` file, joined by
-sample id (workers/data/keys.py), in the driver at publish time."""
+sample id (workers/data/keys.py): in the evaluation task for a version's ledger, in the driver for
+auto's val split."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -42,21 +45,33 @@ def table_slice_values(
     return values_by_id(named, {c: [found[c].get(int(i)) for i in named] for c in columns}, ids)
 
 
-def sample_slice_values(
-    ids: np.ndarray,
-    path: str | None,
-    text_column: str,
-    id_column: str | None,
-    encoding: str,
-    slice_columns: Sequence[str],
-    slices_file: str | None,
-) -> dict[str, np.ndarray] | None:
-    """The slice values of samples `ids` (a split's): `slice_columns` of the table at `path`, then the columns of
-    `slices_file`; None when the spec names no slices."""
+@dataclass(frozen=True)
+class SliceSource:
+    """Where a split's slice values are: the spec's `data.slice_columns` of its text table at `path`
+    (read with its key column, id column and encoding), and its `data.slices` file."""
+
+    path: str | None
+    text_column: str
+    id_column: str | None
+    encoding: str
+    columns: tuple[str, ...]
+    slices_file: str | None
+
+    @classmethod
+    def of(cls, data: Any) -> SliceSource:
+        """The slice source of a spec's `data` section (pipelines/spec.py `DataSpec`)."""
+        return cls(data.path, data.text_column, data.id_column, data.encoding, tuple(data.slice_columns), data.slices)
+
+
+def sample_slice_values(ids: np.ndarray, source: SliceSource) -> dict[str, np.ndarray] | None:
+    """The slice values of samples `ids` (a split's): the source's columns of its table, then the
+    columns of its slices file; None when the spec names no slices."""
     out: dict[str, np.ndarray] = {}
-    if slice_columns and path is not None:
-        out |= table_slice_values(path, text_column, id_column, encoding, slice_columns, ids)
-    if slices_file is not None:
-        named, columns = read_slice_table(slices_file)
+    if source.columns and source.path is not None:
+        out |= table_slice_values(
+            source.path, source.text_column, source.id_column, source.encoding, source.columns, ids
+        )
+    if source.slices_file is not None:
+        named, columns = read_slice_table(source.slices_file)
         out |= values_by_id(named, columns, ids)
     return out or None

@@ -7,5 +7,5 @@ the demo (demo.py), `congruent check` (check.py), and what `compare` and `report
 
 May import: ray, `workers`, `pipelines`, `orchestrator.planning`, `orchestrator.execution`,
 `orchestrator.dataplane`, `orchestrator.tracking`, `orchestrator.views`, `orchestrator.host` — never
-`orchestrator.commands`.
+mlflow (tracking/ makes every MLflow call) or `orchestrator.commands`.
 """

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.dataplane.slice_reads import sample_slice_values
+from orchestrator.dataplane.slice_reads import SliceSource, sample_slice_values
 from orchestrator.driver.publish import PipelineResult, log_data_counts, pipeline_result, publish
 from orchestrator.execution.evaluation import SplitPredictions, eval_split_predictions, evaluate, split_predictions
 from orchestrator.execution.pool import serving_pool
@@ -32,6 +32,7 @@ from orchestrator.execution.stages import run_bcwi, train_replicas, train_studen
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, applied_params
 from orchestrator.tracking import runs
+from orchestrator.tracking.tags import FINGERPRINT, RUN_AUTO_CHOICE
 from orchestrator.views import plots
 from orchestrator.views.format import bcwi_line, percent
 from workers.metrics import error_rate_change_se, update_report
@@ -162,9 +163,7 @@ def hold_to_slices(plan: Plan, scores: list[CandidateScore], val: SplitPredictio
     gate, data = plan.spec.promote, plan.spec.data
     if gate is None or gate.max_slice_nfr is None:
         return
-    slices = sample_slice_values(
-        val.ids, data.path, data.text_column, data.id_column, data.encoding, data.slice_columns, data.slices
-    )
+    slices = sample_slice_values(val.ids, SliceSource.of(data))
     if slices is None:  # planning refuses a slice gate without slices (facts/slices.py)
         return
     known = np.ones(len(val.labels), bool) if plan.old.classes is None else np.isin(val.labels, plan.old.classes)
@@ -261,7 +260,7 @@ def log_auto(record: AutoRecord, trained: Trained, run_dir: Path) -> None:
     for c in record.candidates:
         values = {k: getattr(c, k) for k in ("val_error_rate", "val_nfr", "error_rate", "nfr", "seconds")}
         runs.log_metrics(f"auto.{c.name}.", values)
-    runs.set_tags({"auto.choice": record.chosen})
+    runs.set_tags({RUN_AUTO_CHOICE: record.chosen})
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "auto.json").write_text(json.dumps(dataclasses.asdict(record), indent=2))
     runs.log_file(run_dir / "auto.json")
@@ -275,7 +274,7 @@ def run_auto(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult:
     assert plan.auto is not None
     spec = plan.spec
     with runs.pipeline_run(spec, say=watch.say) as run_id:
-        runs.set_tags({"fingerprint": plan.splits.eval_fingerprint})
+        runs.set_tags({FINGERPRINT: plan.splits.eval_fingerprint})
         runs.log_params(applied_params(spec))
         log_data_counts(plan)
         trained = train_candidates(plan, watch)

@@ -124,21 +124,17 @@ def by_id(paths: Sequence[str]) -> bool:
 
 def live_side(ref: str) -> dict[str, Any]:
     """The side of a serving session's live ledger `ref` names (`live:RUN_ID/SIDE`), by sample id."""
-    from mlflow.exceptions import MlflowException
-
-    from orchestrator.tracking.live import LIVE_SIDES, LIVE_TAG, live_predictions
+    from orchestrator.tracking.live import LIVE_SIDES, live_predictions, live_run_tags
     from orchestrator.tracking.store import configure
+    from orchestrator.tracking.tags import LIVE_TAG
 
     run_id, _, side = ref.removeprefix(LIVE_PREFIX).partition("/")
     if side not in LIVE_SIDES:
         raise InputError(ref, f"name a side of the session: {LIVE_PREFIX}RUN_ID/champion or /candidate")
     configure()
-    try:
-        from mlflow import MlflowClient
-
-        tags = MlflowClient().get_run(run_id).data.tags
-    except MlflowException:
-        raise InputError(ref, f"no run {run_id!r} in the tracking store") from None
+    tags = live_run_tags(run_id)
+    if tags is None:
+        raise InputError(ref, f"no run {run_id!r} in the tracking store")
     if LIVE_TAG not in tags:
         raise InputError(ref, f"run {run_id} is not a serving session's live ledger")
     return live_predictions(run_id, side)

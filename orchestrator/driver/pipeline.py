@@ -24,6 +24,7 @@ from orchestrator.execution.stages import run_bcwi, train_replicas, train_studen
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, applied_params
 from orchestrator.tracking import runs
+from orchestrator.tracking.tags import FINGERPRINT
 from orchestrator.views.format import bcwi_line
 from workers.tasks.records import TrainRecord
 
@@ -53,7 +54,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
     titles = iter(stage_titles(plan))
     seconds: dict[str, float] = {}
     with runs.pipeline_run(spec, say=watch.say) as run_id:
-        runs.set_tags({"fingerprint": plan.splits.eval_fingerprint})
+        runs.set_tags({FINGERPRINT: plan.splits.eval_fingerprint})
         runs.log_params(applied_params(spec))
         log_data_counts(plan)
         replicas: list[TrainRecord] = []

@@ -1,22 +1,27 @@
 """What an update pipeline returns and how it is published: `PipelineResult`, the registry's
 `version_record`, and `publish` (MLflow's nested runs, the evaluation, the ledger, the registry
-version, the promotion gate) — shared by `run` (pipeline.py), method auto (auto.py) and `tune`."""
+version, the promotion gate) — shared by `run` (pipeline.py), method auto (auto.py) and `tune`.
+
+Publish only writes records: what it records beyond the stages' own (the eval samples' slice
+values, the registry's copy of the checkpoint, the answers on the protected set) the evaluation
+task computed (execution/evaluation.py `VersionRecords`)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from orchestrator.dataplane.slice_reads import sample_slice_values
-from orchestrator.execution.evaluation import Evaluation
+from orchestrator.execution.evaluation import Evaluation, VersionRecords
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, adapter_of
 from orchestrator.tracking import promotion, protected, registry, runs
 from orchestrator.tracking.ledger import LEDGER_FILE, write_ledger
+from orchestrator.tracking.tags import PROMOTION
 from orchestrator.tracking.version_record import VersionRecord
 from pipelines.spec import UpdateSpec
 from workers.metrics import EvaluationMetrics
@@ -57,6 +62,13 @@ class PipelineResult:
     registered_version: str | None = None
     promotion: dict[str, Any] | None = None
     auto: dict[str, Any] | None = None  # method auto: its AutoRecord (driver/auto.py)
+    records: VersionRecords | None = None  # what the evaluation computed for publish (not in result.json)
+
+    def to_json(self) -> str:
+        """result.json: every field but `records` (arrays and a checkpoint's bytes, written elsewhere)."""
+        record = asdict(replace(self, records=None))
+        del record["records"]
+        return json.dumps(record, indent=2)
 
 
 def pipeline_result(
@@ -87,6 +99,7 @@ def pipeline_result(
         labels=evaluation.labels,
         ids=evaluation.ids,
         run_id=run_id,
+        records=evaluation.records,
         **stages,
     )
 
@@ -158,6 +171,22 @@ def publish(
     the ledger; then the registry version (once per spec) and the promotion gate of `spec.promote`;
     last, result.json in `run_dir` and the run. `spec`: the one registered (a Tune trial's)."""
     spec = spec or plan.spec
+    log_stages(plan, result, spec)
+    runs.log_evaluation(result.metrics, run_dir / "predictions")
+    runs.log_file(log_ledger(result, run_dir), "ledger")
+    if result.checkpoint is not None:
+        register_version(plan, result, spec, watch)
+    if spec.promote is not None and result.registered_version is not None:
+        verdict = promotion.promote(spec.model, result.registered_version, spec.promote)
+        result.promotion = {"passed": verdict.passed, "reason": verdict.reason}
+        runs.set_tags({PROMOTION: ("champion: " if verdict.passed else "rejected: ") + verdict.reason})
+    (run_dir / "result.json").write_text(result.to_json())
+    runs.log_file(run_dir / "result.json")
+
+
+def log_stages(plan: Plan, result: PipelineResult, spec: UpdateSpec) -> None:
+    """What the stages recorded: a nested run per trained model, the teacher pool's and BCWI's
+    figures, each stage's seconds."""
     for record in result.replicas:
         runs.log_training(record.name, record)
     if result.student is not None:
@@ -175,53 +204,54 @@ def publish(
     if result.bcwi is not None:
         runs.log_bcwi(result.bcwi.alpha, result.bcwi.sweep, result.bcwi.held_out)
     runs.log_metrics("seconds.", result.seconds)
-    runs.log_evaluation(result.metrics, run_dir / "predictions")
+
+
+def log_ledger(result: PipelineResult, run_dir: Path) -> Path:
+    """The version's ledger (tracking/ledger.py) under `run_dir`/ledger: its eval predictions, with
+    the slice values the evaluation read (`VersionRecords`); its path."""
     (run_dir / "ledger").mkdir(exist_ok=True)
     trained = result.bcwi or result.student
-    ids = np.load(result.ids)
-    data = plan.spec.data
-    ledger = write_ledger(
+    return write_ledger(
         run_dir / "ledger" / LEDGER_FILE,
         np.load(result.predictions["new"], mmap_mode="r"),  # read by the ledger in blocks
         np.load(result.labels),
-        ids,
+        np.load(result.ids),
         result.fingerprint,
         trained.classes_seen if trained else None,
-        sample_slice_values(
-            ids, data.path, data.text_column, data.id_column, data.encoding, data.slice_columns, data.slices
-        ),
+        result.records.slice_values if result.records is not None else None,
     )
-    runs.log_file(ledger, "ledger")
-    if result.checkpoint is not None:
+
+
+def register_version(plan: Plan, result: PipelineResult, spec: UpdateSpec, watch: StageWatch) -> None:
+    """The registry version of `spec` (once: a rerun finds it) from the registry's copy of the
+    checkpoint the evaluation wrote, and its figures on the model's protected set."""
+    records = result.records
+    assert records is not None and records.registry_checkpoint is not None, "evaluate gives a model's records"
+    with tempfile.TemporaryDirectory(prefix="congruent-registry-") as folder:
+        checkpoint = Path(folder, "model.pt")
+        checkpoint.write_bytes(records.registry_checkpoint)
         version, new = registry.register_once(
             spec.model,
-            result.checkpoint,
+            str(checkpoint),
             version_record(spec, plan, result.metrics, result.auto),
             spec.allow_user_factories,
             spec.data.text_column,  # what the registered pyfunc model reads a text model's inputs from
         )
-        watch.say(
-            f"registered {spec.model} version {version} (alias challenger)"
-            if new
-            else f"{spec.model} version {version} already holds spec {spec.spec_hash}: not registered again"
-        )
-        result.registered_version = version
-        log_protected(spec.model, result.checkpoint, spec.allow_user_factories, watch)
-    if spec.promote is not None and result.registered_version is not None:
-        verdict = promotion.promote(spec.model, result.registered_version, spec.promote)
-        result.promotion = {"passed": verdict.passed, "reason": verdict.reason}
-        runs.set_tags({"promotion": ("champion: " if verdict.passed else "rejected: ") + verdict.reason})
-    (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
-    runs.log_file(run_dir / "result.json")
+    watch.say(
+        f"registered {spec.model} version {version} (alias challenger)"
+        if new
+        else f"{spec.model} version {version} already holds spec {spec.spec_hash}: not registered again"
+    )
+    result.registered_version = version
+    log_protected(records, watch)
 
 
-def log_protected(model: str, checkpoint: str, allow_user_factories: bool, watch: StageWatch) -> None:
+def log_protected(records: VersionRecords, watch: StageWatch) -> None:
     """The new version on the model's protected set (tracking/protected.py), beside its eval split:
     metrics protected.n, protected.correct and protected.set (none without a set)."""
-    suite = protected.protected_set(model)
-    if suite is None or not len(suite):
+    suite, answers = records.protected, records.protected_answers
+    if suite is None or answers is None:
         return
-    answers = protected.answers(checkpoint, suite.inputs, allow_user_factories, suite.images)
     counts = protected.protected_counts(suite.labels, answers)
     runs.log_metrics("protected.", {"n": counts.n, "correct": counts.correct, "set": suite.version})
     watch.say(f"protected set {suite.version}: {counts.correct} of {counts.n} right")

@@ -25,7 +25,7 @@ from orchestrator.serving.deployments import application, version_application
 from orchestrator.serving.handles import version_app_name
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.tracking import registry, store
-from orchestrator.tracking.live import MAX_IDS_TAG, continue_live_run, live_runs
+from orchestrator.tracking.live import continue_live_run, end_live_run, end_running_live_runs, record_window_size
 from orchestrator.tracking.version_refs import RegistryError
 
 ONE_CPU_REPLICA = Resources()
@@ -92,25 +92,10 @@ def serve_model(
     store.configure()
     canary = settings.canary.fraction if settings.canary is not None else None
     champion, candidate = resolve_versions(model, shadow, "--shadow" if canary is None else "--canary")
-    os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", PROXY_READY_S)
+    host, port = start_proxy(host, port)
     from ray import serve
 
-    connect(None)
-    serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
-    host, port = proxy_address()  # an earlier serve's proxy keeps its own: it is the one that answers
-    if open_beyond_this_machine(host) is not None:
-        raise ProxyRefused(
-            f"Serve's proxy on this cluster listens on {host}:{port} already (an earlier serve; `serve shutdown` "
-            f"stops it), open to other machines: set {TOKEN_ENV} (clients then send `Authorization: Bearer TOKEN`)"
-        )
-    run_id = candidate_run = None
-    continued = False
-    if candidate is not None:  # a restart continues the session of the same two versions
-        candidate_run = registry.run_of(registry.resolve(f"{model}/{candidate}"))
-        run_id, continued = continue_live_run(model, champion, candidate, canary)
-        from mlflow import MlflowClient
-
-        MlflowClient().set_tag(run_id, MAX_IDS_TAG, str(settings.max_live_ids))  # its figures' window (live.py)
+    run_id, candidate_run, continued = open_session(model, champion, candidate, canary, settings)
     name = app_name(model)
     fresh = name not in serve.status().applications  # else this start replaces a running gateway
     started: list[str] = []
@@ -138,11 +123,41 @@ def serve_model(
         for app in ([name] if fresh else []) + started:
             serve.delete(app)
         if run_id is not None:  # a continued session keeps its evidence: ended, not failed
-            from mlflow import MlflowClient
-
-            MlflowClient().set_terminated(run_id, "FINISHED" if continued else "FAILED")
+            end_live_run(run_id, failed=not continued)
         raise
     return Served(model, endpoint_url(host, port), name, champion, candidate, run_id, settings, resources)
+
+
+def start_proxy(host: str, port: int) -> tuple[str, int]:
+    """Join the cluster and start Serve's proxy on `host`:`port`; the host and port it listens on
+    (an earlier serve's proxy keeps its own: it is the one that answers). ProxyRefused when it listens
+    beyond this machine and this environment has no token."""
+    os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", PROXY_READY_S)
+    from ray import serve
+
+    connect(None)
+    serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+    host, port = proxy_address()
+    if open_beyond_this_machine(host) is not None:
+        raise ProxyRefused(
+            f"Serve's proxy on this cluster listens on {host}:{port} already (an earlier serve; `serve shutdown` "
+            f"stops it), open to other machines: set {TOKEN_ENV} (clients then send `Authorization: Bearer TOKEN`)"
+        )
+    return host, port
+
+
+def open_session(
+    model: str, champion: str, candidate: str | None, canary: float | None, settings: ServeSettings
+) -> tuple[str | None, str | None, bool]:
+    """(live run, candidate's version run, continued): with a candidate, the serving session of the
+    two versions (a restart continues the earlier one's: `continue_live_run`), tagged with the ids
+    its ledger keeps (its figures' window: live.py); (None, None, False) without one."""
+    if candidate is None:
+        return None, None, False
+    candidate_run = registry.run_of(registry.resolve(f"{model}/{candidate}"))
+    run_id, continued = continue_live_run(model, champion, candidate, canary)
+    record_window_size(run_id, settings.max_live_ids)
+    return run_id, candidate_run, continued
 
 
 class ProxyRefused(RuntimeError):
@@ -233,9 +248,7 @@ def swap_champion(served: Served, champion: str, place_s: float = PLACE_S) -> Se
         raise RegistryError(f"{served.model}@champion names v{moved.get('version')} now, not v{champion}")
     if served.live_run is not None:
         post(f"{served.url}/flush", {}, timeout=120, scope="control")
-        from mlflow import MlflowClient
-
-        MlflowClient().set_terminated(served.live_run, "FINISHED")
+        end_live_run(served.live_run)
     for name in version_apps(served.model, keep=(champion,)):  # the old champion's (Serve lets it finish)
         serve.delete(name)
     return replace(served, champion=champion, candidate=None, live_run=None)
@@ -294,15 +307,12 @@ def stop_serving(served: Served) -> None:
             serve.delete(name)
         credentials.withdraw(served.model)  # its replicas are gone (Serve waited for them)
         if served.live_run is not None:
-            from mlflow import MlflowClient
-
-            MlflowClient().set_terminated(served.live_run, "FINISHED")
+            end_live_run(served.live_run)
 
 
 def stop_app(model: str) -> bool:
     """Delete the model's applications on the cluster this process joins (the ledger writes what it
     holds as it shuts down) and close the model's running live runs; False when it is not served."""
-    from mlflow import MlflowClient
     from ray import serve
 
     store.configure()
@@ -313,9 +323,7 @@ def stop_app(model: str) -> bool:
     for name in version_apps(model):
         serve.delete(name)
     credentials.withdraw(model)
-    for run in live_runs(model):
-        if run.info.status == "RUNNING":
-            MlflowClient().set_terminated(run.info.run_id, "FINISHED")
+    end_running_live_runs(model)
     return True
 
 

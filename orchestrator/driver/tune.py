@@ -36,6 +36,7 @@ from orchestrator.execution.stages import train_replicas
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, applied_params, pool_topk
 from orchestrator.tracking import runs
+from orchestrator.tracking.tags import FINGERPRINT, TUNE_PICK
 from orchestrator.views import plots
 from pipelines.spec import TuneSpec, UpdateSpec
 from workers import storage
@@ -343,7 +344,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
     started = time.perf_counter()
     registered = None
     with runs.pipeline_run(spec, f"{spec.version}-tune", watch.say):
-        runs.set_tags({"fingerprint": plan.splits.eval_fingerprint})
+        runs.set_tags({FINGERPRINT: plan.splits.eval_fingerprint})
         runs.log_params(applied_params(spec))
         record = search(plan, run_dir, watch)
         record.seconds = time.perf_counter() - started
@@ -363,7 +364,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
         runs.log_file(run_dir / "tune.json")
         runs.log_file(plots.save(scatter(record, f"{spec.model}: ER vs NFR per trial"), run_dir / "er_nfr.png"))
         picked = record.trials[record.pick] if record.pick is not None else None
-        runs.set_tags({"tune.pick": json.dumps(picked["config"]) if picked else "none"})
+        runs.set_tags({TUNE_PICK: json.dumps(picked["config"]) if picked else "none"})
         if picked is not None and register_best:
             best = trial_spec(spec, picked["config"])
             evaluation = evaluate(plan, picked["checkpoint"], [r.checkpoint for r in record.replicas], run_dir / "best")

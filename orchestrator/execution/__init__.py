@@ -12,6 +12,6 @@ logits, and the progress the tasks send back.
 Ray calls sit here, at the edge: the stage bodies are plain functions of workers/. Execution reads
 what planning decided (a `Plan`) and never goes back to decide again. May import: ray, `workers`,
 `pipelines`, `orchestrator.planning`, `orchestrator.dataplane`, `orchestrator.tracking`,
-`orchestrator.views`, `orchestrator.host` — never `orchestrator.driver`, `orchestrator.jobs` or
+`orchestrator.views`, `orchestrator.host` — never mlflow, `orchestrator.driver`, `orchestrator.jobs` or
 `orchestrator.commands`.
 """

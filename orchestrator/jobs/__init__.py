@@ -7,5 +7,5 @@ status, logs and cancellation, and the table of jobs with how long each waited f
                   driver and (a worker_process_setup_hook) every worker, never in env_vars
 
 May import: ray, `pipelines`, `workers`, `orchestrator.execution`, `orchestrator.views`,
-`orchestrator.host` — never `orchestrator.driver` or `orchestrator.commands`.
+`orchestrator.host` — never mlflow, `orchestrator.driver` or `orchestrator.commands`.
 """

@@ -15,6 +15,6 @@ what memory it needs, and whether the cluster's resources can hold each stage.
 
 Planning opens a streamed source through the data plane (file lists, a sample, a label scan) and
 resolves registry references through tracking; it starts no Ray work. May import: `workers`,
-`pipelines`, `orchestrator.dataplane`, `orchestrator.tracking`, `orchestrator.host` — never ray,
+`pipelines`, `orchestrator.dataplane`, `orchestrator.tracking`, `orchestrator.host` — never ray, mlflow,
 `orchestrator.execution`, `orchestrator.driver`, `orchestrator.jobs` or `orchestrator.commands`.
 """

@@ -8,4 +8,6 @@ is shadowed off the response path, and their answers go to the live ledger
 - ledger.py: the live ledger's Ray Serve deployment (chunks in the session's run);
 - settings.py: how it serves, what a replica holds (plain values);
 - deployments.py: the gateway and version deployments, and the applications.
+
+The store is reached through `orchestrator.tracking` only: never mlflow itself.
 """

@@ -81,35 +81,26 @@ async def promote(gateway: Any, reason: str) -> None:
 
 async def restore(gateway: Any) -> None:
     """At a gateway replica's start: a canary its session withdrew stays withdrawn."""
-    from orchestrator.tracking.live import OUTCOME_TAG
+    from orchestrator.tracking.live import canary_outcome
 
     if gateway.live_run is None:
         return
     try:
-        run = await asyncio.to_thread(_run, gateway.live_run)
+        outcome = await asyncio.to_thread(canary_outcome, gateway.live_run)
     except Exception:  # the store out of reach: the canary answers as deployed
         logger.exception("canary: the session's run could not be read; serving the canary as deployed")
         return
-    outcome = run.data.tags.get(OUTCOME_TAG, "")
     if outcome.startswith("withdrawn: "):
         gateway.shadow = None
         gateway.canary.state, gateway.canary.reason = "withdrawn", outcome.removeprefix("withdrawn: ")
 
 
-def _run(run_id: str) -> Any:
-    from mlflow import MlflowClient
-
-    return MlflowClient().get_run(run_id)
-
-
 async def _tag(run_id: str | None, outcome: str) -> None:
-    from mlflow import MlflowClient
-
-    from orchestrator.tracking.live import OUTCOME_TAG
+    from orchestrator.tracking.live import record_canary_outcome
 
     if run_id is None:
         return
     try:
-        await asyncio.to_thread(MlflowClient().set_tag, run_id, OUTCOME_TAG, outcome[:5000])
+        await asyncio.to_thread(record_canary_outcome, run_id, outcome)
     except Exception:  # the decision stands; only its record is missing
         logger.exception("canary: the session's run could not be tagged %r", outcome[:200])

@@ -125,18 +125,15 @@ class LiveLedger:
                 await asyncio.to_thread(self._log_figures)
 
     def _log_figures(self) -> None:
-        from mlflow import MlflowClient
+        from orchestrator.tracking.live import log_live_figures
 
         figures = self.figures()
         step = int(figures["pairs"])
-        client = MlflowClient()
-        for key in ("disagreement", "disagreement_upper", "nfr", "nfr_upper", "pfr", "labelled", "pairs"):
-            value = figures[key]
-            if value is not None:
-                for run in (self.candidate_run, self.run_id):
-                    client.log_metric(run, f"live.{key}", float(value), step=step)
+        shown = ("disagreement", "disagreement_upper", "nfr", "nfr_upper", "pfr", "labelled", "pairs")
+        logged = {key: figures[key] for key in shown if figures[key] is not None}
+        log_live_figures((self.candidate_run, self.run_id), logged, step)
         if self.relabelled:
-            client.log_metric(self.run_id, "live.relabelled", float(self.relabelled), step=step)
+            log_live_figures((self.run_id,), {"relabelled": self.relabelled}, step)
 
     def __del__(self) -> None:
         """Serve's graceful shutdown (after the requests in flight): write what is still pending."""

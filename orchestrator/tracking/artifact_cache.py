@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
+from orchestrator.tracking.tags import CHECKSUM_PREFIX
 from orchestrator.tracking.version_refs import RegistryError
 from workers.digests import file_sha256 as sha256_of  # the name registry.py reads it by
 from workers.private_cache import private_folder
@@ -23,7 +24,7 @@ RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
 
 def checksum_tag(artifact: str) -> str:
     """The version tag holding the sha256 of its run's artifact `artifact` (e.g. checkpoint/model.pt)."""
-    return f"sha256.{artifact}"
+    return f"{CHECKSUM_PREFIX}{artifact}"
 
 
 def cache_root() -> Path:

@@ -33,13 +33,16 @@ from typing import Any, Literal
 import numpy as np
 
 from orchestrator.tracking.live_window import LiveCounts, LiveWindow, replay
+from orchestrator.tracking.tags import (
+    CANARY_TAG,
+    CANDIDATE_TAG,
+    CHAMPION_TAG,
+    LIVE_TAG,
+    MAX_IDS_TAG,
+    OUTCOME_TAG,
+    RUN_NAME,
+)
 
-LIVE_TAG = "congruent.live"  # "shadow": the run is a serving session's live ledger
-CHAMPION_TAG = "congruent.live.champion"  # the served version
-CANDIDATE_TAG = "congruent.live.candidate"  # the shadowed version
-CANARY_TAG = "congruent.live.canary"  # a canary's session: the share of ids its candidate answered
-OUTCOME_TAG = "congruent.live.canary.outcome"  # "withdrawn: why" or "promoted: why", once decided
-MAX_IDS_TAG = "congruent.live.max_ids"  # the ids its ledger keeps in memory (`serve --max-live-ids`)
 Kind = Literal["pairs", "labels"]
 
 
@@ -165,12 +168,12 @@ def start_live_run(model: str, champion: str, candidate: str, canary: float | No
         LIVE_TAG: "shadow",
         CHAMPION_TAG: champion,
         CANDIDATE_TAG: candidate,
-        "mlflow.runName": f"live v{champion} shadowed by v{candidate}",
+        RUN_NAME: f"live v{champion} shadowed by v{candidate}",
     }
     if canary is not None:
         tags |= {
             CANARY_TAG: f"{canary:g}",
-            "mlflow.runName": f"live canary v{candidate} on {canary:.0%} beside v{champion}",
+            RUN_NAME: f"live canary v{candidate} on {canary:.0%} beside v{champion}",
         }
     return MlflowClient().create_run(experiment_id(model), tags=tags).info.run_id
 
@@ -203,6 +206,64 @@ def live_runs(model: str, candidate: str | None = None) -> list[Any]:
     if candidate is not None:
         query += f" and tags.`{CANDIDATE_TAG}` = '{candidate}'"
     return client.search_runs([experiment.experiment_id], query, order_by=["attributes.start_time DESC"])
+
+
+def record_window_size(run_id: str, max_ids: int) -> None:
+    """Tag the session's run with the ids its ledger keeps in memory (MAX_IDS_TAG): `run_counts`
+    replays its chunks through a window of that size."""
+    from mlflow import MlflowClient
+
+    MlflowClient().set_tag(run_id, MAX_IDS_TAG, str(max_ids))
+
+
+def end_live_run(run_id: str, failed: bool = False) -> None:
+    """Mark a serving session's run ended: FINISHED (its evidence stands), or FAILED with `failed`."""
+    from mlflow import MlflowClient
+
+    MlflowClient().set_terminated(run_id, "FAILED" if failed else "FINISHED")
+
+
+def end_running_live_runs(model: str) -> None:
+    """End (FINISHED) every serving session of the model whose run is still RUNNING."""
+    for run in live_runs(model):
+        if run.info.status == "RUNNING":
+            end_live_run(run.info.run_id)
+
+
+def live_run_tags(run_id: str) -> dict[str, str] | None:
+    """The tags of the run `run_id` (LIVE_TAG among them for a serving session's); None when the
+    store holds no such run."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return dict(MlflowClient().get_run(run_id).data.tags)
+    except MlflowException:
+        return None
+
+
+def canary_outcome(run_id: str) -> str:
+    """What the session's canary came to (OUTCOME_TAG: "withdrawn: why", "promoted: why"); "" while undecided."""
+    from mlflow import MlflowClient
+
+    return str(MlflowClient().get_run(run_id).data.tags.get(OUTCOME_TAG, ""))
+
+
+def record_canary_outcome(run_id: str, outcome: str) -> None:
+    """Tag the session's run with what its canary came to (OUTCOME_TAG, at most 5,000 characters)."""
+    from mlflow import MlflowClient
+
+    MlflowClient().set_tag(run_id, OUTCOME_TAG, outcome[:5000])
+
+
+def log_live_figures(run_ids: Sequence[str], figures: Mapping[str, float], step: int) -> None:
+    """Each of `figures` as metric `live.<name>` at `step` (pairs seen) of every run in `run_ids`."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    for key, value in figures.items():
+        for run_id in run_ids:
+            client.log_metric(run_id, f"live.{key}", float(value), step=step)
 
 
 def live_summaries(model: str, confidence: float) -> list[dict[str, Any]]:

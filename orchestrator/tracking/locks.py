@@ -53,6 +53,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking import pg_locks
+from orchestrator.tracking.tags import LOCK_BACKEND_TAG, LOCK_HOLDER, LOCK_RENEWALS, LOCK_TAG, LOCK_TOKEN
 from orchestrator.tracking.version_refs import LockLost, RegistryError
 from workers.names import LOCK_SUFFIX
 
@@ -62,9 +63,7 @@ from workers.names import LOCK_SUFFIX
 LEASE_S = 60.0
 RENEW_S = 5.0  # how often the holder starts a renewal (however long the last one took)
 LOCK_WAIT_S = 120.0  # how long a taker waits for another's lock (over a lease: it may break a dead holder's)
-LOCK_TAG = "congruent.lock"  # on every lock; its value is the purpose
 UNTAGGED_S = 1.0  # a lock's name seen without LOCK_TAG this long is a model, not a lock mid-create or mid-delete
-LOCK_BACKEND_TAG = "congruent.lock_backend"  # on a registered model: the LockBackend.name of its locks
 
 
 def lock_name(model: str, purpose: str) -> str:
@@ -157,14 +156,14 @@ class Lease:
                     return
                 self.renewals += 1
                 writing = time.monotonic()  # the registry takes the new count after this: a breaker saw it change
-                self.client.set_registered_model_tag(self.lock, "renewals", str(self.renewals))
+                self.client.set_registered_model_tag(self.lock, LOCK_RENEWALS, str(self.renewals))
             except MlflowException:
                 continue  # the registry is unreachable: the lease runs down and `check` fails
             self.renewed_at = writing
 
     def _token_now(self) -> str | None:
         try:
-            return self.client.get_registered_model(self.lock).tags.get("token")
+            return self.client.get_registered_model(self.lock).tags.get(LOCK_TOKEN)
         except MlflowException:
             return None
 
@@ -265,7 +264,7 @@ class LeaseTaker:
         self.client, self.lock, self.token = client, lock, uuid.uuid4().hex
         purpose = lock.rsplit(".", 1)[-1].removesuffix("-lock")
         holder = f"{socket.gethostname()}:{os.getpid()}"
-        self.tags = {"token": self.token, "holder": holder, LOCK_TAG: purpose, "renewals": "0"}
+        self.tags = {LOCK_TOKEN: self.token, LOCK_HOLDER: holder, LOCK_TAG: purpose, LOCK_RENEWALS: "0"}
         self.seen: tuple[tuple[str, str], float] | None = None  # the lock's (token, renewals), and since when
         self.untagged_since: float | None = None  # since when every read found the name without LOCK_TAG
 
@@ -314,7 +313,7 @@ def _state(client: Any, lock: str) -> tuple[str, str] | None:
         return None
     if LOCK_TAG not in tags:
         return ("", "")
-    return (tags.get("token", ""), tags.get("renewals", ""))
+    return (tags.get(LOCK_TOKEN, ""), tags.get(LOCK_RENEWALS, ""))
 
 
 def _delete(client: Any, lock: str) -> None:

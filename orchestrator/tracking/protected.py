@@ -26,14 +26,12 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from orchestrator.policy.protected import protected_counts
+from orchestrator.tracking.tags import PROTECTED_RUN_TAG, PROTECTED_TAG, RUN_NAME
 
-PROTECTED_TAG = "congruent.protected"  # a protected set's run: its set version
-PROTECTED_RUN_TAG = "congruent.protected_run"  # the registered model's tag: the current set's run
 SAMPLES = "protected/samples.parquet"
 SCHEMA = pa.schema(
     [("id", pa.int64()), ("input", pa.string()), ("label", pa.int64()), ("origin", pa.string()), ("image", pa.binary())]
 )
-SCORED_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -132,7 +130,7 @@ def add_protected(
     version = 1 if current is None else current.version + 1
     run = client.create_run(
         experiment_id(model),
-        tags={PROTECTED_TAG: str(version), "mlflow.runName": f"protected samples, set {version}"},
+        tags={PROTECTED_TAG: str(version), RUN_NAME: f"protected samples, set {version}"},
     )
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / Path(SAMPLES).name
@@ -144,33 +142,17 @@ def add_protected(
     return version, len(fresh)
 
 
-def answers(
-    checkpoint: str, inputs: list[str], allow_user_factories: bool = False, images: list[bytes | None] | None = None
-) -> np.ndarray:
-    """A version's class id for each protected input: a text, or for an image model the sample's
-    encoded file from `images` (its input is only the path it had under its folder)."""
-    from workers.models.raw_inputs import RawInputModel
-
-    model = RawInputModel(checkpoint, allow_user_factories=allow_user_factories)
-    payloads: list[str | bytes] = list(inputs)
-    if model.modality != "text":
-        if images is None or any(image is None for image in images):
-            raise ValueError("an image model's protected samples are scored from the files kept with the set")
-        payloads = [image for image in images if image is not None]
-    out: list[int] = []
-    for start in range(0, len(payloads), SCORED_BATCH):
-        out += [a.class_id for a in model.answer(payloads[start : start + SCORED_BATCH])]
-    return np.asarray(out, dtype=np.int64)
-
-
 def set_answers(checkpoint: str, suite: ProtectedSet, allow_user_factories: bool = False) -> np.ndarray:
-    """`answers` of a version's checkpoint (a registry copy, checked against its recorded sha256 when
-    fetched) on a set, kept for the process: a canary's gate asks again after each feedback batch."""
+    """`protected_answers` (workers/tasks/bodies.py) of a version's checkpoint (a registry copy,
+    checked against its recorded sha256 when fetched) on a set, kept for the process: a canary's
+    gate asks again after each feedback batch."""
+    from workers.tasks.bodies import protected_answers
+
     key = (checkpoint, suite.run_id)
     if key not in _ANSWERS:
         if len(_ANSWERS) >= KEPT_ANSWERS:
             _ANSWERS.pop(next(iter(_ANSWERS)))
-        _ANSWERS[key] = answers(checkpoint, suite.inputs, allow_user_factories, suite.images)
+        _ANSWERS[key] = protected_answers(checkpoint, suite.inputs, allow_user_factories, suite.images)
     return _ANSWERS[key]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ from orchestrator.tracking.ledger import (
     shared_samples,
 )
 from orchestrator.tracking.locks import claim_backend, registry_lock
+from orchestrator.tracking.tags import PUBLISHING, REUSED_VERSION
 from orchestrator.tracking.version_record import VersionRecord
 from orchestrator.tracking.version_refs import RegistryError, VersionRef, parse_version_ref
 from orchestrator.views import plots
@@ -154,9 +156,6 @@ def ledger_name(run_id: str) -> str | None:
     return next((name for name in (LEDGER_FILE, LEGACY_LEDGER_FILE) if name in names), None)
 
 
-PUBLISHING = "publishing"  # a version's tag from its registration until its publication completes
-
-
 def all_versions(name: str) -> list[Any]:
     """Every version of a registered model, complete or not, oldest first."""
     return sorted(MlflowClient().search_model_versions(f"name='{name}'"), key=lambda mv: int(mv.version))
@@ -249,7 +248,7 @@ def register_once(
         else _register(model, checkpoint, record, allow_user_factories, True, input_column)
     )
     if not new:
-        mlflow.set_tag("reused_version", version)
+        mlflow.set_tag(REUSED_VERSION, version)
     return version, new
 
 
@@ -261,37 +260,29 @@ def _register(
     once: bool,
     input_column: str = "text",
 ) -> tuple[str, bool]:
-    """Register the checkpoint (logged to the active run as `checkpoint/model.pt`, plus the MLflow
-    pyfunc model on raw inputs that reads it: pyfunc_model.py, texts from `input_column`) as a new
-    version of `model` with the tags of `record` and alias
+    """Register the checkpoint (logged to the active run as `checkpoint/model.pt`, as it is: the
+    pipelines give the registry's copy the evaluation wrote, workers/tasks/bodies.py
+    `registry_checkpoint`; plus the MLflow pyfunc model on raw inputs that reads it: pyfunc_model.py,
+    texts from `input_column`) as a new version of `model` with the tags of `record` and alias
     `challenger`, log the chain's NFR matrix and write the model's and the version's descriptions;
     returns (version, True). With `once`, a version of the same spec registered meanwhile is returned instead, as
     (version, False). Nothing stays registered if a step fails."""
-
-    from workers.models.checkpoints import classes_seen_of, load_model, read_checkpoint, save_checkpoint
+    from workers.models.checkpoints import ModelSettings, read_checkpoint
     from workers.storage import fetch_checkpoint
 
     path = fetch_checkpoint(checkpoint)
-    network, settings = load_model(path, allow_user_factories)
-    seen = classes_seen_of(path)
-    names = read_checkpoint(path).get("classes")  # the class list, in id order (checkpoints since text)
+    settings = ModelSettings.from_record(read_checkpoint(path)["model"])
     with tempfile.TemporaryDirectory() as tmp:
-        clean = save_checkpoint(
-            Path(tmp, "model.pt"),
-            network,
-            settings,
-            fingerprint=record.fingerprint,
-            **({} if seen is None else {"classes_seen": seen}),
-            **({} if names is None else {"classes": list(names)}),
-        )
-        mlflow.log_artifact(str(clean), "checkpoint")
-        checksums = {checksum_tag("checkpoint/model.pt"): sha256_of(clean), **_ledger_checksum(tmp)}
+        logged = Path(tmp, "model.pt")  # the artifact's name, whatever the file's
+        shutil.copyfile(path, logged)
+        mlflow.log_artifact(str(logged), "checkpoint")
+        checksums = {checksum_tag("checkpoint/model.pt"): sha256_of(logged), **_ledger_checksum(tmp)}
         if settings.config is not None and settings.inputs.tokenizer is not None:  # hf:DIR: readable beside it
             for name, text in (("config.json", settings.config), ("tokenizer.json", settings.inputs.tokenizer)):
                 Path(tmp, name).write_text(text)
                 mlflow.log_artifact(str(Path(tmp, name)), "checkpoint")
         sha256 = checksums[checksum_tag("checkpoint/model.pt")]
-        info = pyfunc_log.log_pyfunc(clean, settings, sha256, input_column, allow_user_factories)
+        info = pyfunc_log.log_pyfunc(logged, settings, sha256, input_column, allow_user_factories)
     # MLflow prints "Successfully registered model …" and "Created version …" to stderr itself (muted
     # in `_publish`); the commands say which version was registered, in a line of their own
     with interrupts_deferred():  # Ctrl-C or cancel now: the version completes first, then the run stops

@@ -22,6 +22,21 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
 from orchestrator.tracking.store import experiment_id
+from orchestrator.tracking.tags import (
+    BCWI_ALPHA,
+    CODE_VERSION,
+    DRIVER_HOST,
+    DRIVER_PID,
+    ENDED_BY,
+    PARENT_RUN,
+    RUN_NAME,
+    SPEC_HASH,
+    SYSTEM_PREFIX,
+    TEMPORARY_TAG,
+    TRAINED_HOST,
+    TRAINED_NODE,
+    TRAINED_PID,
+)
 from pipelines.spec import UpdateSpec
 
 if TYPE_CHECKING:
@@ -58,13 +73,13 @@ def system_tags() -> dict[str, str]:
     import torch
 
     return {
-        "system.python": platform.python_version(),
-        "system.platform": platform.platform(),
-        "system.cpus": str(os.cpu_count()),
-        "system.torch": torch.__version__,
-        "system.ray": ray.__version__,
-        "system.mlflow": mlflow.__version__,
-        "system.cuda": str(torch.cuda.is_available()),
+        f"{SYSTEM_PREFIX}python": platform.python_version(),
+        f"{SYSTEM_PREFIX}platform": platform.platform(),
+        f"{SYSTEM_PREFIX}cpus": str(os.cpu_count()),
+        f"{SYSTEM_PREFIX}torch": torch.__version__,
+        f"{SYSTEM_PREFIX}ray": ray.__version__,
+        f"{SYSTEM_PREFIX}mlflow": mlflow.__version__,
+        f"{SYSTEM_PREFIX}cuda": str(torch.cuda.is_available()),
     }
 
 
@@ -73,11 +88,11 @@ def log_spec(run_id: str, spec: UpdateSpec) -> None:
     and the driver process (host and pid, for `close_orphaned_runs`) as tags."""
     params = [Param(k, v[:6000]) for k, v in flatten("", spec.model_dump(mode="json")).items()]
     tags = {
-        "spec_hash": spec.spec_hash,
-        "code_version": code_version(),
+        SPEC_HASH: spec.spec_hash,
+        CODE_VERSION: code_version(),
         **system_tags(),
-        "driver.host": socket.gethostname(),
-        "driver.pid": str(os.getpid()),
+        DRIVER_HOST: socket.gethostname(),
+        DRIVER_PID: str(os.getpid()),
     }
     client = MlflowClient()
     client.log_batch(run_id, params=params, tags=[RunTag(k, v) for k, v in tags.items()])
@@ -101,9 +116,6 @@ def _process_alive(pid: int) -> bool:
     except PermissionError:  # someone else's process
         return True
     return True
-
-
-TEMPORARY_TAG = "temporary_storage"  # JSON list of the storage folders a run deletes when it ends
 
 
 def record_temporary(uri: str) -> None:
@@ -156,15 +168,15 @@ def close_orphaned_runs(
     client = MlflowClient()
     host = socket.gethostname()
     closed = []
-    for run in client.search_runs([experiment], f"tags.spec_hash = '{spec_hash}' and attributes.status = 'RUNNING'"):
-        pid = run.data.tags.get("driver.pid", "")
-        if run.data.tags.get("driver.host") != host or not pid.isdigit() or _process_alive(int(pid)):
+    for run in client.search_runs([experiment], f"tags.{SPEC_HASH} = '{spec_hash}' and attributes.status = 'RUNNING'"):
+        pid = run.data.tags.get(DRIVER_PID, "")
+        if run.data.tags.get(DRIVER_HOST) != host or not pid.isdigit() or _process_alive(int(pid)):
             continue
         children = client.search_runs(
-            [experiment], f"tags.mlflow.parentRunId = '{run.info.run_id}' and attributes.status = 'RUNNING'"
+            [experiment], f"tags.{PARENT_RUN} = '{run.info.run_id}' and attributes.status = 'RUNNING'"
         )
         for orphan in [*children, run]:
-            client.set_tag(orphan.info.run_id, "ended_by", f"a rerun of spec {spec_hash}: driver {pid} had died")
+            client.set_tag(orphan.info.run_id, ENDED_BY, f"a rerun of spec {spec_hash}: driver {pid} had died")
             client.set_terminated(orphan.info.run_id, "KILLED")
         closed.append(run.info.run_id)
         line = remove_leftovers(run.info.run_id, pid, root)
@@ -198,7 +210,7 @@ def log_training(name: str, record: TrainRecord, extra_params: Mapping[str, Any]
             **{f"parameters.{k}": v for k, v in record.parameters.items()},
             **(extra_params or {}),
         }
-        tags = {"pid": record.pid, "host": record.host, "node_id": record.node_id}
+        tags = {TRAINED_PID: record.pid, TRAINED_HOST: record.host, TRAINED_NODE: record.node_id}
         MlflowClient().log_batch(
             run.info.run_id,
             metrics=[Metric("seconds", float(record.seconds), int(time.time() * 1000), 0)],
@@ -251,7 +263,7 @@ def log_file(path: Path, folder: str | None = None) -> None:
 def log_bcwi(alpha: float, sweep: list[dict[str, float]], held_out: dict[str, float] | None = None) -> None:
     """BCWI's pick as a tag, its val sweep as metrics, one step per α tried, and the pick's
     cross-fitted val figures as bcwi.held_out_val_error_rate / _nfr."""
-    mlflow.set_tag("bcwi.alpha", str(alpha))
+    mlflow.set_tag(BCWI_ALPHA, str(alpha))
     if held_out is not None:
         mlflow.log_metrics({f"bcwi.held_out_val_{k}": v for k, v in held_out.items()})
     for step, row in enumerate(sweep):
@@ -318,10 +330,10 @@ def evaluated_points(model: str, registered: dict[str, str]) -> list[dict[str, A
         nfr = metrics.get("vs_old.nfr", metrics.get("nfr"))
         if "error_rate" not in metrics or nfr is None:
             continue
-        parent = by_id.get(run.data.tags.get("mlflow.parentRunId", ""), run)
+        parent = by_id.get(run.data.tags.get(PARENT_RUN, ""), run)
         if parent is not run and run.info.run_name == "evaluation" and "error_rate" in parent.data.metrics:
             continue  # the pipeline's own run carries the same numbers (runs older than that only the child)
-        label = parent.data.tags.get("mlflow.runName", parent.info.run_id[:8])
+        label = parent.data.tags.get(RUN_NAME, parent.info.run_id[:8])
         if parent is not run and run.data.params:  # a Tune trial logs its configuration
             label += " " + ", ".join(f"{k}={v}" for k, v in sorted(run.data.params.items()))
         points.append(

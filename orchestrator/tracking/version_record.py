@@ -1,5 +1,5 @@
 """One registered model version as Congruent records it: `VersionRecord`, and the MLflow registry
-tags that hold it (the only place that knows their names and formats).
+tags that hold it (the only place that knows their formats; their names: tags.py).
 
 A version's tags: `method`, `arch`, `label` (the spec's `version`), `fingerprint` (the eval split),
 `spec_hash`, `error_rate`; an hf:DIR version `base_digest` (sha256 of the pretrained directory, 16
@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.tracking.tags import VERSION_TAGS
 from workers.confidence import paired_increase_upper, wilson_upper
 
 SHOWN_CONFIDENCE = 0.95  # the level of the bounds `versions` and the report show
@@ -55,7 +56,7 @@ class VersionRecord:
     created: str = ""  # not a tag: when MLflow registered it (local ISO time, in seconds)
 
     def to_tags(self) -> dict[str, str]:
-        """The registry tags, as Congruent has always written them."""
+        """The registry tags, as Congruent has always written them (tags.py VERSION_TAGS)."""
         texts = {
             "method": self.method,
             "arch": self.arch,
@@ -65,7 +66,7 @@ class VersionRecord:
             "base_digest": self.base_digest,
             "adapter": self.adapter,
         }
-        tags = {k: v for k, v in texts.items() if v}
+        fields = {k: v for k, v in texts.items() if v}
         optional = {
             "error_rate": _six(self.error_rate),
             "parent_version": self.parent_version,
@@ -76,42 +77,43 @@ class VersionRecord:
             "n_compared": str(self.n_compared) if self.n_compared else None,
             "nfr_classes": None if self.nfr_classes is None else ",".join(map(str, self.nfr_classes)),
         }
-        tags.update({k: v for k, v in optional.items() if v is not None})
+        fields.update({k: v for k, v in optional.items() if v is not None})
         if self.chosen:
-            tags["auto_choice"] = self.chosen
+            fields["chosen"] = self.chosen
         candidates = json.dumps([{k: _rounded(v) for k, v in c.items()} for c in self.candidates])
         if self.candidates and len(candidates) <= MAX_TAG:
-            tags["auto_candidates"] = candidates
+            fields["candidates"] = candidates
         names = json.dumps(list(self.class_names))
         if self.class_names and len(names) <= MAX_TAG:
-            tags["classes"] = names
-        return tags
+            fields["class_names"] = names
+        return {VERSION_TAGS[field]: value for field, value in fields.items()}
 
     @classmethod
     def from_tags(
         cls, tags: Mapping[str, str], version: str, aliases: tuple[str, ...] = (), created: str = ""
     ) -> VersionRecord:
         """The record a version's tags hold; a missing or empty tag leaves its field empty."""
+        tag = {field: tags.get(key) for field, key in VERSION_TAGS.items()}
         return cls(
             version=str(version),
-            method=tags.get("method", ""),
-            arch=tags.get("arch", ""),
-            label=tags.get("label", ""),
-            fingerprint=tags.get("fingerprint", ""),
-            spec_hash=tags.get("spec_hash", ""),
-            base_digest=tags.get("base_digest", ""),
-            adapter=tags.get("adapter", ""),
-            error_rate=_fraction(tags.get("error_rate")),
-            parent_version=tags.get("parent_version") or None,
-            old=tags.get("old") or None,
-            nfr=_fraction(tags.get("nfr")),
-            pfr=_fraction(tags.get("pfr")),
-            rel_nfr=_fraction(tags.get("rel_nfr")),
-            n_compared=int(tags["n_compared"]) if tags.get("n_compared") else None,
-            nfr_classes=_classes(tags.get("nfr_classes")),
-            class_names=_names(tags.get("classes")),
-            chosen=tags.get("auto_choice", ""),
-            candidates=_candidates(tags.get("auto_candidates")),
+            method=tag["method"] or "",
+            arch=tag["arch"] or "",
+            label=tag["label"] or "",
+            fingerprint=tag["fingerprint"] or "",
+            spec_hash=tag["spec_hash"] or "",
+            base_digest=tag["base_digest"] or "",
+            adapter=tag["adapter"] or "",
+            error_rate=_fraction(tag["error_rate"]),
+            parent_version=tag["parent_version"] or None,
+            old=tag["old"] or None,
+            nfr=_fraction(tag["nfr"]),
+            pfr=_fraction(tag["pfr"]),
+            rel_nfr=_fraction(tag["rel_nfr"]),
+            n_compared=int(n) if (n := tag["n_compared"]) else None,
+            nfr_classes=_classes(tag["nfr_classes"]),
+            class_names=_names(tag["class_names"]),
+            chosen=tag["chosen"] or "",
+            candidates=_candidates(tag["candidates"]),
             aliases=aliases,
             created=created,
         )

@@ -2,8 +2,9 @@
 
 `train_job` trains one model (a replica, a student, a fine-tuned model) and stores its checkpoint;
 `train_pack` trains several replicas in one process (`train_together`: as one batched model);
-`eval_chunks` scores checkpoints on the regression-eval split, chunk by chunk; `bcwi_job` picks BCWI's α. The
-driver (orchestrator/driver/) decides where and with which resources each runs.
+`eval_chunks` scores checkpoints on the regression-eval split, chunk by chunk; `bcwi_job` picks BCWI's α;
+`registry_checkpoint` and `protected_answers` give what the registry records of a version beside its
+ledger. The driver (orchestrator/driver/) decides where and with which resources each runs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 
 from workers import storage
 from workers.metrics import class_ids
-from workers.models.checkpoints import classes_seen_of, load_model, save_checkpoint
+from workers.models.checkpoints import classes_seen_of, load_model, read_checkpoint, save_checkpoint
 from workers.models.predict import logit_chunks
 from workers.progress import ProgressEvent
 from workers.runtime import use_threads
@@ -186,6 +187,52 @@ def eval_predictions(
         for name, logits in chunk.logits.items():
             ids.setdefault(name, []).append(class_ids(logits))
     return {name: np.concatenate(parts) for name, parts in ids.items()}
+
+
+def registry_checkpoint(uri: str, fingerprint: str, allow_user_factories: bool = False) -> bytes:
+    """The registry's copy of a stage's checkpoint, as the bytes of a `model.pt`: its settings and
+    weights (loaded strictly, so a checkpoint that does not load is refused here), its classes_seen
+    and class names, and the eval split's `fingerprint`; no optimizer state, epoch or history."""
+    path = fetch_checkpoint(uri)
+    network, settings = load_model(path, allow_user_factories)
+    seen = classes_seen_of(path)
+    names = read_checkpoint(path).get("classes")  # the class list, in id order (checkpoints since text)
+    with tempfile.TemporaryDirectory() as tmp:
+        clean = save_checkpoint(
+            Path(tmp, "model.pt"),
+            network,
+            settings,
+            fingerprint=fingerprint,
+            **({} if seen is None else {"classes_seen": seen}),
+            **({} if names is None else {"classes": list(names)}),
+        )
+        return clean.read_bytes()
+
+
+PROTECTED_BATCH = 256  # protected inputs answered at once
+
+
+def protected_answers(
+    checkpoint: str,
+    inputs: Sequence[str],
+    allow_user_factories: bool = False,
+    images: Sequence[bytes | None] | None = None,
+) -> np.ndarray:
+    """A version's class id for each protected input (a local or S3 `checkpoint`, answering raw
+    inputs as `serve` and the pyfunc model do: workers/models/raw_inputs.py): a text, or for an
+    image model the sample's encoded file from `images` (its input is only the path it had)."""
+    from workers.models.raw_inputs import RawInputModel
+
+    model = RawInputModel(fetch_checkpoint(checkpoint), allow_user_factories=allow_user_factories)
+    payloads: list[str | bytes] = list(inputs)
+    if model.modality != "text":
+        if images is None or any(image is None for image in images):
+            raise ValueError("an image model's protected samples are scored from the files kept with the set")
+        payloads = [image for image in images if image is not None]
+    out: list[int] = []
+    for start in range(0, len(payloads), PROTECTED_BATCH):
+        out += [a.class_id for a in model.answer(payloads[start : start + PROTECTED_BATCH])]
+    return np.asarray(out, dtype=np.int64)
 
 
 def bcwi_job(
