@@ -70,7 +70,6 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.auto import candidates_table
     from orchestrator.driver.demo import demo_settings, execute_demo
     from orchestrator.driver.launch import prepare_demo
-    from orchestrator.views.progress import make_display
 
     given = {k: getattr(args, k) for k in ("model", "epochs", "m", "seed", "train_limit", "eval_limit")}
     settings = demo_settings(
@@ -81,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if refused is not None:
         return fail_all("demo", refused.problems, refused.code)
     try:
-        outcome = execute_demo(settings, make_display(args.quiet), lambda text: print(text, flush=True))
+        outcome = execute_demo(settings, args.quiet, lambda text: print(text, flush=True))
     except KeyboardInterrupt:
         return fail("demo", "interrupted; the current run is marked KILLED", 130)
     first = outcome.results[0]

@@ -78,7 +78,6 @@ def promotion_line(result: Any) -> tuple[str, bool]:
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.launch import Refused, execute, failure_cause, prepare
-    from orchestrator.views.progress import make_display
 
     if args.check:
         return report_checks("run", [args.spec], args.ray_address, args.quiet or args.json)
@@ -86,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(prepared, Refused):
         return fail_all("run", prepared.problems, prepared.code)
     try:
-        result = execute(prepared, make_display(quiet=True if args.json else args.quiet))
+        result = execute(prepared, quiet=True if args.json else args.quiet)
     except KeyboardInterrupt:
         return fail(
             "run",

@@ -63,13 +63,12 @@ def outcome_lines(record: Any, registered: Any, spec: Any, run_dir: Any) -> list
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.driver.launch import Refused, execute_search, prepare
-    from orchestrator.views.progress import make_display
 
     prepared = prepare(args.spec, args.ray_address, args.out, search=True)
     if isinstance(prepared, Refused):
         return fail_all("tune", prepared.problems, prepared.code)
     try:
-        record, registered = execute_search(prepared, make_display(args.quiet), args.register_best)
+        record, registered = execute_search(prepared, args.quiet, args.register_best)
     except KeyboardInterrupt:
         return fail(
             "tune",

@@ -261,7 +261,7 @@ class DemoOutcome:
         )
 
 
-def execute_demo(settings: DemoSettings, display: Any, announce: Callable[[str], None]) -> DemoOutcome:
+def execute_demo(settings: DemoSettings, quiet: bool | None, announce: Callable[[str], None]) -> DemoOutcome:
     """The demo once its checks passed: its MLflow store in the output folder (unless
     MLFLOW_TRACKING_URI names one), Ray started here, v1 then v2, the report."""
     import os
@@ -269,12 +269,13 @@ def execute_demo(settings: DemoSettings, display: Any, announce: Callable[[str],
     from orchestrator.driver.report import write_report
     from orchestrator.execution.cluster import connect
     from orchestrator.tracking.store import configure
+    from orchestrator.views.progress import make_display
 
     settings.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{settings.out / 'mlflow.db'}")
     connect(None)
     configure()
-    watch = StageWatch(display)
+    watch = StageWatch(make_display(quiet))
     try:
         results, judged = run_demo(settings, watch, announce)
     finally:

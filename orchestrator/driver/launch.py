@@ -4,9 +4,10 @@ once, so every command finds the same problems in the same words and reports the
     prepare(spec_path, address, out)   the spec, its plan (preflight's checks and what the cluster can
                                        hold), the output folder, the MLflow store: Prepared, or Refused
                                        with every problem, one line each, before Ray starts
-    execute(prepared, display)         join the cluster (or start Ray here) and run the pipeline
+    execute(prepared, quiet)           join the cluster (or start Ray here) and run the pipeline
     execute_search(prepared, ...)      the same for `tune` (`prepare(..., search=True)`)
     prepare_demo(settings, out_given)  the demo's two specs checked as a chain (v2 against what v1 registers)
+    load(spec_path)                    the spec alone (`submit`: the rest is checked where the job runs)
 
 A command prints a Refused's lines and exits with its code: 2 for the inputs, 1 for an MLflow store that
 cannot be reached.
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from orchestrator.driver.publish import PipelineResult
     from orchestrator.driver.tune import SearchRecord
     from orchestrator.planning.plan import Demand, Plan
-    from orchestrator.views.progress import LinesDisplay, QuietDisplay, RichDisplay
 
 SEARCH_SUFFIX = "-tune"  # a search's default output folder: runs/MODEL/VERSION-tune
 
@@ -112,15 +112,17 @@ def prepare(spec_path: str, address: str | None, out: str | None, search: bool =
     return store_refusal() or Prepared(plan, run_dir, address)
 
 
-def execute(prepared: Prepared, display: QuietDisplay | LinesDisplay | RichDisplay) -> PipelineResult:
-    """Join the cluster (or start Ray here) and run the pipeline, its progress on `display`."""
+def execute(prepared: Prepared, quiet: bool | None) -> PipelineResult:
+    """Join the cluster (or start Ray here) and run the pipeline, its progress shown unless `quiet`
+    (views/progress.py: bars on a terminal, else lines)."""
     from orchestrator.driver.pipeline import run_pipeline
     from orchestrator.execution.cluster import connect
     from orchestrator.execution.watch import StageWatch
+    from orchestrator.views.progress import make_display
 
     plan = prepared.plan
     connect(prepared.address, dashboard=plan.data_parallel)
-    watch = StageWatch(display)
+    watch = StageWatch(make_display(quiet))
     watch.display.prefix = f"{plan.spec.version} "
     try:
         return run_pipeline(plan, prepared.run_dir, watch)
@@ -128,18 +130,17 @@ def execute(prepared: Prepared, display: QuietDisplay | LinesDisplay | RichDispl
         watch.close()
 
 
-def execute_search(
-    prepared: Prepared, display: QuietDisplay | LinesDisplay | RichDisplay, register_best: bool
-) -> tuple[SearchRecord, Any]:
+def execute_search(prepared: Prepared, quiet: bool | None, register_best: bool) -> tuple[SearchRecord, Any]:
     """Join the cluster (or start Ray here) and run the Tune search: its record and, with
     `register_best`, the registered pick's PipelineResult."""
     from orchestrator.driver.tune import run_search
     from orchestrator.execution.cluster import connect
     from orchestrator.execution.watch import StageWatch
+    from orchestrator.views.progress import make_display
 
     # the trials report through Tune; their own output (a stopped trial's SIGTERM traceback) stays in Ray's logs
     connect(prepared.address, worker_logs=False)
-    watch = StageWatch(display)
+    watch = StageWatch(make_display(quiet))
     try:
         return run_search(prepared.plan, prepared.run_dir, watch, register_best)
     finally:
