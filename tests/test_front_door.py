@@ -86,3 +86,34 @@ def test_the_demo_checks_v2_against_the_version_v1_will_register(tmp_path):
     done = fresh_python(code, str(tmp_path), extra_env={"CONGRUENT_FASHION_MNIST_DIR": str(tmp_path / "missing")})
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "missing" in lines[0], done.stderr
+
+
+def test_a_failed_stage_is_one_line_exit_1_and_a_cluster_that_fails_to_start_is_not_one(monkeypatch, capsys, tmp_path):
+    """A stage's failure is named by its cause (a RayTaskError's worker exception), first line only;
+    Ray failing to start before any stage ran is not reported as a failed pipeline."""
+    from types import SimpleNamespace
+
+    from orchestrator.driver import launch
+
+    plan = SimpleNamespace(data_parallel=False, spec=SimpleNamespace(version="v2"))
+    monkeypatch.setattr(launch, "prepare", lambda *args, **kwargs: launch.Prepared(plan, tmp_path, None))  # type: ignore[arg-type]
+    monkeypatch.setattr("orchestrator.execution.cluster.connect", lambda *args, **kwargs: None)
+
+    def failing(plan, run_dir, watch):
+        error = RuntimeError("ray: task failed")
+        error.cause = ValueError("bad batch\nat step 3")  # type: ignore[attr-defined]  # as a RayTaskError carries it
+        raise error
+
+    monkeypatch.setattr("orchestrator.driver.pipeline.run_pipeline", failing)
+    assert main(["run", "spec.yaml", "--quiet"]) == 1
+    assert capsys.readouterr().err == (
+        "congruent run: error: spec.yaml: pipeline failed (ValueError: bad batch); the MLflow run is marked "
+        "FAILED with the traceback in error.log, no version was registered\n"
+    )
+
+    def refused(*args, **kwargs):
+        raise ConnectionError("no cluster")
+
+    monkeypatch.setattr("orchestrator.execution.cluster.connect", refused)
+    with pytest.raises(ConnectionError):
+        main(["run", "spec.yaml", "--quiet"])

@@ -77,7 +77,7 @@ def promotion_line(result: Any) -> tuple[str, bool]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.launch import Refused, execute, failure_cause, prepare
+    from orchestrator.driver.launch import PipelineFailed, Refused, execute, prepare
 
     if args.check:
         return report_checks("run", [args.spec], args.ray_address, args.quiet or args.json)
@@ -92,11 +92,10 @@ def run(args: argparse.Namespace) -> int:
             f"interrupted: {args.spec}: stages cancelled, the MLflow run is marked KILLED, no version was registered",
             130,
         )
-    except Exception as e:  # noqa: BLE001 — a stage failed: its MLflow run is FAILED and nothing was registered
-        kind, reason = failure_cause(e)
+    except PipelineFailed as e:
         return fail(
             "run",
-            f"{args.spec}: pipeline failed ({kind}: {reason}); the MLflow run is "
+            f"{args.spec}: pipeline failed ({e}); the MLflow run is "
             "marked FAILED with the traceback in error.log, no version was registered",
             1,
         )

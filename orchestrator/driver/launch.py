@@ -39,6 +39,18 @@ class Refused:
     code: int = 2
 
 
+class PipelineFailed(RuntimeError):
+    """A stage of the pipeline failed (its MLflow run is then FAILED and nothing was registered); the
+    message is the cause's type and first line (a RayTaskError's: the worker's exception)."""
+
+    @classmethod
+    def of(cls, error: BaseException) -> PipelineFailed:
+        from workers.errors import first_line
+
+        cause = getattr(error, "cause", None) or error
+        return cls(f"{type(cause).__name__}: {first_line(cause)}")
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A spec that passed every check: its plan, where its results go, the cluster it runs on."""
@@ -114,7 +126,7 @@ def prepare(spec_path: str, address: str | None, out: str | None, search: bool =
 
 def execute(prepared: Prepared, quiet: bool | None) -> PipelineResult:
     """Join the cluster (or start Ray here) and run the pipeline, its progress shown unless `quiet`
-    (views/progress.py: bars on a terminal, else lines)."""
+    (views/progress.py: bars on a terminal, else lines); PipelineFailed when a stage fails."""
     from orchestrator.driver.pipeline import run_pipeline
     from orchestrator.execution.cluster import connect
     from orchestrator.execution.watch import StageWatch
@@ -126,6 +138,8 @@ def execute(prepared: Prepared, quiet: bool | None) -> PipelineResult:
     watch.display.prefix = f"{plan.spec.version} "
     try:
         return run_pipeline(plan, prepared.run_dir, watch)
+    except Exception as e:  # Ctrl-C (KeyboardInterrupt) is not one: it goes to the command as it is
+        raise PipelineFailed.of(e) from e
     finally:
         watch.close()
 
@@ -145,14 +159,6 @@ def execute_search(prepared: Prepared, quiet: bool | None, register_best: bool) 
         return run_search(prepared.plan, prepared.run_dir, watch, register_best)
     finally:
         watch.close()
-
-
-def failure_cause(error: BaseException) -> tuple[str, str]:
-    """A failed stage's exception type and first line (a RayTaskError carries the worker's)."""
-    from workers.errors import first_line
-
-    cause = getattr(error, "cause", None) or error
-    return type(cause).__name__, first_line(cause)
 
 
 def demo_problems(settings: DemoSettings) -> list[str]:
