@@ -112,11 +112,10 @@ def prepare(spec_path: str, address: str | None, out: str | None, search: bool =
     spec = load(spec_path)
     if isinstance(spec, Refused):
         return spec
-    found = []
-    if search and spec.tune is None:
-        found.append("tune: the spec has no tune section (search space, search, num_samples)")
-    plan, planned = checked_plan(spec, address, search_demand if search else cluster_demand)
-    problems = [f"{spec_path}: {line}" for line in [*found, *planned]]
+    untuned = search and spec.tune is None
+    lines = ["tune: the spec has no tune section (search space, search, num_samples)"] if untuned else []
+    plan, found = checked_plan(spec, address, search_demand if search else cluster_demand)
+    problems = [f"{spec_path}: {line}" for line in [*lines, *found]]
     run_dir = Path(out) if out else Path("runs", spec.model, spec.version + (SEARCH_SUFFIX if search else ""))
     problems += output_problems(run_dir, "--out" if out else None)
     if problems or plan is None:
@@ -162,9 +161,9 @@ def execute_search(prepared: Prepared, quiet: bool | None, register_best: bool) 
 
 
 def demo_problems(settings: DemoSettings) -> list[str]:
-    """The demo's two specs checked as `congruent check v1 v2` checks a
-    chain: v2's old model is the version v1 will register, so v2 is checked against v1's data and
-    model shape, not the registry, and only once v1's checks pass (v2 reads the same data)."""
+    """The demo's two specs checked as `congruent check v1 v2` checks a chain: v2's old model is the
+    version v1 will register, so v2 is checked against v1's data and model shape, not the registry,
+    and only once v1's checks pass (v2 reads the same data)."""
     from orchestrator.driver.check import check_in_chain
     from orchestrator.driver.demo import demo_specs
     from pipelines.spec import parse_spec
