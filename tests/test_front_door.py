@@ -117,3 +117,15 @@ def test_a_failed_stage_is_one_line_exit_1_and_a_cluster_that_fails_to_start_is_
     monkeypatch.setattr("orchestrator.execution.cluster.connect", refused)
     with pytest.raises(ConnectionError):
         main(["run", "spec.yaml", "--quiet"])
+
+
+def test_submit_says_every_problem_of_its_spec_before_reaching_the_cluster(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        yaml.safe_dump({"model": "door", "version": "v2", "arch": "mlp-small", "train": {"epochs": 0, "lr": -1}})
+    )
+    code = main(["submit", str(path), "--jobs-address", "http://127.0.0.1:1"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 2, lines
+    assert "train.epochs" in lines[0] and "train.lr" in lines[1]
+    assert all(line.startswith(f"congruent submit: error: {path}: ") for line in lines)
