@@ -111,6 +111,11 @@ class PromoteSpec(_Strict):
     )
 
 
+def gate_flag(field: str) -> str:
+    """A gate field's command-line flag (`promote`, `serve --canary`): max_nfr → --max-nfr."""
+    return "--" + field.replace("_", "-")
+
+
 class RangeSpec(_Strict):
     """A continuous range for random search: uniform, or log-uniform with `log: true`."""
 

@@ -90,7 +90,7 @@ def test_a_run_on_palette_pngs_prints_only_our_own_lines(tmp_path):
 TUNE_PROBE = """
 import ray
 from ray import tune
-from orchestrator.driver.tune import StopOnCtrlC, _fit
+from orchestrator.execution.tune_stop import StopOnCtrlC, fit_until_ctrl_c
 
 def trial(config):
     tune.report({"val_error_rate": config["x"]})
@@ -103,7 +103,7 @@ tuner = tune.Tuner(
     tune_config=tune.TuneConfig(metric="val_error_rate", mode="min"),
     run_config=tune.RunConfig(name="probe", storage_path=STORAGE, verbose=0, stop=stopper),
 )
-results = _fit(tuner, stopper.pressed)
+results = fit_until_ctrl_c(tuner, stopper.pressed)
 print("trials", len(results))
 ray.shutdown()
 """

@@ -10,20 +10,18 @@ from orchestrator.commands.options import fail, jobs_address
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.jobs import ray_jobs
-    from pipelines.spec import SpecError
+    from orchestrator.driver import jobs
 
     try:
-        client = ray_jobs.client(args.jobs_address)
-        was_running, info = ray_jobs.cancel(client, args.job_id)
-        logs = client.get_job_logs(args.job_id)
-    except (SpecError, RuntimeError, ConnectionError) as e:
+        cancelled = jobs.cancel(args.jobs_address, args.job_id)
+    except jobs.JobsUnreachable as e:
         return fail("cancel", str(e))
+    info = cancelled.info
     meta = info.metadata or {}
     what = f"{args.job_id} ({meta.get('model', '')} {meta.get('version', '')})".replace(" ()", "")
-    if not was_running:
+    if not cancelled.was_running:
         return fail("cancel", f"{what} had already ended: {info.status.value}; nothing to cancel", 1)
-    said = [line for line in logs.splitlines() if "interrupted:" in line]
+    said = [line for line in cancelled.logs.splitlines() if "interrupted:" in line]
     print(f"{what}: {info.status.value}" + (f"; the driver said: {said[-1].strip()}" if said else ""))
     return 0 if info.status.is_terminal() else 1
 

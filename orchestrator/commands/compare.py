@@ -68,44 +68,15 @@ def format_slices(pairs: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.compare import (
-        InputError,
-        aligned_predictions,
-        by_id,
-        compare_predictions,
-        compare_slices,
-        load_labels,
-        load_prediction_file,
-        slice_values,
-    )
+    from orchestrator.driver.comparison import InputError, InputsDisagree, compared
 
     if len(args.predictions) < 2:
         return fail("compare", "needs at least two prediction files (old and new)")
-    slices = None
     try:
-        if by_id(args.predictions):
-            if args.labels:
-                return fail("compare", "prediction files by id carry their labels: drop --labels")
-            ids, labels, predictions = aligned_predictions(args.predictions)
-            slices = slice_values(args.slices, ids) if args.slices else None
-        elif args.slices:
-            return fail("compare", "--slices joins by sample id: give prediction folders, ledgers or live sides")
-        elif args.labels is None:
-            return fail(
-                "compare", ".npy predictions need --labels LABELS.npy, their labels (see congruent compare --help)"
-            )
-        else:
-            labels = load_labels(args.labels)
-            predictions = [
-                load_prediction_file(path, n=len(labels), num_classes=int(labels.max()) + 1)
-                for path in args.predictions
-            ]
-    except InputError as error:
+        result = compared(args.predictions, args.labels, args.slices, args.min_slice_n)
+    except (InputError, InputsDisagree) as error:
         return fail("compare", str(error))
-    result = compare_predictions(labels, predictions)
-    if slices is not None:
-        result["slices"] = compare_slices(labels, predictions, slices, args.min_slice_n)
-    text = format_comparison(result, args.predictions) + (format_slices(result["slices"]) if slices else "")
+    text = format_comparison(result, args.predictions) + (format_slices(result["slices"]) if "slices" in result else "")
     print(json.dumps(result) if args.json else text)
     return 0
 

@@ -5,72 +5,23 @@ verdict on the demo's promise and the HTML report (`congruent report`)."""
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
+from typing import Any
 
-from orchestrator.commands.options import check_output, fail, out_option, quiet_option
+from orchestrator.commands.options import fail, fail_all, out_option, quiet_option
 from orchestrator.views.format import percent
 
-MODEL = "congruent-demo"
+MODEL = "congruent-demo"  # the defaults --model names (orchestrator/driver/demo.py holds them)
 TEXT_MODEL = "congruent-demo-text"
 
 
-def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.auto import AutoRecord, candidates_table
-    from orchestrator.driver.demo import (
-        IMAGE_TRAIN_LIMIT,
-        TEXT_EPOCHS,
-        TEXT_TRAIN_LIMIT,
-        DemoSettings,
-        demo_specs,
-        run_demo,
-    )
-    from orchestrator.driver.report import write_report
-    from orchestrator.execution.cluster import check_cluster, connect
-    from orchestrator.execution.watch import StageWatch
-    from orchestrator.planning.plan import cluster_demand
-    from orchestrator.planning.preflight import preflight
-    from orchestrator.tracking.store import configure
-    from orchestrator.views.progress import make_display
+def versions_table(outcome: Any) -> str:
+    """v1 and v2: registry version, method, ER, and v2's flips against v1."""
     from orchestrator.views.tables import table
-    from pipelines.spec import SpecError, parse_spec
-    from workers.trial_choice import CandidateScore
 
-    out = Path(args.out or "demo-output").resolve()
-    import torch
-
-    gpus = 1.0 if torch.cuda.is_available() else 0.0  # on a GPU machine the demo trains there
-    model = args.model or (TEXT_MODEL if args.text else MODEL)
-    epochs = args.epochs or (TEXT_EPOCHS if args.text else 20)
-    train_limit = args.train_limit or (TEXT_TRAIN_LIMIT if args.text else IMAGE_TRAIN_LIMIT)
-    settings = DemoSettings(
-        out, model, epochs, args.m, args.seed, train_limit, args.eval_limit, args.legacy_weight, gpus, args.text
-    )
-    started = time.perf_counter()
-    try:
-        check_output(out, "--out" if args.out else None)
-        specs = [parse_spec(document) for document in demo_specs(settings)]  # --m, --epochs … in range
-        preflight(specs[0])  # the data is there (make demo installs it)
-        demand = cluster_demand(specs[-1])  # v2's: auto's replicas, then its candidates
-        check_cluster(specs[-1], None, demand.replicas, demand.student, demand.pool_actors)
-    except SpecError as e:
-        return fail("demo", str(e))
-    out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{out / 'mlflow.db'}")
-    connect(None)
-    configure()
-    watch = StageWatch(make_display(args.quiet))
-    try:
-        results, verdict = run_demo(settings, watch, lambda text: print(text, flush=True))
-    except KeyboardInterrupt:
-        return fail("demo", "interrupted; the current run is marked KILLED", 130)
-    finally:
-        watch.close()
-    report, data = write_report(model, out / "report.html")
-    uri = os.environ["MLFLOW_TRACKING_URI"]
     rows = []
-    for result in results:
+    for result in outcome.results:
         vs_old = result.metrics.get("vs_old")
         rows.append(
             [
@@ -81,39 +32,71 @@ def run(args: argparse.Namespace) -> int:
                 *[percent(vs_old[k], none="undefined") if vs_old else "—" for k in ("nfr", "pfr", "rel_nfr")],
             ]
         )
-    print(
-        f"\nDone in {time.perf_counter() - started:.0f} s. {model}: v1 → v2 on "
-        f"{results[0].n_eval} regression-eval samples (fingerprint {results[0].fingerprint}):\n"
-    )
-    print(table(["version", "registry", "method", "ER", "NFR vs v1", "PFR vs v1", "Rel-NFR"], rows, left=3))
-    auto = results[-1].auto
-    assert auto is not None
-    record = AutoRecord(auto["chosen"], auto["max_er_increase"], [CandidateScore(**c) for c in auto["candidates"]], [])
-    print(
-        "\nv2's candidates against v1 (chosen on the validation split; the eval split shown, never chosen on):\n"
-        + candidates_table(record)
-    )
+    return table(["version", "registry", "method", "ER", "NFR vs v1", "PFR vs v1", "Rel-NFR"], rows, left=3)
+
+
+def promise_lines(verdict: Any) -> list[str]:
+    """What auto shipped against no treatment, and whether the update keeps the demo's promise."""
     checks = verdict.checks()
     marks = "; ".join(f"{text}: {'met' if ok else 'MISSED'}" for text, ok in checks)
     kept = all(ok for _, ok in checks)
-    print(
+    lines = [
         f"\nauto shipped {verdict.chosen}: NFR vs v1 {percent(verdict.nfr)} at ER {percent(verdict.er)}, against no "
-        f"treatment's {percent(verdict.none_nfr)} at {percent(verdict.none_er)}."
-    )
-    print(f"The update {'keeps' if kept else 'does not keep'} the demo's promise — {marks}.")
+        f"treatment's {percent(verdict.none_nfr)} at {percent(verdict.none_er)}.",
+        f"The update {'keeps' if kept else 'does not keep'} the demo's promise — {marks}.",
+    ]
     if not kept:
-        print('docs/benchmarks/quality.md ("The demo") has the recorded runs of this demo and what they measured.')
-    print(
+        lines.append(
+            'docs/benchmarks/quality.md ("The demo") has the recorded runs of this demo and what they measured.'
+        )
+    return lines
+
+
+def next_steps(outcome: Any, model: str, out: Path) -> str:
+    """Where to look next: the report, the registry, the MLflow UI, the predictions, serving."""
+    first, last, uri = outcome.results[0], outcome.results[-1], outcome.tracking_uri
+    return (
         f"\nWhere to look next:\n"
-        f"  report ({data.n_flips} negative flips of v{data.version} to explore): {report}\n"
+        f"  report ({outcome.n_flips} negative flips of v{outcome.flipped_version} to explore): {outcome.report}\n"
         f"  registry: congruent versions {model} --matrix   (with MLFLOW_TRACKING_URI={uri})\n"
         f"  MLflow UI: mlflow ui --backend-store-uri {uri}\n"
         f"  predictions (.npy for congruent compare): {out}/v*/predictions/\n"
-        f"  serve v1 as the champion with v{results[-1].registered_version} ({results[-1].version}) shadowed on live "
+        f"  serve v1 as the champion with v{last.registered_version} ({last.version}) shadowed on live "
         f"requests (docs/guide/serve.md):\n"
-        f"    congruent promote {model} {results[0].registered_version} --max-nfr 0 && "
-        f"congruent serve {model} --shadow {results[-1].registered_version}"
+        f"    congruent promote {model} {first.registered_version} --max-nfr 0 && "
+        f"congruent serve {model} --shadow {last.registered_version}"
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    from orchestrator.driver.auto import candidates_table
+    from orchestrator.driver.demo import demo_settings, execute_demo
+    from orchestrator.driver.launch import prepare_demo
+
+    given = {k: getattr(args, k) for k in ("model", "epochs", "m", "seed", "train_limit", "eval_limit")}
+    settings = demo_settings(
+        Path(args.out or "demo-output").resolve(), args.text, legacy_weight=args.legacy_weight, **given
+    )
+    started = time.perf_counter()
+    refused = prepare_demo(settings, out_given=args.out is not None)
+    if refused is not None:
+        return fail_all("demo", refused.problems, refused.code)
+    try:
+        outcome = execute_demo(settings, args.quiet, lambda text: print(text, flush=True))
+    except KeyboardInterrupt:
+        return fail("demo", "interrupted; the current run is marked KILLED", 130)
+    first = outcome.results[0]
+    print(
+        f"\nDone in {time.perf_counter() - started:.0f} s. {settings.model}: v1 → v2 on "
+        f"{first.n_eval} regression-eval samples (fingerprint {first.fingerprint}):\n"
+    )
+    print(versions_table(outcome))
+    print(
+        "\nv2's candidates against v1 (chosen on the validation split; the eval split shown, never chosen on):\n"
+        + candidates_table(outcome.auto)
+    )
+    print("\n".join(promise_lines(outcome.verdict)))
+    print(next_steps(outcome, settings.model, settings.out))
     return 0
 
 

@@ -8,14 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping, Sequence
 
-from pydantic import ValidationError
-
-from pipelines.operations import PromoteSpec
-
-
-def flag(field: str) -> str:
-    """A gate field's flag: max_nfr → --max-nfr."""
-    return "--" + field.replace("_", "-")
+from pipelines.operations import PromoteSpec, gate_flag
 
 
 def add_gate_flags(
@@ -31,7 +24,7 @@ def add_gate_flags(
         field = PromoteSpec.model_fields[name]
         words = (helps or {}).get(name) or field.description or ""
         parser.add_argument(
-            flag(name),
+            gate_flag(name),
             required=required and field.is_required(),
             default=None if field.is_required() else field.default,
             metavar="N" if field.annotation in (int, int | None) else None,
@@ -40,21 +33,8 @@ def add_gate_flags(
 
 
 def parse_gate(args: argparse.Namespace, fields: Sequence[str]) -> PromoteSpec:
-    """The gate from the flags of `fields` (those left out take the type's defaults); SpecError with
-    a line per bad value, `--flag: problem`, the problem worded as a spec's `promote.field: problem`."""
-    from pipelines.spec import SpecError
+    """The gate from the flags of `fields` (those left out take the type's defaults): SpecError with
+    a line per bad value, `--flag: problem` (pipelines.gate_flags.gate_from_flags)."""
+    from pipelines.gate_flags import gate_from_flags  # the spec module, when a gate is parsed
 
-    given = {name: getattr(args, name) for name in fields if getattr(args, name) is not None}
-    try:
-        return PromoteSpec.model_validate(given)
-    except ValidationError as e:
-        raise SpecError(*gate_problems(e)) from None
-
-
-def gate_problems(error: ValidationError) -> list[str]:
-    """`--max-nfr: Input should be less than or equal to 1`: one line per problem, as the spec words it."""
-    lines = []
-    for problem in error.errors():
-        where = flag(str(problem["loc"][0])) if problem["loc"] else "the gate"
-        lines.append(f"{where}: {problem['msg'].removeprefix('Value error, ')}")
-    return lines
+    return gate_from_flags({name: getattr(args, name) for name in fields if getattr(args, name) is not None})

@@ -9,18 +9,11 @@ from orchestrator.commands.options import fail, jobs_address
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from orchestrator.jobs import ray_jobs
-    from pipelines.spec import SpecError
+    from orchestrator.driver import jobs
 
     try:
-        client = ray_jobs.client(args.jobs_address)
-        if args.follow:
-            asyncio.run(ray_jobs.stream_logs(client, args.job_id))
-        else:
-            print(client.get_job_logs(args.job_id), end="")
-    except (SpecError, RuntimeError, ConnectionError) as e:
+        print(jobs.job_logs(args.jobs_address, args.job_id, args.follow), end="")
+    except jobs.JobsUnreachable as e:
         return fail("logs", str(e))
     return 0
 

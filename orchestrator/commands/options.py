@@ -23,18 +23,6 @@ def quiet_option() -> argparse.ArgumentParser:
     return parent
 
 
-def check_output(folder: str | os.PathLike[str], option: str | None) -> None:
-    """SpecError unless the command's output folder (`option`: the flag that named it, None: the
-    default) can be created and written, checked before any work."""
-    from pipelines.spec import SpecError
-    from workers import storage
-
-    try:
-        storage.check_writable(str(folder))
-    except storage.StorageError as e:
-        raise SpecError(f"{option or 'output folder'}: {e}") from None
-
-
 def json_option(what: str = "print only the result, as JSON") -> argparse.ArgumentParser:
     """--json: the machine-readable result instead of tables."""
     parent = argparse.ArgumentParser(add_help=False)

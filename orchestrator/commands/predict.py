@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from orchestrator.commands.options import fail, json_option, positive, quiet_option, ray_address
@@ -43,45 +42,20 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.predict import PredictError, check_comparable, predict, predicted_data, scored_version
-    from orchestrator.execution.cluster import connect
-    from orchestrator.tracking.store import configure
-    from orchestrator.tracking.version_refs import RegistryError
-    from workers.errors import DataError
+    from orchestrator.driver.predict import PredictError, Scoring, prepare_prediction, run_prediction
 
-    configure()
-    try:
-        version = scored_version(args.model)
-        old = scored_version(args.compare) if args.compare else None
-        if old is not None:
-            check_comparable(version, old)
-        data = predicted_data(args.data, version, args.text_column, args.label_column, args.id_column)
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-    except (RegistryError, PredictError, DataError) as error:
-        return fail("predict", str(error))
-    except OSError as error:
-        return fail("predict", f"{args.out}: cannot create the output folder ({error.strerror})")
     quiet = args.quiet or args.json
 
     def progress(line: str) -> None:
         if not quiet:
             print(line, file=sys.stderr, flush=True)
 
-    connect(args.ray_address, worker_logs=False)
+    scoring = Scoring(args.batch_size, args.concurrency, args.cpus_per_actor, args.gpus_per_actor)
     try:
-        summary = predict(
-            version,
-            data,
-            out,
-            old,
-            args.batch_size,
-            args.concurrency,
-            args.cpus_per_actor,
-            args.gpus_per_actor,
-            progress,
-        )
-    except (PredictError, DataError) as error:
+        columns = (args.text_column, args.label_column, args.id_column)
+        job = prepare_prediction(args.model, args.compare, args.data, args.out, columns)
+        summary = run_prediction(job, args.ray_address, scoring, progress)
+    except PredictError as error:
         return fail("predict", str(error))
     print(json.dumps(summary) if args.json else format_summary(summary))
     return 0

@@ -11,16 +11,14 @@ from orchestrator.commands.options import fail
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.protect import protect
-    from orchestrator.tracking.store import configure
-    from orchestrator.tracking.version_refs import RegistryError
+    from orchestrator.driver.errors import RegistryError
+    from orchestrator.driver.protect import protect_in_store
     from workers.errors import DataError
 
     if (args.path is None) == (args.from_flips is None):
         return fail("protect", "give a table of samples or --from-flips VERSION, one of them")
-    configure()
     try:
-        version, added, total = protect(args.model, args.path, args.from_flips)
+        version, added, total = protect_in_store(args.model, args.path, args.from_flips)
     except (RegistryError, DataError) as e:
         return fail("protect", str(e))
     print(f"{args.model}: protected set {version}: {added:,} samples added, {total:,} in all")

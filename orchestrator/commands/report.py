@@ -12,14 +12,12 @@ from orchestrator.commands.options import fail, out_option
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.report import write_report
-    from orchestrator.tracking.registry import RegistryError
-    from orchestrator.tracking.store import configure
+    from orchestrator.driver.errors import RegistryError
+    from orchestrator.driver.report import report_from_store
 
-    configure()
     out = Path(args.out or "report.html")
     try:
-        path, data = write_report(args.model, out, version=args.version)
+        path, data = report_from_store(args.model, out, args.version)
     except RegistryError as e:
         return fail("report", str(e))
     except OSError as e:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.commands.options import (
-    check_output,
     fail,
     fail_all,
     json_option,
@@ -23,7 +22,6 @@ from orchestrator.commands.options import (
     report_checks,
 )
 from orchestrator.views.format import percent
-from workers.errors import first_line
 
 
 def format_result(result: Any) -> str:
@@ -71,70 +69,42 @@ def json_result(result: Any) -> dict[str, Any]:
     }
 
 
+def promotion_line(result: Any) -> tuple[str, bool]:
+    """The promotion gate's verdict on the registered version, and whether it passed."""
+    passed = result.promotion["passed"]
+    verdict = "promoted to champion" if passed else "NOT promoted"
+    return f"{result.model} v{result.registered_version} {verdict}: {result.promotion['reason']}", passed
+
+
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.check import checked_plan
-    from orchestrator.driver.pipeline import run_pipeline
-    from orchestrator.execution.cluster import connect
-    from orchestrator.execution.watch import StageWatch
-    from orchestrator.tracking.store import TrackingUnavailable, check_store
-    from orchestrator.views.progress import make_display
-    from pipelines.spec import SpecError, load_spec
+    from orchestrator.driver.launch import PipelineFailed, Refused, execute, prepare
 
     if args.check:
         return report_checks("run", [args.spec], args.ray_address, args.quiet or args.json)
-    # every check before Ray starts and before the MLflow run opens: exit 2 leaves nothing behind
+    prepared = prepare(args.spec, args.ray_address, args.out)
+    if isinstance(prepared, Refused):
+        return fail_all("run", prepared.problems, prepared.code)
     try:
-        spec = load_spec(args.spec)
-    except SpecError as e:
-        return fail_all("run", e.problems)
-    # data, old model, registry, storage, what the cluster can hold (this machine's cores for an
-    # embedded Ray, not started yet): every problem at once, as `congruent check` finds them
-    plan, found = checked_plan(spec, args.ray_address)
-    problems = [f"{args.spec}: {line}" for line in found]
-    run_dir = Path(args.out) if args.out else Path("runs", spec.model, spec.version)
-    try:
-        check_output(run_dir, "--out" if args.out else None)
-    except SpecError as e:
-        problems += e.problems
-    if problems or plan is None:
-        return fail_all("run", problems)
-    try:
-        check_store()  # an unreachable MLflow fails in bounded time
-    except TrackingUnavailable as e:
-        return fail("run", str(e), 1)
-    connect(args.ray_address, dashboard=plan.data_parallel)
-    watch = StageWatch(make_display(quiet=True if args.json else args.quiet))
-    watch.display.prefix = f"{spec.version} "
-    try:
-        result = run_pipeline(plan, run_dir, watch)
+        result = execute(prepared, quiet=True if args.json else args.quiet)
     except KeyboardInterrupt:
-        watch.close()
         return fail(
             "run",
             f"interrupted: {args.spec}: stages cancelled, the MLflow run is marked KILLED, no version was registered",
             130,
         )
-    except Exception as e:  # noqa: BLE001 — a stage failed: its MLflow run is FAILED and nothing was registered
-        cause = getattr(e, "cause", None) or e  # a RayTaskError carries the worker's exception
-        reason = first_line(cause)
+    except PipelineFailed as e:
         return fail(
             "run",
-            f"{args.spec}: pipeline failed ({type(cause).__name__}: {reason}); the MLflow run is "
+            f"{args.spec}: pipeline failed ({e}); the MLflow run is "
             "marked FAILED with the traceback in error.log, no version was registered",
             1,
         )
-    finally:
-        watch.close()
     print(json.dumps(json_result(result)) if args.json else "\n" + format_result(result))
-    if result.promotion is not None:
-        passed = result.promotion["passed"]
-        print(
-            f"{spec.model} v{result.registered_version} {'promoted to champion' if passed else 'NOT promoted'}: "
-            f"{result.promotion['reason']}",
-            file=sys.stdout if passed else sys.stderr,
-        )
-        return 0 if passed else 1
-    return 0
+    if result.promotion is None:
+        return 0
+    line, passed = promotion_line(result)
+    print(line, file=sys.stdout if passed else sys.stderr)
+    return 0 if passed else 1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

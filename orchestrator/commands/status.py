@@ -8,23 +8,20 @@ import argparse
 import datetime
 import json
 from dataclasses import asdict
+from typing import Any
 
 from orchestrator.commands.options import fail, jobs_address, json_option
 
 
 def run(args: argparse.Namespace) -> int:
-    from ray.util.state.exception import RayStateApiException
-
-    from orchestrator.jobs import ray_jobs
-    from pipelines.spec import SpecError
-    from workers.errors import first_line
+    from orchestrator.driver import jobs
 
     try:
         if args.job_id is None:
-            return _all_jobs(args)
-        info = ray_jobs.client(args.jobs_address).get_job_info(args.job_id)
-    except (SpecError, RuntimeError, ConnectionError, RayStateApiException) as e:
-        return fail("status", first_line(e))
+            return _all_jobs(args, jobs.every_job(args.jobs_address))
+        info = jobs.job_info(args.jobs_address, args.job_id)
+    except jobs.JobsUnreachable as e:
+        return fail("status", str(e))
     meta = info.metadata or {}
     if args.json:
         print(json.dumps({"job": args.job_id, "status": info.status.value, **meta, "message": info.message or ""}))
@@ -35,12 +32,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _all_jobs(args: argparse.Namespace) -> int:
-    from orchestrator.jobs.job_table import job_rows
+def _all_jobs(args: argparse.Namespace, rows: list[Any]) -> int:
     from orchestrator.views.tables import table
 
-    address = args.jobs_address
-    rows = job_rows(address)
     if args.json:
         print(json.dumps([asdict(row) for row in rows], indent=2))
         return 0

@@ -4,32 +4,24 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from orchestrator.commands.options import fail, jobs_address
-from workers.errors import first_line
+from orchestrator.commands.options import fail_all, jobs_address
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
+    from orchestrator.driver import jobs
+    from orchestrator.driver.launch import Refused
 
-    from orchestrator.jobs import ray_jobs
-    from pipelines.spec import SpecError, load_spec
-
-    try:
-        spec = load_spec(args.spec)
-        client, job_id = ray_jobs.submit(spec, Path(args.spec), args.jobs_address, args.env_from_here)
-    except SpecError as e:
-        return fail("submit", str(e))
-    except (ConnectionError, RuntimeError) as e:
-        return fail("submit", f"cannot reach the Ray Jobs API ({first_line(e)})")
-    print(f"submitted {spec.model} {spec.version} as Ray job {job_id}")
+    submitted = jobs.submit(args.spec, args.jobs_address, args.env_from_here)
+    if isinstance(submitted, Refused):
+        return fail_all("submit", submitted.problems, submitted.code)
+    print(f"submitted {submitted.model} {submitted.version} as Ray job {submitted.job_id}")
     if not args.wait:
-        print(f"follow it with: congruent logs {job_id} --follow --jobs-address {client.get_address()}")
+        address = submitted.client.get_address()
+        print(f"follow it with: congruent logs {submitted.job_id} --follow --jobs-address {address}")
         return 0
-    asyncio.run(ray_jobs.stream_logs(client, job_id))
-    info = ray_jobs.wait_for_end(client, job_id)
-    print(f"job {job_id}: {info.status.value}" + (f" ({info.message})" if info.message else ""))
+    info = jobs.follow(submitted)
+    print(f"job {submitted.job_id}: {info.status.value}" + (f" ({info.message})" if info.message else ""))
     return 0 if info.status.value == "SUCCEEDED" else 1
 
 

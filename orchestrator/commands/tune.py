@@ -5,10 +5,9 @@ Pareto front, a scatter plot and the pick."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from orchestrator.commands.options import check_output, fail, fail_all, out_option, quiet_option, ray_address
+from orchestrator.commands.options import fail, fail_all, out_option, quiet_option, ray_address
 from orchestrator.views.format import percent
 
 
@@ -44,62 +43,41 @@ def format_trials(record: Any) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    from orchestrator.driver.tune import run_search
-    from orchestrator.execution.cluster import check_cluster, connect
-    from orchestrator.execution.watch import StageWatch
-    from orchestrator.planning.preflight import preflight
-    from orchestrator.tracking.store import TrackingUnavailable, check_store
-    from orchestrator.views.progress import make_display
-    from pipelines.spec import SpecError, load_spec
+def outcome_lines(record: Any, registered: Any, spec: Any, run_dir: Any) -> list[str]:
+    """After the table: the trials ASHA stopped, the pick (or why none), where the results are."""
+    lines = []
+    if record.stopped_early:
+        lines.append(
+            f"{len(record.stopped_early)} trial(s) stopped early by ASHA (not candidates): "
+            f"{', '.join(record.stopped_early)}"
+        )
+    if record.pick is None:
+        lines.append(
+            f"no trial has val ER ≤ no-treatment val ER + {100 * spec.tune.er_tolerance:.2f} pt: nothing picked"
+        )
+    elif registered is not None:
+        lines.append(f"the pick: {spec.model} version {registered.registered_version}")
+    lines.append(f"\nresults: {run_dir}/tune.json, plot: {run_dir}/er_nfr.png")
+    return lines
 
+
+def run(args: argparse.Namespace) -> int:
+    from orchestrator.driver.launch import Refused, execute_search, prepare
+
+    prepared = prepare(args.spec, args.ray_address, args.out, search=True)
+    if isinstance(prepared, Refused):
+        return fail_all("tune", prepared.problems, prepared.code)
     try:
-        spec = load_spec(args.spec)
-        if spec.tune is None:
-            raise SpecError(f"{args.spec}: tune: the spec has no tune section (search space, search, num_samples)")
-        plan = preflight(spec)
-    except SpecError as e:
-        spec_name = str(args.spec)
-        return fail_all("tune", [p if p.startswith(spec_name) else f"{spec_name}: {p}" for p in e.problems])
-    run_dir = Path(args.out) if args.out else Path("runs", spec.model, f"{spec.version}-tune")
-    try:
-        check_output(run_dir, "--out" if args.out else None)
-    except SpecError as e:
-        return fail("tune", str(e))
-    try:  # the replicas, then one student per trial beside the shared pool
-        check_cluster(plan.spec, args.ray_address, True, True, plan.spec.resources.teacher_actors)
-    except SpecError as e:
-        return fail("tune", f"{args.spec}: {e}")
-    try:
-        check_store()
-    except TrackingUnavailable as e:
-        return fail("tune", str(e), 1)
-    # the trials report through Tune; their own output (a stopped trial's SIGTERM traceback) stays in Ray's logs
-    connect(args.ray_address, worker_logs=False)
-    watch = StageWatch(make_display(args.quiet))
-    try:
-        record, registered = run_search(plan, run_dir, watch, args.register_best)
+        record, registered = execute_search(prepared, args.quiet, args.register_best)
     except KeyboardInterrupt:
-        watch.close()
         return fail(
             "tune",
             f"interrupted: {args.spec}: trials stopped and their checkpoints deleted, the MLflow "
             "run is marked KILLED, no version was registered",
             130,
         )
-    finally:
-        watch.close()
     print("\n" + format_trials(record))
-    if record.stopped_early:
-        print(
-            f"{len(record.stopped_early)} trial(s) stopped early by ASHA (not candidates): "
-            f"{', '.join(record.stopped_early)}"
-        )
-    if record.pick is None:
-        print(f"no trial has val ER ≤ no-treatment val ER + {100 * spec.tune.er_tolerance:.2f} pt: nothing picked")
-    elif registered is not None:
-        print(f"the pick: {spec.model} version {registered.registered_version}")
-    print(f"\nresults: {run_dir}/tune.json, plot: {run_dir}/er_nfr.png")
+    print("\n".join(outcome_lines(record, registered, prepared.plan.spec, prepared.run_dir)))
     return 0
 
 

@@ -14,38 +14,38 @@ from orchestrator.views.live import LIVE_HEADERS, live_row
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.tracking import registry, store
-    from orchestrator.tracking.live import live_summaries
-    from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
+    from orchestrator.driver.versions import gather_chain
+
+    chain = gather_chain(args.model, args.matrix, args.slices, args.min_slice_n, args.protected)
+    if chain is None:
+        return fail("versions", f"no registered model {args.model!r}")
+    if args.json:
+        print(json.dumps(chain.output))
+        return 0
+    print(chain_table(args.model, chain.records, chain.confidence))
+    for r in chain.records:
+        if r.chosen:
+            print(f"v{r.version} {auto_line(r.chosen, r.candidates)}")
+    if chain.incomplete:
+        print(
+            f"incomplete, their publication interrupted (ignored everywhere else; a rerun of their spec "
+            f"discards them): {', '.join(chain.incomplete)}"
+        )
+    if chain.output["live"]:
+        print(live_lines(chain.output["live"], chain.confidence))
+    if args.slices:
+        print(slice_tables(chain.output["slices"], chain.confidence, args.min_slice_n))
+    if args.protected:
+        print(protected_lines(chain.output["protected"]))
+    if args.matrix:
+        print(matrix_lines(chain.output["matrix"]))
+    return 0
+
+
+def chain_table(model: str, records: list[Any], confidence: float) -> str:
+    """The versions, each against its parent: ER, NFR and its bound, PFR, the ER increase's bound."""
     from orchestrator.views.tables import table
 
-    store.configure()
-    records = registry.chain(args.model)
-    incomplete = [str(mv.version) for mv in registry.versions(args.model, incomplete=True)]
-    if not records and not incomplete:
-        return fail("versions", f"no registered model {args.model!r}")
-    output: dict[str, Any] = {"model": args.model, "versions": [r.row() for r in records], "incomplete": incomplete}
-    if args.matrix:
-        names, matrix, shared = registry.chain_matrix(args.model)
-        output["matrix"] = {"versions": names, "nfr_matrix": matrix, "shared_samples": shared}
-        output["matrix"]["without_ledger"] = [r.version for r in records if r.version not in names]
-    if args.slices:
-        from orchestrator.tracking.promotion import champion_of
-        from orchestrator.tracking.slice_figures import chain_slices
-
-        parents = {r.version: r.parent_version for r in records}
-        champion = champion_of(args.model)
-        output["slices"] = chain_slices(args.model, parents, champion, SHOWN_CONFIDENCE, args.min_slice_n)
-    if args.protected:
-        from orchestrator.tracking.promotion import champion_of
-        from orchestrator.tracking.protected import protected_table
-
-        chain = [(r.version, r.parent_version) for r in records]
-        output["protected"] = protected_table(args.model, chain, champion_of(args.model))
-    output["live"] = live_summaries(args.model, SHOWN_CONFIDENCE)
-    if args.json:
-        print(json.dumps(output))
-        return 0
     cells = [
         [
             r.version,
@@ -64,53 +64,43 @@ def run(args: argparse.Namespace) -> int:
         ]
         for r in records
     ]
-    print(
-        f"{args.model}: {len(records)} versions (flips against each version's parent; ≤: one-sided "
-        f"{100 * SHOWN_CONFIDENCE:g} % upper bounds of NFR and of the ER increase)"
+    title = (
+        f"{model}: {len(records)} versions (flips against each version's parent; ≤: one-sided "
+        f"{100 * confidence:g} % upper bounds of NFR and of the ER increase)"
     )
     headers = ["version", "label", "method", "arch", "parent", "ER", "NFR", "NFR ≤", "PFR", "ΔER ≤", "Rel-NFR"]
-    print(
+    return title + "\n" + table([*headers, "aliases", "created"], cells, left=4)
+
+
+def live_lines(live: list[Any], confidence: float) -> str:
+    """The served champion and its shadowed candidate on real requests."""
+    from orchestrator.views.tables import table
+
+    level = f"{100 * confidence:g} %"
+    title = f"\nlive: the served champion and its shadowed candidate on real requests (≤ / ≥: {level} bounds)"
+    return title + "\n" + table(LIVE_HEADERS, [live_row(s) for s in live], left=3)
+
+
+def matrix_lines(m: dict[str, Any]) -> str:
+    """The pairwise NFR matrix and the eval samples each pair shares (a warning for versions without a ledger)."""
+    from orchestrator.views.tables import table
+
+    lines = []
+    if m["without_ledger"]:
+        lines.append(f"warning: no ledger in the runs of {', '.join(m['without_ledger'])}: left out of the matrix")
+    lines += [
+        "\nNFR matrix (rows = old, columns = new), each on the eval samples both versions share",
         table(
-            [*headers, "aliases", "created"],
-            cells,
-            left=4,
-        )
-    )
-    for r in records:
-        if r.chosen:
-            print(f"v{r.version} {auto_line(r.chosen, r.candidates)}")
-    if incomplete:
-        print(
-            f"incomplete, their publication interrupted (ignored everywhere else; a rerun of their spec "
-            f"discards them): {', '.join(incomplete)}"
-        )
-    if output["live"]:
-        level = f"{100 * SHOWN_CONFIDENCE:g} %"
-        print(f"\nlive: the served champion and its shadowed candidate on real requests (≤ / ≥: {level} bounds)")
-        print(table(LIVE_HEADERS, [live_row(s) for s in output["live"]], left=3))
-    if args.slices:
-        print(slice_tables(output["slices"], SHOWN_CONFIDENCE, args.min_slice_n))
-    if args.protected:
-        print(protected_lines(output["protected"]))
-    if args.matrix:
-        m = output["matrix"]
-        if m["without_ledger"]:
-            print(f"warning: no ledger in the runs of {', '.join(m['without_ledger'])}: left out of the matrix")
-        print("\nNFR matrix (rows = old, columns = new), each on the eval samples both versions share")
-        print(
-            table(
-                ["old\\new", *m["versions"]],
-                [[v, *map(percent, row)] for v, row in zip(m["versions"], m["nfr_matrix"])],
-            )
-        )
-        print("\nshared eval samples (of the row version's classes)")
-        print(
-            table(
-                ["old\\new", *m["versions"]],
-                [[v, *map(str, row)] for v, row in zip(m["versions"], m["shared_samples"])],
-            )
-        )
-    return 0
+            ["old\\new", *m["versions"]],
+            [[v, *map(percent, row)] for v, row in zip(m["versions"], m["nfr_matrix"])],
+        ),
+        "\nshared eval samples (of the row version's classes)",
+        table(
+            ["old\\new", *m["versions"]],
+            [[v, *map(str, row)] for v, row in zip(m["versions"], m["shared_samples"])],
+        ),
+    ]
+    return "\n".join(lines)
 
 
 SLICES_SHOWN = 8  # the worst slices shown per version and comparison

@@ -27,12 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.driver.auto import AutoRecord
 from orchestrator.driver.pipeline import run_pipeline
 from orchestrator.driver.publish import PipelineResult
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.preflight import preflight
 from pipelines.spec import parse_spec
 
+MODEL = "congruent-demo"
+TEXT_MODEL = "congruent-demo-text"
+IMAGE_EPOCHS = 20  # v2's trainings in the image demo (v1: half as many)
 IMAGE_TRAIN_LIMIT = 8000  # the image demo's training images (v1: about half of them)
 TEXT_TRAIN_LIMIT = None  # the text demo's training tweets: all 27,280 (v1: half of them)
 # the text demo's candidates: the elodi ones took 4× as long (in process, 4 teachers and v1 per batch) and
@@ -215,3 +219,66 @@ def run_demo(
         watch.display.prefix = f"{plan.spec.version} "
         results.append(run_pipeline(plan, settings.out / plan.spec.version, watch))
     return results, verdict(results[-1])
+
+
+def demo_settings(out: Path, text: bool, **given: Any) -> DemoSettings:
+    """The demo's settings: what the command line gave (`given`: None where it gave nothing), else
+    the image demo's or the text demo's defaults; on a GPU machine the demo trains there."""
+    import torch
+
+    defaults = {
+        "model": TEXT_MODEL if text else MODEL,
+        "epochs": TEXT_EPOCHS if text else IMAGE_EPOCHS,
+        "train_limit": TEXT_TRAIN_LIMIT if text else IMAGE_TRAIN_LIMIT,
+    }
+    chosen = {k: v for k, v in given.items() if v is not None}
+    picked = {k: given.get(k) or default for k, default in defaults.items()}  # 0 epochs: the default, as before
+    gpus = 1.0 if torch.cuda.is_available() else 0.0
+    return DemoSettings(out=out, text=text, gpus=gpus, **{**chosen, **picked})
+
+
+@dataclass(frozen=True)
+class DemoOutcome:
+    """What the demo did: v1's and v2's results, the verdict on its promise, the HTML report (its path
+    and the flips it shows) and the MLflow store it wrote to."""
+
+    results: list[PipelineResult]
+    verdict: Verdict
+    report: Path
+    n_flips: int
+    flipped_version: str
+    tracking_uri: str
+
+    @property
+    def auto(self) -> AutoRecord:
+        """v2's auto record, as auto.json holds it."""
+        from workers.trial_choice import CandidateScore
+
+        auto = self.results[-1].auto
+        assert auto is not None, "v2 of the demo is method auto"
+        return AutoRecord(
+            auto["chosen"], auto["max_er_increase"], [CandidateScore(**c) for c in auto["candidates"]], []
+        )
+
+
+def execute_demo(settings: DemoSettings, quiet: bool | None, announce: Callable[[str], None]) -> DemoOutcome:
+    """The demo once its checks passed: its MLflow store in the output folder (unless
+    MLFLOW_TRACKING_URI names one), Ray started here, v1 then v2, the report."""
+    import os
+
+    from orchestrator.driver.report import write_report
+    from orchestrator.execution.cluster import connect
+    from orchestrator.tracking.store import configure
+    from orchestrator.views.progress import make_display
+
+    settings.out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{settings.out / 'mlflow.db'}")
+    connect(None)
+    configure()
+    watch = StageWatch(make_display(quiet))
+    try:
+        results, judged = run_demo(settings, watch, announce)
+    finally:
+        watch.close()
+    report, data = write_report(settings.model, settings.out / "report.html")
+    return DemoOutcome(results, judged, report, data.n_flips, data.version, os.environ["MLFLOW_TRACKING_URI"])

@@ -206,15 +206,70 @@ def tally_pair(pair: PairTally, batch: dict[str, np.ndarray], new: ScoredVersion
     pair.flips = pair.flips + FlipCounts.of(a[keep], b[keep], labels[keep])
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """How Ray Data scores: rows an actor scores at a time, actors, and what each reserves."""
+
+    batch_size: int = 256
+    concurrency: int = 1
+    cpus: float = 1.0
+    gpus: float = 0.0
+
+
+@dataclass(frozen=True)
+class PredictJob:
+    """What `congruent predict` scores: a version (and the old one it is compared with), the data
+    read as the version reads inputs, the output folder (created)."""
+
+    version: ScoredVersion
+    old: ScoredVersion | None
+    data: PredictionData
+    out: Path
+
+
+def prepare_prediction(
+    model: str, compare: str | None, path: str, out: str, columns: tuple[str | None, str | None, str | None]
+) -> PredictJob:
+    """The versions (`model`, `compare`), the data at `path` (`columns`: the text, label and id
+    columns named on the command line) and the output folder `out`, each checked before Ray starts:
+    PredictError naming the first problem."""
+    from orchestrator.tracking.store import configure
+
+    configure()
+    try:
+        version = scored_version(model)
+        old = scored_version(compare) if compare else None
+        if old is not None:
+            check_comparable(version, old)
+        data = predicted_data(path, version, *columns)
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except (RegistryError, DataError) as error:
+        raise PredictError(str(error)) from None
+    except OSError as error:
+        raise PredictError(f"{out}: cannot create the output folder ({error.strerror})") from None
+    return PredictJob(version, old, data, Path(out))
+
+
+def run_prediction(
+    job: PredictJob, ray_address: str | None, scoring: Scoring, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    """Join the cluster (or start Ray here) and score `job` (see `predict`); PredictError when the
+    data or the scoring fails."""
+    from orchestrator.execution.cluster import connect
+
+    connect(ray_address, worker_logs=False)
+    try:
+        return predict(job.version, job.data, job.out, job.old, scoring, progress)
+    except DataError as error:
+        raise PredictError(str(error)) from None
+
+
 def predict(
     version: ScoredVersion,
     data: PredictionData,
     out: Path,
     old: ScoredVersion | None = None,
-    batch_size: int = 256,
-    concurrency: int = 1,
-    cpus: float = 1.0,
-    gpus: float = 0.0,
+    scoring: Scoring = Scoring(),
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
     """Score `data` with `version` (and `old`) on the connected Ray cluster; write each version's
@@ -225,32 +280,20 @@ def predict(
     for key, folder in folders.items():
         if folder.exists() and any(folder.iterdir()):
             raise PredictError(f"{folder}: already holds predictions of {scored[key].shown}; name another --out")
-    writers = {key: PredictionWriter(folder) for key, folder in folders.items()}
     counts = {key: VersionTally() for key in scored}
     pair = PairTally()
-    started = last = time.monotonic()
+    started = time.monotonic()
     dataset = scored_dataset(
         data,
         {key: v.checkpoint for key, v in scored.items()},
-        batch_size,
-        concurrency,
-        cpus,
-        gpus,
+        scoring.batch_size,
+        scoring.concurrency,
+        scoring.cpus,
+        scoring.gpus,
         any(v.allow_user_factories for v in scored.values()),
     )
     try:
-        for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
-            for key, v in scored.items():
-                write_rows(writers[key], batch, key, v)
-                tally(counts[key], batch, key, v)
-            if old is not None:
-                tally_pair(pair, batch, version, old)
-            if time.monotonic() - last >= PROGRESS_S:
-                last = time.monotonic()
-                rows = counts["new"].rows
-                progress(f"predict: {rows:,} rows scored ({rows / (last - started):,.0f}/s)")
-        for writer in writers.values():
-            writer.close()
+        _score(dataset, scored, folders, counts, pair, progress)
     except BaseException as e:
         for folder in folders.values():
             shutil.rmtree(folder, ignore_errors=True)
@@ -260,8 +303,47 @@ def predict(
         if isinstance(e, PredictionFileError):
             raise PredictError(str(e)) from None
         raise
-    seconds = time.monotonic() - started
-    summary: dict[str, Any] = {
+    summary = _summary(data, scored, folders, counts, time.monotonic() - started)
+    if old is not None:
+        summary["pair"] = pair.report()
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _score(
+    dataset: Any,
+    scored: dict[str, ScoredVersion],
+    folders: dict[str, Path],
+    counts: dict[str, VersionTally],
+    pair: PairTally,
+    progress: Callable[[str], None],
+) -> None:
+    """Every batch of `dataset` written to each version's folder and tallied (the pair's flips too)."""
+    writers = {key: PredictionWriter(folder) for key, folder in folders.items()}
+    started = last = time.monotonic()
+    for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+        for key, v in scored.items():
+            write_rows(writers[key], batch, key, v)
+            tally(counts[key], batch, key, v)
+        if "old" in scored:
+            tally_pair(pair, batch, scored["new"], scored["old"])
+        if time.monotonic() - last >= PROGRESS_S:
+            last = time.monotonic()
+            rows = counts["new"].rows
+            progress(f"predict: {rows:,} rows scored ({rows / (last - started):,.0f}/s)")
+    for writer in writers.values():
+        writer.close()
+
+
+def _summary(
+    data: PredictionData,
+    scored: dict[str, ScoredVersion],
+    folders: dict[str, Path],
+    counts: dict[str, VersionTally],
+    seconds: float,
+) -> dict[str, Any]:
+    """summary.json: the data, the versions, where their predictions are, speed, each version's tally."""
+    return {
         "data": list(data.files[:1]) + (["…"] if len(data.files) > 1 else []),
         "files": len(data.files),
         "labelled": data.label_column is not None,
@@ -271,7 +353,3 @@ def predict(
         "rows_per_second": counts["new"].rows / seconds if seconds else None,
         **{key: counts[key].report() for key in scored},
     }
-    if old is not None:
-        summary["pair"] = pair.report()
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
-    return summary

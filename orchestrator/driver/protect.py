@@ -215,3 +215,11 @@ def protect(model: str, path: str | None, from_flips: str | None) -> tuple[int, 
     version, added = protected.add_protected(model, rows.ids, rows.inputs, rows.labels, origin, rows.images)
     current = protected.protected_set(model)
     return version, added, 0 if current is None else len(current)
+
+
+def protect_in_store(model: str, path: str | None, from_flips: str | None) -> tuple[int, int, int]:
+    """`protect` against the MLflow store this environment names (`congruent protect`)."""
+    from orchestrator.tracking.store import configure
+
+    configure()
+    return protect(model, path, from_flips)

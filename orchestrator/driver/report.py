@@ -136,3 +136,11 @@ def write_report(
     if log_to_mlflow:
         runs.attach(registry.run_of(registry.VersionRef(model, data.version)), out, "report/report.html")
     return out, data
+
+
+def report_from_store(model: str, out: Path, version: str | None) -> tuple[Path, ReportData]:
+    """`write_report` from the MLflow store this environment names (`congruent report`)."""
+    from orchestrator.tracking.store import configure
+
+    configure()
+    return write_report(model, out, version=version)

@@ -17,10 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
-import os
-import signal
-import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -33,6 +29,7 @@ from ray import tune
 from orchestrator.execution.evaluation import eval_split_predictions, evaluate
 from orchestrator.execution.pool import serving_pool
 from orchestrator.execution.stages import train_replicas
+from orchestrator.execution.tune_stop import StopOnCtrlC, fit_until_ctrl_c
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, applied_params, pool_topk
 from orchestrator.tracking import runs
@@ -107,25 +104,6 @@ def run_trial(
     )
 
 
-class StopOnCtrlC(tune.Stopper):
-    """Has Tune stop every trial once `pressed` is set (by the search's SIGINT handler, `_fit`)."""
-
-    def __init__(self) -> None:
-        self.pressed = threading.Event()
-
-    def __call__(self, trial_id: str, result: dict) -> bool:
-        return False
-
-    def stop_all(self) -> bool:
-        return self.pressed.is_set()
-
-    def __getstate__(self) -> dict:  # Tune pickles its run config; an Event does not pickle
-        return {}
-
-    def __setstate__(self, state: dict) -> None:
-        self.pressed = threading.Event()
-
-
 class TrialResult(TypedDict):
     """One finished trial: its settings, its scores against the old model on the validation split
     (chosen on) and on the regression-eval split (shown), its training and checkpoint."""
@@ -167,66 +145,96 @@ class SearchRecord:
         return json.dumps(asdict(self), indent=2, default=str)
 
 
-def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
-    """Replicas once, a shared pool, the Tune search (Ray must be initialised)."""
+@dataclass(frozen=True)
+class Baseline:
+    """The replicas, trained once for every trial, and the old model's, each replica's and their
+    paragon's class ids on the regression-eval split."""
+
+    replicas: list[TrainRecord]
+    seconds: float
+    ids: dict[str, np.ndarray]  # "old", each replica's name, "paragon"
+
+
+def train_baseline(plan: Plan, watch: StageWatch) -> Baseline:
+    """The replicas, then the eval split's predictions of the old model, each replica and their
+    paragon φ_ens = (1/m) Σ_i φ^(i) (mean logits)."""
     spec = plan.spec
-    assert spec.tune is not None and spec.old is not None  # the command checks tune; the validator, old
+    assert spec.old is not None  # the validator requires old with a tune section
     watch.say(f"training {spec.method.m} replicas of {spec.arch} once for every trial")
     started = time.perf_counter()
     replicas = train_replicas(plan, watch)
-    replicas_seconds = time.perf_counter() - started
-    labels = plan.splits.eval_labels
-    # class ids of the old model, each replica and their paragon φ_ens = (1/m) Σ_i φ^(i) (mean logits)
+    seconds = time.perf_counter() - started
     checkpoints = {"old": spec.old, **{r.name: r.checkpoint for r in replicas}}
-    ids = eval_split_predictions(plan, checkpoints, [r.checkpoint for r in replicas])
-    old_ids = ids["old"]
-    replica_ers = [error_rate(ids[r.name], labels) for r in replicas]
-    replica_nfrs = [negative_flip_rate(old_ids, ids[r.name], labels) for r in replicas]
-    groups = {"teacher": [r.checkpoint for r in replicas], "old": [spec.old]}
+    return Baseline(replicas, seconds, eval_split_predictions(plan, checkpoints, [r.checkpoint for r in replicas]))
+
+
+def make_tuner(
+    plan: Plan, pool: Any, groups: dict[str, list[str]], baseline: Baseline, where: tuple[Path, str], stopper: Any
+) -> Any:
+    """The Tuner of the search: each trial a student served by the shared `pool`, its results under
+    `where` (the run folder, the trials' storage URI), every trial stopped once `stopper` says so."""
+    spec, res = plan.spec, plan.spec.resources.student
+    assert spec.tune is not None
+    run_dir, trials_uri = where
+    trainable = tune.with_resources(
+        tune.with_parameters(
+            run_trial,
+            plan=plan,
+            actors=pool.actors if pool else None,
+            groups=groups,
+            old_eval_predictions=baseline.ids["old"],
+            trials_uri=trials_uri,
+            train_split=[pool.train_split] if pool else None,
+            samples=pool.samples if pool else None,
+        ),
+        {"cpu": res.cpus, "gpu": res.gpus},
+    )
+    scheduler = None
+    if spec.tune.scheduler == "asha":
+        # max_t one past the last epoch: ASHA ends a trial whose "epoch" reaches max_t, and a trial's
+        # final report (its eval scores) comes after its last epoch's
+        scheduler = tune.schedulers.ASHAScheduler(time_attr="epoch", max_t=spec.train.epochs + 1, grace_period=1)
+    return tune.Tuner(
+        trainable,
+        param_space=search_space(spec.tune),
+        tune_config=tune.TuneConfig(
+            num_samples=spec.tune.num_samples, scheduler=scheduler, metric="val_error_rate", mode="min"
+        ),
+        run_config=tune.RunConfig(
+            name="search", storage_path=str((run_dir / "tune").resolve()), verbose=0, stop=stopper
+        ),
+    )
+
+
+def run_trials(plan: Plan, run_dir: Path, watch: StageWatch, baseline: Baseline) -> tuple[Any, float, int]:
+    """The Tune search beside one teacher pool serving the replicas and the old model: Tune's
+    results, the search's seconds, the batches the pool served. KeyboardInterrupt, with nothing of
+    the search kept, on Ctrl-C."""
+    spec = plan.spec
+    assert spec.tune is not None and spec.old is not None
+    groups = {"teacher": [r.checkpoint for r in baseline.replicas], "old": [spec.old]}
     with serving_pool(plan, groups, with_student=False) as pool:
-        res = spec.resources.student
         trials_uri = storage.join(runs.temporary_root(spec), f"tune-{uuid.uuid4().hex[:12]}")
         runs.record_temporary(trials_uri)  # until the search ends: a killed driver's rerun deletes it
-        trainable = tune.with_resources(
-            tune.with_parameters(
-                run_trial,
-                plan=plan,
-                actors=pool.actors if pool else None,
-                groups=groups,
-                old_eval_predictions=old_ids,
-                trials_uri=trials_uri,
-                train_split=[pool.train_split] if pool else None,
-                samples=pool.samples if pool else None,
-            ),
-            {"cpu": res.cpus, "gpu": res.gpus},
-        )
-        scheduler = None
-        if spec.tune.scheduler == "asha":
-            # max_t one past the last epoch: ASHA ends a trial whose "epoch" reaches max_t, and a trial's
-            # final report (its eval scores) comes after its last epoch's
-            scheduler = tune.schedulers.ASHAScheduler(time_attr="epoch", max_t=spec.train.epochs + 1, grace_period=1)
-        watch.say(f"searching {', '.join(spec.tune.space)} ({spec.tune.search}, {spec.tune.scheduler})")
         stopper = StopOnCtrlC()
-        tuner = tune.Tuner(
-            trainable,
-            param_space=search_space(spec.tune),
-            tune_config=tune.TuneConfig(
-                num_samples=spec.tune.num_samples, scheduler=scheduler, metric="val_error_rate", mode="min"
-            ),
-            run_config=tune.RunConfig(
-                name="search", storage_path=str((run_dir / "tune").resolve()), verbose=0, stop=stopper
-            ),
-        )
+        tuner = make_tuner(plan, pool, groups, baseline, (run_dir, trials_uri), stopper)
+        watch.say(f"searching {', '.join(spec.tune.space)} ({spec.tune.search}, {spec.tune.scheduler})")
+        pressed = stopper.pressed
         started = time.perf_counter()
         try:
-            results = _fit(tuner, stopper.pressed)
+            results = fit_until_ctrl_c(tuner, pressed)
         except KeyboardInterrupt:  # the second Ctrl-C: the trials die with this driver
-            stopper.pressed.set()
-        search_seconds = time.perf_counter() - started
-        if stopper.pressed.is_set():  # Tune stopped the trials: nothing of this search is kept
+            pressed.set()
+        seconds = time.perf_counter() - started
+        if pressed.is_set():  # Tune stopped the trials: nothing of this search is kept
             storage.delete_tree(trials_uri)
             raise KeyboardInterrupt
-        served = pool.batches_served()[1] if pool else 0
+        return results, seconds, pool.batches_served()[1] if pool else 0
+
+
+def trial_results(results: Any) -> tuple[list[TrialResult], list[str]]:
+    """The finished trials, by id, and the ids of those the scheduler stopped early; RuntimeError
+    naming a trial that failed."""
     trials: list[TrialResult] = []
     stopped: list[str] = []
     for result in results:
@@ -251,7 +259,18 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
                 seconds=m["seconds"],
             )
         )
-    trials.sort(key=lambda t: t["trial_id"])
+    return sorted(trials, key=lambda t: t["trial_id"]), sorted(stopped)
+
+
+def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
+    """Replicas once, a shared pool, the Tune search (Ray must be initialised)."""
+    spec, labels = plan.spec, plan.splits.eval_labels
+    assert spec.tune is not None  # the front door checks it (driver/launch.py)
+    baseline = train_baseline(plan, watch)
+    results, search_seconds, served = run_trials(plan, run_dir, watch, baseline)
+    trials, stopped = trial_results(results)
+    old_ids, replicas = baseline.ids["old"], baseline.replicas
+    replica_ers = [error_rate(baseline.ids[r.name], labels) for r in replicas]
     val_reference = float(np.mean([r.val_error_rate for r in replicas]))
     front, pick = choose(trials, val_reference, spec.tune.er_tolerance)
     return SearchRecord(
@@ -261,14 +280,14 @@ def search(plan: Plan, run_dir: Path, watch: StageWatch) -> SearchRecord:
         no_treatment_val_error_rate=val_reference,
         no_treatment_error_rate=float(np.mean(replica_ers)),
         replica_error_rates=replica_ers,
-        replica_nfrs=replica_nfrs,
+        replica_nfrs=[negative_flip_rate(old_ids, baseline.ids[r.name], labels) for r in replicas],
         replicas=replicas,
-        replicas_seconds=replicas_seconds,
+        replicas_seconds=baseline.seconds,
         search_seconds=search_seconds,
-        paragon=update_report(old_ids, ids["paragon"], labels),
+        paragon=update_report(old_ids, baseline.ids["paragon"], labels),
         old_error_rate=error_rate(old_ids, labels),
         teacher_batches_served=served,
-        stopped_early=sorted(stopped),
+        stopped_early=stopped,
     )
 
 
@@ -277,41 +296,6 @@ def choose(trials: list[TrialResult], val_reference: float, tolerance: float) ->
     `val_reference` is the no-treatment val ER. The eval split is never looked at here."""
     on_val = [Scored(error_rate=t["val_error_rate"], nfr=t["val_nfr"]) for t in trials]
     return pareto_front(on_val), pick_trial(on_val, val_reference, tolerance)
-
-
-def _fit(tuner: Any, ctrl_c: threading.Event) -> Any:
-    """`tuner.fit()` with Ctrl-C ending the search: the first press sets `ctrl_c`, which the search's
-    stopper turns into Tune stopping every trial; a second press raises KeyboardInterrupt at once.
-    Tune's own SIGINT handler stays off (it prints how to resume an experiment the search does not
-    resume), and so do its warnings and its console reporter (at verbose 0 it still prints where
-    the results are and a TensorBoard hint; the command prints its own lines)."""
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        if ctrl_c.is_set():
-            raise KeyboardInterrupt
-        ctrl_c.set()
-
-    tune_logger = logging.getLogger("ray.tune")
-    level, handler = tune_logger.level, signal.getsignal(signal.SIGINT)
-    in_main = threading.current_thread() is threading.main_thread()
-    tune_logger.setLevel(logging.CRITICAL)
-    # RAY_AIR_NEW_OUTPUT=0: the legacy reporter, which at verbose 0 prints nothing
-    settings = {"TUNE_DISABLE_SIGINT_HANDLER": "1", "RAY_AIR_NEW_OUTPUT": "0"}
-    previous = {key: os.environ.get(key) for key in settings}
-    os.environ.update(settings)
-    if in_main:
-        signal.signal(signal.SIGINT, on_sigint)
-    try:
-        return tuner.fit()
-    finally:
-        tune_logger.setLevel(level)
-        for key, value in previous.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        if in_main:
-            signal.signal(signal.SIGINT, handler)
 
 
 def scatter(record: SearchRecord, title: str) -> Any:

@@ -8,6 +8,7 @@ logits, and the progress the tasks send back.
     pool.py         TeacherPool and serving_pool: teacher logits streamed to the student
     evaluation.py   the new, old and paragon models' logits on the eval split, chunk by chunk
     watch.py        StageWatch: the tasks' progress events drained into a display
+    tune_stop.py    Ctrl-C during a Tune search: every trial stopped, then the driver
 
 Ray calls sit here, at the edge: the stage bodies are plain functions of workers/. Execution reads
 what planning decided (a `Plan`) and never goes back to decide again. May import: ray, `workers`,

@@ -36,24 +36,10 @@ MODEL = "model.pt"
 def train_loop(config: dict[str, Any]) -> None:
     """Each Ray Train worker: its shard of every step; rank 0 reports each epoch's checkpoint and,
     at the end, the final model with its record."""
-    import ray
     import ray.train
-    import torch
-    import torch.distributed as dist
-    from ray.train import Checkpoint
-    from ray.train.torch import prepare_model
 
-    from orchestrator.execution.pool import TeacherPool
-    from workers.progress import ProgressReporter
     from workers.tasks.bookkeeping import Bookkeeping
-    from workers.tasks.resolve import (
-        cached_splits,
-        initial_model,
-        local_teachers,
-        settings_of,
-        training_split,
-        val_reference,
-    )
+    from workers.tasks.resolve import cached_splits, settings_of, training_split, val_reference
     from workers.training.trainer import train
 
     job: TrainJob = config["job"]
@@ -62,44 +48,12 @@ def train_loop(config: dict[str, Any]) -> None:
     rank, world = context.get_world_rank(), context.get_world_size()
     started = time.perf_counter()
     splits, settings = cached_splits(job.data), settings_of(job)
-    model = initial_model(job, data_parallel=True)  # BatchNorm synchronised across GPU workers
     folder = Path(tempfile.mkdtemp(prefix="congruent-ddp-"))
     local = folder / MODEL
-    restored = ray.train.get_checkpoint()
-    if restored is not None:  # a restarted worker group, or a rerun of an unfinished run
-        with restored.as_directory() as directory:
-            shutil.copyfile(Path(directory, MODEL), local)
-    device = torch.device(job.config.device)
-    memory_format = torch.channels_last if job.config.channels_last else torch.contiguous_format
-    model = prepare_model(
-        model.to(device, memory_format=memory_format),  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
-        move_to_device=False,
-    )
-    references = None
-    if job.objective.references:
-        references = (
-            TeacherPool(config["actors"], job.objective.references, config["train_split"][0], config.get("topk"))
-            if config.get("actors")
-            else local_teachers(job)
-        )
-    reporter = None
-    if rank == 0 and config.get("queue") is not None:
-        reporter = ProgressReporter(job.name, job.config.epochs, job.config.batch_size, config["queue"].put_nowait)
-    books = Bookkeeping(job, str(local), reporter=reporter)
-
-    def report(stats: Any, final: dict[str, Any] | None = None) -> None:
-        metrics = {"epoch": stats.epoch, "loss": stats.loss, "val_error_rate": stats.val_error_rate}
-        if rank != 0:
-            ray.train.report(metrics)
-            return
-        if reporter is not None and final is None:
-            reporter.on_epoch(stats)
-        with tempfile.TemporaryDirectory() as directory:
-            shutil.copyfile(local, Path(directory, MODEL))
-            if final is not None:
-                Path(directory, RECORD).write_text(json.dumps(final))
-            ray.train.report(metrics, checkpoint=Checkpoint.from_directory(directory))
-
+    model = _worker_model(job, local)
+    references = _references(job, config)
+    report = EpochReport(rank, local, _progress(job, config) if rank == 0 else None)
+    books = Bookkeeping(job, str(local), reporter=report.reporter)
     result = train(
         model,
         training_split(job),
@@ -114,16 +68,94 @@ def train_loop(config: dict[str, Any]) -> None:
         val_reference=val_reference(job) if rank == 0 else None,
         shard=(rank, world),
     )
+    record = books.record(result, started)
+    _add_workers(record, references, world)
+    report(result.history[-1], asdict(record))  # the final model with its record
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _worker_model(job: TrainJob, local: Path) -> Any:
+    """The stage's model on this worker's device, DDP-wrapped, its weights restored to `local` from
+    Ray Train's last checkpoint when the worker group restarted (or the run is a rerun)."""
+    import ray.train
+    import torch
+    from ray.train.torch import prepare_model
+
+    from workers.tasks.resolve import initial_model
+
+    model = initial_model(job, data_parallel=True)  # BatchNorm synchronised across GPU workers
+    restored = ray.train.get_checkpoint()
+    if restored is not None:  # a restarted worker group, or a rerun of an unfinished run
+        with restored.as_directory() as directory:
+            shutil.copyfile(Path(directory, MODEL), local)
+    device = torch.device(job.config.device)
+    memory_format = torch.channels_last if job.config.channels_last else torch.contiguous_format
+    return prepare_model(
+        model.to(device, memory_format=memory_format),  # type: ignore[call-overload]  # torch stubs lack (device, memory_format)
+        move_to_device=False,
+    )
+
+
+def _references(job: TrainJob, config: dict[str, Any]) -> Any:
+    """What the objective distils from: the teacher pool's actors, else teachers in this process;
+    None without references."""
+    from orchestrator.execution.pool import TeacherPool
+    from workers.tasks.resolve import local_teachers
+
+    if not job.objective.references:
+        return None
+    if config.get("actors"):
+        return TeacherPool(config["actors"], job.objective.references, config["train_split"][0], config.get("topk"))
+    return local_teachers(job)
+
+
+def _progress(job: TrainJob, config: dict[str, Any]) -> Any:
+    """Rank 0's progress reporter onto the stage's queue, None without one."""
+    from workers.progress import ProgressReporter
+
+    if config.get("queue") is None:
+        return None
+    return ProgressReporter(job.name, job.config.epochs, job.config.batch_size, config["queue"].put_nowait)
+
+
+class EpochReport:
+    """The trainer's end-of-epoch callback: every rank reports its metrics to Ray Train; rank 0 with
+    the epoch's checkpoint (and, with `final`, the record beside the finished model)."""
+
+    def __init__(self, rank: int, local: Path, reporter: Any) -> None:
+        self.rank, self.local, self.reporter = rank, local, reporter
+
+    def __call__(self, stats: Any, final: dict[str, Any] | None = None) -> None:
+        import ray.train
+        from ray.train import Checkpoint
+
+        metrics = {"epoch": stats.epoch, "loss": stats.loss, "val_error_rate": stats.val_error_rate}
+        if self.rank != 0:
+            ray.train.report(metrics)
+            return
+        if self.reporter is not None and final is None:
+            self.reporter.on_epoch(stats)
+        with tempfile.TemporaryDirectory() as directory:
+            shutil.copyfile(self.local, Path(directory, MODEL))
+            if final is not None:
+                Path(directory, RECORD).write_text(json.dumps(final))
+            ray.train.report(metrics, checkpoint=Checkpoint.from_directory(directory))
+
+
+def _add_workers(record: TrainRecord, references: Any, world: int) -> None:
+    """Every node a worker ran on, and the teacher batches each worker was served, in `record`."""
+    import ray
+    import torch.distributed as dist
+
+    from orchestrator.execution.pool import TeacherPool
+
     deliveries = references.deliveries() if isinstance(references, TeacherPool) else None
     gathered: list[Any] = [None] * world
     dist.all_gather_object(gathered, (ray.get_runtime_context().get_node_id(), deliveries))
-    record = books.record(result, started)
     record.node_id = ",".join(sorted({node for node, _ in gathered}))  # every node a worker ran on
     if deliveries is not None:
         per_worker = [worker for _, worker in gathered]
         record.teacher_batches = {**_sum(per_worker), "per_worker": per_worker}
-    report(result.history[-1], asdict(record))  # the final model with its record
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _quiet_reports() -> None:

@@ -117,16 +117,29 @@ def er_nfr_scatter(
     groups = list(dict.fromkeys(p.group for p in points))
     wide = len(groups) > 6
     figure, axes = plt.subplots(figsize=(8.0 if wide else 6.5, 4.6))
+    _plot_groups(axes, points, groups, colours or {}, plt.cm.tab10)
+    _mark_front_and_pick(axes, front, highlight)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_title(title, fontsize=10)
+    axes.grid(alpha=0.3)
+    if points:
+        axes.legend(fontsize=7, **({"loc": "center left", "bbox_to_anchor": (1.01, 0.5)} if wide else {}))
+    figure.tight_layout()
+    return figure
+
+
+def _plot_groups(axes: Any, points: Sequence[Point], groups: list[str], colours: Mapping[str, str], cmap: Any) -> None:
+    """Each group's points with their error bars, one colour and marker a group; labels beside them."""
     for index, group in enumerate(groups):
         mine = [p for p in points if p.group == group]
-        colour = (colours or {}).get(group) or plt.cm.tab10(index % 10)
         axes.errorbar(
             [100 * p.error_rate for p in mine],
             [100 * p.nfr for p in mine],
             xerr=[100 * p.er_std for p in mine],
             yerr=[100 * p.nfr_std for p in mine],
             fmt=MARKERS[index % len(MARKERS)],
-            color=colour,
+            color=colours.get(group) or cmap(index % 10),
             capsize=3,
             alpha=0.85,
             label=group,
@@ -136,6 +149,10 @@ def er_nfr_scatter(
             axes.annotate(
                 p.label, (100 * p.error_rate, 100 * p.nfr), fontsize=7, xytext=(3, 3), textcoords="offset points"
             )
+
+
+def _mark_front_and_pick(axes: Any, front: Sequence[Point], highlight: Point | None) -> None:
+    """The Pareto front as a dashed line, the pick circled."""
     if front:
         axes.plot(
             [100 * p.error_rate for p in front],
@@ -155,14 +172,6 @@ def er_nfr_scatter(
             linewidths=2,
             label="pick",
         )
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel(ylabel)
-    axes.set_title(title, fontsize=10)
-    axes.grid(alpha=0.3)
-    if points:
-        axes.legend(fontsize=7, **({"loc": "center left", "bbox_to_anchor": (1.01, 0.5)} if wide else {}))
-    figure.tight_layout()
-    return figure
 
 
 def per_class_bars(per_class: Sequence[tuple[str, float]], title: str) -> Any:

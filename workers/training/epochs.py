@@ -156,6 +156,67 @@ def _restore(stepper: Stepper, scheduler: Any, members: Sequence[Member], result
         result.history = [EpochStats(**h) for h in state["history"]]
 
 
+@dataclass
+class _Training:
+    """What every epoch of one `run_epochs` shares."""
+
+    stepper: Stepper
+    members: Sequence[Member]
+    data: Split
+    val: Split | None
+    settings: ModelSettings | None
+    scheduler: Any
+    results: list[TrainResult]
+    shard: tuple[int, int]
+    classes: list[int]  # the training split's class ids (`class_ids`), kept in every checkpoint
+
+    @property
+    def config(self) -> TrainConfig:
+        return self.members[0].config
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self.config.device)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return math.ceil(len(self.data) / self.config.batch_size)
+
+    @property
+    def inputs(self) -> InputSpec | None:
+        return self.settings.inputs if self.settings is not None else None
+
+
+@dataclass
+class _EpochSums:
+    """One epoch's per-step figures, per member, kept on the device: no host sync inside the loop
+    but every SYNC_EVERY steps."""
+
+    loss: torch.Tensor
+    clipped: torch.Tensor
+    first_bad: torch.Tensor  # the first step with a non-finite loss (0: none)
+    bad_loss: torch.Tensor
+    seen: int = 0
+
+    @classmethod
+    def zeros(cls, k: int, device: torch.device) -> _EpochSums:
+        return cls(
+            torch.zeros(k, device=device),
+            torch.zeros(k, dtype=torch.long, device=device),
+            torch.zeros((), dtype=torch.long, device=device),
+            torch.zeros((), device=device),
+        )
+
+    def add(self, losses: torch.Tensor, was_clipped: torch.Tensor, n: int, step: int) -> None:
+        finite = torch.isfinite(losses)
+        now_bad = (self.first_bad == 0) & ~finite.all()
+        self.first_bad = torch.where(now_bad, step, self.first_bad)
+        self.bad_loss = torch.where(now_bad, losses[torch.argmin(finite.int())], self.bad_loss)
+        self.loss += losses * n
+        self.clipped += was_clipped
+        self.seen += n
+
+
 def run_epochs(
     stepper: Stepper,
     members: Sequence[Member],
@@ -171,81 +232,79 @@ def run_epochs(
     epoch, history, config, the training split's classes) and its `on_epoch`."""
     if any(m.checkpoint_path is not None for m in members) and settings is None:
         raise ValueError("checkpoint_path needs the model settings")
-    config, k = members[0].config, len(members)
-    device = torch.device(config.device)
-    steps_per_epoch = math.ceil(len(data) / config.batch_size)
-    scheduler = lr_schedule(stepper.optimizer, config, steps_per_epoch)
+    config = members[0].config
+    scheduler = lr_schedule(stepper.optimizer, config, math.ceil(len(data) / config.batch_size))
     results = [TrainResult(model) for model in stepper.models()]
     _restore(stepper, scheduler, members, results)
-    classes = class_ids(data)
-    inputs = settings.inputs if settings is not None else None
-    val_inputs = None if val is None else val.for_inference(inputs)
-    rank, world = shard
+    training = _Training(stepper, members, data, val, settings, scheduler, results, shard, class_ids(data))
+    val_inputs = None if val is None else val.for_inference(training.inputs)
     for epoch in range(results[0].resumed_from, config.epochs):
-        started, seen = time.perf_counter(), 0
-        # per-step figures stay on the device: no host sync inside the loop but every SYNC_EVERY steps
-        loss_sum = torch.zeros(k, device=device)
-        clipped = torch.zeros(k, dtype=torch.long, device=device)
-        first_bad = torch.zeros((), dtype=torch.long, device=device)  # first non-finite step (0: none)
-        bad_loss = torch.zeros((), device=device)
-        groups: Iterator[Sequence[Batch]] = zip(*(batches(data, m.config, epoch, inputs) for m in members))
-        if world > 1:
-            groups = ([batch.shard(rank, world) for batch in group] for group in groups)
-        for step, (losses, was_clipped, n) in enumerate(stepper.epoch(groups), 1):
-            scheduler.step()
-            for result in results:
-                result.steps += 1
-                result.steps_run += 1
-            finite = torch.isfinite(losses)
-            now_bad = (first_bad == 0) & ~finite.all()
-            first_bad = torch.where(now_bad, results[0].steps, first_bad)
-            bad_loss = torch.where(now_bad, losses[torch.argmin(finite.int())], bad_loss)
-            loss_sum += losses * n
-            clipped += was_clipped
-            seen += n
-            if step % SYNC_EVERY == 0 or step == steps_per_epoch:
-                bad_step = _first_bad_step(first_bad, world)
-                if bad_step:
-                    own = int(first_bad.item()) == bad_step
-                    raise NonFiniteLossError(bad_step, epoch, bad_loss.item() if own else float("nan"))
-            for member in members:
-                if member.on_step is not None:
-                    member.on_step(epoch + 1, step, steps_per_epoch)
+        started = time.perf_counter()
+        sums = _train_epoch(training, epoch)
         seconds = time.perf_counter() - started
         release_free_memory()  # the epoch's freed batches, before validation allocates its own
-        lr = stepper.optimizer.param_groups[0]["lr"]
-        models = stepper.models()
-        saving = any(m.checkpoint_path is not None for m in members)
-        optimizer_states = stepper.optimizer_states() if saving else [{}] * k
-        for r, (member, model, result) in enumerate(zip(members, models, results)):
-            stats = EpochStats(
-                epoch=epoch + 1,
-                loss=loss_sum[r].item() / seen,
-                lr=lr,
-                seconds=seconds,
-                samples_per_second=seen / seconds,
-                clipped_fraction=clipped[r].item() / steps_per_epoch,
-            )
-            if val is not None and val_inputs is not None:
-                logits = predict_logits(model, val_inputs, config.eval_batch_size, device, inputs)
-                stats.val_error_rate = error_rate(logits, val.labels)
-                stats.val_nfr = scoped_nfr(member.val_reference, logits, val.labels)
-            result.history.append(stats)
-            result.epochs_run += 1
-            if member.checkpoint_path is not None and settings is not None:
-                save_checkpoint(
-                    member.checkpoint_path,
-                    model,
-                    settings,
-                    classes_seen=classes,
-                    classes=list(data.classes),
-                    optimizer=optimizer_states[r],
-                    scheduler=scheduler.state_dict(),
-                    epoch=epoch + 1,
-                    steps=result.steps,
-                    history=[asdict(h) for h in result.history],
-                    config=asdict(member.config),
-                )
-            if member.on_epoch is not None:
-                member.on_epoch(stats)
+        _end_epoch(training, epoch, sums, seconds, val_inputs)
     return results
+
+
+def _train_epoch(t: _Training, epoch: int) -> _EpochSums:
+    """One epoch's steps: a batch per member each, the schedule stepped, every member's `on_step`;
+    NonFiniteLossError at the first sync after a non-finite loss."""
+    steps_per_epoch, (rank, world) = t.steps_per_epoch, t.shard
+    sums = _EpochSums.zeros(len(t.members), t.device)
+    groups: Iterator[Sequence[Batch]] = zip(*(batches(t.data, m.config, epoch, t.inputs) for m in t.members))
+    if world > 1:
+        groups = ([batch.shard(rank, world) for batch in group] for group in groups)
+    for step, (losses, was_clipped, n) in enumerate(t.stepper.epoch(groups), 1):
+        t.scheduler.step()
+        for result in t.results:
+            result.steps += 1
+            result.steps_run += 1
+        sums.add(losses, was_clipped, n, t.results[0].steps)
+        if step % SYNC_EVERY == 0 or step == steps_per_epoch:
+            bad_step = _first_bad_step(sums.first_bad, world)
+            if bad_step:
+                own = int(sums.first_bad.item()) == bad_step
+                raise NonFiniteLossError(bad_step, epoch, sums.bad_loss.item() if own else float("nan"))
+        for member in t.members:
+            if member.on_step is not None:
+                member.on_step(epoch + 1, step, steps_per_epoch)
+    return sums
+
+
+def _end_epoch(t: _Training, epoch: int, sums: _EpochSums, seconds: float, val_inputs: Any) -> None:
+    """Each member's epoch statistics and validation, its checkpoint and its `on_epoch`."""
+    lr = t.stepper.optimizer.param_groups[0]["lr"]
+    saving = any(m.checkpoint_path is not None for m in t.members)
+    optimizer_states = t.stepper.optimizer_states() if saving else [{}] * len(t.members)
+    for r, (member, model, result) in enumerate(zip(t.members, t.stepper.models(), t.results)):
+        stats = EpochStats(
+            epoch=epoch + 1,
+            loss=sums.loss[r].item() / sums.seen,
+            lr=lr,
+            seconds=seconds,
+            samples_per_second=sums.seen / seconds,
+            clipped_fraction=sums.clipped[r].item() / t.steps_per_epoch,
+        )
+        if t.val is not None and val_inputs is not None:
+            logits = predict_logits(model, val_inputs, t.config.eval_batch_size, t.device, t.inputs)
+            stats.val_error_rate = error_rate(logits, t.val.labels)
+            stats.val_nfr = scoped_nfr(member.val_reference, logits, t.val.labels)
+        result.history.append(stats)
+        result.epochs_run += 1
+        if member.checkpoint_path is not None and t.settings is not None:
+            save_checkpoint(
+                member.checkpoint_path,
+                model,
+                t.settings,
+                classes_seen=t.classes,
+                classes=list(t.data.classes),
+                optimizer=optimizer_states[r],
+                scheduler=t.scheduler.state_dict(),
+                epoch=epoch + 1,
+                steps=result.steps,
+                history=[asdict(h) for h in result.history],
+                config=asdict(member.config),
+            )
+        if member.on_epoch is not None:
+            member.on_epoch(stats)
