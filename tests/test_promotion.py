@@ -23,6 +23,11 @@ from workers.models.checkpoints import ModelSettings, save_checkpoint
 LABELS = np.arange(100) % 10
 
 
+def unscored(*_: object, **__: object) -> np.ndarray:
+    """The protected set's scorer where these models have no set: the gate must not call it."""
+    raise AssertionError("scored a protected set the model does not have")
+
+
 def _wrong_on(indices) -> np.ndarray:
     """Class ids right on every sample but `indices`."""
     ids = LABELS.copy()
@@ -72,8 +77,8 @@ def _race(model: str, monkeypatch) -> dict[str, Verdict]:
     first = threading.local()
     real_gate = promotion.gate
 
-    def gate_then_wait(name, candidate, limits, live=False):
-        verdict = real_gate(name, candidate, limits, live)
+    def gate_then_wait(name, candidate, limits, live=False, *, score):
+        verdict = real_gate(name, candidate, limits, live, score=score)
         if not getattr(first, "done", False):
             first.done = True
             both_gated.wait()
@@ -85,7 +90,7 @@ def _race(model: str, monkeypatch) -> dict[str, Verdict]:
 
     def promote(version: str) -> None:
         try:
-            verdicts[version] = promotion.promote(model, version, PromoteSpec(max_nfr=0.05))
+            verdicts[version] = promotion.promote(model, version, PromoteSpec(max_nfr=0.05), score=unscored)
         except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
 
@@ -114,12 +119,12 @@ def test_a_held_lock_makes_a_promotion_wait_and_a_dead_holders_lock_is_broken(ri
     client.create_registered_model(lock, tags={"token": "someone else", "holder": "elsewhere:1", locks.LOCK_TAG: "p"})
     monkeypatch.setattr(locks, "LOCK_WAIT_S", 0.5)
     with pytest.raises(promotion.RegistryError, match=f"another promotion has held {lock}"):
-        promotion.promote(rivals, "2", PromoteSpec(max_nfr=0.05))
+        promotion.promote(rivals, "2", PromoteSpec(max_nfr=0.05), score=unscored)
     assert promotion.champion_of(rivals) == "1"
     monkeypatch.setattr(locks, "LEASE_S", 0.5)  # the holder died: its lock is not renewed for a lease
     monkeypatch.setattr(locks, "RENEW_S", 0.05)
     monkeypatch.setattr(locks, "LOCK_WAIT_S", 5.0)
-    assert promotion.promote(rivals, "2", PromoteSpec(max_nfr=0.05)).passed
+    assert promotion.promote(rivals, "2", PromoteSpec(max_nfr=0.05), score=unscored).passed
     assert promotion.champion_of(rivals) == "2"
     assert not client.search_registered_models(f"name = '{lock}'")
 
@@ -177,13 +182,15 @@ def test_runs_of_one_spec_that_finish_together_register_it_once(tmp_path, monkey
 def test_the_gate_at_a_confidence_level_uses_the_upper_bounds(rivals, capsys):
     # v2 against v1: no flips, ER −10 pt; at 95 % the NFR bound over 100 samples is 2.63%
     limits = PromoteSpec(max_nfr=0.02, max_er_increase=0.0)
-    assert promotion.gate(rivals, "2", limits).passed
-    bounded = promotion.gate(rivals, "2", PromoteSpec(max_nfr=0.02, max_er_increase=0.0, confidence=0.95))
+    assert promotion.gate(rivals, "2", limits, score=unscored).passed
+    bounded = promotion.gate(
+        rivals, "2", PromoteSpec(max_nfr=0.02, max_er_increase=0.0, confidence=0.95), score=unscored
+    )
     assert not bounded.passed
     assert bounded.reason.startswith(
-        "NFR 2.63% > 2.00% (against champion v1 on 100 shared eval samples: NFR 0.00% (upper 95 % bound 2.63%)"
+        "NFR 2.63% > 2.00% (against champion v1 on 100 shared eval samples: NFR 0.00% (upper 95% bound 2.63%)"
     )
-    assert "ER -10.00 pt (upper 95 % bound -6.07 pt)" in bounded.reason  # 10 better, 0 worse (Tango)
+    assert "ER -10.00 pt (upper 95% bound -6.07 pt)" in bounded.reason  # 10 better, 0 worse (Tango)
     assert main(["promote", rivals, "2", "--max-nfr", "0.02", "--confidence", "0.95"]) == 1
     assert "NOT promoted: NFR 2.63% > 2.00%" in capsys.readouterr().err
     assert main(["promote", rivals, "2", "--max-nfr", "0.03", "--confidence", "0.95"]) == 0
@@ -215,13 +222,13 @@ def test_a_gate_that_cannot_read_the_champion_fails_closed(rivals, monkeypatch, 
     limits = PromoteSpec(max_nfr=0.05)
     monkeypatch.setattr(MlflowClient, "get_registered_model", unavailable)
     with pytest.raises(registry.RegistryError, match=r"cannot read its champion .*503\); not promoted$"):
-        promotion.gate(rivals, "2", limits)
+        promotion.gate(rivals, "2", limits, score=unscored)
     assert main(["promote", rivals, "2", "--max-nfr", "0.05"]) != 0
     assert "cannot read its champion" in capsys.readouterr().err
     monkeypatch.undo()
     assert promotion.champion_of(rivals) == "1"  # nothing moved
     MlflowClient().delete_registered_model_alias(rivals, "champion")
-    assert promotion.gate(rivals, "2", limits).reason == f"{rivals} has no champion yet"
+    assert promotion.gate(rivals, "2", limits, score=unscored).reason == f"{rivals} has no champion yet"
     assert promotion.champion_of(f"{rivals}-absent") is None
     record("security", check="a gate that cannot read the champion fails closed", passed=True)
 
@@ -260,7 +267,7 @@ def test_promote_live_needs_labelled_live_pairs_beside_the_champion_within_the_l
     assert main(args) == 1  # NFR 0 % on one pair: no evidence
     err = capsys.readouterr().err
     assert "1 labelled live pairs (1 shadowed), fewer than the 65 the live gate asks (--min-live; the fewest" in err
-    assert "95 % Wilson bound can be ≤ 4.00%)" in err
+    assert "95% Wilson bound can be ≤ 4.00%)" in err
     _live_session(rivals, "1", "2", [(0, 1, 0)] + [(0, 0, 0)] * 19 + [(1, 1, None)] * 10)
     _live_session(rivals, "1", "2", [(0, 0, None)] * 3)  # a newer session with no labels hides nothing
     assert main([*args, "--min-live", "20"]) == 1

@@ -73,7 +73,7 @@ def run_unit(seed: int, weights: list[int], out: Path) -> dict[str, Any]:
     from orchestrator.tracking.store import configure
     from orchestrator.views.progress import make_display
     from pipelines.spec import parse_spec
-    from workers.tasks.bodies import protected_answers as answers
+    from workers.models.protected_scoring import protected_answers as answers
 
     out.mkdir(parents=True, exist_ok=True)
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{out / 'mlflow.db'}"

@@ -7,6 +7,7 @@ from orchestrator.policy.promotion import Verdict
 from orchestrator.tracking import promotion, store
 from orchestrator.tracking.version_refs import RegistryError
 from pipelines.operations import PromoteSpec
+from workers.models.protected_scoring import protected_answers
 
 __all__ = ["RegistryError", "promote_version"]
 
@@ -17,6 +18,6 @@ def promote_version(model: str, version: str, gate: PromoteSpec, live: bool = Fa
     RegistryError, its first line the store's own."""
     store.configure()
     try:
-        return promotion.promote(model, version, gate, live)
+        return promotion.promote(model, version, gate, live, score=protected_answers)
     except promotion.REGISTRY_ERRORS as e:
         raise RegistryError(str(e)) from None

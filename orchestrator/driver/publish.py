@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from orchestrator.tracking.tags import PROMOTION
 from orchestrator.tracking.version_record import VersionRecord
 from pipelines.spec import UpdateSpec
 from workers.metrics import EvaluationMetrics
+from workers.models.protected_scoring import protected_answers
 from workers.tasks.records import BcwiRecord, TrainRecord
 
 
@@ -177,7 +179,12 @@ def publish(
     if result.checkpoint is not None:
         register_version(plan, result, spec, watch)
     if spec.promote is not None and result.registered_version is not None:
-        verdict = promotion.promote(spec.model, result.registered_version, spec.promote)
+        verdict = promotion.promote(
+            spec.model,
+            result.registered_version,
+            spec.promote,
+            score=partial(protected_answers, allow_user_factories=spec.allow_user_factories),
+        )
         result.promotion = {"passed": verdict.passed, "reason": verdict.reason}
         runs.set_tags({PROMOTION: ("champion: " if verdict.passed else "rejected: ") + verdict.reason})
     (run_dir / "result.json").write_text(result.to_json())

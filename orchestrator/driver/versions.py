@@ -57,6 +57,7 @@ def _protected(model: str, records: list[Any]) -> dict[str, Any] | None:
     """Each version on the protected set, or None without one."""
     from orchestrator.tracking.promotion import champion_of
     from orchestrator.tracking.protected import protected_table
+    from workers.models.protected_scoring import protected_answers
 
     chain = [(r.version, r.parent_version) for r in records]
-    return protected_table(model, chain, champion_of(model))
+    return protected_table(model, chain, champion_of(model), protected_answers)

@@ -27,8 +27,9 @@ from orchestrator.planning.resources import device
 from orchestrator.tracking.protected import ProtectedSet, protected_set
 from orchestrator.views.format import percent
 from workers.metrics import EvaluationMetrics, FlipCounts, class_ids
+from workers.models.protected_scoring import protected_answers
 from workers.progress import ProgressEvent
-from workers.tasks.bodies import EvalChunk, eval_chunks, protected_answers, registry_checkpoint
+from workers.tasks.bodies import EvalChunk, eval_chunks, registry_checkpoint
 from workers.tasks.records import DataRequest
 
 STREAM_BACKLOG = 2  # chunks the evaluation task may have sent ahead of the driver

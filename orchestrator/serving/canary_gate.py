@@ -52,6 +52,7 @@ async def promote(gateway: Any, reason: str) -> None:
     reads the session's chunks); passed, the gateway answers with the new champion's replicas (the
     canary's own) at once, and the driver's follow loop retires the old champion's application."""
     from orchestrator.tracking import promotion
+    from workers.models.protected_scoring import protected_answers
 
     canary, rule = gateway.canary, gateway.canary.rule
     limits = PromoteSpec(  # the gate the rule was made from (driver/serve_command.py), at the rule's level
@@ -62,7 +63,9 @@ async def promote(gateway: Any, reason: str) -> None:
     )
     try:
         await within(gateway.ledger.flush.remote(), gateway.settings.call_timeout_s)
-        verdict = await asyncio.to_thread(promotion.promote, gateway.model, canary.version, limits, True)
+        verdict = await asyncio.to_thread(
+            promotion.promote, gateway.model, canary.version, limits, True, score=protected_answers
+        )
     except Exception as e:  # noqa: BLE001  # the registry or the store out of reach: tried at the next labels
         canary.state, canary.reason = "passed", f"{reason}; not promoted yet: {type(e).__name__}: {e}"
         return

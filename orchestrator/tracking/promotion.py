@@ -30,7 +30,7 @@ from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import COMPARED, LedgerMismatch, known_mask, shared_samples
 from orchestrator.tracking.live import live_summaries
 from orchestrator.tracking.locks import registry_lock
-from orchestrator.tracking.protected import protected_set, set_answers
+from orchestrator.tracking.protected import Scorer, protected_set, set_answers
 from orchestrator.tracking.registry import chain, checkpoint_of, ledger_of, resolve
 from orchestrator.tracking.slice_figures import SLICED, pair_slice_rows
 from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
@@ -56,17 +56,18 @@ def champion_of(name: str) -> str | None:
     return None if version is None else str(version)
 
 
-def gate(name: str, candidate: str, limits: PromoteSpec, live: bool = False) -> Verdict:
+def gate(name: str, candidate: str, limits: PromoteSpec, live: bool = False, *, score: Scorer) -> Verdict:
     """Whether `candidate` may replace the current champion (the policy's decision on what the
     registry holds: orchestrator/policy/promotion.py); without a champion it passes. `live`: also
-    the model's serving sessions (`promote --live`, a canary's promotion)."""
+    the model's serving sessions (`promote --live`, a canary's promotion); `score`: how both
+    versions answer the protected set (the caller's model runner: the store runs none)."""
     champion = champion_of(name)
     if champion is None:
         return first_champion(name)
-    return decide(candidate, evidence(name, candidate, champion, limits, live), limits, SHOWN_CONFIDENCE)
+    return decide(candidate, evidence(name, candidate, champion, limits, live, score), limits, SHOWN_CONFIDENCE)
 
 
-def evidence(name: str, candidate: str, champion: str, limits: PromoteSpec, live: bool) -> Evidence:
+def evidence(name: str, candidate: str, champion: str, limits: PromoteSpec, live: bool, score: Scorer) -> Evidence:
     """What the gate weighs, read from the registry: both ledgers on the eval samples they share
     (matched by id: ledger.py), the candidate's slices, the protected set, the serving sessions."""
     sliced = limits.max_slice_nfr is not None
@@ -90,19 +91,19 @@ def evidence(name: str, candidate: str, champion: str, limits: PromoteSpec, live
         champion,
         counts,
         slices=pair_slice_rows(old, new, level, limits.min_slice_n) if sliced else None,
-        protected=protected_evidence(name, candidate, champion),
+        protected=protected_evidence(name, candidate, champion, score),
         live=live_summaries(name, level) if live else None,
     )
 
 
-def protected_evidence(name: str, candidate: str, champion: str) -> ProtectedEvidence | None:
-    """The candidate on the model's protected set against the champion, both scored from their
-    registered checkpoints (protected.py); None without a set."""
+def protected_evidence(name: str, candidate: str, champion: str, score: Scorer) -> ProtectedEvidence | None:
+    """The candidate on the model's protected set against the champion, both scored by `score` from
+    their registered checkpoints (protected.py); None without a set."""
     suite = protected_set(name)
     if suite is None or not len(suite):
         return None
-    new = set_answers(checkpoint_of(VersionRef(name, candidate)), suite)
-    old = set_answers(checkpoint_of(VersionRef(name, champion)), suite)
+    new = set_answers(checkpoint_of(VersionRef(name, candidate)), suite, score)
+    old = set_answers(checkpoint_of(VersionRef(name, champion)), suite, score)
     return ProtectedEvidence(suite.version, protected_counts(suite.labels, new, old))
 
 
@@ -114,12 +115,13 @@ def set_champion(name: str, version: str) -> None:
     descriptions.describe(name, chain(name))  # the champion marked in the model's description
 
 
-def promote(name: str, candidate: str, limits: PromoteSpec, live: bool = False) -> Verdict:
+def promote(name: str, candidate: str, limits: PromoteSpec, live: bool = False, *, score: Scorer) -> Verdict:
     """Move `champion` to `candidate` if it passes the gate against the champion it replaces, as
-    a compare-and-set (module docstring); the verdict says why, and against which version."""
+    a compare-and-set (module docstring); the verdict says why, and against which version. `score`:
+    the protected set's model runner (`gate`)."""
     resolve(f"{name}/{candidate}")
     for _ in range(ATTEMPTS):
-        verdict = gate(name, candidate, limits, live)
+        verdict = gate(name, candidate, limits, live, score=score)
         if not verdict.passed:
             return verdict
         with registry_lock(name, "promotion") as lease:

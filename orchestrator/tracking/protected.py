@@ -9,7 +9,9 @@ vN"), and an image sample's encoded bytes (kept with the set, so the gate does n
 
 A version's answers on the set come from its registered checkpoint (workers/models/raw_inputs.py:
 what `serve` and the pyfunc answer with), so a version registered before the set is scored the
-same way as one after it. A protected flip is a sample the champion gets right and the candidate
+same way as one after it. The store runs no model: the caller hands in the `Scorer` (the driver's
+and the serving layer's `workers.models.protected_scoring.protected_answers`); this module keeps
+its answers. A protected flip is a sample the champion gets right and the candidate
 wrong (counted by orchestrator/policy/protected.py); the promotion gate refuses more than
 `max_protected_flips` of them.
 """
@@ -17,9 +19,10 @@ wrong (counted by orchestrator/policy/protected.py); the promotion gate refuses 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -68,6 +71,17 @@ def protected_set(model: str) -> ProtectedSet | None:
 
 
 _SETS: dict[str, ProtectedSet] = {}  # by run id
+
+
+class Scorer(Protocol):
+    """A version's class id for each protected input, from its checkpoint (a local or S3 path):
+    `workers.models.protected_scoring.protected_answers`, handed in by whoever gates."""
+
+    def __call__(
+        self, checkpoint: str, inputs: Sequence[str], *, images: Sequence[bytes | None] | None = None
+    ) -> np.ndarray: ...
+
+
 _ANSWERS: dict[tuple[str, str], np.ndarray] = {}  # (checkpoint, set run id) → its answers
 KEPT_ANSWERS = 8  # answers kept per process (a gate asks for two versions, again at each retry)
 
@@ -142,31 +156,31 @@ def add_protected(
     return version, len(fresh)
 
 
-def set_answers(checkpoint: str, suite: ProtectedSet, allow_user_factories: bool = False) -> np.ndarray:
-    """`protected_answers` (workers/tasks/bodies.py) of a version's checkpoint (a registry copy,
-    checked against its recorded sha256 when fetched) on a set, kept for the process: a canary's
-    gate asks again after each feedback batch."""
-    from workers.tasks.bodies import protected_answers
-
+def set_answers(checkpoint: str, suite: ProtectedSet, score: Scorer) -> np.ndarray:
+    """`score`'s answers of a version's checkpoint (a registry copy, checked against its recorded
+    sha256 when fetched) on a set, kept for the process: a canary's gate asks again after each
+    feedback batch."""
     key = (checkpoint, suite.run_id)
     if key not in _ANSWERS:
         if len(_ANSWERS) >= KEPT_ANSWERS:
             _ANSWERS.pop(next(iter(_ANSWERS)))
-        _ANSWERS[key] = protected_answers(checkpoint, suite.inputs, allow_user_factories, suite.images)
+        _ANSWERS[key] = score(checkpoint, suite.inputs, images=suite.images)
     return _ANSWERS[key]
 
 
-def protected_table(model: str, chain: list[tuple[str, str | None]], champion: str | None) -> dict[str, Any] | None:
+def protected_table(
+    model: str, chain: list[tuple[str, str | None]], champion: str | None, score: Scorer
+) -> dict[str, Any] | None:
     """Each version of `chain` ((version, parent) pairs) on the model's protected set: n, right, and
     flipped against its parent and against `champion` (None where there is none); None without a
-    set. Every version is scored from its registered checkpoint, once."""
+    set. Every version is scored by `score` from its registered checkpoint, once."""
     from orchestrator.tracking.registry import checkpoint_of
     from orchestrator.tracking.version_refs import VersionRef
 
     suite = protected_set(model)
     if suite is None:
         return None
-    scored = {version: set_answers(checkpoint_of(VersionRef(model, version)), suite) for version, _ in chain}
+    scored = {version: set_answers(checkpoint_of(VersionRef(model, version)), suite, score) for version, _ in chain}
     rows = []
     for version, parent in chain:
         vs_parent = protected_counts(suite.labels, scored[version], scored.get(parent or ""))

@@ -209,32 +209,6 @@ def registry_checkpoint(uri: str, fingerprint: str, allow_user_factories: bool =
         return clean.read_bytes()
 
 
-PROTECTED_BATCH = 256  # protected inputs answered at once
-
-
-def protected_answers(
-    checkpoint: str,
-    inputs: Sequence[str],
-    allow_user_factories: bool = False,
-    images: Sequence[bytes | None] | None = None,
-) -> np.ndarray:
-    """A version's class id for each protected input (a local or S3 `checkpoint`, answering raw
-    inputs as `serve` and the pyfunc model do: workers/models/raw_inputs.py): a text, or for an
-    image model the sample's encoded file from `images` (its input is only the path it had)."""
-    from workers.models.raw_inputs import RawInputModel
-
-    model = RawInputModel(fetch_checkpoint(checkpoint), allow_user_factories=allow_user_factories)
-    payloads: list[str | bytes] = list(inputs)
-    if model.modality != "text":
-        if images is None or any(image is None for image in images):
-            raise ValueError("an image model's protected samples are scored from the files kept with the set")
-        payloads = [image for image in images if image is not None]
-    out: list[int] = []
-    for start in range(0, len(payloads), PROTECTED_BATCH):
-        out += [a.class_id for a in model.answer(payloads[start : start + PROTECTED_BATCH])]
-    return np.asarray(out, dtype=np.int64)
-
-
 def bcwi_job(
     old_uri: str,
     tuned_uri: str,
