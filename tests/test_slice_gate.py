@@ -218,7 +218,7 @@ def test_auto_holds_its_candidates_to_the_slice_gate_on_val(sliced_versions, cap
     spec.write_text(yaml.safe_dump(document))
     code, stdout, err = cli(capsys, "check", str(spec))
     assert code == 0, err
-    assert "and no val slice of 20+ samples with NFR above 0 % (promote.max_slice_nfr)" in stdout
+    assert "and no val slice of 20+ samples with NFR above 0% (promote.max_slice_nfr)" in stdout
     result = run_update(document, folder / "v3")
     scores = {c["name"]: c for c in result.auto["candidates"]}
     kd = scores["kd"]

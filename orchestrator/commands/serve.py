@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.commands.gate_options import add_gate_flags, parse_gate
 from orchestrator.commands.options import fail, fail_all, fraction, positive, ray_address
+from orchestrator.views.format import short_percent
 
 if TYPE_CHECKING:  # the driver (and Ray) load when the command runs, not when the CLI starts
     from orchestrator.driver.serve import Served
@@ -146,7 +147,8 @@ def canary_terms(settings: ServeSettings) -> str:
     assert rule is not None
     then = "promoted" if rule.auto_promote else "passed (then `congruent promote --live`)"
     return (
-        f"withdrawn once its NFR's {100 * rule.confidence:g} % bound shows it above {100 * rule.max_nfr:g} %, "
+        f"withdrawn once its NFR's {short_percent(rule.confidence)} bound shows it above "
+        f"{short_percent(rule.max_nfr)}, "
         f"{then} at {rule.min_labelled} labelled pairs within it"
     )
 

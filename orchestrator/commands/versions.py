@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from orchestrator.commands.options import fail, json_option
-from orchestrator.views.format import percent
+from orchestrator.views.format import percent, short_percent
 from orchestrator.views.live import LIVE_HEADERS, live_row
 
 
@@ -66,7 +66,7 @@ def chain_table(model: str, records: list[Any], confidence: float) -> str:
     ]
     title = (
         f"{model}: {len(records)} versions (flips against each version's parent; ≤: one-sided "
-        f"{100 * confidence:g} % upper bounds of NFR and of the ER increase)"
+        f"{short_percent(confidence)} upper bounds of NFR and of the ER increase)"
     )
     headers = ["version", "label", "method", "arch", "parent", "ER", "NFR", "NFR ≤", "PFR", "ΔER ≤", "Rel-NFR"]
     return title + "\n" + table([*headers, "aliases", "created"], cells, left=4)
@@ -76,7 +76,7 @@ def live_lines(live: list[Any], confidence: float) -> str:
     """The served champion and its shadowed candidate on real requests."""
     from orchestrator.views.tables import table
 
-    level = f"{100 * confidence:g} %"
+    level = short_percent(confidence)
     title = f"\nlive: the served champion and its shadowed candidate on real requests (≤ / ≥: {level} bounds)"
     return title + "\n" + table(LIVE_HEADERS, [live_row(s) for s in live], left=3)
 
@@ -113,7 +113,8 @@ def slice_tables(slices: dict[str, dict[str, list[dict[str, Any]]]], confidence:
     if not slices:
         return "\nslices: no version's ledger keeps any (data.slice_columns, data.slices)"
     lines = [
-        f"\nworst slices (NFR ≤: one-sided {100 * confidence:g} % upper bound; * fewer than {min_n} samples, not gated)"
+        f"\nworst slices (NFR ≤: one-sided {short_percent(confidence)} upper bound; "
+        f"* fewer than {min_n} samples, not gated)"
     ]
     for version, figures in slices.items():
         for key, rows in figures.items():

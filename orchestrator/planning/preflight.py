@@ -47,6 +47,7 @@ from orchestrator.planning.model_inputs import directory_digest
 from orchestrator.planning.plan import ModelStart, Plan, PlannedOld, PlannedSplits
 from pipelines.spec import SpecError, UpdateSpec
 from workers.names import HF_PREFIX, UNLABELLED_OBJECTIVES, is_hf
+from workers.percent import short_percent
 
 Fact = TypeVar("Fact")
 
@@ -180,6 +181,6 @@ def summary(found: Found) -> str:
             nfr = "NFR upper bound" if gate.confidence else "NFR"
             line += (
                 f"\nand no val slice of {gate.min_slice_n}+ samples with {nfr} above "
-                f"{100 * gate.max_slice_nfr:g} % (promote.max_slice_nfr)"
+                f"{short_percent(gate.max_slice_nfr)} (promote.max_slice_nfr)"
             )
     return line

@@ -24,7 +24,7 @@ from orchestrator.policy.protected import ProtectedEvidence, protected_problems
 from pipelines.operations import PromoteSpec
 from workers.confidence import fewest_for_bound, paired_increase_upper, wilson_upper
 from workers.metrics import negative_flips
-from workers.percent import percent
+from workers.percent import percent, short_percent
 from workers.slices import over_limit_words, worst_gated_slice
 
 
@@ -104,7 +104,7 @@ def eval_problems(counts: EvalCounts, gate: PromoteSpec) -> tuple[list[str], str
     gated_nfr, gated_increase = nfr, increase
     shown_nfr, shown_increase = _pct(nfr), _pct(increase, signed=True)
     if gate.confidence is not None:
-        level = f"{100 * gate.confidence:g} %"
+        level = short_percent(gate.confidence)
         gated_nfr = wilson_upper(counts.flips, counts.n_known, gate.confidence)
         gated_increase = paired_increase_upper(counts.worse, counts.better, counts.n, gate.confidence)
         shown_nfr += f" (upper {level} bound {_pct(gated_nfr)})"
@@ -162,8 +162,8 @@ def live_problems(
     if session["labelled"] < fewest:
         why = "--min-live"
         if gate.min_live is None and gate.max_nfr > 0:
-            shown_level = 100 * (gate.confidence or level)
-            why = f"--min-live; the fewest whose {shown_level:g} % Wilson bound can be ≤ {_pct(gate.max_nfr)}"
+            shown_level = short_percent(gate.confidence or level)
+            why = f"--min-live; the fewest whose {shown_level} Wilson bound can be ≤ {_pct(gate.max_nfr)}"
         problem = (
             f"{session['labelled']:,} labelled live pairs ({session['pairs']:,} shadowed), fewer than the "
             f"{fewest:,} the live gate asks ({why})"
@@ -172,6 +172,6 @@ def live_problems(
     gated = session["nfr_upper"] if gate.confidence is not None else session["nfr"]
     shown = _pct(session["nfr"])
     if gate.confidence is not None:
-        shown += f" (upper {100 * gate.confidence:g} % bound {_pct(gated)})"
+        shown += f" (upper {short_percent(gate.confidence)} bound {_pct(gated)})"
     measured = f"live NFR {shown} on {session['labelled']:,} labelled of {session['pairs']:,} shadowed requests"
     return ([f"live NFR {_pct(gated)} > {_pct(gate.max_nfr)}"] if gated > gate.max_nfr else []), measured

@@ -21,7 +21,7 @@ from typing import Literal
 from orchestrator.serving.requests import shadowed
 from orchestrator.serving.settings import CanaryRule
 from workers.confidence import wilson_lower, wilson_upper
-from workers.percent import percent
+from workers.percent import percent, short_percent
 
 Decision = Literal["wait", "withdraw", "pass"]
 
@@ -30,7 +30,7 @@ def canary_decision(flips: int, labelled: int, rule: CanaryRule) -> tuple[Decisi
     """(decision, why in one clause) for k = `flips` of n = `labelled` pairs (module docstring)."""
     if labelled == 0:
         return "wait", "no labelled canary pair yet"
-    level = f"{100 * rule.confidence:g} %"
+    level = short_percent(rule.confidence)
     seen = f"NFR {flips}/{labelled} = {percent(flips / labelled)}"
     lower = wilson_lower(flips, labelled, rule.confidence)
     if lower > rule.max_nfr:

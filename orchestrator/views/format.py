@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from workers.percent import percent as percent  # the one percentage format, for workers/ too
+from workers.percent import short_percent as short_percent
 
 
 def bcwi_line(bcwi: Any) -> str:

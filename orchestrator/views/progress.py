@@ -82,7 +82,7 @@ class RichDisplay:
             SpinnerColumn(),
             TextColumn("{task.description:<20}"),
             BarColumn(bar_width=28),
-            TextColumn("{task.percentage:>3.0f} %"),
+            TextColumn("{task.percentage:>3.0f}%"),
             TimeElapsedColumn(),
             TextColumn("{task.fields[figures]}"),
             console=self.console,
