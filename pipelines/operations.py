@@ -3,9 +3,16 @@ and the Ray Tune search (pipelines/spec.py composes them; pipelines/sections.py 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from pipelines.sections import _Strict
 
@@ -109,6 +116,19 @@ class PromoteSpec(_Strict):
         description="samples of the model's protected set (`congruent protect`) the champion gets right that the "
         "new version may get wrong",
     )
+
+    @field_validator("max_nfr", "max_er_increase", "max_slice_nfr", mode="wrap")
+    @classmethod
+    def _a_fraction(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        """A limit out of its range is said as the fraction it must be (5 is 500 %, not 5 %), in the
+        words of the spec and of `promote`'s and `serve`'s flags alike."""
+        try:
+            return handler(value)
+        except ValidationError as e:
+            if e.errors()[0]["type"] not in ("greater_than_equal", "less_than_equal"):
+                raise
+            low = -1 if info.field_name == "max_er_increase" else 0
+            raise ValueError(f"must be a fraction in [{low}, 1] (0.05 = 5%), got {value}") from None
 
 
 def gate_flag(field: str) -> str:

@@ -232,17 +232,17 @@ DATA_CASES = [
     ),
     BadInput(
         "promote-max-nfr-as-a-percentage",
-        "argument --max-nfr: must be a fraction in [0, 1] (0.05 = 5 %), got 5",
+        "--max-nfr: must be a fraction in [0, 1] (0.05 = 5%), got 5",
         lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "5"],
     ),
     BadInput(
         "promote-max-nfr-negative",
-        "argument --max-nfr: must be a fraction in [0, 1] (0.05 = 5 %), got -0.1",
+        "--max-nfr: must be a fraction in [0, 1] (0.05 = 5%), got -0.1",
         lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "-0.1"],
     ),
     BadInput(
         "promote-max-er-increase-above-one",
-        "argument --max-er-increase: must be a fraction in [-1, 1]",
+        "--max-er-increase: must be a fraction in [-1, 1] (0.05 = 5%), got 3",
         lambda folder, a: ["promote", "corpus-parent", "1", "--max-nfr", "0.02", "--max-er-increase", "3"],
     ),
     BadInput(

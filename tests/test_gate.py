@@ -57,7 +57,7 @@ def test_promote_s_other_flags_are_the_spec_s_fields():
 @pytest.mark.parametrize(
     ("field", "value", "problem"),
     [
-        ("max_nfr", "5", "Input should be less than or equal to 1"),
+        ("max_nfr", "5", "must be a fraction in [0, 1] (0.05 = 5%), got 5"),
         ("confidence", "0.3", "Input should be greater than or equal to 0.5"),
         ("min_live", "0", "Input should be greater than or equal to 1"),
         ("max_er_increase", "x", "Input should be a valid number, unable to parse string as a number"),

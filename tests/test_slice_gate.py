@@ -222,7 +222,7 @@ def test_auto_holds_its_candidates_to_the_slice_gate_on_val(sliced_versions, cap
     result = run_update(document, folder / "v3")
     scores = {c["name"]: c for c in result.auto["candidates"]}
     kd = scores["kd"]
-    named = re.fullmatch(r"length=(short|long) NFR [\d.]+ % > 0\.00 % on \d+", kd["val_slice_over"] or "")
+    named = re.fullmatch(r"length=(short|long) NFR [\d.]+% > 0\.00% on \d+", kd["val_slice_over"] or "")
     assert named, kd["val_slice_over"]
     assert not kd["eligible"] and scores["none"]["eligible"] and result.auto["chosen"] == "none"
     code, stdout, _ = cli(capsys, "versions", model)

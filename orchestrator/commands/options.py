@@ -104,9 +104,9 @@ def fraction(low: float, high: float) -> Callable[[str], float]:
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a fraction (0.05 = 5 %), got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected a fraction (0.05 = 5%), got {text!r}") from None
         if not math.isfinite(value) or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be a fraction in [{low:g}, {high:g}] (0.05 = 5 %), got {text}")
+            raise argparse.ArgumentTypeError(f"must be a fraction in [{low:g}, {high:g}] (0.05 = 5%), got {text}")
         return value
 
     parse.__name__ = "fraction"
