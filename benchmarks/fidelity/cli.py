@@ -26,8 +26,9 @@ import torch
 from benchmarks.fidelity import trainings
 from benchmarks.fidelity.execute import load_logits, run_plan, run_plan_local, start_local_ray
 from benchmarks.fidelity.modes import MODES, Mode, set_name
-from benchmarks.fidelity.report import data_name, heading, kept_copy, plot_name, results_name, scatter, section_body
+from benchmarks.fidelity.report import data_name, heading, kept_copy, plot_name, results_name, section_body
 from benchmarks.fidelity.results import merge, results
+from benchmarks.fidelity.scatter import scatter
 from benchmarks.report import link, page, results_beside, write_section
 from workers.tasks.resolve import cached_splits
 
