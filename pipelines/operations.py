@@ -69,6 +69,12 @@ class ResourcesSpec(_Strict):
         "the teachers run inside the student's task, on its device (the fast path on "
         "one GPU). Left out on a streamed source: 0; set there, the actors take each streamed batch",
     )
+    fresh_stage_workers: bool = Field(
+        True,
+        description="each stage task (a replica, the student, BCWI, the evaluation) runs in a worker process that "
+        "exits with it, so a finished stage's memory goes back at once; false: an idle worker takes the next "
+        "stage, which saves each stage's start (seconds: a process and its imports) on small updates",
+    )
 
 
 class PromoteSpec(_Strict):

@@ -78,10 +78,18 @@ def ray_cluster():
         stop_ray_cluster(cluster)
 
 
-# The spec every pipeline test starts from: a Fashion-MNIST slice, one epoch, one CPU per task.
+# The spec every pipeline test starts from: a Fashion-MNIST slice, one epoch, one CPU per task, and
+# stages that reuse idle workers (a fresh worker per stage costs each of the suite's ~80 pipelines a
+# process start and torch's import per stage; tests/test_pipeline.py checks the default, fresh ones).
 SPEC_DATA = {"train_limit": 2000, "eval_limit": 800}
 SPEC_TRAIN = {"epochs": 1, "batch_size": 128, "lr": 0.05, "seed": 0}
-SPEC_RESOURCES = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2}
+SPEC_RESOURCES = {
+    "replica": {"cpus": 1},
+    "student": {"cpus": 1},
+    "teacher": {"cpus": 0.5},
+    "teacher_actors": 2,
+    "fresh_stage_workers": False,
+}
 
 
 @pytest.fixture

@@ -20,6 +20,9 @@ RAY_TEST_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_DEDUP_LOGS": "0",
     "RAY_enable_worker_prestart": "0",
+    # Each node's dashboard agent samples every process of its node (psutil) every 5 s by default, for
+    # dashboard graphs no test reads: every 60 s here (2 clusters x 2 nodes did ~60 s of CPU a suite)
+    "REPORTER_UPDATE_INTERVAL_MS": "60000",
 }
 START_TIMEOUT_S = 120
 
@@ -62,6 +65,9 @@ def start_ray_cluster(cpus_per_node: int = 1, workers: int = 1, node_env: dict[s
         head = [*("--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--include-dashboard", "true")]
         head += [*("--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard_port), "--temp-dir", ray_dir)]
         worker = ["--address", address, "--node-ip-address", "127.0.0.1", "--node-manager-port", str(worker_port)]
+        # one log monitor per machine, as Ray's `ray start --help` asks: the head's already reads every
+        # log file under ray_dir (both nodes write there), and a second one polled them again (~40 s CPU)
+        worker += ["--include-log-monitor", "false"]
         for args in (head, worker)[: 1 + workers]:
             run = [ray_cli, "start", *args, *common, *node_ports()]
             subprocess.run(run, check=True, capture_output=True, timeout=START_TIMEOUT_S, env=env)

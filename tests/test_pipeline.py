@@ -50,6 +50,7 @@ def test_elodi_pipeline_end_to_end_on_two_nodes(ray_cluster, old_checkpoints, sp
         old=old_checkpoints["mlp-small"],
         data=DATA,
         method={"name": "elodi", "m": 2, "alpha": 0.8, "k": 3, "legacy_weight": 0.5},
+        resources={**SPEC_RESOURCES, "fresh_stage_workers": True},  # the default, checked below
     )
     code = main(["run", str(spec), "--ray-address", ray_cluster.address, "--out", str(tmp_path / "out")])
     out, err = capsys.readouterr()
@@ -80,6 +81,18 @@ def test_elodi_pipeline_end_to_end_on_two_nodes(ray_cluster, old_checkpoints, sp
         row = next(line for line in out.splitlines() if line.strip().startswith(f"new vs {old_name}"))
         assert f"{100 * compared['nfr']:.2f}%" in row and f"{100 * compared['pfr']:.2f}%" in row
     assert np.load(preds["new"]).shape == (1000, 10)
+
+
+def test_stage_tasks_run_in_fresh_workers_unless_the_spec_lets_idle_ones_take_them():
+    """Ray's max_calls: 1, the worker exits with its stage (the default); 0, no limit."""
+    from orchestrator.execution.stages import stage_task
+    from pipelines.operations import ResourcesSpec
+
+    def body():
+        return None
+
+    assert stage_task(body, ResourcesSpec())._default_options["max_calls"] == 1
+    assert stage_task(body, ResourcesSpec(fresh_stage_workers=False))._default_options["max_calls"] == 0
 
 
 @pytest.mark.parametrize(

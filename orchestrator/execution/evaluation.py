@@ -157,7 +157,7 @@ def stream_eval_chunks(
     with `ensemble`; with `request`, last, the VersionRecords it asks (`evaluation_task`). A lost
     worker's task is retried: Ray replays the stream."""
     res = plan.spec.resources.student
-    task = stage_task(evaluation_task).options(
+    task = stage_task(evaluation_task, plan.spec.resources).options(
         num_cpus=res.cpus,
         num_gpus=res.gpus,
         max_retries=2,

@@ -14,6 +14,7 @@ from orchestrator.execution.pool import PoolHandle, TeacherPool
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, pool_topk
 from orchestrator.planning.resources import device
+from pipelines.operations import ResourcesSpec
 from workers import storage
 from workers.percent import percent
 from workers.tasks.bodies import bcwi_job, train_job, train_pack
@@ -21,14 +22,16 @@ from workers.tasks.bookkeeping import discard_unfinished
 from workers.tasks.records import BcwiRecord, TrainJob, TrainRecord
 
 
-# Each stage task runs in a worker process of its own that exits with it (Ray's max_calls, its
-# default for GPU tasks): a finished stage's memory (the heap glibc keeps, a CUDA context) goes back
-# at once, instead of staying with an idle worker while the next stage, or a stream's readers, run
-# beside it — in the capped benchmark one reused worker grew from 0.8 GiB (a replica) through 1.6
-# (the student) to 2.6 GiB (the evaluation). Starting a worker costs seconds; a stage costs minutes.
-def stage_task(body: Any) -> Any:
-    """`body` as a Ray task whose worker process exits after running it once (max_calls 1)."""
-    return ray.remote(max_calls=1)(body)
+# By default each stage task runs in a worker process of its own that exits with it (Ray's max_calls,
+# its default for GPU tasks): a finished stage's memory (the heap glibc keeps, a CUDA context) goes
+# back at once, instead of staying with an idle worker while the next stage, or a stream's readers,
+# run beside it — in the capped benchmark one reused worker grew from 0.8 GiB (a replica) through 1.6
+# (the student) to 2.6 GiB (the evaluation). Starting a worker costs seconds; a stage usually costs
+# minutes, and `resources.fresh_stage_workers: false` saves those seconds where it does not.
+def stage_task(body: Any, resources: ResourcesSpec) -> Any:
+    """`body` as a Ray task whose worker process exits after running it once (max_calls 1), or, with
+    `resources.fresh_stage_workers` false, one an idle worker may take (max_calls 0: unlimited)."""
+    return ray.remote(max_calls=1 if resources.fresh_stage_workers else 0)(body)
 
 
 def _train(job: TrainJob, queue: Any = None, pool: TeacherPool | None = None) -> TrainRecord:
@@ -57,7 +60,7 @@ def train_replicas(plan: Plan, watch: StageWatch) -> list[TrainRecord]:
     finished checkpoint exists is reused, a partial one resumed. On Ctrl-C the running ones are
     cancelled and their partial checkpoints deleted; finished ones stay for a rerun."""
     res = plan.spec.resources.replica
-    task = stage_task(on_node)
+    task = stage_task(on_node, plan.spec.resources)
     jobs = plan.replica_jobs()
     if res.workers > 1:
         return _collect(
@@ -151,7 +154,9 @@ def train_students(plan: Plan, watch: StageWatch, pool: PoolHandle | None, jobs:
             options["scheduling_strategy"] = pool.student_strategy()
         if job.objective.references and pool is not None:
             client = pool.client(job.objective.references, pool_topk(job.objective, plan.splits.num_classes))
-        refs[stage_task(on_node).options(**options).remote(_train, job, watch.queue, client)] = job.name
+        refs[stage_task(on_node, plan.spec.resources).options(**options).remote(_train, job, watch.queue, client)] = (
+            job.name
+        )
     records: dict[str, TrainRecord] = {}
     try:
         for ref in watch.wait(refs):
@@ -168,7 +173,9 @@ def run_bcwi(plan: Plan, tuned: TrainRecord) -> BcwiRecord:
     """BCWI's α picked on the val split by a Ray task (`resources.student`), the interpolated model
     stored next to the fine-tuned one."""
     spec, res = plan.spec, plan.spec.resources.student
-    task = stage_task(bcwi_job).options(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name="bcwi")
+    task = stage_task(bcwi_job, spec.resources).options(
+        num_cpus=res.cpus, num_gpus=res.gpus, max_retries=2, name="bcwi"
+    )
     alphas, tolerance = plan.bcwi_sweep
     assert spec.old is not None  # the spec's validator requires old for bcwi
     ref = task.remote(
