@@ -18,7 +18,7 @@ from orchestrator.tracking.registry import VersionRef, ledger_of
 from pipelines.spec import SpecError
 
 TRAIN = {"epochs": 1, "batch_size": 64}
-RESOURCES = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0}
+RESOURCES = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0, "fresh_stage_workers": False}
 
 
 @pytest.fixture(scope="module")

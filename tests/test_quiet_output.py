@@ -70,7 +70,12 @@ def test_a_run_on_palette_pngs_prints_only_our_own_lines(tmp_path):
         "method": {"name": "none"},
         "data": {"path": str(_palette_folder(tmp_path / "images"))},
         "train": {"epochs": 1, "batch_size": 32, "lr": 0.05, "seed": 0},
-        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0},
+        "resources": {
+            "replica": {"cpus": 1},
+            "student": {"cpus": 1},
+            "teacher_actors": 0,
+            "fresh_stage_workers": False,
+        },
         "storage": str(tmp_path / "storage"),
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))

@@ -259,7 +259,12 @@ def _stream_spec(tmp_path, folder, **fields):
         "data": {"path": str(folder / "*.parquet"), "label_column": "sentiment", "streaming": True},
         "train": {"epochs": 1, "batch_size": 64},
         "tokenizer": {"vocab_size": 2000, "max_length": 48},
-        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0},
+        "resources": {
+            "replica": {"cpus": 1},
+            "student": {"cpus": 1},
+            "teacher_actors": 0,
+            "fresh_stage_workers": False,
+        },
         **fields,
     }
 
@@ -294,7 +299,7 @@ def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_pa
     through v1's own tokenizer, which differs from v2's) on parquet shards that no process loads;
     both registered, v2 with its NFR against v1; every batch's logits delivered once; the shards read
     on both nodes of the cluster. (tests/test_s3_streams.py runs the teachers in the student's task.)"""
-    from conftest import run_update
+    from conftest import SPEC_RESOURCES, run_update
 
     folder, _ = tweet_shards
     v1 = run_update(
@@ -310,7 +315,7 @@ def test_an_update_on_streamed_shards_registers_with_its_nfr(ray_cluster, tmp_pa
             old="streamed/1",
             method={"name": "elodi", "m": 2, "k": 3, "legacy_weight": 0.5},
             tokenizer={"vocab_size": 1500, "max_length": 40},  # another tokenizer than v1's
-            resources={"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2},
+            resources={**SPEC_RESOURCES, "teacher_actors": 2},
         ),
         tmp_path / "v2",
     )
