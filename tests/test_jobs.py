@@ -115,7 +115,7 @@ def test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written(
         "model": "cancelled",
         "version": "v1",
         "arch": "small-cnn",
-        "data": {"train_limit": 6000, "eval_limit": 500},
+        "data": {"train_limit": 2000, "eval_limit": 500},  # an epoch (a first checkpoint) 3x sooner
         "method": {"name": "ensemble", "m": 2},
         "train": {"epochs": 200, "batch_size": 64, "lr": 0.05},  # far longer than the test takes
         "resources": {"replica": {"cpus": 1}},
