@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from mlflow import MlflowClient
 
@@ -19,13 +20,14 @@ DATA = {"train_limit": 2000, "eval_limit": 800}
 TRAIN = {"epochs": 1, "batch_size": 128, "lr": 0.05, "seed": 0}
 
 
-def _use_stack(monkeypatch, env: dict, bucket: str, stack) -> object:
+def _use_stack(monkeypatch, env: dict, bucket: str | None, stack) -> object:
     """This process (and, with --env-from-here, the jobs) on the MLflow stack with `env`; the S3
-    bucket `bucket` created for the specs' storage. Returns the S3 client."""
+    bucket `bucket` (if any) created for the specs' storage. Returns the S3 client."""
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     s3 = stack.s3_client()
-    s3.create_bucket(Bucket=bucket)
+    if bucket is not None:
+        s3.create_bucket(Bucket=bucket)
     return s3
 
 
@@ -39,18 +41,51 @@ def _submit(document: dict, folder: Path, dashboard: str, capsys, wait: bool = T
     return code, found.group(1) if found else "", out
 
 
-def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch):
-    s3 = _use_stack(monkeypatch, mlflow_stack.env, "jobs", mlflow_stack)
+@pytest.fixture(scope="module")
+def submitted(ray_cluster, mlflow_stack, tmp_path_factory):
+    """v1 (mlp-small, promoted) and v2 (small-cnn, fd-lm against the champion) of `submitted`,
+    submitted with --env-from-here and --wait, once for the module: the environment carries the
+    stack's S3 keys and an MLflow login (its password a secret the server ignores), so that the
+    same two jobs show that pipelines land in the registry and S3 and that no credential leaks.
+    Returns the login, the job ids and each submission's (exit code, output)."""
+    import contextlib
+    import io
+    import secrets
+
+    fake_login = {
+        "MLFLOW_TRACKING_USERNAME": "user" + secrets.token_hex(6),
+        "MLFLOW_TRACKING_PASSWORD": secrets.token_hex(12),
+    }
+    folder = tmp_path_factory.mktemp("submitted")
     common = {"model": "submitted", "data": DATA, "train": TRAIN, "storage": "s3://jobs/runs"}
     specs = [
         {**common, "version": "v1", "arch": "mlp-small", "method": {"name": "none"}, "promote": {"max_nfr": 1.0}},
         {**common, "version": "v2", "arch": "small-cnn", "method": {"name": "fd-lm"}, "old": "submitted@champion"},
     ]
-    job_ids = []
-    for document in specs:
-        code, job_id, out = _submit(document, tmp_path, ray_cluster.dashboard, capsys)
+    job_ids, outputs = [], []
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _use_stack(monkeypatch, {**mlflow_stack.env, **fake_login}, "jobs", mlflow_stack)  # login ignored
+        for document in specs:
+            path = folder / f"{document['model']}-{document['version']}.yaml"
+            path.write_text(yaml.safe_dump(document))
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                code = main(["submit", str(path), "--jobs-address", ray_cluster.dashboard, "--env-from-here", "--wait"])
+            out = printed.getvalue()
+            found = re.search(r"as Ray job (\S+)", out)
+            job_ids.append(found.group(1) if found else "")
+            outputs.append((code, out))
+            if code != 0:
+                break  # v2 needs v1; the tests report the failure with its output
+    return fake_login, job_ids, outputs
+
+
+def test_submitted_pipelines_land_in_the_registry_and_s3(ray_cluster, mlflow_stack, submitted, capsys, monkeypatch):
+    s3 = _use_stack(monkeypatch, mlflow_stack.env, None, mlflow_stack)  # the fixture made bucket `jobs`
+    _, job_ids, outputs = submitted
+    assert len(outputs) == 2, outputs[-1][1][-2000:] + _error_log(mlflow_stack, "submitted")
+    for code, out in outputs:
         assert code == 0, out[-2000:] + _error_log(mlflow_stack, "submitted")
-        job_ids.append(job_id)
         # the result table (the job is not a TTY: no bars)
         assert "SUCCEEDED" in out and "registry: submitted version" in out
 
@@ -80,7 +115,7 @@ def test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written(
         "model": "cancelled",
         "version": "v1",
         "arch": "small-cnn",
-        "data": {"train_limit": 6000, "eval_limit": 500},
+        "data": {"train_limit": 2000, "eval_limit": 500},  # an epoch (a first checkpoint) 3x sooner
         "method": {"name": "ensemble", "m": 2},
         "train": {"epochs": 200, "batch_size": 64, "lr": 0.05},  # far longer than the test takes
         "resources": {"replica": {"cpus": 1}},
@@ -121,57 +156,47 @@ def test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written(
     assert "had already ended: STOPPED; nothing to cancel" in capsys.readouterr().err
 
 
-def test_no_credential_reaches_mlflow_storage_logs_or_output(ray_cluster, mlflow_stack, tmp_path, capsys, monkeypatch):
-    """A pipeline submitted with this environment's S3 keys and MLflow password: none appears in any
-    MLflow param, tag, description or artifact, in storage, in the job's logs, info (its runtime_env)
-    or the cluster's job list, in `--json` output or in the report (a value found anywhere fails the
-    test, binary files included; before, --env-from-here put them in the job's env_vars)."""
-    import secrets
-
-    fake_login = {
-        "MLFLOW_TRACKING_USERNAME": "user" + secrets.token_hex(6),
-        "MLFLOW_TRACKING_PASSWORD": secrets.token_hex(12),
-    }
-    s3 = _use_stack(monkeypatch, {**mlflow_stack.env, **fake_login}, "secrets", mlflow_stack)  # login ignored
+def test_no_credential_reaches_mlflow_storage_logs_or_output(
+    ray_cluster, mlflow_stack, submitted, tmp_path, capsys, monkeypatch
+):
+    """The pipelines submitted with this environment's S3 keys and MLflow password (`submitted`): none
+    appears in any MLflow param, tag, description or artifact, in storage, in the jobs' logs, info
+    (their runtime_env) or the cluster's job list, in `--json` output or in the report (a value found
+    anywhere fails the test, binary files included; before, --env-from-here put them in the job's
+    env_vars)."""
+    fake_login, job_ids, outputs = submitted
+    s3 = _use_stack(monkeypatch, {**mlflow_stack.env, **fake_login}, None, mlflow_stack)
     # the login's user name is no secret: MLflow records it as each run's user (`mlflow.user`)
     secret_values = [mlflow_stack.access_key, mlflow_stack.secret_key, fake_login["MLFLOW_TRACKING_PASSWORD"]]
-    document = {
-        "model": "secretive",
-        "version": "v1",
-        "arch": "mlp-small",
-        "data": DATA,
-        "train": TRAIN,
-        "storage": "s3://secrets/runs",
-        "promote": {"max_nfr": 1.0},
-    }
-    code, job_id, out = _submit(document, tmp_path, ray_cluster.dashboard, capsys)
-    seen = [out]
-    assert code == 0, out[-2000:]
-    assert main(["versions", "secretive", "--json", "--matrix"]) == 0
-    assert main(["report", "secretive", "--out", str(tmp_path / "report.html")]) == 0
+    assert len(outputs) == 2 and all(code == 0 for code, _ in outputs), outputs[-1][1][-2000:]
+    seen = [out for _, out in outputs]
+    assert main(["versions", "submitted", "--json", "--matrix"]) == 0
+    assert main(["report", "submitted", "--out", str(tmp_path / "report.html")]) == 0
     seen += [capsys.readouterr().out, (tmp_path / "report.html").read_text()]
     from ray.job_submission import JobSubmissionClient
 
     jobs = JobSubmissionClient(ray_cluster.dashboard)
-    # what anyone who can read the cluster's jobs sees: the job's info (its runtime_env), the job list
-    seen += [jobs.get_job_logs(job_id), repr(jobs.get_job_info(job_id)), repr(jobs.list_jobs())]
-    assert "worker_process_setup_hook" in repr(jobs.get_job_info(job_id))  # the settings came as a file
+    # what anyone who can read the cluster's jobs sees: the jobs' info (their runtime_env), the job list
+    for job_id in job_ids:
+        seen += [jobs.get_job_logs(job_id), repr(jobs.get_job_info(job_id))]
+        assert "worker_process_setup_hook" in repr(jobs.get_job_info(job_id))  # the settings came as a file
+    seen.append(repr(jobs.list_jobs()))
     client = MlflowClient()
-    experiment = client.get_experiment_by_name("secretive")
+    experiment = client.get_experiment_by_name("submitted")
     for run in client.search_runs([experiment.experiment_id]):
         seen.append(repr((run.data.params, run.data.tags, run.data.metrics, run.info)))
-    model = client.get_registered_model("secretive")
+    model = client.get_registered_model("submitted")
     seen.append(repr((model.description, model.tags, model.aliases)))
-    for version in client.search_model_versions("name='secretive'"):
+    for version in client.search_model_versions("name='submitted'"):
         seen.append(repr((version.description, version.tags, version.source)))
     keys = []
-    for bucket in (mlflow_stack.bucket, "secrets"):  # every artifact and checkpoint, as bytes
+    for bucket in (mlflow_stack.bucket, "jobs"):  # every artifact and checkpoint, as bytes
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
             for item in page.get("Contents", []):
                 keys.append(item["Key"])
                 seen.append(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read().decode("latin-1"))
     assert any(key.endswith("ledger/predictions.parquet") for key in keys)  # what was searched
-    assert any(key.startswith("runs/secretive/") for key in keys)
+    assert any(key.startswith("runs/submitted/") for key in keys)
     leaked = [
         f"value {i} in item {j}"
         for i, value in enumerate(secret_values)

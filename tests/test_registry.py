@@ -11,9 +11,10 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from mlflow import MlflowClient
 
-from conftest import SPEC_DATA, SPEC_TRAIN
+from conftest import SPEC_DATA, SPEC_RESOURCES, SPEC_TRAIN
 from orchestrator.cli import main
 from orchestrator.tracking.registry import VersionRef, ledger_of
 from test_serving import png
@@ -91,12 +92,57 @@ def test_tracked_run_registered_version_and_failed_run(ray_cluster, run_spec, tm
     assert [v["version"] for v in versions_json(capsys, "tracked")["versions"]] == ["1"]
 
 
-def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, run_spec, tmp_path, capsys, monkeypatch):
+@pytest.fixture(scope="module")
+def chain_v1_in_s3(ray_cluster, mlflow_stack, tmp_path_factory):
+    """v1 of `chain` on the real MLflow server, run once for the module by a driver process of its own
+    (`congruent run --ray-address`): ELODI m 2 (replicas, teacher actors and the student), its
+    checkpoints in s3://checkpoints/runs, promoted to champion. The root of the version chain and the
+    run whose checkpoints are looked for in S3. Returns its --out folder and the finished driver."""
+    folder = tmp_path_factory.mktemp("chain-v1")
+    mlflow_stack.s3_client().create_bucket(Bucket="checkpoints")
+    document = {
+        "model": "chain",
+        "version": "v1",
+        "arch": "mlp-small",
+        "method": {"name": "elodi", "m": 2},
+        "data": SPEC_DATA,
+        "train": SPEC_TRAIN,
+        "resources": SPEC_RESOURCES,
+        "storage": "s3://checkpoints/runs",
+        "promote": {"max_nfr": 1.0},
+    }
+    spec = folder / "v1.yaml"
+    spec.write_text(yaml.safe_dump(document))
+    env = {**os.environ, **mlflow_stack.env, "RAY_ADDRESS": ""}
+    done = subprocess.run(  # a driver process of its own: its workers get the S3 settings of its environment
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "run",
+            str(spec),
+            "--ray-address",
+            ray_cluster.address,
+            "--out",
+            str(folder / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    return folder / "out", done
+
+
+def test_version_chain_on_a_real_mlflow_server(
+    ray_cluster, mlflow_stack, chain_v1_in_s3, run_spec, tmp_path, capsys, monkeypatch
+):
     for key, value in mlflow_stack.env.items():
         monkeypatch.setenv(key, value)
     model = "chain"
+    _, v1 = chain_v1_in_s3  # mlp-small, ELODI m 2, promoted: the champion v2 starts from
+    assert v1.returncode == 0, v1.stderr[-3000:]
     steps = [
-        ("v1", {"arch": "mlp-small", "method": {"name": "none"}, "promote": {"max_nfr": 1.0}}),
         (
             "v2",
             {
@@ -149,39 +195,21 @@ def test_version_chain_on_a_real_mlflow_server(ray_cluster, mlflow_stack, run_sp
     assert str(MlflowClient().get_model_version_by_alias(model, "champion").version) == "3"
 
 
-def test_checkpoints_in_s3_storage_on_the_cluster(ray_cluster, mlflow_stack, spec_file, tmp_path):
+def test_checkpoints_in_s3_storage_on_the_cluster(mlflow_stack, chain_v1_in_s3):
     """Replicas, teacher actors and the student read and write their checkpoints in S3; the
-    workers get the endpoint and credentials from the driver's environment, not from the spec."""
-    s3 = mlflow_stack.s3_client()
-    s3.create_bucket(Bucket="checkpoints")
-    spec = spec_file(model="s3-stored", version="v1", method={"name": "elodi", "m": 2}, storage="s3://checkpoints/runs")
-    env = {**os.environ, **mlflow_stack.env, "RAY_ADDRESS": ""}
-    done = subprocess.run(  # a driver process of its own: its workers get the S3 settings of its environment
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "run",
-            str(spec),
-            "--ray-address",
-            ray_cluster.address,
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    workers get the endpoint and credentials from the driver's environment, not from the spec
+    (`chain_v1_in_s3`: a driver process of its own, ELODI m 2, storage s3://checkpoints/runs)."""
+    out, done = chain_v1_in_s3
     assert done.returncode == 0, done.stderr[-3000:]
+    s3 = mlflow_stack.s3_client()
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket="checkpoints")["Contents"]}
     assert sum(k.endswith(("replica-0.pt", "replica-1.pt")) for k in keys) == 2
     assert any(k.endswith("/model.pt") and "/v1/" in k for k in keys)
-    result = json.loads((tmp_path / "out" / "result.json").read_text())
-    assert result["checkpoint"].startswith("s3://checkpoints/runs/s3-stored/v1/")
-    assert mlflow_stack.secret_key not in (tmp_path / "out" / "result.json").read_text()
+    result = json.loads((out / "result.json").read_text())
+    assert result["checkpoint"].startswith("s3://checkpoints/runs/chain/v1/")
+    assert mlflow_stack.secret_key not in (out / "result.json").read_text()
     client = MlflowClient(tracking_uri=mlflow_stack.tracking_uri, registry_uri=mlflow_stack.tracking_uri)
-    experiment = client.get_experiment_by_name("s3-stored").experiment_id
+    experiment = client.get_experiment_by_name("chain").experiment_id
     run = client.search_runs([experiment], "tags.mlflow.runName = 'v1'")[0]
     logged = json.dumps({**run.data.params, **run.data.tags})
     assert "s3://checkpoints/runs" in logged and mlflow_stack.secret_key not in logged
