@@ -11,7 +11,7 @@ from mlflow import MlflowClient
 from orchestrator.cli import main
 from pipelines.auto import auto_choice
 from pipelines.spec import SpecError, parse_spec
-from tests.conftest import run_update
+from tests.conftest import SPEC_RESOURCES, run_update
 from workers.models.architectures import build_model
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 from workers.training.config import TrainConfig
@@ -148,7 +148,11 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     train(old, fashion_mnist.train.take(slice(0, 1000)), TrainConfig(epochs=1, lr=0.05, seed=3))
     save_checkpoint(tmp_path / "old.pt", old, ModelSettings("mlp-small", 10))
     document = spec_document(
-        model="auto-m", old=str(tmp_path / "old.pt"), method={"name": "auto", "m": 2, "k": 3, "alpha": 0.8}
+        model="auto-m",
+        old=str(tmp_path / "old.pt"),
+        method={"name": "auto", "m": 2, "k": 3, "alpha": 0.8},
+        # one pool actor serves the candidates, which train one at a time: a second is only a process to start
+        resources={**SPEC_RESOURCES, "teacher_actors": 1},
     )
     (tmp_path / "auto.yaml").write_text(json.dumps(document))
     assert main(["check", str(tmp_path / "auto.yaml")]) == 0

@@ -104,6 +104,8 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
             "old": "tweets/1",
             "data": tweets,
             "method": {"name": "kd"},
+            # the old model in the student's process: v2 showed the pool, a pool actor here is a process to start
+            "resources": {**base["resources"], "teacher_actors": 0},
         },
         tmp_path / "linear",
     )
@@ -231,6 +233,8 @@ def test_tune_searches_alpha_and_k_on_text(ray_cluster, spec_file, tmp_path):
         train={"epochs": 1, "lr": 2.0, "weight_decay": 0.0, "batch_size": 64},
         method={"name": "elodi", "m": 2, "k": 3},
         tune={"search": "grid", "space": {"alpha": [0.5, 0.9]}, "er_tolerance": 0.5},
+        # one pool actor: the trials run one at a time, a second actor is only a process to start
+        resources={"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1},
     )
     assert main(["tune", str(spec), "--out", str(tmp_path / "out"), "--register-best"]) == 0
     record = json.loads((tmp_path / "out" / "tune.json").read_text())

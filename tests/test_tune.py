@@ -2,14 +2,28 @@
 
 import json
 
+import pytest
 from mlflow import MlflowClient
 
+from conftest import SPEC_RESOURCES
 from orchestrator.cli import main
 from workers.models.architectures import build_model
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 from workers.training.config import TrainConfig
 from workers.training.trainer import train
 from workers.trial_choice import pick_trial
+
+# one pool actor: trials run one at a time (1 CPU each beside the pool, on the 2-CPU test cluster), so a
+# second actor is only another process to start
+RESOURCES = {**SPEC_RESOURCES, "teacher_actors": 1}
+
+
+@pytest.fixture(scope="module")
+def old_checkpoint(fashion_mnist, tmp_path_factory) -> str:
+    """The old model both searches start from: an mlp-small trained one epoch on 1,000 images."""
+    old = build_model("mlp-small", 10, seed=3)
+    train(old, fashion_mnist.train.take(slice(0, 1000)), TrainConfig(epochs=1, lr=0.05, seed=3))
+    return str(save_checkpoint(tmp_path_factory.mktemp("tune-old") / "old.pt", old, ModelSettings("mlp-small", 10)))
 
 
 def test_the_pick_and_its_front_are_chosen_on_the_validation_split_never_the_eval_split():
@@ -26,15 +40,12 @@ def test_the_pick_and_its_front_are_chosen_on_the_validation_split_never_the_eva
     assert front == [0, 2]  # b is dominated by a on the validation split
 
 
-def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashion_mnist, spec_file, tmp_path, capsys):
-    settings = ModelSettings("mlp-small", 10)
-    old = build_model("mlp-small", 10, seed=3)
-    train(old, fashion_mnist.train.take(slice(0, 1000)), TrainConfig(epochs=1, lr=0.05, seed=3))
-    save_checkpoint(tmp_path / "old.pt", old, settings)
+def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, old_checkpoint, spec_file, tmp_path, capsys):
     tolerance = 0.2
     spec = spec_file(
         model="tuned",
-        old=str(tmp_path / "old.pt"),
+        old=old_checkpoint,
+        resources=RESOURCES,
         method={"name": "elodi", "m": 2},
         tune={"search": "grid", "space": {"alpha": [0.5, 0.9], "k": [3, 10]}, "er_tolerance": tolerance},
     )
@@ -69,17 +80,14 @@ def test_tune_trains_the_replicas_once_and_picks_by_the_rule(ray_cluster, fashio
 
 
 def test_asha_stops_weak_trials_and_the_search_picks_among_the_finished(
-    ray_cluster, fashion_mnist, spec_file, tmp_path, capsys
+    ray_cluster, old_checkpoint, spec_file, tmp_path, capsys
 ):
     """ASHA ends trials after an epoch without their final report: they are listed as stopped early,
     not taken for failures, and the pick comes from the trials that finished."""
-    settings = ModelSettings("mlp-small", 10)
-    old = build_model("mlp-small", 10, seed=3)
-    train(old, fashion_mnist.train.take(slice(0, 1000)), TrainConfig(epochs=1, lr=0.05, seed=3))
-    save_checkpoint(tmp_path / "old.pt", old, settings)
     spec = spec_file(
         model="asha",
-        old=str(tmp_path / "old.pt"),
+        old=old_checkpoint,
+        resources=RESOURCES,
         method={"name": "elodi", "m": 2},
         train={"epochs": 3, "batch_size": 128, "lr": 0.05, "seed": 0},
         tune={

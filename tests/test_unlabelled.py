@@ -196,11 +196,12 @@ def test_an_elodi_update_distils_on_unlabelled_texts_through_the_pool(ray_cluste
     assert json.loads(json.dumps(result.student.classes_seen)) == [0, 1, 2]
 
 
-def _one_text_bag_and_unlabelled_texts(tmp_path):
+@pytest.fixture(scope="module")
+def text_bag_and_unlabelled_texts(tmp_path_factory):
     """A text-bag trained one epoch on 600 tweets (a teacher or an old model), the 250 tweets beyond
     the splits as an unlabelled table, and what a student of it needs: (the trained model's record,
     the labelled split, the unlabelled texts, the data request reading them, the training config, the
-    tokenizer)."""
+    tokenizer). Trained once for the module: the tests that read it train students of their own."""
     from dataclasses import replace
 
     from benchmarks.fidelity.inputs import inputs_of
@@ -210,6 +211,7 @@ def _one_text_bag_and_unlabelled_texts(tmp_path):
     from workers.tasks.records import DataRequest, TrainJob
     from workers.training.config import TrainConfig
 
+    tmp_path = tmp_path_factory.mktemp("unlabelled-teacher")
     plain = load_splits("tweet-sentiment", train_limit=600, eval_limit=400)
     labelled = {t.strip() for t in plain.train.texts + plain.val.texts + plain.eval.texts}
     fresh = list(dict.fromkeys(t for t in load_tweet_sentiment().texts[:4000] if t.strip() not in labelled))[:250]
@@ -221,14 +223,14 @@ def _one_text_bag_and_unlabelled_texts(tmp_path):
     return trained, plain.train, fresh, with_texts, replace(config, seed=1), inputs
 
 
-def test_in_process_teachers_serve_the_unlabelled_texts_too(tmp_path):
+def test_in_process_teachers_serve_the_unlabelled_texts_too(text_bag_and_unlabelled_texts, tmp_path):
     """An ELODI student whose teachers run in its own process (no pool) reads its batches, unlabelled
     indices included, through them: one epoch covers the labelled tweets and the unlabelled texts."""
     from workers.tasks.bodies import train_job
     from workers.tasks.records import TrainJob
     from workers.training.objectives import Objective
 
-    teacher, train, fresh, with_texts, config, inputs = _one_text_bag_and_unlabelled_texts(tmp_path)
+    teacher, train, fresh, with_texts, config, inputs = text_bag_and_unlabelled_texts
     student = TrainJob(
         "s",
         with_texts,
@@ -244,14 +246,14 @@ def test_in_process_teachers_serve_the_unlabelled_texts_too(tmp_path):
     assert record.steps == math.ceil((len(train) + len(fresh)) / 64) and record.classes_seen == [0, 1, 2]
 
 
-def test_a_kd_student_distils_from_the_old_model_on_the_unlabelled_texts_too(tmp_path):
+def test_a_kd_student_distils_from_the_old_model_on_the_unlabelled_texts_too(text_bag_and_unlabelled_texts, tmp_path):
     """KD (and FD) read `data.unlabelled` as ELODI does: one epoch of a KD student covers the labelled
     tweets and the unlabelled texts, its old model computing logits on both (no label needed)."""
     from workers.tasks.bodies import train_job
     from workers.tasks.records import TrainJob
     from workers.training.objectives import Objective
 
-    old, train, fresh, with_texts, config, inputs = _one_text_bag_and_unlabelled_texts(tmp_path)
+    old, train, fresh, with_texts, config, inputs = text_bag_and_unlabelled_texts
     for method in ("kd", "fd-lm"):
         student = TrainJob(
             method,
