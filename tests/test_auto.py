@@ -206,7 +206,7 @@ def test_auto_with_teachers_in_process_trains_its_candidates_side_by_side(
     old = build_model("mlp-small", 10, seed=4)
     train(old, fashion_mnist.train.take(slice(0, 500)), TrainConfig(epochs=1, lr=0.05, seed=4))
     save_checkpoint(tmp_path / "old.pt", old, ModelSettings("mlp-small", 10))
-    resources = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0}
+    resources = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher_actors": 0, "fresh_stage_workers": False}
     document = spec_document(
         model="auto-side",
         arch="mlp",

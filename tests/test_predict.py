@@ -46,7 +46,7 @@ def text_versions(ray_cluster, tweet_shards, tmp_path_factory):
             "method": {"name": "none"},
             "data": {"path": str(folder), "text_column": "text", "label_column": "sentiment"},
             "train": {"epochs": epochs, "lr": 0.5, "batch_size": 64, "seed": seed},
-            "resources": {"student": {"cpus": 1}, "teacher_actors": 0},
+            "resources": {"student": {"cpus": 1}, "teacher_actors": 0, "fresh_stage_workers": False},
             "storage": str(tmp / "storage"),
         }
         run_update(document, tmp / version)

@@ -64,7 +64,7 @@ def test_minilm_fine_tuned_through_congruent_run_registers_and_reloads_without_i
         },
         "train": {"epochs": 2, "batch_size": 16, "lr": 2e-4},
         "tokenizer": {"max_length": 64},
-        "resources": {"student": {"cpus": 1}},  # a node of the test cluster has one CPU
+        "resources": {"student": {"cpus": 1}, "fresh_stage_workers": False},  # a node of the test cluster has one CPU
     }
     result = cli_runs_here({"v1": document}, tmp_path, ray_cluster.address, capsys)["v1"]
     assert result["registered_version"] == "1"

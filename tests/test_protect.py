@@ -35,7 +35,7 @@ def document(model: str, version: str, seed: int, epochs: int, path: str, storag
         "method": {"name": "none"},
         "data": {"path": path, "label_column": "sentiment"},
         "train": {"epochs": epochs, "lr": 0.5, "batch_size": 64, "seed": seed},
-        "resources": {"student": {"cpus": 1}, "teacher_actors": 0},
+        "resources": {"student": {"cpus": 1}, "teacher_actors": 0, "fresh_stage_workers": False},
         "storage": storage,
         **({"old": f"{model}/1"} if version != "v1" else {}),
     }

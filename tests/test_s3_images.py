@@ -115,8 +115,17 @@ def test_an_update_on_an_s3_image_tree_registers_with_its_nfr(ray_cluster, s3_tr
         "data": {"path": f"s3://{BUCKET}/fm/", "modality": "image"},
         "train": {"epochs": 1, "batch_size": 32},
     }
-    pooled = {"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 2}
-    plain = {"method": {"name": "none"}, "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}}}
+    pooled = {
+        "replica": {"cpus": 1},
+        "student": {"cpus": 1},
+        "teacher": {"cpus": 0.5},
+        "teacher_actors": 2,
+        "fresh_stage_workers": False,
+    }
+    plain = {
+        "method": {"name": "none"},
+        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "fresh_stage_workers": False},
+    }
     elodi = {"old": "s3-photos/1", "method": {"name": "elodi", "m": 2, "k": 3}, "resources": pooled}
     documents = {"v1": {**common, "version": "v1", **plain}, "v2": {**common, "version": "v2", **elodi}}
     results = cli_runs(documents, tmp_path, ray_cluster.address, environment)

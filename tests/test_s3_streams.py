@@ -133,7 +133,7 @@ def test_an_update_on_s3_shards_registers_with_its_nfr_chain(ray_cluster, s3_sha
         "data": {"path": f"s3://{BUCKET}/tweets/*.parquet", "label_column": "sentiment"},
         "train": {"epochs": 1, "batch_size": 64},
         "tokenizer": {"vocab_size": 1500, "max_length": 40},
-        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}},
+        "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "fresh_stage_workers": False},
     }
     documents = {
         "v1": {**common, "version": "v1", "method": {"name": "none"}},

@@ -58,7 +58,7 @@ def sliced_versions(ray_cluster, tmp_path_factory):
                 "slice_columns": ["mention", "length"],
             },
             "train": {"epochs": epochs, "lr": 0.5, "batch_size": 64, "seed": seed},
-            "resources": {"student": {"cpus": 1}, "teacher_actors": 0},
+            "resources": {"student": {"cpus": 1}, "teacher_actors": 0, "fresh_stage_workers": False},
             "storage": str(tmp / "storage"),
             **({"old": f"{model}/1"} if version == "v2" else {}),
         }
@@ -210,7 +210,7 @@ def test_auto_holds_its_candidates_to_the_slice_gate_on_val(sliced_versions, cap
         "method": {"name": "auto", "candidates": ["kd"], "max_er_increase": 1.0},
         "data": {"path": str(folder / "tweets.parquet"), "label_column": "sentiment", "slice_columns": ["length"]},
         "train": {"epochs": 2, "lr": 0.5, "batch_size": 64, "seed": 3},
-        "resources": {"student": {"cpus": 1}, "teacher_actors": 0},
+        "resources": {"student": {"cpus": 1}, "teacher_actors": 0, "fresh_stage_workers": False},
         "storage": str(folder / "storage"),
         "promote": {"max_nfr": 1.0, "max_er_increase": 1.0, "max_slice_nfr": 0.0, "min_slice_n": 20},
     }

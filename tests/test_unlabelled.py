@@ -183,6 +183,7 @@ def test_an_elodi_update_distils_on_unlabelled_texts_through_the_pool(ray_cluste
                 "student": {"cpus": 1},
                 "teacher": {"cpus": 0.5},
                 "teacher_actors": 1,
+                "fresh_stage_workers": False,
             },
         },
         tmp_path / "v1",
