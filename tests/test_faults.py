@@ -32,7 +32,7 @@ KILL_TIMEOUT_S = 240.0
 
 @pytest.fixture
 def fault_spec(spec_document):
-    """The faulted pipelines' spec: small-cnn, 3 epochs on 3,000 images."""
+    """The faulted pipelines' spec: small-cnn, 3 epochs on 2,000 images (a fault lands in epoch 2 or 3)."""
 
     def make(**fields) -> dict:
         return spec_document(
@@ -40,7 +40,7 @@ def fault_spec(spec_document):
                 "model": "faults",
                 "version": "v1",
                 "arch": "small-cnn",
-                "data": {"train_limit": 3000, "eval_limit": 500},
+                "data": {"train_limit": 2000, "eval_limit": 500},
                 "train": {"epochs": 3, "lr": 0.05, "seed": 0},
                 **fields,
             }
@@ -109,9 +109,7 @@ def old_checkpoint(tmp_path_factory, fashion_mnist):
 
 
 def test_killed_replica_worker_resumes_from_its_last_checkpoint(ray_cluster, fault_spec, tmp_path):
-    document = fault_spec(
-        model="faults-replica", train={"epochs": 4, "lr": 0.05, "seed": 0}, method={"name": "ensemble", "m": 2}
-    )
+    document = fault_spec(model="faults-replica", method={"name": "ensemble", "m": 2})
     spec = parse_spec(document)
     replicas = tmp_path / "storage" / spec.model / "replicas"
 
