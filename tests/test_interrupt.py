@@ -62,7 +62,7 @@ def test_ctrl_c_marks_the_run_killed_and_registers_nothing(ray_cluster, spec_fil
         data={"train_limit": 6000, "eval_limit": 500},
         method={"name": "ensemble", "m": 2},
         train={"epochs": 200, "batch_size": 64, "lr": 0.05},  # far longer than the test takes
-        resources={"replica": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1},
+        resources={"replica": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1, "fresh_stage_workers": False},
     )
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     storage = tmp_path / "storage"
@@ -108,7 +108,13 @@ def test_ctrl_c_during_a_tune_search_deletes_its_trials_and_marks_the_run_killed
         data={"train_limit": 2000, "eval_limit": 500},
         # the replicas (trained once, before the search) one epoch; the trials far longer than the test takes
         train={"epochs": 1, "student_epochs": 30, "lr": 0.05},
-        resources={"replica": {"cpus": 1}, "student": {"cpus": 1}, "teacher": {"cpus": 0.5}, "teacher_actors": 1},
+        resources={
+            "replica": {"cpus": 1},
+            "student": {"cpus": 1},
+            "teacher": {"cpus": 0.5},
+            "teacher_actors": 1,
+            "fresh_stage_workers": False,
+        },
         tune={"search": "grid", "space": {"alpha": [0.5, 0.9]}},
     )
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
