@@ -102,6 +102,24 @@ def served_versions(ray_cluster, tmp_path_factory, fashion_mnist):
             state["server"].stop()
 
 
+@pytest.fixture(scope="module")
+def served(served_versions):
+    """v1 served as champion and v2 shadowed, one serving session for this module's tests (each fault
+    counts from the session's state at its start; a test that restarts the MLflow server leaves it up).
+    Starting Serve and the four replicas again for each test proved nothing more."""
+    from ray import serve
+
+    settings = ServeSettings(chunk_rows=20, flush_s=1.0)
+    try:
+        served = serve_model(served_versions["model"], "2", settings, port=free_port(), resources=Resources(cpus=0.5))
+        try:
+            yield served
+        finally:
+            stop_serving(served)
+    finally:
+        serve.shutdown()
+
+
 def kill_replica(app: str, deployment: str) -> int:
     """Kill one replica actor of `deployment` in `app` (no restart of that actor: Serve starts a new
     one); the pid it had."""
@@ -115,29 +133,21 @@ def kill_replica(app: str, deployment: str) -> int:
     return pid
 
 
-def test_serving_goes_on_while_mlflow_is_down_and_the_pairs_are_written_when_it_is_back(served_versions):
-    from ray import serve
-
-    model, server, image = served_versions["model"], served_versions["server"], served_versions["image"]
-    settings = ServeSettings(chunk_rows=20, flush_s=1.0)
-    served = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=0.5))
-    pairs_before = live.run_counts(served.live_run).pairs  # a restart continues the module's other session
-    try:
-        with Traffic(served.url, image).running() as traffic:
-            traffic.wait_for(20)
-            server.stop_signal = signal.SIGKILL
-            killed_pid = server.proc.pid
-            server.stop()
-            down_from, answered_before = time.monotonic(), len(traffic.answered)
-            time.sleep(DOWN_S)
-            answered_while_down = len(traffic.answered) - answered_before
-            served_versions["server"] = start_mlflow_server(*server.start_args, port=server.port)
-            up_at = time.monotonic()
-            traffic.wait_for(len(traffic.answered) + 20)
-        post(f"{served.url}/flush", {}, timeout=300)  # the client's retries carry what waited to be written
-    finally:
-        stop_serving(served)
-        serve.shutdown()
+def test_serving_goes_on_while_mlflow_is_down_and_the_pairs_are_written_when_it_is_back(served_versions, served):
+    server, image = served_versions["server"], served_versions["image"]
+    pairs_before = live.run_counts(served.live_run).pairs  # the module's session: what the other test left
+    with Traffic(served.url, image).running() as traffic:
+        traffic.wait_for(20)
+        server.stop_signal = signal.SIGKILL
+        killed_pid = server.proc.pid
+        server.stop()
+        down_from, answered_before = time.monotonic(), len(traffic.answered)
+        time.sleep(DOWN_S)
+        answered_while_down = len(traffic.answered) - answered_before
+        served_versions["server"] = start_mlflow_server(*server.start_args, port=server.port)
+        up_at = time.monotonic()
+        traffic.wait_for(len(traffic.answered) + 20)
+    post(f"{served.url}/flush", {}, timeout=300)  # the client's retries carry what waited to be written
     pairs = live.run_counts(served.live_run).pairs - pairs_before
     answered = len(traffic.answered)
     record(
@@ -163,49 +173,41 @@ def test_serving_goes_on_while_mlflow_is_down_and_the_pairs_are_written_when_it_
 KILLS = ("candidate", "LiveLedger", "version")
 
 
-def test_a_killed_replica_costs_what_is_counted(served_versions):
+def test_a_killed_replica_costs_what_is_counted(served_versions, served):
     """A replica killed under load (the shadow's, the ledger's, the champion's only one), each in turn:
     Serve starts another; the failed requests and the pairs lost are counted. The shadow and the
     ledger are off the response path: no request fails; a killed ledger loses only the rows it had
     not written (the gateway resends what it refused meanwhile). Requests to a champion without a
     replica wait for the next one (measured: none failed) or fail, counted."""
-    from ray import serve
-
-    model, image = served_versions["model"], served_versions["image"]
-    settings = ServeSettings(chunk_rows=20, flush_s=1.0)
-    served = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=0.5))
-    pairs_before = live.run_counts(served.live_run).pairs  # a restart continues the module's other session
-    try:
-        for deployment in KILLS:
-            app = {"version": version_app_name(model, "1"), "candidate": version_app_name(model, "2")}.get(
-                deployment, served.app_name
-            )
-            with Traffic(served.url, image).running() as traffic:
-                traffic.wait_for(30)
-                killed_at = time.monotonic()
-                killed_pid = kill_replica(app, "LiveLedger" if deployment == "LiveLedger" else "version")
-                traffic.wait_for(len(traffic.answered) + 30, timeout=300)
-            post(f"{served.url}/flush", {}, timeout=120)
-            pairs_now = live.run_counts(served.live_run).pairs
-            answered, pairs, pairs_before = len(traffic.answered), pairs_now - pairs_before, pairs_now
-            failed_after = [t - killed_at for t, _ in traffic.failed]
-            record(
-                "serve_fault",
-                fault=f"the {WHICH[deployment]} killed (`ray.kill`)",
-                killed_pid=killed_pid,
-                holds=f"{WHAT[deployment]}: {len(traffic.failed)} failed requests, {answered - pairs} pairs lost",
-                requests_answered=answered,
-                requests_failed=len(traffic.failed),
-                failing_for_s=round(max(failed_after), 1) if failed_after else 0,
-                pairs_written=pairs,
-                pairs_lost=answered - pairs,
-            )
-            if deployment != "version":
-                assert traffic.failed == [], deployment  # the shadow and the ledger are off the response path
-            if deployment == "LiveLedger":  # the gateway keeps the rows the ledger could not take, and resends
-                assert 0 <= answered - pairs <= settings.chunk_rows + 64  # what the ledger held unwritten
-            else:
-                assert 0 <= answered - pairs <= answered, deployment
-    finally:
-        stop_serving(served)
-        serve.shutdown()
+    model, image, settings = served_versions["model"], served_versions["image"], served.settings
+    pairs_before = live.run_counts(served.live_run).pairs  # the module's session: what the other test left
+    for deployment in KILLS:
+        app = {"version": version_app_name(model, "1"), "candidate": version_app_name(model, "2")}.get(
+            deployment, served.app_name
+        )
+        with Traffic(served.url, image).running() as traffic:
+            traffic.wait_for(30)
+            killed_at = time.monotonic()
+            killed_pid = kill_replica(app, "LiveLedger" if deployment == "LiveLedger" else "version")
+            traffic.wait_for(len(traffic.answered) + 30, timeout=300)
+        post(f"{served.url}/flush", {}, timeout=120)
+        pairs_now = live.run_counts(served.live_run).pairs
+        answered, pairs, pairs_before = len(traffic.answered), pairs_now - pairs_before, pairs_now
+        failed_after = [t - killed_at for t, _ in traffic.failed]
+        record(
+            "serve_fault",
+            fault=f"the {WHICH[deployment]} killed (`ray.kill`)",
+            killed_pid=killed_pid,
+            holds=f"{WHAT[deployment]}: {len(traffic.failed)} failed requests, {answered - pairs} pairs lost",
+            requests_answered=answered,
+            requests_failed=len(traffic.failed),
+            failing_for_s=round(max(failed_after), 1) if failed_after else 0,
+            pairs_written=pairs,
+            pairs_lost=answered - pairs,
+        )
+        if deployment != "version":
+            assert traffic.failed == [], deployment  # the shadow and the ledger are off the response path
+        if deployment == "LiveLedger":  # the gateway keeps the rows the ledger could not take, and resends
+            assert 0 <= answered - pairs <= settings.chunk_rows + 64  # what the ledger held unwritten
+        else:
+            assert 0 <= answered - pairs <= answered, deployment
