@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from conftest import SPEC_RESOURCES
 from orchestrator.cli import main
 
 
@@ -108,13 +109,7 @@ def test_ctrl_c_during_a_tune_search_deletes_its_trials_and_marks_the_run_killed
         data={"train_limit": 2000, "eval_limit": 500},
         # the replicas (trained once, before the search) one epoch; the trials far longer than the test takes
         train={"epochs": 1, "student_epochs": 30, "lr": 0.05},
-        resources={
-            "replica": {"cpus": 1},
-            "student": {"cpus": 1},
-            "teacher": {"cpus": 0.5},
-            "teacher_actors": 1,
-            "fresh_stage_workers": False,
-        },
+        resources={**SPEC_RESOURCES, "teacher_actors": 1},
         tune={"search": "grid", "space": {"alpha": [0.5, 0.9]}},
     )
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -9,6 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
+from conftest import SPEC_RESOURCES
 from servers import s3_environment
 from workers.errors import DataError
 
@@ -115,13 +116,7 @@ def test_an_update_on_an_s3_image_tree_registers_with_its_nfr(ray_cluster, s3_tr
         "data": {"path": f"s3://{BUCKET}/fm/", "modality": "image"},
         "train": {"epochs": 1, "batch_size": 32},
     }
-    pooled = {
-        "replica": {"cpus": 1},
-        "student": {"cpus": 1},
-        "teacher": {"cpus": 0.5},
-        "teacher_actors": 2,
-        "fresh_stage_workers": False,
-    }
+    pooled = SPEC_RESOURCES  # a pool of two actors
     plain = {
         "method": {"name": "none"},
         "resources": {"replica": {"cpus": 1}, "student": {"cpus": 1}, "fresh_stage_workers": False},

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from conftest import SPEC_RESOURCES
 from pipelines.spec import parse_spec
 
 TWEETS = {"dataset": "tweet-sentiment", "train_limit": 4000, "eval_limit": 1500}
@@ -55,13 +56,7 @@ def test_text_versions_through_the_pipeline_registry_and_chain(ray_cluster, tmp_
         "model": "tweets",
         "storage": str(tmp_path / "runs"),
         "train": {"epochs": 1, "batch_size": 64},  # else each architecture's defaults
-        "resources": {
-            "replica": {"cpus": 1},
-            "student": {"cpus": 1},
-            "teacher": {"cpus": 0.5},
-            "teacher_actors": 1,
-            "fresh_stage_workers": False,
-        },
+        "resources": {**SPEC_RESOURCES, "teacher_actors": 1},
     }
     v1 = run_update(
         {
@@ -240,13 +235,7 @@ def test_tune_searches_alpha_and_k_on_text(ray_cluster, spec_file, tmp_path):
         method={"name": "elodi", "m": 2, "k": 3},
         tune={"search": "grid", "space": {"alpha": [0.5, 0.9]}, "er_tolerance": 0.5},
         # one pool actor: the trials run one at a time, a second actor is only a process to start
-        resources={
-            "replica": {"cpus": 1},
-            "student": {"cpus": 1},
-            "teacher": {"cpus": 0.5},
-            "teacher_actors": 1,
-            "fresh_stage_workers": False,
-        },
+        resources={**SPEC_RESOURCES, "teacher_actors": 1},
     )
     assert main(["tune", str(spec), "--out", str(tmp_path / "out"), "--register-best"]) == 0
     record = json.loads((tmp_path / "out" / "tune.json").read_text())

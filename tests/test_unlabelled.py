@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from conftest import SPEC_RESOURCES
 from pipelines.spec import parse_spec
 from workers.data.text import UNLABELLED, TextSet
 from workers.errors import DataError
@@ -178,13 +179,7 @@ def test_an_elodi_update_distils_on_unlabelled_texts_through_the_pool(ray_cluste
             "data": {**TWEETS, "unlabelled": str(path)},
             "method": {"name": "elodi", "m": 2, "k": 3},
             "train": {"epochs": 1, "batch_size": batch, "lr": 0.5},
-            "resources": {
-                "replica": {"cpus": 1},
-                "student": {"cpus": 1},
-                "teacher": {"cpus": 0.5},
-                "teacher_actors": 1,
-                "fresh_stage_workers": False,
-            },
+            "resources": {**SPEC_RESOURCES, "teacher_actors": 1},
         },
         tmp_path / "v1",
     )
