@@ -23,9 +23,10 @@ class MethodSpec(_Strict):
         "none",
         description="the treatment; none (the default): one plain model, what a first version is; kd, fd-*, "
         "dynamic-fd and bcwi need `old`; elodi and ensemble train `m` replicas; auto (needs `old`): trains "
-        "no treatment and the `candidates` that fit `budget`, and ships the one with the lowest NFR on the val "
-        "split among those whose val ER is at most no treatment's + `max_er_increase` (the eval split is "
-        "never used to choose)",
+        "no treatment and the `candidates` that fit `budget`, tests them against no treatment on the val split "
+        "in the order of `candidates` (stopping at the first that fails), and ships the lowest val NFR among "
+        "those proven: the upper 95% bound of the ER change ≤ `max_er_increase` and NFR proven lower; else no "
+        "treatment (the eval split is never used to choose)",
     )
     m: int = Field(
         8,
@@ -66,7 +67,9 @@ class MethodSpec(_Strict):
         AUTO_CANDIDATES[1:],
         min_length=1,
         description="auto: the treatments it may train beside no treatment (always trained: the ER it is held "
-        f"to), cheapest first: {', '.join(AUTO_CANDIDATES[1:])}. bcwi only where `arch` is the old model's; "
+        "to), in the fixed order they are tested in (the testing stops at the first that fails, so put the "
+        f"least aggressive first); the default: {', '.join(AUTO_CANDIDATES[1:])}. "
+        "bcwi only where `arch` is the old model's; "
         "elodi-legacy is elodi with the legacy term (λ `legacy_weight`, else 0.8); the two elodi share `m` replicas",
     )
     budget: int | None = Field(
@@ -80,10 +83,26 @@ class MethodSpec(_Strict):
         0.003,
         ge=-1,
         le=1,
-        description="auto: a candidate is eligible when its val ER is at most no treatment's val ER + this "
-        "(a fraction: 0.003 is 0.3 points; negative: it must beat no treatment's val ER by that much); "
-        "no treatment itself always is",
+        description="auto: a candidate is eligible when the upper 95% bound of its val ER − no treatment's "
+        "(paired, Tango's score bound, as the promotion gate's) is at most this (a fraction: 0.003 is 0.3 "
+        "points), and its NFR is proven lower than no treatment's; no treatment itself always is",
     )
+
+    cross_fit: Literal["auto", "off"] | int = Field(
+        "auto",
+        description="auto: test the candidates that train once (none, kd, fd-lm, bcwi) on K folds of train ∪ val "
+        "instead of the val split alone: each trains K more times, on the other folds, the old model fixed, and "
+        "every labelled sample is predicted once by a model that never trained on it (bounds widened for the "
+        "folds' overlap: Nadeau & Bengio 2003). K (≥ 2), off, or auto: 5 folds when no treatment's training "
+        "took at most 2 minutes (measured in the run), else off; a streamed source is never cross-fitted",
+    )
+
+    @field_validator("cross_fit")
+    @classmethod
+    def _at_least_two_folds(cls, value: str | int) -> str | int:
+        if isinstance(value, int) and value < 2:
+            raise ValueError(f"cross_fit needs at least 2 folds, got {value} (off: no cross-fitting)")
+        return value
 
     @field_validator("candidates")
     @classmethod

@@ -16,65 +16,52 @@ from workers.models.architectures import build_model
 from workers.models.checkpoints import ModelSettings, save_checkpoint
 from workers.training.config import TrainConfig
 from workers.training.trainer import train
-from workers.trial_choice import CandidateScore, choose_candidate
 
 AUTO = {"model": "m", "version": "v2", "arch": "mlp", "old": "old.pt"}
 
 
-def score(name, val_er, val_nfr, er, nfr):
-    return CandidateScore(name, val_er, val_nfr, 1.0, f"{name}.pt", error_rate=er, nfr=nfr)
+def assert_the_fixed_order_chose(auto):
+    """auto.json against the rule (policy/auto_choice.py): no treatment is always eligible; in the
+    order trained, a candidate is tested only when every one before it was proven, proven when it
+    was tested and failed nothing, and the proven one with the lowest val NFR ships (else none)."""
+    none, *others = auto["candidates"]
+    assert none["name"] == "none" and none["eligible"]
+    reached = True
+    for c in others:
+        assert c["tested"] == reached, c
+        assert c["eligible"] == (reached and not c["failed"]), c
+        assert c["val_er_upper"] >= c["val_er_change"] and c["val_nfr_upper"] >= c["val_nfr_change"]
+        assert (
+            bool(c["failed"])
+            == (
+                c["val_er_upper"] > auto["max_er_increase"]
+                or c["val_nfr_upper"] >= 0
+                or c["val_slice_over"] is not None
+            )
+            or not c["tested"]
+        )
+        reached = reached and c["eligible"]
+    proven = [c for c in others if c["eligible"]]
+    assert auto["chosen"] == (min(proven, key=lambda c: c["val_nfr"])["name"] if proven else "none")
+    assert (auto["closest"] is None) == bool(proven)
 
 
-def test_auto_chooses_on_the_validation_split_never_the_eval_split():
-    """kd is best on val among the eligible; bcwi is best on eval, and elodi has the lowest val NFR but
-    a val ER beyond no treatment's + 0.3 pt: choosing on eval (or ignoring ER) would pick another."""
-    candidates = [
-        score("none", 0.100, 0.030, 0.100, 0.030),
-        score("kd", 0.102, 0.020, 0.104, 0.025),
-        score("bcwi", 0.101, 0.025, 0.099, 0.010),
-        score("elodi", 0.104, 0.010, 0.100, 0.012),
-    ]
-    assert choose_candidate(candidates, 0.003).name == "kd"
-    assert [c.eligible for c in candidates] == [True, True, True, False]
-    assert choose_candidate(candidates, 0.005).name == "elodi"  # within a looser limit
-    # no treatment is chosen when every treatment flips more on val
-    worse = [score("none", 0.10, 0.01, 0.1, 0.05), score("kd", 0.09, 0.02, 0.09, 0.0)]
-    assert choose_candidate(worse, 0.003).name == "none"
-    # a negative limit asks for a gain: bcwi (−0.1 pt) is out at −0.2 pt, no treatment still in
-    assert choose_candidate(candidates, -0.002).name == "none"
-    assert [c.eligible for c in candidates] == [True, False, False, False]
-    better = [score("none", 0.100, 0.030, 0.1, 0.03), score("bcwi", 0.097, 0.020, 0.1, 0.02)]
-    assert choose_candidate(better, -0.002).name == "bcwi"
-
-
-def test_a_candidate_with_a_val_slice_over_the_gate_is_not_eligible():
-    """kd has the lowest val NFR but one val slice over promote.max_slice_nfr: bcwi ships; no
-    treatment stays eligible whatever its slices."""
-    candidates = [
-        score("none", 0.100, 0.030, 0.100, 0.030),
-        score("kd", 0.100, 0.010, 0.100, 0.010),
-        score("bcwi", 0.100, 0.020, 0.100, 0.020),
-    ]
-    assert choose_candidate(candidates, 0.003).name == "kd"
-    candidates[1].val_slice_over = "lang=de NFR 9.00% > 5.00% on 40"
-    candidates[0].val_slice_over = "lang=de NFR 7.00% > 5.00% on 40"
-    assert choose_candidate(candidates, 0.003).name == "bcwi"
-    assert [c.eligible for c in candidates] == [True, False, True]
-
-
-def test_the_candidates_table_gives_each_val_er_change_with_its_error_and_says_when_the_bound_is_inside_it():
-    """The val ER change against no treatment ± its paired standard error per candidate; one line
-    when the candidates' median error exceeds auto's bound (here ±0.50 pt against +0.30 pt), none
-    when it does not."""
+def test_the_candidates_table_gives_each_change_with_its_bound_what_failed_and_the_closest():
+    """Each candidate's val ER and NFR change against no treatment with its upper bound, whether the
+    fixed order proved it, what it failed, and the closest candidate's line when none was proven."""
     from orchestrator.driver.auto import AutoRecord, candidates_table
+    from workers.trial_choice import CandidateScore
 
-    scores = [score("none", 0.10, 0.05, 0.10, 0.05), score("kd", 0.102, 0.03, 0.11, 0.03)]
-    scores += [score("fd-lm", 0.12, 0.02, 0.12, 0.02)]
-    scores[1].val_er_se, scores[2].val_er_se = 0.004, 0.006
-    coarse = candidates_table(AutoRecord("kd", 0.003, scores, []))
-    assert "+0.20 ± 0.40 pt" in coarse and "+2.00 ± 0.60 pt" in coarse
-    assert "measures a candidate's ER change to ±0.50 pt" in coarse and "bound of +0.30 pt" in coarse
-    assert "measures a candidate's ER change" not in candidates_table(AutoRecord("kd", 0.006, scores, []))
+    none = CandidateScore("none", 0.10, 0.05, 1.0, "none.pt", eligible=True, error_rate=0.1, nfr=0.05)
+    kd = CandidateScore("kd", 0.10, 0.03, 1.0, "kd.pt", error_rate=0.11, nfr=0.03, val_er_change=0.0)
+    kd.val_er_upper, kd.val_nfr_change, kd.val_nfr_upper = 0.0038, -0.02, -0.01
+    kd.failed = ["ER bound +0.38 pt > +0.30"]
+    fd = CandidateScore("fd-lm", 0.12, 0.02, 1.0, "fd.pt", tested=False, val_er_change=0.02, val_er_upper=0.03)
+    fd.val_nfr_change, fd.val_nfr_upper = -0.03, -0.02
+    text = candidates_table(AutoRecord("none", 0.003, [none, kd, fd], [], closest="kd came closest: …"))
+    assert "+0.00 pt (≤ +0.38)" in text and "-2.00 pt (≤ -1.00)" in text
+    assert "not tested" in text and "kd: ER bound +0.38 pt > +0.30" in text
+    assert "no candidate proven, no treatment ships: kd came closest: …" in text
 
 
 def test_auto_takes_candidates_cheapest_first_while_they_fit_the_budget():
@@ -150,7 +137,7 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     document = spec_document(
         model="auto-m",
         old=str(tmp_path / "old.pt"),
-        method={"name": "auto", "m": 2, "k": 3, "alpha": 0.8},
+        method={"name": "auto", "m": 2, "k": 3, "alpha": 0.8, "cross_fit": "off"},  # cross-fitting: its own test
         # one pool actor serves the candidates, which train one at a time: a second is only a process to start
         resources={**SPEC_RESOURCES, "teacher_actors": 1},
     )
@@ -164,22 +151,21 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     result = run_update(document, tmp_path / "run")
     auto = result.auto
     names = [c["name"] for c in auto["candidates"]]
-    # bcwi is compared on its cross-fitted val figures (α picked on one half, counted on the other)
+    # bcwi is tested on its cross-fitted val answers (α picked on one half, counted on the other)
     bcwi = next(c for c in auto["candidates"] if c["name"] == "bcwi")
     held = auto["bcwi"]["held_out"]
-    assert (bcwi["val_error_rate"], bcwi["val_nfr"]) == (held["error_rate"], held["nfr"])
+    assert bcwi["val_error_rate"] == pytest.approx(held["error_rate"])
     assert any(row["alpha"] == auto["bcwi"]["alpha"] for row in auto["bcwi"]["sweep"])  # shipped: α on all of val
     assert names == ["none", "kd", "fd-lm", "bcwi", "elodi-legacy", "elodi"]
     assert len(result.replicas) == 2  # once, for both elodi candidates
-    scores = [CandidateScore(**c) for c in auto["candidates"]]
-    assert auto["chosen"] == choose_candidate(scores, 0.003).name
+    assert_the_fixed_order_chose(auto)
     chosen = next(c for c in auto["candidates"] if c["name"] == auto["chosen"])
     assert result.checkpoint == chosen["checkpoint"]
     assert result.metrics["vs_old"]["nfr"] == pytest.approx(chosen["nfr"])  # the eval figures are the chosen's
     assert all(c["error_rate"] is not None and c["seconds"] > 0 for c in auto["candidates"])
-    # the val split's grain for each candidate's ER change: measured on val against no treatment
-    assert all((c["val_er_se"] is None) == (c["name"] == "none") for c in auto["candidates"])
-    assert all(0 < c["val_er_se"] < 0.05 for c in auto["candidates"] if c["name"] != "none")
+    # each candidate's bounds against no treatment, measured on val
+    assert all((c["val_er_upper"] is None) == (c["name"] == "none") for c in auto["candidates"])
+    assert all(0 < c["val_er_upper"] - c["val_er_change"] < 0.05 for c in auto["candidates"][1:])
 
     tags = MlflowClient().get_model_version("auto-m", result.registered_version).tags
     assert tags["method"] == "auto" and tags["auto_choice"] == auto["chosen"]
@@ -212,19 +198,56 @@ def test_auto_with_teachers_in_process_trains_its_candidates_side_by_side(
         arch="mlp",
         old=str(tmp_path / "old.pt"),
         resources=resources,
-        method={"name": "auto", "candidates": ["kd", "fd-lm", "bcwi"]},
+        method={"name": "auto", "candidates": ["kd", "fd-lm", "bcwi"], "cross_fit": "off"},
     )
     result = run_update(document, tmp_path / "run")
     auto = result.auto
     assert [c["name"] for c in auto["candidates"]] == ["none", "kd", "fd-lm"]  # bcwi: mlp is not the old's arch
     assert auto["skipped"][0][0] == "bcwi" and "not the old model's" in auto["skipped"][0][1]
-    scores = [CandidateScore(**c) for c in auto["candidates"]]
-    assert auto["chosen"] == choose_candidate(scores, 0.003).name
+    assert_the_fixed_order_chose(auto)
     assert not result.replicas
 
 
+def test_cross_fitting_tests_the_candidates_on_every_labelled_sample(
+    ray_cluster, fashion_mnist, spec_document, tmp_path, capsys
+):
+    """cross_fit 2: no treatment, kd and bcwi train twice more, each fold on the other's samples (at
+    most train_limit of them); every sample of train ∪ val is counted once, against that fold's no
+    treatment, the bounds widened by the design effect 1 + 2/1; the check says what it trains."""
+    from orchestrator.policy.auto_choice import PairedCounts
+
+    old = build_model("mlp-small", 10, seed=5)
+    train(old, fashion_mnist.train.take(slice(0, 600)), TrainConfig(epochs=1, lr=0.05, seed=5))
+    save_checkpoint(tmp_path / "old.pt", old, ModelSettings("mlp-small", 10))
+    document = spec_document(
+        model="auto-folds",
+        old=str(tmp_path / "old.pt"),
+        data={"train_limit": 1000, "eval_limit": 400},
+        method={"name": "auto", "candidates": ["kd", "bcwi"], "cross_fit": 2},
+        resources={**SPEC_RESOURCES, "teacher_actors": 0},
+    )
+    (tmp_path / "folds.yaml").write_text(json.dumps(document))
+    assert main(["check", str(tmp_path / "folds.yaml")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("auto cross-fits"))
+    labelled = int(re.search(r"\(([\d,]+) labelled", line)[1].replace(",", ""))
+    assert line.startswith("auto cross-fits none, kd, bcwi on 2 folds") and "6 more trainings" in line
+
+    auto = run_update(document, tmp_path / "run").auto
+    folds = auto["cross_fit"]
+    assert (folds["folds"], folds["trainings"], folds["design_effect"]) == (2, 6, 3.0)
+    assert_the_fixed_order_chose(auto)
+    for c in auto["candidates"][1:]:
+        counts = PairedCounts(**folds["counts"][c["name"]])
+        assert counts.n == labelled and c["evidence"] == "labelled samples in 2 folds"
+        assert c["val_er_upper"] == pytest.approx(counts.er_change_upper(0.95))
+        assert c["val_er_upper"] > PairedCounts(**{**folds["counts"][c["name"]], "design_effect": 1}).er_change_upper(
+            0.95
+        )
+        assert 0 < folds["on_val_rows"][c["name"]]["n"] < labelled  # the val split's rows, reported beside
+
+
 def test_bcwi_in_auto_is_held_to_auto_s_limit_and_never_ships_the_old_model_itself():
-    from orchestrator.driver.auto import bcwi_held_to
+    from orchestrator.driver.auto_training import bcwi_held_to
     from orchestrator.planning.plan import Plan, PlannedSplits
     from workers.tasks.records import DataRequest, TrainRecord
 

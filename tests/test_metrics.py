@@ -224,18 +224,3 @@ def test_nfr_matrix_rows_count_only_their_scope():
     assert np.allclose(metrics.nfr_matrix([v0, v1], labels), [[0, 2 / 6], [2 / 6, 0]])
     with pytest.raises(ValueError, match="masks"):
         metrics.nfr_matrix([v0, v1], labels, scopes[:1])
-
-
-def test_the_paired_standard_error_of_an_er_change_by_hand():
-    """Ten samples: the reference wrong on 0 and 1, the other on 1, 2 and 3, so d = (−1, 0, 1, 1, 0…):
-    mean(d) = 0.1 (the ER change), mean(d²) = 0.3 (the discordant share), SE = √((0.3 − 0.01) / 10).
-    Models that err on the same samples change nothing: SE 0."""
-    labels = np.arange(10)
-    reference = np.array([9, 9, 2, 3, 4, 5, 6, 7, 8, 9])
-    other = np.array([0, 9, 9, 9, 4, 5, 6, 7, 8, 9])
-    assert metrics.error_rate_change_se(reference, other, labels) == pytest.approx(np.sqrt(0.029))
-    assert metrics.error_rate_change_se(other, reference, labels) == pytest.approx(np.sqrt(0.029))  # symmetric
-    assert metrics.error_rate_change_se(reference, reference, labels) == 0.0
-    empty = np.zeros(0, np.int64)
-    with pytest.raises(ValueError, match="empty set"):  # as every metric here
-        metrics.error_rate_change_se(empty, empty, empty)

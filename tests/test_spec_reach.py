@@ -196,8 +196,8 @@ def test_text_replicas_are_keyed_by_the_trained_tokenizer_not_its_settings():
 
 def test_auto_fields_reach_its_candidates_and_its_choice():
     """`candidates` and `budget` change what Plan.auto trains; `max_er_increase` what it ships."""
+    from orchestrator.policy.auto_choice import AUTO_CONFIDENCE, PairedCounts, choose, fixed_sequence
     from pipelines.auto import auto_choice
-    from workers.trial_choice import CandidateScore, choose_candidate
 
     def trained(**method):
         parsed = parse_spec({**BASE, "old": "old.pt", "method": {"name": "auto", "m": 2, **method}})
@@ -206,8 +206,14 @@ def test_auto_fields_reach_its_candidates_and_its_choice():
     every = trained()
     assert trained(candidates=["kd"]) == ["none", "kd"] != every
     assert trained(budget=4) == ["none", "kd", "fd-lm", "bcwi"] != every
-    scores = [CandidateScore("none", 0.10, 0.02, 1, "a"), CandidateScore("kd", 0.104, 0.01, 1, "b")]
-    assert choose_candidate(scores, 0.003).name == "none" and choose_candidate(scores, 0.005).name == "kd"
+    kd = PairedCounts(4350, 50, 50, 4350, 40, 80, 10, 50)  # ER change 0, its 95% bound +0.38 pt
+
+    def ships(limit):
+        method = parse_spec({**BASE, "old": "old.pt", "method": {"name": "auto", "max_er_increase": limit}}).method
+        tests = fixed_sequence([("kd", kd, None)], method.max_er_increase, AUTO_CONFIDENCE)
+        return choose(tests)
+
+    assert ships(0.003) == "none" and ships(0.005) == "kd"
 
 
 def record_reads(monkeypatch, *classes) -> dict:

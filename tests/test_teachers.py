@@ -84,7 +84,9 @@ def test_bcwi_cross_fitted_scores_each_half_at_the_alpha_the_other_half_picks():
     first = np.array([True, True, False, False])
     assert pick_alpha(sweep_table(ids, old_ids, labels), er_tolerance=0.0) == 0.5
     assert sweep_table(ids, old_ids, labels)[1] == {"alpha": 0.5, "error_rate": 0.25, "nfr": 0.25}
-    assert cross_fitted(ids, old_ids, labels, 0.0, first) == {"error_rate": 0.5, "nfr": 0.5}
+    figures, held = cross_fitted(ids, old_ids, labels, 0.0, first)
+    assert figures == {"error_rate": 0.5, "nfr": 0.5}
+    assert held.tolist() == [1, 0, 0, 1]  # A at B's α = 0, B at A's α = 0.5: what auto's paired tests count
     halves = val_halves(11)
     assert halves.sum() == 5 and np.array_equal(halves, val_halves(11))  # fixed, half the samples
 
@@ -105,8 +107,10 @@ def test_bcwi_pick_is_held_to_its_limit_on_cross_fitted_figures():
     }
     first = np.arange(8) < 4
     assert pick_alpha(sweep_table(ids, old_ids, labels), 0.25) == 1.0
-    assert cross_fitted(ids, old_ids, labels, 0.25, first) == {"error_rate": 0.625, "nfr": 0.125}
-    assert pick_held_out(ids, old_ids, labels, 0.25, first) == (0.5, {"error_rate": 0.5, "nfr": 0.25})
+    assert cross_fitted(ids, old_ids, labels, 0.25, first)[0] == {"error_rate": 0.625, "nfr": 0.125}
+    alpha, figures, held = pick_held_out(ids, old_ids, labels, 0.25, first)
+    assert (alpha, figures) == (0.5, {"error_rate": 0.5, "nfr": 0.25})
+    assert held.tolist() == [0, 1, 1, 1, 0, 1, 0, 0]  # A at B's 0.5, B at A's 0 (its error on 5)
     assert pick_held_out(ids, old_ids, labels, 0.375, first)[0] == 1.0  # 1 error more allowed: inside
 
 
@@ -136,7 +140,9 @@ def test_select_bcwi_interpolates_at_the_alpha_the_val_sweep_picks(fashion_mnist
     for row in choice.sweep:
         probe.load_state_dict(interpolate_state_dicts(old.state_dict(), before, row["alpha"]))
         ids[row["alpha"]] = predict_logits(probe, val).argmax(1).numpy()
-    assert (choice.alpha, choice.held_out) == pick_held_out(ids, old_ids, labels, 0.01, val_halves(len(labels)))
+    alpha, held_out, held_classes = pick_held_out(ids, old_ids, labels, 0.01, val_halves(len(labels)))
+    assert (choice.alpha, choice.held_out) == (alpha, held_out)
+    assert np.array_equal(choice.held_out_classes, held_classes)
     assert all(torch.equal(before[k], v) for k, v in tuned.state_dict().items())
     expected = interpolate_state_dicts(old.state_dict(), before, choice.alpha)
     assert all(torch.allclose(expected[k], v) for k, v in choice.state_dict.items())

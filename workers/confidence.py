@@ -60,7 +60,7 @@ def fewest_for_bound(limit: float, confidence: float) -> int:
     return n
 
 
-def tango_statistic(worse: int, better: int, n: int, delta: float) -> float:
+def tango_statistic(worse: float, better: float, n: float, delta: float) -> float:
     """Tango's score statistic T(Δ) of b = `worse`, c = `better` of n pairs (module docstring)."""
     a, b = 2 * n, -worse - better + (2 * n - worse + better) * delta
     c = -better * delta * (1 - delta)
@@ -69,10 +69,11 @@ def tango_statistic(worse: int, better: int, n: int, delta: float) -> float:
     return (worse - better - n * delta) / math.sqrt(variance) if variance > 0 else -math.inf
 
 
-def paired_increase_upper(worse: int, better: int, n: int, confidence: float) -> float:
+def paired_increase_upper(worse: float, better: float, n: float, confidence: float) -> float:
     """One-sided upper bound at `confidence` of ER_new − ER_old over the same n samples, from
     `worse` = b (old right, new wrong) and `better` = c (old wrong, new right): Tango's score bound
-    (module docstring), found by bisection on T(Δ) = −z, which falls as Δ rises."""
+    (module docstring), found by bisection on T(Δ) = −z, which falls as Δ rises. The counts may be
+    effective ones (counts over a design effect, policy/auto_choice.py)."""
     if worse + better > n or worse < 0 or better < 0:
         raise ValueError(f"{worse} + {better} discordant samples out of {n}")
     z = _z(confidence)
@@ -86,3 +87,15 @@ def paired_increase_upper(worse: int, better: int, n: int, confidence: float) ->
         else:
             high = middle
     return high
+
+
+def corrected_resampled_effect(folds: int) -> float:
+    """The design effect of counts pooled over `folds` cross-fitted folds, each predicted by a model
+    trained on the others (the corrected resampled t-test, Nadeau & Bengio 2003, Mach. Learn. 52:239):
+    the variance of a mean over J train/test splits is (1/J + n_test/n_train)·σ², not σ²/J; with
+    K folds J = K and n_test/n_train = 1/(K − 1), so the variance is 1 + K/(K − 1) times the naive
+    one (2.25 at K = 5). The training sets overlap, so the folds' models err alike, and pooled counts
+    hold less information than as many independent samples would."""
+    if folds < 2:
+        raise ValueError(f"cross-fitting needs at least 2 folds, not {folds}")
+    return 1.0 + folds / (folds - 1)

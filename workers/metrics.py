@@ -86,16 +86,6 @@ def positive_flip_rate(old: Any, new: Any, labels: Any) -> float:
     return float(np.count_nonzero(~old_correct & new_correct) / len(truth))
 
 
-def error_rate_change_se(reference: Any, other: Any, labels: Any) -> float:
-    """The standard error of ER_other − ER_reference measured on the same N samples (paired):
-    with d_i = 1[other wrong] − 1[reference wrong], SE = √((mean(d²) − mean(d)²) / N), where mean(d²)
-    is the share of samples exactly one of the two gets wrong."""
-    truth = _labels(labels)
-    other_wrong = (~_correct(other, truth, "other predictions")).astype(float)
-    d = other_wrong - (~_correct(reference, truth, "reference predictions"))
-    return float(np.sqrt(max(np.mean(d * d) - np.mean(d) ** 2, 0.0) / len(truth)))
-
-
 def relative_nfr(nfr: float, er_old: float, er_new: float) -> float | None:
     """Rel-NFR = NFR / ((1 − ER_old) · ER_new); None (undefined) when the denominator is 0.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypedDict
 
 
@@ -43,28 +43,24 @@ def pick_trial(rows: Sequence[Scored], reference_error_rate: float, tolerance: f
 @dataclass
 class CandidateScore:
     """One candidate of `method: auto`: its scores against the old model on the val split (chosen
-    on), on the regression-eval split (shown only, filled after the choice), its cost and checkpoint."""
+    on), its test against no treatment there (orchestrator/policy/auto_choice.py: the ER change and
+    the NFR change with their one-sided upper bounds, whether the fixed order reached it and what
+    failed), on the regression-eval split (shown only, filled after the choice), its cost and
+    checkpoint."""
 
     name: str
     val_error_rate: float
     val_nfr: float
     seconds: float
     checkpoint: str
-    eligible: bool = False
+    eligible: bool = False  # proven (no treatment: always)
     error_rate: float | None = None
     nfr: float | None = None
     val_slice_over: str | None = None  # its worst val slice over the spec's max_slice_nfr, as the gate says it
-    val_er_se: float | None = None  # the paired standard error of its val ER − no treatment's (none: None)
-
-
-def choose_candidate(candidates: list[CandidateScore], max_er_increase: float) -> CandidateScore:
-    """The lowest val NFR among the candidates whose val ER ≤ no treatment's val ER + `max_er_increase`
-    and that have no val slice over the slice gate (`val_slice_over`); no treatment, the candidate
-    named "none", always qualifies; ties: lower val ER, then order. Each candidate's `eligible` set.
-    Only val figures are read."""
-    reference = next(c for c in candidates if c.name == "none").val_error_rate
-    for c in candidates:
-        within = c.val_error_rate <= reference + max_er_increase and c.val_slice_over is None
-        c.eligible = c.name == "none" or within
-    eligible = [i for i, c in enumerate(candidates) if c.eligible]  # no treatment, whatever the limit
-    return candidates[min(eligible, key=lambda i: (candidates[i].val_nfr, candidates[i].val_error_rate, i))]
+    val_er_change: float | None = None  # val ER − no treatment's (none: None)
+    val_er_upper: float | None = None  # its one-sided upper bound
+    val_nfr_change: float | None = None  # val NFR − no treatment's
+    val_nfr_upper: float | None = None  # its one-sided upper bound
+    tested: bool = True  # False: the fixed order stopped before it
+    evidence: str = "val samples"  # what its test counted: the val split, or every labelled sample in K folds
+    failed: list[str] = field(default_factory=list)  # the tests it failed

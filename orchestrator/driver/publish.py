@@ -107,9 +107,10 @@ def pipeline_result(
 
 
 def auto_summary(auto: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each of auto's candidates as the registry keeps it: name, val and eval ER and NFR, seconds, and
-    its val slice over the slice gate where it had one."""
-    keys = ("name", "val_error_rate", "val_nfr", "eligible", "error_rate", "nfr", "seconds")
+    """Each of auto's candidates as the registry keeps it: name, val and eval ER and NFR, its val ER
+    change's upper bound, whether the fixed order tested and proved it, seconds, and its val slice
+    over the slice gate where it had one."""
+    keys = ("name", "val_error_rate", "val_nfr", "val_er_upper", "tested", "eligible", "error_rate", "nfr", "seconds")
     over = "val_slice_over"
     return [{k: c[k] for k in keys} | ({over: c[over]} if c.get(over) else {}) for c in auto["candidates"]]
 

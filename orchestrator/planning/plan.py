@@ -183,6 +183,7 @@ class Plan:
     old: PlannedOld = field(default_factory=PlannedOld)
     start: ModelStart = field(default_factory=ModelStart)
     auto: AutoChoice | None = None  # method auto: the candidates it trains
+    cross_fit: int = 0  # method auto: the folds it may cross-fit on (0: none; cross_fit auto decides in the run)
 
     @property
     def method(self) -> str:
@@ -193,7 +194,7 @@ class Plan:
         checkpoints are those of a spec naming that method), bcwi reading what the old model reads."""
         start = replace(self.start, inputs=self.old.inputs) if candidate.name == "bcwi" else self.start
         spec = self.spec.model_copy(update={"method": candidate.method})
-        return replace(self, spec=spec, start=start, auto=None)
+        return replace(self, spec=spec, start=start, auto=None, cross_fit=0)
 
     @property
     def objective(self) -> Objective:
@@ -306,7 +307,8 @@ class Plan:
 
     def bcwi_checkpoint(self) -> str:
         spec = self.spec
-        return storage.join(spec.storage, spec.model, spec.version, spec.spec_hash, "model-bcwi.pt")
+        folder = f"{spec.spec_hash}-{self.splits.content_key[:8]}"  # a cross-fitting fold's apart (auto_folds.py)
+        return storage.join(spec.storage, spec.model, spec.version, folder, "model-bcwi.pt")
 
 
 def pool_topk(objective: Objective, num_classes: int) -> dict[str, int]:

@@ -45,6 +45,7 @@ from orchestrator.planning.facts.kinds import (
 )
 from orchestrator.planning.model_inputs import directory_digest
 from orchestrator.planning.plan import ModelStart, Plan, PlannedOld, PlannedSplits
+from pipelines.auto import CROSS_FIT_AUTO_SECONDS, CROSS_FIT_CANDIDATES
 from pipelines.spec import SpecError, UpdateSpec
 from workers.names import HF_PREFIX, UNLABELLED_OBJECTIVES, is_hf
 from workers.percent import short_percent
@@ -135,6 +136,23 @@ def plan_of(found: Found) -> Plan:
             directory_digest(spec.arch.removeprefix(HF_PREFIX)) if is_hf(spec.arch) else None,
         ),
         None if auto is None else auto.choice,
+        0 if auto is None or auto.folds is None else auto.folds.folds,
+    )
+
+
+def fold_line(auto: AutoCandidates) -> str:
+    """What cross-fitting will train (`method.cross_fit`), and what it costs."""
+    assert auto.folds is not None
+    k, names = auto.folds.folds, [c.name for c in auto.choice.candidates if c.name in CROSS_FIT_CANDIDATES]
+    when = (
+        f" when no treatment trains in ≤ {CROSS_FIT_AUTO_SECONDS:.0f} s (cross_fit auto)"
+        if auto.folds.conditional
+        else ""
+    )
+    return (
+        f"auto cross-fits {', '.join(names)} on {k} folds of train ∪ val ({auto.folds.labelled:,} labelled "
+        f"samples){when}: {k * len(names)} more trainings, each on {k - 1}/{k} of them (about {k}× those "
+        "candidates' training time), and tests them on every labelled sample"
     )
 
 
@@ -167,15 +185,19 @@ def summary(found: Found) -> str:
     line = f"{spec.model} {spec.version}: {method}, {spec.arch}; {data_line}; {old_line}"
     auto = found.get(AutoCandidates)
     if auto is not None:
-        limit = f"val ER ≤ no treatment's + {100 * spec.method.max_er_increase:g} pt"
+        limit = f"the upper 95% bound of val ER − no treatment's ≤ {100 * spec.method.max_er_increase:+g} pt"
         # how much evidence one sample is: on a small val split a candidate wins or loses by a flip or two
         n_val = len(splits.val)
         grain = f"the val split's {n_val:,} samples: one flip or error there is {100 / max(1, n_val):.2g} pt"
+        order = " → ".join(c.name for c in auto.choice.candidates[1:])
         line += (
             "\n"
             + "\n".join(auto.choice.lines())
-            + f"\nauto ships the lowest val NFR among those with {limit} ({grain})"
+            + f"\nauto tests {order} in that order, stopping at the first that fails, and ships the lowest val "
+            + f"NFR among those proven ({limit}, NFR proven lower; {grain}); else no treatment"
         )
+        if auto.folds is not None:
+            line += "\n" + fold_line(auto)
         gate = spec.promote
         if gate is not None and gate.max_slice_nfr is not None:
             nfr = "NFR upper bound" if gate.confidence else "NFR"

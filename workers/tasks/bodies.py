@@ -224,7 +224,8 @@ def bcwi_job(
     old, settings = load_model(fetch_checkpoint(old_uri), allow_user_factories)
     tuned_path = fetch_checkpoint(tuned_uri)
     tuned, _ = load_model(tuned_path, allow_user_factories)
-    choice = select_bcwi(old, tuned, cached_splits(data).val, alphas, er_tolerance, device, settings.inputs)
+    val = cached_splits(data).val
+    choice = select_bcwi(old, tuned, val, alphas, er_tolerance, device, settings.inputs)
     tuned.load_state_dict(choice.state_dict)
     seen = classes_seen_of(tuned_path)
     with tempfile.TemporaryDirectory(prefix="congruent-bcwi-") as tmp:
@@ -235,7 +236,8 @@ def bcwi_job(
             bcwi_alpha=choice.alpha,
             **({} if seen is None else {"classes_seen": seen}),
         )
-        return BcwiRecord(choice.alpha, choice.sweep, storage.upload(local, out_uri), seen, choice.held_out)
+        held = {int(i): int(c) for i, c in zip(val.ids.tolist(), choice.held_out_classes.tolist(), strict=True)}
+        return BcwiRecord(choice.alpha, choice.sweep, storage.upload(local, out_uri), seen, choice.held_out, held)
 
 
 def check_packable(jobs: Sequence[TrainJob]) -> None:

@@ -41,6 +41,8 @@ class DataRequest:
     kind: str = "image"  # what the data is, the spec's `data.kind`: "image" or "text"
     # the model's protected samples that join train (`train.protected_weight`); out of the repr like `unlabelled`
     protected: ProtectedRows | None = field(default=None, repr=False)
+    # auto's cross-fitting: (k, K), train = train ∪ val outside fold k, val = fold k (workers/data/folds.py)
+    fold: tuple[int, int] | None = None
 
 
 STREAM_FIELDS = (
@@ -50,6 +52,7 @@ STREAM_FIELDS = (
     "modality",
     "kind",
     "protected",
+    "fold",
 )  # DataRequest fields that are not load_splits' arguments
 
 
@@ -107,3 +110,4 @@ class BcwiRecord:
     checkpoint: str
     classes_seen: list[int] | None = None
     held_out: dict[str, float] | None = None
+    held_out_classes: dict[int, int] | None = None  # sample id → its class at the α the other val half picked

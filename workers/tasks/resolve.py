@@ -13,6 +13,7 @@ import torch
 from workers.data import DataSplits, load_splits
 from workers.data.dataset_splits import Samples, fingerprint
 from workers.data.encoded import EncodedSplit
+from workers.data.folds import cross_fold
 from workers.data.input_spec import InputSpec
 from workers.data.protected_rows import with_protected
 from workers.data.split_port import Split
@@ -26,13 +27,16 @@ from workers.tasks.records import STREAM_FIELDS, DataRequest, TrainJob
 from workers.teachers.frozen import FrozenModels, LocalTeachers
 
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=4)
 def cached_splits(request: DataRequest) -> DataSplits:
     """The request's splits: loaded here (once per process), or the streamed splits the driver
-    opened and the request carries (their samples are read as batches, never held)."""
+    opened and the request carries (their samples are read as batches, never held); with `fold`,
+    that fold of the request's splits (workers/data/folds.py)."""
     streamed = request.streamed
     if streamed is not None:
         return DataSplits(streamed.train, streamed.val, streamed.eval, streamed.fingerprint, streamed.source, "all")
+    if request.fold is not None:  # a cross-fitting fold of the request's own splits (loaded once per process)
+        return cross_fold(cached_splits(replace(request, fold=None)), *request.fold, request.train_limit)
     splits = load_splits(**{f.name: getattr(request, f.name) for f in fields(request) if f.name not in STREAM_FIELDS})
     return splits if request.protected is None else with_protected(splits, request.protected)
 

@@ -83,38 +83,42 @@ def val_halves(n: int, seed: int = 0) -> np.ndarray:
 
 def cross_fitted(
     ids: dict[float, np.ndarray], old_ids: np.ndarray, labels: np.ndarray, er_tolerance: float, first: np.ndarray
-) -> dict[str, float]:
+) -> tuple[dict[str, float], np.ndarray]:
     """BCWI's val ER and NFR as an estimate of the α it picks, not of the α that fits val best: α
     picked on one half (`pick_alpha`), its errors and flips counted on the other half, and the
     same with the halves swapped; ER = (errors_B(α_A) + errors_A(α_B)) / N, NFR alike (flips over
     all N). The α picked on the whole split scores itself on the samples it was picked on, which
-    flatters it where val is small; this does not (cross-fitting, as in k-fold cross-validation)."""
-    errors = flips = 0
+    flatters it where val is small; this does not (cross-fitting, as in k-fold cross-validation).
+    Returns the figures and the cross-fitted class ids (each sample's at the α the other half picked),
+    what auto's paired tests count."""
+    held = np.empty_like(labels)
     for pick_rows, score_rows in ((first, ~first), (~first, first)):
-        predicted = ids[pick_alpha(sweep_table(ids, old_ids, labels, pick_rows), er_tolerance)][score_rows]
-        wrong = predicted != labels[score_rows]
-        errors += int(wrong.sum())
-        flips += int((wrong & (old_ids[score_rows] == labels[score_rows])).sum())
-    return {"error_rate": errors / len(labels), "nfr": flips / len(labels)}
+        held[score_rows] = ids[pick_alpha(sweep_table(ids, old_ids, labels, pick_rows), er_tolerance)][score_rows]
+    wrong = held != labels
+    figures = {
+        "error_rate": int(wrong.sum()) / len(labels),
+        "nfr": int((wrong & (old_ids == labels)).sum()) / len(labels),
+    }
+    return figures, held
 
 
 def pick_held_out(
     ids: dict[float, np.ndarray], old_ids: np.ndarray, labels: np.ndarray, er_tolerance: float, first: np.ndarray
-) -> tuple[float, dict[str, float]]:
+) -> tuple[float, dict[str, float], np.ndarray]:
     """BCWI's α held to its ER limit on cross-fitted figures, not on the figures of the samples it was
     picked on: the rule (`pick_alpha`) at the tolerance, and while the pick's cross-fitted ER
     (`cross_fitted`) exceeds ER(α = 0) + tolerance, the rule again at the next smaller tolerance
     the sweep offers (each α's own ER rise over α = 0), down to 0. NFR falls and ER rises with α,
     so the α the whole split picks lands at its limit and half the time above it on other samples;
-    this keeps the pick inside. Returns (α, its cross-fitted {error_rate, nfr})."""
+    this keeps the pick inside. Returns (α, its cross-fitted {error_rate, nfr}, its cross-fitted class ids)."""
     table = sweep_table(ids, old_ids, labels)
     limit = table[0]["error_rate"] + er_tolerance
     rises = {row["error_rate"] - table[0]["error_rate"] for row in table}
     tolerances = sorted({er_tolerance, 0.0} | {r for r in rises if 0.0 <= r < er_tolerance}, reverse=True)
     for tolerance in tolerances:
-        held = cross_fitted(ids, old_ids, labels, tolerance, first)
+        held, classes = cross_fitted(ids, old_ids, labels, tolerance, first)
         if held["error_rate"] <= limit + 1e-12 or tolerance == 0.0:
-            return pick_alpha(table, tolerance), held
+            return pick_alpha(table, tolerance), held, classes
     raise AssertionError("unreachable: the last tolerance is 0")
 
 
@@ -124,6 +128,7 @@ class BcwiChoice:
     sweep: list[dict[str, float]]
     state_dict: dict[str, torch.Tensor]  # θ at the picked α
     held_out: dict[str, float]  # {error_rate, nfr}: the pick's cross-fitted val figures (`cross_fitted`)
+    held_out_classes: np.ndarray  # each val sample's class at the α the other half picked (`cross_fitted`)
 
 
 def select_bcwi(
@@ -154,9 +159,11 @@ def select_bcwi(
     labels = class_ids(val.labels)
     sweep = sweep_table(ids, old_ids, labels)
     if len(labels) >= 2:  # two halves to cross
-        alpha, held_out = pick_held_out(ids, old_ids, labels, er_tolerance, val_halves(len(labels)))
+        alpha, held_out, held_classes = pick_held_out(ids, old_ids, labels, er_tolerance, val_halves(len(labels)))
     else:
         alpha = pick_alpha(sweep, er_tolerance)
         held_out = {k: v for k, v in next(r for r in sweep if r["alpha"] == alpha).items() if k != "alpha"}
+        held_classes = ids[alpha]
     tuned.load_state_dict(tuned_state)
-    return BcwiChoice(alpha, sweep, interpolate_state_dicts(old_state, tuned_state, alpha), held_out)
+    state = interpolate_state_dicts(old_state, tuned_state, alpha)
+    return BcwiChoice(alpha, sweep, state, held_out, held_classes)

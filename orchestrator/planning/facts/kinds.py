@@ -149,6 +149,17 @@ class AutoCandidates:
 
     choice: AutoChoice
     bcwi_inputs: InputSpec | None = None
+    folds: FoldPlan | None = None  # method.cross_fit on these splits (None: off)
+
+
+@dataclass(frozen=True)
+class FoldPlan:
+    """auto's cross-fitting as planned: K folds of `labelled` samples (train ∪ val); `conditional`:
+    cross_fit auto, which cross-fits only when no treatment trains fast enough (auto_folds.py)."""
+
+    folds: int
+    conditional: bool
+    labelled: int
 
 
 @dataclass(frozen=True)

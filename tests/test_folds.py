@@ -1,0 +1,45 @@
+"""Cross-fitting folds (workers/data/folds.py): every labelled sample in exactly one fold, by its id,
+the eval split untouched."""
+
+import numpy as np
+import pytest
+import torch
+
+from workers.data.dataset_splits import DataSplits
+from workers.data.folds import cross_fold, fold_of
+from workers.data.text import TextSet
+
+
+def test_a_sample_keeps_its_fold_and_the_folds_are_even():
+    ids = np.arange(10_000, dtype=np.int64) * 7919
+    folds = fold_of(ids, 5)
+    assert np.array_equal(folds, fold_of(ids, 5)) and set(folds.tolist()) == {0, 1, 2, 3, 4}
+    assert np.all(np.abs(np.bincount(folds) - 2000) < 150)  # ≈ N/K each
+    assert np.array_equal(fold_of(ids[::-1], 5), folds[::-1])  # by id, not by position
+    with pytest.raises(ValueError, match="at least 2 folds"):
+        fold_of(ids, 1)
+
+
+def texts(n, start):
+    return TextSet(tuple(f"text {i}" for i in range(start, start + n)), torch.arange(n) % 2, ("a", "b"))
+
+
+def test_each_fold_trains_on_the_others_and_is_predicted_once():
+    """train ∪ val of 300 texts in 3 folds: fold k's val is fold k, its train the rest; over the folds
+    every labelled text is in exactly one val; eval is the same object in every fold."""
+    splits = DataSplits(texts(200, 0), texts(100, 200), texts(50, 300), "fp", "src", "all")
+    seen = []
+    for k in range(3):
+        fold = cross_fold(splits, k, 3)
+        assert len(fold.train) + len(fold.val) == 300
+        assert not set(fold.train.texts) & set(fold.val.texts)
+        assert fold.eval is splits.eval
+        seen += list(fold.val.texts)
+    assert sorted(seen) == sorted(splits.train.texts + splits.val.texts)
+
+
+def test_with_a_train_limit_a_fold_trains_on_as_many_samples_as_the_shipped_model():
+    splits = DataSplits(texts(200, 0), texts(100, 200), texts(50, 300), "fp", "src", "all")
+    fold = cross_fold(splits, 0, 3, train_limit=120)
+    assert len(fold.train) == 120 and len(fold.val) == len(cross_fold(splits, 0, 3).val)
+    assert set(fold.train.texts) <= set(cross_fold(splits, 0, 3).train.texts)
