@@ -93,8 +93,9 @@ class MethodSpec(_Strict):
         description="auto: test the candidates that train once (none, kd, fd-lm, bcwi) on K folds of train ∪ val "
         "instead of the val split alone: each trains K more times, on the other folds, the old model fixed, and "
         "every labelled sample is predicted once by a model that never trained on it (bounds widened for the "
-        "folds' overlap: Nadeau & Bengio 2003). K (≥ 2), off, or auto: 5 folds when no treatment's training "
-        "took at most 2 minutes (measured in the run), else off; a streamed source is never cross-fitted",
+        "folds' overlap: Nadeau & Bengio 2003); rows the old model trained on are not counted. K (≥ 2), off, or "
+        "auto: 2 folds when no treatment's training took at most 2 minutes (measured in the run), else off; a "
+        "streamed source is never cross-fitted",
     )
 
     @field_validator("cross_fit")

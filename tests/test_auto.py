@@ -49,7 +49,10 @@ def assert_the_fixed_order_chose(auto):
 def test_the_candidates_table_gives_each_change_with_its_bound_what_failed_and_the_closest():
     """Each candidate's val ER and NFR change against no treatment with its upper bound, whether the
     fixed order proved it, what it failed, and the closest candidate's line when none was proven."""
+    from dataclasses import asdict
+
     from orchestrator.driver.auto import AutoRecord, candidates_table
+    from orchestrator.policy.auto_choice import PairedCounts
     from workers.trial_choice import CandidateScore
 
     none = CandidateScore("none", 0.10, 0.05, 1.0, "none.pt", eligible=True, error_rate=0.1, nfr=0.05)
@@ -62,6 +65,23 @@ def test_the_candidates_table_gives_each_change_with_its_bound_what_failed_and_t
     assert "+0.00 pt (≤ +0.38)" in text and "-2.00 pt (≤ -1.00)" in text
     assert "not tested" in text and "kd: ER bound +0.38 pt > +0.30" in text
     assert "no candidate proven, no treatment ships: kd came closest: …" in text
+    assert "cross-fitted" not in text
+    pooled = {
+        "none": PairedCounts(8000, 0, 0, 8000, 400, 400, 0, 0),
+        "kd": PairedCounts(8000, 90, 80, 8000, 300, 400, 20, 120),
+    }
+    on_val = {"none": PairedCounts(800, 0, 0, 800, 40, 40, 0, 0), "kd": PairedCounts(800, 9, 8, 800, 36, 40, 2, 6)}
+    folds = {"folds": 5, "design_effect": 2.25, "trainings": 10, "seconds": 42.0}
+    folds["counted"] = "labelled samples the old model never trained on, in 5 folds"
+    folds |= {
+        "counts": {k: asdict(v) for k, v in pooled.items()},
+        "on_val_rows": {k: asdict(v) for k, v in on_val.items()},
+    }
+    text = candidates_table(AutoRecord("kd", 0.003, [none, kd], [], cross_fit=folds))
+    assert (
+        "cross-fitted on 5 folds: 8,000 labelled samples" in text and "design effect 2.25; 10 trainings, 42 s" in text
+    )
+    assert "kd -1.25 pt (-0.50 on the 800 val rows)" in text
 
 
 def test_auto_takes_candidates_cheapest_first_while_they_fit_the_budget():
@@ -208,20 +228,20 @@ def test_auto_with_teachers_in_process_trains_its_candidates_side_by_side(
     assert not result.replicas
 
 
-def test_cross_fitting_tests_the_candidates_on_every_labelled_sample(
+def test_cross_fitting_counts_every_labelled_sample_the_old_version_never_trained_on(
     ray_cluster, fashion_mnist, spec_document, tmp_path, capsys
 ):
-    """cross_fit 2: no treatment, kd and bcwi train twice more, each fold on the other's samples (at
-    most train_limit of them); every sample of train ∪ val is counted once, against that fold's no
-    treatment, the bounds widened by the design effect 1 + 2/1; the check says what it trains."""
+    """v1 registered on 500 images; v2 auto with cross_fit 2: no treatment, kd and bcwi train twice more,
+    each fold on the other's samples (at most train_limit of them); every sample of train ∪ val but
+    v1's 500 is counted once, against that fold's no treatment (v1's rows leak its answers into kd and
+    bcwi), the bounds widened by the design effect 1 + 2/1; the check says what it trains."""
     from orchestrator.policy.auto_choice import PairedCounts
 
-    old = build_model("mlp-small", 10, seed=5)
-    train(old, fashion_mnist.train.take(slice(0, 600)), TrainConfig(epochs=1, lr=0.05, seed=5))
-    save_checkpoint(tmp_path / "old.pt", old, ModelSettings("mlp-small", 10))
+    v1 = spec_document(model="auto-folds", version="v1", data={"train_limit": 500, "eval_limit": 400})
+    registered = run_update(v1, tmp_path / "v1").registered_version
     document = spec_document(
         model="auto-folds",
-        old=str(tmp_path / "old.pt"),
+        old=f"auto-folds/{registered}",
         data={"train_limit": 1000, "eval_limit": 400},
         method={"name": "auto", "candidates": ["kd", "bcwi"], "cross_fit": 2},
         resources={**SPEC_RESOURCES, "teacher_actors": 0},
@@ -235,15 +255,15 @@ def test_cross_fitting_tests_the_candidates_on_every_labelled_sample(
     auto = run_update(document, tmp_path / "run").auto
     folds = auto["cross_fit"]
     assert (folds["folds"], folds["trainings"], folds["design_effect"]) == (2, 6, 3.0)
+    assert folds["counted"] == "labelled samples the old model never trained on, in 2 folds"
     assert_the_fixed_order_chose(auto)
     for c in auto["candidates"][1:]:
         counts = PairedCounts(**folds["counts"][c["name"]])
-        assert counts.n == labelled and c["evidence"] == "labelled samples in 2 folds"
+        assert counts.n == labelled - 500 and c["evidence"] == folds["counted"]
         assert c["val_er_upper"] == pytest.approx(counts.er_change_upper(0.95))
-        assert c["val_er_upper"] > PairedCounts(**{**folds["counts"][c["name"]], "design_effect": 1}).er_change_upper(
-            0.95
-        )
-        assert 0 < folds["on_val_rows"][c["name"]]["n"] < labelled  # the val split's rows, reported beside
+        naive = PairedCounts(**{**folds["counts"][c["name"]], "design_effect": 1})
+        assert c["val_er_upper"] > naive.er_change_upper(0.95)
+        assert 0 < folds["on_val_rows"][c["name"]]["n"] < counts.n  # the val split's rows, reported beside
 
 
 def test_bcwi_in_auto_is_held_to_auto_s_limit_and_never_ships_the_old_model_itself():

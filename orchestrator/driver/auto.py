@@ -133,13 +133,14 @@ def gather_evidence(
     watch.say(f"auto: cross-fitting {', '.join(names)} on {folds} folds of train ∪ val ({why})")
     evidence = cross_fit(plan, folds, names, val.ids, watch)
     counts.update(evidence.pooled)
-    where.update({name: f"labelled samples in {folds} folds" for name in names})
+    where.update({name: evidence.counted for name in names})
     record = {
         "folds": folds,
         "why": why,
         "trainings": evidence.trainings,
         "seconds": evidence.seconds,
         "design_effect": evidence.pooled["none"].design_effect,
+        "counted": evidence.counted,
         "counts": {name: dataclasses.asdict(c) for name, c in evidence.pooled.items()},
         "on_val_rows": {name: dataclasses.asdict(c) for name, c in evidence.on_val_rows.items()},
     }
@@ -214,7 +215,28 @@ def candidates_table(record: AutoRecord) -> str:
     failed = [f"  {c.name}: {'; '.join(c.failed)}" for c in record.candidates if c.failed]
     if record.closest is not None:
         failed.append(f"  no candidate proven, no treatment ships: {record.closest}")
-    return "\n".join([table(headers, rows, left=1), *failed])
+    return "\n".join([table(headers, rows, left=1), *failed, *fold_lines(record)])
+
+
+def fold_lines(record: AutoRecord) -> list[str]:
+    """With cross-fitting: what it counted, and each candidate's NFR change on the val split's rows
+    alone (no version trained on them) beside the pooled one."""
+    folds = record.cross_fit
+    if folds is None:
+        return []
+    pooled = {name: PairedCounts(**c) for name, c in folds["counts"].items()}
+    on_val = {name: PairedCounts(**c) for name, c in folds["on_val_rows"].items()}
+    n = pooled["none"].n
+    lines = [
+        f"  cross-fitted: {n:,} {folds['counted']}, each predicted by a model that never trained on it (design "
+        f"effect {folds['design_effect']:.2f}; {folds['trainings']} trainings, {folds['seconds']:.0f} s)"
+    ]
+    changes = [
+        f"{name} {100 * c.nfr_change:+.2f} pt ({100 * on_val[name].nfr_change:+.2f} on the {on_val[name].n:,} val rows)"
+        for name, c in pooled.items()
+        if name != "none"
+    ]
+    return [*lines, f"  NFR − none's, pooled (on the val split's rows alone): {'; '.join(changes)}"]
 
 
 def scatter(record: AutoRecord, title: str) -> Any:

@@ -33,7 +33,7 @@ def check(found: Found) -> AutoCandidates | Problems | None:
 def fold_problem(setting: str | int, data: Data) -> FoldPlan | str | None:
     """What `method.cross_fit` will do on these splits (a FoldPlan; None: off), or why it cannot:
     K folds need a held source (a streamed one is read once, in order) and at least K labelled
-    samples of every class in train ∪ val (each fold trains on the others). auto: 5 folds where
+    samples of every class in train ∪ val (each fold trains on the others). auto: CROSS_FIT_FOLDS where
     they fit, else off."""
     from workers.data.dataset_splits import ImageSet, TextSet
 
