@@ -33,7 +33,7 @@ from orchestrator.execution.stages import run_bcwi, train_students
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, data_request
 from orchestrator.policy.auto_choice import PairedCounts
-from pipelines.auto import CROSS_FIT_AUTO_SECONDS
+from pipelines.auto import CROSS_FIT_AUTO_SECONDS, CROSS_FIT_FOLDS
 from workers.confidence import corrected_resampled_effect
 from workers.tasks.records import BcwiRecord, TrainJob, TrainRecord
 
