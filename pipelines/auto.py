@@ -18,7 +18,8 @@ from pipelines.sections import MethodSpec
 from workers.names import PROXIMAL_WEIGHT, STARTS_FROM_OLD
 
 AUTO_ONLY_FIELDS = ("candidates", "budget", "max_er_increase", "cross_fit")  # MethodSpec fields only method auto reads
-CROSS_FIT_CANDIDATES = ("none", "kd", "fd-lm", "bcwi", "proximal")  # one training each: cross-fitting trains them K more times
+# one training each: cross-fitting trains them K more times
+CROSS_FIT_CANDIDATES = ("none", "kd", "fd-lm", "bcwi", "proximal")
 CROSS_FIT_FOLDS = 5  # cross_fit auto's K
 CROSS_FIT_AUTO_SECONDS = 120.0  # cross_fit auto: on when no treatment's training took at most this
 AUTO_LEGACY_WEIGHT = 0.8  # elodi-legacy's λ when the spec sets no legacy_weight (the demos' Eq. 9 weight)
