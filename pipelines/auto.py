@@ -3,9 +3,11 @@ of `method.candidates` that apply and fit `method.budget`, cheapest first. Each 
 spec's own method section with its name set, so a candidate trains exactly as a spec naming that
 method would. No torch import: `congruent check` prints this list before anything runs.
 
-Costs, in trainings of the new architecture: none, kd, fd-lm, bcwi 1 each (bcwi's is a fine-tuning
-from the old weights, then its α sweep on val); elodi-legacy m + 1 (the replicas, then its student);
-elodi 1 more when elodi-legacy ran (the replicas are shared), else m + 1.
+Costs, in trainings of the new architecture: none, kd, fd-lm, bcwi, proximal 1 each (bcwi's is a
+fine-tuning from the old weights, then its α sweep on val; proximal's a fine-tuning from them held
+near them); elodi-legacy m + 1 (the replicas, then its student); elodi 1 more when elodi-legacy ran
+(the replicas are shared), else m + 1. bcwi and proximal start from the old weights, so they apply
+only where the architecture and the adapter are the old model's.
 """
 
 from __future__ import annotations
@@ -13,9 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipelines.sections import MethodSpec
+from workers.names import PROXIMAL_WEIGHT, STARTS_FROM_OLD
 
 AUTO_ONLY_FIELDS = ("candidates", "budget", "max_er_increase", "cross_fit")  # MethodSpec fields only method auto reads
-CROSS_FIT_CANDIDATES = ("none", "kd", "fd-lm", "bcwi")  # one training each: cross-fitting trains them K more times
+CROSS_FIT_CANDIDATES = (
+    "none",
+    "kd",
+    "fd-lm",
+    "bcwi",
+    "proximal",
+)  # one training each: cross-fitting trains them K more times
 # cross_fit auto's K: 2 folds cost about one more training per candidate (each on half the labelled
 # samples); 5 folds bound 15% tighter (design effect 2.25 against 3) at four times the cost
 CROSS_FIT_FOLDS = 2
@@ -28,7 +37,7 @@ class AutoCandidate:
     """One candidate of `method: auto`: its name, the method section it trains with and what it adds
     to the trainings run."""
 
-    name: str  # none, kd, fd-lm, bcwi, elodi-legacy, elodi
+    name: str  # none, kd, fd-lm, bcwi, proximal, elodi-legacy, elodi
     method: MethodSpec
     trainings: int
 
@@ -60,25 +69,26 @@ class AutoChoice:
 def candidate_method(method: MethodSpec, name: str) -> MethodSpec:
     """The method section candidate `name` trains with: the spec's own, its name set (elodi-legacy:
     elodi with λ = legacy_weight, else AUTO_LEGACY_WEIGHT; every other candidate without the legacy
-    term). The auto-only fields keep their defaults, so two specs that differ only there share the
-    candidates' checkpoints."""
+    term; proximal_weight proximal's only). The auto-only fields keep their defaults, so two specs
+    that differ only there share the candidates' checkpoints."""
     legacy = (method.legacy_weight or AUTO_LEGACY_WEIGHT) if name == "elodi-legacy" else None
-    update = {"name": "elodi" if name.startswith("elodi") else name, "legacy_weight": legacy}
+    pull = method.proximal_weight if name == "proximal" else PROXIMAL_WEIGHT
+    update = {"name": "elodi" if name.startswith("elodi") else name, "legacy_weight": legacy, "proximal_weight": pull}
     kept = {k: v for k, v in method.model_dump().items() if k not in AUTO_ONLY_FIELDS}
     return MethodSpec(**{**kept, **update})
 
 
-def auto_choice(method: MethodSpec, bcwi_fits: str | None = None) -> AutoChoice:
+def auto_choice(method: MethodSpec, old_weights_fit: str | None = None) -> AutoChoice:
     """The candidates of an auto method section, cheapest first, while they fit its budget.
-    `bcwi_fits`: None when bcwi can interpolate the old weights (same architecture and adapter),
-    else why not."""
+    `old_weights_fit`: None when the candidates that start from the old weights (bcwi, proximal)
+    can (same architecture and adapter), else why not."""
     budget = method.budget
     chosen = [AutoCandidate("none", candidate_method(method, "none"), 1)]
     skipped: list[tuple[str, str]] = []
     used, replicas = 1, False
     for name in method.candidates:
-        if name == "bcwi" and bcwi_fits is not None:
-            skipped.append((name, bcwi_fits))
+        if name in STARTS_FROM_OLD and old_weights_fit is not None:
+            skipped.append((name, old_weights_fit))
             continue
         cost = 1 if not name.startswith("elodi") or replicas else method.m + 1
         if budget is not None and used + cost > budget:

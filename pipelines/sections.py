@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from workers.names import AUTO_CANDIDATES, METHODS
+from workers.names import AUTO_CANDIDATES, METHODS, PROXIMAL_WEIGHT
 
 
 class _Strict(BaseModel):
@@ -22,7 +22,7 @@ class MethodSpec(_Strict):
     name: Literal[METHODS] = Field(  # type: ignore[valid-type]
         "none",
         description="the treatment; none (the default): one plain model, what a first version is; kd, fd-*, "
-        "dynamic-fd and bcwi need `old`; elodi and ensemble train `m` replicas; auto (needs `old`): trains "
+        "dynamic-fd, bcwi and proximal need `old`; elodi and ensemble train `m` replicas; auto (needs `old`): trains "
         "no treatment and the `candidates` that fit `budget`, tests them against no treatment on the val split "
         "in the order of `candidates` (stopping at the first that fails), and ships the lowest val NFR among "
         "those proven: the upper 95% bound of the ER change ≤ `max_er_increase` and NFR proven lower; else no "
@@ -63,20 +63,29 @@ class MethodSpec(_Strict):
         description="BCWI: allowed val ER above α = 0, on cross-fitted figures too (α picked on one half "
         "of val, its errors counted on the other, and swapped)",
     )
+    proximal_weight: float = Field(
+        PROXIMAL_WEIGHT,
+        ge=0,
+        description="proximal: λ of its pull toward the old weights, CE + λ·½ Σ‖w − w_old‖² (summed over every "
+        "weight; it acts as weight decay toward the old weights, so its hold over a run grows with lr × steps). "
+        f"{PROXIMAL_WEIGHT:g}: the largest λ tried that cost at most +0.2 pt of eval ER against no treatment on the "
+        "tweets (text-linear, text-bag) and Fashion-MNIST (mlp-small), at 0.22–1.07× its flips; 0.01 flipped less "
+        "at up to +1.1 pt (docs/methods.md)",
+    )
     candidates: tuple[str, ...] = Field(
         AUTO_CANDIDATES[1:],
         min_length=1,
         description="auto: the treatments it may train beside no treatment (always trained: the ER it is held "
         "to), in the fixed order they are tested in (the testing stops at the first that fails, so put the "
         f"least aggressive first); the default: {', '.join(AUTO_CANDIDATES[1:])}. "
-        "bcwi only where `arch` is the old model's; "
+        "bcwi and proximal only where `arch` and `train.adapter` are the old model's; "
         "elodi-legacy is elodi with the legacy term (λ `legacy_weight`, else 0.8); the two elodi share `m` replicas",
     )
     budget: int | None = Field(
         None,
         ge=2,
         description="auto: the most trainings it runs (each a full training of `arch`, a replica one each); "
-        "candidates are taken cheapest first while they fit: no treatment, kd, fd-lm and bcwi 1 each, "
+        "candidates are taken cheapest first while they fit: no treatment, kd, fd-lm, bcwi and proximal 1 each, "
         "elodi-legacy m + 1 (its replicas), elodi 1 more. null: every candidate",
     )
     max_er_increase: float = Field(
@@ -90,7 +99,8 @@ class MethodSpec(_Strict):
 
     cross_fit: Literal["auto", "off"] | int = Field(
         "auto",
-        description="auto: test the candidates that train once (none, kd, fd-lm, bcwi) on K folds of train ∪ val "
+        description="auto: test the candidates that train once (none, kd, fd-lm, bcwi, proximal) on K folds of "
+        "train ∪ val "
         "instead of the val split alone: each trains K more times, on the other folds, the old model fixed, and "
         "every labelled sample is predicted once by a model that never trained on it (bounds widened for the "
         "folds' overlap: Nadeau & Bengio 2003); rows the old model trained on are not counted. K (≥ 2), off, or "

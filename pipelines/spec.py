@@ -54,6 +54,7 @@ from workers.names import (
     IMAGE_ARCHITECTURES,
     LOCK_SUFFIX,
     NEEDS_OLD,
+    PROXIMAL_WEIGHT,
     REPLICA_METHODS,
     TEXT_ARCHITECTURES,
     UNLABELLED_OBJECTIVES,
@@ -194,6 +195,8 @@ class UpdateSpec(_Strict):
                 )
         if self.method.legacy_weight is not None and self.method.name not in ("elodi", "auto"):
             problems.append("method.legacy_weight: only elodi (and auto's elodi-legacy) has a legacy term")
+        if self.method.proximal_weight != PROXIMAL_WEIGHT and self.method.name not in ("proximal", "auto"):
+            problems.append("method.proximal_weight: only proximal (and auto's proximal) pulls toward the old weights")
         problems += self._auto_problems()
         problems += self._init_problems()
         if self.train.adapter is not None and not is_hf(self.arch):
@@ -298,6 +301,8 @@ class UpdateSpec(_Strict):
         document = self.model_dump(mode="json")
         if self.method.name != "auto":  # the auto-only fields (their defaults): hashes of earlier releases hold
             document["method"] = {k: v for k, v in document["method"].items() if k not in AUTO_ONLY_FIELDS}
+        if self.method.name not in ("proximal", "auto"):  # so does proximal's λ (its default) for the others
+            del document["method"]["proximal_weight"]
         canonical = json.dumps(document, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

@@ -92,17 +92,20 @@ def test_auto_takes_candidates_cheapest_first_while_they_fit_the_budget():
         ("kd", 1),
         ("fd-lm", 1),
         ("bcwi", 1),
+        ("proximal", 1),
         ("elodi-legacy", 5),
         ("elodi", 1),
     ]
-    assert every.replicas and every.trainings == 10
+    assert every.replicas and every.trainings == 11
     legacy = next(c for c in every.candidates if c.name == "elodi-legacy")
     assert legacy.method.name == "elodi" and legacy.method.legacy_weight == 0.8
     assert next(c for c in every.candidates if c.name == "elodi").method.legacy_weight is None
-    small = auto_choice(method.model_copy(update={"budget": 5}), bcwi_fits="other arch")
+    # bcwi and proximal start from the old weights: both left out, with the reason, where they cannot
+    small = auto_choice(method.model_copy(update={"budget": 5}), old_weights_fit="other arch")
     assert [c.name for c in small.candidates] == ["none", "kd", "fd-lm"]
     assert dict(small.skipped) == {
         "bcwi": "other arch",
+        "proximal": "other arch",
         "elodi-legacy": "needs 5 trainings, budget 5 leaves 2",
         "elodi": "needs 5 trainings, budget 5 leaves 2",
     }
@@ -148,7 +151,7 @@ def test_auto_needs_an_old_model():
 def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     ray_cluster, fashion_mnist, spec_document, tmp_path, capsys
 ):
-    """v1 an mlp-small on 1,000 images; v2 auto on 2,000 (same arch: bcwi applies; m 2 replicas shared
+    """v1 an mlp-small on 1,000 images; v2 auto on 2,000 (same arch: bcwi and proximal apply; m 2 replicas shared
     by both elodi). The version registered is the val rule's pick, its tags and `versions --json` say
     so, every candidate has val and eval figures, the check lists what auto trains."""
     old = build_model("mlp-small", 10, seed=3)
@@ -164,7 +167,8 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     (tmp_path / "auto.yaml").write_text(json.dumps(document))
     assert main(["check", str(tmp_path / "auto.yaml")]) == 0
     checked = capsys.readouterr().out
-    assert "auto trains none (1), kd (1), fd-lm (1), bcwi (1), elodi-legacy (3), elodi (1): 8 trainings" in checked
+    line = "auto trains none (1), kd (1), fd-lm (1), bcwi (1), proximal (1), elodi-legacy (3), elodi (1): 9 trainings"
+    assert line in checked
     grain = re.search(r"the val split's ([\d,]+) samples: one flip or error there is ([\d.]+) pt", checked)
     assert grain and float(grain[2]) == pytest.approx(100 / int(grain[1].replace(",", "")), rel=0.05)
 
@@ -176,7 +180,7 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     held = auto["bcwi"]["held_out"]
     assert bcwi["val_error_rate"] == pytest.approx(held["error_rate"])
     assert any(row["alpha"] == auto["bcwi"]["alpha"] for row in auto["bcwi"]["sweep"])  # shipped: α on all of val
-    assert names == ["none", "kd", "fd-lm", "bcwi", "elodi-legacy", "elodi"]
+    assert names == ["none", "kd", "fd-lm", "bcwi", "proximal", "elodi-legacy", "elodi"]
     assert len(result.replicas) == 2  # once, for both elodi candidates
     assert_the_fixed_order_chose(auto)
     chosen = next(c for c in auto["candidates"] if c["name"] == auto["chosen"])

@@ -53,6 +53,7 @@ NON_DEFAULT = {
         "distance": "kl",
         "bcwi_alphas": [0.0, 0.5],
         "bcwi_er_tolerance": 0.01,
+        "proximal_weight": 0.5,
     },
     "data": {
         "path": "user/data",
@@ -74,6 +75,7 @@ NON_DEFAULT = {
     },
 }
 BESIDE = {("data", "num_classes"): {"path": "user/data"}, ("method", "name"): {"legacy_weight": None}}
+BESIDE[("method", "proximal_weight")] = {"name": "proximal", "legacy_weight": None}  # proximal's own λ
 # fields of other sections a field needs beside it: an adapter is for an hf:DIR model, which reads text
 AROUND = {
     ("train", "adapter"): {"arch": "hf:/models/bert", "data": {"dataset": "tweet-sentiment"}},
@@ -263,6 +265,7 @@ def test_every_field_the_job_records_carry_is_read_by_the_workers(tmp_path, monk
         {"name": "kd", "temperature": 3.0},
         {"name": "fd-kl"},
         {"name": "dynamic-fd", "distance": "kl"},
+        {"name": "proximal", "proximal_weight": 0.5},
         {"name": "elodi", "m": 1, "legacy_weight": 0.3, "k": 3},
     ]
     for i, method in enumerate(methods):

@@ -16,11 +16,16 @@ IMAGE_ARCHITECTURES = (
 )
 TEXT_ARCHITECTURES = ("text-linear", "text-bag", "text-cnn", "text-transformer")
 ARCHITECTURES = IMAGE_ARCHITECTURES + TEXT_ARCHITECTURES
-OBJECTIVES = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi")  # what a model is trained to minimise
-METHODS = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi", "auto")  # an update's treatments
-NEEDS_OLD = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "bcwi", "auto")  # methods that read the old model
+OBJECTIVES = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi", "proximal")  # what a model is trained to minimise
+# an update's treatments
+METHODS = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "ensemble", "elodi", "bcwi", "proximal", "auto")
+NEEDS_OLD = ("kd", "fd-kl", "fd-lm", "dynamic-fd", "bcwi", "proximal", "auto")  # methods that read the old model
+# methods whose student starts from the old model's weights (the plan's `init_from`): same arch and adapter
+STARTS_FROM_OLD = ("bcwi", "proximal")
+# λ of proximal's pull toward the old weights (pipelines/sections.py MethodSpec.proximal_weight says why)
+PROXIMAL_WEIGHT = 0.001
 # what `method: auto` may train, cheapest first (pipelines/auto.py): no treatment is always one of them
-AUTO_CANDIDATES = ("none", "kd", "fd-lm", "bcwi", "elodi-legacy", "elodi")
+AUTO_CANDIDATES = ("none", "kd", "fd-lm", "bcwi", "proximal", "elodi-legacy", "elodi")
 # objectives that distil on `data.unlabelled` too (their distillation term needs no label; CE skips those rows;
 # FD weighs such a row α, its old model's correctness unknown): dynamic FD's weight reads the label, so not it
 UNLABELLED_OBJECTIVES = ("kd", "fd-kl", "fd-lm", "elodi")

@@ -1,6 +1,6 @@
 """auto's cross-fitting (`method.cross_fit`): evidence from every labelled sample, not the val split alone.
 
-The candidates that train once (no treatment, kd, fd-lm, bcwi: CROSS_FIT_CANDIDATES) train K more
+The candidates that train once (no treatment, kd, fd-lm, bcwi, proximal: CROSS_FIT_CANDIDATES) train K more
 times, fold k on train ∪ val outside fold k (workers/data/folds.py), each as a spec naming its
 method would train, with its teachers in its own process; bcwi picks its α on its fold's val
 halves and is counted on its cross-fitted answers there, as on val. Every fold's val samples are

@@ -22,7 +22,7 @@ from workers import storage
 from workers.data.input_spec import InputSpec
 from workers.data.split_port import Split
 from workers.models.adapters import LoraSettings
-from workers.names import REPLICA_METHODS
+from workers.names import REPLICA_METHODS, STARTS_FROM_OLD
 from workers.tasks.records import DataRequest, TrainJob
 from workers.training.config import TrainConfig
 from workers.training.objectives import Objective
@@ -159,7 +159,7 @@ class PlannedOld:
     parent: VersionRef | None = None
     written: str | None = None  # a path, NAME@ALIAS, NAME/VERSION
     classes: tuple[int, ...] | None = None
-    inputs: InputSpec | None = None  # method auto: what the old model reads (its bcwi candidate's inputs)
+    inputs: InputSpec | None = None  # method auto: what the old model reads (its bcwi and proximal candidates')
 
 
 @dataclass(frozen=True)
@@ -191,8 +191,9 @@ class Plan:
 
     def candidate(self, candidate: AutoCandidate) -> Plan:
         """The plan of one of auto's candidates: the spec with the candidate's method section (its
-        checkpoints are those of a spec naming that method), bcwi reading what the old model reads."""
-        start = replace(self.start, inputs=self.old.inputs) if candidate.name == "bcwi" else self.start
+        checkpoints are those of a spec naming that method), bcwi and proximal, which start from the old
+        weights, reading what the old model reads."""
+        start = replace(self.start, inputs=self.old.inputs) if candidate.name in STARTS_FROM_OLD else self.start
         spec = self.spec.model_copy(update={"method": candidate.method})
         return replace(self, spec=spec, start=start, auto=None, cross_fit=0)
 
@@ -277,7 +278,8 @@ class Plan:
     ) -> TrainJob:
         """The deployed model's training: the spec's objective (or `spec`'s: a Tune trial), the
         student's resources, a checkpoint keyed by spec hash and data content; `teachers`
-        (checkpoints per reference name) run in the student's own process."""
+        (checkpoints per reference name) run in the student's own process. bcwi and proximal (and
+        `init: old`) start from the old checkpoint's weights (`init_from`)."""
         spec = spec or self.spec
         return TrainJob(
             name="student",
@@ -292,7 +294,7 @@ class Plan:
                 checkpoint_name,
             ),
             objective=objective_of(spec.method),
-            init_from=spec.old if spec.method.name == "bcwi" or spec.init == "old" else None,
+            init_from=spec.old if spec.method.name in STARTS_FROM_OLD or spec.init == "old" else None,
             init=None if spec.init == "old" else spec.init,
             allow_user_factories=spec.allow_user_factories,
             nfr_reference=spec.old,

@@ -20,6 +20,7 @@ METHOD_NAMES = {
     "ensemble": "ensemble",
     "elodi": "ELODI",
     "bcwi": "BCWI",
+    "proximal": "proximal",
     "auto": "auto",
     "elodi-legacy": "ELODI with the legacy term",
 }
@@ -34,13 +35,15 @@ def _label(row: VersionRecord) -> str:
 
 
 def method_text(method: str, params: Mapping[str, str]) -> str:
-    """`ELODI (m 4)`, `BCWI (α 0.6)`, `KD`: the method and what sets it apart, from the run's params
-    (`method.m`) and tags (`bcwi.alpha`)."""
+    """`ELODI (m 4)`, `BCWI (α 0.6)`, `proximal (λ 0.001)`, `KD`: the method and what sets it apart,
+    from the run's params (`method.m`, `method.proximal_weight`) and tags (`bcwi.alpha`)."""
     name = METHOD_NAMES.get(method, method)
     if method in ("elodi", "ensemble") and params.get("method.m"):
         return f"{name} (m {params['method.m']})"
     if method == "bcwi" and params.get("bcwi.alpha"):
         return f"{name} (α {params['bcwi.alpha']})"
+    if method == "proximal" and params.get("method.proximal_weight"):
+        return f"{name} (λ {params['method.proximal_weight']})"
     return name
 
 

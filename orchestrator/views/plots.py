@@ -27,6 +27,7 @@ METHOD_COLOURS = {
     "ensemble": "#9467bd",
     "elodi": "#d62728",
     "bcwi": "#ff7f0e",
+    "proximal": "#8c564b",
 }
 MARKERS = "osD^vP*Xph<>"
 

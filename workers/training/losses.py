@@ -10,6 +10,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
 import torch
@@ -234,3 +235,23 @@ def elodi(
     (LDI toward the ensemble, and the old model with `legacy_weight`)."""
     distill = elodi_distillation(student, labels, ensemble, **distillation)
     return (1.0 - alpha) * cross_entropy(student, labels) + alpha * distill
+
+
+def proximal_penalty(params: Sequence[torch.Tensor], anchors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The proximal pull toward the old weights (Kuzborskij & Orabona 2013, "Stability and Hypothesis
+    Transfer Learning", ICML; L2-SP, Li, Grandvalet & Davoine 2018, ICML): ½ Σ_j ‖w_j − w_old,j‖²,
+    summed over every entry of every parameter (not a mean), each w_j paired with its anchor w_old,j
+    by position. A parameter whose shape differs from its anchor's (a classifier head grown by new
+    classes: C′×d against C×d) is pulled on the entries both have, its leading C×d block; the rows
+    the old model never had are free. One whose number of dimensions differs shares no entry and is
+    left out. The objective multiplies it by λ: CE + λ · ½ Σ_j ‖w_j − w_old,j‖². The anchors carry
+    no gradient."""
+    if len(params) != len(anchors):
+        raise ValueError(f"{len(params)} parameters against {len(anchors)} anchors")
+    total = torch.zeros((), device=params[0].device if params else None)
+    for w, anchor in zip(params, anchors, strict=True):
+        if w.dim() != anchor.dim():
+            continue
+        shared = tuple(slice(0, min(a, b)) for a, b in zip(w.shape, anchor.shape, strict=True))
+        total = total + (w[shared].float() - anchor[shared].detach().float()).pow(2).sum()
+    return 0.5 * total

@@ -10,20 +10,25 @@ Every objective has the form (1−α)·CE + α·D(student; references), α = `al
 | `fd-lm`      | Focal Distillation, logit matching  | old          |
 | `dynamic-fd` | Dynamic FD (logit matching or KL)   | old          |
 | `elodi`      | LDI toward the ensemble (+ legacy)  | teacher (+ old) |
+
+`proximal` is CE plus a term on the weights, not on logits: CE + λ·½ Σ‖w − w_old‖², λ =
+`proximal_weight` (`losses.proximal_penalty`); the trainer adds it (`Objective.pull`) with the
+weights its student started from, the old model's (the plan's `init_from`, as BCWI's fine-tuning).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Literal
 
 import torch
 
-from workers.names import OBJECTIVES
+from workers.names import OBJECTIVES, PROXIMAL_WEIGHT
 from workers.training import losses
 
-DEFAULT_ALPHA = {"none": 0.0, "kd": 0.5, "fd-kl": 0.9, "fd-lm": 0.9, "dynamic-fd": 0.9, "elodi": 0.8}
+DEFAULT_ALPHA = {"none": 0.0, "kd": 0.5, "fd-kl": 0.9, "fd-lm": 0.9, "dynamic-fd": 0.9, "elodi": 0.8, "proximal": 0.0}
+NO_DISTILLATION = ("none", "proximal")  # objectives without a distillation term (α ignored)
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class Objective:
     legacy_weight: float | None = None
     ldi_reduction: losses.LdiReduction = "sum"  # LDI per sample: sum over K(x), or mean (the reference code)
     exclude_label: bool = False  # leave the true class out of LDI (the reference code does)
+    proximal_weight: float = PROXIMAL_WEIGHT  # proximal: λ of its pull toward the old weights
 
     def __post_init__(self) -> None:
         if self.method not in OBJECTIVES:
@@ -53,6 +59,8 @@ class Objective:
             raise ValueError(f"alpha must lie in [0, 1], got {self.alpha}")
         if self.k < 1:
             raise ValueError(f"k must be ≥ 1, got {self.k}")
+        if self.proximal_weight < 0:
+            raise ValueError(f"proximal_weight must be ≥ 0, got {self.proximal_weight}")
 
     @property
     def weight(self) -> float:
@@ -62,16 +70,17 @@ class Objective:
     @property
     def references(self) -> tuple[str, ...]:
         """Names of the reference logits this objective needs: `old`, `teacher`."""
-        if self.method == "none":
+        if self.method in NO_DISTILLATION:
             return ()
         if self.method == "elodi":
             return ("teacher", "old") if self.legacy_weight is not None else ("teacher",)
         return ("old",)
 
     def __call__(self, student: torch.Tensor, labels: torch.Tensor, refs: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """(1−α)·CE(s) + α·D(s; refs); plain CE for `none`."""
+        """(1−α)·CE(s) + α·D(s; refs); plain CE for `none` and `proximal` (whose pull is on the
+        weights: `pull`)."""
         ce = losses.cross_entropy(student, labels)
-        if self.method == "none":
+        if self.method in NO_DISTILLATION:
             return ce
         distill = self.distillation(student, labels, refs)
         return (1.0 - self.weight) * ce + self.weight * distill
@@ -83,11 +92,22 @@ class Objective:
         perturbed copy of it (`train.distill_inputs`), s′ the student's logits of the copy, the
         references' logits those of the batch itself (a teacher's view of the clean input, as in
         consistency training: its logits stay cached where they are)."""
-        if self.method == "none":
-            raise ValueError("method 'none' has no distillation term to perturb")
+        if self.method in NO_DISTILLATION:
+            raise ValueError(f"method {self.method!r} has no distillation term to perturb")
         ce = losses.cross_entropy(student, labels)
         distill = 0.5 * (self.distillation(student, labels, refs) + self.distillation(perturbed, labels, refs))
         return (1.0 - self.weight) * ce + self.weight * distill
+
+    @property
+    def pulls(self) -> bool:
+        """Whether the objective has a term on the weights (`proximal`): the trainer then keeps the
+        weights its model starts from and adds `pull` to each step's loss."""
+        return self.method == "proximal"
+
+    def pull(self, params: Sequence[torch.Tensor], anchors: Sequence[torch.Tensor]) -> torch.Tensor:
+        """λ·½ Σ_j ‖w_j − w_old,j‖² (`losses.proximal_penalty`), λ = `proximal_weight`; `anchors`
+        the old weights, in the order of `params`."""
+        return self.proximal_weight * losses.proximal_penalty(params, anchors)
 
     def distillation(
         self, student: torch.Tensor, labels: torch.Tensor, refs: Mapping[str, torch.Tensor]

@@ -8,7 +8,8 @@ SGD (Nesterov) or AdamW with a cosine or step schedule after an optional linear 
 training split is moved to the training device once (uint8); each step takes a batch from the
 epoch's seeded plan (workers/data/batches.py), gathers and augments it on the device (the same view
 goes to the student and to every reference), asks the reference logit sources for that batch one or
-more steps ahead, and minimises the objective — the forward pass under bf16 autocast with
+more steps ahead, and minimises the objective (with `proximal`, plus its pull toward the weights the
+model started from) — the forward pass under bf16 autocast with
 `precision: bf16`, the loss in fp32, through `torch.compile` with `compile`.
 
 `train` steps one model (`OneModel`, a `Stepper`) through `run_epochs` (workers/training/epochs.py:
@@ -76,6 +77,10 @@ class OneModel:
         self.optimizer: torch.optim.Optimizer = make_optimizer(
             self.plain.named_parameters(), config, undecayed_names(self.plain)
         )
+        # proximal: the weights it trains and their values now, before any step or resume: the old
+        # model's, which the plan starts it from (`init_from`), are what its pull holds them to
+        self.pulled = [p for p in self.plain.parameters() if p.requires_grad] if objective.pulls else []
+        self.anchors = [p.detach().clone() for p in self.pulled]
 
     def _view(self, batch: Batch) -> torch.Tensor:
         inputs = self.data.batch(batch)
@@ -106,6 +111,8 @@ class OneModel:
                 loss = self.objective(student, labels, refs)
             else:
                 loss = self.objective.with_perturbed(student, perturbed, labels, refs)
+            if self.pulled:
+                loss = loss + self.objective.pull(self.pulled, self.anchors)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             clipped = no_clip

@@ -10,8 +10,8 @@ to one typed fact or the problems it found, one line each, named by the field th
     data.py           the splits, read (held data) or taken from the opened stream
     stream_support.py what the spec asks of a streamed source that it does not do yet
     old_model.py      the old checkpoint loaded (its architecture, classes, what it reads)
-    old_fit.py        the old model against the data and the method (class count, inputs, bcwi, init: old)
-    auto_candidates.py  method auto: the candidates it trains (bcwi where it can interpolate the old weights)
+    old_fit.py        the old model against the data and the method (class count, inputs, bcwi, proximal, init: old)
+    auto_candidates.py  method auto: the candidates it trains (bcwi, proximal where they can start from the old weights)
     init_file.py      `init`'s weights can be read here
     inputs.py         what the new models read: the tokenizer trained, the images' normalisation
     init_fit.py       `init`'s weights and `train.adapter`'s targets fit the version's model

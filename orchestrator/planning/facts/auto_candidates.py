@@ -1,5 +1,6 @@
-"""`method: auto`: which candidates it trains (pipelines/auto.py), bcwi only where it can interpolate
-the old weights (same architecture and adapter), and what bcwi's model reads (the old model's own)."""
+"""`method: auto`: which candidates it trains (pipelines/auto.py), bcwi and proximal only where they can
+start from the old weights (same architecture and adapter), and what their models read (the old model's
+own)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ def check(found: Found) -> AutoCandidates | Problems | None:
         return None
     why_not = None
     if old.shape.arch != spec.arch:
-        why_not = f"it interpolates weights, and arch {spec.arch!r} is not the old model's ({old.shape.arch!r})"
+        why_not = f"it starts from the old weights, and arch {spec.arch!r} is not the old model's ({old.shape.arch!r})"
     elif old.adapter != adapter_of(spec):
-        why_not = "it interpolates weights, and train.adapter is not the old model's"
+        why_not = "it starts from the old weights, and train.adapter is not the old model's"
     choice = auto_choice(spec.method, why_not)
     if len(choice.candidates) == 1:
         left_out = "; ".join(f"{name}: {why}" for name, why in choice.skipped)

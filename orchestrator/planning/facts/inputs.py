@@ -1,5 +1,5 @@
 """What the version's new models read: its tokenizer (trained here on the train split) or its images'
-normalisation — the old model's own when the new one starts from its weights (bcwi, `init: old`).
+normalisation — the old model's own when the new one starts from its weights (bcwi, proximal, `init: old`).
 `congruent check` settles them only where a later check needs them (init's or the adapter's fit)."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ from __future__ import annotations
 from orchestrator.planning.facts.kinds import Data, Found, InitFile, ModelInputs, OldModel, Problems
 from orchestrator.planning.model_inputs import image_inputs, text_inputs
 from pipelines.spec import SpecError
+from workers.names import STARTS_FROM_OLD
 
 
 def check(found: Found) -> ModelInputs | Problems | None:
     spec, old, data = found.settled, found.get(OldModel), found.get(Data)
-    starts_from_old = spec.method.name == "bcwi" or spec.init == "old"
+    starts_from_old = spec.method.name in STARTS_FROM_OLD or spec.init == "old"
     if old is not None and old.settings is not None and starts_from_old:
         return ModelInputs(old.settings.inputs)  # the old weights keep what they read
     if data is None or found.get(InitFile) is None:

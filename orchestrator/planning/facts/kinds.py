@@ -144,8 +144,8 @@ class InitFit:
 
 @dataclass(frozen=True)
 class AutoCandidates:
-    """`method: auto`: what it trains and leaves out; `bcwi_inputs`: what bcwi's model reads (the
-    old model's inputs: it starts from, and interpolates with, the old weights)."""
+    """`method: auto`: what it trains and leaves out; `bcwi_inputs`: what the models of bcwi and
+    proximal read (the old model's inputs: they start from the old weights)."""
 
     choice: AutoChoice
     bcwi_inputs: InputSpec | None = None

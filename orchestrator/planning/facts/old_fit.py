@@ -1,5 +1,6 @@
 """The old model against the data (class count, what it reads, the images' shape) and against the
-method (bcwi interpolates weights and `init: old` starts from them: same architecture and adapter)."""
+method (bcwi interpolates weights, proximal pulls toward them, and they and `init: old` start from
+them: same architecture and adapter)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from typing import TYPE_CHECKING
 
 from orchestrator.planning.facts.kinds import Data, Found, OldFit, OldModel, OldVersion, Problems, Shape
 from orchestrator.planning.plan import adapter_of
+from workers.names import STARTS_FROM_OLD
+
+# what each method that starts from the old weights (STARTS_FROM_OLD) does with them, as its lines say it
+REUSES = {"bcwi": ("bcwi interpolates", "weights"), "proximal": ("proximal pulls toward", "the old weights")}
 
 if TYPE_CHECKING:
     from workers.data.dataset_splits import DataSplits
@@ -18,12 +23,13 @@ def check(found: Found) -> OldFit | Problems | None:
         return None
     spec = found.settled
     problems = [] if data is None else data_problems(version.written, old.shape, data.splits)
-    reuses = "bcwi interpolates" if spec.method.name == "bcwi" else "init: old starts from"
-    if spec.method.name == "bcwi" and old.shape.arch != spec.arch:
-        problems.append(f"method: bcwi interpolates weights, so arch must equal the old model's ({old.shape.arch!r})")
+    starts = spec.method.name in STARTS_FROM_OLD
+    reuses, what = REUSES[spec.method.name] if starts else ("init: old starts from", "")
+    if starts and old.shape.arch != spec.arch:
+        problems.append(f"method: {reuses} {what}, so arch must equal the old model's ({old.shape.arch!r})")
     if spec.init == "old" and old.shape.arch != spec.arch:
         problems.append(f"init: old starts from the old model's weights, so arch must be {old.shape.arch!r}")
-    if (spec.method.name == "bcwi" or spec.init == "old") and old.adapter != adapter_of(spec):
+    if (starts or spec.init == "old") and old.adapter != adapter_of(spec):
         adapter = "none" if old.adapter is None else old.adapter.summary
         problems.append(
             f"train.adapter: {reuses} the old model's weights, so the adapter must be the old model's ({adapter})"
