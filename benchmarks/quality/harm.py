@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -203,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
     args.results.write_text(json.dumps(results, indent=2))
+    shutil.rmtree(work, ignore_errors=True)  # the units' checkpoints and stores (a failed unit's stay, to read)
     figure = args.results.parent / PLOT.name
     if results["units"]:
         plot(results, figure)

@@ -238,8 +238,8 @@ def report(results: dict[str, Any], plot_link: str = f"../results/{PLOT.name}") 
 
 def plot(results: dict[str, Any], path: Path) -> Path:
     """Per run, the shipped candidate's eval ER change (pt) against its NFR ratio, a colour per set and
-    a marker per architecture; the targets drawn: +0.5 pt, 0.8× and 0.6×. An infinite ratio is drawn
-    at the top edge."""
+    a marker per architecture, a harmful run outlined; the targets drawn: +0.5 pt, 0.8× and 0.6× (and 1×,
+    no treatment's flips). An infinite ratio is drawn at the top edge."""
     from orchestrator.views import plots
 
     plt = plots.pyplot()
@@ -267,6 +267,9 @@ def plot(results: dict[str, Any], path: Path) -> Path:
         axes.scatter([], [], color=plt.cm.tab10(i % 10), marker="o", label=name)
     for i, name in enumerate(archs):
         axes.scatter([], [], color="grey", marker=plots.MARKERS[i % len(plots.MARKERS)], label=name)
+    axes.axhline(1.0, color="grey", linewidth=0.8)
+    changes = [100 * f.er_change for f in figures]
+    axes.set_xlim(min(-1.0, *changes) - 0.2, max(1.0, *changes) + 0.2)
     axes.set_ylim(0, top * 1.05)
     axes.set_xlabel("shipped eval ER − no treatment's (pt)")
     axes.set_ylabel("shipped NFR / no treatment's")
