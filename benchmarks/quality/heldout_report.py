@@ -55,6 +55,15 @@ SETS = {
         "sentences",
         eval_limit=3000,
     ),
+    "spam": HeldoutSet(
+        "SPAM_CSV",
+        "## Method auto on a fourth held-out text set: SpamAssassin's emails",
+        RESULTS_DIR / "heldout-spam-results.json",
+        "SpamAssassin's public mail corpus (2002), each email's subject and text body labelled ham or spam "
+        "(2 classes, {n_eval:,} regression-eval emails, a val split of its own that `train_limit` does not cut), "
+        "installed for benchmarks/quality/harm.py and read by nothing before it",
+        "emails",
+    ),
 }
 
 

@@ -108,9 +108,10 @@ def pipeline_result(
 
 def auto_summary(auto: dict[str, Any]) -> list[dict[str, Any]]:
     """Each of auto's candidates as the registry keeps it: name, val and eval ER and NFR, its val ER
-    change's upper bound, whether the fixed order tested and proved it, seconds, and its val slice
-    over the slice gate where it had one."""
-    keys = ("name", "val_error_rate", "val_nfr", "val_er_upper", "tested", "eligible", "error_rate", "nfr", "seconds")
+    and NFR changes against no treatment with their upper bounds (the report draws them), whether the
+    fixed order tested and proved it, seconds, and its val slice over the slice gate where it had one."""
+    val = ("val_error_rate", "val_nfr", "val_er_change", "val_er_upper", "val_nfr_change", "val_nfr_upper")
+    keys = ("name", *val, "tested", "eligible", "error_rate", "nfr", "seconds")
     over = "val_slice_over"
     return [{k: c[k] for k in keys} | ({over: c[over]} if c.get(over) else {}) for c in auto["candidates"]]
 

@@ -2,7 +2,7 @@
 
 - `nfr_heatmap`: the pairwise NFR matrix of a version chain (registry, report);
 - `er_nfr_scatter`: error rate against NFR (ELODI Fig. 1b style) for Tune trials, the report's
-  evaluated runs and the fidelity benchmark's methods;
+  evaluated runs and auto candidates (their val bounds as bars) and the fidelity benchmark's methods;
 - `per_class_bars`: NFR within each true class (the report's flip explorer).
 Each returns a matplotlib Figure; `save` writes a PNG file, `png_base64` inlines one in a page.
 """
@@ -92,7 +92,9 @@ def nfr_heatmap(names: Sequence[str], matrix: Sequence[Sequence[float | None]], 
 @dataclass(frozen=True)
 class Point:
     """One model on the ER–NFR plane (fractions); `group` is its legend entry, `label` an optional
-    annotation beside it, `er_std` / `nfr_std` error bars (std over seeds)."""
+    annotation beside it, `er_std` / `nfr_std` error bars (std over seeds); `er_interval` /
+    `nfr_interval` an interval (low, high) drawn as a bar at the point's height / abscissa, which need
+    not hold the point (auto's val bounds beside its eval figures)."""
 
     error_rate: float
     nfr: float
@@ -100,6 +102,8 @@ class Point:
     label: str | None = None
     er_std: float = 0.0
     nfr_std: float = 0.0
+    er_interval: tuple[float, float] | None = None
+    nfr_interval: tuple[float, float] | None = None
 
 
 def er_nfr_scatter(
@@ -110,16 +114,22 @@ def er_nfr_scatter(
     highlight: Point | None = None,
     xlabel: str = "error rate (%)",
     ylabel: str = "NFR against the old model (%)",
+    shipped: Sequence[Point] = (),
 ) -> Any:
-    """Error rate (x) against NFR (y) in %, one colour and marker per group, error bars where
-    given; `front` is joined by a dashed line (a Pareto front), `highlight` circled (a pick).
-    Lower left is better."""
+    """Error rate (x) against NFR (y) in %, one colour and marker per group, error bars and
+    intervals where given; `front` is joined by a dashed line (a Pareto front), `highlight` circled
+    (a pick), `shipped` squared (the candidates auto shipped). Lower left is better."""
     plt = pyplot()
     groups = list(dict.fromkeys(p.group for p in points))
     wide = len(groups) > 6
     figure, axes = plt.subplots(figsize=(8.0 if wide else 6.5, 4.6))
     _plot_groups(axes, points, groups, colours or {}, plt.cm.tab10)
     _mark_front_and_pick(axes, front, highlight)
+    if shipped:
+        xs, ys = [100 * p.error_rate for p in shipped], [100 * p.nfr for p in shipped]
+        axes.scatter(xs, ys, s=160, marker="s", facecolors="none", edgecolors="black", label="auto shipped")
+    if any(p.er_interval or p.nfr_interval for p in points):
+        axes.plot([], [], "-|", color="grey", alpha=0.6, label="no treatment + val change … its 95% bound")
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
     axes.set_title(title, fontsize=10)
@@ -145,6 +155,14 @@ def _plot_groups(axes: Any, points: Sequence[Point], groups: list[str], colours:
             alpha=0.85,
             label=group,
         )
+        colour = colours.get(group) or cmap(index % 10)
+        for p in mine:
+            if p.er_interval is not None:
+                low, high = p.er_interval
+                axes.plot([100 * low, 100 * high], [100 * p.nfr] * 2, "-|", color=colour, alpha=0.6, linewidth=1)
+            if p.nfr_interval is not None:
+                low, high = p.nfr_interval
+                axes.plot([100 * p.error_rate] * 2, [100 * low, 100 * high], "-_", color=colour, alpha=0.6, linewidth=1)
     for p in points:
         if p.label:
             axes.annotate(

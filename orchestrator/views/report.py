@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import datetime
 import io
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -72,12 +73,57 @@ def png_thumbnail(image: np.ndarray, scale: int = 3) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def figures(data: ReportData) -> dict[str, str | None]:
-    """The page's figures as base64 PNGs (None: not drawn)."""
+def auto_candidate_points(chain: Sequence[Mapping[str, Any]]) -> tuple[list[plots.Point], list[plots.Point]]:
+    """Every candidate of each version trained with method auto (a chain row's `auto`), at its eval
+    ER and NFR against the version's parent, a legend group per version; its bars: no treatment's
+    eval ER (NFR) plus the candidate's val ER (NFR) change against no treatment, up to the change's
+    one-sided 95% upper bound (the interval auto tested, orchestrator/policy/auto_choice.py). Returns
+    (the candidates' points, the shipped ones')."""
+    points, shipped = [], []
+    for row in chain:
+        auto = row.get("auto")
+        if not auto:
+            continue
+        none: Mapping[str, Any] = next((c for c in auto["candidates"] if c["name"] == "none"), {})
+        for c in auto["candidates"]:
+            if c.get("error_rate") is None or c.get("nfr") is None:
+                continue
+            point = plots.Point(
+                c["error_rate"],
+                c["nfr"],
+                f"v{row['version']} auto candidates",
+                c["name"],
+                er_interval=_shifted(none.get("error_rate"), c.get("val_er_change"), c.get("val_er_upper")),
+                nfr_interval=_shifted(none.get("nfr"), c.get("val_nfr_change"), c.get("val_nfr_upper")),
+            )
+            points.append(point)
+            if c["name"] == auto["chosen"]:
+                shipped.append(point)
+    return points, shipped
+
+
+def _shifted(base: float | None, change: float | None, upper: float | None) -> tuple[float, float] | None:
+    """(base + change, base + upper), floored at 0; None where a figure is missing (no treatment, or
+    a version registered before the changes were kept)."""
+    if base is None or change is None or upper is None:
+        return None
+    return max(0.0, base + change), max(0.0, base + upper)
+
+
+def scatter_points(data: ReportData) -> tuple[list[plots.Point], list[plots.Point]]:
+    """The ER–NFR plot's points: every evaluated run (a colour per method), then every auto
+    candidate of the chain (`auto_candidate_points`); and the shipped candidates, marked."""
     points = [
         plots.Point(p["error_rate"], p["nfr"], p["method"], f"v{p['version']}" if p["version"] else None)
         for p in data.points
     ]
+    candidates, shipped = auto_candidate_points(data.chain)
+    return points + candidates, shipped
+
+
+def figures(data: ReportData) -> dict[str, str | None]:
+    """The page's figures as base64 PNGs (None: not drawn)."""
+    points, shipped = scatter_points(data)
     return {
         "heatmap": plots.png_base64(
             plots.nfr_heatmap(
@@ -87,7 +133,12 @@ def figures(data: ReportData) -> dict[str, str | None]:
         if data.matrix
         else None,
         "scatter": plots.png_base64(
-            plots.er_nfr_scatter(points, f"{data.model}: every evaluated run", colours=plots.METHOD_COLOURS)
+            plots.er_nfr_scatter(
+                points,
+                f"{data.model}: every evaluated run" + (" and auto candidate" if shipped else ""),
+                colours=plots.METHOD_COLOURS,
+                shipped=shipped,
+            )
         ),
         "per_class": plots.png_base64(
             plots.per_class_bars(data.per_class, f"v{data.parent} → v{data.version}: NFR per true class")
@@ -120,5 +171,8 @@ def _template() -> Any:
 def render_html(data: ReportData) -> str:
     """The whole page as one string."""
     return _template().render(
-        data=data, figures=figures(data), generated=datetime.datetime.now().isoformat(timespec="seconds")
+        data=data,
+        figures=figures(data),
+        candidates=len(auto_candidate_points(data.chain)[0]),
+        generated=datetime.datetime.now().isoformat(timespec="seconds"),
     )

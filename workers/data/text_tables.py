@@ -31,6 +31,9 @@ FRIENDS_CSV = TEXT_SETS_DIR / "friends" / "friends.csv"
 # 55,489 sentences of State of the Union addresses, by the president's party: the third held-out set,
 # written by `make heldout-data` only (benchmarks/quality/heldout.py --set sotu)
 SOTU_CSV = TEXT_SETS_DIR / "sotu" / "sotu.csv"
+# 5,910 emails of SpamAssassin's public corpus, ham or spam: the held-out set of benchmarks/quality/harm.py
+# that nothing read before it, written by `make heldout-data` only
+SPAM_CSV = TEXT_SETS_DIR / "spam" / "spam.csv"
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
