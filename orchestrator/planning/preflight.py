@@ -151,8 +151,8 @@ def fold_line(auto: AutoCandidates) -> str:
     )
     return (
         f"auto cross-fits {', '.join(names)} on {k} folds of train ∪ val ({auto.folds.labelled:,} labelled "
-        f"samples){when}: {k * len(names)} more trainings, each on {k - 1}/{k} of them (about {k}× those "
-        "candidates' training time), and tests them on every labelled sample"
+        f"samples){when}: {k * len(names)} more trainings, each on {k - 1}/{k} of them (about {k - 1}× those "
+        "candidates' training time), and tests them on every labelled sample the old model never trained on"
     )
 
 
