@@ -99,13 +99,13 @@ class MethodSpec(_Strict):
 
     cross_fit: Literal["auto", "off"] | int = Field(
         "auto",
-        description="auto: test the candidates that train once (none, kd, fd-lm, bcwi, proximal) on K folds of "
-        "train ∪ val "
-        "instead of the val split alone: each trains K more times, on the other folds, the old model fixed, and "
-        "every labelled sample is predicted once by a model that never trained on it (bounds widened for the "
-        "folds' overlap: Nadeau & Bengio 2003); rows the old model trained on are not counted. K (≥ 2), off, or "
-        "auto: 2 folds when no treatment's training took at most 2 minutes (measured in the run), else off; a "
-        "streamed source is never cross-fitted",
+        description="auto: test the candidates that train once (none, kd, fd-lm, bcwi, proximal) on J of the K = "
+        "1/data.val_fraction folds of train ∪ val besides the val split: each trains J more times, fold k on the "
+        "other folds (as many samples as the shipped model), the old model fixed, and each sample of the J folds "
+        "is predicted by a model that never trained on it (bounds widened for the folds' overlap: Nadeau & "
+        "Bengio 2003); rows the old model trained on are not counted. J (≥ 2), off, or auto: 3 when no "
+        "treatment's training took at most 2 minutes (measured in the run), else off; a streamed source is "
+        "never cross-fitted",
     )
 
     @field_validator("cross_fit")

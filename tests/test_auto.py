@@ -79,7 +79,8 @@ def test_the_candidates_table_gives_each_change_with_its_bound_what_failed_and_t
     }
     text = candidates_table(AutoRecord("kd", 0.003, [none, kd], [], cross_fit=folds))
     assert (
-        "cross-fitted on 5 folds: 8,000 labelled samples" in text and "design effect 2.25; 10 trainings, 42 s" in text
+        "cross-fitted: 8,000 labelled samples the old model never trained on, in 5 folds" in text
+        and "design effect 2.25; 10 trainings, 42 s" in text
     )
     assert "kd -1.25 pt (-0.50 on the 800 val rows)" in text
 
@@ -236,9 +237,9 @@ def test_cross_fitting_counts_every_labelled_sample_the_old_version_never_traine
     ray_cluster, fashion_mnist, spec_document, tmp_path, capsys
 ):
     """v1 registered on 500 images; v2 auto with cross_fit 2: no treatment, kd and bcwi train twice more,
-    each fold on the other's samples (at most train_limit of them); every sample of train ∪ val but
-    v1's 500 is counted once, against that fold's no treatment (v1's rows leak its answers into kd and
-    bcwi), the bounds widened by the design effect 1 + 2/1; the check says what it trains."""
+    on 2 of the 10 folds (each on the other folds, as many samples as v2's train split); the two folds'
+    samples but v1's are counted once, against that fold's no treatment (v1's rows leak its answers
+    into kd and bcwi), the bounds widened by the design effect 1 + 2/9; the check says what it trains."""
     from orchestrator.policy.auto_choice import PairedCounts
 
     v1 = spec_document(model="auto-folds", version="v1", data={"train_limit": 500, "eval_limit": 400})
@@ -254,16 +255,18 @@ def test_cross_fitting_counts_every_labelled_sample_the_old_version_never_traine
     assert main(["check", str(tmp_path / "folds.yaml")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("auto cross-fits"))
     labelled = int(re.search(r"\(([\d,]+) labelled", line)[1].replace(",", ""))
-    assert line.startswith("auto cross-fits none, kd, bcwi on 2 folds") and "6 more trainings" in line
+    assert line.startswith("auto cross-fits none, kd, bcwi on 2 of 10 folds") and "6 more trainings" in line
 
     auto = run_update(document, tmp_path / "run").auto
     folds = auto["cross_fit"]
-    assert (folds["folds"], folds["trainings"], folds["design_effect"]) == (2, 6, 3.0)
-    assert folds["counted"] == "labelled samples the old model never trained on, in 2 folds"
+    assert (folds["folds"], folds["of"], folds["trainings"]) == (2, 10, 6)
+    assert folds["design_effect"] == pytest.approx(1 + 2 / 9)
+    assert folds["counted"] == "labelled samples the old model never trained on, in 2 of 10 folds"
     assert_the_fixed_order_chose(auto)
     for c in auto["candidates"][1:]:
         counts = PairedCounts(**folds["counts"][c["name"]])
-        assert counts.n == labelled - 500 and c["evidence"] == folds["counted"]
+        assert 0.2 * (labelled - 500) * 0.8 < counts.n < 0.2 * labelled * 1.2  # 2 of 10 folds, v1's rows left out
+        assert c["evidence"] == folds["counted"]
         assert c["val_er_upper"] == pytest.approx(counts.er_change_upper(0.95))
         naive = PairedCounts(**{**folds["counts"][c["name"]], "design_effect": 1})
         assert c["val_er_upper"] > naive.er_change_upper(0.95)

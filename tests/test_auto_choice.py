@@ -51,9 +51,12 @@ def test_a_candidate_inside_the_bound_on_its_point_estimate_but_not_on_its_upper
 
 def test_the_same_candidate_pooled_over_five_cross_fitted_folds_is_proven_and_ships():
     """The same rates on five times the samples (train ∪ val in 5 folds), discounted by the corrected
-    resampled design effect (2.25 at K = 5): the bound falls to +0.26 pt and kd ships."""
-    assert corrected_resampled_effect(5) == pytest.approx(2.25)
-    pooled = PairedCounts(21750, 250, 250, 21750, 200, 400, 50, 250, corrected_resampled_effect(5))
+    resampled design effect (2.25 for 5 of 5 folds): the bound falls to +0.26 pt and kd ships."""
+    assert corrected_resampled_effect(5, 5) == pytest.approx(2.25)
+    assert corrected_resampled_effect(3, 10) == pytest.approx(1 + 3 / 9)
+    with pytest.raises(ValueError, match="1 to K"):
+        corrected_resampled_effect(11, 10)
+    pooled = PairedCounts(21750, 250, 250, 21750, 200, 400, 50, 250, corrected_resampled_effect(5, 5))
     tests = fixed_sequence([("kd", pooled, None)], LIMIT, LEVEL)
     assert tests[0].passed and tests[0].er_upper == pytest.approx(0.00255, abs=5e-5)
     assert choose(tests) == "kd"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workers.data.dataset_splits import DataSplits
-from workers.data.folds import cross_fold, fold_of
+from workers.data.folds import cross_fold, fold_count, fold_of
 from workers.data.text import TextSet
 
 
@@ -31,15 +31,19 @@ def test_each_fold_trains_on_the_others_and_is_predicted_once():
     seen = []
     for k in range(3):
         fold = cross_fold(splits, k, 3)
-        assert len(fold.train) + len(fold.val) == 300
+        assert len(fold.train) == min(200, 300 - len(fold.val))  # the others, at most train's size
         assert not set(fold.train.texts) & set(fold.val.texts)
         assert fold.eval is splits.eval
         seen += list(fold.val.texts)
     assert sorted(seen) == sorted(splits.train.texts + splits.val.texts)
 
 
-def test_with_a_train_limit_a_fold_trains_on_as_many_samples_as_the_shipped_model():
+def test_a_fold_trains_on_as_many_samples_as_the_shipped_model():
+    """K = 1/val_fraction folds: a fold's training split is then as large as the train split; with fewer
+    folds it is capped at that size (the samples `train_limit`'s rank keeps)."""
+    assert fold_count(0.1) == 10 and fold_count(0.25) == 4 and fold_count(0.9) == 2
     splits = DataSplits(texts(200, 0), texts(100, 200), texts(50, 300), "fp", "src", "all")
-    fold = cross_fold(splits, 0, 3, train_limit=120)
-    assert len(fold.train) == 120 and len(fold.val) == len(cross_fold(splits, 0, 3).val)
-    assert set(fold.train.texts) <= set(cross_fold(splits, 0, 3).train.texts)
+    fold = cross_fold(splits, 0, 2)
+    assert len(fold.train) == 300 - len(fold.val) < 200  # two folds: each trains on the other, fewer than train
+    capped = cross_fold(splits, 0, 20)  # 285 or so outside the fold: capped at train's 200
+    assert len(capped.train) == 200

@@ -89,13 +89,13 @@ def paired_increase_upper(worse: float, better: float, n: float, confidence: flo
     return high
 
 
-def corrected_resampled_effect(folds: int) -> float:
-    """The design effect of counts pooled over `folds` cross-fitted folds, each predicted by a model
-    trained on the others (the corrected resampled t-test, Nadeau & Bengio 2003, Mach. Learn. 52:239):
-    the variance of a mean over J train/test splits is (1/J + n_test/n_train)·σ², not σ²/J; with
-    K folds J = K and n_test/n_train = 1/(K − 1), so the variance is 1 + K/(K − 1) times the naive
-    one (2.25 at K = 5). The training sets overlap, so the folds' models err alike, and pooled counts
-    hold less information than as many independent samples would."""
-    if folds < 2:
-        raise ValueError(f"cross-fitting needs at least 2 folds, not {folds}")
-    return 1.0 + folds / (folds - 1)
+def corrected_resampled_effect(trained: int, folds: int) -> float:
+    """The design effect of counts pooled over `trained` of `folds` cross-fitted folds, each predicted
+    by a model trained on the other folds (the corrected resampled t-test, Nadeau & Bengio 2003,
+    Mach. Learn. 52:239): the variance of a mean over J train/test splits is (1/J + n_test/n_train)·σ²,
+    not σ²/J; with J of K folds n_test/n_train = 1/(K − 1), so the variance is 1 + J/(K − 1) times the
+    naive one (2.25 for 5 of 5 folds, 1.33 for 3 of 10). The training sets overlap, so the folds'
+    models err alike, and pooled counts hold less information than as many independent samples."""
+    if not 2 <= folds or not 1 <= trained <= folds:
+        raise ValueError(f"cross-fitting trains 1 to K of K ≥ 2 folds, not {trained} of {folds}")
+    return 1.0 + trained / (folds - 1)

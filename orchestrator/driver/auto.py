@@ -126,16 +126,17 @@ def gather_evidence(
     assert plan.auto is not None
     where = {c.name: "val samples" for c in trained.scores}
     names = [c.name for c in plan.auto.candidates if c.name in CROSS_FIT_CANDIDATES]
-    folds, why = folds_for(plan, trained.records["none"].seconds)
+    folds, of, why = folds_for(plan, trained.records["none"].seconds)
     if not folds or len(names) < 2:
         watch.say(f"auto: testing on the val split ({why if not folds else 'no candidate cross-fitting trains'})")
         return where, None
-    watch.say(f"auto: cross-fitting {', '.join(names)} on {folds} folds of train ∪ val ({why})")
-    evidence = cross_fit(plan, folds, names, val.ids, watch)
+    watch.say(f"auto: cross-fitting {', '.join(names)} on {folds} of {of} folds of train ∪ val ({why})")
+    evidence = cross_fit(plan, folds, of, names, val.ids, watch)
     counts.update(evidence.pooled)
     where.update({name: evidence.counted for name in names})
     record = {
         "folds": folds,
+        "of": of,
         "why": why,
         "trainings": evidence.trainings,
         "seconds": evidence.seconds,

@@ -33,23 +33,24 @@ from orchestrator.execution.stages import run_bcwi, train_students
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, data_request
 from orchestrator.policy.auto_choice import PairedCounts
-from pipelines.auto import CROSS_FIT_AUTO_SECONDS, CROSS_FIT_FOLDS
+from pipelines.auto import CROSS_FIT_AUTO_SECONDS
 from workers.confidence import corrected_resampled_effect
 from workers.tasks.records import BcwiRecord, TrainJob, TrainRecord
 
 
-def folds_for(plan: Plan, none_seconds: float) -> tuple[int, str]:
-    """(K, why) for the spec's `cross_fit` as planning settled it (`plan.cross_fit`, 0: off; planning
-    turns auto off for a streamed source or a class with fewer than K labelled samples): auto
-    cross-fits when no treatment's training took ≤ CROSS_FIT_AUTO_SECONDS."""
-    setting, folds = plan.spec.method.cross_fit, plan.cross_fit
-    if not folds:
-        return 0, "cross_fit off" if setting == "off" else f"the labelled samples do not fit {CROSS_FIT_FOLDS} folds"
+def folds_for(plan: Plan, none_seconds: float) -> tuple[int, int, str]:
+    """(J, K, why) for the spec's `cross_fit` as planning settled it (`plan.cross_fit`, J 0: off;
+    planning turns auto off for a streamed source or a class with fewer than J labelled samples):
+    auto cross-fits when no treatment's training took ≤ CROSS_FIT_AUTO_SECONDS."""
+    setting, (trained, folds) = plan.spec.method.cross_fit, plan.cross_fit
+    if not trained:
+        return 0, 0, "cross_fit off" if setting == "off" else "the labelled samples do not fit the folds"
     if setting != "auto":
-        return folds, f"cross_fit {folds}"
+        return trained, folds, f"cross_fit {trained}"
     if none_seconds > CROSS_FIT_AUTO_SECONDS:
-        return 0, f"no treatment trained in {none_seconds:.0f} s > {CROSS_FIT_AUTO_SECONDS:.0f} s: not cross-fitted"
-    return folds, f"no treatment trained in {none_seconds:.0f} s ≤ {CROSS_FIT_AUTO_SECONDS:.0f} s"
+        why = f"no treatment trained in {none_seconds:.0f} s > {CROSS_FIT_AUTO_SECONDS:.0f} s: not cross-fitted"
+        return 0, 0, why
+    return trained, folds, f"no treatment trained in {none_seconds:.0f} s ≤ {CROSS_FIT_AUTO_SECONDS:.0f} s"
 
 
 def fold_plan(plan: Plan, fold: int, folds: int) -> Plan:
@@ -148,14 +149,17 @@ class CountedRows:
         return "labelled samples the old model never trained on"
 
 
-def cross_fit(plan: Plan, folds: int, names: Sequence[str], val_ids: np.ndarray, watch: StageWatch) -> FoldEvidence:
-    """Train, predict and count every fold (module docstring): every candidate of `names` on every
-    fold submitted at once (side by side as the CPUs allow), then each fold's bcwi α and counts;
-    the pooled counts carry the design effect of `folds` folds. `val_ids`: the val split's."""
+def cross_fit(
+    plan: Plan, trained_folds: int, folds: int, names: Sequence[str], val_ids: np.ndarray, watch: StageWatch
+) -> FoldEvidence:
+    """Train, predict and count the first `trained_folds` of `folds` folds (module docstring): every
+    candidate of `names` on each, submitted at once (side by side as the CPUs allow), then each
+    fold's bcwi α and counts; the pooled counts carry the design effect of J of K folds. `val_ids`:
+    the val split's."""
     started = time.perf_counter()
     limit = plan.spec.method.max_er_increase
     rows = CountedRows(val_ids, old_training_ids(plan))
-    cut = [fold_of_plan(plan, k, folds, names) for k in range(folds)]
+    cut = [fold_of_plan(plan, k, folds, names) for k in range(trained_folds)]
     records = iter(train_students(plan, watch, None, [job for fold in cut for job in fold.jobs]))
     pooled: dict[str, PairedCounts] = {}
     on_val: dict[str, PairedCounts] = {}
@@ -169,8 +173,9 @@ def cross_fit(plan: Plan, folds: int, names: Sequence[str], val_ids: np.ndarray,
         for name in trained:
             pooled[name] = every[name] if name not in pooled else pooled[name] + every[name]
             on_val[name] = proper[name] if name not in on_val else on_val[name] + proper[name]
-        watch.say(f"auto: fold {k + 1}/{folds} counted ({', '.join(trained)})")
-    effect = corrected_resampled_effect(folds)
+        watch.say(f"auto: fold {k + 1} of {trained_folds} counted ({', '.join(trained)})")
+    effect = corrected_resampled_effect(trained_folds, folds)
     pooled = {name: dataclasses.replace(c, design_effect=effect) for name, c in pooled.items()}
     seconds = time.perf_counter() - started
-    return FoldEvidence(folds, pooled, on_val, folds * len(cut[0].plans), seconds, f"{rows.words}, in {folds} folds")
+    counted = f"{rows.words}, in {trained_folds} of {folds} folds"
+    return FoldEvidence(trained_folds, pooled, on_val, trained_folds * len(cut[0].plans), seconds, counted)

@@ -183,7 +183,7 @@ class Plan:
     old: PlannedOld = field(default_factory=PlannedOld)
     start: ModelStart = field(default_factory=ModelStart)
     auto: AutoChoice | None = None  # method auto: the candidates it trains
-    cross_fit: int = 0  # method auto: the folds it may cross-fit on (0: none; cross_fit auto decides in the run)
+    cross_fit: tuple[int, int] = (0, 0)  # method auto: (J, K), the J of K folds it may train ((0, 0): none)
 
     @property
     def method(self) -> str:
@@ -195,7 +195,7 @@ class Plan:
         weights, reading what the old model reads."""
         start = replace(self.start, inputs=self.old.inputs) if candidate.name in STARTS_FROM_OLD else self.start
         spec = self.spec.model_copy(update={"method": candidate.method})
-        return replace(self, spec=spec, start=start, auto=None, cross_fit=0)
+        return replace(self, spec=spec, start=start, auto=None, cross_fit=(0, 0))
 
     @property
     def objective(self) -> Objective:

@@ -136,23 +136,24 @@ def plan_of(found: Found) -> Plan:
             directory_digest(spec.arch.removeprefix(HF_PREFIX)) if is_hf(spec.arch) else None,
         ),
         None if auto is None else auto.choice,
-        0 if auto is None or auto.folds is None else auto.folds.folds,
+        (0, 0) if auto is None or auto.folds is None else (auto.folds.trained, auto.folds.folds),
     )
 
 
 def fold_line(auto: AutoCandidates) -> str:
     """What cross-fitting will train (`method.cross_fit`), and what it costs."""
     assert auto.folds is not None
-    k, names = auto.folds.folds, [c.name for c in auto.choice.candidates if c.name in CROSS_FIT_CANDIDATES]
+    j, k = auto.folds.trained, auto.folds.folds
+    names = [c.name for c in auto.choice.candidates if c.name in CROSS_FIT_CANDIDATES]
     when = (
         f" when no treatment trains in ≤ {CROSS_FIT_AUTO_SECONDS:.0f} s (cross_fit auto)"
         if auto.folds.conditional
         else ""
     )
     return (
-        f"auto cross-fits {', '.join(names)} on {k} folds of train ∪ val ({auto.folds.labelled:,} labelled "
-        f"samples){when}: {k * len(names)} more trainings, each on {k - 1}/{k} of them (about {k - 1}× those "
-        "candidates' training time), and tests them on every labelled sample the old model never trained on"
+        f"auto cross-fits {', '.join(names)} on {j} of {k} folds of train ∪ val ({auto.folds.labelled:,} labelled "
+        f"samples){when}: {j * len(names)} more trainings, each on the other folds (as many samples as the "
+        f"shipped model), and tests them on the {j} folds' samples the old model never trained on"
     )
 
 

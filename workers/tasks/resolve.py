@@ -36,7 +36,7 @@ def cached_splits(request: DataRequest) -> DataSplits:
     if streamed is not None:
         return DataSplits(streamed.train, streamed.val, streamed.eval, streamed.fingerprint, streamed.source, "all")
     if request.fold is not None:  # a cross-fitting fold of the request's own splits (loaded once per process)
-        return cross_fold(cached_splits(replace(request, fold=None)), *request.fold, request.train_limit)
+        return cross_fold(cached_splits(replace(request, fold=None)), *request.fold)
     splits = load_splits(**{f.name: getattr(request, f.name) for f in fields(request) if f.name not in STREAM_FIELDS})
     return splits if request.protected is None else with_protected(splits, request.protected)
 

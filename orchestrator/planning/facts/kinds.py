@@ -154,9 +154,11 @@ class AutoCandidates:
 
 @dataclass(frozen=True)
 class FoldPlan:
-    """auto's cross-fitting as planned: K folds of `labelled` samples (train ∪ val); `conditional`:
-    cross_fit auto, which cross-fits only when no treatment trains fast enough (auto_folds.py)."""
+    """auto's cross-fitting as planned: `trained` of `folds` folds of `labelled` samples (train ∪ val);
+    `conditional`: cross_fit auto, which cross-fits only when no treatment trains fast enough
+    (auto_folds.py)."""
 
+    trained: int
     folds: int
     conditional: bool
     labelled: int
