@@ -1,5 +1,5 @@
 """What `method: auto` trains: no treatment (the ER every candidate is held to) and the treatments
-of `method.candidates` that apply and fit `method.budget`, cheapest first. Each candidate is the
+of `method.candidates` that apply and fit `method.budget`, in their order (the order auto tests them in). Each candidate is the
 spec's own method section with its name set, so a candidate trains exactly as a spec naming that
 method would. No torch import: `congruent check` prints this list before anything runs.
 
@@ -79,7 +79,7 @@ def candidate_method(method: MethodSpec, name: str) -> MethodSpec:
 
 
 def auto_choice(method: MethodSpec, old_weights_fit: str | None = None) -> AutoChoice:
-    """The candidates of an auto method section, cheapest first, while they fit its budget.
+    """The candidates of an auto method section, in their order, while they fit its budget.
     `old_weights_fit`: None when the candidates that start from the old weights (bcwi, proximal)
     can (same architecture and adapter), else why not."""
     budget = method.budget

@@ -85,7 +85,7 @@ class MethodSpec(_Strict):
         None,
         ge=2,
         description="auto: the most trainings it runs (each a full training of `arch`, a replica one each); "
-        "candidates are taken cheapest first while they fit: no treatment, kd, fd-lm, bcwi and proximal 1 each, "
+        "candidates are taken in their order while they fit: no treatment, proximal, bcwi, kd and fd-lm 1 each, "
         "elodi-legacy m + 1 (its replicas), elodi 1 more. null: every candidate",
     )
     max_er_increase: float = Field(

@@ -85,15 +85,15 @@ def test_the_candidates_table_gives_each_change_with_its_bound_what_failed_and_t
     assert "kd -1.25 pt (-0.50 on the 800 val rows)" in text
 
 
-def test_auto_takes_candidates_cheapest_first_while_they_fit_the_budget():
+def test_auto_takes_candidates_in_their_order_while_they_fit_the_budget():
     method = parse_spec({**AUTO, "method": {"name": "auto", "m": 4}}).method
     every = auto_choice(method)
     assert [(c.name, c.trainings) for c in every.candidates] == [
         ("none", 1),
+        ("proximal", 1),
+        ("bcwi", 1),
         ("kd", 1),
         ("fd-lm", 1),
-        ("bcwi", 1),
-        ("proximal", 1),
         ("elodi-legacy", 5),
         ("elodi", 1),
     ]
@@ -120,7 +120,7 @@ def test_a_candidate_trains_as_a_spec_naming_its_method_would():
 
     spec = parse_spec({**AUTO, "method": {"name": "auto", "m": 2, "k": 3}})
     plan = Plan(spec, DataRequest(), PlannedSplits("key", "fp", 10), auto=auto_choice(spec.method))
-    kd = plan.candidate(plan.auto.candidates[1])
+    kd = plan.candidate(next(c for c in plan.auto.candidates if c.name == "kd"))
     assert kd.spec.spec_hash == parse_spec({**AUTO, "method": {"name": "kd", "m": 2, "k": 3}}).spec_hash
     assert kd.auto is None and kd.method == "kd"
 
@@ -168,7 +168,7 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     (tmp_path / "auto.yaml").write_text(json.dumps(document))
     assert main(["check", str(tmp_path / "auto.yaml")]) == 0
     checked = capsys.readouterr().out
-    line = "auto trains none (1), kd (1), fd-lm (1), bcwi (1), proximal (1), elodi-legacy (3), elodi (1): 9 trainings"
+    line = "auto trains none (1), proximal (1), bcwi (1), kd (1), fd-lm (1), elodi-legacy (3), elodi (1): 9 trainings"
     assert line in checked
     grain = re.search(r"the val split's ([\d,]+) samples: one flip or error there is ([\d.]+) pt", checked)
     assert grain and float(grain[2]) == pytest.approx(100 / int(grain[1].replace(",", "")), rel=0.05)
@@ -181,7 +181,7 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     held = auto["bcwi"]["held_out"]
     assert bcwi["val_error_rate"] == pytest.approx(held["error_rate"])
     assert any(row["alpha"] == auto["bcwi"]["alpha"] for row in auto["bcwi"]["sweep"])  # shipped: α on all of val
-    assert names == ["none", "kd", "fd-lm", "bcwi", "proximal", "elodi-legacy", "elodi"]
+    assert names == ["none", "proximal", "bcwi", "kd", "fd-lm", "elodi-legacy", "elodi"]
     assert len(result.replicas) == 2  # once, for both elodi candidates
     assert_the_fixed_order_chose(auto)
     chosen = next(c for c in auto["candidates"] if c["name"] == auto["chosen"])

@@ -181,7 +181,7 @@ def test_the_text_demo_registers_its_versions_and_reports_flipped_tweets(tmp_pat
 
 def test_the_demo_specs_are_the_settings_docs_benchmarks_records():
     """The image demo: v1 mlp-small on 8,000 images of its half, v2 mlp auto at α 0.3 on 8,000 of all;
-    the text demo: v1 on half the tweets, v2 auto over kd, fd-lm, bcwi held to no treatment's val ER."""
+    the text demo: v1 on half the tweets, v2 auto over proximal, bcwi and kd at auto's own bound."""
     from pathlib import Path
 
     from orchestrator.driver.demo import DemoSettings, demo_specs, v1_half
@@ -193,6 +193,6 @@ def test_the_demo_specs_are_the_settings_docs_benchmarks_records():
     assert v2.method.name == "auto" and v2.method.alpha == 0.3 and v2.method.max_er_increase == 0.003
     t1, t2 = (parse_spec(d) for d in demo_specs(DemoSettings(Path("/tmp/demo"), text=True, train_limit=None)))
     assert (t1.data.subset, t1.data.train_limit, t2.data.train_limit) == ("half-samples", None, None)
-    assert t2.method.candidates == ("kd", "fd-lm", "bcwi") and t2.method.max_er_increase == -0.002
+    assert t2.method.candidates == ("proximal", "bcwi", "kd") and t2.method.max_er_increase == 0.003
     assert t1.arch == t2.arch == "text-bag"  # bcwi applies
     assert v1_half({"train_limit": 1500}) == {"train_limit": 750}

@@ -207,7 +207,7 @@ def test_auto_fields_reach_its_candidates_and_its_choice():
 
     every = trained()
     assert trained(candidates=["kd"]) == ["none", "kd"] != every
-    assert trained(budget=4) == ["none", "kd", "fd-lm", "bcwi"] != every
+    assert trained(budget=4) == ["none", "proximal", "bcwi", "kd"] != every
     kd = PairedCounts(4350, 50, 50, 4350, 40, 80, 10, 50)  # ER change 0, its 95% bound +0.38 pt
 
     def ships(limit):

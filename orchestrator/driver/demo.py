@@ -39,9 +39,10 @@ TEXT_MODEL = "congruent-demo-text"
 IMAGE_EPOCHS = 20  # v2's trainings in the image demo (v1: half as many)
 IMAGE_TRAIN_LIMIT = 8000  # the image demo's training images (v1: about half of them)
 TEXT_TRAIN_LIMIT = None  # the text demo's training tweets: all 27,280 (v1: half of them)
-# the text demo's candidates: the elodi ones took 4× as long (in process, 4 teachers and v1 per batch) and
-# flipped more than bcwi in the probe (0.85× and 0.98× no treatment's, bcwi 0.53×; docs/benchmarks/index.md)
-TEXT_CANDIDATES = ["kd", "fd-lm", "bcwi"]
+# the text demo's candidates, in auto's default order: the elodi ones took 4× as long (in process, 4 teachers
+# and v1 per batch) and flipped more than bcwi in the probe (0.85× and 0.98× no treatment's, bcwi 0.53×;
+# docs/benchmarks/index.md); fd-lm cost the most ER (+1.5 pt on val, seed 0) and never shipped
+TEXT_CANDIDATES = ["proximal", "bcwi", "kd"]
 
 
 @dataclass(frozen=True)
