@@ -167,6 +167,13 @@ CASES = [
         ),
     ),
     BadInput(
+        "auto-more-folds-than-the-data-is-cut-into",
+        "method.cross_fit: 11 folds, but train ∪ val is cut into 10 (1 / data.val_fraction): at most 10",
+        _run_spec(
+            "auto-folds", lambda folder, a: _with(method={"name": "auto", "cross_fit": 11}, old=a.old_checkpoint)
+        ),
+    ),
+    BadInput(
         "distill-inputs-on-images",
         "train.distill_inputs: token-dropout perturbs text; the data is images",
         _run_spec("perturb-images", _with(method={"name": "kd"}, old="x.pt", train__distill_inputs={"rate": 0.1})),

@@ -47,3 +47,22 @@ def test_a_fold_trains_on_as_many_samples_as_the_shipped_model():
     assert len(fold.train) == 300 - len(fold.val) < 200  # two folds: each trains on the other, fewer than train
     capped = cross_fold(splits, 0, 20)  # 285 or so outside the fold: capped at train's 200
     assert len(capped.train) == 200
+
+
+def test_the_check_refuses_folds_a_class_or_a_streamed_source_cannot_give():
+    """More folds than the smallest class has labelled samples, or any folds of a streamed source: one
+    line each; cross_fit auto is then off instead."""
+    from types import SimpleNamespace
+
+    from orchestrator.planning.facts.auto_candidates import fold_problem
+    from orchestrator.planning.facts.kinds import Data, FoldPlan
+
+    rare = TextSet(tuple(f"t{i}" for i in range(23)), torch.tensor([0] * 20 + [1] * 3), ("a", "b"))
+    held = Data(DataSplits(rare.take(slice(0, 20)), rare.take(slice(20, 23)), texts(5, 100), "fp", "src", "all"))
+    assert fold_problem(3, held, 0.1) == FoldPlan(3, 10, False, 23)
+    assert fold_problem(4, held, 0.1) == "4 folds, but class 1 has 3 labelled samples in train ∪ val: at most 3 folds"
+    assert fold_problem("auto", held, 0.1) == FoldPlan(3, 10, True, 23)
+    assert fold_problem("off", held, 0.1) is None
+    streamed = Data(SimpleNamespace(train=object(), val=object(), num_classes=2))
+    assert fold_problem(2, streamed, 0.1) == "2 folds need a held source: a streamed one is read once, in order"
+    assert fold_problem("auto", streamed, 0.1) is None
