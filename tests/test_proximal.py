@@ -119,7 +119,7 @@ def test_auto_s_proximal_candidate_trains_as_a_proximal_spec_would_and_the_other
     plan = Plan(spec, DataRequest(), PlannedSplits("key", "fp", 10), auto=auto_choice(spec.method))
     plan = replace(plan, old=PlannedOld(inputs=old_inputs))
     by_name = {c.name: c for c in plan.auto.candidates}
-    assert [c.name for c in plan.auto.candidates].index("proximal") == 4  # right after bcwi
+    assert [c.name for c in plan.auto.candidates].index("proximal") == 1  # first: the least aggressive
     proximal, kd = plan.candidate(by_name["proximal"]), plan.candidate(by_name["kd"])
     assert (
         proximal.spec.spec_hash
