@@ -67,22 +67,15 @@ def test_the_candidates_table_gives_each_change_with_its_bound_what_failed_and_t
     assert "no candidate proven, no treatment ships: kd came closest: …" in text
     assert "cross-fitted" not in text
     pooled = {
-        "none": PairedCounts(8000, 0, 0, 8000, 400, 400, 0, 0),
-        "kd": PairedCounts(8000, 90, 80, 8000, 300, 400, 20, 120),
+        "none": PairedCounts(4000, 0, 0, 4000, 200, 200, 0, 0),
+        "kd": PairedCounts(4000, 45, 40, 4000, 150, 200, 10, 60),
     }
-    on_val = {"none": PairedCounts(800, 0, 0, 800, 40, 40, 0, 0), "kd": PairedCounts(800, 9, 8, 800, 36, 40, 2, 6)}
-    folds = {"folds": 5, "design_effect": 2.25, "trainings": 10, "seconds": 42.0}
-    folds["counted"] = "labelled samples the old model never trained on, in 5 folds"
-    folds |= {
-        "counts": {k: asdict(v) for k, v in pooled.items()},
-        "on_val_rows": {k: asdict(v) for k, v in on_val.items()},
-    }
+    folds = {"folds": 3, "of": 10, "design_effect": 4 / 3, "trainings": 6, "seconds": 42.0}
+    folds["counts"] = {k: asdict(v) for k, v in pooled.items()}
     text = candidates_table(AutoRecord("kd", 0.003, [none, kd], [], cross_fit=folds))
-    assert (
-        "cross-fitted: 8,000 labelled samples the old model never trained on, in 5 folds" in text
-        and "design effect 2.25; 10 trainings, 42 s" in text
-    )
-    assert "kd -1.25 pt (-0.50 on the 800 val rows)" in text
+    assert "cross-fitted: 4,000 train samples the old model never trained on, in 3 of 10 folds" in text
+    assert "(design effect 1.33; 6 trainings, 42 s), pooled with val" in text
+    assert "on the folds, against no treatment: kd ER +0.12 pt, NFR -1.25 pt" in text
 
 
 def test_auto_takes_candidates_in_their_order_while_they_fit_the_budget():
@@ -233,13 +226,14 @@ def test_auto_with_teachers_in_process_trains_its_candidates_side_by_side(
     assert not result.replicas
 
 
-def test_cross_fitting_counts_every_labelled_sample_the_old_version_never_trained_on(
+def test_cross_fitting_adds_the_train_samples_the_old_version_never_trained_on(
     ray_cluster, fashion_mnist, spec_document, tmp_path, capsys
 ):
     """v1 registered on 500 images; v2 auto with cross_fit 2: no treatment, kd and bcwi train twice more,
-    on 2 of the 10 folds (each on the other folds, as many samples as v2's train split); the two folds'
-    samples but v1's are counted once, against that fold's no treatment (v1's rows leak its answers
-    into kd and bcwi), the bounds widened by the design effect 1 + 2/9; the check says what it trains."""
+    on 2 of the 10 folds (each on the other folds, as many samples as v2's train split); the folds'
+    train samples that v1 never trained on are counted (v1's rows leak its answers into kd and bcwi;
+    val is counted on the shipped candidates), the bounds widened by the design effect 1 + 2/9, and
+    pooled with val's as effective counts; the check says what it trains."""
     from orchestrator.policy.auto_choice import PairedCounts
 
     v1 = spec_document(model="auto-folds", version="v1", data={"train_limit": 500, "eval_limit": 400})
@@ -254,23 +248,19 @@ def test_cross_fitting_counts_every_labelled_sample_the_old_version_never_traine
     (tmp_path / "folds.yaml").write_text(json.dumps(document))
     assert main(["check", str(tmp_path / "folds.yaml")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("auto cross-fits"))
-    labelled = int(re.search(r"\(([\d,]+) labelled", line)[1].replace(",", ""))
     assert line.startswith("auto cross-fits none, kd, bcwi on 2 of 10 folds") and "6 more trainings" in line
 
-    auto = run_update(document, tmp_path / "run").auto
-    folds = auto["cross_fit"]
+    result = run_update(document, tmp_path / "run")
+    auto, folds = result.auto, result.auto["cross_fit"]
     assert (folds["folds"], folds["of"], folds["trainings"]) == (2, 10, 6)
     assert folds["design_effect"] == pytest.approx(1 + 2 / 9)
-    assert folds["counted"] == "labelled samples the old model never trained on, in 2 of 10 folds"
     assert_the_fixed_order_chose(auto)
+    unseen = 1000 - 500  # v2's train split holds v1's 500 (the same rank keeps them) and 500 more
     for c in auto["candidates"][1:]:
-        counts = PairedCounts(**folds["counts"][c["name"]])
-        assert 0.2 * (labelled - 500) * 0.8 < counts.n < 0.2 * labelled * 1.2  # 2 of 10 folds, v1's rows left out
-        assert c["evidence"] == folds["counted"]
-        assert c["val_er_upper"] == pytest.approx(counts.er_change_upper(0.95))
-        naive = PairedCounts(**{**folds["counts"][c["name"]], "design_effect": 1})
-        assert c["val_er_upper"] > naive.er_change_upper(0.95)
-        assert 0 < folds["on_val_rows"][c["name"]]["n"] < counts.n  # the val split's rows, reported beside
+        on_folds = PairedCounts(**folds["counts"][c["name"]])
+        assert 0.05 * unseen < on_folds.n < 0.35 * unseen  # the 2 folds' share of them
+        assert f"and {on_folds.n:,.0f} train samples the old model never trained on, in 2 of 10 folds" in c["evidence"]
+        assert on_folds.effective().n == pytest.approx(on_folds.n / (1 + 2 / 9))
 
 
 def test_bcwi_in_auto_is_held_to_auto_s_limit_and_never_ships_the_old_model_itself():

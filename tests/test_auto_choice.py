@@ -116,3 +116,14 @@ def test_the_family_ships_a_candidate_over_the_bound_at_most_five_percent_of_the
         shipped_on_points += any(c.er_change <= LIMIT for _, c, _ in ordered)
     assert shipped / 2000 <= 0.05 + 0.015
     assert shipped_on_points / 2000 > 0.5
+
+
+def test_counts_of_another_design_pool_as_effective_counts():
+    """Fold counts over a design effect of 2 count as half as many samples: pooled with val's they
+    narrow the bound less than as many val samples would, and more than val alone."""
+    val = PairedCounts(4350, 50, 50, 4350, 40, 80, 10, 50)
+    folds = PairedCounts(4350, 50, 50, 4350, 40, 80, 10, 50, design_effect=2.0)
+    assert folds.effective() == PairedCounts(2175, 25, 25, 2175, 20, 40, 5, 25)
+    pooled = val.effective() + folds.effective()
+    doubled = val + PairedCounts(4350, 50, 50, 4350, 40, 80, 10, 50)
+    assert doubled.er_change_upper(LEVEL) < pooled.er_change_upper(LEVEL) < val.er_change_upper(LEVEL)

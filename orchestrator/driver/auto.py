@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.dataplane.slice_reads import SliceSource, sample_slice_values
-from orchestrator.driver.auto_folds import cross_fit, folds_for
+from orchestrator.driver.auto_folds import cross_fit, folds_for, unseen_train_ids
 from orchestrator.driver.auto_training import Trained, train_candidates
 from orchestrator.driver.publish import PipelineResult, log_data_counts, pipeline_result, publish
 from orchestrator.execution.evaluation import SplitPredictions, eval_split_predictions, evaluate, split_predictions
@@ -118,22 +118,31 @@ def score_on_val(
 
 
 def gather_evidence(
-    plan: Plan, trained: Trained, val: SplitPredictions, counts: dict[str, PairedCounts], watch: StageWatch
+    plan: Plan, trained: Trained, counts: dict[str, PairedCounts], watch: StageWatch
 ) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """What each candidate is tested on: the val split's counts, replaced by the pooled out-of-fold
-    counts of the candidates cross-fitting trains (auto_folds.py) when `method.cross_fit` applies;
+    """What each candidate is tested on: the val split's counts of the shipped candidates, and for
+    those cross-fitting trains (auto_folds.py), when `method.cross_fit` applies, also the folds'
+    counts on the train samples the old model never trained on, pooled as effective counts;
     (which samples each counted, the cross-fitting's record or None)."""
     assert plan.auto is not None
     where = {c.name: "val samples" for c in trained.scores}
     names = [c.name for c in plan.auto.candidates if c.name in CROSS_FIT_CANDIDATES]
     folds, of, why = folds_for(plan, trained.records["none"].seconds)
-    if not folds or len(names) < 2:
-        watch.say(f"auto: testing on the val split ({why if not folds else 'no candidate cross-fitting trains'})")
+    unseen = unseen_train_ids(plan) if folds and len(names) > 1 else None
+    if unseen is None or not len(unseen):
+        if folds and len(names) > 1:
+            why = "the old model's training rows are unknown (old is not a registered version), or it trained on all"
+        watch.say(f"auto: testing on the val split ({why if len(names) > 1 else 'no candidate cross-fitting trains'})")
         return where, None
     watch.say(f"auto: cross-fitting {', '.join(names)} on {folds} of {of} folds of train ∪ val ({why})")
-    evidence = cross_fit(plan, folds, of, names, val.ids, watch)
-    counts.update(evidence.pooled)
-    where.update({name: evidence.counted for name in names})
+    evidence = cross_fit(plan, folds, of, names, unseen, watch)
+    n = evidence.pooled["none"].n
+    for name in names:
+        counts[name] = counts[name].effective() + evidence.pooled[name].effective()
+        where[name] = (
+            f"effective samples: the val split's and {n:,.0f} train samples the old model never trained on, "
+            f"in {folds} of {of} folds"
+        )
     record = {
         "folds": folds,
         "of": of,
@@ -141,9 +150,7 @@ def gather_evidence(
         "trainings": evidence.trainings,
         "seconds": evidence.seconds,
         "design_effect": evidence.pooled["none"].design_effect,
-        "counted": evidence.counted,
         "counts": {name: dataclasses.asdict(c) for name, c in evidence.pooled.items()},
-        "on_val_rows": {name: dataclasses.asdict(c) for name, c in evidence.on_val_rows.items()},
     }
     return where, record
 
@@ -220,24 +227,22 @@ def candidates_table(record: AutoRecord) -> str:
 
 
 def fold_lines(record: AutoRecord) -> list[str]:
-    """With cross-fitting: what it counted, and each candidate's NFR change on the val split's rows
-    alone (no version trained on them) beside the pooled one."""
+    """With cross-fitting: what the folds counted, and each candidate's ER and NFR change there."""
     folds = record.cross_fit
     if folds is None:
         return []
     pooled = {name: PairedCounts(**c) for name, c in folds["counts"].items()}
-    on_val = {name: PairedCounts(**c) for name, c in folds["on_val_rows"].items()}
-    n = pooled["none"].n
     lines = [
-        f"  cross-fitted: {n:,} {folds['counted']}, each predicted by a model that never trained on it (design "
-        f"effect {folds['design_effect']:.2f}; {folds['trainings']} trainings, {folds['seconds']:.0f} s)"
+        f"  cross-fitted: {pooled['none'].n:,.0f} train samples the old model never trained on, in {folds['folds']} "
+        f"of {folds['of']} folds, each predicted by a model that never trained on it (design effect "
+        f"{folds['design_effect']:.2f}; {folds['trainings']} trainings, {folds['seconds']:.0f} s), pooled with val"
     ]
     changes = [
-        f"{name} {100 * c.nfr_change:+.2f} pt ({100 * on_val[name].nfr_change:+.2f} on the {on_val[name].n:,} val rows)"
+        f"{name} ER {100 * c.er_change:+.2f} pt, NFR {100 * c.nfr_change:+.2f} pt"
         for name, c in pooled.items()
         if name != "none"
     ]
-    return [*lines, f"  NFR − none's, pooled (on the val split's rows alone): {'; '.join(changes)}"]
+    return [*lines, f"  on the folds, against no treatment: {'; '.join(changes)}"]
 
 
 def scatter(record: AutoRecord, title: str) -> Any:
@@ -279,7 +284,7 @@ def run_auto(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult:
         counts = val_counts(plan, val, classes)
         score_on_val(trained.scores, val, classes, counts)
         hold_to_slices(plan, trained.scores, val, classes)
-        where, folds = gather_evidence(plan, trained, val, counts, watch)
+        where, folds = gather_evidence(plan, trained, counts, watch)
         name, near = test_candidates(plan, trained.scores, counts, where)
         chosen = next(c for c in trained.scores if c.name == name)
         watch.say(f"auto: {chosen.name} ships, chosen on the validation split (val NFR {percent(chosen.val_nfr)})")

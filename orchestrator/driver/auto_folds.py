@@ -1,20 +1,20 @@
-"""auto's cross-fitting (`method.cross_fit`): evidence from every labelled sample, not the val split alone.
+"""auto's cross-fitting (`method.cross_fit`): evidence beyond the val split.
 
-The candidates that train once (no treatment, kd, fd-lm, bcwi, proximal: CROSS_FIT_CANDIDATES) train K more
-times, fold k on train ∪ val outside fold k (workers/data/folds.py), each as a spec naming its
-method would train, with its teachers in its own process; bcwi picks its α on its fold's val
-halves and is counted on its cross-fitted answers there, as on val. Every fold's val samples are
-predicted by that fold's models and counted against that fold's no treatment (PairedCounts); the
-counts are pooled over the folds and their bounds widened by the corrected resampled design effect
-(workers/confidence.py). The old model is the same in every fold. The shipped model is the
-candidate's own training on the train split, what the folds' models estimate.
+The candidates that train once (CROSS_FIT_CANDIDATES) train J more times, fold k of the K folds of
+train ∪ val on the other folds (workers/data/folds.py: as many samples as the shipped model), each
+as a spec naming its method would train, with its teachers in its own process; bcwi picks its α on
+its fold's val halves and is counted on its cross-fitted answers there, as on val. Each fold's
+samples are predicted by that fold's models and counted against that fold's no treatment
+(PairedCounts); the counts are pooled over the folds, their bounds widened by the corrected
+resampled design effect (workers/confidence.py), and added, as effective counts, to the val split's
+counts of the shipped candidates (auto.py). The old model is the same in every fold.
 
-Rows the old model trained on are not counted: the candidates that read the old model (its logits,
-its weights) know its answers there, which no new sample would get from it, and on those rows
-cross-fitting measured kd and bcwi 1.6 to 11 pt of ER better than no treatment. The old model's
-training rows are its registered run's training split, re-read from its spec; when `old` is a
-checkpoint file they are unknown, and only the val split's rows (which no version trains on: splits
-are by sample id) are counted. The counts on the val split's rows alone are reported beside.
+Only train samples the old model never trained on are counted: the val split's are already counted
+on the shipped candidates themselves, and a candidate that reads the old model (its logits, its
+weights) knows its answers on the rows it trained on, which no new sample would get from it (counted
+there, the text demo's folds measured kd 1.6 and bcwi 11.5 pt of ER better than no treatment). The
+old model's training rows are its registered run's training split, re-read from its spec; when
+`old` is a checkpoint file they are unknown and auto tests on the val split alone.
 """
 
 from __future__ import annotations
@@ -63,15 +63,15 @@ def fold_plan(plan: Plan, fold: int, folds: int) -> Plan:
 
 @dataclass(frozen=True)
 class FoldEvidence:
-    """What cross-fitting measured: each candidate's pooled counts (over every labelled sample) and
-    on the val split's rows alone, the folds, the trainings run and their seconds."""
+    """What cross-fitting measured: each candidate's counts pooled over the folds (on the train
+    samples the old model never trained on), the folds trained of how many, the trainings and
+    their seconds."""
 
+    trained: int
     folds: int
     pooled: dict[str, PairedCounts]
-    on_val_rows: dict[str, PairedCounts]
     trainings: int
     seconds: float
-    counted: str  # which rows were counted, in words
 
 
 @dataclass(frozen=True)
@@ -112,10 +112,10 @@ def old_training_ids(plan: Plan) -> np.ndarray | None:
 
 
 def fold_counts(
-    fold: Fold, trained: dict[str, TrainRecord], bcwi: BcwiRecord | None, plan: Plan, rows: CountedRows
-) -> tuple[dict[str, PairedCounts], dict[str, PairedCounts]]:
-    """One fold's counts against its no treatment: on its val samples the old model never trained
-    on (`rows`), and on those of the val split proper."""
+    fold: Fold, trained: dict[str, TrainRecord], bcwi: BcwiRecord | None, plan: Plan, unseen: np.ndarray
+) -> dict[str, PairedCounts]:
+    """One fold's counts against its no treatment, on its samples among `unseen` (train samples the
+    old model never trained on)."""
     assert plan.spec.old is not None
     checkpoints = {"old": plan.spec.old, **{n: r.checkpoint for n, r in trained.items() if n != "bcwi"}}
     val = split_predictions(fold.plan, checkpoints, split="val")
@@ -124,58 +124,44 @@ def fold_counts(
         classes["bcwi"] = np.array([bcwi.held_out_classes[int(i)] for i in val.ids], np.int64)
     known_classes = plan.old.classes
     known = np.ones(len(val.labels), bool) if known_classes is None else np.isin(val.labels, known_classes)
-    proper = np.isin(val.ids, rows.val_ids)
-    counted = proper if rows.old_trained is None else ~np.isin(val.ids, rows.old_trained)
-    every, on_val = {}, {}
-    for name in trained:
-        old, none, new, labels = classes["old"], classes["none"], classes[name], val.labels
-        every[name] = PairedCounts.of(old[counted], none[counted], new[counted], labels[counted], known[counted])
-        on_val[name] = PairedCounts.of(old[proper], none[proper], new[proper], labels[proper], known[proper])
-    return every, on_val
+    counted = np.isin(val.ids, unseen)
+    old, none, labels = classes["old"][counted], classes["none"][counted], val.labels[counted]
+    return {name: PairedCounts.of(old, none, classes[name][counted], labels, known[counted]) for name in trained}
 
 
-@dataclass(frozen=True)
-class CountedRows:
-    """Which rows a fold counts: the val split's ids, and the ids the old model trained on (None:
-    unknown, so only the val split's rows count)."""
+def unseen_train_ids(plan: Plan) -> np.ndarray | None:
+    """The train split's ids the old model never trained on (None: its training rows are unknown)."""
+    from workers.tasks.resolve import cached_splits
 
-    val_ids: np.ndarray
-    old_trained: np.ndarray | None
-
-    @property
-    def words(self) -> str:
-        if self.old_trained is None:
-            return "val samples (the old model's training rows are unknown)"
-        return "labelled samples the old model never trained on"
+    old_trained = old_training_ids(plan)
+    if old_trained is None:
+        return None
+    train = cached_splits(plan.data).train.ids.numpy()
+    return train[~np.isin(train, old_trained)]
 
 
 def cross_fit(
-    plan: Plan, trained_folds: int, folds: int, names: Sequence[str], val_ids: np.ndarray, watch: StageWatch
+    plan: Plan, trained_folds: int, folds: int, names: Sequence[str], unseen: np.ndarray, watch: StageWatch
 ) -> FoldEvidence:
     """Train, predict and count the first `trained_folds` of `folds` folds (module docstring): every
     candidate of `names` on each, submitted at once (side by side as the CPUs allow), then each
-    fold's bcwi α and counts; the pooled counts carry the design effect of J of K folds. `val_ids`:
-    the val split's."""
+    fold's bcwi α and counts on its samples among `unseen`; the pooled counts carry the design
+    effect of J of K folds."""
     started = time.perf_counter()
     limit = plan.spec.method.max_er_increase
-    rows = CountedRows(val_ids, old_training_ids(plan))
     cut = [fold_of_plan(plan, k, folds, names) for k in range(trained_folds)]
     records = iter(train_students(plan, watch, None, [job for fold in cut for job in fold.jobs]))
     pooled: dict[str, PairedCounts] = {}
-    on_val: dict[str, PairedCounts] = {}
     for k, fold in enumerate(cut):
         trained = {name: next(records) for name in fold.plans}
         bcwi = None
         if "bcwi" in trained:
             held = bcwi_held_to(fold.plans["bcwi"], trained["none"].val_error_rate, limit, trained["bcwi"])
             bcwi = run_bcwi(held, trained["bcwi"])
-        every, proper = fold_counts(fold, trained, bcwi, plan, rows)
-        for name in trained:
-            pooled[name] = every[name] if name not in pooled else pooled[name] + every[name]
-            on_val[name] = proper[name] if name not in on_val else on_val[name] + proper[name]
+        for name, counts in fold_counts(fold, trained, bcwi, plan, unseen).items():
+            pooled[name] = counts if name not in pooled else pooled[name] + counts
         watch.say(f"auto: fold {k + 1} of {trained_folds} counted ({', '.join(trained)})")
     effect = corrected_resampled_effect(trained_folds, folds)
     pooled = {name: dataclasses.replace(c, design_effect=effect) for name, c in pooled.items()}
     seconds = time.perf_counter() - started
-    counted = f"{rows.words}, in {trained_folds} of {folds} folds"
-    return FoldEvidence(trained_folds, pooled, on_val, trained_folds * len(cut[0].plans), seconds, counted)
+    return FoldEvidence(trained_folds, folds, pooled, trained_folds * len(cut[0].plans), seconds)

@@ -21,7 +21,8 @@ nearest and by how much.
 
 Counts pooled over cross-fitted folds are not independent samples (each fold's model trained on
 the others'); `design_effect` ≥ 1 divides every count before the bound (the effective sample size
-n / design_effect; workers/confidence.py `corrected_resampled_effect`).
+n / design_effect; workers/confidence.py `corrected_resampled_effect`), and `effective` makes them
+poolable with the val split's counts of the shipped candidates.
 """
 
 from __future__ import annotations
@@ -41,14 +42,14 @@ AUTO_CONFIDENCE = 0.95  # the one-sided level of both tests (the family's, by fi
 class PairedCounts:
     """A candidate against no treatment on the same samples, the old model fixed (module docstring)."""
 
-    n: int  # samples both were scored on
-    worse: int  # no treatment right, the candidate wrong
-    better: int  # no treatment wrong, the candidate right
-    n_known: int  # of them, of the classes the old model knows
-    flips: int  # the candidate's negative flips against the old model, on those
-    none_flips: int  # no treatment's
-    more_flips: int  # flipped by the candidate and not by no treatment
-    fewer_flips: int  # flipped by no treatment and not by the candidate
+    n: float  # samples both were scored on (float: effective counts, `effective`)
+    worse: float  # no treatment right, the candidate wrong
+    better: float  # no treatment wrong, the candidate right
+    n_known: float  # of them, of the classes the old model knows
+    flips: float  # the candidate's negative flips against the old model, on those
+    none_flips: float  # no treatment's
+    more_flips: float  # flipped by the candidate and not by no treatment
+    fewer_flips: float  # flipped by no treatment and not by the candidate
     design_effect: float = 1.0  # ≥ 1: the variance inflation of pooled out-of-fold counts
 
     @classmethod
@@ -77,6 +78,13 @@ class PairedCounts:
         fields = ("n", "worse", "better", "n_known", "flips", "none_flips", "more_flips", "fewer_flips")
         pooled = {f: getattr(self, f) + getattr(other, f) for f in fields}
         return PairedCounts(**pooled, design_effect=self.design_effect)
+
+    def effective(self) -> PairedCounts:
+        """These counts over their design effect, as as many independent samples (design effect 1):
+        what pooling them with counts of another design takes."""
+        d = self.design_effect
+        fields = ("n", "worse", "better", "n_known", "flips", "none_flips", "more_flips", "fewer_flips")
+        return PairedCounts(**{f: getattr(self, f) / d for f in fields})
 
     @property
     def er_change(self) -> float:
@@ -112,7 +120,7 @@ class CandidateTest:
     er_upper: float
     nfr_change: float
     nfr_upper: float
-    n: int
+    n: float
     failed: tuple[str, ...] = ()
     tested: bool = True
     where: str = "val samples"  # the samples counted: "val samples", "labelled samples in K folds"
@@ -183,7 +191,7 @@ def closest(tests: Sequence[CandidateTest], max_er_increase: float) -> str | Non
         f"{best.name} came closest: ER {100 * best.er_change:+.2f} pt, bound {100 * best.er_upper:+.2f} "
         f"{'>' if best.er_upper > max_er_increase else '≤'} {100 * max_er_increase:+.2f}; NFR "
         f"{100 * best.nfr_change:+.2f} pt against no treatment's, bound {100 * best.nfr_upper:+.2f} over "
-        f"{best.n:,} {best.where}"
+        f"{best.n:,.0f} {best.where}"
     )
     stopper = next((t for t in tests if t.tested and t.failed), None)
     if stopper is not None and stopper.name != best.name:
