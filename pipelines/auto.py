@@ -1,7 +1,7 @@
 """What `method: auto` trains: no treatment (the ER every candidate is held to) and the treatments
-of `method.candidates` that apply and fit `method.budget`, in their order (the order auto tests them in). Each candidate is the
-spec's own method section with its name set, so a candidate trains exactly as a spec naming that
-method would. No torch import: `congruent check` prints this list before anything runs.
+of `method.candidates` that apply and fit `method.budget`, in their order (the order auto tests them
+in). Each candidate is the spec's own method section with its name set, so a candidate trains
+exactly as a spec naming that method would. No torch import: `congruent check` prints this list before anything runs.
 
 Costs, in trainings of the new architecture: none, kd, fd-lm, bcwi, proximal 1 each (bcwi's is a
 fine-tuning from the old weights, then its α sweep on val; proximal's a fine-tuning from them held
