@@ -83,7 +83,8 @@ class Fold:
     jobs: list[TrainJob]
 
 
-def fold_of_plan(plan: Plan, fold: int, folds: int, names: Sequence[str]) -> Fold:
+def cut_fold(plan: Plan, fold: int, folds: int, names: Sequence[str]) -> Fold:
+    """Fold `fold` of `folds` for the candidates `names`: its plan, theirs, and their training jobs."""
     assert plan.auto is not None
     planned = fold_plan(plan, fold, folds)
     plans = {c.name: planned.candidate(c) for c in plan.auto.candidates if c.name in names}
@@ -149,7 +150,7 @@ def cross_fit(
     effect of J of K folds."""
     started = time.perf_counter()
     limit = plan.spec.method.max_er_increase
-    cut = [fold_of_plan(plan, k, folds, names) for k in range(trained_folds)]
+    cut = [cut_fold(plan, k, folds, names) for k in range(trained_folds)]
     records = iter(train_students(plan, watch, None, [job for fold in cut for job in fold.jobs]))
     pooled: dict[str, PairedCounts] = {}
     for k, fold in enumerate(cut):
