@@ -86,7 +86,7 @@ def val_counts(plan: Plan, val: SplitPredictions, classes: dict[str, np.ndarray]
     }
 
 
-def test_candidates(
+def prove_candidates(
     plan: Plan, scores: list[CandidateScore], counts: dict[str, PairedCounts], where: dict[str, str]
 ) -> tuple[str, str | None]:
     """Each candidate's counts against no treatment (`where`: which samples, "val" or the folds'),
@@ -285,7 +285,7 @@ def run_auto(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult:
         score_on_val(trained.scores, val, classes, counts)
         hold_to_slices(plan, trained.scores, val, classes)
         where, folds = gather_evidence(plan, trained, counts, watch)
-        name, near = test_candidates(plan, trained.scores, counts, where)
+        name, near = prove_candidates(plan, trained.scores, counts, where)
         chosen = next(c for c in trained.scores if c.name == name)
         watch.say(f"auto: {chosen.name} ships, chosen on the validation split (val NFR {percent(chosen.val_nfr)})")
         score_on_eval(plan, trained.scores)
