@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from pipelines.sections import MethodSpec
 from workers.names import PROXIMAL_WEIGHT, STARTS_FROM_OLD
 
-AUTO_ONLY_FIELDS = ("candidates", "budget", "max_er_increase", "cross_fit")  # MethodSpec fields only method auto reads
+AUTO_ONLY_FIELDS = (
+    "candidates",
+    "budget",
+    "max_er_increase",
+    "cross_fit",
+    "train_untested",
+)  # MethodSpec fields only method auto reads
 CROSS_FIT_CANDIDATES = (
     "none",
     "kd",
@@ -48,6 +54,7 @@ class AutoChoice:
 
     candidates: tuple[AutoCandidate, ...]
     skipped: tuple[tuple[str, str], ...]  # (candidate, why)
+    stops: bool = True  # training stops at the first candidate that fails its test (not train_untested)
 
     @property
     def trainings(self) -> int:
@@ -61,7 +68,8 @@ class AutoChoice:
     def lines(self) -> list[str]:
         """What `congruent check` prints: each candidate, its cost, and what is left out and why."""
         trained = ", ".join(f"{c.name} ({c.trainings})" for c in self.candidates)
-        lines = [f"auto trains {trained}: {self.trainings} trainings"]
+        most = " at most: it stops at the first candidate that fails its test" if self.stops else ""
+        lines = [f"auto trains {trained}: {self.trainings} trainings{most}"]
         lines += [f"auto leaves out {name}: {why}" for name, why in self.skipped]
         return lines
 
@@ -98,4 +106,4 @@ def auto_choice(method: MethodSpec, old_weights_fit: str | None = None) -> AutoC
         chosen.append(AutoCandidate(name, candidate_method(method, name), cost))
         used += cost
         replicas = replicas or name.startswith("elodi")
-    return AutoChoice(tuple(chosen), tuple(skipped))
+    return AutoChoice(tuple(chosen), tuple(skipped), stops=not method.train_untested)

@@ -97,6 +97,11 @@ class MethodSpec(_Strict):
         "points), and its NFR is proven lower than no treatment's; no treatment itself always is",
     )
 
+    train_untested: bool = Field(
+        False,
+        description="auto: also train the candidates after the first that fails its test, to show their figures "
+        "(they cannot ship: the fixed order stops there); false (the default): training stops there too",
+    )
     cross_fit: Literal["auto", "off"] | int = Field(
         "auto",
         description="auto: test the candidates that train once (none, kd, fd-lm, bcwi, proximal) on J of the K = "

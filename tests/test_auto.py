@@ -20,6 +20,17 @@ from workers.training.trainer import train
 AUTO = {"model": "m", "version": "v2", "arch": "mlp", "old": "old.pt"}
 
 
+def assert_training_stopped_at_the_first_failure(auto, order):
+    """Trained: no treatment and the candidates of `order` up to and with the first that failed its
+    test; the rest are left out, each with why."""
+    trained = [c["name"] for c in auto["candidates"]]
+    failed = next((i for i, c in enumerate(auto["candidates"][1:], 1) if c["failed"]), len(order))
+    assert trained == order[: failed + 1], (trained, order)
+    left = [(name, why) for name, why in auto["skipped"] if name in order[failed + 1 :]]
+    assert [name for name, _ in left] == order[failed + 1 :]
+    assert all(f"not trained: {trained[failed]} failed its test first" in why for _, why in left)
+
+
 def assert_the_fixed_order_chose(auto):
     """auto.json against the rule (policy/auto_choice.py): no treatment is always eligible; in the
     order trained, a candidate is tested only when every one before it was proven, proven when it
@@ -154,7 +165,8 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     document = spec_document(
         model="auto-m",
         old=str(tmp_path / "old.pt"),
-        method={"name": "auto", "m": 2, "k": 3, "alpha": 0.8, "cross_fit": "off"},  # cross-fitting: its own test
+        # cross-fitting and training that stops at the first failure: their own tests
+        method={"name": "auto", "m": 2, "k": 3, "alpha": 0.8, "cross_fit": "off", "train_untested": True},
         # one pool actor serves the candidates, which train one at a time: a second is only a process to start
         resources={**SPEC_RESOURCES, "teacher_actors": 1},
     )
@@ -162,7 +174,7 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
     assert main(["check", str(tmp_path / "auto.yaml")]) == 0
     checked = capsys.readouterr().out
     line = "auto trains none (1), proximal (1), bcwi (1), kd (1), fd-lm (1), elodi-legacy (3), elodi (1): 9 trainings"
-    assert line in checked
+    assert line + "\n" in checked  # not "at most": train_untested trains them all
     grain = re.search(r"the val split's ([\d,]+) samples: one flip or error there is ([\d.]+) pt", checked)
     assert grain and float(grain[2]) == pytest.approx(100 / int(grain[1].replace(",", "")), rel=0.05)
 
@@ -205,8 +217,9 @@ def test_auto_trains_its_candidates_and_ships_the_one_the_val_rule_picks(
 def test_auto_with_teachers_in_process_trains_its_candidates_side_by_side(
     ray_cluster, fashion_mnist, spec_document, tmp_path
 ):
-    """teacher_actors 0: no pool to share, so the candidates' tasks are submitted together and run
-    at once where the CPUs allow (each computes its teachers itself); the choice is still the rule's."""
+    """teacher_actors 0: no pool to share, so a round's tasks (no treatment and the first candidate)
+    are submitted together and run at once where the CPUs allow (each computes its teachers itself);
+    training stops at the first candidate that fails; the choice is still the rule's."""
     old = build_model("mlp-small", 10, seed=4)
     train(old, fashion_mnist.train.take(slice(0, 500)), TrainConfig(epochs=1, lr=0.05, seed=4))
     save_checkpoint(tmp_path / "old.pt", old, ModelSettings("mlp-small", 10))
@@ -220,7 +233,7 @@ def test_auto_with_teachers_in_process_trains_its_candidates_side_by_side(
     )
     result = run_update(document, tmp_path / "run")
     auto = result.auto
-    assert [c["name"] for c in auto["candidates"]] == ["none", "kd", "fd-lm"]  # bcwi: mlp is not the old's arch
+    assert_training_stopped_at_the_first_failure(auto, ["none", "kd", "fd-lm"])  # bcwi: mlp is not the old's arch
     assert auto["skipped"][0][0] == "bcwi" and "not the old model's" in auto["skipped"][0][1]
     assert_the_fixed_order_chose(auto)
     assert not result.replicas
@@ -248,11 +261,13 @@ def test_cross_fitting_adds_the_train_samples_the_old_version_never_trained_on(
     (tmp_path / "folds.yaml").write_text(json.dumps(document))
     assert main(["check", str(tmp_path / "folds.yaml")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("auto cross-fits"))
-    assert line.startswith("auto cross-fits none, kd, bcwi on 2 of 10 folds") and "6 more trainings" in line
+    assert line.startswith("auto cross-fits none, kd, bcwi on 2 of 10 folds") and "6 more trainings at most" in line
 
     result = run_update(document, tmp_path / "run")
     auto, folds = result.auto, result.auto["cross_fit"]
-    assert (folds["folds"], folds["of"], folds["trainings"]) == (2, 10, 6)
+    assert_training_stopped_at_the_first_failure(auto, ["none", "kd", "bcwi"])
+    assert (folds["folds"], folds["of"], folds["trainings"]) == (2, 10, 2 * len(auto["candidates"]))
+    assert sorted(folds["counts"]) == sorted(c["name"] for c in auto["candidates"])
     assert folds["design_effect"] == pytest.approx(1 + 2 / 9)
     assert_the_fixed_order_chose(auto)
     unseen = 1000 - 500  # v2's train split holds v1's 500 (the same rank keeps them) and 500 more

@@ -4,13 +4,18 @@ spec naming its method would train it, tested against no treatment on the val sp
 is ≤ `max_er_increase` and its NFR is proven lower; the lowest val NFR among the proven ships, else
 no treatment. One pipeline run:
 
-    replicas    m Ray tasks, once, when an elodi candidate is trained (both elodi share them)
-    pool        Ray actors serving the old model (and the replicas), shared by every student
-    candidates  one Ray task each, in turn (bcwi: its fine-tuning, then α on val, scored cross-fitted)
-    val pass    every candidate's val predictions, in one pass (bcwi's: each half at the α the other
-                half picked), counted against no treatment's (`PairedCounts`), and, with the spec's
-                slice gate (promote.max_slice_nfr), its val slices: one over the limit fails it
-    choice      on val only, in the order of `method.candidates` (fixed before anything is scored)
+    rounds      no treatment with the first candidate, then one candidate a round (all at once with
+                `method.train_untested`), each round (auto_training.py, auto_evidence.py):
+      replicas  m Ray tasks, once, when an elodi candidate comes (both elodi share them)
+      pool      Ray actors serving the old model (and the replicas), shared by the round's students
+      train     one Ray task each, in turn (bcwi: its fine-tuning, then α on val, scored cross-fitted)
+      val pass  the round's val predictions (bcwi's: each half at the α the other half picked),
+                counted against no treatment's (`PairedCounts`), and, with the spec's slice gate
+                (promote.max_slice_nfr), its val slices: one over the limit fails it
+      folds     with cross-fitting, the round's candidates on J folds too (auto_folds.py)
+      test      every candidate trained so far, in the order of `method.candidates` (fixed before
+                anything is scored); a failure ends the rounds: what comes after it cannot ship
+    choice      on val (and the folds) only
     shown       every candidate on the regression-eval split, after the choice: never chosen on
     evaluate    the choice, as `run` evaluates a model; then publish (pipeline.py)
 """
@@ -24,23 +29,26 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.dataplane.slice_reads import SliceSource, sample_slice_values
-from orchestrator.driver.auto_folds import cross_fit, folds_for, unseen_train_ids
-from orchestrator.driver.auto_training import Trained, train_candidates
+from orchestrator.driver.auto_evidence import Evidence, add_fold_evidence, add_val_evidence
+from orchestrator.driver.auto_training import Trained, train_more
 from orchestrator.driver.publish import PipelineResult, log_data_counts, pipeline_result, publish
-from orchestrator.execution.evaluation import SplitPredictions, eval_split_predictions, evaluate, split_predictions
+from orchestrator.execution.evaluation import eval_split_predictions, evaluate
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, applied_params
-from orchestrator.policy.auto_choice import AUTO_CONFIDENCE, PairedCounts, choose, closest, fixed_sequence
+from orchestrator.policy.auto_choice import (
+    AUTO_CONFIDENCE,
+    CandidateTest,
+    PairedCounts,
+    choose,
+    closest,
+    fixed_sequence,
+)
 from orchestrator.tracking import runs
 from orchestrator.tracking.tags import FINGERPRINT, RUN_AUTO_CHOICE
 from orchestrator.views import plots
 from orchestrator.views.format import percent
-from pipelines.auto import CROSS_FIT_CANDIDATES
 from workers.metrics import update_report
 from workers.percent import short_percent
-from workers.slices import slice_over_limit
-from workers.tasks.records import BcwiRecord
 from workers.trial_choice import CandidateScore
 
 
@@ -58,127 +66,61 @@ class AutoRecord:
     cross_fit: dict[str, Any] | None = None  # folds, trainings, seconds, pooled counts (auto_folds.py); None: val only
 
 
-def val_predictions(plan: Plan, scores: list[CandidateScore]) -> SplitPredictions:
-    """The old model's and every candidate's class ids on the val split, in one pass (bcwi at the α
-    it picked on the whole split; its ER and NFR stay the cross-fitted ones)."""
-    assert plan.spec.old is not None
-    return split_predictions(plan, {"old": plan.spec.old, **{c.name: c.checkpoint for c in scores}}, split="val")
-
-
-def val_classes(val: SplitPredictions, bcwi: BcwiRecord | None) -> dict[str, np.ndarray]:
-    """Every model's val class ids, bcwi's the cross-fitted ones (each half at the α the other half
-    picked): the α picked on the whole split would score itself on the samples it was picked on."""
-    classes = dict(val.classes)
-    if bcwi is not None and bcwi.held_out_classes is not None:
-        held = bcwi.held_out_classes
-        classes["bcwi"] = np.array([held[int(i)] for i in val.ids], np.int64)
-    return classes
-
-
-def val_counts(plan: Plan, val: SplitPredictions, classes: dict[str, np.ndarray]) -> dict[str, PairedCounts]:
-    """Each model's paired counts against no treatment on val (`classes`: `val_classes`), flips on
-    the old model's classes."""
-    known = np.ones(len(val.labels), bool) if plan.old.classes is None else np.isin(val.labels, plan.old.classes)
-    return {
-        name: PairedCounts.of(classes["old"], classes["none"], ids, val.labels, known)
-        for name, ids in classes.items()
-        if name != "old"
-    }
+def rounds(plan: Plan) -> list[list[str]]:
+    """The candidates' trainings in rounds, in auto's order: no treatment with the first candidate,
+    then one candidate a round, so that training stops where the fixed order's testing does; all in
+    one round with `method.train_untested`."""
+    assert plan.auto is not None
+    names = [c.name for c in plan.auto.candidates]
+    return [names[:2], *[[name] for name in names[2:]]] if plan.auto.stops else [names]
 
 
 def prove_candidates(
     plan: Plan, scores: list[CandidateScore], counts: dict[str, PairedCounts], where: dict[str, str]
-) -> tuple[str, str | None]:
-    """Each candidate's counts against no treatment (`where`: which samples, "val" or the folds'),
-    tested in the fixed order of `method.candidates` (policy/auto_choice.py); fills each score's
-    test fields; returns the name that ships and, when that is no treatment, the line on the
-    candidate that came closest."""
+) -> list[CandidateTest]:
+    """The trained candidates' counts against no treatment (`where`: which samples, "val" or the
+    folds'), tested in the fixed order of `method.candidates` (policy/auto_choice.py); fills each
+    score's test fields and returns the tests."""
     assert plan.auto is not None
     by_name = {c.name: c for c in scores}
     by_name["none"].eligible = True
     ordered = [
-        (c.name, counts[c.name], by_name[c.name].val_slice_over, where[c.name]) for c in plan.auto.candidates[1:]
+        (c.name, counts[c.name], by_name[c.name].val_slice_over, where[c.name])
+        for c in plan.auto.candidates[1:]
+        if c.name in by_name
     ]
-    limit = plan.spec.method.max_er_increase
-    tests = fixed_sequence(ordered, limit, AUTO_CONFIDENCE)
+    tests = fixed_sequence(ordered, plan.spec.method.max_er_increase, AUTO_CONFIDENCE)
     for test in tests:
         c = by_name[test.name]
         c.val_er_change, c.val_er_upper = test.er_change, test.er_upper
         c.val_nfr_change, c.val_nfr_upper = test.nfr_change, test.nfr_upper
         c.tested, c.failed, c.eligible, c.evidence = test.tested, list(test.failed), test.passed, test.where
-    return choose(tests), closest(tests, limit)
+    return tests
 
 
-def score_on_val(
-    scores: list[CandidateScore], val: SplitPredictions, classes: dict[str, np.ndarray], counts: dict[str, PairedCounts]
-) -> None:
-    """Each candidate's val ER and NFR (bcwi's at its cross-fitted α), from the val pass."""
-    for c in scores:
-        c.val_error_rate, c.val_nfr = float(np.mean(classes[c.name] != val.labels)), counts[c.name].nfr
+def train_and_test(plan: Plan, watch: StageWatch) -> tuple[Trained, Evidence, list[CandidateTest]]:
+    """auto's rounds (`rounds`): each trains its candidates, counts them on val (and the folds) and
+    tests every candidate trained so far in the fixed order; a round whose candidate fails ends the
+    training (what comes after it could not ship)."""
+    trained, evidence, tests = Trained(), Evidence(), []
+    for names in rounds(plan):
+        scores = train_more(plan, watch, trained, names)
+        add_val_evidence(plan, evidence, trained, scores)
+        add_fold_evidence(plan, evidence, trained, names, watch)
+        tests = prove_candidates(plan, trained.scores, evidence.counts, evidence.where)
+        failed = next((t for t in tests if t.tested and t.failed), None)
+        if failed is not None and plan.auto is not None and plan.auto.stops:
+            watch.say(f"auto: {failed.name} failed its test ({'; '.join(failed.failed)}): training stops there")
+            break
+    return trained, evidence, tests
 
 
-def gather_evidence(
-    plan: Plan, trained: Trained, counts: dict[str, PairedCounts], watch: StageWatch
-) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """What each candidate is tested on: the val split's counts of the shipped candidates, and for
-    those cross-fitting trains (auto_folds.py), when `method.cross_fit` applies, also the folds'
-    counts on the train samples the old model never trained on, pooled as effective counts;
-    (which samples each counted, the cross-fitting's record or None)."""
+def untrained(plan: Plan, trained: Trained, tests: list[CandidateTest]) -> list[tuple[str, str]]:
+    """The candidates a failure in the fixed order left untrained, with why."""
     assert plan.auto is not None
-    where = {c.name: "val samples" for c in trained.scores}
-    names = [c.name for c in plan.auto.candidates if c.name in CROSS_FIT_CANDIDATES]
-    folds, of, why = folds_for(plan, trained.records["none"].seconds)
-    unseen = unseen_train_ids(plan) if folds and len(names) > 1 else None
-    if unseen is None or not len(unseen):
-        if folds and len(names) > 1:
-            why = "the old model's training rows are unknown (old is not a registered version), or it trained on all"
-        watch.say(f"auto: testing on the val split ({why if len(names) > 1 else 'no candidate cross-fitting trains'})")
-        return where, None
-    watch.say(f"auto: cross-fitting {', '.join(names)} on {folds} of {of} folds of train ∪ val ({why})")
-    evidence = cross_fit(plan, folds, of, names, unseen, watch)
-    n = evidence.pooled["none"].n
-    for name in names:
-        counts[name] = counts[name].effective() + evidence.pooled[name].effective()
-        where[name] = (
-            f"effective samples: the val split's and {n:,.0f} train samples the old model never trained on, "
-            f"in {folds} of {of} folds"
-        )
-    record = {
-        "folds": folds,
-        "of": of,
-        "why": why,
-        "trainings": evidence.trainings,
-        "seconds": evidence.seconds,
-        "design_effect": evidence.pooled["none"].design_effect,
-        "counts": {name: dataclasses.asdict(c) for name, c in evidence.pooled.items()},
-    }
-    return where, record
-
-
-def hold_to_slices(
-    plan: Plan, scores: list[CandidateScore], val: SplitPredictions, classes: dict[str, np.ndarray]
-) -> None:
-    """With the spec's slice gate (promote.max_slice_nfr), each candidate's `val_slice_over`: its
-    worst val slice over the limit as the gate would find it (workers/slices.py), against the old
-    model on its classes."""
-    gate, data = plan.spec.promote, plan.spec.data
-    if gate is None or gate.max_slice_nfr is None:
-        return
-    slices = sample_slice_values(val.ids, SliceSource.of(data))
-    if slices is None:  # planning refuses a slice gate without slices (facts/slices.py)
-        return
-    known = np.ones(len(val.labels), bool) if plan.old.classes is None else np.isin(val.labels, plan.old.classes)
-    on_known = {column: values[known] for column, values in slices.items()}
-    for c in scores:
-        c.val_slice_over = slice_over_limit(
-            classes["old"][known],
-            classes[c.name][known],
-            val.labels[known],
-            on_known,
-            gate.max_slice_nfr,
-            gate.confidence,
-            gate.min_slice_n,
-        )
+    failed = next((t.name for t in tests if t.tested and t.failed), "")
+    why = f"not trained: {failed} failed its test first in the fixed order (method.train_untested trains it)"
+    return [(c.name, why) for c in plan.auto.candidates if c.name not in trained.records]
 
 
 def score_on_eval(plan: Plan, scores: list[CandidateScore]) -> None:
@@ -278,21 +220,15 @@ def run_auto(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult:
         runs.set_tags({FINGERPRINT: plan.splits.eval_fingerprint})
         runs.log_params(applied_params(spec))
         log_data_counts(plan)
-        trained = train_candidates(plan, watch)
-        val = val_predictions(plan, trained.scores)
-        classes = val_classes(val, trained.bcwi)
-        counts = val_counts(plan, val, classes)
-        score_on_val(trained.scores, val, classes, counts)
-        hold_to_slices(plan, trained.scores, val, classes)
-        where, folds = gather_evidence(plan, trained, counts, watch)
-        name, near = prove_candidates(plan, trained.scores, counts, where)
+        trained, evidence, tests = train_and_test(plan, watch)
+        name, near = choose(tests), closest(tests, spec.method.max_er_increase)
         chosen = next(c for c in trained.scores if c.name == name)
         watch.say(f"auto: {chosen.name} ships, chosen on the validation split (val NFR {percent(chosen.val_nfr)})")
         score_on_eval(plan, trained.scores)
         bcwi = None if trained.bcwi is None else {k: getattr(trained.bcwi, k) for k in ("alpha", "sweep", "held_out")}
-        skipped = list(plan.auto.skipped)
+        skipped = [*plan.auto.skipped, *untrained(plan, trained, tests)]
         record = AutoRecord(chosen.name, spec.method.max_er_increase, trained.scores, skipped, bcwi, near)
-        record.cross_fit = folds
+        record.cross_fit = evidence.record
         watch.say(candidates_table(record))
         chosen_plan = plan.candidate(next(c for c in plan.auto.candidates if c.name == chosen.name))
         ensemble = [r.checkpoint for r in trained.replicas]

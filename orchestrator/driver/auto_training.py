@@ -1,6 +1,7 @@
-"""auto's candidates trained as specs naming their methods would train them (orchestrator/driver/auto.py
-runs them): the replicas once for the elodi candidates, one teacher pool for every student, each
-candidate in turn (or side by side with teachers in process), bcwi's α on val held to auto's limit."""
+"""auto's candidates trained as specs naming their methods would train them, a round at a time
+(orchestrator/driver/auto.py runs the rounds): the replicas once for the elodi candidates, one teacher
+pool for a round's students, each candidate in turn (or side by side with teachers in process),
+bcwi's α on val held to auto's limit."""
 
 from __future__ import annotations
 
@@ -21,48 +22,41 @@ class Trained:
     """The candidates' trainings: the replicas (shared by the elodi candidates), each candidate's
     training record, bcwi's sweep, and their scores on val."""
 
-    replicas: list[TrainRecord]
-    records: dict[str, TrainRecord]
-    bcwi: BcwiRecord | None
-    scores: list[CandidateScore]
+    replicas: list[TrainRecord] = dataclasses.field(default_factory=list)
+    records: dict[str, TrainRecord] = dataclasses.field(default_factory=dict)
+    bcwi: BcwiRecord | None = None
+    scores: list[CandidateScore] = dataclasses.field(default_factory=list)
 
 
-def auto_titles(plan: Plan) -> list[str]:
-    """The numbered stages auto runs, as the progress lines name them."""
-    assert plan.auto is not None
-    titles = []
-    if plan.auto.replicas:
-        titles.append(f"training {plan.spec.method.m} replicas of {plan.spec.arch} in parallel (for elodi)")
-    names = ", ".join(c.name for c in plan.auto.candidates)
+def training_title(plan: Plan, names: list[str]) -> str:
+    """The progress line of one round of candidate trainings."""
     how = "in turn, from the teacher pool" if plan.pool_actors else "side by side, each with its teachers in process"
-    titles.append(f"training the candidates {names} ({how})")
-    titles.append("choosing on the validation split, then evaluating on the regression-eval split")
-    return [f"stage {i}/{len(titles)}: {title}" for i, title in enumerate(titles, 1)]
+    return f"auto: training {', '.join(names)} ({how})"
 
 
-def train_candidates(plan: Plan, watch: StageWatch) -> Trained:
-    """The replicas once (an elodi candidate), one teacher pool for every student, each candidate's
-    training in turn, bcwi's α on val; each candidate's val ER and NFR against the old model."""
+def train_more(plan: Plan, watch: StageWatch, trained: Trained, names: list[str]) -> list[CandidateScore]:
+    """Train the candidates `names` (in auto's order; no treatment in the first round) into
+    `trained`: the replicas once, when the first elodi candidate comes, one teacher pool for the
+    round's students, each training in turn (side by side with teachers in process), bcwi's α on
+    val held to auto's limit; returns their scores (val ER and NFR against the old model)."""
     assert plan.auto is not None and plan.spec.old is not None  # auto needs old (the spec's validator)
-    titles = iter(auto_titles(plan))
-    plans = {c.name: plan.candidate(c) for c in plan.auto.candidates}
-    replicas: list[TrainRecord] = []
-    replica_seconds = 0.0
-    elodi = [name for name in plans if name.startswith("elodi")]
-    if elodi:
-        watch.say(next(titles))
+    by_name = {c.name: c for c in plan.auto.candidates}
+    plans = {name: plan.candidate(by_name[name]) for name in names}
+    replica_seconds, elodi = 0.0, [name for name in names if name.startswith("elodi")]
+    if elodi and not trained.replicas:
+        watch.say(f"auto: training {plan.spec.method.m} replicas of {plan.spec.arch} in parallel (for elodi)")
         started = time.perf_counter()
-        replicas = train_replicas(plans[elodi[0]], watch)
+        trained.replicas = train_replicas(plans[elodi[0]], watch)
         replica_seconds = time.perf_counter() - started
-    groups = {"old": [plan.spec.old], **({"teacher": [r.checkpoint for r in replicas]} if replicas else {})}
+    teachers = [r.checkpoint for r in trained.replicas]
+    groups = {"old": [plan.spec.old], **({"teacher": teachers} if elodi else {})}
     data_parallel = plan.spec.resources.student.workers > 1
     records: dict[str, TrainRecord] = {}
-    bcwi, scores = None, []
     with serving_pool(plan, groups, with_student=not data_parallel, spread=data_parallel) as pool:
-        watch.say(next(titles))
+        watch.say(training_title(plan, names))
         jobs = {}
         for name, candidate in plans.items():
-            own = candidate.teacher_groups([r.checkpoint for r in replicas] if name.startswith("elodi") else [])
+            own = candidate.teacher_groups(teachers if name.startswith("elodi") else [])
             in_process = own if pool is None and candidate.objective.references else None
             jobs[name] = dataclasses.replace(candidate.student_job(teachers=in_process), name=f"candidate-{name}")
         if pool is None and not data_parallel:  # no pool to share: as many at once as the CPUs hold
@@ -70,13 +64,15 @@ def train_candidates(plan: Plan, watch: StageWatch) -> Trained:
         for name, job in jobs.items():
             if name not in records:  # one at a time: the pool reserves one student
                 records[name] = train_student(plans[name], watch, pool, job)
-    reference = records["none"].val_error_rate
+    trained.records.update(records)
+    reference = trained.records["none"].val_error_rate
+    scores = []
     for name, record in records.items():
         seconds = record.seconds + (replica_seconds if elodi and name == elodi[0] else 0.0)  # it paid for them
         if name == "bcwi":  # after the pool is gone: its task is not one the pool reserved
             started = time.perf_counter()
             limit = plan.spec.method.max_er_increase
-            bcwi = run_bcwi(bcwi_held_to(plans[name], reference, limit, record), record)
+            trained.bcwi = bcwi = run_bcwi(bcwi_held_to(plans[name], reference, limit, record), record)
             watch.say(bcwi_line(bcwi))
             # scored on its cross-fitted val figures: α picked on one half of val, counted on the
             # other (the whole split's figures at the α picked on it flatter it; the other
@@ -89,7 +85,8 @@ def train_candidates(plan: Plan, watch: StageWatch) -> Trained:
         assert record.val_error_rate is not None and record.history  # the stages train with the val split
         val_nfr = record.history[-1]["val_nfr"]
         scores.append(CandidateScore(name, record.val_error_rate, val_nfr, seconds, record.checkpoint))
-    return Trained(replicas, records, bcwi, scores)
+    trained.scores += scores
+    return scores
 
 
 def bcwi_held_to(plan: Plan, none_val_error_rate: float | None, max_er_increase: float, tuned: TrainRecord) -> Plan:

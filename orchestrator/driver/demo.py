@@ -6,9 +6,9 @@ Two update pipelines on an embedded local Ray, registered as versions of one mod
          one half of the training pool, 10 epochs
     v2   the new architecture (784-512-512 MLP) on 8,000 images drawn from the whole pool (about half
          of them v1's), 20 epochs, `method: auto`: no treatment,
-         KD, FD-LM and ELODI with and without the legacy term (m replicas, shared) trained as candidates,
-         and the one with the lowest NFR on the validation split shipped among those whose val ER is at
-         most no treatment's + 0.3 pt
+         then KD, FD-LM and ELODI with and without the legacy term (m replicas, shared) as candidates,
+         tested in that order (training stops at the first that fails); among those proven within
+         +0.3 pt of no treatment's ER with fewer flips, the largest NFR cut ships (docs/guide/auto.md)
 
 The promise, checked on the regression-eval split (the 10,000 test images) every run: the shipped
 model's NFR against v1 is at most 0.8× no treatment's (auto's own no-treatment candidate, trained on

@@ -152,7 +152,8 @@ def fold_line(auto: AutoCandidates) -> str:
     )
     return (
         f"auto cross-fits {', '.join(names)} on {j} of {k} folds of train ∪ val ({auto.folds.labelled:,} labelled "
-        f"samples){when}: {j * len(names)} more trainings, each on the other folds (as many samples as the "
+        f"samples){when}: {j * len(names)} more trainings{' at most' if auto.choice.stops else ''}, each on the "
+        "other folds (as many samples as the "
         f"shipped model), and tests them on the {j} folds' samples the old model never trained on, with val's"
     )
 
