@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipelines.sections import MethodSpec
-from workers.names import PROXIMAL_WEIGHT, STARTS_FROM_OLD
+from workers.names import LADDER_FIELDS, PROXIMAL_WEIGHT, STARTS_FROM_OLD, ladder_rung
 
 AUTO_ONLY_FIELDS = (
     "candidates",
@@ -43,7 +43,7 @@ class AutoCandidate:
     """One candidate of `method: auto`: its name, the method section it trains with and what it adds
     to the trainings run."""
 
-    name: str  # none, kd, fd-lm, bcwi, proximal, elodi-legacy, elodi
+    name: str  # none, kd, fd-lm, bcwi, proximal, elodi-legacy, elodi, or a rung (kd_0.1)
     method: MethodSpec
     trainings: int
 
@@ -77,13 +77,23 @@ class AutoChoice:
 def candidate_method(method: MethodSpec, name: str) -> MethodSpec:
     """The method section candidate `name` trains with: the spec's own, its name set (elodi-legacy:
     elodi with λ = legacy_weight, else AUTO_LEGACY_WEIGHT; every other candidate without the legacy
-    term; proximal_weight proximal's only). The auto-only fields keep their defaults, so two specs
-    that differ only there share the candidates' checkpoints."""
-    legacy = (method.legacy_weight or AUTO_LEGACY_WEIGHT) if name == "elodi-legacy" else None
-    pull = method.proximal_weight if name == "proximal" else PROXIMAL_WEIGHT
-    update = {"name": "elodi" if name.startswith("elodi") else name, "legacy_weight": legacy, "proximal_weight": pull}
+    term; proximal_weight proximal's only; a rung NAME_VALUE: NAME with its LADDER_FIELDS field at
+    VALUE). The auto-only fields keep their defaults, so two specs that differ only there share the
+    candidates' checkpoints, and a rung's are those of a spec naming its method with that value."""
+    base, value = ladder_rung(name)
+    legacy = (method.legacy_weight or AUTO_LEGACY_WEIGHT) if base == "elodi-legacy" else None
+    pull = method.proximal_weight if base == "proximal" else PROXIMAL_WEIGHT
+    update: dict[str, object] = {"name": "elodi" if base.startswith("elodi") else base, "legacy_weight": legacy}
+    update["proximal_weight"] = pull
+    if value is not None:
+        update[LADDER_FIELDS[base]] = value
     kept = {k: v for k, v in method.model_dump().items() if k not in AUTO_ONLY_FIELDS}
     return MethodSpec(**{**kept, **update})
+
+
+def cross_fits(candidate: AutoCandidate) -> bool:
+    """Whether cross-fitting trains `candidate` (its method trains once: CROSS_FIT_CANDIDATES)."""
+    return candidate.method.name in CROSS_FIT_CANDIDATES and not candidate.name.startswith("elodi")
 
 
 def auto_choice(method: MethodSpec, old_weights_fit: str | None = None) -> AutoChoice:
@@ -95,7 +105,7 @@ def auto_choice(method: MethodSpec, old_weights_fit: str | None = None) -> AutoC
     skipped: list[tuple[str, str]] = []
     used, replicas = 1, False
     for name in method.candidates:
-        if name in STARTS_FROM_OLD and old_weights_fit is not None:
+        if ladder_rung(name)[0] in STARTS_FROM_OLD and old_weights_fit is not None:
             skipped.append((name, old_weights_fit))
             continue
         cost = 1 if not name.startswith("elodi") or replicas else method.m + 1

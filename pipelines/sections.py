@@ -5,11 +5,12 @@ pipelines/operations.py), each a strict pydantic model
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from workers.names import AUTO_CANDIDATES, METHODS, PROXIMAL_WEIGHT
+from workers.names import AUTO_CANDIDATES, LADDER_FIELDS, METHODS, PROXIMAL_WEIGHT, ladder_rung
 
 
 class _Strict(BaseModel):
@@ -79,7 +80,9 @@ class MethodSpec(_Strict):
         "to), in the fixed order they are tested in (the testing stops at the first that fails, so put the "
         f"least aggressive first); the default: {', '.join(AUTO_CANDIDATES[1:])}. "
         "bcwi and proximal only where `arch` and `train.adapter` are the old model's; "
-        "elodi-legacy is elodi with the legacy term (λ `legacy_weight`, else 0.8); the two elodi share `m` replicas",
+        "elodi-legacy is elodi with the legacy term (λ `legacy_weight`, else 0.8); the two elodi share `m` replicas; "
+        "a rung NAME_VALUE is NAME with its weight at VALUE (kd_0.1, fd-lm_0.2: alpha; proximal_0.0003: "
+        "proximal_weight), so a ladder of them, weakest first, tests one method at several strengths",
     )
     budget: int | None = Field(
         None,
@@ -123,10 +126,18 @@ class MethodSpec(_Strict):
     @field_validator("candidates")
     @classmethod
     def _known_candidates(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [v for v in values if v not in AUTO_CANDIDATES[1:]]
+        unknown = [v for v in values if v.partition("_")[0] not in AUTO_CANDIDATES[1:]]  # a rung: NAME_VALUE
         if unknown:
             known = ", ".join(AUTO_CANDIDATES[1:])
             raise ValueError(f"unknown auto candidates {', '.join(unknown)}; the known: {known}")
+        for value in values:
+            base, number = ladder_rung(value)
+            if number is None:
+                continue
+            field = LADDER_FIELDS[base]
+            high = 1.0 if field == "alpha" else math.inf
+            if not 0 < number <= high or not math.isfinite(number):
+                raise ValueError(f"auto candidate {value}: {base}'s {field} must lie in (0, {high:g}]")
         return tuple(dict.fromkeys(values))  # each once, in the order written
 
     @field_validator("bcwi_alphas")

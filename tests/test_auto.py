@@ -129,6 +129,52 @@ def test_a_candidate_trains_as_a_spec_naming_its_method_would():
     assert kd.auto is None and kd.method == "kd"
 
 
+def test_a_ladder_rung_is_its_method_with_its_weight_set_and_trains_as_that_spec_would():
+    """kd_0.1 is kd at α 0.1 (the same spec hash as a spec naming kd with alpha 0.1, so its checkpoints),
+    proximal_0.0003 proximal at λ 0.0003; rungs cross-fit as their methods do and keep their order."""
+    from orchestrator.planning.plan import Plan, PlannedSplits
+    from pipelines.auto import cross_fits
+    from workers.tasks.records import DataRequest
+
+    candidates = ["kd_0.1", "kd_0.3", "proximal_0.0003", "kd", "elodi"]
+    spec = parse_spec({**AUTO, "arch": "mlp", "method": {"name": "auto", "m": 2, "candidates": candidates}})
+    plan = Plan(spec, DataRequest(), PlannedSplits("key", "fp", 10), auto=auto_choice(spec.method))
+    by_name = {c.name: c for c in plan.auto.candidates}
+    assert list(by_name) == ["none", *candidates]
+    assert by_name["kd_0.1"].method.name == "kd" and by_name["kd_0.1"].method.alpha == 0.1
+    assert by_name["kd"].method.alpha is None  # the spec's own α
+    assert by_name["proximal_0.0003"].method.proximal_weight == 0.0003
+    rung = plan.candidate(by_name["kd_0.1"])
+    kd = parse_spec({**AUTO, "arch": "mlp", "method": {"name": "kd", "m": 2, "alpha": 0.1}})
+    assert rung.spec.spec_hash == kd.spec_hash
+    assert [c.name for c in plan.auto.candidates if cross_fits(c)] == [
+        "none",
+        "kd_0.1",
+        "kd_0.3",
+        "proximal_0.0003",
+        "kd",
+    ]
+    # a rung that starts from the old weights is left out with its method where they cannot serve
+    other = auto_choice(spec.method, old_weights_fit="other arch")
+    assert ("proximal_0.0003", "other arch") in other.skipped
+
+
+@pytest.mark.parametrize(
+    ("candidate", "line"),
+    [
+        ("bcwi_0.5", "auto candidate bcwi_0.5: only kd, fd-lm, proximal take a rung (NAME_VALUE)"),
+        ("kd_x", "auto candidate kd_x: its rung 'x' is not a number"),
+        ("kd_1.5", "auto candidate kd_1.5: kd's alpha must lie in (0, 1]"),
+        ("proximal_0", "auto candidate proximal_0: proximal's proximal_weight must lie in (0, inf]"),
+        ("distil_0.1", "unknown auto candidates distil_0.1"),
+    ],
+)
+def test_a_bad_rung_gets_one_line(candidate, line):
+    with pytest.raises(SpecError) as raised:
+        parse_spec({**AUTO, "method": {"name": "auto", "candidates": ["kd", candidate]}})
+    assert any(line in problem for problem in raised.value.problems), raised.value.problems
+
+
 @pytest.mark.parametrize(
     ("method", "line"),
     [

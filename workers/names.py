@@ -30,6 +30,25 @@ PROXIMAL_WEIGHT = 0.001
 # α held to the ER limit), then the distillations (on small models KD cost 0 to +1.6 pt of ER, FD-LM +1.1 to
 # +4.3), then the ELODI pair (m + 1 trainings)
 AUTO_CANDIDATES = ("none", "proximal", "bcwi", "kd", "fd-lm", "elodi-legacy", "elodi")
+# auto's ladder rungs: a candidate named NAME_VALUE (kd_0.1, proximal_0.0003) is NAME with this field of its
+# method section set to VALUE, so one update can test a weight ladder, least aggressive first
+LADDER_FIELDS = {"kd": "alpha", "fd-lm": "alpha", "proximal": "proximal_weight"}
+
+
+def ladder_rung(name: str) -> tuple[str, float | None]:
+    """A candidate's method and its rung's value: "kd_0.1" → ("kd", 0.1) (LADDER_FIELDS), "kd" →
+    ("kd", None); ValueError for a rung of a method without one or a value that is not a number."""
+    base, sep, value = name.partition("_")
+    if not sep:
+        return name, None
+    if base not in LADDER_FIELDS:
+        raise ValueError(f"auto candidate {name}: only {', '.join(LADDER_FIELDS)} take a rung (NAME_VALUE)")
+    try:
+        return base, float(value)
+    except ValueError:
+        raise ValueError(f"auto candidate {name}: its rung {value!r} is not a number") from None
+
+
 # objectives that distil on `data.unlabelled` too (their distillation term needs no label; CE skips those rows;
 # FD weighs such a row α, its old model's correctness unknown): dynamic FD's weight reads the label, so not it
 UNLABELLED_OBJECTIVES = ("kd", "fd-kl", "fd-lm", "elodi")

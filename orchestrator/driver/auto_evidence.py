@@ -18,7 +18,7 @@ from orchestrator.execution.evaluation import SplitPredictions, split_prediction
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan
 from orchestrator.policy.auto_choice import PairedCounts
-from pipelines.auto import CROSS_FIT_CANDIDATES
+from pipelines.auto import cross_fits
 from workers.slices import slice_over_limit
 from workers.tasks.records import BcwiRecord
 from workers.trial_choice import CandidateScore
@@ -104,7 +104,7 @@ def settle_folds(plan: Plan, trained: Trained, watch: StageWatch) -> tuple[int, 
     """Whether auto cross-fits (J, K, why, the train ids the old model never trained on; None: val
     only), settled once no treatment has trained (auto_folds.folds_for)."""
     assert plan.auto is not None
-    names = [c.name for c in plan.auto.candidates if c.name in CROSS_FIT_CANDIDATES]
+    names = [c.name for c in plan.auto.candidates if cross_fits(c)]
     folds, of, why = folds_for(plan, trained.records["none"].seconds)
     unseen = unseen_train_ids(plan) if folds and len(names) > 1 else None
     if unseen is None or not len(unseen):
@@ -123,7 +123,9 @@ def add_fold_evidence(plan: Plan, evidence: Evidence, trained: Trained, names: l
     if evidence.folds is None:
         evidence.folds = settle_folds(plan, trained, watch)
     folds, of, why, unseen = evidence.folds
-    fitted = [name for name in names if name in CROSS_FIT_CANDIDATES and name != "none"]
+    assert plan.auto is not None
+    fits = {c.name for c in plan.auto.candidates if cross_fits(c)}
+    fitted = [name for name in names if name in fits and name != "none"]
     if unseen is None or not fitted:
         return
     measured = cross_fit(plan, folds, of, ["none", *fitted], unseen, watch)

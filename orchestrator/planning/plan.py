@@ -193,7 +193,7 @@ class Plan:
         """The plan of one of auto's candidates: the spec with the candidate's method section (its
         checkpoints are those of a spec naming that method), bcwi and proximal, which start from the old
         weights, reading what the old model reads."""
-        start = replace(self.start, inputs=self.old.inputs) if candidate.name in STARTS_FROM_OLD else self.start
+        start = replace(self.start, inputs=self.old.inputs) if candidate.method.name in STARTS_FROM_OLD else self.start
         spec = self.spec.model_copy(update={"method": candidate.method})
         return replace(self, spec=spec, start=start, auto=None, cross_fit=(0, 0))
 

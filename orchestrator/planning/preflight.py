@@ -45,7 +45,7 @@ from orchestrator.planning.facts.kinds import (
 )
 from orchestrator.planning.model_inputs import directory_digest
 from orchestrator.planning.plan import ModelStart, Plan, PlannedOld, PlannedSplits
-from pipelines.auto import CROSS_FIT_AUTO_SECONDS, CROSS_FIT_CANDIDATES
+from pipelines.auto import CROSS_FIT_AUTO_SECONDS, cross_fits
 from pipelines.spec import SpecError, UpdateSpec
 from workers.names import HF_PREFIX, UNLABELLED_OBJECTIVES, is_hf
 from workers.percent import short_percent
@@ -144,7 +144,7 @@ def fold_line(auto: AutoCandidates) -> str:
     """What cross-fitting will train (`method.cross_fit`), and what it costs."""
     assert auto.folds is not None
     j, k = auto.folds.trained, auto.folds.folds
-    names = [c.name for c in auto.choice.candidates if c.name in CROSS_FIT_CANDIDATES]
+    names = [c.name for c in auto.choice.candidates if cross_fits(c)]
     when = (
         f" when no treatment trains in ≤ {CROSS_FIT_AUTO_SECONDS:.0f} s (cross_fit auto)"
         if auto.folds.conditional
