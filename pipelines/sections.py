@@ -25,7 +25,7 @@ class MethodSpec(_Strict):
         description="the treatment; none (the default): one plain model, what a first version is; kd, fd-*, "
         "dynamic-fd, bcwi and proximal need `old`; elodi and ensemble train `m` replicas; auto (needs `old`): trains "
         "no treatment and the `candidates` that fit `budget`, tests them against no treatment on the val split "
-        "in the order of `candidates` (stopping at the first that fails), and ships the lowest val NFR among "
+        "in the order of `candidates` (stopping at the first that fails), and ships the largest NFR cut among "
         "those proven: the upper 95% bound of the ER change ≤ `max_er_increase` and NFR proven lower; else no "
         "treatment (the eval split is never used to choose)",
     )

@@ -34,7 +34,8 @@ def assert_training_stopped_at_the_first_failure(auto, order):
 def assert_the_fixed_order_chose(auto):
     """auto.json against the rule (policy/auto_choice.py): no treatment is always eligible; in the
     order trained, a candidate is tested only when every one before it was proven, proven when it
-    was tested and failed nothing, and the proven one with the lowest val NFR ships (else none)."""
+    was tested and failed nothing, and the proven one with the largest NFR cut against no treatment
+    (on the samples it was counted on) ships, the earlier on a tie (else none)."""
     none, *others = auto["candidates"]
     assert none["name"] == "none" and none["eligible"]
     reached = True
@@ -53,7 +54,8 @@ def assert_the_fixed_order_chose(auto):
         )
         reached = reached and c["eligible"]
     proven = [c for c in others if c["eligible"]]
-    assert auto["chosen"] == (min(proven, key=lambda c: c["val_nfr"])["name"] if proven else "none")
+    cut = min(proven, key=lambda c: (c["val_nfr_change"], proven.index(c))) if proven else {"name": "none"}
+    assert auto["chosen"] == cut["name"]
     assert (auto["closest"] is None) == bool(proven)
 
 

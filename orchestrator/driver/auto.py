@@ -1,7 +1,7 @@
 """`method: auto`: no treatment and the candidates that fit the budget (plan.auto), each trained as a
 spec naming its method would train it, tested against no treatment on the val split in a fixed order
 (orchestrator/policy/auto_choice.py): a candidate is proven when the upper 95% bound of its ER change
-is ≤ `max_er_increase` and its NFR is proven lower; the lowest val NFR among the proven ships, else
+is ≤ `max_er_increase` and its NFR is proven lower; the largest NFR cut among the proven ships, else
 no treatment. One pipeline run:
 
     rounds      no treatment with the first candidate, then one candidate a round (all at once with

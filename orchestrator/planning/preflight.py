@@ -195,8 +195,8 @@ def summary(found: Found) -> str:
         line += (
             "\n"
             + "\n".join(auto.choice.lines())
-            + f"\nauto tests {order} in that order, stopping at the first that fails, and ships the lowest val "
-            + f"NFR among those proven ({limit}, NFR proven lower; {grain}); else no treatment"
+            + f"\nauto tests {order} in that order, stopping at the first that fails, and ships the largest NFR "
+            + f"cut among those proven ({limit}, NFR proven lower; {grain}); else no treatment"
         )
         if auto.folds is not None:
             line += "\n" + fold_line(auto)
