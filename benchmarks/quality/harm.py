@@ -188,11 +188,13 @@ def main(argv: list[str] | None = None) -> None:
     if missing:
         raise SystemExit(f"no {', '.join(missing)} set here: `make heldout-data` installs it")
     results = json.loads(args.results.read_text()) if args.results.exists() else {"units": {}}
-    results.update(date=time.strftime("%Y-%m-%d"), machine=machine(), jobs=args.jobs)
+    units = todo(args, results["units"])
+    if units:  # a call that only rewrites the report keeps the last run's date, machine and jobs
+        results.update(date=time.strftime("%Y-%m-%d"), machine=machine(), jobs=args.jobs)
     work = Path(tempfile.mkdtemp(prefix="harm-"))
     args.results.parent.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        for record in pool.map(lambda u: one_unit(u, work), todo(args, results["units"])):
+        for record in pool.map(lambda u: one_unit(u, work), units):
             record["date"] = time.strftime("%Y-%m-%d")
             results["units"][unit_key(record["set"], record["arch"], record["seed"], record["train_limit"])] = record
             args.results.write_text(json.dumps(results, indent=2))
