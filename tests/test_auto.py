@@ -74,7 +74,9 @@ def test_the_candidates_table_gives_each_change_with_its_bound_what_failed_and_t
     kd.failed = ["ER bound +0.38 pt > +0.30"]
     fd = CandidateScore("fd-lm", 0.12, 0.02, 1.0, "fd.pt", tested=False, val_er_change=0.02, val_er_upper=0.03)
     fd.val_nfr_change, fd.val_nfr_upper = -0.03, -0.02
-    text = candidates_table(AutoRecord("none", 0.003, [none, kd, fd], [], closest="kd came closest: …"))
+    left = [("elodi", "not trained: kd failed its test first in the fixed order")]
+    text = candidates_table(AutoRecord("none", 0.003, [none, kd, fd], left, closest="kd came closest: …"))
+    assert "left out elodi: not trained: kd failed its test first in the fixed order" in text
     assert "+0.00 pt (≤ +0.38)" in text and "-2.00 pt (≤ -1.00)" in text
     assert "not tested" in text and "kd: ER bound +0.38 pt > +0.30" in text
     assert "no candidate proven, no treatment ships: kd came closest: …" in text

@@ -1,6 +1,7 @@
 """`congruent demo` and `congruent report` end to end: v1 and v2 (method auto) on Ray, registered in a
 local MLflow store, and the HTML report rendered by a real headless browser (Debian's chromium)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -53,8 +54,12 @@ def test_demo_registers_v1_and_auto_v2_and_prints_the_comparison(demo):
     assert versions[1].tags["parent_version"] == "1"
     chosen = versions[1].tags["auto_choice"]
     assert f"{100 * float(versions[1].tags['nfr']):.2f}%" in printed  # the table prints the registry's own figures
-    for name in ("none", "kd", "fd-lm", "elodi-legacy", "elodi"):  # m = 2: every candidate fits
-        assert f" {name} " in printed
+    # m = 2: every candidate fits; those after the first that failed its test are left out untrained, with why
+    record = json.loads((out / "v2" / "auto.json").read_text())
+    trained = [c["name"] for c in record["candidates"]]
+    left = [name for name, _ in record["skipped"]]
+    assert {"none", "kd", "fd-lm", "elodi-legacy", "elodi"} <= {*trained, *left}  # and bcwi, proximal: other arch
+    assert all(f" {name} " in printed for name in trained) and all(f"left out {name}: " in printed for name in left)
     assert f"auto shipped {chosen}" in printed and "the demo's promise" in printed
     assert "mlflow ui --backend-store-uri" in printed
     # it ends with the commands that serve v1 as the champion, shadowing v2

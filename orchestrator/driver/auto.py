@@ -142,7 +142,7 @@ def _points(value: float | None, upper: float | None) -> str:
 def candidates_table(record: AutoRecord) -> str:
     """The candidates as lines: val ER and NFR, their changes against no treatment with their upper
     bounds (chosen on), whether the fixed order proved it, eval ER / NFR (shown), seconds; what each
-    failed; the closest candidate when none was proven."""
+    failed; those left out (untrained) and why; the closest candidate when none was proven."""
     from orchestrator.views.tables import table
 
     rows = [
@@ -163,6 +163,7 @@ def candidates_table(record: AutoRecord) -> str:
     headers = ["candidate", "val ER", f"− none's (≤ {level} bound)", "val NFR", "− none's (≤ bound)", "proven"]
     headers += ["eval ER", "eval NFR", "seconds"]
     failed = [f"  {c.name}: {'; '.join(c.failed)}" for c in record.candidates if c.failed]
+    failed += [f"  left out {name}: {why}" for name, why in record.skipped]
     if record.closest is not None:
         failed.append(f"  no candidate proven, no treatment ships: {record.closest}")
     return "\n".join([table(headers, rows, left=1), *failed, *fold_lines(record)])

@@ -253,7 +253,8 @@ class DemoOutcome:
         auto = self.results[-1].auto
         assert auto is not None, "v2 of the demo is method auto"
         candidates = [CandidateScore(**c) for c in auto["candidates"]]
-        return AutoRecord(auto["chosen"], auto["max_er_increase"], candidates, [], closest=auto["closest"])
+        skipped = [(name, why) for name, why in auto.get("skipped", [])]
+        return AutoRecord(auto["chosen"], auto["max_er_increase"], candidates, skipped, closest=auto["closest"])
 
 
 def execute_demo(settings: DemoSettings, quiet: bool | None, announce: Callable[[str], None]) -> DemoOutcome:
