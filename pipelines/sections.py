@@ -112,8 +112,9 @@ class MethodSpec(_Strict):
         "other folds (as many samples as the shipped model), the old model fixed, and each sample of the J folds "
         "is predicted by a model that never trained on it (bounds widened for the folds' overlap: Nadeau & "
         "Bengio 2003); rows the old model trained on are not counted. J (≥ 2), off, or auto: 3 when no "
-        "treatment's training took at most 2 minutes (measured in the run), else off; a streamed source is "
-        "never cross-fitted",
+        "treatment's training took at most 2 minutes (measured in the run), else off, and only for a candidate "
+        "whose val figures the folds' samples could prove (one that fails on val and would still fail with "
+        "them at the same proportions is tested on val); a streamed source is never cross-fitted",
     )
 
     @field_validator("cross_fit")

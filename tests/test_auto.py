@@ -342,3 +342,44 @@ def test_bcwi_in_auto_is_held_to_auto_s_limit_and_never_ships_the_old_model_itse
     assert max(held.bcwi_alphas) == 0.9 and 1.0 not in held.bcwi_alphas
     worse = TrainRecord("bcwi", 0, "t.pt", [], 1, 1, 0, 1, 0.110, 1, "h", 1.0)
     assert bcwi_held_to(bcwi, 0.100, 0.003, worse).spec.method.bcwi_er_tolerance == 0.0
+
+
+@pytest.mark.parametrize("setting", ["auto", 3])
+def test_cross_fit_auto_leaves_out_the_folds_of_a_candidate_they_could_not_prove(monkeypatch, setting):
+    """kd's val ER change is +0.46 pt: no count of samples at those figures brings its bound under
+    +0.3 pt, so `cross_fit: auto` trains no folds for it (and so none for no treatment) and it fails
+    on val, saying so; fd-lm, at ΔER 0 with a bound the folds could bring under, is cross-fitted. An
+    explicit J cross-fits both."""
+    import numpy as np
+
+    from orchestrator.driver import auto_evidence
+    from orchestrator.driver.auto_evidence import Evidence, add_fold_evidence
+    from orchestrator.driver.auto_folds import FoldEvidence
+    from orchestrator.driver.auto_training import Trained
+    from orchestrator.execution.watch import StageWatch
+    from orchestrator.planning.plan import Plan, PlannedSplits
+    from orchestrator.policy.auto_choice import PairedCounts
+    from workers.tasks.records import DataRequest
+
+    spec = parse_spec({**AUTO, "method": {"name": "auto", "candidates": ["kd", "fd-lm"], "cross_fit": setting}})
+    plan = Plan(spec, DataRequest(), PlannedSplits("key", "fp", 10), auto=auto_choice(spec.method))
+    kd, fd_lm = PairedCounts(4350, 70, 50, 4350, 40, 80, 10, 50), PairedCounts(4350, 50, 50, 4350, 40, 80, 10, 50)
+    evidence = Evidence(counts={"kd": kd, "fd-lm": fd_lm}, folds=(3, 10, "why", np.arange(40000)))
+    evidence.where = {"kd": "val samples", "fd-lm": "val samples"}
+    fitted: list[list[str]] = []
+
+    def cross_fit(plan, folds, of, names, unseen, watch):
+        fitted.append(list(names))
+        return FoldEvidence(folds, of, {n: PairedCounts(10, 0, 0, 10, 0, 0, 0, 0) for n in names}, 3, 1.0)
+
+    monkeypatch.setattr(auto_evidence, "cross_fit", cross_fit)
+    add_fold_evidence(plan, evidence, Trained(), ["none", "kd"], StageWatch())
+    add_fold_evidence(plan, evidence, Trained(), ["fd-lm"], StageWatch())
+    if setting == "auto":
+        assert fitted == [["none", "fd-lm"]]
+        assert evidence.counts["kd"] == kd and evidence.where["kd"].startswith("val samples (not cross-fitted")
+        assert "9,000 effective samples would not prove it" in evidence.where["kd"]  # 40,000 · 3/10 / (1 + 3/9)
+        assert evidence.record is not None and evidence.record["trainings"] == 6  # none's and fd-lm's 3 folds
+    else:
+        assert fitted == [["none", "kd"], ["none", "fd-lm"]]
+        assert "not cross-fitted" not in evidence.where["kd"]

@@ -4,7 +4,7 @@ fixed order, the closest-candidate line, and what pooling cross-fitted folds buy
 import numpy as np
 import pytest
 
-from orchestrator.policy.auto_choice import PairedCounts, candidate_test, choose, closest, fixed_sequence
+from orchestrator.policy.auto_choice import PairedCounts, candidate_test, choose, closest, fixed_sequence, futile
 from workers.confidence import corrected_resampled_effect
 
 LIMIT, LEVEL = 0.003, 0.95
@@ -127,3 +127,22 @@ def test_counts_of_another_design_pool_as_effective_counts():
     pooled = val.effective() + folds.effective()
     doubled = val + PairedCounts(4350, 50, 50, 4350, 40, 80, 10, 50)
     assert doubled.er_change_upper(LEVEL) < pooled.er_change_upper(LEVEL) < val.er_change_upper(LEVEL)
+
+
+def test_a_candidate_the_folds_could_not_prove_at_its_val_figures_is_futile():
+    """kd at ΔER 0, bound +0.38 pt on 4,350 val samples: 1,000 more effective samples at the same
+    proportions would leave the bound at +0.34 (futile), 4,000 more bring it under +0.30 (worth the
+    folds). ΔER +0.46 pt is futile whatever the samples, a val slice over the gate too; a candidate
+    that already passes on val is never called futile (more evidence is only taken, not skipped)."""
+    kd = PairedCounts(4350, 50, 50, 4350, 40, 80, 10, 50)
+    assert futile(kd, 1000, LIMIT, LEVEL) == ("ER bound +0.34 pt > +0.30",)
+    assert futile(kd, 4000, LIMIT, LEVEL) == ()
+    assert kd.scaled(2) == PairedCounts(8700, 100, 100, 8700, 80, 160, 20, 100)
+    worse = PairedCounts(4350, 70, 50, 4350, 40, 80, 10, 50)
+    assert futile(worse, 10**6, LIMIT, LEVEL) == ("ER bound +0.49 pt > +0.30",)
+    assert futile(kd, 10**6, LIMIT, LEVEL, "topic=a") == ("val slice topic=a",)
+    passes = PairedCounts(4350, 40, 60, 4350, 40, 80, 10, 50)
+    assert candidate_test("kd", passes, LIMIT, LEVEL).passed and futile(passes, 0, LIMIT, LEVEL) == ()
+    # counts pooled with a design effect are projected on their effective samples
+    pooled = PairedCounts(8700, 100, 100, 8700, 80, 160, 20, 100, design_effect=2.0)
+    assert futile(pooled, 1000, LIMIT, LEVEL) == futile(kd, 1000, LIMIT, LEVEL)

@@ -12,7 +12,8 @@ no treatment. One pipeline run:
       val pass  the round's val predictions (bcwi's: each half at the α the other half picked),
                 counted against no treatment's (`PairedCounts`), and, with the spec's slice gate
                 (promote.max_slice_nfr), its val slices: one over the limit fails it
-      folds     with cross-fitting, the round's candidates on J folds too (auto_folds.py)
+      folds     with cross-fitting, the round's candidates on J folds too (auto_folds.py); with
+                `cross_fit: auto` not those whose val figures the folds could not turn into a pass
       test      every candidate trained so far, in the order of `method.candidates` (fixed before
                 anything is scored); a failure ends the rounds: what comes after it cannot ship
     choice      on val (and the folds) only
@@ -139,6 +140,10 @@ def _points(value: float | None, upper: float | None) -> str:
     return "" if value is None or upper is None else f"{100 * value:+.2f} pt (≤ {100 * upper:+.2f})"
 
 
+def _unfitted(c: CandidateScore) -> str:
+    return f", on {c.evidence}" if "not cross-fitted" in c.evidence else ""
+
+
 def candidates_table(record: AutoRecord) -> str:
     """The candidates as lines: val ER and NFR, their changes against no treatment with their upper
     bounds (chosen on), whether the fixed order proved it, eval ER / NFR (shown), seconds; what each
@@ -162,7 +167,7 @@ def candidates_table(record: AutoRecord) -> str:
     level = short_percent(record.confidence)
     headers = ["candidate", "val ER", f"− none's (≤ {level} bound)", "val NFR", "− none's (≤ bound)", "proven"]
     headers += ["eval ER", "eval NFR", "seconds"]
-    failed = [f"  {c.name}: {'; '.join(c.failed)}" for c in record.candidates if c.failed]
+    failed = [f"  {c.name}: {'; '.join(c.failed)}{_unfitted(c)}" for c in record.candidates if c.failed]
     failed += [f"  left out {name}: {why}" for name, why in record.skipped]
     if record.closest is not None:
         failed.append(f"  no candidate proven, no treatment ships: {record.closest}")

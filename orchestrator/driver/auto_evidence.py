@@ -2,7 +2,8 @@
 rounds): every model's class ids on the val split (bcwi's cross-fitted), each candidate's paired
 counts against no treatment there (`PairedCounts`), its worst val slice against the spec's slice
 gate, and, when `method.cross_fit` applies, the folds' counts on the train samples the old model
-never trained on (auto_folds.py), pooled with val's as effective counts."""
+never trained on (auto_folds.py), pooled with val's as effective counts; with `cross_fit: auto`,
+not for a candidate whose val figures the folds could not turn into a pass (`worth_folds`)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from orchestrator.driver.auto_training import Trained
 from orchestrator.execution.evaluation import SplitPredictions, split_predictions
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan
-from orchestrator.policy.auto_choice import PairedCounts
+from orchestrator.policy.auto_choice import AUTO_CONFIDENCE, PairedCounts, futile
 from pipelines.auto import cross_fits
+from workers.confidence import corrected_resampled_effect
 from workers.slices import slice_over_limit
 from workers.tasks.records import BcwiRecord
 from workers.trial_choice import CandidateScore
@@ -116,6 +118,32 @@ def settle_folds(plan: Plan, trained: Trained, watch: StageWatch) -> tuple[int, 
     return folds, of, why, unseen
 
 
+def worth_folds(plan: Plan, evidence: Evidence, trained: Trained, fitted: list[str], watch: StageWatch) -> list[str]:
+    """With `cross_fit: auto`, the candidates of `fitted` the folds could prove: one whose val figures
+    would still fail its test with the folds' effective samples (J of K of the unseen train samples,
+    over the design effect) at the same proportions is not cross-fitted; it fails on val
+    (policy/auto_choice.py `futile`). An explicit J cross-fits every one."""
+    assert evidence.folds is not None
+    folds, of, _, unseen = evidence.folds
+    assert unseen is not None
+    if plan.spec.method.cross_fit != "auto":
+        return fitted
+    more = len(unseen) * folds / of / corrected_resampled_effect(folds, of)
+    limit, over = plan.spec.method.max_er_increase, {c.name: c.val_slice_over for c in trained.scores}
+    kept = []
+    for name in fitted:
+        why = futile(evidence.counts[name], more, limit, AUTO_CONFIDENCE, over.get(name))
+        if not why:
+            kept.append(name)
+            continue
+        evidence.where[name] = (
+            f"val samples (not cross-fitted: at its val figures the folds' {more:,.0f} effective samples "
+            "would not prove it)"
+        )
+        watch.say(f"auto: {name} not cross-fitted: at its val figures the folds could not prove it ({'; '.join(why)})")
+    return kept
+
+
 def add_fold_evidence(plan: Plan, evidence: Evidence, trained: Trained, names: list[str], watch: StageWatch) -> None:
     """The round's candidates `names` that cross-fitting trains, on its folds (no treatment's fold
     models trained in the first round and reused after): their fold counts added to their val counts
@@ -127,6 +155,9 @@ def add_fold_evidence(plan: Plan, evidence: Evidence, trained: Trained, names: l
     fits = {c.name for c in plan.auto.candidates if cross_fits(c)}
     fitted = [name for name in names if name in fits and name != "none"]
     if unseen is None or not fitted:
+        return
+    fitted = worth_folds(plan, evidence, trained, fitted, watch)
+    if not fitted:
         return
     measured = cross_fit(plan, folds, of, ["none", *fitted], unseen, watch)
     record = evidence.record or {"folds": folds, "of": of, "why": why, "trainings": 0, "seconds": 0.0}

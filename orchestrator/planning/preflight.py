@@ -146,14 +146,15 @@ def fold_line(auto: AutoCandidates) -> str:
     j, k = auto.folds.trained, auto.folds.folds
     names = [c.name for c in auto.choice.candidates if cross_fits(c)]
     when = (
-        f" when no treatment trains in ≤ {CROSS_FIT_AUTO_SECONDS:.0f} s (cross_fit auto)"
+        f" when no treatment trains in ≤ {CROSS_FIT_AUTO_SECONDS:.0f} s and a candidate's val figures leave the"
+        " folds a chance to prove it (cross_fit auto)"
         if auto.folds.conditional
         else ""
     )
+    at_most = " at most" if auto.choice.stops or auto.folds.conditional else ""
     return (
         f"auto cross-fits {', '.join(names)} on {j} of {k} folds of train ∪ val ({auto.folds.labelled:,} labelled "
-        f"samples){when}: {j * len(names)} more trainings{' at most' if auto.choice.stops else ''}, each on the "
-        "other folds (as many samples as the "
+        f"samples){when}: {j * len(names)} more trainings{at_most}, each on the other folds (as many samples as the "
         f"shipped model), and tests them on the {j} folds' samples the old model never trained on, with val's"
     )
 

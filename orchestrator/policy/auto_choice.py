@@ -82,9 +82,12 @@ class PairedCounts:
     def effective(self) -> PairedCounts:
         """These counts over their design effect, as as many independent samples (design effect 1):
         what pooling them with counts of another design takes."""
-        d = self.design_effect
+        return self.scaled(1 / self.design_effect)
+
+    def scaled(self, factor: float) -> PairedCounts:
+        """These counts' proportions on `factor` times as many independent samples (design effect 1)."""
         fields = ("n", "worse", "better", "n_known", "flips", "none_flips", "more_flips", "fewer_flips")
-        return PairedCounts(**{f: getattr(self, f) / d for f in fields})
+        return PairedCounts(**{f: getattr(self, f) * factor for f in fields})
 
     @property
     def er_change(self) -> float:
@@ -149,6 +152,21 @@ def candidate_test(
         failed.append(f"val slice {slice_over}")
     changes = (counts.er_change, er_upper, counts.nfr_change, nfr_upper)
     return CandidateTest(name, *changes, counts.n, tuple(failed), where=where)
+
+
+def futile(
+    counts: PairedCounts, more: float, max_er_increase: float, confidence: float, slice_over: str | None = None
+) -> tuple[str, ...]:
+    """What a candidate failing its test on `counts` would still fail with `more` effective samples
+    at the same proportions (the folds' evidence, had it agreed with val's): its test on the counts
+    scaled by (n + more) / n. Empty when it passes on `counts` or scaled: more samples could prove
+    it. A futility stop: leaving out the evidence of a candidate that then fails never ships one, so
+    the family's level holds."""
+    if candidate_test("", counts, max_er_increase, confidence, slice_over).passed:
+        return ()
+    now = counts.effective()
+    projected = now.scaled((now.n + more) / max(now.n, 1))
+    return candidate_test("", projected, max_er_increase, confidence, slice_over).failed
 
 
 def fixed_sequence(
