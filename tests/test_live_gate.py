@@ -52,6 +52,36 @@ def test_labels_count_only_for_shadowed_ids_and_the_first_stands_unless_relabell
            "which is counted and written", passed=True)  # fmt: skip
 
 
+def test_a_labelled_id_sent_again_with_another_input_changes_nothing_and_is_counted(tmp_path):
+    """A client that may only predict sends "a", which is labelled a negative flip; it sends the id
+    again with another input whose classes would undo the flip: the live counts do not change, the
+    resend is counted (and not written: a restarted replica's figures are the same); the same input
+    again is accepted."""
+    store.configure()
+    run_id = live.start_live_run(f"resend-{tmp_path.name}", "1", "2")
+    ledger = ledger_module.LiveLedger.func_or_class(run_id, run_id, ServeSettings(chunk_rows=1000, flush_s=3600))
+
+    async def scenario():
+        await ledger.add_pairs([pair("a", 1, 0)])
+        await ledger.add_labels([("a", 1)])
+        before = ledger.counts()
+        assert before.negative_flips == 1
+        await ledger.add_pairs([{**pair("a", 1, 1), "digest": "another input", "time": 2.0}])
+        assert ledger.counts() == before and ledger.figures()["resent_after_label"] == 1
+        await ledger.add_pairs([{**pair("a", 1, 0), "time": 3.0}])  # the same input ("d") again
+        assert ledger.counts() == before and ledger.figures()["resent_after_label"] == 1
+        await ledger.flush()
+        return before
+
+    before = asyncio.run(scenario())
+    assert live.run_counts(run_id) == before
+    reborn = ledger_module.LiveLedger.func_or_class(run_id, run_id, ServeSettings())
+    assert reborn.counts() == before
+    record("serving_security", check="a labelled pair is immutable: its id sent again with another input is "
+           "refused and counted (resent_after_label), the live counts unchanged; the same input again is "
+           "accepted", passed=True)  # fmt: skip
+
+
 def test_a_relabel_is_asked_with_true_and_nothing_else():
     assert wants_relabel({"labels": []}) is False
     assert wants_relabel({"labels": [], "relabel": True}) is True
@@ -98,6 +128,24 @@ def test_each_scope_asks_for_its_own_token_and_an_unset_one_takes_the_serve_toke
     assert access.auth_headers("control") == {"authorization": "Bearer control-token"}
     record("serving_security", check="the predict token cannot label or swap, the feedback token cannot swap (401): "
            "three scopes with their own tokens", passed=True)  # fmt: skip
+
+
+def test_the_live_figures_and_the_gateway_s_state_ask_for_the_feedback_token(monkeypatch):
+    """`GET /live` and `GET /status` (what is served, the canary's state) refuse the predict token:
+    a client that may only predict cannot watch how close its requests bring a decision."""
+    from orchestrator.serving import credentials, deployments
+
+    monkeypatch.setattr(credentials, "load_into_replica", lambda: None)
+    digests = {scope: access.token_digest(f"{scope}-token") for scope in access.SCOPE_ENV}
+    user_class = deployments.Gateway.func_or_class.__mro__[1]  # the class itself, under Serve's ingress wrapper
+    gateway = object.__new__(user_class)
+    user_class.__init__(gateway, "m", "1", None, None, ServeSettings(), digests)
+    for route in (gateway.live, gateway.status):
+        refused = asyncio.run(route(request("GET", None, "predict-token")))
+        assert refused.status_code == 401 and b"the feedback token" in refused.body, route.__name__
+    assert asyncio.run(gateway.live(request("GET", None, "feedback-token"))).status_code == 409  # no shadow
+    record("serving_security", check="the live figures (/live) and the gateway's state (/status) ask for the "
+           "feedback token; /healthz says only that it answers", passed=True)  # fmt: skip
 
 
 def test_the_fewest_pairs_for_a_wilson_bound_within_a_limit_by_hand():

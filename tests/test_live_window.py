@@ -60,3 +60,24 @@ def test_a_replay_of_the_chunks_in_the_order_written_gives_the_ledger_s_figures(
         chunks += [("pairs", pairs), ("labels", labels)]
     replayed = replay(LiveWindow(max_ids=3), chunks)
     assert replayed.counts() == live_window.counts() and list(replayed.entries) == list(live_window.entries)
+
+
+def test_a_labelled_pair_is_immutable_a_resend_with_another_input_is_refused_and_counted():
+    """ "a" is a negative flip once labelled; sent again with another input and classes that would undo
+    the flip it is refused (counted, the figures unchanged); sent again with the same input it changes
+    nothing. Before its label an id's latest pair stands, as before. A replay refuses the same rows."""
+    window = LiveWindow()
+    assert window.add_pair("a", 1.0, 1, 2, "input-1")
+    assert window.add_label("a", 1) == "accepted"
+    flipped = window.counts()
+    assert flipped.negative_flips == 1
+    assert not window.add_pair("a", 2.0, 1, 1, "input-2")  # the candidate's class now right: no flip
+    assert window.counts() == flipped and window.resent_after_label == 1
+    assert window.add_pair("a", 3.0, 1, 1, "input-1")  # the same input: accepted, changes nothing
+    assert window.counts() == flipped and window.resent_after_label == 1
+    assert window.add_pair("b", 1.0, 0, 0, "x") and window.add_pair("b", 2.0, 0, 1, "y")  # unlabelled: replaced
+    assert window.counts().disagreements == 2
+    rows = [{"id": "a", "time": 1.0, "champion_class": 1, "candidate_class": 2, "digest": "input-1"}]
+    resent = [{"id": "a", "time": 2.0, "champion_class": 1, "candidate_class": 1, "digest": "input-2"}]
+    replayed = replay(LiveWindow(), [("pairs", rows), ("labels", [{"id": "a", "label": 1}]), ("pairs", resent)])
+    assert replayed.counts().negative_flips == 1 and replayed.resent_after_label == 1

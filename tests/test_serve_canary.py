@@ -9,15 +9,13 @@ live counts are those of the versions' offline predictions on the canary's ids."
 from __future__ import annotations
 
 import base64
-import json
 import time
-import urllib.request
 
 import numpy as np
 from mlflow import MlflowClient
 
 from conftest import run_update
-from orchestrator.driver.serve import canary_withdrawn, post, serve_model, stop_serving
+from orchestrator.driver.serve import canary_withdrawn, gateway_status, post, serve_model, stop_serving
 from orchestrator.serving.canary import canary_decision
 from orchestrator.serving.handles import version_app_name
 from orchestrator.serving.predictor import Predictor
@@ -35,8 +33,8 @@ FRACTION = 0.5
 
 
 def healthz(url: str) -> dict:
-    with urllib.request.urlopen(f"{url}/healthz", timeout=60) as response:
-        return json.loads(response.read())
+    """The gateway's state (`GET /status`: /healthz says only that it answers)."""
+    return gateway_status(url, timeout=60)
 
 
 def send_all(url: str, encoded: list[bytes], ids: list[str]) -> list[dict]:

@@ -7,7 +7,6 @@ sending throughout and not one request fails."""
 from __future__ import annotations
 
 import base64
-import json
 import threading
 import time
 import urllib.request
@@ -15,7 +14,7 @@ import urllib.request
 import pytest
 
 from conftest import SPEC_RESOURCES, SPEC_TRAIN, run_update
-from orchestrator.driver.serve import NotPlaced, serve_model, stop_serving, swap_champion
+from orchestrator.driver.serve import NotPlaced, gateway_status, serve_model, stop_serving, swap_champion
 from orchestrator.serving.handles import version_app_name
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.tracking import promotion
@@ -26,8 +25,8 @@ from test_serving import png
 
 
 def healthz(url: str) -> dict:
-    with urllib.request.urlopen(f"{url}/healthz", timeout=30) as response:
-        return json.loads(response.read())
+    """The gateway's state (`GET /status`: /healthz says only that it answers)."""
+    return gateway_status(url, timeout=30)
 
 
 PLACE_S = 4  # the swap's time limit for v3, whose replica has nowhere to go: it is waited out whole

@@ -22,7 +22,14 @@ from mlflow import MlflowClient
 from conftest import run_update
 from orchestrator.cli import main
 from orchestrator.driver.compare import compare_predictions
-from orchestrator.driver.serve import champion_moved, post, serve_model, stop_serving, swap_champion
+from orchestrator.driver.serve import (
+    champion_moved,
+    gateway_status,
+    post,
+    serve_model,
+    stop_serving,
+    swap_champion,
+)
 from orchestrator.serving.access import TOKEN_ENV
 from orchestrator.serving.predictor import Predictor
 from orchestrator.serving.settings import RequestLimits, Resources, ServeSettings
@@ -66,7 +73,8 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
     served = swapped = serve_model(model, "2", settings, port=free_port(), resources=Resources(cpus=1))
     try:
         with urllib.request.urlopen(f"{served.url}/healthz", timeout=30) as response:
-            health = json.loads(response.read())
+            assert json.loads(response.read()) == {"status": "ok"}  # open, and says nothing more
+        health = gateway_status(served.url)
         assert (health["status"], health["version"], health["shadow"]) == ("ok", "1", "2")
         for headers in ({}, {"authorization": "Bearer another-token"}):
             headers = {"content-type": "application/json", **headers}
@@ -124,8 +132,7 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
         finally:
             stop.set()
             sender.join(timeout=120)
-        with urllib.request.urlopen(f"{served.url}/healthz", timeout=30) as response:
-            health = json.loads(response.read())
+        health = gateway_status(served.url)
         # the gateway's replica restarts: it was deployed with v1, whose application is deleted by now
         kill_replica(served.app_name, "Gateway")
         deadline, after_restart = time.monotonic() + 300, None
@@ -134,8 +141,7 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
                 after_restart = post(f"{served.url}/predict", {"inputs": [base64.b64encode(encoded[0]).decode()]}, 30)
             except (OSError, ValueError):  # refused or timed out while Serve starts another replica
                 time.sleep(1)
-        with urllib.request.urlopen(f"{served.url}/healthz", timeout=30) as response:
-            health_after_restart = json.loads(response.read())
+        health_after_restart = gateway_status(served.url)
     finally:
         stop_serving(swapped)
         serve.shutdown()

@@ -32,6 +32,8 @@ from benchmarks.report import ROOT, markdown_table, write_section
 SERVING_TESTS = [
     "tests/test_serve_faults.py",
     "tests/test_live_gate.py",
+    "tests/test_live_window.py",
+    "tests/test_serve_access.py",
     "tests/test_serve_limits.py",
     "tests/test_serve_full_cluster.py",
     "tests/test_serve_canary.py",

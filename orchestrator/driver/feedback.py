@@ -37,12 +37,11 @@ def send_labels(url: str, model: str, rows: list[dict], relabel: bool) -> dict[s
     """Send `rows` to the endpoint at `url` serving `model`, BATCH at a time: how many it kept,
     replaced, found labelled already and did not match; ValueError in one line when the endpoint
     serves another model, refuses or cannot be reached."""
-    from orchestrator.driver.serve import post
+    from orchestrator.driver.serve import gateway_status, post
 
     url = url.rstrip("/")
     try:
-        with urllib.request.urlopen(f"{url}/healthz", timeout=30) as response:
-            health = json.loads(response.read())
+        health = gateway_status(url)
         if health.get("model") != model:
             raise ValueError(f"{url} serves {health.get('model')!r}, not {model!r}")
         counts = {"accepted": 0, "unmatched": 0, "unchanged": 0, "relabelled": 0}

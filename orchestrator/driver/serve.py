@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, replace
+from typing import Any
 
 from orchestrator.execution.cluster import connect
 from orchestrator.host import worker_env
@@ -210,8 +211,7 @@ def canary_withdrawn(served: Served) -> str | None:
 
     if served.settings.canary is None or served.candidate is None:
         return None
-    with urllib.request.urlopen(f"{served.url}/healthz", timeout=60) as response:
-        canary = json.loads(response.read()).get("canary") or {}
+    canary = gateway_status(served.url, timeout=60).get("canary") or {}
     if canary.get("state") != "withdrawn":
         return None
     serve.delete(version_app_name(served.model, served.candidate))  # Serve lets its requests in flight finish
@@ -356,6 +356,15 @@ def _move_gateway(url: str, wait_s: float = 120.0) -> dict:
         if time.monotonic() > deadline:
             raise RegistryError(f"the gateway at {url} did not move to the new champion: {reason}")
         time.sleep(1.0)
+
+
+def gateway_status(url: str, timeout: float = 30) -> dict[str, Any]:
+    """The endpoint's `GET /status` (serving/status.py), with this environment's feedback token if any
+    (HTTPError for a 4xx/5xx)."""
+    request = urllib.request.Request(f"{url.rstrip('/')}/status", headers=auth_headers("feedback"))
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+    return answer
 
 
 def post(url: str, body: object, timeout: float = 60, scope: str = "predict") -> dict:

@@ -4,8 +4,9 @@ and, with a shadow, its candidate.
 - `Gateway` (the ingress of the application `congruent-MODEL`): `POST /predict` answers with the
   champion's classes; the samples the shadow fraction picks go to the candidate as well, in a task
   of their own (shadow.py: the client never waits for the shadow; a slow or failed shadow is
-  counted, never fails a request). `POST /feedback` takes labels; `GET /live` the live figures;
-  `GET /healthz`; `POST /champion` moves to the version the registry's alias names (a swap). A
+  counted, never fails a request). `POST /feedback` takes labels; `GET /live` the live figures and
+  `GET /status` the gateway's state (status.py), both in the feedback scope; `GET /healthz` only
+  whether it answers; `POST /champion` moves to the version the registry's alias names (a swap). A
   replica that starts after a swap serves the registry's champion too. With a token (access.py),
   every route but `/healthz` asks for it.
 - `VersionModel`: one registered version, loaded from the registry with its own tokenizer / input
@@ -39,6 +40,7 @@ from orchestrator.serving.ledger import LiveLedger
 from orchestrator.serving.requests import RequestError, parse_feedback, parse_predict, read_json, wants_relabel
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.serving.shadow import Shadow
+from orchestrator.serving.status import HEALTHY, gateway_status
 
 logger = logging.getLogger("ray.serve")
 
@@ -204,22 +206,15 @@ class Gateway:
 
     @app.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
+        await self._described()
+        return HEALTHY
+
+    @app.get("/status")
+    async def status(self, request: Request) -> JSONResponse:
+        if (refused := refusal(request, self.digests, "feedback")) is not None:
+            return refused
         described = await self._described()
-        return {
-            "status": "ok",
-            "model": self.model,
-            "version": described["version"],
-            "shadow": self.candidate_version if self.shadow else None,
-            "shadow_fraction": self.settings.shadow_fraction if self.shadow else None,
-            "shadow_failures": self.shadow.failures if self.shadow else 0,
-            "samples_queued_for_the_shadow": len(self.shadow.queued) if self.shadow else 0,
-            "bytes_queued_for_the_shadow": self.shadow.queued_bytes if self.shadow else 0,
-            "samples_the_shadow_could_not_read": self.shadow.unreadable if self.shadow else 0,
-            "pairs_waiting_for_the_ledger": len(self.shadow.unsent) if self.shadow else 0,
-            "pairs_dropped": self.shadow.dropped if self.shadow else 0,
-            "answered_by_another_version": self.swapped,
-            "canary": self.canary.status() if self.canary else None,
-        }
+        return JSONResponse(gateway_status(self, described["version"]))
 
     @app.post("/predict")
     async def predict(self, request: Request) -> JSONResponse:
@@ -307,7 +302,7 @@ class Gateway:
 
     @app.get("/live")
     async def live(self, request: Request) -> JSONResponse:
-        if (refused := refusal(request, self.digests, "predict")) is not None:
+        if (refused := refusal(request, self.digests, "feedback")) is not None:
             return refused
         if self.ledger is None:
             return JSONResponse({"error": "no shadow is served"}, 409)

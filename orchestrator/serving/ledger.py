@@ -58,16 +58,26 @@ class LiveLedger:
 
     async def add_pairs(self, rows: list[dict[str, Any]]) -> None:
         self._start_flusher()
-        forgotten = self.window.forgotten
-        for row in rows:  # a row resent after a newer one of its id (a lost reply) does not replace it
-            self.window.add_pair(row["id"], row["time"], row["champion_class"], row["candidate_class"])
+        forgotten, refused = self.window.forgotten, self.window.resent_after_label
+        kept = [  # a row resent after a newer one of its id (a lost reply) does not replace it
+            row
+            for row in rows
+            if self.window.add_pair(
+                row["id"], row["time"], row["champion_class"], row["candidate_class"], row.get("digest")
+            )
+        ]
+        if self.window.resent_after_label > refused:
+            logger.warning(
+                "live ledger: %d pairs refused: their ids hold a label and came again with another input",
+                self.window.resent_after_label - refused,
+            )
         if forgotten == 0 < self.window.forgotten:
             logger.warning(
                 "live ledger: it holds the last %d ids (--max-live-ids); labels for older ids are counted as "
                 "unmatched, their pairs stay in the figures",
                 self.settings.max_live_ids,
             )
-        self.pending["pairs"] += rows
+        self.pending["pairs"] += kept
         if len(self.pending["pairs"]) >= self.settings.chunk_rows:
             await self._flush_kept()
 
@@ -102,6 +112,7 @@ class LiveLedger:
             **self.counts().figures(SHOWN_CONFIDENCE),
             "pending_rows": pending,
             "ids_forgotten": self.window.forgotten,
+            "resent_after_label": self.window.resent_after_label,
         }
 
     async def flush(self) -> None:
@@ -132,8 +143,9 @@ class LiveLedger:
         shown = ("disagreement", "disagreement_upper", "nfr", "nfr_upper", "pfr", "labelled", "pairs")
         logged = {key: figures[key] for key in shown if figures[key] is not None}
         log_live_figures((self.candidate_run, self.run_id), logged, step)
-        if self.relabelled:
-            log_live_figures((self.run_id,), {"relabelled": self.relabelled}, step)
+        kept = {"relabelled": self.relabelled, "resent_after_label": self.window.resent_after_label}
+        if any(kept.values()):
+            log_live_figures((self.run_id,), kept, step)
 
     def __del__(self) -> None:
         """Serve's graceful shutdown (after the requests in flight): write what is still pending."""

@@ -5,7 +5,10 @@ and running totals of live.py's `LiveCounts` over every id it has seen: a pair o
 id's contribution (subtract the old one, add the new), and an id that leaves the window takes its
 contribution with it into the totals, so the figures stay exact for every id while memory holds only
 the window. Inside the window, as `live_counts` over each id's latest pair (by time) and its label,
-the first label standing unless a relabel is asked. Beyond it: a label for an id that left is
+the first label standing unless a relabel is asked. A labelled pair is immutable: an id that holds
+a label and is sent again with another input (its digest) is refused and counted
+(`resent_after_label`), so a client that may only predict cannot turn a labelled flip into another;
+sent again with the same input it changes nothing. Beyond the window: a label for an id that left is
 `unmatched` (as one never served), and an id sent again after it left counts as a new pair.
 
 A ledger that restarts, and `run_counts`, replay the session's chunks through a window of the same
@@ -59,7 +62,7 @@ class LiveCounts:
         }
 
 
-Entry = tuple[float, int, int, int]  # (time, champion's class, candidate's class, label or −1)
+Entry = tuple[float, int, int, int, str | None]  # (time, champion's, candidate's class, label or −1, input digest)
 FIELDS: tuple[str, ...] = ("pairs", "disagreements", "labelled", "champion_errors", "candidate_errors")
 FIELDS += ("negative_flips", "positive_flips")
 
@@ -89,25 +92,43 @@ class LiveWindow:
         self.entries: OrderedDict[str, Entry] = OrderedDict()
         self.totals = [0] * len(FIELDS)
         self.forgotten = 0  # ids that left the window (their contributions stay in the totals)
+        self.resent_after_label = 0  # pairs refused: a labelled id sent again with another input
 
     def _count(self, entry: Entry, sign: int) -> None:
         for i, n in enumerate(contribution(entry[1], entry[2], entry[3])):
             self.totals[i] += sign * n
 
-    def add_pair(self, sample_id: str, time: float, champion: int, candidate: int, evict: bool = True) -> None:
-        """An id's pair; a pair older than the id's latest (a row resent late) changes nothing. With
-        `evict` False the oldest ids stay until `shrink` (a replay, below)."""
+    def add_pair(
+        self,
+        sample_id: str,
+        time: float,
+        champion: int,
+        candidate: int,
+        digest: str | None = None,
+        evict: bool = True,
+    ) -> bool:
+        """An id's pair of the input whose digest is `digest`; False when it is refused: the id holds
+        a label and this is another input (counted in `resent_after_label`). The same input again, or a
+        pair older than the id's latest (a row resent late), changes nothing. With `evict` False the
+        oldest ids stay until `shrink` (a replay, below)."""
         old = self.entries.get(sample_id)
+        if old is not None and old[3] >= 0:
+            if digest != old[4]:
+                self.resent_after_label += 1
+                return False
+            self.entries.move_to_end(sample_id)
+            return True
         if old is not None:
             if time < old[0]:
-                return
+                return True
             self._count(old, -1)
             self.entries.move_to_end(sample_id)
-        entry = (time, champion, candidate, old[3] if old is not None else -1)
+        entry = (time, champion, candidate, -1, digest)
         self.entries[sample_id] = entry
         self._count(entry, +1)
         if evict:
             self.shrink()
+        return True
 
     def shrink(self) -> None:
         """The oldest ids beyond `max_ids` leave (their contributions stay counted)."""
@@ -124,7 +145,7 @@ class LiveWindow:
         if old[3] >= 0 and (old[3] == label or not relabel):
             return "unchanged"
         self._count(old, -1)
-        self.entries[sample_id] = (old[0], old[1], old[2], label)
+        self.entries[sample_id] = (old[0], old[1], old[2], label, old[4])
         self._count(self.entries[sample_id], +1)
         return "accepted" if old[3] < 0 else "relabelled"
 
@@ -134,7 +155,8 @@ class LiveWindow:
 
 def replay(window: LiveWindow, chunks: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> LiveWindow:
     """Feed (kind, rows) chunks, in the order they were written, into `window`: pairs as pairs, the
-    labels (those the ledger kept, in the order it kept them) each replacing the id's label. A flush
+    labels (those the ledger kept, in the order it kept them) each replacing the id's label; a pair
+    of a labelled id with another input is refused as the ledger refused it. A flush
     writes its pairs, then the labels that came meanwhile, some for ids that had left by the flush:
     a pairs chunk's ids leave only once the labels after it are in (at the next pairs chunk), so every
     label written finds its id, and the window ends as the ledger's did. (One case counts apart: an id
@@ -145,7 +167,7 @@ def replay(window: LiveWindow, chunks: Iterable[tuple[str, Sequence[Mapping[str,
         for row in rows:
             if kind == "pairs":
                 classes = int(row["champion_class"]), int(row["candidate_class"])
-                window.add_pair(str(row["id"]), float(row["time"]), *classes, evict=False)
+                window.add_pair(str(row["id"]), float(row["time"]), *classes, row.get("digest"), evict=False)
             else:
                 window.add_label(str(row["id"]), int(row["label"]), relabel=True)
     window.shrink()
