@@ -9,8 +9,8 @@ and psycopg for lock-role.
     python stack_setup.py accounts                # lock-role, then pipeline-user
 
 `check-secrets` reads the named variables from its environment and exits 2 with one line per bad one:
-unset, a `change-me` placeholder, under MIN_SECRET_CHARS, or outside SECRET_CHARS (the values go
-into SeaweedFS's JSON identities and MLflow's ini file unquoted). `pipeline-user` logs in to
+unset, a `change-me` placeholder, under MIN_SECRET_CHARS, outside SECRET_CHARS (the values go
+into SeaweedFS's JSON identities and MLflow's ini file unquoted), or the same as another's. `pipeline-user` logs in to
 MLFLOW_TRACKING_URI as MLFLOW_ADMIN_USERNAME and makes MLFLOW_PIPELINE_USERNAME a non-admin user
 with MLFLOW_PIPELINE_PASSWORD (created, or its password and admin flag reset when it exists); what
 that user may touch is MLflow's basic-auth default (READ) plus MANAGE on what it creates.
@@ -53,8 +53,18 @@ def secret_problem(name: str, value: str | None) -> str | None:
 
 
 def check_secrets(names: list[str], env: dict[str, str]) -> list[str]:
-    """One line per variable of `names` whose value in `env` must not be used."""
-    return [problem for name in names if (problem := secret_problem(name, env.get(name)))]
+    """One line per variable of `names` whose value in `env` must not be used, and one per variable
+    whose value an earlier one already has (each secret its own: a serve token that is also the
+    feedback token lets every predicting client label)."""
+    problems = [problem for name in names if (problem := secret_problem(name, env.get(name)))]
+    first: dict[str, str] = {}
+    for name in names:
+        value = env.get(name)
+        if value and value in first:
+            problems.append(f"{name} is the same as {first[value]}: each secret must be its own")
+        elif value:
+            first[value] = name
+    return problems
 
 
 def new_env(template: str) -> str:

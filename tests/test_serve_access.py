@@ -14,6 +14,7 @@ from orchestrator.cli import main
 from orchestrator.serving import access
 from orchestrator.serving.deployments import ChampionUnavailable, registry_champion
 from orchestrator.tracking import registry
+from reliability_records import record
 
 
 def test_only_the_token_s_bearer_is_authorised_and_no_token_means_open():
@@ -89,3 +90,37 @@ def test_the_gateway_follows_the_registry_s_champion_once_its_application_answer
     _registry_names(monkeypatch, None)  # the registry out of reach: said, the served one stays
     with pytest.raises(ChampionUnavailable, match="the registry did not answer: ConnectionError"):
         catch_up("2")
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--shadow", "2"], "--shadow"),
+        (["--canary", "2", "--max-nfr", "0.01"], "--canary"),
+        (["--canary", "2", "--max-nfr", "0.01", "--auto-promote"], "--auto-promote"),
+    ],
+)
+def test_a_shadow_or_canary_with_a_serve_token_asks_for_feedback_and_control_tokens_of_their_own(
+    monkeypatch, capsys, argv, flag
+):
+    """With only the serve token set, the feedback and control scopes would take it: labels, and so
+    promotions, would be any predicting client's. One line naming the flag, exit 2, before anything
+    starts; the same with a feedback token equal to the serve token; distinct tokens pass."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for name in access.SCOPE_ENV.values():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(access.TOKEN_ENV, "predict-token")
+    assert main(["serve", "m", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{flag} lets labels decide what ships: set CONGRUENT_FEEDBACK_TOKEN and CONGRUENT_CONTROL_TOKEN" in err
+    assert len(err.splitlines()) == 1
+    monkeypatch.setenv("CONGRUENT_FEEDBACK_TOKEN", "predict-token")
+    monkeypatch.setenv("CONGRUENT_CONTROL_TOKEN", "control-token")
+    assert access.scopes_not_their_own(flag) is not None
+    monkeypatch.setenv("CONGRUENT_FEEDBACK_TOKEN", "feedback-token")
+    assert access.scopes_not_their_own(flag) is None
+    for name in access.SCOPE_ENV.values():
+        monkeypatch.delenv(name)
+    assert access.scopes_not_their_own(flag) is None  # no token at all: open on this machine only
+    record("serving_security", check="serve --shadow, --canary and --auto-promote refuse, in one line naming the "
+           "flag, a serve token without feedback and control tokens of their own", passed=True)  # fmt: skip

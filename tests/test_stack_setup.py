@@ -54,7 +54,7 @@ def test_a_secret_must_be_set_long_quotable_and_not_a_placeholder():
 def test_check_secrets_covers_every_secret_the_compose_file_hands_out():
     checked, handed_out = _compose_secrets()
     assert set(checked) == handed_out - {"POSTGRES_USER", "POSTGRES_DB"}
-    assert len(checked) == 10
+    assert len(checked) == 12
 
 
 def test_env_example_as_it_is_is_refused_with_one_line_per_placeholder():
@@ -68,7 +68,7 @@ def test_env_example_as_it_is_is_refused_with_one_line_per_placeholder():
         timeout=60,
     )
     lines = done.stderr.strip().splitlines()
-    named = len(lines) == len(checked) == 10 and all("placeholder of .env.example" in line for line in lines)
+    named = len(lines) == len(checked) == 12 and all("placeholder of .env.example" in line for line in lines)
     refused = done.returncode == 2 and named
     record("security", check=".env.example's change-me secrets refused before anything starts", passed=refused)
     assert refused, done.stderr
@@ -84,6 +84,22 @@ def test_new_env_replaces_every_placeholder_with_a_secret_that_passes():
     assert made["PUBLISH_HOST"] == "127.0.0.1"
     again = _env_file(stack_setup().new_env(template))
     assert all(again[name] != made[name] for name in checked)  # fresh each time
+
+
+def test_a_fresh_env_has_three_distinct_serving_tokens_and_equal_ones_are_refused():
+    """new-env gives the predict, feedback and control tokens values of their own; check-secrets
+    refuses a feedback token that is the serve token (the fallback that let predicting clients label)."""
+    checked, _ = _compose_secrets()
+    made = _env_file(stack_setup().new_env((ROOT / ".env.example").read_text()))
+    tokens = [made[name] for name in ("SERVE_TOKEN", "FEEDBACK_TOKEN", "CONTROL_TOKEN")]
+    assert all(tokens) and len(set(tokens)) == 3
+    shared = {**made, "FEEDBACK_TOKEN": made["SERVE_TOKEN"]}
+    assert stack_setup().check_secrets(checked, shared) == [
+        "FEEDBACK_TOKEN is the same as SERVE_TOKEN: each secret must be its own"
+    ]
+    assert stack_setup().check_secrets(checked, {**made, "CONTROL_TOKEN": ""}) == ["CONTROL_TOKEN is not set"]
+    record("serving_security", check="a fresh .env (stack_setup.py new-env) has three distinct serving tokens; "
+           "check-secrets refuses an empty one or two equal ones", passed=True)  # fmt: skip
 
 
 def test_the_native_topology_refuses_a_placeholder_secret(tmp_path):

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("serve", problem)
     if args.detach and not args.ray_address:
         return fail("serve", "--detach leaves the application on a cluster: give --ray-address (or RAY_ADDRESS)")
-    if (problem := canary_problem(args)) is not None:
+    if (problem := canary_problem(args) or token_problem(args)) is not None:
         return fail("serve", problem)
     try:
         settings = serve_settings(args, canary_rule(args))
@@ -66,6 +66,15 @@ def canary_problem(args: argparse.Namespace) -> str | None:
     if not args.canary and (args.auto_promote or args.max_nfr is not None or args.min_live is not None):
         return "--max-nfr, --min-live and --auto-promote decide a canary: give --canary VERSION"
     return None
+
+
+def token_problem(args: argparse.Namespace) -> str | None:
+    """Why a shadow or a canary cannot start with this environment's tokens (access.py), in one line
+    naming the flag."""
+    from orchestrator.driver.serve_command import scopes_not_their_own
+
+    flag = "--auto-promote" if args.auto_promote else "--canary" if args.canary else "--shadow" if args.shadow else None
+    return None if flag is None else scopes_not_their_own(flag)
 
 
 def canary_rule(args: argparse.Namespace) -> CanaryRule | None:
@@ -169,8 +178,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         parents=[ray_address()],
         help="serve a model's champion on Ray Serve, shadowing a candidate",
         description="Serve MODEL@champion behind one HTTP endpoint (POST /predict, POST /feedback, GET /live, "
-        "GET /healthz); with --shadow, a candidate answers a fraction of the samples too, off the response "
-        "path, and the pairs go to the live ledger.",
+        "GET /status, GET /healthz); with --shadow, a candidate answers a fraction of the samples too, off the "
+        "response path, and the pairs go to the live ledger.",
     )
     parser.add_argument("model", help="the registered model's name; its alias `champion` is served")
     parser.add_argument("--shadow", metavar="VERSION|ALIAS", help="the candidate to shadow: a version or alias")

@@ -12,7 +12,13 @@ from dataclasses import replace
 from orchestrator.driver import serve as served_app
 from orchestrator.driver.serve import NotPlaced, Served
 from orchestrator.policy.promotion import min_live_pairs
-from orchestrator.serving.access import SCOPE_ENV, TOKEN_ENV, open_beyond_this_machine, shared_scopes
+from orchestrator.serving.access import (
+    SCOPE_ENV,
+    TOKEN_ENV,
+    open_beyond_this_machine,
+    scopes_not_their_own,
+    shared_scopes,
+)
 from orchestrator.serving.settings import CanaryRule, RequestLimits, Resources, ServeSettings
 from orchestrator.tracking.promotion import REGISTRY_ERRORS
 from orchestrator.tracking.version_record import SHOWN_CONFIDENCE
@@ -34,6 +40,7 @@ __all__ = [  # the flow, and what `congruent serve` takes of serving/ and tracki
     "follow_canary",
     "follow_champion",
     "open_beyond_this_machine",
+    "scopes_not_their_own",
     "shared_scopes",
 ]
 

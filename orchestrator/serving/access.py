@@ -2,8 +2,9 @@
 route but `GET /healthz` asks for `Authorization: Bearer TOKEN` (401 otherwise), and the clients
 here (`congruent feedback`, the driver's own calls) send it from the same variable.
 
-Three scopes, so that a client allowed to predict cannot steer the live gate: `predict` (`/predict`,
-`/live`: CONGRUENT_SERVE_TOKEN), `feedback` (`/feedback`: CONGRUENT_FEEDBACK_TOKEN) and `control`
+Three scopes, so that a client allowed to predict cannot steer the live gate nor watch it: `predict`
+(`/predict`: CONGRUENT_SERVE_TOKEN), `feedback` (`/feedback`, `/live`, `/status`:
+CONGRUENT_FEEDBACK_TOKEN) and `control`
 (`/champion`, `/flush`: CONGRUENT_CONTROL_TOKEN). A scope whose variable is not set takes the serve
 token (`congruent serve` says so when a serve token is set without the other two).
 
@@ -46,6 +47,23 @@ def shared_scopes() -> list[str]:
     if not os.environ.get(TOKEN_ENV):
         return []
     return [scope for scope, name in SCOPE_ENV.items() if scope != "predict" and not os.environ.get(name)]
+
+
+def scopes_not_their_own(flag: str) -> str | None:
+    """Why `flag` (--shadow, --canary, --auto-promote: labels then decide what ships) cannot start, in
+    one line: with a predict token set, the feedback and control tokens must be set and differ from it
+    and from each other, or a client that may predict could label and promote. None without any token
+    (an endpoint open on this machine: `open_beyond_this_machine` keeps it there)."""
+    tokens = {scope: os.environ.get(name) or None for scope, name in SCOPE_ENV.items()}
+    if tokens["predict"] is None:
+        return None
+    values = list(tokens.values())
+    if None not in values and len(set(values)) == len(values):
+        return None
+    return (
+        f"{flag} lets labels decide what ships: set {SCOPE_ENV['feedback']} and {SCOPE_ENV['control']}, each "
+        f"other than {TOKEN_ENV} and each other, so that a client that may predict cannot label or promote"
+    )
 
 
 def authorised(header: str | None, digest: str | None) -> bool:
