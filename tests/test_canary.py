@@ -87,6 +87,7 @@ def test_a_canary_s_shadow_asks_the_champion_and_writes_each_version_s_class_in_
             ["--canary", "2", "--max-nfr", "0.01", "--min-live", "0"],
             "--min-live: Input should be greater than or equal to 1",
         ),
+        (["--canary", "2", "--max-nfr", "0.01"], "--canary asks for --fraction: the share of ids the canary answers"),
     ],
 )
 def test_serve_refuses_a_canary_s_bad_flags_in_one_line(argv, problem, capsys, monkeypatch):

@@ -60,6 +60,24 @@ def test_an_image_declaring_too_many_pixels_is_refused_from_its_header_without_d
            "refused with 400 from its header, before any pixel is decoded", passed=True)  # fmt: skip
 
 
+def test_a_request_of_many_images_each_within_the_bound_is_refused_by_their_sum(monkeypatch):
+    """Each 4096² header is within --max-image-pixels, but a 16 MB body holds thousands of them (~4 Gpx
+    of decoding asked for): the sum of the request's declared pixels is bounded too, before any decode."""
+
+    def no_decoding(self, *args, **kwargs):
+        raise AssertionError("a pixel was decoded")
+
+    monkeypatch.setattr(Image.Image, "load", no_decoding)
+    header = base64.b64encode(png_header(4096, 4096)).decode()
+    limits = RequestLimits(max_samples=256)
+    assert limits.max_request_pixels == 4 * 4096 * 4096
+    parse_predict({"inputs": [header] * 4}, "image", limits)
+    with pytest.raises(RequestError, match=r"inputs 0 to 4: 83,886,080 pixels; at most 67,108,864 in one request"):
+        parse_predict({"inputs": [header] * 200}, "image", limits)
+    record("serving_security", check="a request of many images each within --max-image-pixels is refused (400) "
+           "once their declared pixels pass --max-request-pixels, before any decode", passed=True)  # fmt: skip
+
+
 def test_a_text_over_its_length_and_too_many_samples_are_refused_in_one_line():
     limits = RequestLimits(max_text_chars=10, max_samples=2)
     assert [s.payload for s in parse_predict(body("x" * 10), "text", limits)] == ["x" * 10]

@@ -1,4 +1,4 @@
-"""`congruent serve MODEL [--shadow VERSION|ALIAS | --canary VERSION|ALIAS --max-nfr F] ...`: the
+"""`congruent serve MODEL [--shadow VERSION|ALIAS | --canary VERSION|ALIAS --fraction F --max-nfr F] ...`: the
 model's champion behind one HTTP endpoint on Ray Serve, a candidate shadowed on a fraction of the
 requests, or a canary answering a fraction of the ids (withdrawn or promoted on its live NFR), their
 answers in the serving session's live ledger (docs/guide/serve.md)."""
@@ -40,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         settings = serve_settings(args, canary_rule(args))
     except SpecError as e:
         return fail_all("serve", e.problems)
+    if args.canary and args.fraction is None:  # after the gate's values: they are one line each first
+        return fail("serve", "--canary asks for --fraction: the share of ids the canary answers (1 sends it every id)")
     try:
         resources = Resources(args.replicas, args.cpus, args.gpus)
         served: Served = serve_model(
@@ -77,6 +79,11 @@ def token_problem(args: argparse.Namespace) -> str | None:
     return None if flag is None else scopes_not_their_own(flag)
 
 
+def share(args: argparse.Namespace) -> float:
+    """--fraction, 1 when not given (a shadow's default; a canary asks for it)."""
+    return 1.0 if args.fraction is None else float(args.fraction)
+
+
 def canary_rule(args: argparse.Namespace) -> CanaryRule | None:
     """The rule of `--canary`, from the gate its flags give (driver/serve_command.py); SpecError on a
     bad value."""
@@ -84,7 +91,7 @@ def canary_rule(args: argparse.Namespace) -> CanaryRule | None:
 
     if not args.canary:
         return None
-    return rule_of(parse_gate(args, GATE_FLAGS), args.fraction, args.auto_promote)
+    return rule_of(parse_gate(args, GATE_FLAGS), share(args), args.auto_promote)
 
 
 def serve_settings(args: argparse.Namespace, canary: CanaryRule | None) -> ServeSettings:
@@ -96,12 +103,13 @@ def serve_settings(args: argparse.Namespace, canary: CanaryRule | None) -> Serve
         max_samples=args.max_samples,
         max_text_chars=args.max_text_chars,
         max_image_pixels=args.max_image_pixels,
+        max_request_pixels=args.max_request_pixels,
     )
     return ServeSettings(
         limits=limits,
         max_batch_size=args.max_batch_size,
         batch_wait_s=args.batch_wait_ms / 1000,
-        shadow_fraction=args.fraction,
+        shadow_fraction=share(args),
         shadow_coalesce_s=args.shadow_coalesce_ms / 1000,
         chunk_rows=args.chunk_rows,
         flush_s=args.flush_s,
@@ -118,9 +126,9 @@ def say_started(args: argparse.Namespace, served: Served, settings: ServeSetting
     from orchestrator.driver.serve import app_name
     from orchestrator.driver.serve_command import SCOPE_ENV, TOKEN_ENV, shared_scopes
 
-    shadow = f", shadowing v{served.candidate} on {args.fraction:.0%} of samples" if served.candidate else ""
+    shadow = f", shadowing v{served.candidate} on {share(args):.0%} of samples" if served.candidate else ""
     if served.candidate and settings.canary is not None:
-        shadow = f", canary v{served.candidate} answering {args.fraction:.0%} of ids ({canary_terms(settings)})"
+        shadow = f", canary v{served.candidate} answering {share(args):.0%} of ids ({canary_terms(settings)})"
     print(f"{args.model}: serving champion v{served.champion}{shadow} at {served.url} (app {app_name(args.model)})")
     if served.live_run:
         print(f"live ledger: MLflow run {served.live_run}; `congruent versions {args.model}` shows its figures")
@@ -192,8 +200,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--fraction",
         type=fraction(0.0, 1.0),
-        default=1.0,
-        help="share of samples also sent to the shadow (1); with --canary, the share of ids the canary answers",
+        default=None,
+        help="share of samples also sent to the shadow (1); with --canary, the share of ids the canary answers "
+        "(asked for: a canary's share is a choice)",
     )
     add_gate_flags(parser, GATE_FLAGS, helps=CANARY_GATE_HELP, required=False)
     parser.add_argument(
@@ -239,6 +248,12 @@ def request_options(parser: argparse.ArgumentParser) -> None:
         type=positive(int),
         default=4096 * 4096,
         help="pixels of one image, read from its header before any decode (16777216 = 4096²): 400",
+    )
+    parser.add_argument(
+        "--max-request-pixels",
+        type=positive(int),
+        default=4 * 4096 * 4096,
+        help="pixels of all the images of one request, read from their headers (67108864 = 4 · 4096²): 400",
     )
     parser.add_argument(
         "--call-timeout-s",

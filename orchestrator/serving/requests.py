@@ -115,9 +115,13 @@ def parse_predict(body: Any, modality: str, limits: RequestLimits) -> list[Sampl
         raise RequestError(f"{len(inputs)} samples in one request; at most {limits.max_samples} (--max-samples)")
     if ids is not None and (not isinstance(ids, list) or len(ids) != len(inputs)):
         raise RequestError("`ids` is a list with one id per input")
-    samples = []
+    samples, pixels = [], 0
     for i, value in enumerate(inputs):
         payload = _payload(value, modality, f"input {i}", limits)
+        pixels += (image_pixels(payload) or 0) if isinstance(payload, bytes) else 0
+        if pixels > limits.max_request_pixels:
+            most = f"at most {limits.max_request_pixels:,} in one request (--max-request-pixels)"
+            raise RequestError(f"inputs 0 to {i}: {pixels:,} pixels; {most}, refused before decoding")
         sample_id = _id(ids[i], f"id {i}") if ids is not None else uuid.uuid4().hex
         samples.append(Sample(sample_id, payload, digest(payload)))
     return samples

@@ -15,6 +15,7 @@ class RequestLimits:
     max_samples: int = 256
     max_text_chars: int = 100_000  # of one text
     max_image_pixels: int = 4096 * 4096  # of one image, read from its header before any decode
+    max_request_pixels: int = 4 * 4096 * 4096  # of all the images of one request, likewise
 
 
 @dataclass(frozen=True)

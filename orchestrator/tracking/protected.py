@@ -30,6 +30,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from orchestrator.policy.protected import protected_counts
 from orchestrator.tracking.tags import PROTECTED_RUN_TAG, PROTECTED_TAG, RUN_NAME
+from orchestrator.tracking.version_refs import RegistryError
 
 SAMPLES = "protected/samples.parquet"
 SCHEMA = pa.schema(
@@ -54,20 +55,33 @@ class ProtectedSet:
 
 
 def protected_set(model: str) -> ProtectedSet | None:
-    """The model's current protected set; None when it has none (or the model does not exist)."""
+    """The model's current protected set; None when it has none (or the model does not exist).
+    RegistryError, in one line, when it has one that cannot be read (the store is out of reach, the
+    set's run or its samples are gone): a gate that skipped the set would fail open."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
     client = MlflowClient()
     try:
         run_id = client.get_registered_model(model).tags.get(PROTECTED_RUN_TAG)
-    except MlflowException:
-        return None
+    except MlflowException as e:
+        if e.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return None
+        raise RegistryError(f"{model}: whether it has a protected set cannot be read ({_first_line(e)})") from None
     if not run_id:
         return None
     if run_id not in _SETS:  # a set's run is written once: read it once per process
-        _SETS[run_id] = _read_set(run_id)
+        try:
+            _SETS[run_id] = _read_set(run_id)
+        except (MlflowException, OSError, KeyError, ValueError, pa.ArrowException) as e:
+            raise RegistryError(
+                f"{model}'s protected set (run {run_id}) cannot be read ({_first_line(e)}): nothing is gated without it"
+            ) from None
     return _SETS[run_id]
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
 _SETS: dict[str, ProtectedSet] = {}  # by run id
