@@ -95,3 +95,57 @@ def test_serve_refuses_a_canary_s_bad_flags_in_one_line(argv, problem, capsys, m
     assert main(["serve", "m", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert problem in err and len(err.splitlines()) == 1
+
+
+def test_a_canary_s_decisions_are_one_at_a_time_and_none_waits_past_the_call_timeout(monkeypatch):
+    """Two batches of labels decide at once while the registry's gate takes longer than the call
+    timeout: the gate runs once, neither /feedback waits past the timeout (the canary says the
+    promotion is under way), and a later batch takes its verdict: promoted."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from orchestrator.policy.promotion import Verdict
+    from orchestrator.serving import canary_gate
+    from orchestrator.serving.settings import ServeSettings
+    from orchestrator.tracking import promotion
+
+    release, calls = threading.Event(), []
+
+    def slow_gate(model, version, limits, live, *, score):
+        calls.append(version)
+        release.wait(10)
+        return Verdict(True, "within every limit", "1")
+
+    async def answer(value):
+        return value
+
+    class Remote:
+        def __init__(self, value):
+            self.remote = lambda *args: answer(value)
+
+    monkeypatch.setattr(promotion, "promote", slow_gate)
+    monkeypatch.setattr(canary_gate, "version_handle", lambda model, version: SimpleNamespace(describe=Remote({})))
+    rule = CanaryRule(fraction=0.5, max_nfr=0.05, min_labelled=10, auto_promote=True)
+    gateway = SimpleNamespace(
+        canary=CanaryState(rule, "2"),
+        settings=ServeSettings(call_timeout_s=0.3),
+        ledger=SimpleNamespace(figures=Remote({"negative_flips": 0, "labelled": 500}), flush=Remote(None)),
+        model="m",
+        shadow=None,
+        live_run=None,
+    )
+
+    async def scenario():
+        started = time.monotonic()
+        first, second = await asyncio.gather(canary_gate.decide(gateway), canary_gate.decide(gateway))
+        waited = time.monotonic() - started
+        release.set()
+        await asyncio.sleep(0.2)
+        return first, second, waited, await canary_gate.decide(gateway)
+
+    first, second, waited, later = asyncio.run(scenario())
+    assert calls == ["2"]  # one gate, though two decisions came at once
+    assert waited < 2 * 0.3 + 0.5  # each waited at most the call timeout (the second behind the first)
+    assert first["state"] == second["state"] == "passed" and "promotion under way" in second["reason"]
+    assert later["state"] == "promoted" and "within every limit" in later["reason"]

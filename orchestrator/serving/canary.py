@@ -15,8 +15,9 @@ workers/confidence.py's Wilson bounds at `confidence`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from orchestrator.serving.requests import shadowed
 from orchestrator.serving.settings import CanaryRule
@@ -54,6 +55,8 @@ class CanaryState:
     version: str
     state: str = "running"
     reason: str = ""
+    deciding: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)  # one decision at a time
+    promotion: tuple[asyncio.Future[Any], str] | None = field(default=None, repr=False)  # (in flight, why)
 
     def answers(self, sample_id: str) -> bool:
         """Whether the canary answers this id: its share of ids, decided by the id alone."""

@@ -1,8 +1,9 @@
 """What the gateway does with a canary's live evidence (canary.py's rule): after each batch of labels
 it asks the ledger for the counts and, when the rule decides, withdraws the canary (every id back to
 the champion at once, the session's run tagged why) or, with `auto_promote`, promotes it through the
-registry's gate (`congruent promote --live`'s) and answers with it from then on. A gateway replica
-that restarts reads a withdrawal back from the run (`restore`), so a restart never routes users to a
+registry's gate (`congruent promote --live`'s) and answers with it from then on. Decisions are one at
+a time, and none holds a `/feedback` call past the call timeout. A gateway replica that restarts reads
+a withdrawal back from the run (`restore`, bounded likewise), so a restart never routes users to a
 withdrawn canary again."""
 
 from __future__ import annotations
@@ -19,20 +20,25 @@ logger = logging.getLogger("ray.serve")
 
 
 async def decide(gateway: Any) -> dict[str, Any]:
-    """Apply the rule to the ledger's counts now; the canary's status after it."""
+    """Apply the rule to the ledger's counts now; the canary's status after it. One decision at a
+    time (two batches of labels never promote twice), and none waits longer than the call timeout: a
+    promotion still running then is awaited by the next batch's decision."""
     canary = gateway.canary
-    if canary.state in ("running", "passed"):
-        timeout_s = gateway.settings.call_timeout_s
-        figures = await within(gateway.ledger.figures.remote(), timeout_s)
-        decision, reason = canary_decision(int(figures["negative_flips"]), int(figures["labelled"]), canary.rule)
-        if decision == "withdraw":
-            await withdraw(gateway, reason)
-        elif decision == "pass" and canary.rule.auto_promote:
-            await promote(gateway, reason)
-        elif decision == "pass":
-            canary.state, canary.reason = "passed", reason
-        else:
-            canary.reason = reason
+    async with canary.deciding:
+        if canary.promotion is not None:
+            await landed(gateway)
+        elif canary.state in ("running", "passed"):
+            timeout_s = gateway.settings.call_timeout_s
+            figures = await within(gateway.ledger.figures.remote(), timeout_s)
+            decision, reason = canary_decision(int(figures["negative_flips"]), int(figures["labelled"]), canary.rule)
+            if decision == "withdraw":
+                await withdraw(gateway, reason)
+            elif decision == "pass" and canary.rule.auto_promote:
+                await promote(gateway, reason)
+            elif decision == "pass":
+                canary.state, canary.reason = "passed", reason
+            else:
+                canary.reason = reason
     return canary.status()
 
 
@@ -49,8 +55,7 @@ async def withdraw(gateway: Any, reason: str) -> None:
 
 async def promote(gateway: Any, reason: str) -> None:
     """`congruent promote MODEL V --live` with the rule's limits, the ledger written first (the gate
-    reads the session's chunks); passed, the gateway answers with the new champion's replicas (the
-    canary's own) at once, and the driver's follow loop retires the old champion's application."""
+    reads the session's chunks), in a thread of its own (`landed` takes its verdict)."""
     from orchestrator.tracking import promotion
     from workers.models.protected_scoring import protected_answers
 
@@ -63,9 +68,31 @@ async def promote(gateway: Any, reason: str) -> None:
     )
     try:
         await within(gateway.ledger.flush.remote(), gateway.settings.call_timeout_s)
-        verdict = await asyncio.to_thread(
-            promotion.promote, gateway.model, canary.version, limits, True, score=protected_answers
-        )
+    except Exception as e:  # noqa: BLE001  # the store out of reach: tried at the next labels
+        canary.state, canary.reason = "passed", f"{reason}; not promoted yet: {type(e).__name__}: {e}"
+        return
+    running = asyncio.ensure_future(
+        asyncio.to_thread(promotion.promote, gateway.model, canary.version, limits, True, score=protected_answers)
+    )
+    canary.promotion = (running, reason)
+    await landed(gateway)
+
+
+async def landed(gateway: Any) -> None:
+    """The promotion in flight's verdict, waited for at most the call timeout (never cancelled: the
+    registry's compare-and-set decides, a later decision takes its verdict). Passed, the gateway
+    answers with the new champion's replicas (the canary's own) at once, and the driver's follow loop
+    retires the old champion's application."""
+    canary = gateway.canary
+    assert canary.promotion is not None
+    running, reason = canary.promotion
+    done, _ = await asyncio.wait({running}, timeout=gateway.settings.call_timeout_s)
+    if not done:
+        canary.state, canary.reason = "passed", f"{reason}; promotion under way (the registry's gate is still running)"
+        return
+    canary.promotion = None
+    try:
+        verdict = running.result()
     except Exception as e:  # noqa: BLE001  # the registry or the store out of reach: tried at the next labels
         canary.state, canary.reason = "passed", f"{reason}; not promoted yet: {type(e).__name__}: {e}"
         return
@@ -88,10 +115,12 @@ async def restore(gateway: Any) -> None:
 
     if gateway.live_run is None:
         return
-    try:
-        outcome = await asyncio.to_thread(canary_outcome, gateway.live_run)
-    except Exception:  # the store out of reach: the canary answers as deployed
-        logger.exception("canary: the session's run could not be read; serving the canary as deployed")
+    try:  # bounded: every route waits for the replica's start
+        outcome = await asyncio.wait_for(
+            asyncio.to_thread(canary_outcome, gateway.live_run), gateway.settings.call_timeout_s
+        )
+    except Exception:  # the store out of reach or slow: the canary answers as deployed
+        logger.exception("canary: the session's run could not be read in time; serving the canary as deployed")
         return
     if outcome.startswith("withdrawn: "):
         gateway.shadow = None
