@@ -148,6 +148,25 @@ def test_the_live_figures_and_the_gateway_s_state_ask_for_the_feedback_token(mon
            "feedback token; /healthz says only that it answers", passed=True)  # fmt: skip
 
 
+def test_an_endpoint_on_loopback_answers_only_its_loopback_names():
+    """DNS rebinding: a web page whose name now resolves to 127.0.0.1 sends its own name as `Host`;
+    served on loopback, the gateway answers 403 to any other name (or none), before the token."""
+
+    def to(host: str | None) -> Request:
+        headers = [(b"host", host.encode())] if host is not None else []
+        return Request({"type": "http", "method": "GET", "path": "/", "headers": headers, "query_string": b""})
+
+    loopback = access.LOOPBACK
+    for host in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", "localhost"):
+        assert refusal(to(host), {}, "predict", loopback) is None, host
+    for host in ("attacker.example:8000", "127.0.0.1.attacker.example", None, "[::1"):
+        refused = refusal(to(host), {}, "predict", loopback)
+        assert refused is not None and refused.status_code == 403, host
+    assert refusal(to("attacker.example"), {}, "predict") is None  # served beyond loopback: the token guards it
+    record("serving_security", check="an endpoint served on loopback refuses (403) a request whose Host is not a "
+           "loopback name: a DNS-rebound web page cannot call it", passed=True)  # fmt: skip
+
+
 def test_the_fewest_pairs_for_a_wilson_bound_within_a_limit_by_hand():
     from workers.confidence import fewest_for_bound, wilson_upper
 

@@ -76,6 +76,10 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
             assert json.loads(response.read()) == {"status": "ok"}  # open, and says nothing more
         health = gateway_status(served.url)
         assert (health["status"], health["version"], health["shadow"]) == ("ok", "1", "2")
+        rebound = urllib.request.Request(f"{served.url}/predict", b"{}", {"host": "attacker.example"})
+        with pytest.raises(urllib.error.HTTPError) as refused:  # a DNS-rebound page: served on loopback only
+            urllib.request.urlopen(rebound, timeout=30)
+        assert refused.value.code == 403
         for headers in ({}, {"authorization": "Bearer another-token"}):
             headers = {"content-type": "application/json", **headers}
             request = urllib.request.Request(f"{served.url}/predict", b"{}", headers)

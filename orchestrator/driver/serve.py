@@ -21,7 +21,7 @@ from typing import Any
 from orchestrator.execution.cluster import connect
 from orchestrator.host import worker_env
 from orchestrator.serving import credentials
-from orchestrator.serving.access import TOKEN_ENV, auth_headers, open_beyond_this_machine, scope_digests
+from orchestrator.serving.access import LOOPBACK, TOKEN_ENV, auth_headers, open_beyond_this_machine, scope_digests
 from orchestrator.serving.deployments import application, version_application
 from orchestrator.serving.handles import version_app_name
 from orchestrator.serving.settings import Resources, ServeSettings
@@ -94,6 +94,8 @@ def serve_model(
     canary = settings.canary.fraction if settings.canary is not None else None
     champion, candidate = resolve_versions(model, shadow, "--shadow" if canary is None else "--canary")
     host, port = start_proxy(host, port)
+    if host in LOOPBACK:  # only its own names: no web page rebound to 127.0.0.1 reaches it
+        settings = replace(settings, allowed_hosts=LOOPBACK)
     from ray import serve
 
     run_id, candidate_run, continued = open_session(model, champion, candidate, canary, settings)

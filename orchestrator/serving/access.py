@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import urllib.parse
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -93,10 +94,28 @@ def open_beyond_this_machine(host: str) -> str | None:
     )
 
 
-def refusal(request: Request, digests: dict[str, str | None], scope: str) -> JSONResponse | None:
-    """A 401 when the request does not carry the token of the route's `scope` (access.py); a 415 for
-    a POST whose body is not declared JSON: a web page can send a cross-origin `text/plain` POST
-    without asking first, never an `application/json` one."""
+def host_name(header: str | None) -> str | None:
+    """The name of a `Host` header ("127.0.0.1:8000" → "127.0.0.1", "[::1]:8000" → "::1"); None when
+    there is none."""
+    if not header:
+        return None
+    try:
+        return urllib.parse.urlsplit(f"//{header}").hostname
+    except ValueError:
+        return None
+
+
+def refusal(
+    request: Request, digests: dict[str, str | None], scope: str, hosts: tuple[str, ...] | None = None
+) -> JSONResponse | None:
+    """A 403 when `hosts` is given and the request's `Host` names none of them: an endpoint served on
+    loopback answers only its loopback names, so a web page whose name was rebound to 127.0.0.1 (DNS
+    rebinding) cannot call it; a 401 when the request does not carry the token of the route's `scope`
+    (access.py); a 415 for a POST whose body is not declared JSON: a web page can send a cross-origin
+    `text/plain` POST without asking first, never an `application/json` one."""
+    if hosts is not None and host_name(request.headers.get("host")) not in hosts:
+        problem = f"this endpoint answers requests to {', '.join(hosts)} only, not {request.headers.get('host')!r}"
+        return JSONResponse({"error": problem}, 403)
     if not authorised(request.headers.get("authorization"), digests.get(scope)):
         env = SCOPE_ENV[scope]
         problem = f"this route asks for `Authorization: Bearer TOKEN` (the {scope} token: {env} it was started with)"

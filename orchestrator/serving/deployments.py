@@ -211,14 +211,14 @@ class Gateway:
 
     @app.get("/status")
     async def status(self, request: Request) -> JSONResponse:
-        if (refused := refusal(request, self.digests, "feedback")) is not None:
+        if (refused := refusal(request, self.digests, "feedback", self.settings.allowed_hosts)) is not None:
             return refused
         described = await self._described()
         return JSONResponse(gateway_status(self, described["version"]))
 
     @app.post("/predict")
     async def predict(self, request: Request) -> JSONResponse:
-        if (refused := refusal(request, self.digests, "predict")) is not None:
+        if (refused := refusal(request, self.digests, "predict", self.settings.allowed_hosts)) is not None:
             return refused
         described = await self._described()
         try:
@@ -280,7 +280,7 @@ class Gateway:
         """Labels of ids this session shadowed (ledger.py `add_labels`: others are counted, not kept;
         an id's first label stands unless the body asks `"relabel": true`). The shadows in flight are
         awaited first, so every id answered before the labels were sent is known to the ledger."""
-        if (refused := refusal(request, self.digests, "feedback")) is not None:
+        if (refused := refusal(request, self.digests, "feedback", self.settings.allowed_hosts)) is not None:
             return refused
         described = await self._described()
         if self.ledger is None:
@@ -302,7 +302,7 @@ class Gateway:
 
     @app.get("/live")
     async def live(self, request: Request) -> JSONResponse:
-        if (refused := refusal(request, self.digests, "feedback")) is not None:
+        if (refused := refusal(request, self.digests, "feedback", self.settings.allowed_hosts)) is not None:
             return refused
         if self.ledger is None:
             return JSONResponse({"error": "no shadow is served"}, 409)
@@ -321,7 +321,7 @@ class Gateway:
         application (`version_app_name`) answers: the requests in flight finish on the old one. The
         registry is the authority, so a caller can only make the gateway catch up with a promotion.
         The shadow's session compared the old champion with its candidate: it ends here."""
-        if (refused := refusal(request, self.digests, "control")) is not None:
+        if (refused := refusal(request, self.digests, "control", self.settings.allowed_hosts)) is not None:
             return refused
         described = await self._described()
         try:
@@ -342,7 +342,7 @@ class Gateway:
     @app.post("/flush")
     async def flush(self, request: Request) -> Any:
         """Wait for the shadows in flight, then have the ledger write what it holds."""
-        if (refused := refusal(request, self.digests, "control")) is not None:
+        if (refused := refusal(request, self.digests, "control", self.settings.allowed_hosts)) is not None:
             return refused
         if self.shadow is not None:
             await self.shadow.drain(timeout=self.settings.call_timeout_s)

@@ -46,6 +46,7 @@ class ServeSettings:
     max_shadow_bytes: int = 64 * 2**20  # inputs waiting for the candidate (shadow.py)
     max_live_ids: int = 250_000  # ids whose pairs the ledger holds (~70 MB; live_window.py)
     canary: CanaryRule | None = None  # the candidate answers a share of ids (canary.py), not a shadow
+    allowed_hosts: tuple[str, ...] | None = None  # Host header names answered (served on loopback: its names)
 
 
 @dataclass(frozen=True)
