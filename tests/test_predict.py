@@ -135,6 +135,7 @@ def test_predict_refuses_bad_input_in_one_line_and_writes_nothing(text_versions,
         "images for a text version": ([f"{model}/1", str(images)], "no .csv"),
         "a version that does not exist": ([f"{model}/9", str(folder)], "no such registered model version"),
         "no data": ([f"{model}/1", str(tmp_path / "nothing.csv")], "no .csv"),
+        "the same version twice": ([f"{model}/1", str(folder), "--compare", f"{model}/1"], "itself"),
     }
     padded = tmp_path / "padded.csv"
     padded.write_text('text,sentiment\n"  a fine day ",positive\na fine day,positive\n')
@@ -142,6 +143,10 @@ def test_predict_refuses_bad_input_in_one_line_and_writes_nothing(text_versions,
     assert code == 0, err
     ids = read_predictions(tmp_path / "padded" / f"{model}-v1")["ids"]
     assert ids.tolist() == key_ids(["a fine day"]).tolist() * 2  # a text's id is its stripped content's
+
+    code, stdout, err = cli(capsys, "predict", f"{model}/2", str(padded), "--out", str(tmp_path / "padded"))
+    assert code == 2 and "summary.json: already holds an earlier prediction's summary" in err, err  # not overwritten
+    assert not (tmp_path / "padded" / f"{model}-v2").exists()
 
     for case, (argv, words) in cases.items():
         code, stdout, err = cli(capsys, "predict", *argv, "--out", str(out))

@@ -239,6 +239,8 @@ def prepare_prediction(
     try:
         version = scored_version(model)
         old = scored_version(compare) if compare else None
+        if old is not None and old.ref == version.ref:
+            raise PredictError(f"--compare names {version.shown} itself: give the version to compare it with")
         if old is not None:
             check_comparable(version, old)
         data = predicted_data(path, version, *columns)
@@ -280,6 +282,8 @@ def predict(
     for key, folder in folders.items():
         if folder.exists() and any(folder.iterdir()):
             raise PredictError(f"{folder}: already holds predictions of {scored[key].shown}; name another --out")
+    if (out / SUMMARY_FILE).exists():
+        raise PredictError(f"{out / SUMMARY_FILE}: already holds an earlier prediction's summary; name another --out")
     counts = {key: VersionTally() for key in scored}
     pair = PairTally()
     started = time.monotonic()
