@@ -26,6 +26,7 @@ from orchestrator.serving.predictor import Predictor
 from orchestrator.tracking import registry
 from orchestrator.tracking.version_refs import VersionRef
 from processes import free_port
+from reliability_records import record
 from test_serving import png
 from workers.data import load_splits
 
@@ -77,6 +78,20 @@ def test_an_image_version_as_a_pyfunc_and_behind_mlflow_models_serve(
     checkpoint.write_bytes(checkpoint.read_bytes()[:-16] + bytes(16))
     with pytest.raises(MlflowException, match="changed since"):
         mlflow.pyfunc.load_model(str(local))
+    # the hash is the registry's, not the artifacts' own: a version tag that disagrees refuses the load
+    client, tag = mlflow.MlflowClient(), "sha256.checkpoint/model.pt"
+    recorded = client.get_model_version(model, "1").tags[tag]
+    client.set_model_version_tag(model, "1", tag, "0" * 64)
+    try:
+        with pytest.raises(MlflowException, match="the registry recorded"):
+            mlflow.pyfunc.load_model(f"models:/{model}/1")
+        client.delete_model_version_tag(model, "1", tag)
+        with pytest.raises(MlflowException, match="records its checkpoint's sha256"):
+            mlflow.pyfunc.load_model(f"models:/{model}/1")
+    finally:
+        client.set_model_version_tag(model, "1", tag, recorded)
+    record("security", check="a pyfunc whose checkpoint differs from the registry's version tag, or whose version "
+           "has none, refuses to load", passed=True)  # fmt: skip
 
     # any MLflow tool: `mlflow models serve` from the registry, this environment's packages
     port = free_port()

@@ -37,6 +37,8 @@ def log_pyfunc(
         inputs=Schema([ColSpec("string" if text else "binary", column)]),
         outputs=Schema([ColSpec("long", "class"), ColSpec("string", "name"), ColSpec("double", "probability")]),
     )
+    run = mlflow.active_run()
+    assert run is not None, "a version's pyfunc is logged in its pipeline's run"
     example = pd.DataFrame({column: ["an example text" if text else _blank_png(settings.inputs)]})
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         return mlflow.pyfunc.log_model(
@@ -44,7 +46,8 @@ def log_pyfunc(
             python_model=str(Path(__file__).with_name("pyfunc_model.py")),
             artifacts={"checkpoint": str(checkpoint)},
             model_config={
-                "checkpoint_sha256": sha256,
+                "checkpoint_sha256": sha256,  # shown; the load checks the registry's tag (pyfunc_model.py)
+                "run_id": run.info.run_id,  # the run its version is registered from
                 "input_column": column,
                 "allow_user_factories": allow_user_factories,  # the spec's own architecture, imported by name
             },

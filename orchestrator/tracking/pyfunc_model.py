@@ -2,7 +2,8 @@
 file is the model's code, logged with the version; no pickle of a module).
 
 `mlflow.pyfunc.load_model("models:/MODEL@champion")` reads the version's weights-only checkpoint
-(artifact `checkpoint`, checked against the sha256 recorded when it was registered) with its own
+(artifact `checkpoint`, checked against the sha256 the registry's version tag recorded when it was
+registered; refused without one) with its own
 tokenizer or image description (workers/models/raw_inputs.py, what `congruent serve` answers with),
 and `predict` takes a DataFrame: for a text model the texts in the column the version was trained
 on (`input_column`, e.g. `text`), for an image model encoded image bytes or paths to image files
@@ -32,10 +33,15 @@ class RawInputClassifier(PythonModel):
 
         config = context.model_config or {}
         checkpoint = context.artifacts["checkpoint"]
-        recorded = config.get("checkpoint_sha256")
-        if recorded and file_sha256(checkpoint) != recorded:
+        recorded = registered_sha256(config.get("run_id"))
+        if recorded is None:
             raise MlflowException(
-                f"{checkpoint}: its sha256 is not the one recorded when the version was registered "
+                f"{checkpoint}: no registered version of run {config.get('run_id')} records its checkpoint's sha256 "
+                "(tag sha256.checkpoint/model.pt): not loaded"
+            )
+        if file_sha256(checkpoint) != recorded:
+            raise MlflowException(
+                f"{checkpoint}: its sha256 is not the one the registry recorded when the version was registered "
                 "(the version's artifacts changed since): not loaded"
             )
         self.model = RawInputModel(checkpoint, allow_user_factories=bool(config.get("allow_user_factories")))
@@ -67,6 +73,17 @@ class RawInputClassifier(PythonModel):
                 "probability": [a.probability for a in answers],
             }
         )
+
+
+def registered_sha256(run_id: str | None) -> str | None:
+    """The checkpoint's sha256 the registry recorded on the version registered from run `run_id`
+    (its tag `sha256.checkpoint/model.pt`, written by the registering pipeline): not the copy in the
+    model's own artifacts, which whoever can write them could change with the checkpoint."""
+    if not run_id:
+        return None
+    versions = mlflow.MlflowClient().search_model_versions(f"run_id='{run_id}'")
+    found = {mv.tags.get("sha256.checkpoint/model.pt") for mv in versions} - {None}
+    return found.pop() if len(found) == 1 else None
 
 
 mlflow.models.set_model(RawInputClassifier())
