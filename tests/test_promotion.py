@@ -276,3 +276,44 @@ def test_promote_live_needs_labelled_live_pairs_beside_the_champion_within_the_l
     assert "live NFR 5.00% on 20 labelled of 30 shadowed requests" in capsys.readouterr().out
     record("serving_security", check="`promote --live` on one labelled live pair that did not flip is refused: "
            "fewer than the pairs a Wilson bound within --max-nfr needs", passed=True)  # fmt: skip
+
+
+def test_promote_live_reads_only_the_sessions_the_registry_records_and_refuses_an_edited_one(rivals, tmp_path):
+    """A run made to look like a serving session (its tags, 300 labelled pairs and not one flip) but
+    not opened by `serve` is not recorded on v2: the live gate does not see it. A session `serve`
+    opened (recorded) with the same pairs passes; once one of its chunks is edited, it is refused."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orchestrator.tracking import live
+    from orchestrator.tracking.store import experiment_id
+    from orchestrator.tracking.tags import CANDIDATE_TAG, CHAMPION_TAG, LIVE_TAG
+
+    clean = [(0, 0, 0)] * 300
+    forged = (
+        MlflowClient()
+        .create_run(experiment_id(rivals), tags={LIVE_TAG: "shadow", CHAMPION_TAG: "1", CANDIDATE_TAG: "2"})
+        .info.run_id
+    )
+    live.write_chunk(forged, "pairs", [
+        {"id": f"q{i}", "digest": "d", "time": 1.0, "champion_class": 0, "champion_probability": 0.9,
+         "candidate_class": 0, "candidate_probability": 0.9} for i in range(300)
+    ])  # fmt: skip
+    live.write_chunk(forged, "labels", [{"id": f"q{i}", "label": 0, "time": 2.0} for i in range(300)])
+    assert live.run_counts(forged).labelled == 300  # a well-formed session, chain and all
+    limits = PromoteSpec(max_nfr=0.04, min_live=300)
+    verdict = promotion.gate(rivals, "2", limits, live=True, score=unscored)
+    assert not verdict.passed and "no serving session shadowed v2 beside champion v1" in verdict.reason
+
+    recorded = _live_session(rivals, "1", "2", clean)
+    assert promotion.gate(rivals, "2", limits, live=True, score=unscored).passed
+    [chunk] = [f.path for f in MlflowClient().list_artifacts(recorded, "live/labels")]
+    edited = tmp_path / chunk.rsplit("/", 1)[1]  # one label changed, the chunk written again under its name
+    labels = [{"id": f"q{i}", "label": 1 if i == 0 else 0, "time": 2.0} for i in range(300)]
+    pq.write_table(pa.Table.from_pylist(labels, schema=live._schemas()["labels"]), edited)
+    MlflowClient().log_artifact(recorded, str(edited), "live/labels")
+    verdict = promotion.gate(rivals, "2", limits, live=True, score=unscored)
+    assert not verdict.passed and f"serving session {recorded}: its 2 live chunks are not the 2" in verdict.reason
+    record("serving_security", check="promote --live reads only the sessions the candidate's registered version "
+           "records: a forged session (a run with the right tags and more pairs) is not evidence, and a recorded "
+           "one with an edited chunk is refused", passed=True)  # fmt: skip

@@ -103,48 +103,6 @@ def test_protected_flips_gate_the_next_promotion(protected_model, capsys):
     assert code == 0, err
 
 
-def test_a_protected_set_that_cannot_be_read_makes_promote_refuse(protected_model, capsys):
-    """The model's tag names a set whose samples are gone (a run with no artifact): promote refuses in
-    one line, exit 2, and the champion stays; so does any MLflow error reading the model's tags. The
-    gate fails closed: skipping the set would let through what it protects."""
-    from mlflow.exceptions import MlflowException
-
-    from orchestrator.tracking import protected
-    from orchestrator.tracking.store import experiment_id
-    from orchestrator.tracking.tags import PROTECTED_RUN_TAG
-
-    model = protected_model[0]
-    client = mlflow.MlflowClient()
-    before = client.get_registered_model(model).tags.get(PROTECTED_RUN_TAG)
-    if client.get_registered_model(model).aliases.get("champion") is None:  # the set is read against one
-        client.set_registered_model_alias(model, "champion", "1")
-    champion = client.get_registered_model(model).aliases.get("champion")
-    empty = client.create_run(experiment_id(model)).info.run_id
-    client.set_terminated(empty)
-    client.set_registered_model_tag(model, PROTECTED_RUN_TAG, empty)
-    try:
-        code, _, err = cli(capsys, "promote", model, "2", "--max-nfr", "1", "--max-er-increase", "1")
-        assert code == 2 and len(err.strip().splitlines()) == 1, err
-        assert f"{model}'s protected set (run {empty}) cannot be read" in err
-        assert client.get_registered_model(model).aliases.get("champion") == champion
-    finally:
-        if before:
-            client.set_registered_model_tag(model, PROTECTED_RUN_TAG, before)
-        else:
-            client.delete_registered_model_tag(model, PROTECTED_RUN_TAG)
-
-    def unreachable(self, name):
-        raise MlflowException("connection refused", error_code="INTERNAL_ERROR")
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(mlflow.MlflowClient, "get_registered_model", unreachable)
-        with pytest.raises(registry.RegistryError, match="whether it has a protected set cannot be read"):
-            protected.protected_set(model)
-    assert protected.protected_set("no-such-model-anywhere") is None
-    record("serving_security", check="a protected set that cannot be read (its samples gone, the store failing) "
-           "makes promote refuse in one line: the gate fails closed", passed=True)  # fmt: skip
-
-
 def test_a_table_adds_a_set_version_and_bad_tables_are_one_line(protected_model, capsys, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -276,3 +234,74 @@ def test_an_image_model_protects_its_flipped_files_and_a_folder_of_class_folders
     for folder, words in ((more, "folder 'not-a-class' is not a class of"), (broken, "c.png: not a readable image")):
         code, _, err = cli(capsys, "protect", model, str(folder))
         assert code == 2 and len(err.strip().splitlines()) == 1 and words in err, err
+
+
+def test_two_protects_at_once_both_keep_their_rows(protected_model):
+    """add_protected reads, extends and writes the set under the model's registry lock: two at once
+    (disjoint rows) end in a set holding both, where an unlocked read-modify-write loses one's."""
+    import threading
+
+    from orchestrator.tracking.protected import add_protected
+
+    model = protected_model[0]
+    before = protected_set(model)
+    held = set() if before is None else set(before.ids.tolist())
+    batches = [np.arange(10**9, 10**9 + 5, dtype=np.int64), np.arange(2 * 10**9, 2 * 10**9 + 5, dtype=np.int64)]
+    errors: list[BaseException] = []
+
+    def protect(ids: np.ndarray) -> None:
+        try:
+            add_protected(model, ids, [f"text {i}" for i in ids], np.zeros(len(ids), np.int64), "test")
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=protect, args=(ids,)) for ids in batches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not errors, errors
+    after = set(protected_set(model).ids.tolist())
+    assert after == held | set(np.concatenate(batches).tolist())
+
+
+def test_a_protected_set_that_cannot_be_read_makes_promote_refuse(protected_model, capsys):
+    """The model's tag names a set whose samples are gone (a run with no artifact): promote refuses in
+    one line, exit 2, and the champion stays; so does any MLflow error reading the model's tags. The
+    gate fails closed: skipping the set would let through what it protects."""
+    from mlflow.exceptions import MlflowException
+
+    from orchestrator.tracking import protected
+    from orchestrator.tracking.store import experiment_id
+    from orchestrator.tracking.tags import PROTECTED_RUN_TAG
+
+    model = protected_model[0]
+    client = mlflow.MlflowClient()
+    before = client.get_registered_model(model).tags.get(PROTECTED_RUN_TAG)
+    if client.get_registered_model(model).aliases.get("champion") is None:  # the set is read against one
+        client.set_registered_model_alias(model, "champion", "1")
+    champion = client.get_registered_model(model).aliases.get("champion")
+    empty = client.create_run(experiment_id(model)).info.run_id
+    client.set_terminated(empty)
+    client.set_registered_model_tag(model, PROTECTED_RUN_TAG, empty)
+    try:
+        code, _, err = cli(capsys, "promote", model, "2", "--max-nfr", "1", "--max-er-increase", "1")
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert f"{model}'s protected set (run {empty}) cannot be read" in err
+        assert client.get_registered_model(model).aliases.get("champion") == champion
+    finally:
+        if before:
+            client.set_registered_model_tag(model, PROTECTED_RUN_TAG, before)
+        else:
+            client.delete_registered_model_tag(model, PROTECTED_RUN_TAG)
+
+    def unreachable(self, name):
+        raise MlflowException("connection refused", error_code="INTERNAL_ERROR")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mlflow.MlflowClient, "get_registered_model", unreachable)
+        with pytest.raises(registry.RegistryError, match="whether it has a protected set cannot be read"):
+            protected.protected_set(model)
+    assert protected.protected_set("no-such-model-anywhere") is None
+    record("serving_security", check="a protected set that cannot be read (its samples gone, the store failing) "
+           "makes promote refuse in one line: the gate fails closed", passed=True)  # fmt: skip

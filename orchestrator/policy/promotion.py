@@ -157,6 +157,9 @@ def live_problems(
     pair = [s for s in sessions if (s["champion"], s["candidate"]) == (champion, candidate)]
     if not pair:
         return [f"no serving session shadowed v{candidate} beside champion v{champion}"], "live: none"
+    refused = [s["problem"] for s in pair if s.get("problem")]
+    if refused:  # its chunks are not the ones its ledger wrote (tracking/live_chain.py)
+        return refused[:1], "live: refused"
     session = max(pair, key=lambda s: s["labelled"])
     fewest = min_live_pairs(gate, level)
     if session["labelled"] < fewest:

@@ -34,7 +34,7 @@ class LiveLedger:
         credentials.load_into_replica()  # the storage credentials its chunks are written with
         store.configure()
         self.run_id, self.candidate_run, self.settings = run_id, candidate_run, settings
-        self.window = replay(LiveWindow(settings.max_live_ids), live.chunks(run_id))
+        self.window = replay(LiveWindow(settings.max_live_ids), live.chunks(run_id, adopt_last=True))
         self.pending: dict[str, list[dict[str, Any]]] = {"pairs": [], "labels": []}
         self.relabelled = 0  # labels replaced on request in this replica's life (logged as live.relabelled)
         self.flusher: asyncio.Task | None = None

@@ -32,16 +32,20 @@ from typing import Any, Literal
 
 import numpy as np
 
+from orchestrator.tracking.live_chain import LiveChainError, chain_step, checked_chain
+from orchestrator.tracking.live_sessions import bind_session, bound_sessions
 from orchestrator.tracking.live_window import LiveCounts, LiveWindow, replay
 from orchestrator.tracking.tags import (
     CANARY_TAG,
     CANDIDATE_TAG,
+    CHAIN_TAG,
     CHAMPION_TAG,
     LIVE_TAG,
     MAX_IDS_TAG,
     OUTCOME_TAG,
     RUN_NAME,
 )
+from workers.digests import file_sha256
 
 Kind = Literal["pairs", "labels"]
 
@@ -65,7 +69,8 @@ def _schemas() -> dict[str, Any]:
 
 
 def write_chunk(run_id: str, kind: Kind, rows: Sequence[Mapping[str, Any]]) -> str:
-    """`rows` as one parquet chunk `live/<kind>/chunk-<ns>-<random>.parquet` of the run; its name."""
+    """`rows` as one parquet chunk `live/<kind>/chunk-<ns>-<random>.parquet` of the run, the run's
+    chain (CHAIN_TAG, live_chain.py) moved over it; its name. One writer per session: its ledger."""
     import pyarrow as pa
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
     from mlflow import MlflowClient
@@ -73,17 +78,22 @@ def write_chunk(run_id: str, kind: Kind, rows: Sequence[Mapping[str, Any]]) -> s
     schema = _schemas()[kind]
     table = pa.Table.from_pylist([{name: row[name] for name in schema.names} for row in rows], schema=schema)
     name = f"chunk-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+    client = MlflowClient()
+    held, _, head = (client.get_run(run_id).data.tags.get(CHAIN_TAG) or "0:").partition(":")
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / name
         pq.write_table(table, path)
-        MlflowClient().log_artifact(run_id, str(path), f"live/{kind}")
+        digest = file_sha256(str(path))
+        client.log_artifact(run_id, str(path), f"live/{kind}")
+    client.set_tag(run_id, CHAIN_TAG, f"{int(held) + 1}:{chain_step(head, f'{kind}/{name}', digest)}")
     return name
 
 
-def chunks(run_id: str) -> Iterator[tuple[Kind, list[dict[str, Any]]]]:
+def chunks(run_id: str, adopt_last: bool = False) -> Iterator[tuple[Kind, list[dict[str, Any]]]]:
     """The run's chunks, pairs and labels alike, in the order they were written (their names begin
     with the time they were written at), each as (kind, rows): downloaded to a temporary folder,
-    read one at a time."""
+    checked against the run's chain (live_chain.py: LiveChainError before any is yielded when they
+    are not the ones its ledger wrote; `adopt_last`: the ledger's own replay), read one at a time."""
     import pyarrow.parquet as pq
     from mlflow import MlflowClient, artifacts
 
@@ -96,7 +106,12 @@ def chunks(run_id: str) -> Iterator[tuple[Kind, list[dict[str, Any]]]]:
                 continue
             local = Path(artifacts.download_artifacts(run_id=run_id, artifact_path=f"live/{kind}", dst_path=folder))
             found += [(path.name, kind, path) for path in local.glob("*.parquet")]
-        for _, kind, path in sorted(found, key=lambda chunk: (chunk[0], chunk[1] == "labels")):
+        found.sort(key=lambda chunk: (chunk[0], chunk[1] == "labels"))
+        written = [(f"{kind}/{name}", file_sha256(str(path))) for name, kind, path in found]
+        healed = checked_chain(run_id, client.get_run(run_id).data.tags.get(CHAIN_TAG), written, adopt_last)
+        if healed is not None:
+            client.set_tag(run_id, CHAIN_TAG, healed)
+        for _, kind, path in found:
             yield kind, pq.read_table(path, schema=_schemas()[kind]).to_pylist()
 
 
@@ -175,19 +190,25 @@ def start_live_run(model: str, champion: str, candidate: str, canary: float | No
             CANARY_TAG: f"{canary:g}",
             RUN_NAME: f"live canary v{candidate} on {canary:.0%} beside v{champion}",
         }
-    return MlflowClient().create_run(experiment_id(model), tags=tags).info.run_id
+    run_id: str = MlflowClient().create_run(experiment_id(model), tags=tags).info.run_id
+    bind_session(model, candidate, champion, run_id)  # the registry's record of it (live_sessions.py)
+    return run_id
 
 
 def continue_live_run(model: str, champion: str, candidate: str, canary: float | None = None) -> tuple[str, bool]:
     """The serving session of `candidate` shadowed beside `champion`: the newest one's run, running or
     ended, set RUNNING again, so a restarted `serve` continues its evidence (its ledger reads the
-    chunks back) instead of starting an empty session; else a new one (`start_live_run`). A canary
+    chunks back) instead of starting an empty session; else a new one (`start_live_run`). Only a
+    session the candidate's registered version records is continued (live_sessions.py). A canary
     continues a canary's session only (and one withdrawn stays withdrawn), a shadow a shadow's. Its
     id, and whether it was continued."""
     from mlflow import MlflowClient
 
+    bound = bound_sessions(model, candidate, champion)  # None: not a registered version (a test's)
     for run in live_runs(model, candidate):
         tags = run.data.tags
+        if bound is not None and run.info.run_id not in bound:  # a run with a session's tags only
+            continue
         if tags.get(CHAMPION_TAG) == champion and (CANARY_TAG in tags) == (canary is not None):
             MlflowClient().update_run(run.info.run_id, status="RUNNING")
             return run.info.run_id, True
@@ -271,6 +292,10 @@ def live_summaries(model: str, confidence: float) -> list[dict[str, Any]]:
     summaries = []
     for run in live_runs(model):
         tags = run.data.tags
+        try:
+            counts, problem = run_counts(run.info.run_id), None
+        except LiveChainError as e:  # shown as refused; the gate refuses it (policy/promotion.py)
+            counts, problem = LiveCounts(0, 0, 0, 0, 0, 0, 0), str(e)
         summaries.append(
             {
                 "run_id": run.info.run_id,
@@ -280,7 +305,8 @@ def live_summaries(model: str, confidence: float) -> list[dict[str, Any]]:
                 "canary_outcome": tags.get(OUTCOME_TAG),
                 "status": run.info.status,
                 "started": run.info.start_time,
-                **run_counts(run.info.run_id).figures(confidence),
+                "problem": problem,
+                **counts.figures(confidence),
             }
         )
     return summaries

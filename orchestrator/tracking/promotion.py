@@ -29,6 +29,7 @@ from orchestrator.policy.protected import ProtectedEvidence, protected_counts
 from orchestrator.tracking import descriptions
 from orchestrator.tracking.ledger import COMPARED, LedgerMismatch, known_mask, shared_samples
 from orchestrator.tracking.live import live_summaries
+from orchestrator.tracking.live_sessions import bound_sessions
 from orchestrator.tracking.locks import registry_lock
 from orchestrator.tracking.protected import Scorer, protected_set, set_answers
 from orchestrator.tracking.registry import chain, checkpoint_of, ledger_of, resolve
@@ -92,8 +93,15 @@ def evidence(name: str, candidate: str, champion: str, limits: PromoteSpec, live
         counts,
         slices=pair_slice_rows(old, new, level, limits.min_slice_n) if sliced else None,
         protected=protected_evidence(name, candidate, champion, score),
-        live=live_summaries(name, level) if live else None,
+        live=bound_summaries(name, candidate, champion, level) if live else None,
     )
+
+
+def bound_summaries(name: str, candidate: str, champion: str, level: float) -> list[dict]:
+    """The model's serving sessions that `candidate`'s registered version records beside `champion`
+    (live_sessions.py): a run that only carries a session's tags is not evidence."""
+    bound = bound_sessions(name, candidate, champion) or set()
+    return [s for s in live_summaries(name, level) if s["run_id"] in bound]
 
 
 def protected_evidence(name: str, candidate: str, champion: str, score: Scorer) -> ProtectedEvidence | None:

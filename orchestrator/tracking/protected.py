@@ -128,7 +128,23 @@ def add_protected(
 ) -> tuple[int, int]:
     """A new set version: the current set's rows and those of `ids` it does not hold yet (a sample
     protected twice keeps its first row); `images`: an image model's samples' encoded files.
-    Returns (set version, rows added)."""
+    Returns (set version, rows added). Read, extended and written under the model's registry lock
+    (locks.py): two `protect` calls at once both keep their rows."""
+    from orchestrator.tracking.locks import registry_lock
+
+    with registry_lock(model, "protected") as lease:
+        return _extended(model, ids, inputs, labels, origin, images, lease.check)
+
+
+def _extended(
+    model: str,
+    ids: np.ndarray,
+    inputs: list[str],
+    labels: np.ndarray,
+    origin: str,
+    images: list[bytes] | None,
+    still_held: Any,
+) -> tuple[int, int]:
     from mlflow import MlflowClient
 
     from orchestrator.tracking.store import experiment_id
@@ -166,6 +182,7 @@ def add_protected(
         client.log_artifact(run.info.run_id, str(path), "protected")
     client.log_metric(run.info.run_id, "protected.n", len(rows["id"]))
     client.set_terminated(run.info.run_id)
+    still_held()  # fencing: no other `protect` can have moved the set meanwhile (locks.py)
     client.set_registered_model_tag(model, PROTECTED_RUN_TAG, run.info.run_id)  # the set moves only when complete
     return version, len(fresh)
 
