@@ -28,7 +28,9 @@ def live_row(s: dict[str, Any]) -> list[str]:
     return [
         f"v{s['champion']}",
         f"v{s['candidate']}" + (f" canary {s['canary']:.0%}" if s.get("canary") is not None else ""),
-        (s.get("canary_outcome") or "").split(":")[0] or s["status"].lower(),  # a canary's: withdrawn, promoted
+        "refused (chunks changed)"  # its chunks are not the ones its ledger wrote (tracking/live_chain.py)
+        if s.get("problem")
+        else (s.get("canary_outcome") or "").split(":")[0] or s["status"].lower(),  # a canary's: withdrawn, promoted
         str(s["pairs"]),
         percent(s["disagreement"]),
         percent(s["disagreement_lower"]),
