@@ -22,6 +22,7 @@ import pandas as pd  # type: ignore[import-untyped]
 from mlflow.exceptions import MlflowException
 from mlflow.pyfunc import PythonModel
 
+from orchestrator.tracking.tags import CHECKSUM_PREFIX
 from workers.digests import file_sha256
 
 
@@ -82,7 +83,7 @@ def registered_sha256(run_id: str | None) -> str | None:
     if not run_id:
         return None
     versions = mlflow.MlflowClient().search_model_versions(f"run_id='{run_id}'")
-    found = {mv.tags.get("sha256.checkpoint/model.pt") for mv in versions} - {None}
+    found = {mv.tags.get(f"{CHECKSUM_PREFIX}checkpoint/model.pt") for mv in versions} - {None}
     return found.pop() if len(found) == 1 else None
 
 
