@@ -12,6 +12,7 @@ from orchestrator.serving.canary import CanaryState, canary_decision
 from orchestrator.serving.requests import Sample, digest, shadowed
 from orchestrator.serving.settings import CanaryRule
 from orchestrator.serving.shadow import Shadow
+from reliability_records import record
 from workers.confidence import wilson_lower, wilson_upper
 
 RULE = CanaryRule(fraction=0.5, max_nfr=0.05, min_labelled=100)
@@ -149,3 +150,5 @@ def test_a_canary_s_decisions_are_one_at_a_time_and_none_waits_past_the_call_tim
     assert waited < 2 * 0.3 + 0.5  # each waited at most the call timeout (the second behind the first)
     assert first["state"] == second["state"] == "passed" and "promotion under way" in second["reason"]
     assert later["state"] == "promoted" and "within every limit" in later["reason"]
+    record("serving_security", check="two batches of labels deciding a canary at once run the registry's gate once, "
+           "and neither /feedback waits past the call timeout while it runs", passed=True)  # fmt: skip

@@ -33,11 +33,16 @@ SERVING_TESTS = [
     "tests/test_serve_faults.py",
     "tests/test_live_gate.py",
     "tests/test_live_window.py",
+    "tests/test_live_chain.py",
     "tests/test_serve_access.py",
+    "tests/test_canary.py",
+    "tests/test_stack_setup.py::test_a_fresh_env_has_three_distinct_serving_tokens_and_equal_ones_are_refused",
+    "tests/test_protect.py::test_a_protected_set_that_cannot_be_read_makes_promote_refuse",
     "tests/test_serve_limits.py",
     "tests/test_serve_full_cluster.py",
     "tests/test_serve_canary.py",
     "tests/test_promotion.py::test_promote_live_needs_labelled_live_pairs_beside_the_champion_within_the_limit",
+    "tests/test_promotion.py::test_promote_live_reads_only_the_sessions_the_registry_records_and_refuses_an_edited_one",
 ]
 TESTS = [
     "tests/test_faults.py",
@@ -56,8 +61,8 @@ TESTS = [
     "tests/test_jobs.py::test_cancel_stops_a_submitted_pipeline_and_leaves_nothing_half_written",
     "tests/test_jobs.py::test_no_credential_reaches_mlflow_storage_logs_or_output",
     "tests/test_load.py",
-    *SERVING_TESTS[:-1],  # test_promotion.py is above, whole
 ]
+TESTS += [t for t in SERVING_TESTS if t.split("::")[0] not in TESTS]  # a file above runs whole, once
 SERVING_SECTION = "## Serving under faults"
 TEMP_PATH = re.compile(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/\s:]+")  # each test's tmp_path, shown as $TMP
 
