@@ -239,9 +239,8 @@ def test_an_image_model_protects_its_flipped_files_and_a_folder_of_class_folders
 def test_two_protects_at_once_both_keep_their_rows(protected_model):
     """add_protected reads, extends and writes the set under the model's registry lock: two at once
     (disjoint rows) end in a set holding both, where an unlocked read-modify-write loses one's."""
-    import threading
-
     from orchestrator.tracking.protected import add_protected
+    from test_promotion import run_together
 
     model = protected_model[0]
     before = protected_set(model)
@@ -252,15 +251,10 @@ def test_two_protects_at_once_both_keep_their_rows(protected_model):
     def protect(ids: np.ndarray) -> None:
         try:
             add_protected(model, ids, [f"text {i}" for i in ids], np.zeros(len(ids), np.int64), "test")
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001  # run_together fails on it
             errors.append(e)
 
-    threads = [threading.Thread(target=protect, args=(ids,)) for ids in batches]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert not errors, errors
+    run_together(protect, batches, errors)
     after = set(protected_set(model).ids.tolist())
     assert after == held | set(np.concatenate(batches).tolist())
 

@@ -63,14 +63,15 @@ def _id(value: Any, where: str) -> str:
     return text
 
 
-def _payload(value: Any, modality: str, where: str, limits: RequestLimits) -> str | bytes:
+def _payload(value: Any, modality: str, where: str, limits: RequestLimits) -> tuple[str | bytes, int]:
+    """A sample's payload within `limits`, and the pixels its image header declares (0 for a text)."""
     if not isinstance(value, str):
         raise RequestError(f"{where}: expected a {'text' if modality == 'text' else 'base64 image'} string")
     if modality == "text":
         if len(value) > limits.max_text_chars:
             most = f"at most {limits.max_text_chars:,} (--max-text-chars)"
             raise RequestError(f"{where}: {len(value):,} characters; {most}")
-        return value
+        return value, 0
     try:
         data = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
@@ -80,7 +81,7 @@ def _payload(value: Any, modality: str, where: str, limits: RequestLimits) -> st
         declared = "more pixels than PIL opens" if pixels is None else f"{pixels:,} pixels"
         problem = f"{declared}; at most {limits.max_image_pixels:,} (--max-image-pixels)"
         raise RequestError(f"{where}: {problem}, refused before decoding")
-    return data
+    return data, pixels
 
 
 def image_pixels(data: bytes) -> int | None:
@@ -117,8 +118,8 @@ def parse_predict(body: Any, modality: str, limits: RequestLimits) -> list[Sampl
         raise RequestError("`ids` is a list with one id per input")
     samples, pixels = [], 0
     for i, value in enumerate(inputs):
-        payload = _payload(value, modality, f"input {i}", limits)
-        pixels += (image_pixels(payload) or 0) if isinstance(payload, bytes) else 0
+        payload, declared = _payload(value, modality, f"input {i}", limits)
+        pixels += declared
         if pixels > limits.max_request_pixels:
             most = f"at most {limits.max_request_pixels:,} in one request (--max-request-pixels)"
             raise RequestError(f"inputs 0 to {i}: {pixels:,} pixels; {most}, refused before decoding")

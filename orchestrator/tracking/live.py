@@ -287,10 +287,13 @@ def log_live_figures(run_ids: Sequence[str], figures: Mapping[str, float], step:
             client.log_metric(run_id, f"live.{key}", float(value), step=step)
 
 
-def live_summaries(model: str, confidence: float) -> list[dict[str, Any]]:
-    """Each serving session of the model with a shadow, newest first: its versions, state and figures."""
+def live_summaries(model: str, confidence: float, only: set[str] | None = None) -> list[dict[str, Any]]:
+    """Each serving session of the model with a shadow (of the run ids `only`, when given), newest
+    first: its versions, state and figures."""
     summaries = []
     for run in live_runs(model):
+        if only is not None and run.info.run_id not in only:  # its chunks are not even read
+            continue
         tags = run.data.tags
         try:
             counts, problem = run_counts(run.info.run_id), None

@@ -100,8 +100,7 @@ def evidence(name: str, candidate: str, champion: str, limits: PromoteSpec, live
 def bound_summaries(name: str, candidate: str, champion: str, level: float) -> list[dict]:
     """The model's serving sessions that `candidate`'s registered version records beside `champion`
     (live_sessions.py): a run that only carries a session's tags is not evidence."""
-    bound = bound_sessions(name, candidate, champion) or set()
-    return [s for s in live_summaries(name, level) if s["run_id"] in bound]
+    return live_summaries(name, level, only=bound_sessions(name, candidate, champion) or set())
 
 
 def protected_evidence(name: str, candidate: str, champion: str, score: Scorer) -> ProtectedEvidence | None:
