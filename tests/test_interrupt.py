@@ -175,7 +175,7 @@ def test_a_start_interrupted_while_a_version_is_placed_deletes_it_and_says_so_in
             raise KeyboardInterrupt from None
 
     monkeypatch.setattr(driver, "version_application", lambda *args: "the application")
-    monkeypatch.setattr(driver, "replica_env", lambda model: {})
+    monkeypatch.setattr(driver, "replica_env", lambda: {})
     monkeypatch.setattr(driver, "_app_status", status)
     monkeypatch.setattr(driver.time, "sleep", lambda s: None)
     monkeypatch.setattr(serve, "run_many", lambda targets, **kwargs: None)

@@ -130,12 +130,11 @@ def test_each_scope_asks_for_its_own_token_and_an_unset_one_takes_the_serve_toke
            "three scopes with their own tokens", passed=True)  # fmt: skip
 
 
-def test_the_live_figures_and_the_gateway_s_state_ask_for_the_feedback_token(monkeypatch):
+def test_the_live_figures_and_the_gateway_s_state_ask_for_the_feedback_token():
     """`GET /live` and `GET /status` (what is served, the canary's state) refuse the predict token:
     a client that may only predict cannot watch how close its requests bring a decision."""
-    from orchestrator.serving import credentials, deployments
+    from orchestrator.serving import deployments
 
-    monkeypatch.setattr(credentials, "load_into_replica", lambda: None)
     digests = {scope: access.token_digest(f"{scope}-token") for scope in access.SCOPE_ENV}
     user_class = deployments.Gateway.func_or_class.__mro__[1]  # the class itself, under Serve's ingress wrapper
     gateway = object.__new__(user_class)

@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.tracking.live import live_counts
 from orchestrator.tracking.live_window import LiveWindow, contribution, replay
+from reliability_records import record
 
 
 def test_one_id_s_share_of_each_count_by_hand():
@@ -81,3 +82,36 @@ def test_a_labelled_pair_is_immutable_a_resend_with_another_input_is_refused_and
     resent = [{"id": "a", "time": 2.0, "champion_class": 1, "candidate_class": 1, "digest": "input-2"}]
     replayed = replay(LiveWindow(), [("pairs", rows), ("labels", [{"id": "a", "label": 1}]), ("pairs", resent)])
     assert replayed.counts().negative_flips == 1 and replayed.resent_after_label == 1
+
+
+def test_a_client_flooding_unique_ids_pushes_out_its_own_oldest_not_the_pairs_others_wait_to_label():
+    """Without a bound per client, 9 flooded ids evict the honest client's 3 pairs before their labels
+    come; with one, they stay and are labelled, and the replay of the chunks agrees."""
+
+    def flooded(per_client: int | None) -> tuple[LiveWindow, list]:
+        window, pairs = LiveWindow(max_ids=8, max_ids_per_client=per_client), []
+        for i in range(3):
+            pairs.append(
+                {"id": f"honest-{i}", "time": float(i), "champion_class": 1, "candidate_class": 2, "client": "h"}
+            )
+        for i in range(9):
+            pairs.append(
+                {"id": f"flood-{i}", "time": 3.0 + i, "champion_class": 0, "candidate_class": 0, "client": "f"}
+            )
+        for row in pairs:
+            window.add_pair(row["id"], row["time"], row["champion_class"], row["candidate_class"], client=row["client"])
+        labels = [
+            {"id": f"honest-{i}", "label": 1} for i in range(3) if window.add_label(f"honest-{i}", 1) == "accepted"
+        ]
+        return window, [("pairs", pairs), ("labels", labels)]
+
+    unbounded, _ = flooded(None)
+    bounded, chunks = flooded(4)
+    assert unbounded.counts().labelled == 0  # the honest pairs left before their labels: a canary never decided
+    assert bounded.counts().labelled == 3 and bounded.counts().negative_flips == 3
+    assert [i for i in bounded.entries if i.startswith("flood")] == [f"flood-{i}" for i in range(5, 9)]
+    assert bounded.crowded_out == 5 and bounded.counts().pairs == 12  # gone from memory, not from the figures
+    assert replay(LiveWindow(max_ids=8, max_ids_per_client=4), chunks).counts() == bounded.counts()
+    assert sum(len(held) for held in bounded.ids_of.values()) == len(bounded.client_of) == 7
+    record("serving_security", check="a client flooding unique ids pushes out its own oldest ids from the live window "
+           "(--max-live-ids-per-client), not the pairs others wait to label; a replay agrees", passed=True)  # fmt: skip

@@ -105,7 +105,7 @@ def test_a_promotion_swaps_with_no_spare_cpu_and_one_that_cannot_be_placed_is_ro
     assert secret_in_replicas == [SECRET, SECRET]  # the replicas have it, and nothing shown does
     assert model in shown and "AWS_SECRET_ACCESS_KEY" not in shown and SECRET not in shown
     record("serving_security", check="no storage secret in Serve's REST output (`/api/serve/applications/`); the "
-           "replicas hold it, from the cluster's key-value store", passed=True)  # fmt: skip
+           "replicas hold it, handed over through the serve process's object store", passed=True)  # fmt: skip
     assert [o for o in outcomes if o not in ("1", "2")] == []  # not one request failed, through both
     assert outcomes[0] == "1" and outcomes[-20:] == ["2"] * 20
     assert PLACE_S <= refused_after_s < 60
@@ -148,3 +148,62 @@ def test_serve_without_a_token_refuses_a_proxy_an_earlier_serve_left_open_to_oth
     assert len(MlflowClient().search_runs([experiment_id(model)])) == runs_before  # no live run
     record("serving_security", check="serve without a token on a cluster whose proxy an earlier serve left open to "
            "other machines is refused in one line, before anything is deployed or written", passed=True)  # fmt: skip
+
+
+def running(app: str) -> bool:
+    """Whether Serve on the joined cluster runs `app` (False while Serve itself is not started)."""
+    from ray import serve
+    from ray.serve.exceptions import RayServeException
+
+    try:
+        shown = serve.status().applications.get(app)
+    except RayServeException:
+        return False
+    return shown is not None and str(getattr(shown.status, "value", shown.status)) == "RUNNING"
+
+
+def test_serve_killed_mid_start_leaves_no_storage_credentials_in_the_cluster(ray_cluster, three_versions):
+    """`congruent serve` SIGKILLed once its champion's replica has started (it read the storage secret):
+    no key-value entry holds the secret, and the replica that SIGKILL left behind, restarted, finds
+    the credentials gone with the process that handed them over (serving/credentials.py)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ray import serve
+
+    from orchestrator.serving.access import SCOPE_ENV
+    from test_serve_credentials import kv_values_holding
+    from test_serve_faults import kill_replica
+
+    model, app = three_versions, version_app_name(three_versions, "1")
+    promotion.set_champion(model, "1")
+    repository = str(Path(__file__).resolve().parents[1])
+    env = {k: v for k, v in os.environ.items() if k not in SCOPE_ENV.values()}
+    env |= {"AWS_SECRET_ACCESS_KEY": SECRET, "PYTHONPATH": repository}
+    argv = [sys.executable, "-m", "orchestrator", "serve", model, "--ray-address", ray_cluster.address]
+    starting = subprocess.Popen([*argv, "--port", str(free_port())], env=env, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and starting.poll() is None and not running(app):
+            time.sleep(0.2)
+        held = replica_environment(app, "version", "AWS_SECRET_ACCESS_KEY")
+    finally:
+        starting.kill()  # SIGKILL: none of serve's own clean-up runs
+        starting.wait(timeout=60)
+    try:
+        in_kv = kv_values_holding(SECRET)
+        kill_replica(app, "version")  # Serve starts another replica of the application left behind
+        deadline, message = time.monotonic() + 120, ""
+        while "went with" not in message and time.monotonic() < deadline:
+            deployment = serve.status().applications[app].deployments.get("version")
+            message = deployment.message if deployment is not None else ""
+            time.sleep(1.0)
+    finally:
+        serve.shutdown()
+    assert held == SECRET  # the test means something: the replica had it
+    assert in_kv == []
+    assert "the storage credentials went with the `congruent serve` that started this application" in message
+    record("serving_security", check="serve SIGKILLed mid-start leaves no storage secret in the cluster's key-value "
+           "store, and a replica restarted afterwards finds the credentials gone with it", passed=True)  # fmt: skip

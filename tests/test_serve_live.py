@@ -116,6 +116,7 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
         assert refused.value.code == 415
         post(f"{served.url}/flush", {})
         counts = live.run_counts(served.live_run)  # before the swap's traffic adds unlabelled pairs
+        clients = {row["client"] for kind, rows in live.chunks(served.live_run) if kind == "pairs" for row in rows}
 
         # v2 promoted on its live evidence while clients keep sending: swapped, no request fails
         assert main(["promote", model, "2", "--max-nfr", "1", "--max-er-increase", "1", "--live"]) == 0
@@ -162,6 +163,7 @@ def test_the_live_nfr_of_a_shadowed_candidate_is_compare_s_and_its_promotion_swa
     compared = compare_predictions(labels, [np.array(offline[0]), np.array(offline[1])])
     assert compared["pairs"][0]["nfr"] > 0  # the test means something: v2 flips some of v1's right answers
     assert (counts.pairs, counts.labelled) == (SAMPLES, SAMPLES)
+    assert len(clients) == 1 and len(clients.pop() or "") == 16  # one peer, by digest (live_window.py's bound)
     assert counts.negative_flips / counts.labelled == compared["pairs"][0]["nfr"]
     assert counts.positive_flips / counts.labelled == compared["pairs"][0]["pfr"]
     assert [counts.champion_errors / SAMPLES, counts.candidate_errors / SAMPLES] == compared["error_rate"]

@@ -45,7 +45,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         resources = Resources(args.replicas, args.cpus, args.gpus)
         served: Served = serve_model(
-            args.model, args.canary or args.shadow, settings, args.host, args.port, resources, args.swap_timeout
+            args.model,
+            args.canary or args.shadow,
+            settings,
+            args.host,
+            args.port,
+            resources,
+            args.swap_timeout,
+            hand_over_credentials=not args.detach,  # they would outlive this process (serving/credentials.py)
         )
     except (RegistryError, NotPlaced, ProxyRefused) as e:
         return fail("serve", str(e))
@@ -117,6 +124,7 @@ def serve_settings(args: argparse.Namespace, canary: CanaryRule | None) -> Serve
         call_timeout_s=args.call_timeout_s,
         max_shadow_bytes=int(args.max_shadow_mb * 2**20),
         max_live_ids=args.max_live_ids,
+        max_live_ids_per_client=args.max_live_ids_per_client or max(1, args.max_live_ids // 2),
         canary=canary,
     )
 
@@ -125,6 +133,7 @@ def say_started(args: argparse.Namespace, served: Served, settings: ServeSetting
     """What is served where, its live ledger, and how to call it."""
     from orchestrator.driver.serve import app_name
     from orchestrator.driver.serve_command import SCOPE_ENV, TOKEN_ENV, shared_scopes
+    from orchestrator.host import worker_env
 
     shadow = f", shadowing v{served.candidate} on {share(args):.0%} of samples" if served.candidate else ""
     if served.candidate and settings.canary is not None:
@@ -135,6 +144,8 @@ def say_started(args: argparse.Namespace, served: Served, settings: ServeSetting
     if shared := shared_scopes():
         names = " and ".join(SCOPE_ENV[scope] for scope in shared)
         print(f"{' and '.join(shared)} take {TOKEN_ENV}: set {names} so that predicting clients cannot label or swap")
+    if args.detach and worker_env():
+        print("--detach: the replicas use their Ray nodes' own storage credentials (this environment's stay here)")
     token = f' -H "authorization: Bearer ${TOKEN_ENV}"' if os.environ.get(TOKEN_ENV) else ""
     print(f"try: curl -s {served.url}/predict{token} -H 'content-type: application/json' -d '{{\"inputs\": [...]}}'")
 
@@ -278,6 +289,13 @@ def ledger_options(parser: argparse.ArgumentParser) -> None:
         default=250_000,
         help="ids whose pairs the live ledger holds to join labels to (250000, ~70 MB); a label for an id that "
         "left is counted unmatched; the figures count every id",
+    )
+    parser.add_argument(
+        "--max-live-ids-per-client",
+        type=positive(int),
+        default=None,
+        help="of them, the most one client (peer address) holds: one that floods ids pushes out its own oldest, "
+        "not others' pairs waiting for labels (half of --max-live-ids)",
     )
     parser.add_argument(
         "--shadow-coalesce-ms",

@@ -20,8 +20,8 @@ from typing import Any
 
 from orchestrator.execution.cluster import connect
 from orchestrator.host import worker_env
-from orchestrator.serving import credentials
 from orchestrator.serving.access import LOOPBACK, TOKEN_ENV, auth_headers, open_beyond_this_machine, scope_digests
+from orchestrator.serving.credentials import Sealed, hand_over
 from orchestrator.serving.deployments import application, version_application
 from orchestrator.serving.handles import version_app_name
 from orchestrator.serving.settings import Resources, ServeSettings
@@ -47,6 +47,7 @@ class Served:
     live_run: str | None
     settings: ServeSettings
     resources: Resources
+    sealed: Sealed | None = None  # the storage credentials its replicas are given (serving/credentials.py)
 
 
 def app_name(model: str) -> str:
@@ -82,6 +83,7 @@ def serve_model(
     port: int = 8000,
     resources: Resources = ONE_CPU_REPLICA,
     place_s: float = PLACE_S,
+    hand_over_credentials: bool = True,
 ) -> Served:
     """Start (or replace) the model's application on the cluster this process joins; return once it
     answers. RegistryError before anything starts when the versions cannot be served; ProxyRefused,
@@ -89,7 +91,9 @@ def serve_model(
     machine and this environment has no token; NotPlaced when a version's replicas cannot be placed
     within `place_s`. A version whose application runs already keeps its replicas (`start_version`):
     `serve --stop` first to serve it on other resources. With `settings.canary`, `shadow` names the
-    canary: it answers its share of ids, the champion shadows it (serving/canary.py)."""
+    canary: it answers its share of ids, the champion shadows it (serving/canary.py). This environment's
+    storage credentials are handed to the replicas (`hand_over_credentials`) for as long as this
+    process lives (serving/credentials.py); without, they use their nodes' own."""
     store.configure()
     canary = settings.canary.fraction if settings.canary is not None else None
     champion, candidate = resolve_versions(model, shadow, "--shadow" if canary is None else "--canary")
@@ -99,12 +103,13 @@ def serve_model(
     from ray import serve
 
     run_id, candidate_run, continued = open_session(model, champion, candidate, canary, settings)
+    sealed = hand_over(worker_env()) if hand_over_credentials else None
     name = app_name(model)
     fresh = name not in serve.status().applications  # else this start replaces a running gateway
     started: list[str] = []
     try:
         for version in (champion, candidate) if candidate else (champion,):
-            if start_version(model, version, settings, resources, place_s):
+            if start_version(model, version, settings, resources, place_s, sealed):
                 started.append(version_app_name(model, version))
         serve.run(
             application(
@@ -114,8 +119,9 @@ def serve_model(
                 run_id,
                 candidate_run,
                 settings,
-                replica_env(model),
+                replica_env(),
                 scope_digests(),
+                sealed,
             ),
             name=name,
             route_prefix="/",
@@ -128,7 +134,7 @@ def serve_model(
         if run_id is not None:  # a continued session keeps its evidence: ended, not failed
             end_live_run(run_id, failed=not continued)
         raise
-    return Served(model, endpoint_url(host, port), name, champion, candidate, run_id, settings, resources)
+    return Served(model, endpoint_url(host, port), name, champion, candidate, run_id, settings, resources, sealed)
 
 
 def start_proxy(host: str, port: int) -> tuple[str, int]:
@@ -159,7 +165,7 @@ def open_session(
         return None, None, False
     candidate_run = registry.run_of(registry.resolve(f"{model}/{candidate}"))
     run_id, continued = continue_live_run(model, champion, candidate, canary)
-    record_window_size(run_id, settings.max_live_ids)
+    record_window_size(run_id, settings.max_live_ids, settings.max_live_ids_per_client)
     return run_id, candidate_run, continued
 
 
@@ -193,17 +199,15 @@ def endpoint_url(host: str, port: int) -> str:
     return f"http://{addresses[0] if addresses else '127.0.0.1'}:{port}"
 
 
-def replica_env(model: str | None = None) -> dict[str, str]:
+def replica_env() -> dict[str, str]:
     """What the replicas need in their environment: this driver's MLflow store (absolute: an embedded
-    one's path from here) for runs and the registry alike, as `store.configure` sets both here, and,
-    with `model`, the name of the key under which the storage credentials the pipelines' workers get
-    too wait in the cluster (serving/credentials.py: never a secret in a replica's runtime_env). The
-    registry's URI is given as well: a Ray node started from a shell where `MLFLOW_REGISTRY_URI`
-    named another store hands that to every replica, whose registry would then know no version of
-    this model."""
+    one's path from here) for runs and the registry alike, as `store.configure` sets both here (never a
+    secret: a replica's runtime_env is shown to all; the storage credentials are handed over apart,
+    serving/credentials.py). The registry's URI is given as well: a Ray node started from a shell
+    where `MLFLOW_REGISTRY_URI` named another store hands that to every replica, whose registry would
+    then know no version of this model."""
     uri = store.tracking_uri()
-    secrets = credentials.publish(model, worker_env()) if model is not None else {}
-    return {"MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri, **secrets}
+    return {"MLFLOW_TRACKING_URI": uri, "MLFLOW_REGISTRY_URI": uri}
 
 
 def canary_withdrawn(served: Served) -> str | None:
@@ -239,7 +243,7 @@ def swap_champion(served: Served, champion: str, place_s: float = PLACE_S) -> Se
     writes what it holds, and the session's run ends (FINISHED)."""
     from ray import serve
 
-    started = start_version(served.model, champion, served.settings, served.resources, place_s)
+    started = start_version(served.model, champion, served.settings, served.resources, place_s, served.sealed)
     try:
         moved = _move_gateway(served.url)
     except BaseException:
@@ -260,17 +264,24 @@ class NotPlaced(RuntimeError):
     """A version's replicas were not placed, or did not answer, in time; its application is deleted."""
 
 
-def start_version(model: str, version: str, settings: ServeSettings, resources: Resources, place_s: float) -> bool:
-    """Run the version's own application (`version_app_name`) and wait until it answers; False when it
-    runs already (the shadowed candidate at a swap). NotPlaced (one line), with the application
-    deleted, when it is not running within `place_s` or its deployment failed; deleted too when the
-    wait is interrupted (Ctrl-C)."""
+def start_version(
+    model: str,
+    version: str,
+    settings: ServeSettings,
+    resources: Resources,
+    place_s: float,
+    sealed: Sealed | None = None,
+) -> bool:
+    """Run the version's own application (`version_app_name`), its replicas given the `sealed` storage
+    credentials, and wait until it answers; False when it runs already (the shadowed candidate at a
+    swap). NotPlaced (one line), with the application deleted, when it is not running within
+    `place_s` or its deployment failed; deleted too when the wait is interrupted (Ctrl-C)."""
     from ray import serve
 
     name = version_app_name(model, version)
     if _app_status(name) == "RUNNING":
         return False
-    target = version_application(model, version, settings, resources, replica_env(model))
+    target = version_application(model, version, settings, resources, replica_env(), sealed)
     serve.run_many([serve.RunTarget(target, name=name, route_prefix=None)], wait_for_applications_running=False)
     deadline = time.monotonic() + place_s
     try:
@@ -297,8 +308,8 @@ def _app_status(name: str) -> str | None:
 
 def stop_serving(served: Served) -> None:
     """Let the shadows in flight finish and the ledger write what it holds, then delete the
-    application and its versions' (the champion's, the candidate's), withdraw the replicas' credentials
-    from the cluster and close the live run (FINISHED)."""
+    application and its versions' (the champion's, the candidate's) and close the live run (FINISHED).
+    The replicas' storage credentials go with this process (serving/credentials.py)."""
     from ray import serve
 
     try:
@@ -307,7 +318,6 @@ def stop_serving(served: Served) -> None:
         serve.delete(served.app_name)
         for name in version_apps(served.model):
             serve.delete(name)
-        credentials.withdraw(served.model)  # its replicas are gone (Serve waited for them)
         if served.live_run is not None:
             end_live_run(served.live_run)
 
@@ -324,7 +334,6 @@ def stop_app(model: str) -> bool:
     serve.delete(app_name(model))  # the gateway first: it sends no more requests to the versions
     for name in version_apps(model):
         serve.delete(name)
-    credentials.withdraw(model)
     end_running_live_runs(model)
     return True
 

@@ -1,53 +1,67 @@
 """How the replicas of `congruent serve` get this environment's storage credentials (AWS_*,
-MLFLOW_S3_*) without any of them reaching the cluster's visible state.
+MLFLOW_S3_*) without any of them reaching the cluster's visible or shared state.
 
-A deployment's `runtime_env.env_vars` are shown to anyone who can read the cluster: the dashboard,
-Serve's applications REST output (`serve status`, `/api/serve/applications/`), the replicas' actor
-table. So the settings go to the cluster's internal key-value store (the GCS, where Ray keeps a job's
-working_dir package too: what `submit --env-from-here` relies on, jobs/credentials.py) under a key
-named by the model, and the replicas are given only that key's name; each replica reads them into
-its own environment before it opens anything (`load_into_replica`). `congruent serve --stop` and the
-end of a foreground serve delete the key.
+A deployment's `runtime_env.env_vars` are shown to anyone who can read the cluster (the dashboard,
+Serve's REST output, the actor table), and the cluster's key-value store is readable and writable by
+every holder of the Ray token under any key. So the serve process puts the settings in its own
+object store (`hand_over`: an immutable object it owns) and gives each replica only a reference to
+it, at construction (`Sealed`, in the deployment's arguments); a replica reads it once, before it
+opens anything, and applies the storage settings only (`load_into_replica`): no planted
+`MLFLOW_TRACKING_URI`. The object goes with the process that owns it: whatever way `serve` ends (its
+stop, Ctrl-C, a failed start, SIGKILL), nothing of it is left in the cluster. A `--detach`ed
+application outlives its serve, so it is handed nothing: its replicas use their Ray nodes' own
+storage credentials (the stack's nodes have theirs).
 """
 
 from __future__ import annotations
 
-import json
 import os
+from dataclasses import dataclass
+from typing import Any
 
-KEY_ENV = "CONGRUENT_SERVE_CREDENTIALS_KEY"
+from orchestrator.host import FORWARDED_ENV_PREFIXES
 
-
-def key_of(model: str) -> str:
-    return f"congruent-serve-credentials:{model}"
-
-
-def publish(model: str, settings: dict[str, str]) -> dict[str, str]:
-    """Put `settings` in the cluster's key-value store for `model`'s replicas (this process has joined
-    the cluster); the environment they are given instead: the key's name (none without settings)."""
-    from ray.experimental.internal_kv import _internal_kv_put
-
-    if not settings:
-        return {}
-    _internal_kv_put(key_of(model), json.dumps(settings).encode(), overwrite=True)
-    return {KEY_ENV: key_of(model)}
+STORAGE_PREFIXES = FORWARDED_ENV_PREFIXES  # what a replica takes from them: storage settings, nothing else
 
 
-def load_into_replica() -> None:
-    """In a replica: the settings its key names, into this process's environment (none: nothing)."""
-    key = os.environ.get(KEY_ENV)
-    if not key:
+class CredentialsGone(RuntimeError):
+    """The serve process that handed the credentials over has exited (in one line)."""
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A reference to storage settings in the serve process's object store. Ray passes a reference
+    nested in an argument as it is (a top-level one is resolved into its value first)."""
+
+    ref: Any  # ray.ObjectRef
+
+
+def storage_only(settings: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in settings.items() if k.startswith(STORAGE_PREFIXES)}
+
+
+def hand_over(settings: dict[str, str]) -> Sealed | None:
+    """`settings`' storage entries in this process's object store (it has joined the cluster), for the
+    replicas it deploys; None when there are none."""
+    import ray
+
+    storage = storage_only(settings)
+    return Sealed(ray.put(storage)) if storage else None
+
+
+def load_into_replica(sealed: Sealed | None, timeout_s: float = 60.0) -> None:
+    """In a replica: the storage settings `sealed` refers to, into this process's environment (None:
+    nothing, the node's own are used). CredentialsGone when their owner, the serve process, has ended."""
+    if sealed is None:
         return
-    from ray.experimental.internal_kv import _internal_kv_get
+    import ray
+    from ray.exceptions import GetTimeoutError, ObjectLostError
 
-    stored = _internal_kv_get(key)
-    if stored is None:
-        raise RuntimeError(f"the serving credentials {key} are gone from the cluster (the model was stopped)")
-    os.environ.update({str(k): str(v) for k, v in json.loads(stored).items()})
-
-
-def withdraw(model: str) -> None:
-    """Delete `model`'s settings from the cluster's key-value store (no error when there are none)."""
-    from ray.experimental.internal_kv import _internal_kv_del
-
-    _internal_kv_del(key_of(model))
+    try:
+        stored = ray.get(sealed.ref, timeout=timeout_s)
+    except (ObjectLostError, GetTimeoutError):  # OwnerDiedError is an ObjectLostError
+        raise CredentialsGone(
+            "the storage credentials went with the `congruent serve` that started this application; "
+            "serve it again (or give the Ray nodes their own storage credentials)"
+        ) from None
+    os.environ.update(storage_only({str(k): str(v) for k, v in dict(stored).items()}))

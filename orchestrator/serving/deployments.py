@@ -35,9 +35,17 @@ from ray.serve.handle import DeploymentHandle
 from orchestrator.serving import canary_gate, credentials
 from orchestrator.serving.access import refusal
 from orchestrator.serving.canary import CanaryState
+from orchestrator.serving.credentials import Sealed
 from orchestrator.serving.handles import awaited, version_handle, within
 from orchestrator.serving.ledger import LiveLedger
-from orchestrator.serving.requests import RequestError, parse_feedback, parse_predict, read_json, wants_relabel
+from orchestrator.serving.requests import (
+    RequestError,
+    client_of,
+    parse_feedback,
+    parse_predict,
+    read_json,
+    wants_relabel,
+)
 from orchestrator.serving.settings import Resources, ServeSettings
 from orchestrator.serving.shadow import Shadow
 from orchestrator.serving.status import HEALTHY, gateway_status
@@ -49,7 +57,9 @@ logger = logging.getLogger("ray.serve")
 class VersionModel:
     """One registered version (`name`/`version`) answering batches of raw samples."""
 
-    def __init__(self, name: str, version: str, settings: ServeSettings, device: str = "cpu") -> None:
+    def __init__(
+        self, name: str, version: str, settings: ServeSettings, device: str = "cpu", sealed: Sealed | None = None
+    ) -> None:
         import torch
 
         from orchestrator.serving.predictor import Predictor
@@ -57,7 +67,7 @@ class VersionModel:
         from orchestrator.tracking.version_refs import VersionRef
 
         torch.set_num_threads(settings.threads)
-        credentials.load_into_replica()  # the storage credentials, before anything is read (credentials.py)
+        credentials.load_into_replica(sealed)  # the storage credentials, before anything is read (credentials.py)
         store.configure()
         self.version = version
         self.predictor = Predictor(registry.checkpoint_of(VersionRef(name, version)), device)
@@ -143,8 +153,9 @@ class Gateway:
         settings: ServeSettings,
         token_digests: dict[str, str | None] | None = None,
         live_run: str | None = None,
+        sealed: Sealed | None = None,
     ) -> None:
-        credentials.load_into_replica()
+        credentials.load_into_replica(sealed)
         self.model, self.settings, self.digests = model, settings, token_digests or {}
         self.bound_champion = champion  # the version this application was deployed with
         # its handle is taken at the first request (`_described`): after a swap that application is
@@ -223,7 +234,8 @@ class Gateway:
         described = await self._described()
         try:
             limits, limits_s = self.settings.limits, self.settings.call_timeout_s
-            samples = parse_predict(await read_json(request, limits.max_body_bytes), described["modality"], limits)
+            body = await read_json(request, limits.max_body_bytes)
+            samples = parse_predict(body, described["modality"], limits, client_of(request))
             answered = await self._answer(samples, limits_s)
         except TimeoutError:
             problem = f"v{described['version']} did not answer within {limits_s:g} s (--call-timeout-s)"
@@ -366,12 +378,17 @@ def _device(resources: Resources) -> str:
 
 
 def version_application(
-    model: str, version: str, settings: ServeSettings, resources: Resources, env: dict[str, str]
+    model: str,
+    version: str,
+    settings: ServeSettings,
+    resources: Resources,
+    env: dict[str, str],
+    sealed: Sealed | None = None,
 ) -> Any:
     """One version as the champion (`version_app_name`): its replicas, `resources` each, with `env`
-    (the driver's MLflow store) in their environment."""
+    (the driver's MLflow store) in their environment and `sealed` storage credentials (credentials.py)."""
     deployment = VersionModel.options(name="version", **_options(resources, env))  # type: ignore[attr-defined]  # @serve.deployment's
-    return deployment.bind(model, version, settings, _device(resources))
+    return deployment.bind(model, version, settings, _device(resources), sealed)
 
 
 def application(
@@ -383,13 +400,17 @@ def application(
     settings: ServeSettings,
     env: dict[str, str],
     token_digests: dict[str, str | None] | None = None,
+    sealed: Sealed | None = None,
 ) -> Any:
     """The endpoint's application: the gateway (in front of the champion's own application) and, with
-    a candidate (in its own application too), the ledger; `env` in every replica's environment; with
-    `token_digests`, the gateway asks each route for its scope's token (access.py)."""
+    a candidate (in its own application too), the ledger; `env` in every replica's environment and
+    `sealed` storage credentials (credentials.py); with `token_digests`, the gateway asks each route
+    for its scope's token (access.py)."""
     ledger = None
     light = {"ray_actor_options": {"num_cpus": 0, "runtime_env": {"env_vars": env}}}
     if candidate is not None:
         assert run_id is not None and candidate_run is not None
-        ledger = LiveLedger.options(**light).bind(run_id, candidate_run, settings)  # type: ignore[attr-defined]
-    return Gateway.options(**light).bind(model, champion, candidate, ledger, settings, token_digests, run_id)  # type: ignore[attr-defined]
+        ledger = LiveLedger.options(**light).bind(run_id, candidate_run, settings, sealed)  # type: ignore[attr-defined]
+    return Gateway.options(**light).bind(  # type: ignore[attr-defined]
+        model, champion, candidate, ledger, settings, token_digests, run_id, sealed
+    )

@@ -16,6 +16,7 @@ from typing import Any
 
 from ray import serve
 
+from orchestrator.serving import credentials
 from orchestrator.serving.settings import ServeSettings
 from orchestrator.tracking.live_window import LiveWindow, replay
 from orchestrator.tracking.version_record import SHOWN_CONFIDENCE  # the live figures' bounds, as `versions`'
@@ -27,14 +28,16 @@ logger = logging.getLogger("ray.serve")
 class LiveLedger:
     """The serving session's pairs and labels (module docstring), held until written."""
 
-    def __init__(self, run_id: str, candidate_run: str, settings: ServeSettings) -> None:
-        from orchestrator.serving import credentials
+    def __init__(
+        self, run_id: str, candidate_run: str, settings: ServeSettings, sealed: credentials.Sealed | None = None
+    ) -> None:
         from orchestrator.tracking import live, store
 
-        credentials.load_into_replica()  # the storage credentials its chunks are written with
+        credentials.load_into_replica(sealed)  # the storage credentials its chunks are written with
         store.configure()
         self.run_id, self.candidate_run, self.settings = run_id, candidate_run, settings
-        self.window = replay(LiveWindow(settings.max_live_ids), live.chunks(run_id, adopt_last=True))
+        window = LiveWindow(settings.max_live_ids, settings.max_live_ids_per_client)
+        self.window = replay(window, live.chunks(run_id, adopt_last=True))
         self.pending: dict[str, list[dict[str, Any]]] = {"pairs": [], "labels": []}
         self.relabelled = 0  # labels replaced on request in this replica's life (logged as live.relabelled)
         self.flusher: asyncio.Task | None = None
@@ -58,14 +61,25 @@ class LiveLedger:
 
     async def add_pairs(self, rows: list[dict[str, Any]]) -> None:
         self._start_flusher()
-        forgotten, refused = self.window.forgotten, self.window.resent_after_label
+        forgotten, refused, crowded = self.window.forgotten, self.window.resent_after_label, self.window.crowded_out
         kept = [  # a row resent after a newer one of its id (a lost reply) does not replace it
             row
             for row in rows
             if self.window.add_pair(
-                row["id"], row["time"], row["champion_class"], row["candidate_class"], row.get("digest")
+                row["id"],
+                row["time"],
+                row["champion_class"],
+                row["candidate_class"],
+                row.get("digest"),
+                client=row.get("client"),
             )
         ]
+        if crowded == 0 < self.window.crowded_out:
+            logger.warning(
+                "live ledger: a client sent more than %d ids (--max-live-ids-per-client): its oldest leave first, "
+                "labels for them are counted as unmatched",
+                self.settings.max_live_ids_per_client,
+            )
         if self.window.resent_after_label > refused:
             logger.warning(
                 "live ledger: %d pairs refused: their ids hold a label and came again with another input",

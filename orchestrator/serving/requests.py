@@ -47,11 +47,19 @@ class Sample:
     id: str
     payload: str | bytes
     digest: str
+    client: str = ""  # a digest of the peer that sent it (`client_of`): its ids in the live window are bounded
 
 
 def digest(payload: str | bytes) -> str:
     data = payload.encode() if isinstance(payload, str) else payload
     return hashlib.sha256(data).hexdigest()[:32]
+
+
+def client_of(request: Any) -> str:
+    """Who sent a request, as the live window counts clients: a digest of the peer's address the
+    proxy saw (never a header the client writes); "" when the server knows none."""
+    peer = getattr(request, "client", None)
+    return digest(f"peer:{peer.host}")[:16] if peer is not None and peer.host else ""
 
 
 def _id(value: Any, where: str) -> str:
@@ -100,9 +108,9 @@ def image_pixels(data: bytes) -> int | None:
     return width * height
 
 
-def parse_predict(body: Any, modality: str, limits: RequestLimits) -> list[Sample]:
+def parse_predict(body: Any, modality: str, limits: RequestLimits, client: str = "") -> list[Sample]:
     """The samples of a /predict body (module docstring) for a model reading `modality`, each within
-    `limits`."""
+    `limits`, sent by `client` (`client_of`)."""
     if not isinstance(body, dict):
         raise RequestError("the body is a JSON object with `inputs` (a list) or `input`")
     if ("inputs" in body) == ("input" in body):
@@ -124,7 +132,7 @@ def parse_predict(body: Any, modality: str, limits: RequestLimits) -> list[Sampl
             most = f"at most {limits.max_request_pixels:,} in one request (--max-request-pixels)"
             raise RequestError(f"inputs 0 to {i}: {pixels:,} pixels; {most}, refused before decoding")
         sample_id = _id(ids[i], f"id {i}") if ids is not None else uuid.uuid4().hex
-        samples.append(Sample(sample_id, payload, digest(payload)))
+        samples.append(Sample(sample_id, payload, digest(payload), client))
     return samples
 
 

@@ -45,6 +45,7 @@ class ServeSettings:
     call_timeout_s: float = 60.0  # of every call from the gateway to another replica
     max_shadow_bytes: int = 64 * 2**20  # inputs waiting for the candidate (shadow.py)
     max_live_ids: int = 250_000  # ids whose pairs the ledger holds (~70 MB; live_window.py)
+    max_live_ids_per_client: int | None = 125_000  # of them, one client's (live_window.py); None: no bound
     canary: CanaryRule | None = None  # the candidate answers a share of ids (canary.py), not a shadow
     allowed_hosts: tuple[str, ...] | None = None  # Host header names answered (served on loopback: its names)
 

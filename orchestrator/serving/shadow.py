@@ -36,6 +36,7 @@ def pair_rows(
             "champion_probability": p,
             "candidate_class": k2,
             "candidate_probability": p2,
+            "client": s.client or None,
         }
         for s, (k, p), (k2, p2), t in zip(samples, champion, candidate, answered, strict=True)
     ]

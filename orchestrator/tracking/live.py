@@ -41,6 +41,7 @@ from orchestrator.tracking.tags import (
     CHAIN_TAG,
     CHAMPION_TAG,
     LIVE_TAG,
+    MAX_IDS_PER_CLIENT_TAG,
     MAX_IDS_TAG,
     OUTCOME_TAG,
     RUN_NAME,
@@ -62,6 +63,7 @@ def _schemas() -> dict[str, Any]:
             ("champion_probability", pa.float64()),
             ("candidate_class", pa.int64()),
             ("candidate_probability", pa.float64()),
+            ("client", pa.string()),  # a digest of the peer that sent it (none in chunks written before)
         ]
     )
     labels = pa.schema([("id", pa.string()), ("label", pa.int64()), ("time", pa.float64())])
@@ -76,7 +78,9 @@ def write_chunk(run_id: str, kind: Kind, rows: Sequence[Mapping[str, Any]]) -> s
     from mlflow import MlflowClient
 
     schema = _schemas()[kind]
-    table = pa.Table.from_pylist([{name: row[name] for name in schema.names} for row in rows], schema=schema)
+    optional = ("client",)  # a pair sent without a peer (a test's, a replay's) has none
+    picked = [{name: row.get(name) if name in optional else row[name] for name in schema.names} for row in rows]
+    table = pa.Table.from_pylist(picked, schema=schema)
     name = f"chunk-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
     client = MlflowClient()
     held, _, head = (client.get_run(run_id).data.tags.get(CHAIN_TAG) or "0:").partition(":")
@@ -168,8 +172,10 @@ def run_counts(run_id: str) -> LiveCounts:
     what the ledger's own figures were."""
     from mlflow import MlflowClient
 
-    size = MlflowClient().get_run(run_id).data.tags.get(MAX_IDS_TAG)
-    return replay(LiveWindow(int(size) if size else None), chunks(run_id)).counts()
+    tags = MlflowClient().get_run(run_id).data.tags
+    size, per_client = tags.get(MAX_IDS_TAG), tags.get(MAX_IDS_PER_CLIENT_TAG)
+    window = LiveWindow(int(size) if size else None, int(per_client) if per_client else None)
+    return replay(window, chunks(run_id)).counts()
 
 
 def start_live_run(model: str, champion: str, candidate: str, canary: float | None = None) -> str:
@@ -229,12 +235,14 @@ def live_runs(model: str, candidate: str | None = None) -> list[Any]:
     return client.search_runs([experiment.experiment_id], query, order_by=["attributes.start_time DESC"])
 
 
-def record_window_size(run_id: str, max_ids: int) -> None:
-    """Tag the session's run with the ids its ledger keeps in memory (MAX_IDS_TAG): `run_counts`
-    replays its chunks through a window of that size."""
+def record_window_size(run_id: str, max_ids: int, max_ids_per_client: int | None = None) -> None:
+    """Tag the session's run with the ids its ledger keeps in memory, and of them one client's
+    (MAX_IDS_TAG, MAX_IDS_PER_CLIENT_TAG): `run_counts` replays its chunks through a window of that size."""
     from mlflow import MlflowClient
 
     MlflowClient().set_tag(run_id, MAX_IDS_TAG, str(max_ids))
+    if max_ids_per_client is not None:
+        MlflowClient().set_tag(run_id, MAX_IDS_PER_CLIENT_TAG, str(max_ids_per_client))
 
 
 def end_live_run(run_id: str, failed: bool = False) -> None:

@@ -9,7 +9,10 @@ the first label standing unless a relabel is asked. A labelled pair is immutable
 a label and is sent again with another input (its digest) is refused and counted
 (`resent_after_label`), so a client that may only predict cannot turn a labelled flip into another;
 sent again with the same input it changes nothing. Beyond the window: a label for an id that left is
-`unmatched` (as one never served), and an id sent again after it left counts as a new pair.
+`unmatched` (as one never served), and an id sent again after it left counts as a new pair. With
+`max_ids_per_client`, one client (the peer the gateway saw, by digest) holds at most that many ids
+of the window: a client that floods unique ids pushes out its own oldest, not the others' pairs
+still waiting for their labels.
 
 A ledger that restarts, and `run_counts`, replay the session's chunks through a window of the same
 size in the order they were written (`replay`): one chunk in memory at a time."""
@@ -85,14 +88,19 @@ def contribution(champion: int, candidate: int, label: int) -> tuple[int, ...]:
 class LiveWindow:
     """The last `max_ids` ids' pairs and labels and the totals over all (module docstring)."""
 
-    def __init__(self, max_ids: int | None = None) -> None:
-        if max_ids is not None and max_ids < 1:
-            raise ValueError(f"a live window holds at least 1 id, not {max_ids}")
-        self.max_ids = max_ids
+    def __init__(self, max_ids: int | None = None, max_ids_per_client: int | None = None) -> None:
+        for bound in (max_ids, max_ids_per_client):
+            if bound is not None and bound < 1:
+                raise ValueError(f"a live window holds at least 1 id, not {bound}")
+        self.max_ids, self.max_ids_per_client = max_ids, max_ids_per_client
         self.entries: OrderedDict[str, Entry] = OrderedDict()
+        self.client_of: dict[str, str] = {}  # an id's client, for the ids in the window that have one
+        self.ids_of: dict[str, OrderedDict[str, None]] = {}  # a client's ids in the window, oldest first
+        self.over: set[str] = set()  # clients holding more than max_ids_per_client until `shrink`
         self.totals = [0] * len(FIELDS)
         self.forgotten = 0  # ids that left the window (their contributions stay in the totals)
         self.resent_after_label = 0  # pairs refused: a labelled id sent again with another input
+        self.crowded_out = 0  # ids that left because their client held max_ids_per_client (in `forgotten` too)
 
     def _count(self, entry: Entry, sign: int) -> None:
         for i, n in enumerate(contribution(entry[1], entry[2], entry[3])):
@@ -106,11 +114,13 @@ class LiveWindow:
         candidate: int,
         digest: str | None = None,
         evict: bool = True,
+        client: str | None = None,
     ) -> bool:
-        """An id's pair of the input whose digest is `digest`; False when it is refused: the id holds
-        a label and this is another input (counted in `resent_after_label`). The same input again, or a
-        pair older than the id's latest (a row resent late), changes nothing. With `evict` False the
-        oldest ids stay until `shrink` (a replay, below)."""
+        """An id's pair of the input whose digest is `digest`, sent by `client`; False when it is
+        refused: the id holds a label and this is another input (counted in `resent_after_label`). The
+        same input again, or a pair older than the id's latest (a row resent late), changes nothing.
+        With `evict` False the oldest ids (the window's, a client's beyond `max_ids_per_client`) stay
+        until `shrink` (a replay, below)."""
         old = self.entries.get(sample_id)
         if old is not None and old[3] >= 0:
             if digest != old[4]:
@@ -126,14 +136,42 @@ class LiveWindow:
         entry = (time, champion, candidate, -1, digest)
         self.entries[sample_id] = entry
         self._count(entry, +1)
+        if client is not None and self.max_ids_per_client is not None:
+            self._hold_for(client, sample_id)
         if evict:
             self.shrink()
         return True
 
+    def _hold_for(self, client: str, sample_id: str) -> None:
+        """`sample_id` is `client`'s newest; a client over `max_ids_per_client` is trimmed by `shrink`."""
+        self._release(sample_id)
+        held = self.ids_of.setdefault(client, OrderedDict())
+        held[sample_id], self.client_of[sample_id] = None, client
+        if self.max_ids_per_client is not None and len(held) > self.max_ids_per_client:
+            self.over.add(client)
+
+    def _release(self, sample_id: str) -> None:
+        client = self.client_of.pop(sample_id, None)
+        if client is not None:
+            held = self.ids_of[client]
+            del held[sample_id]
+            if not held:
+                del self.ids_of[client]
+
     def shrink(self) -> None:
-        """The oldest ids beyond `max_ids` leave (their contributions stay counted)."""
+        """A client's oldest ids beyond `max_ids_per_client`, then the oldest beyond `max_ids`, leave
+        (their contributions stay counted)."""
+        for client in self.over:
+            held = self.ids_of[client]
+            while self.max_ids_per_client is not None and len(held) > self.max_ids_per_client:
+                oldest, _ = held.popitem(last=False)
+                del self.client_of[oldest], self.entries[oldest]
+                self.forgotten += 1
+                self.crowded_out += 1
+        self.over.clear()
         while self.max_ids is not None and len(self.entries) > self.max_ids:
-            self.entries.popitem(last=False)
+            oldest, _ = self.entries.popitem(last=False)
+            self._release(oldest)
             self.forgotten += 1
 
     def add_label(self, sample_id: str, label: int, relabel: bool = False) -> str:
@@ -167,7 +205,8 @@ def replay(window: LiveWindow, chunks: Iterable[tuple[str, Sequence[Mapping[str,
         for row in rows:
             if kind == "pairs":
                 classes = int(row["champion_class"]), int(row["candidate_class"])
-                window.add_pair(str(row["id"]), float(row["time"]), *classes, row.get("digest"), evict=False)
+                client = row.get("client")
+                window.add_pair(str(row["id"]), float(row["time"]), *classes, row.get("digest"), False, client)
             else:
                 window.add_label(str(row["id"]), int(row["label"]), relabel=True)
     window.shrink()

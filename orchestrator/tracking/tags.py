@@ -63,6 +63,7 @@ CANDIDATE_TAG = "congruent.live.candidate"  # the shadowed version
 CANARY_TAG = "congruent.live.canary"  # a canary's session: the share of ids its candidate answered
 OUTCOME_TAG = "congruent.live.canary.outcome"  # "withdrawn: why" or "promoted: why", once decided
 MAX_IDS_TAG = "congruent.live.max_ids"  # the ids its ledger keeps in memory (`serve --max-live-ids`)
+MAX_IDS_PER_CLIENT_TAG = "congruent.live.max_ids_per_client"  # of them, one client's (`--max-live-ids-per-client`)
 CHAIN_TAG = "congruent.live.chain"  # "N:HEX": the running sha256 over its N chunks (live_chain.py)
 SESSIONS_TAG = "congruent.live.sessions.v"  # + champion: a version's serving sessions beside it (run ids, comma)
 
