@@ -156,3 +156,27 @@ def test_an_s3_upload_committed_after_the_discard_is_discarded_too(tmp_path, s3_
     monkeypatch.setattr(storage, "delete", delete_then_the_late_put_lands)
     assert discard_unfinished([cut], settle_s=0.1) == [cut.checkpoint_uri]
     assert late and not storage.download(cut.checkpoint_uri, tmp_path / "gone.pt")
+
+
+def test_a_cached_s3_checkpoint_is_used_only_while_it_is_what_the_bucket_holds(s3_env, tmp_path):
+    """A rerun that writes the same key, or a cached copy changed on this disk, is fetched again: the
+    copy is checked against the object's ETag and its own sha256 at download (s3_store.local_path)."""
+    from reliability_records import record
+
+    uri = f"s3://runs/cache-{tmp_path.name}/model.pt"
+    (tmp_path / "first").write_bytes(b"the first run's checkpoint")
+    (tmp_path / "second").write_bytes(b"a rerun's checkpoint, same key")
+    storage.upload(tmp_path / "first", uri)
+    local = storage.fetch_checkpoint(uri)
+    first = Path(local).read_bytes()
+    storage.upload(tmp_path / "second", uri)  # the object changes after it was cached
+    after_rerun = Path(storage.fetch_checkpoint(uri)).read_bytes()
+    Path(local).write_bytes(b"planted on this disk")
+    after_edit = Path(storage.fetch_checkpoint(uri)).read_bytes()
+    storage.delete(uri)
+    with pytest.raises(FileNotFoundError, match="no such checkpoint"):
+        storage.fetch_checkpoint(uri)  # a cached copy of an object that is gone is not used
+    assert first == b"the first run's checkpoint"
+    assert after_rerun == after_edit == b"a rerun's checkpoint, same key"
+    record("serving_security", check="a cached S3 checkpoint is used only while the bucket holds that object "
+           "(its ETag) and its bytes are the ones downloaded (sha256)", passed=True)  # fmt: skip

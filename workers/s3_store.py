@@ -7,18 +7,22 @@ takes it instead of reading the bytes)."""
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import posixpath
+import tempfile
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from workers.digests import file_sha256
 from workers.errors import DataError, first_line
 from workers.names import GLOB
 from workers.private_cache import private_folder
 from workers.stores import LOCAL, Listed, StorageError
 
 MISSING_CODES = ("404", "NoSuchKey", "NotFound")
+STAMP = ".source.json"  # beside a cached copy: the object's ETag it was downloaded at, and the copy's sha256
 
 
 def split_uri(uri: str) -> tuple[str, str]:
@@ -51,6 +55,17 @@ def filesystem() -> Any:
     if os.environ.get("AWS_ACCESS_KEY_ID"):
         options.update(access_key=os.environ["AWS_ACCESS_KEY_ID"], secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"))
     return fs.S3FileSystem(**options)
+
+
+def cached_copy_holds(local: str, etag: str) -> bool:
+    """Whether the cached copy at `local` is the object whose ETag is now `etag`, unchanged since it
+    was downloaded (its stamp's ETag and sha256)."""
+    try:
+        with open(local + STAMP) as f:
+            stamp = json.load(f)
+        return bool(stamp.get("etag") == etag and stamp.get("sha256") == file_sha256(local))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _missing(error: Any) -> bool:
@@ -112,7 +127,12 @@ class S3Store:
 
     def local_path(self, uri: str) -> str:
         """A copy in this user's private cache folder (private_cache.py: one no one else can have
-        planted), downloaded once per machine and user; FileNotFoundError when there is no object."""
+        planted), used only while it is what the bucket holds: the object's ETag it was downloaded at
+        and the copy's sha256 are kept beside it (`STAMP`), and a copy whose object has changed since
+        (a rerun that wrote the same key) or whose bytes changed on this disk is downloaded again.
+        FileNotFoundError when there is no object."""
+        from botocore.exceptions import ClientError
+
         try:
             cache = str(private_folder("s3"))
         except PermissionError as e:
@@ -120,8 +140,25 @@ class S3Store:
         local = os.path.normpath(os.path.join(cache, uri.removeprefix("s3://")))
         if not LOCAL.is_under(local, cache) or ".." in uri.split("/"):
             raise StorageError(f"{uri}: a checkpoint key may not leave its bucket's folder (`..`)")
-        if not os.path.exists(local) and not self.download(uri, local):
-            raise FileNotFoundError(f"{uri}: no such checkpoint")
+        try:
+            _, etag = self.checksum(uri)
+        except ClientError as e:
+            if _missing(e):
+                raise FileNotFoundError(f"{uri}: no such checkpoint") from None
+            raise
+        if cached_copy_holds(local, etag):
+            return local
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        # into a folder of its own, then renamed into place: two workers that fetch one key at once
+        # never read each other's half-written file
+        with tempfile.TemporaryDirectory(dir=os.path.dirname(local), prefix=".download-") as folder:
+            fetched = os.path.join(folder, "object")
+            if not self.download(uri, fetched):
+                raise FileNotFoundError(f"{uri}: no such checkpoint")
+            stamp = {"etag": etag, "sha256": file_sha256(fetched)}
+            os.replace(fetched, local)
+            with open(local + STAMP, "w") as f:
+                json.dump(stamp, f)
         return local
 
     def working_copy(self, uri: str, scratch: Callable[[], str]) -> str:
