@@ -299,3 +299,34 @@ def test_a_protected_set_that_cannot_be_read_makes_promote_refuse(protected_mode
     assert protected.protected_set("no-such-model-anywhere") is None
     record("serving_security", check="a protected set that cannot be read (its samples gone, the store failing) "
            "makes promote refuse in one line: the gate fails closed", passed=True)  # fmt: skip
+
+
+def test_from_flips_reads_the_spec_the_version_registered_not_its_run_s_edited_file(protected_model, capsys, tmp_path):
+    """A run's spec.yaml is editable by whoever may edit the run: `--from-flips` reads the samples'
+    data through the spec the registry recorded (its sha256), so one pointed at another table is refused."""
+    import shutil
+
+    import yaml
+    from mlflow import MlflowClient
+
+    from orchestrator.tracking.artifact_cache import cache_root
+
+    model, _, _, _ = protected_model
+    run_id = registry.run_of(VersionRef(model, "2"))
+    client = MlflowClient()
+    original = open(client.download_artifacts(run_id, "spec.yaml", str(tmp_path))).read()
+    edited = yaml.safe_load(original)
+    edited["data"]["path"] = str(tmp_path / "elsewhere.parquet")
+    before = protected_set(model)
+    client.log_text(run_id, yaml.safe_dump(edited, sort_keys=False), "spec.yaml")
+    shutil.rmtree(cache_root() / run_id, ignore_errors=True)  # as on a machine that never fetched it
+    try:
+        code, out, err = cli(capsys, "protect", model, "--from-flips", "2")
+    finally:
+        client.log_text(run_id, original, "spec.yaml")
+    after = protected_set(model)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "spec.yaml of run" in err and "differs from the one registered" in err and "not used" in err
+    assert (None if before is None else before.run_id) == (None if after is None else after.run_id)  # no new set
+    record("serving_security", check="protect --from-flips reads the flipped samples through the spec the version "
+           "registered (its sha256), not its run's editable spec.yaml", passed=True)  # fmt: skip

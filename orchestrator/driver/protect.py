@@ -151,9 +151,7 @@ def flip_rows(model: str, version: str) -> Rows:
     ids, labels = new["ids"][in_new][flipped], labels[flipped]
     if not len(ids):
         raise RegistryError(f"{model} v{version} flipped no sample of v{record.parent_version}: nothing to protect")
-    from orchestrator.tracking.runs import spec_of
-
-    data = spec_of(registry.run_of(VersionRef(model, str(version)))).data
+    data = registry.spec_of(VersionRef(model, str(version))).data  # as registered, not as its run's file says
     if data.path is None:
         raise DataError(
             f"{model} v{version} trained on the built-in {data.source}: protect a table of its samples instead"

@@ -35,7 +35,7 @@ from orchestrator.tracking.ledger import (
     shared_samples,
 )
 from orchestrator.tracking.locks import claim_backend, registry_lock
-from orchestrator.tracking.tags import PUBLISHING, REUSED_VERSION
+from orchestrator.tracking.tags import PUBLISHING, REUSED_VERSION, SPEC_FILE, SPEC_HASH
 from orchestrator.tracking.version_record import VersionRecord
 from orchestrator.tracking.version_refs import RegistryError, VersionRef, parse_version_ref
 from orchestrator.views import plots
@@ -133,6 +133,26 @@ def checkpoint_of(ref: VersionRef) -> str:
         return str(fetch(mv.run_id, "checkpoint/model.pt", mv.tags))
     except MlflowException:
         raise RegistryError(f"{ref.name} version {ref.version} has no checkpoint/model.pt in its run") from None
+
+
+def spec_of(ref: VersionRef) -> Any:
+    """The spec (pipelines.spec.UpdateSpec) the version ran, as registered: its run's spec.yaml checked
+    against the sha256 its registration recorded (artifact_cache.py) and against its `spec_hash` tag
+    (all a version registered before that has); RegistryError when it differs or is missing: a
+    run's artifacts are editable by whoever may edit the run, the version's record is the registry's."""
+    from pipelines.spec import SpecError, load_spec
+
+    mv = _version(ref)
+    try:
+        spec = load_spec(fetch(mv.run_id, SPEC_FILE, mv.tags))
+    except (MlflowException, OSError, SpecError):
+        raise RegistryError(f"{ref.name} version {ref.version}: its run holds no readable spec.yaml") from None
+    if spec.spec_hash != (mv.tags or {}).get(SPEC_HASH):
+        raise RegistryError(
+            f"{ref.name} version {ref.version}: its run's spec.yaml is not the spec it registered "
+            f"(spec {spec.spec_hash}, registered {(mv.tags or {}).get(SPEC_HASH)}): not read"
+        )
+    return spec
 
 
 def ledger_of(ref: VersionRef, columns: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -276,7 +296,7 @@ def _register(
         logged = Path(tmp, "model.pt")  # the artifact's name, whatever the file's
         shutil.copyfile(path, logged)
         mlflow.log_artifact(str(logged), "checkpoint")
-        checksums = {checksum_tag("checkpoint/model.pt"): sha256_of(logged), **_ledger_checksum(tmp)}
+        checksums = {checksum_tag("checkpoint/model.pt"): sha256_of(logged), **_run_checksums(tmp)}
         if settings.config is not None and settings.inputs.tokenizer is not None:  # hf:DIR: readable beside it
             for name, text in (("config.json", settings.config), ("tokenizer.json", settings.inputs.tokenizer)):
                 Path(tmp, name).write_text(text)
@@ -289,15 +309,16 @@ def _register(
         return _publish(model, info.model_uri, record, once, checksums)
 
 
-def _ledger_checksum(folder: str) -> dict[str, str]:
-    """{checksum tag: sha256} of the active run's ledger as the artifact store holds it now (fetched
-    into `folder`), recorded with the version so later copies are checked against it."""
+def _run_checksums(folder: str) -> dict[str, str]:
+    """{checksum tag: sha256} of the active run's ledger and spec.yaml as the artifact store holds
+    them now (fetched into `folder`), recorded with the version so later copies are checked against it."""
     run = mlflow.active_run()
-    name = ledger_name(run.info.run_id) if run is not None else None
-    if run is None or name is None:
+    if run is None:
         return {}
-    fetched = MlflowClient().download_artifacts(run.info.run_id, f"ledger/{name}", folder)
-    return {checksum_tag(f"ledger/{name}"): sha256_of(fetched)}
+    names = [f"ledger/{name}"] if (name := ledger_name(run.info.run_id)) is not None else []
+    names += [SPEC_FILE] if SPEC_FILE in {info.path for info in MlflowClient().list_artifacts(run.info.run_id)} else []
+    client = MlflowClient()
+    return {checksum_tag(n): sha256_of(client.download_artifacts(run.info.run_id, n, folder)) for n in names}
 
 
 def _publish(

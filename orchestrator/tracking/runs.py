@@ -30,6 +30,7 @@ from orchestrator.tracking.tags import (
     ENDED_BY,
     PARENT_RUN,
     RUN_NAME,
+    SPEC_FILE,
     SPEC_HASH,
     SYSTEM_PREFIX,
     TEMPORARY_TAG,
@@ -96,7 +97,7 @@ def log_spec(run_id: str, spec: UpdateSpec) -> None:
     }
     client = MlflowClient()
     client.log_batch(run_id, params=params, tags=[RunTag(k, v) for k, v in tags.items()])
-    client.log_text(run_id, yaml.safe_dump(logged_document(spec), sort_keys=False), "spec.yaml")
+    client.log_text(run_id, yaml.safe_dump(logged_document(spec), sort_keys=False), SPEC_FILE)
 
 
 def logged_document(spec: UpdateSpec) -> dict:
@@ -365,7 +366,7 @@ def spec_of(run_id: str) -> UpdateSpec:
     from pipelines.spec import load_spec
 
     with tempfile.TemporaryDirectory() as tmp:
-        return load_spec(MlflowClient().download_artifacts(run_id, "spec.yaml", tmp))
+        return load_spec(MlflowClient().download_artifacts(run_id, SPEC_FILE, tmp))
 
 
 def attach(run_id: str, path: Path, artifact_path: str) -> None:

@@ -14,6 +14,7 @@ PARENT_RUN = "mlflow.parentRunId"
 
 # a pipeline's run (runs.py, the driver)
 SPEC_HASH = "spec_hash"  # the spec it ran (a version's tag too)
+SPEC_FILE = "spec.yaml"  # the artifact a run's spec is logged as (runs.py); registration records its sha256
 CODE_VERSION = "code_version"
 SYSTEM_PREFIX = "system."  # system.python, system.torch, …: where it ran
 DRIVER_HOST = "driver.host"  # the driver process, so a rerun can tell a dead one's run (close_orphaned_runs)
