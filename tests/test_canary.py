@@ -96,6 +96,38 @@ def test_serve_refuses_a_canary_s_bad_flags_in_one_line(argv, problem, capsys, m
     assert main(["serve", "m", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert problem in err and len(err.splitlines()) == 1
+    if "--fraction" in problem:
+        record("serving_security", check="--canary without an explicit --fraction is refused in one line (it sent the "
+               "canary every id)", passed=True)  # fmt: skip
+
+
+def test_a_gateway_replica_s_start_waits_at_most_the_call_timeout_for_the_canary_s_outcome(monkeypatch):
+    """restore() reads whether the session withdrew its canary; with the store hung, the replica's
+    start (which every route waits for) goes on after the call timeout, the canary as deployed."""
+    import time
+    from types import SimpleNamespace
+
+    from orchestrator.serving import canary_gate
+    from orchestrator.serving.settings import ServeSettings
+    from orchestrator.tracking import live
+
+    monkeypatch.setattr(live, "canary_outcome", lambda run_id: time.sleep(3) or "withdrawn: too many flips")
+    canary = CanaryState(CanaryRule(fraction=0.5, max_nfr=0.01, min_labelled=10), "2")
+    gateway = SimpleNamespace(live_run="run", settings=ServeSettings(call_timeout_s=0.3), canary=canary, shadow="s")
+
+    async def timed() -> float:  # inside the loop: asyncio.run's end waits for the hung thread itself
+        started = time.monotonic()
+        await canary_gate.restore(gateway)
+        return time.monotonic() - started
+
+    waited = asyncio.run(timed())
+    state_after_hang = gateway.canary.state
+    monkeypatch.setattr(live, "canary_outcome", lambda run_id: "withdrawn: too many flips")
+    asyncio.run(canary_gate.restore(gateway))  # the store answers: a withdrawn canary stays withdrawn
+    assert waited < 0.3 + 0.5 and state_after_hang != "withdrawn"  # served as deployed meanwhile
+    assert (gateway.canary.state, gateway.shadow) == ("withdrawn", None)
+    record("serving_security", check="a gateway replica's start waits at most the call timeout for the canary's "
+           "recorded outcome (restore), so no route hangs while MLflow does", passed=True)  # fmt: skip
 
 
 def test_a_canary_s_decisions_are_one_at_a_time_and_none_waits_past_the_call_timeout(monkeypatch):

@@ -19,6 +19,7 @@ from orchestrator.tracking import registry
 from orchestrator.tracking.artifact_cache import cache_root
 from orchestrator.tracking.ledger import COMPARED, read_ledger
 from orchestrator.tracking.version_refs import VersionRef
+from reliability_records import record
 from test_serving import png
 from workers.data.keys import key_ids
 from workers.prediction_files import read_predictions
@@ -153,6 +154,8 @@ def test_predict_refuses_bad_input_in_one_line_and_writes_nothing(text_versions,
         assert code == 2, case
         assert len(err.strip().splitlines()) == 1 and words in err, (case, err)
         assert not any(out.rglob("*.parquet")), case
+    record("serving_security", check="predict refuses --compare naming the version itself (one folder, two writers) "
+           "and an --out whose summary.json an earlier prediction wrote: nothing overwritten", passed=True)  # fmt: skip
 
     # a version whose checkpoint in the artifact store changed since registration (no cached copy)
     ref = VersionRef(model, "1")

@@ -90,8 +90,8 @@ def test_an_image_version_as_a_pyfunc_and_behind_mlflow_models_serve(
             mlflow.pyfunc.load_model(f"models:/{model}/1")
     finally:
         client.set_model_version_tag(model, "1", tag, recorded)
-    record("security", check="a pyfunc whose checkpoint differs from the registry's version tag, or whose version "
-           "has none, refuses to load", passed=True)  # fmt: skip
+    record("serving_security", check="a pyfunc whose checkpoint differs from the registry's version tag, or whose "
+           "version has none, refuses to load", passed=True)  # fmt: skip
 
     # any MLflow tool: `mlflow models serve` from the registry, this environment's packages
     port = free_port()

@@ -43,6 +43,11 @@ SERVING_TESTS = [
     "tests/test_serve_canary.py",
     "tests/test_promotion.py::test_promote_live_needs_labelled_live_pairs_beside_the_champion_within_the_limit",
     "tests/test_promotion.py::test_promote_live_reads_only_the_sessions_the_registry_records_and_refuses_an_edited_one",
+    "tests/test_serve_credentials.py",
+    "tests/test_storage.py::test_a_cached_s3_checkpoint_is_used_only_while_it_is_what_the_bucket_holds",
+    "tests/test_protect.py::test_from_flips_reads_the_spec_the_version_registered_not_its_run_s_edited_file",
+    "tests/test_predict.py::test_predict_refuses_bad_input_in_one_line_and_writes_nothing",
+    "tests/test_pyfunc.py::test_an_image_version_as_a_pyfunc_and_behind_mlflow_models_serve",
 ]
 TESTS = [
     "tests/test_faults.py",
