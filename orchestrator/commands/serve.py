@@ -132,8 +132,7 @@ def serve_settings(args: argparse.Namespace, canary: CanaryRule | None) -> Serve
 def say_started(args: argparse.Namespace, served: Served, settings: ServeSettings) -> None:
     """What is served where, its live ledger, and how to call it."""
     from orchestrator.driver.serve import app_name
-    from orchestrator.driver.serve_command import SCOPE_ENV, TOKEN_ENV, shared_scopes
-    from orchestrator.host import worker_env
+    from orchestrator.driver.serve_command import SCOPE_ENV, TOKEN_ENV, shared_scopes, storage_credentials_here
 
     shadow = f", shadowing v{served.candidate} on {share(args):.0%} of samples" if served.candidate else ""
     if served.candidate and settings.canary is not None:
@@ -144,7 +143,7 @@ def say_started(args: argparse.Namespace, served: Served, settings: ServeSetting
     if shared := shared_scopes():
         names = " and ".join(SCOPE_ENV[scope] for scope in shared)
         print(f"{' and '.join(shared)} take {TOKEN_ENV}: set {names} so that predicting clients cannot label or swap")
-    if args.detach and worker_env():
+    if args.detach and storage_credentials_here():
         print("--detach: the replicas use their Ray nodes' own storage credentials (this environment's stay here)")
     token = f' -H "authorization: Bearer ${TOKEN_ENV}"' if os.environ.get(TOKEN_ENV) else ""
     print(f"try: curl -s {served.url}/predict{token} -H 'content-type: application/json' -d '{{\"inputs\": [...]}}'")

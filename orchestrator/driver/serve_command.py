@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from orchestrator.driver import serve as served_app
 from orchestrator.driver.serve import NotPlaced, Served
+from orchestrator.host import worker_env
 from orchestrator.policy.promotion import min_live_pairs
 from orchestrator.serving.access import (
     SCOPE_ENV,
@@ -42,7 +43,14 @@ __all__ = [  # the flow, and what `congruent serve` takes of serving/ and tracki
     "open_beyond_this_machine",
     "scopes_not_their_own",
     "shared_scopes",
+    "storage_credentials_here",
 ]
+
+
+def storage_credentials_here() -> bool:
+    """Whether this environment holds storage settings a foreground serve hands its replicas
+    (serving/credentials.py); a `--detach`ed one hands none over."""
+    return bool(worker_env())
 
 
 def canary_rule(gate: PromoteSpec, fraction: float, auto_promote: bool) -> CanaryRule:
