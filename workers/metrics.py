@@ -176,10 +176,24 @@ class FlipCounts:
     def of(cls, old: Any, new: Any, labels: Any) -> FlipCounts:
         """The counts of one chunk: predictions (class ids or logits) of both models and the labels."""
         truth = _as_numpy(labels).astype(np.int64, copy=False)
-        old_correct = _correct(old, truth, "old predictions")
-        new_correct = _correct(new, truth, "new predictions")
+        return cls.of_correct(_correct(old, truth, "old predictions"), _correct(new, truth, "new predictions"))
+
+    @classmethod
+    def of_names(cls, old: Any, new: Any, labels: Any) -> FlipCounts:
+        """The counts where answers and labels are class names, compared as text: a model that was
+        not trained here answers in its own labels (an MLflow classifier's), not in class ids."""
+        truth = np.asarray(labels).astype(str)
+        answers = {"old": np.asarray(old).astype(str), "new": np.asarray(new).astype(str)}
+        for name, given in answers.items():
+            if given.shape != truth.shape:
+                raise ValueError(f"{name} answers have {len(given)} samples but labels have {len(truth)}")
+        return cls.of_correct(answers["old"] == truth, answers["new"] == truth)
+
+    @classmethod
+    def of_correct(cls, old_correct: np.ndarray, new_correct: np.ndarray) -> FlipCounts:
+        """The counts of two boolean vectors, 1[ŷ_old = ℓ] and 1[ŷ_new = ℓ]."""
         return cls(
-            n=len(truth),
+            n=len(old_correct),
             old_errors=int(np.count_nonzero(~old_correct)),
             new_errors=int(np.count_nonzero(~new_correct)),
             negative=int(np.count_nonzero(old_correct & ~new_correct)),
