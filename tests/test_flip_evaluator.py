@@ -12,7 +12,7 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.models import MetricThreshold
 
-from orchestrator.tracking.flip_evaluator import answers_of
+from orchestrator.tracking.foreign_models import answers_of
 from workers.confidence import wilson_upper
 from workers.data.text_tables import load_tweet_sentiment
 

@@ -22,6 +22,7 @@ from orchestrator.tracking.version_refs import VersionRef
 from reliability_records import record
 from test_serving import png
 from workers.data.keys import key_ids
+from workers.models.checkpoints import read_checkpoint
 from workers.prediction_files import read_predictions
 
 
@@ -202,3 +203,69 @@ def test_an_image_version_writes_a_file_that_does_not_decode_as_a_failed_row(
     assert (answered["name"] == [classes[k] for k in answered["class"]]).all()
     assert summary["new"]["error_rate"] == pytest.approx((answered["class"] != answered["label"]).mean())
     assert summary["new"]["error_rate"] < 0.5  # a trained model on its own kind of images
+
+
+def test_predict_compares_a_version_with_any_mlflow_classifier(text_versions, capsys, tmp_path):
+    """`--compare models:/NAME@ALIAS` of a scikit-learn pipeline registered with `mlflow.sklearn`
+    (trained on other tweets, never by Congruent): its answers, class names, are matched to the
+    version's classes by name on Ray Data, and the pair's NFR is the one counted by hand from the
+    pipeline's own answers and the version's prediction files."""
+    import pandas as pd
+
+    from test_flip_evaluator import pipeline
+    from workers.data.text_tables import load_tweet_sentiment
+
+    model, folder = text_versions
+    tweets = load_tweet_sentiment()
+    rows = np.arange(6, len(tweets.texts), 12)[:3000]  # beside the shards' (every 12th from 0)
+    names = np.asarray(tweets.classes)[np.asarray(tweets.labels)[rows]]
+    trained = pipeline("word", 1.0).fit(pd.DataFrame({"text": [tweets.texts[i] for i in rows]}), names)
+    foreign = f"sk-{tmp_path.name}"[-60:]
+    with mlflow.start_run():
+        mlflow.sklearn.log_model(trained, name="model", registered_model_name=foreign)
+    mlflow.MlflowClient().set_registered_model_alias(foreign, "champion", "1")
+    out = tmp_path / "out"
+    code, stdout, err = cli(
+        capsys,
+        "predict",
+        f"{model}/2",
+        str(folder),
+        "--out",
+        str(out),
+        "--compare",
+        f"models:/{foreign}@champion",
+        "--json",
+    )
+    assert code == 0, err
+    summary = json.loads(stdout)
+    assert summary["versions"]["old"] == f"{foreign}/1"  # the alias resolved: what was scored is recorded
+    assert summary["old"]["rows"] == 3000 and summary["old"]["failed"] == 0
+
+    new = read_predictions(out / f"{model}-v2")
+    texts = pd.concat([pd.read_parquet(f) for f in sorted(folder.glob("*.parquet"))])
+    by_text = dict(zip(texts["text"], trained.predict(texts)))  # by hand, the pipeline's own answers
+    shard_ids = key_ids([t.strip() for t in texts["text"]])
+    old_names = np.array([by_text[t] for t in texts["text"]])
+    classes = read_checkpoint(registry.checkpoint_of(VersionRef(model, "2")))["classes"]
+    old_ids = np.array([classes.index(n) for n in old_names])
+    order = {int(i): k for k, i in enumerate(shard_ids)}
+    aligned = old_ids[[order[int(i)] for i in new["ids"]]]
+    labels, new_ids = new["labels"], new["class_ids"]
+    negative = np.count_nonzero((aligned == labels) & (new_ids != labels))
+    assert negative > 10  # the test means something
+    assert summary["pair"]["nfr"] == pytest.approx(negative / 3000)
+    assert summary["pair"]["disagreement"] == pytest.approx(np.count_nonzero(aligned != new_ids) / 3000)
+    old = read_predictions(out / f"mlflow-{foreign}-1")
+    assert np.array_equal(old["class_ids"], aligned) and np.array_equal(old["ids"], new["ids"])
+
+    code, _, err = cli(
+        capsys,
+        "predict",
+        f"{model}/2",
+        str(folder),
+        "--out",
+        str(tmp_path / "x"),
+        "--compare",
+        "runs:/0123456789abcdef0123456789abcdef/model",
+    )
+    assert code == 2 and "MLflow finds no model there" in err and len(err.strip().splitlines()) == 1, err

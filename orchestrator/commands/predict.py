@@ -81,9 +81,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the prediction files and summary.json")
     parser.add_argument(
         "--compare",
-        metavar="MODEL/N",
+        metavar="MODEL/N|URI",
         default=None,
-        help="also score this version (the old one) and count flips against it",
+        help="also score this version (the old one) and count flips against it: a version Congruent registered, or "
+        "any MLflow classifier (models:/NAME@ALIAS, runs:/ID/PATH) answering texts with class names",
     )
     parser.add_argument("--batch-size", type=positive(int), default=256, help="rows an actor scores at a time (256)")
     parser.add_argument("--concurrency", type=positive(int), default=1, help="scoring actors (1)")

@@ -14,7 +14,7 @@ fails (the scorer writes why), not a failed read.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -138,16 +138,27 @@ def scored_dataset(
     cpus: float,
     gpus: float,
     allow_user_factories: bool = False,
+    other_scorers: Sequence[tuple[type, dict[str, Any]]] = (),
 ) -> Any:
     """A Ray dataset of the data's rows with each version's answer (`VersionScorer`'s columns),
     scored by `concurrency` actors of `cpus` CPUs and `gpus` GPUs, `batch_size` rows a call, in the
-    order the files were listed."""
+    order the files were listed. Each of `other_scorers` (a callable class and its constructor's
+    arguments: a model outside Congruent, tracking/foreign_models.py) adds its columns first, in an
+    actor pool of its own, and passes the payload on."""
     import ray.data
 
     if data.root:
         read = files_dataset(list(data.files), None, image_rows, IMAGE_FILES_PER_READ, data=data)
     else:
         read = files_dataset(list(data.files), None, table_rows, 1, data=data)
+    for scorer, arguments in other_scorers:
+        read = read.map_batches(
+            scorer,
+            fn_constructor_kwargs=arguments,
+            batch_size=batch_size,
+            compute=ray.data.ActorPoolStrategy(size=concurrency),
+            num_cpus=cpus,
+        )
     return read.map_batches(
         VersionScorer,
         fn_constructor_kwargs={

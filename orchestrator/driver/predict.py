@@ -21,7 +21,9 @@ import numpy as np
 from orchestrator.dataplane.prediction_reads import PredictionData, image_data, scored_dataset, table_data
 from orchestrator.dataplane.ray_reading import data_error
 from orchestrator.tracking import registry, runs
-from orchestrator.tracking.version_refs import RegistryError, VersionRef
+from orchestrator.tracking.foreign_models import ForeignModel, PyfuncAnswers, foreign_model, is_congruent_version
+from orchestrator.tracking.store import tracking_uri
+from orchestrator.tracking.version_refs import RegistryError, VersionRef, parse_version_ref
 from workers.errors import DataError
 from workers.metrics import FlipCounts
 from workers.models.checkpoints import ModelSettings, read_checkpoint
@@ -59,6 +61,44 @@ class ScoredVersion:
     @property
     def folder(self) -> str:
         return f"{self.ref.name}-v{self.ref.version}"
+
+
+@dataclass(frozen=True)
+class ForeignVersion:
+    """A model outside Congruent compared with a version (`--compare` any MLflow model URI): its
+    answers, class names, are matched by name to the version's `classes`; it reads texts from `column`."""
+
+    model: ForeignModel
+    classes: tuple[str, ...]
+    column: str
+    modality: str = "text"
+    allow_user_factories: bool = False
+
+    @property
+    def shown(self) -> str:
+        return self.model.shown
+
+    @property
+    def folder(self) -> str:
+        return self.model.folder
+
+
+Scored = ScoredVersion | ForeignVersion
+
+
+def compared_model(text: str, version: ScoredVersion) -> Scored:
+    """What `--compare` names: a version Congruent registered, or any other MLflow classifier (a
+    registered model's version or alias, a run's model, any model URI), which scores texts only."""
+    if parse_version_ref(text) is not None:
+        ref = registry.resolve(text)  # RegistryError naming what the registry has instead
+        if is_congruent_version(f"{ref.name}/{ref.version}"):
+            return scored_version(text)
+    foreign = foreign_model(text)
+    if version.modality != "text":
+        raise PredictError(
+            f"--compare {text}: a model outside Congruent is compared on texts; {version.shown} reads images"
+        )
+    return ForeignVersion(foreign, version.classes, foreign.column or version.text_column)
 
 
 def scored_version(text: str) -> ScoredVersion:
@@ -167,7 +207,7 @@ def label_ids(labels: np.ndarray, classes: tuple[str, ...]) -> np.ndarray:
     return np.array([-1 if label is None else index.get(str(label), -1) for label in labels], dtype=np.int64)
 
 
-def write_rows(writer: PredictionWriter, batch: dict[str, np.ndarray], key: str, version: ScoredVersion) -> None:
+def write_rows(writer: PredictionWriter, batch: dict[str, np.ndarray], key: str, version: Scored) -> None:
     classes = batch[f"class_{key}"]
     answered = classes != NO_CLASS
     labels = label_ids(batch["label"], version.classes)
@@ -179,13 +219,15 @@ def write_rows(writer: PredictionWriter, batch: dict[str, np.ndarray], key: str,
             "name": [
                 version.classes[k] if ok and k < len(version.classes) else None for k, ok in zip(classes, answered)
             ],
-            "probability": [float(p) if ok else None for p, ok in zip(batch[f"probability_{key}"], answered)],
+            "probability": [
+                float(p) if ok and not np.isnan(p) else None for p, ok in zip(batch[f"probability_{key}"], answered)
+            ],
             "error": [e if not ok else None for e, ok in zip(batch[f"error_{key}"], answered)],
         }
     )
 
 
-def tally(counts: VersionTally, batch: dict[str, np.ndarray], key: str, version: ScoredVersion) -> None:
+def tally(counts: VersionTally, batch: dict[str, np.ndarray], key: str, version: Scored) -> None:
     classes = batch[f"class_{key}"]
     labels = label_ids(batch["label"], version.classes)
     answered, labelled = classes != NO_CLASS, labels >= 0
@@ -195,7 +237,7 @@ def tally(counts: VersionTally, batch: dict[str, np.ndarray], key: str, version:
     counts.errors += int(np.count_nonzero(answered & labelled & (classes != labels)))
 
 
-def tally_pair(pair: PairTally, batch: dict[str, np.ndarray], new: ScoredVersion, old: ScoredVersion) -> None:
+def tally_pair(pair: PairTally, batch: dict[str, np.ndarray], new: Scored, old: Scored) -> None:
     """Flips of new against old: on rows both answered, of labels old knows (ids by new's classes)."""
     a, b = batch["class_old"], batch["class_new"]
     both = (a != NO_CLASS) & (b != NO_CLASS)
@@ -222,7 +264,7 @@ class PredictJob:
     read as the version reads inputs, the output folder (created)."""
 
     version: ScoredVersion
-    old: ScoredVersion | None
+    old: Scored | None
     data: PredictionData
     out: Path
 
@@ -238,10 +280,10 @@ def prepare_prediction(
     configure()
     try:
         version = scored_version(model)
-        old = scored_version(compare) if compare else None
-        if old is not None and old.ref == version.ref:
+        old = compared_model(compare, version) if compare else None
+        if isinstance(old, ScoredVersion) and old.ref == version.ref:
             raise PredictError(f"--compare names {version.shown} itself: give the version to compare it with")
-        if old is not None:
+        if isinstance(old, ScoredVersion):
             check_comparable(version, old)
         data = predicted_data(path, version, *columns)
         Path(out).mkdir(parents=True, exist_ok=True)
@@ -270,14 +312,14 @@ def predict(
     version: ScoredVersion,
     data: PredictionData,
     out: Path,
-    old: ScoredVersion | None = None,
+    old: Scored | None = None,
     scoring: Scoring = Scoring(),
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
     """Score `data` with `version` (and `old`) on the connected Ray cluster; write each version's
     prediction files under `out/NAME-vN/` and `out/summary.json`; return the summary. Nothing is
     left under `out` when it fails."""
-    scored = {"new": version, **({"old": old} if old else {})}
+    scored: dict[str, Scored] = {"new": version, **({"old": old} if old else {})}
     folders = {key: out / v.folder for key, v in scored.items()}
     for key, folder in folders.items():
         if folder.exists() and any(folder.iterdir()):
@@ -287,14 +329,20 @@ def predict(
     counts = {key: VersionTally() for key in scored}
     pair = PairTally()
     started = time.monotonic()
+    foreign = {
+        key: {"uri": v.model.uri, "column": v.column, "classes": v.classes, "key": key, "tracking_uri": tracking_uri()}
+        for key, v in scored.items()
+        if isinstance(v, ForeignVersion)
+    }
     dataset = scored_dataset(
         data,
-        {key: v.checkpoint for key, v in scored.items()},
+        {key: v.checkpoint for key, v in scored.items() if isinstance(v, ScoredVersion)},
         scoring.batch_size,
         scoring.concurrency,
         scoring.cpus,
         scoring.gpus,
         any(v.allow_user_factories for v in scored.values()),
+        [(PyfuncAnswers, kwargs) for kwargs in foreign.values()],
     )
     try:
         _score(dataset, scored, folders, counts, pair, progress)
@@ -316,7 +364,7 @@ def predict(
 
 def _score(
     dataset: Any,
-    scored: dict[str, ScoredVersion],
+    scored: dict[str, Scored],
     folders: dict[str, Path],
     counts: dict[str, VersionTally],
     pair: PairTally,
@@ -341,7 +389,7 @@ def _score(
 
 def _summary(
     data: PredictionData,
-    scored: dict[str, ScoredVersion],
+    scored: dict[str, Scored],
     folders: dict[str, Path],
     counts: dict[str, VersionTally],
     seconds: float,

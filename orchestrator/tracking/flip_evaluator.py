@@ -32,6 +32,7 @@ from mlflow.models.evaluation.artifacts import CsvEvaluationArtifact
 from mlflow.models.evaluation.base import EvaluationResult, ModelEvaluator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orchestrator.tracking.foreign_models import answers_of
 from workers.confidence import wilson_upper
 from workers.metrics import FlipCounts
 
@@ -48,27 +49,6 @@ class EvaluatorConfig(BaseModel):
     baseline: str = Field(description="the model the flips are counted against: any MLflow model URI")
     slice_columns: list[str] = Field(default_factory=list, description="dataset columns whose values slice the NFR")
     confidence: float = Field(0.95, gt=0.5, lt=1.0, description="of the NFR's upper bound (`nfr_upper`)")
-
-
-def answers_of(output: Any) -> np.ndarray:
-    """A pyfunc's answers as class names (text): Congruent's frame (its `name`, else its `class`), one
-    column or a 1-D array of labels, or a frame of class probabilities (the name of each row's
-    largest column). ValueError for probabilities without class names (a bare 2-D array)."""
-    if isinstance(output, pd.DataFrame):
-        if {"class", "name", "probability"} <= set(output.columns):  # Congruent's pyfunc
-            names = output["name"].astype(str).to_numpy()
-            return np.where(names != "", names, output["class"].astype(str).to_numpy())
-        if output.shape[1] == 1:
-            return output.iloc[:, 0].astype(str).to_numpy()
-        if all(pd.api.types.is_numeric_dtype(kind) for kind in output.dtypes):
-            return output.columns.astype(str).to_numpy()[np.argmax(output.to_numpy(), axis=1)]
-        raise ValueError(f"a frame of {output.shape[1]} columns that are not class probabilities")
-    array = np.asarray(output)
-    if array.ndim == 2 and array.shape[1] == 1:
-        array = array[:, 0]
-    if array.ndim != 1:
-        raise ValueError(f"a {array.ndim}-D array: class probabilities without class names (return a frame)")
-    return array.astype(str)
 
 
 def flip_metrics(counts: FlipCounts, confidence: float) -> dict[str, float]:

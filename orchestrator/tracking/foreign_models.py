@@ -1,0 +1,141 @@
+"""MLflow classifiers Congruent did not train (a scikit-learn pipeline, a transformers model, another
+team's model): named by any model URI, loaded as a pyfunc, their answers read as class names.
+
+`foreign_model` resolves a URI once (`models:/NAME@ALIAS` to the version it names now, so what was
+scored is recorded), and says which column of a frame of texts its pyfunc reads. `PyfuncAnswers`
+is the Ray Data actor that scores batches with it (`congruent predict --compare`), `answers_of` the
+one reading of a pyfunc's output that the `congruent` evaluator uses too (flip_evaluator.py).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import mlflow
+import numpy as np
+import pandas as pd  # type: ignore[import-untyped]
+from mlflow.exceptions import MlflowException
+
+from orchestrator.tracking.tags import CHECKSUM_PREFIX, SPEC_HASH
+from orchestrator.tracking.version_refs import RegistryError, parse_version_ref
+
+NO_CLASS = -1  # a row the model could not answer, or answered with a class the other side does not know
+
+
+@dataclass(frozen=True)
+class ForeignModel:
+    """A model outside Congruent: the URI as given, the one it resolved to, and the column it reads."""
+
+    given: str
+    uri: str  # models:/NAME/VERSION for a registered one (an alias resolved), else as given
+    column: str | None  # the one input its signature names; None: it has no signature of one column
+
+    @property
+    def shown(self) -> str:
+        return self.uri.removeprefix("models:/")
+
+    @property
+    def folder(self) -> str:
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in self.shown)
+        return f"mlflow-{safe}"[:120]
+
+
+def is_congruent_version(text: str) -> bool:
+    """Whether `text` names a registered version Congruent registered (its checkpoint's checksum and
+    spec recorded on the version); False for any other model URI."""
+    parsed = parse_version_ref(text)
+    if parsed is None:
+        return False
+    name, alias, version = parsed
+    client = mlflow.MlflowClient()
+    try:
+        mv = client.get_model_version_by_alias(name, alias) if alias else client.get_model_version(name, str(version))
+    except MlflowException:
+        return False
+    tags = mv.tags or {}
+    return f"{CHECKSUM_PREFIX}checkpoint/model.pt" in tags or SPEC_HASH in tags
+
+
+def foreign_model(text: str) -> ForeignModel:
+    """The model `text` names (any MLflow model URI, or NAME@ALIAS / NAME/VERSION of a registered
+    model), resolved; RegistryError (one line) when MLflow cannot find it."""
+    uri = text if "://" in text or text.startswith(("models:/", "runs:/")) else f"models:/{text}"
+    parsed = parse_version_ref(uri)
+    if parsed is not None and parsed[1] is not None:  # an alias: the version it names now
+        name, alias = parsed[0], parsed[1]
+        try:
+            uri = f"models:/{name}/{mlflow.MlflowClient().get_model_version_by_alias(name, alias).version}"
+        except MlflowException:
+            raise RegistryError(f"{text}: no such registered model alias") from None
+    try:
+        info = mlflow.models.get_model_info(uri)
+    except (MlflowException, OSError) as e:
+        message = e.message if isinstance(e, MlflowException) else str(e)
+        raise RegistryError(f"{text}: MLflow finds no model there ({message.splitlines()[0][:160]})") from None
+    names = info.signature.inputs.input_names() if info.signature is not None else []
+    return ForeignModel(text, uri, str(names[0]) if len(names) == 1 else None)
+
+
+def answers_of(output: Any) -> np.ndarray:
+    """A pyfunc's answers as class names (text): Congruent's frame (its `name`, else its `class`), one
+    column or a 1-D array of labels, or a frame of class probabilities (the name of each row's
+    largest column). ValueError for probabilities without class names (a bare 2-D array)."""
+    if isinstance(output, pd.DataFrame):
+        if {"class", "name", "probability"} <= set(output.columns):  # Congruent's pyfunc
+            names = output["name"].astype(str).to_numpy()
+            return np.where(names != "", names, output["class"].astype(str).to_numpy())
+        if output.shape[1] == 1:
+            return output.iloc[:, 0].astype(str).to_numpy()
+        if all(pd.api.types.is_numeric_dtype(kind) for kind in output.dtypes):
+            return output.columns.astype(str).to_numpy()[np.argmax(output.to_numpy(), axis=1)]
+        raise ValueError(f"a frame of {output.shape[1]} columns that are not class probabilities")
+    array = np.asarray(output)
+    if array.ndim == 2 and array.shape[1] == 1:
+        array = array[:, 0]
+    if array.ndim != 1:
+        raise ValueError(f"a {array.ndim}-D array: class probabilities without class names (return a frame)")
+    return array.astype(str)
+
+
+def probabilities_of(output: Any, rows: int) -> np.ndarray:
+    """The probability of each answer where the output gives one (Congruent's frame, a frame of class
+    probabilities), NaN where it gives classes only."""
+    if isinstance(output, pd.DataFrame):
+        if "probability" in output.columns:
+            return output["probability"].to_numpy(dtype=np.float64)
+        if output.shape[1] > 1 and all(pd.api.types.is_numeric_dtype(kind) for kind in output.dtypes):
+            return output.to_numpy(dtype=np.float64).max(axis=1)
+    return np.full(rows, np.nan)
+
+
+class PyfuncAnswers:
+    """A Ray Data actor's callable: a foreign model's answer to every row of a batch (its "payload"
+    column: texts, given to the pyfunc as the frame column `column`), as `class_KEY` (ids by
+    `classes`, the names it is compared in), `probability_KEY` (NaN: it gives none) and `error_KEY`
+    (a null text, or a class `classes` lacks). The model loads from `tracking_uri`'s store."""
+
+    def __init__(self, uri: str, column: str, classes: tuple[str, ...], key: str, tracking_uri: str) -> None:
+        os.environ["MLFLOW_TRACKING_URI"] = os.environ["MLFLOW_REGISTRY_URI"] = tracking_uri
+        self.model = mlflow.pyfunc.load_model(uri)
+        self.column, self.key = column, key
+        self.index = {name: i for i, name in enumerate(classes)}
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        payloads = batch["payload"].tolist()
+        kept = [i for i, p in enumerate(payloads) if isinstance(p, str)]
+        classes = np.full(len(payloads), NO_CLASS, dtype=np.int64)
+        probabilities = np.full(len(payloads), np.nan)
+        errors = np.array(["no input (null)"] * len(payloads), dtype=object)
+        if kept:
+            output = self.model.predict(pd.DataFrame({self.column: [payloads[i] for i in kept]}))
+            names, shown = answers_of(output), probabilities_of(output, len(kept))
+            for row, name, probability in zip(kept, names, shown):
+                known = self.index.get(str(name))
+                classes[row] = NO_CLASS if known is None else known
+                probabilities[row] = probability
+                errors[row] = "" if known is not None else f"answered {name!r}, a class the compared version lacks"
+        out = {key: value for key, value in batch.items() if key != "payload"}
+        out |= {f"class_{self.key}": classes, f"probability_{self.key}": probabilities, f"error_{self.key}": errors}
+        return {**out, "payload": batch["payload"]}
