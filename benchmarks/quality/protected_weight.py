@@ -63,7 +63,7 @@ def negative_flips(old: np.ndarray, new: np.ndarray, labels: np.ndarray) -> np.n
 def run_unit(seed: int, weights: list[int], out: Path) -> dict[str, Any]:
     """v1, v2, the protected set of v2's flips on P1, then v3 without and with each weight."""
     from orchestrator.driver.pipeline import run_pipeline
-    from orchestrator.driver.predict import scored_version
+    from orchestrator.driver.predicted_versions import scored_version
     from orchestrator.driver.protect import protect
     from orchestrator.execution.cluster import connect
     from orchestrator.execution.watch import StageWatch

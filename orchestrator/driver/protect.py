@@ -18,7 +18,7 @@ import numpy as np
 
 from orchestrator.dataplane.image_streams import IMAGE_FORMATS
 from orchestrator.dataplane.table_streams import listed_shards
-from orchestrator.driver.predict import ScoredVersion, scored_version
+from orchestrator.driver.predicted_versions import ScoredVersion, scored_version
 from orchestrator.tracking import protected, registry
 from orchestrator.tracking.ledger import COMPARED, known_mask, shared_samples
 from orchestrator.tracking.promotion import champion_of
