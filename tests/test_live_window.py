@@ -115,3 +115,13 @@ def test_a_client_flooding_unique_ids_pushes_out_its_own_oldest_not_the_pairs_ot
     assert sum(len(held) for held in bounded.ids_of.values()) == len(bounded.client_of) == 7
     record("serving_security", check="a client flooding unique ids pushes out its own oldest ids from the live window "
            "(--max-live-ids-per-client), not the pairs others wait to label; a replay agrees", passed=True)  # fmt: skip
+
+
+def test_a_client_whose_ids_all_moved_to_another_before_the_window_shrinks_is_no_error():
+    window = LiveWindow(max_ids_per_client=1)
+    for sample_id in ("a", "b"):  # client x over its bound until `shrink` (a replay's chunk)
+        window.add_pair(sample_id, 1.0, 0, 0, evict=False, client="x")
+    for sample_id in ("a", "b"):  # both sent again by y, later
+        window.add_pair(sample_id, 2.0, 0, 0, evict=False, client="y")
+    window.shrink()
+    assert list(window.ids_of) == ["y"] and list(window.entries) == ["b"] and window.crowded_out == 1

@@ -162,7 +162,7 @@ class LiveWindow:
         """A client's oldest ids beyond `max_ids_per_client`, then the oldest beyond `max_ids`, leave
         (their contributions stay counted)."""
         for client in self.over:
-            held = self.ids_of[client]
+            held = self.ids_of.get(client, OrderedDict())  # its ids may all have moved to another client since
             while self.max_ids_per_client is not None and len(held) > self.max_ids_per_client:
                 oldest, _ = held.popitem(last=False)
                 del self.client_of[oldest], self.entries[oldest]
