@@ -4,6 +4,7 @@ is read or deleted there (workers/storage.py `is_under`, `fetch_checkpoint`)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -38,7 +39,14 @@ def test_a_checkpoint_key_cannot_leave_the_download_cache(tmp_path, monkeypatch)
 
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
     fetched = []
-    monkeypatch.setattr(S3Store, "download", lambda self, uri, local: fetched.append(local) or True)
+
+    def download(self, uri, local):  # as boto3 would: the object's bytes at `local`
+        fetched.append(local)
+        Path(local).write_bytes(b"a checkpoint")
+        return True
+
+    monkeypatch.setattr(S3Store, "download", download)
+    monkeypatch.setattr(S3Store, "checksum", lambda self, uri: (12, "an-etag"))  # the object's HEAD
     for uri in ("s3://runs/../../etc/cron.d/x", "s3://runs/a/../../../outside.pt"):
         with pytest.raises(storage.StorageError, match="may not leave"):
             storage.fetch_checkpoint(uri)
