@@ -115,3 +115,35 @@ def test_answers_are_read_as_class_names_whatever_the_pyfunc_returns():
     assert answers_of(probabilities).tolist() == ["neg", "pos"]
     with pytest.raises(ValueError, match="without class names"):
         answers_of(np.array([[0.7, 0.3]]))
+
+
+def test_a_foreign_model_that_raises_or_answers_unknown_classes_fails_its_rows_not_the_batch():
+    """predict --compare's actor (tracking/foreign_models.py PyfuncAnswers): a model that raises on a
+    batch, or answers a class the compared version lacks, is each row's error; a null text is its own."""
+    from types import SimpleNamespace
+
+    from orchestrator.tracking.foreign_models import NO_CLASS, PyfuncAnswers
+
+    def scorer(predict) -> PyfuncAnswers:
+        answers = object.__new__(PyfuncAnswers)  # its model given here: no MLflow store to load from
+        answers.model, answers.column, answers.key = SimpleNamespace(predict=predict), "text", "old"
+        answers.index = {"neg": 0, "pos": 1}
+        return answers
+
+    batch = {"id": np.array([1, 2, 3]), "payload": np.array(["good", None, "bad"], dtype=object)}
+    labelled = scorer(lambda frame: np.array(["pos" if t == "good" else "meh" for t in frame["text"]]))(batch)
+    assert labelled["class_old"].tolist() == [1, NO_CLASS, NO_CLASS]
+    assert labelled["error_old"].tolist() == [
+        "",
+        "no input (null)",
+        "answered 'meh', a class the compared version lacks",
+    ]
+
+    def raising(frame):
+        raise RuntimeError("tokenizer missing\nTraceback ...")
+
+    failed = scorer(raising)(batch)
+    assert failed["class_old"].tolist() == [NO_CLASS] * 3
+    assert failed["error_old"].tolist()[::2] == ["the model could not answer: tokenizer missing"] * 2
+    short = scorer(lambda frame: np.array(["pos"]))(batch)  # one answer for two texts
+    assert short["error_old"].tolist()[0] == "the model could not answer: 1 answers to 2 texts"

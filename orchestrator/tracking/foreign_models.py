@@ -20,6 +20,7 @@ from mlflow.exceptions import MlflowException
 
 from orchestrator.tracking.tags import CHECKSUM_PREFIX, SPEC_HASH
 from orchestrator.tracking.version_refs import RegistryError, parse_version_ref
+from workers.errors import first_line
 
 NO_CLASS = -1  # a row the model could not answer, or answered with a class the other side does not know
 
@@ -129,13 +130,20 @@ class PyfuncAnswers:
         probabilities = np.full(len(payloads), np.nan)
         errors = np.array(["no input (null)"] * len(payloads), dtype=object)
         if kept:
-            output = self.model.predict(pd.DataFrame({self.column: [payloads[i] for i in kept]}))
-            names, shown = answers_of(output), probabilities_of(output, len(kept))
-            for row, name, probability in zip(kept, names, shown):
-                known = self.index.get(str(name))
-                classes[row] = NO_CLASS if known is None else known
-                probabilities[row] = probability
-                errors[row] = "" if known is not None else f"answered {name!r}, a class the compared version lacks"
+            try:
+                output = self.model.predict(pd.DataFrame({self.column: [payloads[i] for i in kept]}))
+                names, shown = answers_of(output), probabilities_of(output, len(kept))
+                if len(names) != len(kept):
+                    raise ValueError(f"{len(names)} answers to {len(kept)} texts")
+            except Exception as e:  # noqa: BLE001 — whatever a foreign model raises: each of its rows says why
+                errors[kept] = f"the model could not answer: {first_line(e)}"[:300]
+            else:
+                for row, name, probability in zip(kept, names, shown):
+                    known = self.index.get(str(name))
+                    classes[row] = NO_CLASS if known is None else known
+                    probabilities[row] = probability
+                    lacking = f"answered {str(name)!r}, a class the compared version lacks"
+                    errors[row] = "" if known is not None else lacking
         out = {key: value for key, value in batch.items() if key != "payload"}
         out |= {f"class_{self.key}": classes, f"probability_{self.key}": probabilities, f"error_{self.key}": errors}
         return {**out, "payload": batch["payload"]}
