@@ -54,13 +54,22 @@ def ctrl_c_raises() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous = signal.signal(signal.SIGINT, _interrupt)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         if previous is not None:  # None: a handler not set from Python, which cannot be put back
             signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """Ctrl-C: the workers' output stops reaching this terminal (`mute_workers`), then
+    KeyboardInterrupt, as Python's own handler raises it."""
+    from orchestrator.execution.cluster import mute_workers
+
+    mute_workers()
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:

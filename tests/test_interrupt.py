@@ -158,6 +158,43 @@ def test_ctrl_c_raises_in_a_command_whatever_sigint_was_before():
     assert done.stdout.strip() == "interrupted True", done.stdout + done.stderr
 
 
+def test_after_ctrl_c_a_workers_output_no_longer_reaches_the_terminal(ray_cluster):
+    """A driver joined to the cluster shows a task's print before Ctrl-C and none after (a cancelled
+    worker that aborts prints Ray's crash dump, which buried the command's one line); it still
+    stops on the press."""
+    probe = (
+        "import os, signal, sys, time, ray\n"
+        "from orchestrator.cli import ctrl_c_raises\n"
+        "from orchestrator.execution.cluster import connect\n"
+        "connect(sys.argv[1])\n"
+        "@ray.remote(num_cpus=0)\n"
+        "def say(word):\n"
+        "    print(word, flush=True)\n"
+        "ray.get(say.remote('before-the-press'))\n"
+        "time.sleep(3)\n"
+        "try:\n"
+        "    with ctrl_c_raises():\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(5)\n"
+        "except KeyboardInterrupt:\n"
+        "    ray.get(say.remote('after-the-press'))\n"
+        "    time.sleep(3)\n"
+        "    print('interrupted', file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, ray_cluster.address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
+    output = done.stdout + done.stderr
+    assert "interrupted" in done.stderr, output[-2000:]
+    assert "before-the-press" in output, output[-2000:]
+    assert "after-the-press" not in output, output[-2000:]
+
+
 def test_a_start_interrupted_while_a_version_is_placed_deletes_it_and_says_so_in_one_line(monkeypatch, capsys):
     """Ctrl-C while `serve` waits for a version's replicas: that version's application is deleted
     (as one not placed in time), and the command ends with one line and exit 130, no traceback."""

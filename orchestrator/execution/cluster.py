@@ -47,6 +47,18 @@ def connect(ray_address: str | None, dashboard: bool = False, worker_logs: bool 
         )
 
 
+def mute_workers() -> None:
+    """Stop printing the workers' output in this terminal (Ray's log files keep it), from Ctrl-C on:
+    the stages are being cancelled, and what a dying worker prints (Ray's own crash dump when a
+    cancelled task aborts) would bury the command's one line. Nothing to do before Ray is imported."""
+    worker = sys.modules.get("ray._private.worker")
+    if worker is None:
+        return
+    worker.global_worker_stdstream_dispatcher.remove_handler("ray_print_logs")
+    worker.stdout_deduplicator.flush()  # what it held back is dropped, not printed at disconnect
+    worker.stderr_deduplicator.flush()
+
+
 def object_store_bytes() -> int | None:
     """The embedded Ray's object store under a cgroup memory limit: Ray's default share (30 %) of
     that limit, not of the machine's memory, which Ray reads from outside the cgroup. None (Ray's

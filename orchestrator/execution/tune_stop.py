@@ -12,6 +12,8 @@ from typing import Any
 
 from ray import tune
 
+from orchestrator.execution.cluster import mute_workers
+
 
 class StopOnCtrlC(tune.Stopper):
     """Has Tune stop every trial once `pressed` is set (by the search's SIGINT handler, `fit_until_ctrl_c`)."""
@@ -40,6 +42,7 @@ def fit_until_ctrl_c(tuner: Any, ctrl_c: threading.Event) -> Any:
     the results are and a TensorBoard hint; the command prints its own lines)."""
 
     def on_sigint(signum: int, frame: Any) -> None:
+        mute_workers()
         if ctrl_c.is_set():
             raise KeyboardInterrupt
         ctrl_c.set()
