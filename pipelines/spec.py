@@ -124,7 +124,10 @@ class UpdateSpec(_Strict):
     method: MethodSpec = Field(MethodSpec(), description="the treatment")
     old: str | None = Field(
         None,
-        description="the deployed version: a checkpoint path, or a registry reference NAME@ALIAS / NAME/VERSION. "
+        description="the deployed version: a checkpoint path, a registry reference NAME@ALIAS / NAME/VERSION, or "
+        "any MLflow classifier (a registered version Congruent did not train, runs:/…, a model folder) whose pyfunc "
+        "answers class probabilities on held text: its answers on every split are computed once and cached "
+        "(docs/guide/foreign-old.md). "
         "A registered version may have been trained and evaluated on other data (data that grew): its eval samples "
         "and this spec's must share at least 50 % of the smaller set (matched by sample id), else preflight refuses "
         "it in one line; the update's NFR re-runs the old model on this spec's eval split",

@@ -15,6 +15,9 @@ IMAGE_ARCHITECTURES = (
     "resnet50",
 )
 TEXT_ARCHITECTURES = ("text-linear", "text-bag", "text-cnn", "text-transformer")
+# the old model when it is a model outside Congruent: its answers on the update's texts, looked up by text
+# (workers/models/answer_table.py); frozen, never trained, so no spec's `arch`
+ANSWER_TABLE = "answer-table"
 ARCHITECTURES = IMAGE_ARCHITECTURES + TEXT_ARCHITECTURES
 OBJECTIVES = ("none", "kd", "fd-kl", "fd-lm", "dynamic-fd", "elodi", "proximal")  # what a model is trained to minimise
 # an update's treatments
@@ -87,7 +90,7 @@ def is_hf(arch: str) -> bool:
 
 def modality_of(arch: str) -> str | None:
     """What a built-in architecture reads, "image" or "text"; None for a user factory."""
-    if arch in TEXT_ARCHITECTURES or is_hf(arch):
+    if arch in TEXT_ARCHITECTURES or arch == ANSWER_TABLE or is_hf(arch):
         return "text"
     return "image" if arch in IMAGE_ARCHITECTURES else None
 

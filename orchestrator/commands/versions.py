@@ -52,13 +52,13 @@ def chain_table(model: str, records: list[Any], confidence: float) -> str:
             r.label,
             r.method_shown,
             r.arch,
-            r.parent_version or "—",
+            r.parent_shown or "—",
             percent(r.error_rate),
             percent(r.nfr),
             percent(r.nfr_upper),
             percent(r.pfr),
             percent(r.er_increase_upper),
-            percent(r.rel_nfr, none="undefined" if r.parent_version else "—"),  # with a parent: ER 0 or 1
+            percent(r.rel_nfr, none="undefined" if r.parent_shown else "—"),  # with a parent: ER 0 or 1
             ",".join(r.aliases),
             r.created,
         ]

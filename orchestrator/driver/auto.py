@@ -34,6 +34,7 @@ from orchestrator.driver.auto_evidence import Evidence, add_fold_evidence, add_v
 from orchestrator.driver.auto_training import Trained, train_more
 from orchestrator.driver.publish import PipelineResult, log_data_counts, pipeline_result, publish
 from orchestrator.execution.evaluation import eval_split_predictions, evaluate
+from orchestrator.execution.old_answers import old_answers_stage
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan, applied_params
 from orchestrator.policy.auto_choice import (
@@ -226,6 +227,7 @@ def run_auto(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult:
         runs.set_tags({FINGERPRINT: plan.splits.eval_fingerprint})
         runs.log_params(applied_params(spec))
         log_data_counts(plan)
+        old_answers_stage(plan, watch)
         trained, evidence, tests = train_and_test(plan, watch)
         name, near = choose(tests), closest(tests, spec.method.max_er_increase)
         chosen = next(c for c in trained.scores if c.name == name)

@@ -19,6 +19,7 @@ from pathlib import Path
 from orchestrator.driver.auto import run_auto
 from orchestrator.driver.publish import PipelineResult, PoolRecord, log_data_counts, pipeline_result, publish
 from orchestrator.execution.evaluation import evaluate
+from orchestrator.execution.old_answers import old_answers_stage
 from orchestrator.execution.pool import serving_pool
 from orchestrator.execution.stages import run_bcwi, train_replicas, train_student
 from orchestrator.execution.watch import StageWatch
@@ -57,6 +58,7 @@ def run_pipeline(plan: Plan, run_dir: Path, watch: StageWatch) -> PipelineResult
         runs.set_tags({FINGERPRINT: plan.splits.eval_fingerprint})
         runs.log_params(applied_params(spec))
         log_data_counts(plan)
+        old_answers_stage(plan, watch)
         replicas: list[TrainRecord] = []
         if plan.needs_replicas:
             watch.say(next(titles))

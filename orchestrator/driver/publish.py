@@ -158,7 +158,8 @@ def version_record(
         adapter=adapter.summary if (adapter := adapter_of(spec)) else "",
         error_rate=metrics["error_rate"],
         parent_version=plan.old.parent.version if plan.old.parent else None,
-        old=plan.old.written if plan.old.parent else spec.old,  # a registry reference as written, else the path
+        old=old_of(plan, spec),
+        foreign_parent=plan.old.foreign.uri if plan.old.foreign else None,
         nfr=vs_old.get("nfr"),
         pfr=vs_old.get("pfr"),
         rel_nfr=vs_old.get("rel_nfr"),
@@ -178,6 +179,8 @@ def publish(
     log_stages(plan, result, spec)
     runs.log_evaluation(result.metrics, run_dir / "predictions")
     runs.log_file(log_ledger(result, run_dir), "ledger")
+    if plan.old.foreign is not None and "old" in result.predictions:  # the foreign old has no ledger of its own
+        runs.log_file(log_parent_ledger(plan, result, run_dir), "ledger/parent")
     if result.checkpoint is not None:
         register_version(plan, result, spec, watch)
     if spec.promote is not None and result.registered_version is not None:
@@ -191,6 +194,14 @@ def publish(
         runs.set_tags({PROMOTION: ("champion: " if verdict.passed else "rejected: ") + verdict.reason})
     (run_dir / "result.json").write_text(result.to_json())
     runs.log_file(run_dir / "result.json")
+
+
+def old_of(plan: Plan, spec: UpdateSpec) -> str | None:
+    """What the registry records as the version's old model: a registry reference as written, a
+    foreign model's resolved URI (models:/NAME/VERSION), else the checkpoint's path."""
+    if plan.old.foreign is not None:
+        return plan.old.foreign.uri
+    return plan.old.written if plan.old.parent else spec.old
 
 
 def log_stages(plan: Plan, result: PipelineResult, spec: UpdateSpec) -> None:
@@ -228,6 +239,20 @@ def log_ledger(result: PipelineResult, run_dir: Path) -> Path:
         result.fingerprint,
         trained.classes_seen if trained else None,
         result.records.slice_values if result.records is not None else None,
+    )
+
+
+def log_parent_ledger(plan: Plan, result: PipelineResult, run_dir: Path) -> Path:
+    """The ledger of a foreign old model (ledger_files.py: the registry reads it as that version's)
+    under `run_dir`/ledger/parent: its answers on the eval split, the table's logits."""
+    (run_dir / "ledger" / "parent").mkdir(parents=True, exist_ok=True)
+    return write_ledger(
+        run_dir / "ledger" / "parent" / LEDGER_FILE,
+        np.load(result.predictions["old"], mmap_mode="r"),
+        np.load(result.labels),
+        np.load(result.ids),
+        result.fingerprint,
+        None if plan.old.classes is None else list(plan.old.classes),
     )
 
 

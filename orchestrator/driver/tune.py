@@ -27,6 +27,7 @@ import numpy as np
 from ray import tune
 
 from orchestrator.execution.evaluation import eval_split_predictions, evaluate
+from orchestrator.execution.old_answers import old_answers_stage
 from orchestrator.execution.pool import serving_pool
 from orchestrator.execution.stages import train_replicas
 from orchestrator.execution.tune_stop import StopOnCtrlC, fit_until_ctrl_c
@@ -330,6 +331,7 @@ def run_search(plan: Plan, run_dir: Path, watch: StageWatch, register_best: bool
     with runs.pipeline_run(spec, f"{spec.version}-tune", watch.say):
         runs.set_tags({FINGERPRINT: plan.splits.eval_fingerprint})
         runs.log_params(applied_params(spec))
+        old_answers_stage(plan, watch)
         record = search(plan, run_dir, watch)
         record.seconds = time.perf_counter() - started
         for replica in record.replicas:

@@ -152,6 +152,17 @@ class PlannedSplits:
 
 
 @dataclass(frozen=True)
+class ForeignOld:
+    """An old model Congruent did not train: its resolved MLflow URI, the input column its pyfunc
+    reads, and the data's class names its answers are matched to (the answer table, `spec.old`, is
+    written by the old-answers stage from these)."""
+
+    uri: str
+    column: str
+    classes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class PlannedOld:
     """The old version: the registry version `old` resolved to (None: a checkpoint path, or no old),
     `old` as the spec wrote it, and the old model's classes when it knows fewer than the data has."""
@@ -160,6 +171,7 @@ class PlannedOld:
     written: str | None = None  # a path, NAME@ALIAS, NAME/VERSION
     classes: tuple[int, ...] | None = None
     inputs: InputSpec | None = None  # method auto: what the old model reads (its bcwi and proximal candidates')
+    foreign: ForeignOld | None = None  # a model outside Congruent (then `parent` is None)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from orchestrator.planning.facts import (
     init_file,
     init_fit,
     inputs,
+    old_answers,
     old_fit,
     old_model,
     old_version,
@@ -37,14 +38,16 @@ from orchestrator.planning.facts.kinds import (
     Found,
     InitFile,
     ModelInputs,
+    OldAnswers,
     OldFit,
     OldModel,
     OldVersion,
     Shape,
     Source,
 )
+from orchestrator.planning.facts.old_answers import class_names
 from orchestrator.planning.model_inputs import directory_digest
-from orchestrator.planning.plan import ModelStart, Plan, PlannedOld, PlannedSplits
+from orchestrator.planning.plan import ForeignOld, ModelStart, Plan, PlannedOld, PlannedSplits
 from pipelines.auto import CROSS_FIT_AUTO_SECONDS, cross_fits
 from pipelines.spec import SpecError, UpdateSpec
 from workers.names import HF_PREFIX, UNLABELLED_OBJECTIVES, is_hf
@@ -60,6 +63,7 @@ CHECKS: tuple[Check, ...] = (
     protected_training.check,
     data.check,
     stream_support.check,
+    old_answers.check,
     old_model.check,
     old_fit.check,
     auto_candidates.check,
@@ -128,7 +132,11 @@ def plan_of(found: Found) -> Plan:
         PlannedOld()
         if old is None
         else PlannedOld(
-            old.parent, old.written, None if fit is None else fit.classes, None if auto is None else auto.bcwi_inputs
+            old.parent,
+            old.written,
+            None if fit is None else fit.classes,
+            None if auto is None else auto.bcwi_inputs,
+            foreign_old(found),
         ),
         ModelStart(
             _needed(found, ModelInputs).inputs,
@@ -138,6 +146,15 @@ def plan_of(found: Found) -> Plan:
         None if auto is None else auto.choice,
         (0, 0) if auto is None or auto.folds is None else (auto.folds.trained, auto.folds.folds),
     )
+
+
+def foreign_old(found: Found) -> ForeignOld | None:
+    """The plan's record of a foreign old model (None: the old model is Congruent's, or there is none)."""
+    old, answers = found.get(OldVersion), found.get(OldAnswers)
+    if old is None or old.foreign is None or answers is None:
+        return None
+    splits = _needed(found, Data).splits
+    return ForeignOld(old.foreign.uri, answers.column, class_names(splits.eval.classes, splits.num_classes))
 
 
 def fold_line(auto: AutoCandidates) -> str:

@@ -32,7 +32,7 @@ from mlflow.models.evaluation.artifacts import CsvEvaluationArtifact
 from mlflow.models.evaluation.base import EvaluationResult, ModelEvaluator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from orchestrator.tracking.foreign_models import answers_of
+from orchestrator.tracking.foreign_models import answers_of, sklearn_classes
 from workers.confidence import wilson_upper
 from workers.metrics import FlipCounts
 
@@ -135,7 +135,7 @@ class CongruentEvaluator(ModelEvaluator):
             raise MlflowException(f"congruent evaluator: baseline {config.baseline}: {e.message}") from None
         try:
             new = answers_of(model.predict(features) if model is not None else dataset.predictions_data)
-            baseline = answers_of(baseline_model.predict(features))
+            baseline = answers_of(baseline_model.predict(features), sklearn_classes(config.baseline))
         except ValueError as e:
             raise MlflowException(f"congruent evaluator: a model's answers cannot be read as classes: {e}") from None
         counts = FlipCounts.of_names(baseline, new, labels)

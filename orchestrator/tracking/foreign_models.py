@@ -79,10 +79,11 @@ def foreign_model(text: str) -> ForeignModel:
     return ForeignModel(text, uri, str(names[0]) if len(names) == 1 else None)
 
 
-def answers_of(output: Any) -> np.ndarray:
+def answers_of(output: Any, names: tuple[str, ...] | None = None) -> np.ndarray:
     """A pyfunc's answers as class names (text): Congruent's frame (its `name`, else its `class`), one
-    column or a 1-D array of labels, or a frame of class probabilities (the name of each row's
-    largest column). ValueError for probabilities without class names (a bare 2-D array)."""
+    column or a 1-D array of labels, a frame of class probabilities (the name of each row's largest
+    column), or a bare 2-D array of them in the order of `names` (an sklearn model's `classes_`).
+    ValueError for probabilities without class names."""
     if isinstance(output, pd.DataFrame):
         if {"class", "name", "probability"} <= set(output.columns):  # Congruent's pyfunc
             names = output["name"].astype(str).to_numpy()
@@ -95,19 +96,24 @@ def answers_of(output: Any) -> np.ndarray:
     array = np.asarray(output)
     if array.ndim == 2 and array.shape[1] == 1:
         array = array[:, 0]
+    if array.ndim == 2 and names is not None and len(names) == array.shape[1]:
+        return np.asarray(names)[np.argmax(array, axis=1)]
     if array.ndim != 1:
         raise ValueError(f"a {array.ndim}-D array: class probabilities without class names (return a frame)")
     return array.astype(str)
 
 
 def probabilities_of(output: Any, rows: int) -> np.ndarray:
-    """The probability of each answer where the output gives one (Congruent's frame, a frame of class
-    probabilities), NaN where it gives classes only."""
+    """The probability of each answer where the output gives one (Congruent's frame, a frame or an
+    array of class probabilities), NaN where it gives classes only."""
     if isinstance(output, pd.DataFrame):
         if "probability" in output.columns:
             return output["probability"].to_numpy(dtype=np.float64)
         if output.shape[1] > 1 and all(pd.api.types.is_numeric_dtype(kind) for kind in output.dtypes):
             return output.to_numpy(dtype=np.float64).max(axis=1)
+    array = np.asarray(output)
+    if array.ndim == 2 and array.shape[1] > 1 and np.issubdtype(array.dtype, np.number):
+        return array.astype(np.float64).max(axis=1)
     return np.full(rows, np.nan)
 
 
@@ -120,6 +126,7 @@ class PyfuncAnswers:
     def __init__(self, uri: str, column: str, classes: tuple[str, ...], key: str, tracking_uri: str) -> None:
         os.environ["MLFLOW_TRACKING_URI"] = os.environ["MLFLOW_REGISTRY_URI"] = tracking_uri
         self.model = mlflow.pyfunc.load_model(uri)
+        self.names = sklearn_classes(uri)
         self.column, self.key = column, key
         self.index = {name: i for i, name in enumerate(classes)}
 
@@ -132,7 +139,7 @@ class PyfuncAnswers:
         if kept:
             try:
                 output = self.model.predict(pd.DataFrame({self.column: [payloads[i] for i in kept]}))
-                names, shown = answers_of(output), probabilities_of(output, len(kept))
+                names, shown = answers_of(output, self.names), probabilities_of(output, len(kept))
                 if len(names) != len(kept):
                     raise ValueError(f"{len(names)} answers to {len(kept)} texts")
             except Exception as e:  # noqa: BLE001 — whatever a foreign model raises: each of its rows says why
@@ -147,3 +154,71 @@ class PyfuncAnswers:
         out = {key: value for key, value in batch.items() if key != "payload"}
         out |= {f"class_{self.key}": classes, f"probability_{self.key}": probabilities, f"error_{self.key}": errors}
         return {**out, "payload": batch["payload"]}
+
+
+def sklearn_classes(uri: str) -> tuple[str, ...] | None:
+    """The class names of a model of MLflow's sklearn flavour (its estimator's `classes_`), which its
+    pyfunc's `predict_proba` answers in; None for any other model."""
+    if "sklearn" not in mlflow.models.get_model_info(uri).flavors:
+        return None
+    classes = getattr(mlflow.sklearn.load_model(uri), "classes_", None)
+    return None if classes is None else tuple(str(c) for c in classes)
+
+
+def named_probabilities(output: Any, names: tuple[str, ...] | None) -> tuple[tuple[str, ...], np.ndarray]:
+    """A pyfunc's output as (class names, N×C probabilities): a frame with a numeric column per class,
+    or a bare 2-D array in the order of `names` (an sklearn model's `classes_`). ValueError (one line)
+    for an output of classes only, or probabilities without names."""
+    if isinstance(output, pd.DataFrame) and output.shape[1] > 1:
+        if {"class", "name", "probability"} <= set(output.columns):
+            raise ValueError("it answers one class and its probability a text (a Congruent pyfunc), not every class's")
+        if all(pd.api.types.is_numeric_dtype(kind) for kind in output.dtypes):
+            return tuple(str(c) for c in output.columns), output.to_numpy(dtype=np.float64)
+    array = np.asarray(output)
+    if array.ndim == 2 and array.shape[1] > 1 and np.issubdtype(array.dtype, np.number):
+        if names is not None and len(names) == array.shape[1]:
+            return names, array.astype(np.float64)
+        raise ValueError(f"it answers {array.shape[1]} probabilities a text without class names (return a frame)")
+    raise ValueError(
+        "it answers classes only; the old model's logits need its class probabilities (log a scikit-learn "
+        "model with pyfunc_predict_fn='predict_proba', or have predict return a frame of a column per class)"
+    )
+
+
+def probe_probabilities(
+    model: ForeignModel, column: str, texts: list[str], classes: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The class names `model` answers probabilities of, scored on a few `texts` in this process;
+    ValueError (one line) for an output of classes only, or a class `classes` (the data's) lacks."""
+    pyfunc = mlflow.pyfunc.load_model(model.uri)
+    try:
+        output = pyfunc.predict(pd.DataFrame({column: texts}))
+    except Exception as e:  # noqa: BLE001 — whatever a foreign model raises, in one line
+        raise ValueError(f"it could not answer the spec's {column!r} column: {first_line(e)}"[:300]) from None
+    names, _ = named_probabilities(output, sklearn_classes(model.uri))
+    unknown = [name for name in names if name not in classes]
+    if unknown:
+        raise ValueError(f"its class {unknown[0]!r} is none of the data's ({', '.join(classes)})")
+    return names
+
+
+class PyfuncProbabilities:
+    """A Ray Data actor's callable: a foreign model's class probabilities for every text of a batch
+    (its "payload" column), as "probabilities" N×C in the order of `classes` (the data's; 0 for a
+    class the model lacks). The model loads from `tracking_uri`'s store."""
+
+    def __init__(self, uri: str, column: str, classes: tuple[str, ...], tracking_uri: str) -> None:
+        os.environ["MLFLOW_TRACKING_URI"] = os.environ["MLFLOW_REGISTRY_URI"] = tracking_uri
+        self.model = mlflow.pyfunc.load_model(uri)
+        self.names = sklearn_classes(uri)
+        self.column, self.classes = column, classes
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        texts = [str(text) for text in batch["payload"].tolist()]
+        names, values = named_probabilities(self.model.predict(pd.DataFrame({self.column: texts})), self.names)
+        if len(values) != len(texts):
+            raise ValueError(f"{len(values)} answers to {len(texts)} texts")
+        probabilities = np.zeros((len(texts), len(self.classes)))
+        for j, name in enumerate(names):
+            probabilities[:, self.classes.index(name)] = values[:, j]
+        return {"payload": batch["payload"], "probabilities": probabilities}

@@ -28,12 +28,11 @@ from orchestrator.tracking.artifact_cache import checksum_tag, fetch, sha256_of
 from orchestrator.tracking.deferred import interrupts_deferred
 from orchestrator.tracking.ledger import (
     COMPARED,
-    LEDGER_FILE,
-    LEGACY_LEDGER_FILE,
     chain_nfr_matrix,
     read_ledger,
     shared_samples,
 )
+from orchestrator.tracking.ledger_files import PARENT_LEDGER, ledger_name, ledger_path, version_ledger_path
 from orchestrator.tracking.locks import claim_backend, registry_lock
 from orchestrator.tracking.tags import PUBLISHING, REUSED_VERSION, SPEC_FILE, SPEC_HASH
 from orchestrator.tracking.version_record import VersionRecord
@@ -158,22 +157,10 @@ def spec_of(ref: VersionRef) -> Any:
 def ledger_of(ref: VersionRef, columns: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The version's ledger (ledger.py `read_ledger`); RegistryError when its run holds none."""
     mv = _version(ref)
-    path = ledger_path(mv.run_id, mv.tags)
+    path = version_ledger_path(mv)
     if path is None:
         raise RegistryError(f"{ref.name} version {ref.version} has no ledger in its run")
     return read_ledger(path, columns)
-
-
-def ledger_path(run_id: str, tags: Mapping[str, str] | None = None) -> Path | None:
-    """A local copy of the run's ledger (by id, else one written before ids), checked against its
-    version's `tags` (artifact_cache.py); None when it has none."""
-    name = ledger_name(run_id)
-    return None if name is None else fetch(run_id, f"ledger/{name}", tags)
-
-
-def ledger_name(run_id: str) -> str | None:
-    names = {Path(info.path).name for info in MlflowClient().list_artifacts(run_id, "ledger")}
-    return next((name for name in (LEDGER_FILE, LEGACY_LEDGER_FILE) if name in names), None)
 
 
 def all_versions(name: str) -> list[Any]:
@@ -218,7 +205,7 @@ def chain_matrix(
     share none, or one ledger is by position and the other by id)."""
     import numpy as np
 
-    members = [(str(mv.version), ledger_path(mv.run_id, mv.tags)) for mv in versions(name, publishing)]
+    members = [(str(mv.version), version_ledger_path(mv)) for mv in versions(name, publishing)]
     held = [(version, path) for version, path in members if path is not None]
     if not held:
         return [], [], []
@@ -316,6 +303,8 @@ def _run_checksums(folder: str) -> dict[str, str]:
     if run is None:
         return {}
     names = [f"ledger/{name}"] if (name := ledger_name(run.info.run_id)) is not None else []
+    if PARENT_LEDGER in {info.path for info in MlflowClient().list_artifacts(run.info.run_id, "ledger/parent")}:
+        names.append(PARENT_LEDGER)
     names += [SPEC_FILE] if SPEC_FILE in {info.path for info in MlflowClient().list_artifacts(run.info.run_id)} else []
     client = MlflowClient()
     return {checksum_tag(n): sha256_of(client.download_artifacts(run.info.run_id, n, folder)) for n in names}

@@ -45,6 +45,7 @@ VERSION_TAGS = {
     "error_rate": "error_rate",
     "parent_version": "parent_version",
     "old": "old",
+    "foreign_parent": "foreign_parent",
     "nfr": "nfr",
     "pfr": "pfr",
     "rel_nfr": "rel_nfr",

@@ -4,7 +4,8 @@ tags that hold it (the only place that knows their formats; their names: tags.py
 A version's tags: `method`, `arch`, `label` (the spec's `version`), `fingerprint` (the eval split),
 `spec_hash`, `error_rate`; an hf:DIR version `base_digest` (sha256 of the pretrained directory, 16
 hex digits) and, trained as an adapter, `adapter` (`lora r8 α16 query,value`); against its old
-model `parent_version` (a registered parent), `old` (the reference or path as written), `nfr` /
+model `parent_version` (a registered parent), `old` (the reference or path as written),
+`foreign_parent` (an old model Congruent did not train: its resolved MLflow URI), `nfr` /
 `pfr` / `rel_nfr` (6 decimals), `n_compared` (the samples they count over), `nfr_classes` (the old
 model's classes, when it knows fewer than the data has); and `classes` (the class names, JSON in
 class-id order, where MLflow's 5,000 characters hold them).
@@ -44,6 +45,7 @@ class VersionRecord:
     error_rate: float | None = None  # None only for a version registered without one
     parent_version: str | None = None
     old: str | None = None
+    foreign_parent: str | None = None  # an old model outside Congruent: its MLflow URI (no parent_version)
     nfr: float | None = None
     pfr: float | None = None
     rel_nfr: float | None = None  # None also where it is undefined (the parent's ER 0 or 1)
@@ -71,6 +73,7 @@ class VersionRecord:
             "error_rate": _six(self.error_rate),
             "parent_version": self.parent_version,
             "old": self.old,
+            "foreign_parent": self.foreign_parent,
             "nfr": _six(self.nfr),
             "pfr": _six(self.pfr),
             "rel_nfr": _six(self.rel_nfr),
@@ -106,6 +109,7 @@ class VersionRecord:
             error_rate=_fraction(tag["error_rate"]),
             parent_version=tag["parent_version"] or None,
             old=tag["old"] or None,
+            foreign_parent=tag["foreign_parent"] or None,
             nfr=_fraction(tag["nfr"]),
             pfr=_fraction(tag["pfr"]),
             rel_nfr=_fraction(tag["rel_nfr"]),
@@ -123,6 +127,11 @@ class VersionRecord:
         """The record of an MLflow ModelVersion (its tags, number and registration time)."""
         created = datetime.datetime.fromtimestamp(mv.creation_timestamp / 1000).isoformat(timespec="seconds")
         return cls.from_tags(mv.tags or {}, str(mv.version), aliases, created)
+
+    @property
+    def parent_shown(self) -> str | None:
+        """The version's parent as tables show it: its version number, or a foreign old model's URI."""
+        return self.parent_version or self.foreign_parent
 
     @property
     def method_shown(self) -> str:
@@ -145,6 +154,7 @@ class VersionRecord:
             "method": self.method,
             "arch": self.arch,
             "parent_version": self.parent_version,
+            "foreign_parent": self.foreign_parent,
             "error_rate": self.error_rate,
             "nfr": self.nfr,
             "pfr": self.pfr,

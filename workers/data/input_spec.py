@@ -18,6 +18,12 @@ if TYPE_CHECKING:
 Modality = Literal["image", "text"]
 
 
+# `tokenizer` of a model that reads each text as its digest, not its tokens (workers/models/answer_table.py):
+# DIGEST_WORDS 16-bit words of the text's sha256, each + 1 (0 stays padding)
+TEXT_DIGEST = "sha256-words"
+DIGEST_WORDS = 8
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """A model's input: `image` (channels × size², uint8 x mapped to (x/255 − mean_c)/std_c per

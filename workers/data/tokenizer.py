@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from workers.data.input_spec import InputSpec
+from workers.data.input_spec import DIGEST_WORDS, TEXT_DIGEST, InputSpec
 
 if TYPE_CHECKING:
     import torch
@@ -120,6 +120,8 @@ def encode_token_arrays(spec: InputSpec, texts: Sequence[str]) -> tuple[np.ndarr
     where the tokenizer has one. numpy: a streamed text source's reading tasks load no torch."""
     if spec.modality != "text" or spec.tokenizer is None:
         raise ValueError(f"encode_texts needs a text input, got {spec.modality!r}")
+    if spec.tokenizer == TEXT_DIGEST:
+        return text_digest_words(texts), np.full(len(texts), DIGEST_WORDS, dtype=np.int64)
     tokenizer = _cutting(spec.tokenizer, spec.max_length)
     encodings = tokenizer.encode_batch(list(texts), add_special_tokens=spec.add_special_tokens)
     if not encodings:
@@ -131,3 +133,17 @@ def encode_token_arrays(spec: InputSpec, texts: Sequence[str]) -> tuple[np.ndarr
         unknown = tokenizer.token_to_id(getattr(tokenizer.model, "unk_token", None) or UNK)
         ids[empty, 0], lengths[empty] = UNK_ID if unknown is None else unknown, 1
     return ids, lengths
+
+
+def text_digest_words(texts: Sequence[str]) -> np.ndarray:
+    """Each text as the first DIGEST_WORDS 16-bit words of its UTF-8 sha256, each + 1 (int32 N×8, no
+    0, so no word reads as padding): what a model that answers by the text itself reads
+    (`TEXT_DIGEST`; workers/models/answer_table.py). 128 bits: two texts share a row with a chance
+    of n²/2¹²⁹."""
+    import hashlib
+
+    words = np.zeros((len(texts), DIGEST_WORDS), dtype=np.int32)
+    for row, text in enumerate(texts):
+        digest = hashlib.sha256(text.encode("utf-8")).digest()[: 2 * DIGEST_WORDS]
+        words[row] = np.frombuffer(digest, dtype=">u2").astype(np.int32) + 1
+    return words

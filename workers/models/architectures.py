@@ -25,7 +25,7 @@ from torch import nn
 
 from workers.data.input_spec import InputSpec
 from workers.models.text import TEXT_ARCHITECTURES
-from workers.names import check_architecture, is_hf, modality_of
+from workers.names import ANSWER_TABLE, check_architecture, is_hf, modality_of
 
 ModelFactory = Callable[[int, InputSpec], nn.Module]
 
@@ -148,6 +148,10 @@ ARCHITECTURES: dict[str, ModelFactory] = {  # the names of workers.names.ARCHITE
 def resolve_factory(arch: str, allow_user_factories: bool = False, config: str | None = None) -> ModelFactory:
     """The factory for a registered name, for `hf:DIR` (built from `config`, a checkpoint's, else
     the directory's own), or for `module:function` when user factories are allowed."""
+    if arch == ANSWER_TABLE:  # built only to load a table's checkpoint: no spec trains one
+        from workers.models.answer_table import AnswerTable
+
+        return AnswerTable
     try:
         check_architecture(arch, allow_user_factories)
     except ValueError as e:

@@ -2,13 +2,14 @@
 to one typed fact or the problems it found, one line each, named by the field they concern.
 
     kinds.py          the facts (one type per check) and `Found`, what a check reads
-    old_version.py    `old`: a path, a registry version (resolved to a local copy), or one an earlier
-                      spec of the same `congruent check` registers
+    old_version.py    `old`: a path, a registry version (resolved to a local copy), one an earlier
+                      spec of the same `congruent check` registers, or an MLflow model Congruent did not train
     architecture.py   `arch` resolves (a user factory is imported here, not in a worker)
     source.py         the data source: streaming settled, a streamed source opened
     protected_training.py  `train.protected_weight`: the model's protected set, the rows that join train
     data.py           the splits, read (held data) or taken from the opened stream
     stream_support.py what the spec asks of a streamed source that it does not do yet
+    old_answers.py    a foreign old model answers class probabilities of the data's classes (its answer table's name)
     old_model.py      the old checkpoint loaded (its architecture, classes, what it reads)
     old_fit.py        the old model against the data and the method (class count, inputs, bcwi, proximal, init: old)
     auto_candidates.py  method auto: the candidates it trains (bcwi, proximal where they can start from the old weights)

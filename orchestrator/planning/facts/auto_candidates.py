@@ -16,7 +16,11 @@ def check(found: Found) -> AutoCandidates | Problems | None:
     if spec.method.name != "auto" or old is None:
         return None
     why_not = None
-    if old.shape.arch != spec.arch:
+    if old.foreign is not None:
+        why_not = (
+            f"it starts from the old weights, and the old model ({old.foreign}) is outside Congruent: its answers only"
+        )
+    elif old.shape.arch != spec.arch:
         why_not = f"it starts from the old weights, and arch {spec.arch!r} is not the old model's ({old.shape.arch!r})"
     elif old.adapter != adapter_of(spec):
         why_not = "it starts from the old weights, and train.adapter is not the old model's"

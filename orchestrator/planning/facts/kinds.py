@@ -13,6 +13,7 @@ from pipelines.auto import AutoChoice
 from pipelines.spec import UpdateSpec
 
 if TYPE_CHECKING:
+    from orchestrator.tracking.foreign_models import ForeignModel
     from orchestrator.tracking.version_refs import VersionRef
     from workers.data.dataset_splits import DataSplits
     from workers.data.input_spec import InputSpec
@@ -56,6 +57,19 @@ class OldVersion:
     checkpoint: str | None
     parent: VersionRef | None = None  # the registry version `old` resolved to
     upcoming: Shape | None = None
+    foreign: ForeignModel | None = None  # an MLflow model Congruent did not train (checkpoint: OldAnswers')
+
+
+@dataclass(frozen=True)
+class OldAnswers:
+    """A foreign old model's answers as the run reads them: `checkpoint`, where its answer table on
+    every text of the splits is (workers/models/answer_table.py; the old-answers stage writes it when
+    absent: its name is the model's resolved URI and the texts' digest), the input `column` its pyfunc
+    reads, and the data's class ids it answers probabilities of (None: all of them)."""
+
+    checkpoint: str
+    column: str
+    classes: tuple[int, ...] | None
 
 
 @dataclass(frozen=True)
@@ -107,6 +121,7 @@ class OldModel:
     settings: ModelSettings | None = None  # None: an upcoming version, not a checkpoint yet
     classes: tuple[int, ...] | None = None  # the classes it was trained on, when it names them
     digest: str | None = None  # sha256 of its checkpoint file: what `init: old` starts from
+    foreign: str | None = None  # a model outside Congruent: its resolved URI (its answers only, no weights)
 
     @property
     def adapter(self) -> Any:
@@ -222,13 +237,14 @@ class Found:
 
     @cached_property
     def settled(self) -> UpdateSpec:
-        """The spec as the run will have it: `old` as the checkpoint found (None when it names no
-        checkpoint to load), local paths absolute, and on a streamed source the teachers in the
-        student's task (`resources.teacher_actors: 0`) unless the spec set teacher_actors itself
-        (then the pool's actors take the streamed batches; docs/benchmarks/streaming.md, "Teachers on a
-        stream", measures both)."""
-        old = self.get(OldVersion)
-        spec = self.spec.model_copy(update={"old": None if old is None else old.checkpoint})
+        """The spec as the run will have it: `old` as the checkpoint found (a foreign model's: its
+        answer table; None when it names no checkpoint to load), local paths absolute, and on a
+        streamed source the teachers in the student's task (`resources.teacher_actors: 0`) unless the
+        spec set teacher_actors itself (then the pool's actors take the streamed batches;
+        docs/benchmarks/streaming.md, "Teachers on a stream", measures both)."""
+        old, answers = self.get(OldVersion), self.get(OldAnswers)
+        checkpoint = answers.checkpoint if answers is not None else None if old is None else old.checkpoint
+        spec = self.spec.model_copy(update={"old": checkpoint})
         spec = spec.with_absolute_paths()
         source = self.get(Source)
         if source is None or source.request.streamed is None or "teacher_actors" in spec.resources.model_fields_set:

@@ -25,6 +25,12 @@ def check(found: Found) -> OldFit | Problems | None:
     problems = [] if data is None else data_problems(version.written, old.shape, data.splits)
     starts = spec.method.name in STARTS_FROM_OLD
     reuses, what = REUSES[spec.method.name] if starts else ("init: old starts from", "")
+    if old.foreign is not None and (starts or spec.init == "old"):
+        problems.append(
+            f"{'method: ' if starts else ''}{reuses} the old model's weights, and {version.written} is a model "
+            "outside Congruent (its answers are all an update reads of it)"
+        )
+        return Problems(tuple(problems))
     if starts and old.shape.arch != spec.arch:
         problems.append(f"method: {reuses} {what}, so arch must equal the old model's ({old.shape.arch!r})")
     if spec.init == "old" and old.shape.arch != spec.arch:

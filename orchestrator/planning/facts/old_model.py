@@ -1,11 +1,13 @@
 """The old model: its checkpoint fetched and loaded (weights too, so a checkpoint of another
-architecture fails here, not in a worker) — its architecture, classes and what it reads."""
+architecture fails here, not in a worker) — its architecture, classes and what it reads; a foreign
+model's answer table (old_answers.py) as the model it will be."""
 
 from __future__ import annotations
 
-from orchestrator.planning.facts.kinds import Found, OldModel, OldVersion, Problems, Shape
+from orchestrator.planning.facts.kinds import Data, Found, OldAnswers, OldModel, OldVersion, Problems, Shape
 from orchestrator.planning.model_inputs import file_digest
 from workers import storage
+from workers.names import ANSWER_TABLE
 
 
 def check(found: Found) -> OldModel | Problems | None:
@@ -17,6 +19,12 @@ def check(found: Found) -> OldModel | Problems | None:
         return None
     if old.upcoming is not None:
         return OldModel(old.upcoming)
+    if old.foreign is not None:  # its answer table, which the run's old-answers stage writes
+        answers, data = found.get(OldAnswers), found.get(Data)
+        if answers is None or data is None:
+            return None
+        shape = Shape(ANSWER_TABLE, data.splits.num_classes, "text")
+        return OldModel(shape, None, answers.classes, None, old.foreign.uri)
     spec = found.settled
     assert spec.old is not None  # the checkpoint old_version found, made absolute
     local = spec.old

@@ -1,0 +1,133 @@
+"""A foreign old model's answers: what the old-answers stage costs against the evaluation stage, and
+that a second update against the same model reads them instead.
+
+    python -m benchmarks.performance.foreign_old [--samples 16000] [--eval 4000]
+                                                 [--out docs/benchmarks/performance.md]
+
+v1 is a scikit-learn TF-IDF + logistic regression pipeline fitted on 3,000 random tweets and
+registered with `mlflow.sklearn` (pyfunc_predict_fn="predict_proba") in a temporary MLflow store;
+two updates (`text-linear`, no treatment, one epoch) run against it on the embedded Ray of this
+machine. Reported: the texts the stage scored per second on Ray Data (one actor holding the pyfunc)
+against the eval samples per second of the evaluation stage (v2 and the old model on the eval
+split, with what publish records), both from the first update's run; the second update's stage
+seconds (a read from storage). One run, ratios from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import mlflow
+
+from benchmarks.report import markdown_table, page, results_beside, write_section
+
+SECTION = "## A foreign old model's answers (text, CPU)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=16000)
+    parser.add_argument("--eval", type=int, default=4000)
+    parser.add_argument("--out", default=page("performance"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["MLFLOW_TRACKING_URI"] = os.environ["MLFLOW_REGISTRY_URI"] = f"sqlite:///{tmp}/mlflow.db"
+        figures = measure(Path(tmp), args.samples, args.eval)
+    first, second = figures["first"], figures["second"]
+    ratio = first["old_answers_texts_per_s"] / first["eval_samples_per_s"]
+    print(json.dumps(figures, indent=2))
+    results = results_beside(Path(args.out)) / "foreign-old-results.json"
+    results.write_text(json.dumps(figures, indent=2) + "\n")
+    table = markdown_table(
+        ["update", "texts scored", "old answers s", "texts/s", "evaluation s", "eval samples/s"],
+        [
+            [
+                name,
+                f"{run['old_answers_texts']:,.0f}",
+                f"{run['old_answers_seconds']:.1f}" if not run["old_answers_cached"] else "read from storage",
+                f"{run['old_answers_texts_per_s']:,.0f}" if not run["old_answers_cached"] else "—",
+                f"{run['evaluation_seconds']:.1f}",
+                f"{run['eval_samples_per_s']:,.0f}",
+            ]
+            for name, run in (("first", first), ("second, same v1 and texts", second))
+        ],
+        "lrrrrr",
+    )
+    body = (
+        f"Command: `python -m benchmarks.performance.foreign_old --samples {args.samples} --eval {args.eval}`, "
+        f"{time.strftime('%Y-%m-%d')}, 2 CPU cores, embedded Ray, one run ({results.name}). v1: a scikit-learn "
+        "TF-IDF + logistic regression pipeline registered with `mlflow.sklearn`; each update: `text-linear`, no "
+        f"treatment, one epoch, against `old: NAME/1`.\n\n{table}\n\n"
+        f"The stage scores every distinct text of train, val and eval once, at **{ratio:.1f}×** the evaluation "
+        "stage's samples per second (which runs v2 and the old model's answer table over the eval split and "
+        "computes what publish records); the second update reads the table from storage."
+    )
+    write_section(Path(args.out), SECTION, body)
+
+
+def measure(folder: Path, samples: int, eval_samples: int) -> dict[str, dict[str, float]]:
+    """Both updates' figures: the old-answers stage's (from their MLflow runs) and the evaluation's."""
+    from orchestrator.driver.pipeline import run_pipeline
+    from orchestrator.execution.cluster import connect
+    from orchestrator.execution.watch import StageWatch
+    from orchestrator.planning.preflight import preflight
+    from orchestrator.tracking.store import configure
+    from pipelines.spec import parse_spec
+
+    configure()
+    register_v1("bench-foreign")
+    connect(None)
+    figures = {}
+    for name, version in (("first", "v2"), ("second", "v2-again")):
+        document = {
+            "model": "bench-foreign",
+            "version": version,
+            "arch": "text-linear",
+            "old": "bench-foreign/1",
+            "method": {"name": "none"},
+            "data": {"dataset": "tweet-sentiment", "train_limit": samples, "eval_limit": eval_samples},
+            "train": {"epochs": 1},
+            "storage": str(folder / "runs"),
+        }
+        result = run_pipeline(preflight(parse_spec(document)), folder / version, StageWatch())
+        client = mlflow.MlflowClient()
+        experiment = client.get_experiment_by_name("bench-foreign")
+        assert experiment is not None, "the update opened its experiment"
+        run = client.search_runs([experiment.experiment_id], f"tags.mlflow.runName = '{version}'")[0]
+        stage = {k: v for k, v in run.data.metrics.items() if k.startswith("old_answers_")}
+        evaluation = result.seconds["evaluation"]
+        figures[name] = {**stage, "evaluation_seconds": evaluation, "eval_samples_per_s": eval_samples / evaluation}
+    return figures
+
+
+def register_v1(name: str) -> None:
+    """A TF-IDF + logistic regression pipeline on 3,000 tweets drawn at random, registered as NAME/1."""
+    import numpy as np
+    import pandas as pd  # type: ignore[import-untyped]
+    from sklearn.compose import ColumnTransformer
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import Pipeline
+
+    from workers.data.text_tables import load_tweet_sentiment
+
+    tweets = load_tweet_sentiment()
+    names = np.asarray(tweets.classes)[np.asarray(tweets.labels)]
+    frame = pd.DataFrame({"text": list(tweets.texts), "label": names})
+    frame = frame.iloc[np.random.default_rng(1).permutation(len(frame))[:3000]]
+    fitted = Pipeline(
+        [("tfidf", ColumnTransformer([("text", TfidfVectorizer(), "text")])), ("lr", LogisticRegression())]
+    )
+    fitted.fit(frame, frame["label"])
+    mlflow.set_experiment(f"{name}-v1")
+    with mlflow.start_run():
+        mlflow.sklearn.log_model(fitted, name="model", registered_model_name=name, pyfunc_predict_fn="predict_proba")
+
+
+if __name__ == "__main__":
+    main()
