@@ -127,6 +127,7 @@ def test_a_foreign_model_that_raises_or_answers_unknown_classes_fails_its_rows_n
     def scorer(predict) -> PyfuncAnswers:
         answers = object.__new__(PyfuncAnswers)  # its model given here: no MLflow store to load from
         answers.model, answers.column, answers.key = SimpleNamespace(predict=predict), "text", "old"
+        answers.names = None  # not of the sklearn flavour
         answers.index = {"neg": 0, "pos": 1}
         return answers
 

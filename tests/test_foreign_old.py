@@ -133,7 +133,11 @@ def test_a_kd_update_of_a_foreign_sklearn_v1_counts_its_flips_as_both_models_ans
         )
     assert evaluated.metrics["nfr"] == pytest.approx(negative / len(labels), abs=1e-6)
 
-    again = run_update({**document, "version": "v2-none", "method": {"name": "none"}}, tmp_path / "again")
+    # FD-LM with the old model's answers served by a pool actor (the first update's were in-process)
+    pooled = {**SPEC_RESOURCES, "teacher_actors": 1}
+    again = run_update(
+        {**document, "version": "v2-fd", "method": {"name": "fd-lm"}, "resources": pooled}, tmp_path / "again"
+    )
     assert again.registered_version == "3"
     client = MlflowClient()
     cached = {
@@ -141,7 +145,8 @@ def test_a_kd_update_of_a_foreign_sklearn_v1_counts_its_flips_as_both_models_ans
         for run in client.search_runs([client.get_experiment_by_name(name).experiment_id])
         if "old_answers_cached" in run.data.metrics
     }
-    assert cached == {"v2": 0.0, "v2-none": 1.0}
+    assert cached == {"v2": 0.0, "v2-fd": 1.0}
+    assert again.teacher_pool is not None and again.teacher_pool.batches_served > 0  # epoch 1's: then cached
 
     # the foreign v1 in the chain's matrix and as the champion the gate compares with: its answers are
     # those v2's run recorded beside its own ledger (ledger/parent)
@@ -149,6 +154,8 @@ def test_a_kd_update_of_a_foreign_sklearn_v1_counts_its_flips_as_both_models_ans
     matrix = json.loads(capsys.readouterr().out)["matrix"]
     assert matrix["versions"] == ["1", "2", "3"] and matrix["without_ledger"] == []
     assert matrix["nfr_matrix"][0][1] == pytest.approx(negative / len(labels))
+    assert main(["compare", f"models:/{name}/1", f"models:/{name}/2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pairs"][0]["nfr"] == pytest.approx(negative / len(labels))
     client.set_registered_model_alias(name, "champion", "1")
     assert main(["promote", name, "2", "--max-nfr", str(negative / len(labels) / 2)]) != 0
     assert str(client.get_registered_model(name).aliases["champion"]) == "1"
@@ -172,3 +179,13 @@ def test_an_answer_table_gives_each_texts_own_answer_and_refuses_a_text_it_never
     assert torch.softmax(loaded(ids), 1).numpy() == pytest.approx(np.array([[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]]))
     with pytest.raises(UnknownTexts, match="none for 1 of these 2 texts"):
         loaded(encode_texts(settings.inputs, ["bad film", "a text nobody scored"])[0])
+
+
+def test_a_version_measured_against_a_foreign_model_of_its_own_name_has_that_version_as_parent():
+    from orchestrator.tracking.version_record import VersionRecord
+
+    assert VersionRecord(version="2", foreign_parent="models:/tickets/1").parent_of("tickets") == "1"
+    assert VersionRecord(version="2", foreign_parent="models:/other/1").parent_of("tickets") is None
+    assert VersionRecord(version="3", parent_version="2").parent_of("tickets") == "2"
+    tags = VersionRecord(version="2", foreign_parent="models:/tickets/1").to_tags()
+    assert VersionRecord.from_tags(tags, "2").foreign_parent == "models:/tickets/1"

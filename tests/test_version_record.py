@@ -114,6 +114,7 @@ def test_the_pipeline_records_what_it_always_tagged(parent):
             parent=SimpleNamespace(version=parent) if parent else None,
             written="fmnist@champion",
             classes=(0, 1, 2, 3, 4) if parent else None,
+            foreign=None,
         ),
         start=SimpleNamespace(arch_key=None),  # not an hf:DIR model: no base_digest tag
     )

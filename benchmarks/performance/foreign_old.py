@@ -6,8 +6,8 @@ that a second update against the same model reads them instead.
 
 v1 is a scikit-learn TF-IDF + logistic regression pipeline fitted on 3,000 random tweets and
 registered with `mlflow.sklearn` (pyfunc_predict_fn="predict_proba") in a temporary MLflow store;
-two updates (`text-linear`, no treatment, one epoch) run against it on the embedded Ray of this
-machine. Reported: the texts the stage scored per second on Ray Data (one actor holding the pyfunc)
+two updates (`text-linear`, one epoch: no treatment, then `method: auto`) run against it on the
+embedded Ray of this machine. Reported: the texts the stage scored per second on Ray Data (one actor holding the pyfunc)
 against the eval samples per second of the evaluation stage (v2 and the old model on the eval
 split, with what publish records), both from the first update's run; the second update's stage
 seconds (a read from storage). One run, ratios from the same run.
@@ -21,6 +21,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import mlflow
 
@@ -44,7 +45,7 @@ def main() -> None:
     results = results_beside(Path(args.out)) / "foreign-old-results.json"
     results.write_text(json.dumps(figures, indent=2) + "\n")
     table = markdown_table(
-        ["update", "texts scored", "old answers s", "texts/s", "evaluation s", "eval samples/s"],
+        ["update", "texts scored", "old answers s", "texts/s", "evaluation s", "eval samples/s", "ER", "NFR"],
         [
             [
                 name,
@@ -53,16 +54,18 @@ def main() -> None:
                 f"{run['old_answers_texts_per_s']:,.0f}" if not run["old_answers_cached"] else "—",
                 f"{run['evaluation_seconds']:.1f}",
                 f"{run['eval_samples_per_s']:,.0f}",
+                f"{100 * run['error_rate']:.2f} %",
+                f"{100 * run['nfr']:.2f} %",
             ]
-            for name, run in (("first", first), ("second, same v1 and texts", second))
+            for name, run in (("first: none", first), (f"second: auto → {second['chosen']}", second))
         ],
-        "lrrrrr",
+        "lrrrrrrr",
     )
     body = (
         f"Command: `python -m benchmarks.performance.foreign_old --samples {args.samples} --eval {args.eval}`, "
         f"{time.strftime('%Y-%m-%d')}, 2 CPU cores, embedded Ray, one run ({results.name}). v1: a scikit-learn "
-        "TF-IDF + logistic regression pipeline registered with `mlflow.sklearn`; each update: `text-linear`, no "
-        f"treatment, one epoch, against `old: NAME/1`.\n\n{table}\n\n"
+        "TF-IDF + logistic regression pipeline registered with `mlflow.sklearn`; each update: `text-linear`, one "
+        f"epoch, against `old: NAME/1`, first with no treatment, then `method: auto`.\n\n{table}\n\n"
         f"The stage scores every distinct text of train, val and eval once, at **{ratio:.1f}×** the evaluation "
         "stage's samples per second (which runs v2 and the old model's answer table over the eval split and "
         "computes what publish records); the second update reads the table from storage."
@@ -70,7 +73,7 @@ def main() -> None:
     write_section(Path(args.out), SECTION, body)
 
 
-def measure(folder: Path, samples: int, eval_samples: int) -> dict[str, dict[str, float]]:
+def measure(folder: Path, samples: int, eval_samples: int) -> dict[str, dict[str, Any]]:
     """Both updates' figures: the old-answers stage's (from their MLflow runs) and the evaluation's."""
     from orchestrator.driver.pipeline import run_pipeline
     from orchestrator.execution.cluster import connect
@@ -82,14 +85,14 @@ def measure(folder: Path, samples: int, eval_samples: int) -> dict[str, dict[str
     configure()
     register_v1("bench-foreign")
     connect(None)
-    figures = {}
-    for name, version in (("first", "v2"), ("second", "v2-again")):
+    figures: dict[str, dict[str, Any]] = {}
+    for name, version, method in (("first", "v2", "none"), ("second", "v2-auto", "auto")):
         document = {
             "model": "bench-foreign",
             "version": version,
             "arch": "text-linear",
             "old": "bench-foreign/1",
-            "method": {"name": "none"},
+            "method": {"name": method},
             "data": {"dataset": "tweet-sentiment", "train_limit": samples, "eval_limit": eval_samples},
             "train": {"epochs": 1},
             "storage": str(folder / "runs"),
@@ -102,6 +105,9 @@ def measure(folder: Path, samples: int, eval_samples: int) -> dict[str, dict[str
         stage = {k: v for k, v in run.data.metrics.items() if k.startswith("old_answers_")}
         evaluation = result.seconds["evaluation"]
         figures[name] = {**stage, "evaluation_seconds": evaluation, "eval_samples_per_s": eval_samples / evaluation}
+        figures[name] |= {"method": method, "chosen": str((result.auto or {}).get("chosen", method))}
+        figures[name] |= {key: result.metrics["vs_old"][key] for key in ("nfr", "pfr")}
+        figures[name]["error_rate"] = result.metrics["error_rate"]
     return figures
 
 

@@ -100,8 +100,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="PREDICTIONS",
         help="two or more, oldest first: .npy files of 1-D integer class ids or 2-D float logits (with "
         "--labels), or predictions by sample id: `congruent predict` folders, .parquet shards, ledgers, "
-        "or live:RUN_ID/champion and live:RUN_ID/candidate, the sides of a serving session (their labels "
-        "inside; compared on the samples all of them hold)",
+        "models:/NAME/VERSION (a registered version's ledger; for a model Congruent did not train, its answers "
+        "as an update against it recorded them), or live:RUN_ID/champion and live:RUN_ID/candidate, the sides "
+        "of a serving session (their labels inside; compared on the samples all of them hold)",
     )
     parser.add_argument(
         "--slices",

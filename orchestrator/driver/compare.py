@@ -5,7 +5,9 @@ Two kinds of input, versions in the order given (0, 1, 2, …):
 - NumPy arrays saved with `np.save`, by position: labels are 1-D non-negative integer class ids (a
   file of their own); a prediction file holds 1-D class ids or 2-D float logits (N×C).
 - Prediction files by sample id (workers/prediction_files.py): `congruent predict`'s folders or
-  shards, a version's registry ledger, or a side of a serving session's live ledger
+  shards, a version's registry ledger (a file, or `models:/NAME/VERSION`: any registered version
+  with a ledger, a model Congruent did not train once an update against it recorded its answers),
+  or a side of a serving session's live ledger
   (`live:RUN_ID/champion`, `live:RUN_ID/candidate`: orchestrator/tracking/live.py
   `live_predictions`). They carry their labels; they are compared on the samples every one of them
   answered that have a label (the newest file's), of the classes each ledger's version was trained
@@ -112,13 +114,15 @@ def load_prediction_file(path: str | os.PathLike, n: int | None = None, num_clas
 
 
 LIVE_PREFIX = "live:"  # `live:RUN_ID/champion` or `live:RUN_ID/candidate`: a side of a serving session's ledger
+MODELS_PREFIX = "models:/"  # `models:/NAME/VERSION` or `models:/NAME@ALIAS`: a registered version's ledger
 
 
 def by_id(paths: Sequence[str]) -> bool:
     """Whether the inputs are predictions by sample id (Parquet files or folders, live ledger sides)
     rather than .npy arrays."""
     return all(
-        os.path.isdir(p) or str(p).endswith(prediction_files.SUFFIX) or str(p).startswith(LIVE_PREFIX) for p in paths
+        os.path.isdir(p) or str(p).endswith(prediction_files.SUFFIX) or str(p).startswith((LIVE_PREFIX, MODELS_PREFIX))
+        for p in paths
     )
 
 
@@ -140,6 +144,22 @@ def live_side(ref: str) -> dict[str, Any]:
     return live_predictions(run_id, side)
 
 
+def registered_side(ref: str) -> dict[str, Any]:
+    """The ledger of the registered version `ref` names (`models:/NAME/VERSION`, `models:/NAME@ALIAS`):
+    its run's own, or for a model Congruent did not train, its answers as an update against it
+    recorded them (tracking/ledger_files.py)."""
+    from orchestrator.tracking import registry
+    from orchestrator.tracking.ledger import COMPARED
+    from orchestrator.tracking.store import configure
+    from orchestrator.tracking.version_refs import RegistryError
+
+    configure()
+    try:
+        return registry.ledger_of(registry.resolve(ref), COMPARED)
+    except RegistryError as e:
+        raise InputError(ref, str(e)) from None
+
+
 def aligned_predictions(paths: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """(sample ids, labels, class ids of each file) on the samples all of `paths` hold with a label
     (module docstring); InputError naming a file that is not a prediction file, or no sample in common."""
@@ -150,6 +170,9 @@ def aligned_predictions(paths: Sequence[str]) -> tuple[np.ndarray, np.ndarray, l
     for path in paths:
         if str(path).startswith(LIVE_PREFIX):
             files.append(live_side(str(path)))
+            continue
+        if str(path).startswith(MODELS_PREFIX):
+            files.append(registered_side(str(path)))
             continue
         try:
             files.append(read_predictions(path))

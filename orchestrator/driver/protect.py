@@ -141,16 +141,17 @@ def flip_rows(model: str, version: str) -> Rows:
     DataError when its data cannot give them back."""
     scored = scored_version(f"{model}/{version}")
     record = next((r for r in registry.chain(model) if r.version == str(version)), None)
-    if record is None or record.parent_version is None:
+    parent = None if record is None else record.parent_of(model)
+    if parent is None:
         raise RegistryError(f"{model} v{version} has no registered parent: it flipped nothing to protect")
     new = registry.ledger_of(VersionRef(model, str(version)), COMPARED)
-    old = registry.ledger_of(VersionRef(model, record.parent_version), COMPARED)
+    old = registry.ledger_of(VersionRef(model, parent), COMPARED)
     in_old, in_new = shared_samples(old, new)
     labels = new["labels"][in_new]
     flipped = known_mask(old, labels) & (old["class_ids"][in_old] == labels) & (new["class_ids"][in_new] != labels)
     ids, labels = new["ids"][in_new][flipped], labels[flipped]
     if not len(ids):
-        raise RegistryError(f"{model} v{version} flipped no sample of v{record.parent_version}: nothing to protect")
+        raise RegistryError(f"{model} v{version} flipped no sample of v{parent}: nothing to protect")
     data = registry.spec_of(VersionRef(model, str(version))).data  # as registered, not as its run's file says
     if data.path is None:
         raise DataError(

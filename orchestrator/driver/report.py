@@ -96,7 +96,7 @@ def gather(model: str, version: str | None = None) -> ReportData:
     data = ReportData(model, rows, names, matrix, runs.evaluated_points(model, registered), chosen.version)
     data.live = [live_row(session) for session in live_summaries(model, SHOWN_CONFIDENCE)]
     data.live_headers = LIVE_HEADERS
-    parent = chosen.parent_version
+    parent = chosen.parent_of(model)
     if parent is None:
         earlier = records[: records.index(chosen)]
         parent = earlier[-1].version if earlier else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import mlflow
@@ -32,6 +33,7 @@ class ForeignModel:
     given: str
     uri: str  # models:/NAME/VERSION for a registered one (an alias resolved), else as given
     column: str | None  # the one input its signature names; None: it has no signature of one column
+    model_uuid: str = ""  # MLflow's id of the logged model (a folder or run rewritten under one URI differs)
 
     @property
     def shown(self) -> str:
@@ -62,7 +64,8 @@ def is_congruent_version(text: str) -> bool:
 def foreign_model(text: str) -> ForeignModel:
     """The model `text` names (any MLflow model URI, or NAME@ALIAS / NAME/VERSION of a registered
     model), resolved; RegistryError (one line) when MLflow cannot find it."""
-    uri = text if "://" in text or text.startswith(("models:/", "runs:/")) else f"models:/{text}"
+    named = "://" in text or text.startswith(("models:/", "runs:/")) or Path(text).is_dir()
+    uri = text if named else f"models:/{text}"
     parsed = parse_version_ref(uri)
     if parsed is not None and parsed[1] is not None:  # an alias: the version it names now
         name, alias = parsed[0], parsed[1]
@@ -76,7 +79,7 @@ def foreign_model(text: str) -> ForeignModel:
         message = e.message if isinstance(e, MlflowException) else str(e)
         raise RegistryError(f"{text}: MLflow finds no model there ({message.splitlines()[0][:160]})") from None
     names = info.signature.inputs.input_names() if info.signature is not None else []
-    return ForeignModel(text, uri, str(names[0]) if len(names) == 1 else None)
+    return ForeignModel(text, uri, str(names[0]) if len(names) == 1 else None, str(info.model_uuid or ""))
 
 
 def answers_of(output: Any, names: tuple[str, ...] | None = None) -> np.ndarray:
@@ -190,12 +193,16 @@ def probe_probabilities(
 ) -> tuple[str, ...]:
     """The class names `model` answers probabilities of, scored on a few `texts` in this process;
     ValueError (one line) for an output of classes only, or a class `classes` (the data's) lacks."""
-    pyfunc = mlflow.pyfunc.load_model(model.uri)
+    try:
+        pyfunc = mlflow.pyfunc.load_model(model.uri)
+        names = sklearn_classes(model.uri)
+    except Exception as e:  # noqa: BLE001 — whatever loading a foreign model raises, in one line
+        raise ValueError(f"MLflow could not load it: {first_line(e)}"[:300]) from None
     try:
         output = pyfunc.predict(pd.DataFrame({column: texts}))
     except Exception as e:  # noqa: BLE001 — whatever a foreign model raises, in one line
         raise ValueError(f"it could not answer the spec's {column!r} column: {first_line(e)}"[:300]) from None
-    names, _ = named_probabilities(output, sklearn_classes(model.uri))
+    names, _ = named_probabilities(output, names)
     unknown = [name for name in names if name not in classes]
     if unknown:
         raise ValueError(f"its class {unknown[0]!r} is none of the data's ({', '.join(classes)})")

@@ -133,6 +133,14 @@ class VersionRecord:
         """The version's parent as tables show it: its version number, or a foreign old model's URI."""
         return self.parent_version or self.foreign_parent
 
+    def parent_of(self, model: str) -> str | None:
+        """The version of `model` this one was measured against: its registered parent, or a foreign
+        old model registered under the same name (models:/MODEL/N, whose ledger an update recorded)."""
+        prefix = f"models:/{model}/"
+        if self.parent_version is None and self.foreign_parent and self.foreign_parent.startswith(prefix):
+            return self.foreign_parent.removeprefix(prefix)
+        return self.parent_version
+
     @property
     def method_shown(self) -> str:
         """The method as tables show it: `auto → kd` for auto's choice."""
@@ -154,7 +162,7 @@ class VersionRecord:
             "method": self.method,
             "arch": self.arch,
             "parent_version": self.parent_version,
-            "foreign_parent": self.foreign_parent,
+            **({"foreign_parent": self.foreign_parent} if self.foreign_parent else {}),
             "error_rate": self.error_rate,
             "nfr": self.nfr,
             "pfr": self.pfr,

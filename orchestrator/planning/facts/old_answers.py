@@ -6,9 +6,13 @@ unlabelled texts, val, eval), so a second update against the same model on the s
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 from orchestrator.planning.facts.kinds import Data, Found, OldAnswers, OldVersion, Problems
 from workers import storage
+
+if TYPE_CHECKING:
+    from orchestrator.tracking.foreign_models import ForeignModel
 
 PROBED_TEXTS = 16  # texts `check` scores to learn what the model answers
 
@@ -38,10 +42,15 @@ def check(found: Found) -> OldAnswers | Problems | None:
         return Problems.of("old", [f"{old.written}: {e}"])
     known = tuple(sorted(names.index(name) for name in answered))
     return OldAnswers(
-        storage.join(spec.storage, spec.model, "old-answers", f"{old.foreign.folder}-{texts_digest(texts)}.pt"),
+        storage.join(spec.storage, spec.model, "old-answers", f"{answers_name(old.foreign)}-{texts_digest(texts)}.pt"),
         column,
         None if len(known) == len(names) else known,
     )
+
+
+def answers_name(model: ForeignModel) -> str:
+    """What names a foreign model in its answer table's file: its resolved URI and MLflow's id of it."""
+    return f"{model.folder}-{model.model_uuid[:12]}" if model.model_uuid else model.folder
 
 
 def class_names(classes: tuple[str, ...], count: int) -> tuple[str, ...]:
