@@ -87,8 +87,12 @@ def _fidelity() -> list[tuple[str, str, Callable[[], str]]]:
 
 def _performance() -> list[tuple[str, str, Callable[[], str]]]:
     from benchmarks.performance import adapter_teachers as a
+    from benchmarks.performance import foreign_old as f
 
-    return [("performance", a.HEADING, lambda: a.report(_saved(a.RESULTS)))]
+    return [
+        ("performance", a.HEADING, lambda: a.report(_saved(a.RESULTS))),
+        ("performance", f.HEADING, lambda: f.report(_saved(f.RESULTS))),
+    ]
 
 
 SECTIONS = [*_fidelity(), *_streaming(), *_quality(), *_serving(), *_performance()]

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import ray
 
+from orchestrator.dataplane.ray_reading import ordered_context
 from orchestrator.execution.watch import StageWatch
 from orchestrator.planning.plan import Plan
 from orchestrator.tracking import runs
@@ -95,6 +96,7 @@ def ensure_old_answers(plan: Plan, watch: StageWatch) -> OldAnswersRecord | None
 def score_texts(texts: list[str], uri: str, column: str, classes: tuple[str, ...]) -> tuple[list[str], np.ndarray]:
     """`texts` with the model's N×C probabilities (in the order of `classes`), scored on Ray Data by
     one actor holding the model's pyfunc, BATCH_TEXTS texts a call."""
+    ordered_context()  # in order, quiet, bounded in the object store, as every stream of the pipeline
     dataset = ray.data.from_items([{"payload": text} for text in texts]).map_batches(
         PyfuncProbabilities,
         fn_constructor_kwargs={"uri": uri, "column": column, "classes": classes, "tracking_uri": tracking_uri()},
@@ -107,6 +109,6 @@ def score_texts(texts: list[str], uri: str, column: str, classes: tuple[str, ...
     for batch in dataset.iter_batches(batch_size=BATCH_TEXTS, batch_format="numpy"):
         answered.extend(str(text) for text in batch["payload"])
         rows.append(np.asarray(batch["probabilities"], dtype=np.float64))
-    if len(answered) != len(texts):
-        raise RuntimeError(f"the old model answered {len(answered)} of {len(texts)} texts")
+    if answered != texts:
+        raise RuntimeError(f"the old model answered {len(answered)} texts of {len(texts)}, or others")
     return answered, np.concatenate(rows) if rows else np.zeros((0, len(classes)))
