@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,13 +98,20 @@ def score_texts(texts: list[str], uri: str, column: str, classes: tuple[str, ...
     """`texts` with the model's N×C probabilities (in the order of `classes`), scored on Ray Data by
     one actor holding the model's pyfunc, BATCH_TEXTS texts a call."""
     ordered_context()  # in order, quiet, bounded in the object store, as every stream of the pipeline
-    dataset = ray.data.from_items([{"payload": text} for text in texts]).map_batches(
-        PyfuncProbabilities,
-        fn_constructor_kwargs={"uri": uri, "column": column, "classes": classes, "tracking_uri": tracking_uri()},
-        batch_size=BATCH_TEXTS,
-        compute=ray.data.ActorPoolStrategy(size=1),
-        num_cpus=1,
-    )
+    with warnings.catch_warnings():
+        # Ray 2.60 takes max_restarts only as a remote argument, which it says it will stop taking in 2.64
+        warnings.simplefilter("ignore", DeprecationWarning)
+        dataset = ray.data.from_items([{"payload": text} for text in texts]).map_batches(
+            PyfuncProbabilities,
+            fn_constructor_kwargs={"uri": uri, "column": column, "classes": classes, "tracking_uri": tracking_uri()},
+            batch_size=BATCH_TEXTS,
+            compute=ray.data.ActorPoolStrategy(size=1),
+            num_cpus=1,
+            # no restarts: a restarted actor would need its constructor's arguments, which Ray keeps in
+            # the object store and may have lost (ray#53727, which Ray says on the terminal of every run
+            # that allows them); a lost actor fails the stage, which wrote nothing yet: a rerun scores again
+            max_restarts=0,
+        )
     answered: list[str] = []
     rows: list[np.ndarray] = []
     for batch in dataset.iter_batches(batch_size=BATCH_TEXTS, batch_format="numpy"):

@@ -202,6 +202,8 @@ def summary(found: Found) -> str:
             f"({splits.protected_left_out:,} of val or eval left out)"
         )
     old_line = f"old {old.written}" if old is not None else "no old version (a first version)"
+    if old is not None and old.foreign is not None:
+        old_line += f" ({old.foreign.uri}, a model outside Congruent: its answers only)"
     line = f"{spec.model} {spec.version}: {method}, {spec.arch}; {data_line}; {old_line}"
     auto = found.get(AutoCandidates)
     if auto is not None:
