@@ -32,6 +32,9 @@ def pipeline():
 
 def register(name: str, labels_of=lambda names: names, predict_fn: str = "predict_proba", rows: int = 3000):
     """The pipeline fitted on `rows` tweets (labels renamed by `labels_of`), registered as `name`; the fit."""
+    from orchestrator.tracking.store import configure
+
+    configure()  # the session's store (MLFLOW_TRACKING_URI): a test before may have pointed MLflow elsewhere
     tweets = load_tweet_sentiment()
     names = np.asarray(tweets.classes)[np.asarray(tweets.labels)]
     frame = pd.DataFrame({"text": list(tweets.texts), "label": names})

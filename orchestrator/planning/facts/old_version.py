@@ -34,7 +34,8 @@ def is_model_uri(written: str) -> bool:
 
 
 def resolve(written: str, registered: bool) -> OldVersion:
-    """The old version `written` names: a Congruent version (a local copy of its checkpoint), or any
+    """The old version `written` names: a Congruent version (a local copy of its checkpoint; also a
+    version registered by hand whose source is no MLflow model, only a checkpoint folder), or any
     other MLflow model (foreign). RegistryError (one line) when MLflow has none there."""
     from orchestrator.tracking import store
 
@@ -47,6 +48,10 @@ def resolve(written: str, registered: bool) -> OldVersion:
     store.configure()
     if registered:
         parent = registry.resolve(written)  # refuses a version that does not exist, or half published
-        if is_congruent_version(written):
-            return OldVersion(written, registry.checkpoint_of(parent), parent)
+        if not is_congruent_version(written):
+            try:
+                return OldVersion(written, None, foreign=foreign_model(written))
+            except RegistryError:  # no MLflow model there: a checkpoint registered by hand, read as Congruent's
+                pass
+        return OldVersion(written, registry.checkpoint_of(parent), parent)
     return OldVersion(written, None, foreign=foreign_model(written))
